@@ -1,0 +1,38 @@
+# Helpers that give every asgd target the same warnings and sanitizer flags,
+# per target (never through global CMAKE_CXX_FLAGS).
+
+function(asgd_apply_flags target)
+  target_compile_features(${target} PUBLIC cxx_std_20)
+  set_target_properties(${target} PROPERTIES CXX_EXTENSIONS OFF)
+  if(CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
+    target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic)
+    if(ASGD_WERROR)
+      target_compile_options(${target} PRIVATE -Werror)
+    endif()
+  endif()
+  if(ASGD_SANITIZE)
+    target_compile_options(${target} PRIVATE -fsanitize=${ASGD_SANITIZE} -fno-omit-frame-pointer -g)
+    target_link_options(${target} PRIVATE -fsanitize=${ASGD_SANITIZE})
+  endif()
+endfunction()
+
+# asgd_add_library(<folder> SOURCES ... [DEPS ...])
+# One library per folder: target asgd_<folder>, alias asgd::<folder>, exported
+# as asgd::<folder>, public headers under <folder>/include.
+function(asgd_add_library name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;PUBLIC_DEPS;PRIVATE_DEPS" ${ARGN})
+  add_library(asgd_${name} ${ARG_SOURCES})
+  add_library(asgd::${name} ALIAS asgd_${name})
+  set_target_properties(asgd_${name} PROPERTIES EXPORT_NAME ${name}
+                        OUTPUT_NAME asgd_${name} POSITION_INDEPENDENT_CODE ON)
+  target_include_directories(asgd_${name} PUBLIC
+    $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
+    $<BUILD_INTERFACE:${PROJECT_BINARY_DIR}/generated>
+    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+  target_link_libraries(asgd_${name} PUBLIC ${ARG_PUBLIC_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
+  asgd_apply_flags(asgd_${name})
+  install(TARGETS asgd_${name} EXPORT asgdTargets
+          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+          LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  install(DIRECTORY include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+endfunction()

@@ -1,0 +1,90 @@
+// BoundedDelay{tau}: per-worker clocks and the gate that keeps any worker at
+// most tau steps ahead of the slowest (Ho et al. 2013, SSP). tau = 0 is
+// bulk-synchronous; tau = kUnbounded is fully asynchronous (Hogwild!).
+// The staleness a worker actually sees is recorded, because convergence vs
+// staleness is a product feature.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "asgd/engine/consistency.hpp"
+
+namespace asgd {
+
+inline constexpr std::uint64_t kUnbounded = std::numeric_limits<std::uint64_t>::max();
+
+// "inf" | "infinity" | "async" -> kUnbounded, else a non-negative integer.
+std::uint64_t parse_tau(std::string_view text);
+std::string tau_to_string(std::uint64_t tau);
+
+// Counts of observed staleness values; the last bucket holds everything >= it.
+class StalenessHistogram {
+ public:
+  static constexpr std::size_t kBuckets = 65;
+  void add(std::uint64_t staleness) noexcept;
+  void merge(const StalenessHistogram& other) noexcept;
+  std::uint64_t count() const noexcept { return count_; }
+  std::uint64_t max() const noexcept { return max_; }
+  double mean() const noexcept { return count_ ? static_cast<double>(sum_) / static_cast<double>(count_) : 0.0; }
+  std::uint64_t bucket(std::size_t s) const noexcept { return buckets_[s]; }
+  // "0:812 1:90 2:3" (non-empty buckets only; the last as ">=64").
+  std::string describe() const;
+
+ private:
+  std::array<std::uint64_t, kBuckets> buckets_{};
+  std::uint64_t count_ = 0;
+  std::uint64_t sum_ = 0;
+  std::uint64_t max_ = 0;
+};
+
+class BoundedDelay {
+ public:
+  BoundedDelay(std::size_t workers, std::uint64_t tau);
+
+  // Worker w is about to compute step clock(w). Blocks until the slowest
+  // unretired worker has completed at least clock(w) - tau steps, then returns
+  // the staleness it runs with (clock(w) - slowest). Returns nullopt once
+  // cancel() was called. One waiting point: a condition variable.
+  std::optional<std::uint64_t> enter(std::size_t w);
+  // Worker w completed its step: clock(w) += 1; wakes waiters.
+  void finish_step(std::size_t w);
+  // Worker w does no more steps; it no longer holds anyone back.
+  void retire(std::size_t w);
+  // Wakes every waiter; enter() returns nullopt from now on.
+  void cancel();
+  bool cancelled() const noexcept { return cancelled_.load(std::memory_order_acquire); }
+
+  std::size_t workers() const noexcept { return workers_; }
+  std::uint64_t tau() const noexcept { return tau_; }
+  // Steps completed by w (kUnbounded once retired).
+  std::uint64_t clock(std::size_t w) const noexcept;
+  // The step w is computing now, or kUnbounded when it is between steps.
+  std::uint64_t in_step(std::size_t w) const noexcept;
+  // Minimum clock over unretired workers (kUnbounded when all retired).
+  std::uint64_t slowest() const noexcept;
+
+ private:
+  struct alignas(kCacheLine) WorkerClock {
+    std::atomic<std::uint64_t> completed{0};
+    std::atomic<std::uint64_t> computing{kUnbounded};
+  };
+
+  std::size_t workers_;
+  std::uint64_t tau_;
+  std::unique_ptr<WorkerClock[]> clocks_;
+  std::atomic<bool> cancelled_{false};
+  alignas(kCacheLine) std::atomic<int> waiters_{0};
+  std::mutex mutex_;
+  std::condition_variable wake_;
+};
+
+}  // namespace asgd

@@ -1,0 +1,54 @@
+// Checkpoints: a ParamStore with its layout and training state, written to a
+// temp file, fsync'ed and renamed into place, so a crash at any moment leaves
+// either the old or the new file; a CRC-32 and an end marker let load refuse
+// a torn, corrupt or foreign file with a clear message.
+//
+// File format (little-endian, version 1):
+//   "ASGDCKPT" u32 version u32 0
+//   u64 layout_hash u64 elements u64 optimizer_elements
+//   u64 epoch u64 examples u64 seed u64 layout_text_bytes u64 metadata_bytes
+//   layout text | metadata | elements x f32 | optimizer_elements x f32
+//   u32 crc32(all of the above) "ASGDEND!"
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "asgd/engine/layout.hpp"
+#include "asgd/engine/param_store.hpp"
+
+namespace asgd {
+
+// Where training stands: enough to resume at an epoch boundary.
+struct TrainState {
+  std::uint64_t epoch = 0;     // epochs completed
+  std::uint64_t examples = 0;  // examples processed so far
+  std::uint64_t seed = 0;      // the run's seed (shuffles derive from it)
+  friend bool operator==(const TrainState&, const TrainState&) = default;
+};
+
+struct CheckpointData {
+  Layout layout;
+  std::vector<float> params;           // layout.size() values
+  std::vector<float> optimizer_state;  // e.g. AdaGrad sums; empty if none
+  TrainState state;
+  std::string metadata;  // opaque to the engine: apps keep id maps, options...
+};
+
+// Throws RuntimeError on I/O failure (the previous file, if any, stays) and
+// when a parameter is NaN or infinite (a diverged model is never saved).
+void save_checkpoint(const std::filesystem::path& path, const ParamStore& store, const TrainState& state,
+                     std::span<const float> optimizer_state = {}, std::string_view metadata = {});
+
+// Throws InputError naming the file and what is wrong: missing, not a
+// checkpoint, other version, truncated, checksum mismatch.
+CheckpointData read_checkpoint(const std::filesystem::path& path);
+
+// Reads `path` into `store`, whose layout must match; returns the state.
+TrainState load_checkpoint(const std::filesystem::path& path, ParamStore& store,
+                           std::vector<float>* optimizer_state = nullptr, std::string* metadata = nullptr);
+
+}  // namespace asgd

@@ -1,0 +1,64 @@
+// Layout: named tensors (name, shape, offset) over one flat float buffer.
+// Every tensor starts on a 64-byte boundary; a tensor may pad each row to a
+// whole cache line so that two workers on neighbouring rows never share one.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace asgd {
+
+enum class RowPadding { none, cache_line };
+
+struct Tensor {
+  std::string name;
+  std::vector<std::size_t> shape;  // rows = shape[0], cols = product of the rest
+  std::size_t offset = 0;          // in floats, from the start of the buffer
+  std::size_t rows = 0;
+  std::size_t cols = 0;
+  std::size_t row_stride = 0;      // floats between row starts (>= cols)
+
+  std::size_t elements() const noexcept { return rows * cols; }
+  std::size_t span() const noexcept { return rows * row_stride; }  // with padding
+  std::size_t at(std::size_t row, std::size_t col = 0) const noexcept {
+    return offset + row * row_stride + col;
+  }
+};
+
+class Layout {
+ public:
+  Layout() = default;
+
+  // Appends a tensor; throws InputError for a duplicate or empty name or a
+  // zero-sized shape. A 1-D shape is one row.
+  Layout& add(std::string name, std::vector<std::size_t> shape,
+              RowPadding padding = RowPadding::none);
+
+  const std::vector<Tensor>& tensors() const noexcept { return tensors_; }
+  // Throws InputError naming the tensors there are.
+  const Tensor& operator[](std::string_view name) const;
+  bool contains(std::string_view name) const noexcept;
+
+  // Floats in the buffer, padding included (a multiple of 16).
+  std::size_t size() const noexcept { return size_; }
+  // Stable over runs and machines: names, shapes, paddings and offsets.
+  std::uint64_t hash() const noexcept;
+  // One line per tensor: "name [r x c] @offset stride s".
+  std::string describe() const;
+
+  // A text form that round-trips through parse() (checkpoints keep it).
+  std::string serialize() const;
+  static Layout parse(std::string_view text);  // throws InputError
+
+  friend bool operator==(const Layout& a, const Layout& b) noexcept { return a.hash() == b.hash(); }
+
+ private:
+  std::vector<Tensor> tensors_;
+  std::vector<RowPadding> paddings_;
+  std::size_t size_ = 0;
+};
+
+}  // namespace asgd

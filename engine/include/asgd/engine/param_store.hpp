@@ -1,0 +1,111 @@
+// ParamStore: the shared parameter vector, on the heap or in a named
+// Boost.Interprocess shared-memory segment that several processes attach.
+//
+// A segment starts with a header (magic, format version, layout hash, element
+// count, creator pid, the pids of attached writers) that attach checks; it is
+// created owner-only (0600). Recovery rules, in the order attach applies them:
+//  * no such segment                  -> InputError ("no shared segment ...")
+//  * not an asgd segment / other
+//    version / other layout           -> InputError naming what differs
+//  * creator died before it was ready -> InputError: stale, remove it
+//  * a writer died without detaching  -> InputError naming the pid, unless
+//    AttachOptions::recover_stale: then the dead writer's slot is cleared and
+//    the parameters (valid floats, maybe mid-update) are taken as they are.
+// create_shared on an existing name fails unless CreateOptions::replace_stale
+// and every process that had it attached is dead, in which case the old
+// segment is removed and a fresh one made. `asgd shm info|remove NAME` is the
+// command-line side of the same rules.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "asgd/engine/layout.hpp"
+
+namespace asgd {
+
+enum class Access { read_write, read_only };
+
+struct CreateOptions {
+  bool replace_stale = false;  // replace an existing segment nobody alive uses
+};
+
+struct AttachOptions {
+  bool recover_stale = false;  // take over a segment whose writer was killed
+};
+
+// What a segment's header says, and which of its processes are still alive.
+struct SegmentInfo {
+  std::string name;
+  std::uint32_t format_version = 0;
+  std::uint64_t layout_hash = 0;
+  std::uint64_t elements = 0;
+  std::string layout;  // Layout::serialize() of the creator
+  int creator_pid = 0;
+  bool ready = false;  // the creator finished initialising it
+  std::vector<int> writers;       // attached read-write, alive
+  std::vector<int> dead_writers;  // attached read-write, died without detaching
+  bool stale() const noexcept { return !dead_writers.empty() || !ready; }
+};
+
+class ParamStore {
+ public:
+  // Heap storage, zero-filled, 64-byte aligned.
+  static ParamStore on_heap(Layout layout);
+
+  // Creates segment `name` (zero-filled) and attaches it read-write.
+  static ParamStore create_shared(const std::string& name, Layout layout, CreateOptions options = {});
+  // Attaches an existing segment; its layout must equal `expected`.
+  static ParamStore attach_shared(const std::string& name, const Layout& expected,
+                                  Access access = Access::read_write, AttachOptions options = {});
+  // Attaches with whatever layout the segment has (for tools and servers).
+  static ParamStore attach_shared_any(const std::string& name, Access access = Access::read_only,
+                                      AttachOptions options = {});
+  // Throws InputError when there is no such segment or it is not asgd's.
+  static SegmentInfo inspect_shared(const std::string& name);
+  // Returns false when there was nothing to remove. Attached processes keep
+  // their mapping; the name is free at once.
+  static bool remove_shared(const std::string& name) noexcept;
+
+  ParamStore(ParamStore&&) noexcept;
+  ParamStore& operator=(ParamStore&&) noexcept;
+  ParamStore(const ParamStore&) = delete;
+  ParamStore& operator=(const ParamStore&) = delete;
+  ~ParamStore();  // detaches (a writer frees its slot); never removes a segment
+
+  const Layout& layout() const noexcept;
+  std::size_t size() const noexcept { return size_; }
+  bool writable() const noexcept { return writable_; }
+  bool is_shared() const noexcept;
+  const std::string& segment_name() const noexcept;
+
+  // Raw access for the engine's sinks; throws RuntimeError when read-only.
+  float* data();
+  const float* data() const noexcept { return data_; }
+
+  // Relaxed atomic reads and writes of single parameters.
+  float load(std::size_t i) const noexcept;
+  void store(std::size_t i, float value);
+  // A snapshot (relaxed loads) of all parameters, or of one tensor's elements
+  // without its padding.
+  std::vector<float> snapshot() const;
+  std::vector<float> snapshot(std::string_view tensor) const;
+  // Overwrites all parameters (relaxed stores); sizes must match.
+  void assign(std::span<const float> values);
+  void fill(float value);
+
+ private:
+  struct Storage;
+  ParamStore(std::unique_ptr<Storage> storage, float* data, std::size_t size, bool writable);
+
+  std::unique_ptr<Storage> storage_;
+  float* data_ = nullptr;
+  std::size_t size_ = 0;
+  bool writable_ = false;
+};
+
+}  // namespace asgd

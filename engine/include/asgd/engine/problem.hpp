@@ -1,0 +1,49 @@
+// The Problem concept: the only thing the engine knows of a model.
+//
+// A Problem has a number of examples and, for example i, writes its gradient
+// into an update sink and returns the example's loss:
+//
+//   struct MyProblem {
+//     std::size_t num_examples() const;
+//     template <class Sink> double gradient(std::size_t i, Sink& sink);
+//     // optional: reorder a worker's examples for a new epoch
+//     void shuffle(std::span<std::uint64_t> order, std::mt19937_64& rng);
+//   };
+//
+// `gradient` is called concurrently from several workers: it must only read
+// parameters through sink.read and write through sink.add_gradient, and keep
+// any scratch per call (or per thread). It starts no threads and takes no locks.
+#pragma once
+
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <random>
+#include <span>
+
+namespace asgd {
+
+// The sink interface a Problem may rely on; gradient() must accept any type
+// with these members (write it as a template over the sink).
+struct SinkArchetype {
+  float read(std::size_t i) const noexcept;
+  void read(std::size_t offset, float* out, std::size_t n) const noexcept;
+  void add_gradient(std::size_t i, float g) noexcept;
+  void add_gradient(std::size_t offset, const float* g, std::size_t n, float scale = 1.0f) noexcept;
+  float learning_rate() const noexcept;
+  std::size_t size() const noexcept;
+};
+
+template <class P>
+concept Problem = requires(P& p, const P& cp, std::size_t i, SinkArchetype& sink) {
+  { cp.num_examples() } -> std::convertible_to<std::size_t>;
+  { p.gradient(i, sink) } -> std::convertible_to<double>;
+};
+
+template <class P>
+concept ShufflingProblem =
+    Problem<P> && requires(P& p, std::span<std::uint64_t> order, std::mt19937_64& rng) {
+      p.shuffle(order, rng);
+    };
+
+}  // namespace asgd

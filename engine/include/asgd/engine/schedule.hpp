@@ -1,0 +1,49 @@
+// Learning-rate schedules: how the step size moves with progress and staleness.
+// A Schedule is plain validated data; the Trainer asks it for a rate once per
+// step (not per example). AdaGrad changes the per-parameter step rule instead
+// and lives in the update sink (update_sink.hpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace asgd {
+
+enum class ScheduleKind {
+  constant,      // lr
+  linear,        // lr * max(1 - progress, floor)            (word2vec)
+  inverse_sqrt,  // lr / sqrt(1 + decay * epochs_elapsed)
+};
+
+ScheduleKind parse_schedule_kind(std::string_view name);  // throws InputError
+std::string_view to_string(ScheduleKind k) noexcept;
+
+struct Schedule {
+  ScheduleKind kind = ScheduleKind::constant;
+  float lr = 0.1f;
+  // linear: the rate never falls below lr * floor (word2vec uses 1e-4).
+  float floor = 1e-4f;
+  // inverse_sqrt: decay per epoch.
+  float decay = 1.0f;
+  // Warm-up (Goyal et al. 2017): the first `warmup` fraction of training ramps
+  // the rate linearly from lr * warmup_start to the schedule's value.
+  float warmup = 0.0f;
+  float warmup_start = 0.1f;
+  // Staleness-aware (Zhang et al. 2016): divide by (observed staleness + 1).
+  bool staleness_aware = false;
+  // AdaGrad per parameter (Downpour SGD, LIBMF 2): w -= rate * g / sqrt(G + eps).
+  bool adagrad = false;
+  float adagrad_eps = 1e-8f;
+
+  // progress: fraction of all training done, in [0, 1]; epochs_elapsed: the
+  // same in epochs; staleness: steps this worker runs ahead of the slowest.
+  float rate(double progress, double epochs_elapsed, std::uint64_t staleness) const noexcept;
+
+  // Throws InputError("schedule: ...") for a non-positive lr, floor outside
+  // [0, 1], warm-up outside [0, 1), negative decay or eps.
+  void validate() const;
+  std::string describe() const;
+};
+
+}  // namespace asgd

@@ -1,0 +1,302 @@
+// Trainer: runs a Problem for E epochs with W workers on a tbb::task_arena,
+// under a consistency policy and a BoundedDelay gate, and reports what
+// happened (loss curve, examples/s, staleness histogram).
+//
+// Workers: each owns a contiguous shard of the examples, reshuffled every
+// epoch with a generator seeded from (seed, worker, epoch), and walks it in
+// steps of `step_examples`; one step is one tick of its BoundedDelay clock and
+// one learning-rate update. Loss and counts are reduced per worker, never
+// "thread 0's loss". The first error (an exception, a non-finite loss, a
+// failed checkpoint) wins: the others stop at their next step and run()
+// rethrows it. A progress callback that returns false stops the run cleanly
+// (the report says so). With one worker and a fixed seed a run is bit-for-bit
+// reproducible, and resuming from a checkpoint gives the uninterrupted result.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <exception>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "asgd/engine/bounded_delay.hpp"
+#include "asgd/engine/checkpoint.hpp"
+#include "asgd/engine/consistency.hpp"
+#include "asgd/engine/errors.hpp"
+#include "asgd/engine/param_store.hpp"
+#include "asgd/engine/problem.hpp"
+#include "asgd/engine/schedule.hpp"
+#include "asgd/engine/update_sink.hpp"
+
+namespace asgd {
+
+namespace detail {
+// The NaN/Inf guard's message (trainer.cpp).
+std::string nonfinite_loss_message(double loss, std::uint64_t epoch, std::uint64_t example, std::size_t worker,
+                                   float lr);
+}  // namespace detail
+
+struct Progress {
+  double fraction = 0;            // of the whole run, in [0, 1]
+  std::uint64_t epoch = 0;        // the epoch the slowest worker is in
+  std::uint64_t examples = 0;     // processed in this run
+  double loss = 0;                // mean example loss since the previous event
+  double examples_per_second = 0; // since the run started
+  float learning_rate = 0;        // last rate a worker used
+  double elapsed_seconds = 0;
+  double eta_seconds = 0;
+};
+
+// Called from a worker thread, never two at once; return false to stop.
+using ProgressCallback = std::function<bool(const Progress&)>;
+
+struct TrainerOptions {
+  std::size_t workers = 1;
+  std::uint64_t epochs = 1;  // total, counting epochs done before a resume
+  std::uint64_t seed = 1;
+  Consistency consistency = Consistency::racy;
+  std::uint64_t tau = kUnbounded;     // BoundedDelay bound, in steps
+  std::size_t step_examples = 256;    // examples per step (clock tick)
+  Schedule schedule;
+  ProgressCallback on_progress;
+  double progress_interval_seconds = 0.5;
+  std::filesystem::path checkpoint_path;  // empty: no checkpoints
+  std::uint64_t checkpoint_every = 1;     // epochs
+  std::string checkpoint_metadata;        // stored with every checkpoint
+
+  // Throws InputError naming the option that is wrong.
+  void validate() const;
+};
+
+struct EpochStats {
+  std::uint64_t epoch = 0;         // 1-based epoch number
+  double loss = 0;                 // mean example loss during the epoch
+  double seconds = 0;              // since run() started, when the last worker finished it
+  std::uint64_t examples = 0;
+  double mean_staleness = 0;
+  std::uint64_t max_staleness = 0;
+};
+
+struct TrainReport {
+  std::vector<EpochStats> epochs;  // the epochs this run() trained
+  double seconds = 0;
+  std::uint64_t examples = 0;
+  double examples_per_second = 0;
+  StalenessHistogram staleness;
+  bool stopped = false;  // by the progress callback
+  std::string stop_reason;
+  TrainState state;  // after the run
+  std::string summary() const;
+};
+
+class Trainer {
+ public:
+  Trainer(ParamStore& store, TrainerOptions options);
+
+  // Trains from state().epoch to options.epochs.
+  template <Problem P>
+  TrainReport run(P& problem);
+
+  const TrainState& state() const noexcept { return state_; }
+  void set_state(const TrainState& s) { state_ = s; }
+  const TrainerOptions& options() const noexcept { return options_; }
+  std::span<const float> adagrad_sums() const noexcept { return adagrad_sums_; }
+
+  // Parameters + state + AdaGrad sums; resume with load_checkpoint + run().
+  void save_checkpoint(const std::filesystem::path& path) const;
+  void load_checkpoint(const std::filesystem::path& path);
+
+ private:
+  struct Run;
+  template <Problem P, class Sink>
+  void worker_loop(P& problem, Sink sink, std::size_t w, Run& run);
+  template <Problem P, ConsistencyPolicy Policy>
+  TrainReport run_with(P& problem, const Policy& policy);
+
+  // Non-template parts, in trainer.cpp.
+  void launch(const std::function<void(std::size_t)>& body);
+  TrainReport finish(Run& run);
+  void epoch_finished(Run& run, std::uint64_t epoch);
+  void maybe_report(Run& run, bool force);
+  static std::uint64_t worker_seed(std::uint64_t seed, std::size_t worker, std::uint64_t epoch) noexcept;
+
+  ParamStore& store_;
+  TrainerOptions options_;
+  TrainState state_;
+  std::vector<float> adagrad_sums_;
+};
+
+// ---------------------------------------------------------------------------
+// Shared state of one run(): per-worker counters on their own cache lines.
+
+struct Trainer::Run {
+  struct alignas(kCacheLine) WorkerCounters {
+    std::atomic<std::uint64_t> examples{0};
+    std::atomic<double> loss_sum{0};
+    std::atomic<float> lr{0};
+  };
+  struct EpochAccumulator {
+    double loss_sum = 0;
+    std::uint64_t examples = 0;
+    std::uint64_t staleness_sum = 0;
+    std::uint64_t steps = 0;
+    std::uint64_t staleness_max = 0;
+  };
+  struct WorkerLocal {
+    std::vector<EpochAccumulator> epochs;
+    StalenessHistogram staleness;
+  };
+
+  Run(std::size_t workers, std::uint64_t tau, std::uint64_t n, std::uint64_t first_epoch, std::uint64_t last_epoch)
+      : gate(workers, tau),
+        counters(std::make_unique<WorkerCounters[]>(workers)),
+        locals(workers),
+        examples_per_epoch(n),
+        first_epoch(first_epoch),
+        last_epoch(last_epoch),
+        epoch_done(std::make_unique<std::atomic<std::size_t>[]>(last_epoch - first_epoch + 1)),
+        epoch_seconds(last_epoch - first_epoch + 1, 0.0) {
+    for (auto& l : locals) l.epochs.resize(last_epoch - first_epoch);
+    for (std::uint64_t e = 0; e <= last_epoch - first_epoch; ++e) epoch_done[e] = 0;
+  }
+
+  // First error wins; everyone else stops at their next step.
+  void fail(std::exception_ptr e) noexcept {
+    {
+      std::scoped_lock lock(error_mutex);
+      if (!error) error = std::move(e);
+    }
+    stop.store(true, std::memory_order_release);
+    gate.cancel();
+  }
+  double elapsed() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+
+  BoundedDelay gate;
+  std::unique_ptr<WorkerCounters[]> counters;
+  std::vector<WorkerLocal> locals;
+  std::uint64_t examples_per_epoch;
+  std::uint64_t first_epoch;
+  std::uint64_t last_epoch;
+  std::unique_ptr<std::atomic<std::size_t>[]> epoch_done;
+  std::vector<double> epoch_seconds;  // written by the last finisher of each epoch
+  std::atomic<std::uint64_t> examples_done{0};
+  std::atomic<bool> stop{false};
+  std::atomic<bool> stopped_by_callback{false};
+  std::mutex error_mutex;
+  std::exception_ptr error;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  std::atomic<std::int64_t> next_report_ns{0};
+  std::atomic<bool> reporting{false};
+  double last_report_loss = 0;         // guarded by `reporting`
+  std::uint64_t last_report_examples = 0;
+};
+
+template <Problem P>
+TrainReport Trainer::run(P& problem) {
+  switch (options_.consistency) {
+    case Consistency::racy: return run_with(problem, Racy{});
+    case Consistency::atomic: return run_with(problem, Atomic{});
+    case Consistency::locked: return run_with(problem, Locked{});
+  }
+  throw InputError("trainer: unknown consistency policy");
+}
+
+template <Problem P, ConsistencyPolicy Policy>
+TrainReport Trainer::run_with(P& problem, const Policy& policy) {
+  const std::uint64_t n = problem.num_examples();
+  if (n == 0) throw InputError("trainer: the problem has no examples");
+  if (options_.schedule.adagrad && adagrad_sums_.size() != store_.size()) adagrad_sums_.assign(store_.size(), 0.0f);
+  const std::uint64_t first = std::min(state_.epoch, options_.epochs);
+  Run run(options_.workers, options_.tau, n, first, options_.epochs);
+  float* params = store_.data();
+  auto body = [&](std::size_t w) {
+    if (options_.schedule.adagrad) {
+      worker_loop(problem,
+                  UpdateSink<Policy, StepRule::adagrad>(params, store_.size(), policy, adagrad_sums_.data(),
+                                                        options_.schedule.adagrad_eps),
+                  w, run);
+    } else {
+      worker_loop(problem, UpdateSink<Policy, StepRule::sgd>(params, store_.size(), policy), w, run);
+    }
+  };
+  launch(body);
+  return finish(run);
+}
+
+template <Problem P, class Sink>
+void Trainer::worker_loop(P& problem, Sink sink, std::size_t w, Run& run) {
+  struct Retire {  // a worker that leaves, for any reason, never holds others back
+    BoundedDelay& gate;
+    std::size_t w;
+    ~Retire() { gate.retire(w); }
+  } retire{run.gate, w};
+  try {
+    const std::size_t workers = options_.workers;
+    const std::uint64_t n = run.examples_per_epoch;
+    const std::uint64_t begin = n * w / workers, end = n * (w + 1) / workers;
+    const std::uint64_t largest_shard = (n + workers - 1) / workers;
+    const std::uint64_t steps = std::max<std::uint64_t>(1, (largest_shard + options_.step_examples - 1) /
+                                                               options_.step_examples);
+    const double total = static_cast<double>(n) * static_cast<double>(options_.epochs);
+    const double before = static_cast<double>(state_.examples);
+    std::vector<std::uint64_t> order(end - begin);
+    auto& counters = run.counters[w];
+    auto& local = run.locals[w];
+    for (std::uint64_t epoch = run.first_epoch; epoch < run.last_epoch; ++epoch) {
+      for (std::uint64_t k = 0; k < order.size(); ++k) order[k] = begin + k;
+      std::mt19937_64 rng(worker_seed(state_.seed, w, epoch));
+      if constexpr (ShufflingProblem<P>) {
+        problem.shuffle(std::span<std::uint64_t>(order), rng);
+      } else {
+        for (std::size_t k = order.size(); k > 1; --k) std::swap(order[k - 1], order[rng() % k]);
+      }
+      auto& acc = local.epochs[epoch - run.first_epoch];
+      for (std::uint64_t step = 0; step < steps; ++step) {
+        const auto staleness = run.gate.enter(w);
+        if (!staleness || run.stop.load(std::memory_order_relaxed)) return;
+        const double progress =
+            (before + static_cast<double>(run.examples_done.load(std::memory_order_relaxed))) / total;
+        const float lr = options_.schedule.rate(progress, progress * static_cast<double>(options_.epochs), *staleness);
+        sink.set_learning_rate(lr);
+        const std::uint64_t lo = order.size() * step / steps, hi = order.size() * (step + 1) / steps;
+        double loss = 0;
+        for (std::uint64_t k = lo; k < hi; ++k) {
+          const double l = problem.gradient(static_cast<std::size_t>(order[k]), sink);
+          if (!std::isfinite(l)) [[unlikely]] {
+            throw RuntimeError(detail::nonfinite_loss_message(l, epoch + 1, order[k], w, lr));
+          }
+          loss += l;
+        }
+        run.gate.finish_step(w);
+        acc.loss_sum += loss;
+        acc.examples += hi - lo;
+        acc.staleness_sum += *staleness;
+        acc.steps += 1;
+        acc.staleness_max = std::max(acc.staleness_max, *staleness);
+        local.staleness.add(*staleness);
+        counters.examples.fetch_add(hi - lo, std::memory_order_relaxed);
+        counters.loss_sum.store(counters.loss_sum.load(std::memory_order_relaxed) + loss, std::memory_order_relaxed);
+        counters.lr.store(lr, std::memory_order_relaxed);
+        run.examples_done.fetch_add(hi - lo, std::memory_order_relaxed);
+        if (options_.on_progress) maybe_report(run, false);
+      }
+      epoch_finished(run, epoch);
+    }
+  } catch (...) {
+    run.fail(std::current_exception());
+  }
+}
+
+}  // namespace asgd

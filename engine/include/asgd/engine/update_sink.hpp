@@ -1,0 +1,71 @@
+// The update sink: what a Problem writes its gradient into. It reads shared
+// parameters (relaxed atomic loads), turns a gradient into a step with the
+// current learning rate (plain SGD or AdaGrad) and lands it through the
+// consistency policy. A model never sees the policy, the rate or the memory.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+
+#include "asgd/engine/consistency.hpp"
+
+namespace asgd {
+
+// Step rule: plain SGD (w -= lr * g) or AdaGrad (w -= lr * g / sqrt(G + eps),
+// G += g^2 per parameter; G is itself updated racily).
+enum class StepRule { sgd, adagrad };
+
+template <ConsistencyPolicy Policy, StepRule kRule = StepRule::sgd>
+class UpdateSink {
+ public:
+  UpdateSink(float* params, std::size_t size, const Policy& policy, float* adagrad_sums = nullptr,
+             float adagrad_eps = 1e-8f) noexcept
+      : params_(params), size_(size), policy_(&policy), sums_(adagrad_sums), eps_(adagrad_eps) {}
+
+  // The current value of parameter i (relaxed; may be mid-update by others).
+  float read(std::size_t i) const noexcept { return load_param(params_[i]); }
+  // Reads n parameters from offset into out.
+  void read(std::size_t offset, float* out, std::size_t n) const noexcept {
+    for (std::size_t k = 0; k < n; ++k) out[k] = load_param(params_[offset + k]);
+  }
+
+  // Parameter i moves against gradient g.
+  void add_gradient(std::size_t i, float g) noexcept {
+    if constexpr (kRule == StepRule::sgd) {
+      policy_->add(params_[i], -lr_ * g);
+    } else {
+      policy_->add(params_[i], adagrad_step(i, g));
+    }
+  }
+  // Parameters offset..offset+n-1 move against scale * g[k].
+  void add_gradient(std::size_t offset, const float* g, std::size_t n, float scale = 1.0f) noexcept {
+    if constexpr (kRule == StepRule::sgd) {
+      policy_->add_scaled(params_ + offset, g, -lr_ * scale, n);
+    } else {
+      for (std::size_t k = 0; k < n; ++k) add_gradient(offset + k, scale * g[k]);
+    }
+  }
+
+  float learning_rate() const noexcept { return lr_; }
+  std::size_t size() const noexcept { return size_; }
+
+  // Engine side: set once per step by the Trainer.
+  void set_learning_rate(float lr) noexcept { lr_ = lr; }
+
+ private:
+  float adagrad_step(std::size_t i, float g) noexcept {
+    std::atomic_ref<float> sum(sums_[i]);
+    const float s = sum.load(std::memory_order_relaxed) + g * g;
+    sum.store(s, std::memory_order_relaxed);
+    return -lr_ * g / std::sqrt(s + eps_);
+  }
+
+  float* params_;
+  std::size_t size_;
+  const Policy* policy_;
+  float* sums_;
+  float eps_;
+  float lr_ = 0.0f;
+};
+
+}  // namespace asgd

@@ -1,0 +1,146 @@
+#include "asgd/engine/layout.hpp"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <sstream>
+
+#include "asgd/engine/consistency.hpp"
+#include "asgd/engine/errors.hpp"
+
+namespace asgd {
+namespace {
+
+std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
+
+std::uint64_t fnv1a(std::uint64_t h, const void* data, std::size_t n) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (std::size_t i = 0; i < n; ++i) {
+    h ^= p[i];
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+std::uint64_t fnv1a_u64(std::uint64_t h, std::uint64_t v) {
+  unsigned char bytes[8];
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<unsigned char>(v >> (8 * i));  // endian-stable
+  return fnv1a(h, bytes, 8);
+}
+
+}  // namespace
+
+Layout& Layout::add(std::string name, std::vector<std::size_t> shape, RowPadding padding) {
+  if (name.empty() || name.find_first_of(" \t\n[]") != std::string::npos) {
+    throw InputError(fmt::format("layout: tensor name '{}' must be non-empty without spaces or brackets", name));
+  }
+  if (contains(name)) throw InputError(fmt::format("layout: tensor '{}' added twice", name));
+  if (shape.empty()) throw InputError(fmt::format("layout: tensor '{}' has no shape", name));
+  std::size_t cols = 1;
+  for (std::size_t k = 1; k < shape.size(); ++k) cols *= shape[k];
+  if (shape[0] == 0 || cols == 0) throw InputError(fmt::format("layout: tensor '{}' has a zero dimension", name));
+  if (shape.size() == 1) cols = shape[0];
+  Tensor t;
+  t.name = std::move(name);
+  t.rows = shape.size() == 1 ? 1 : shape[0];
+  t.cols = cols;
+  t.row_stride = padding == RowPadding::cache_line ? round_up(cols, kFloatsPerLine) : cols;
+  t.offset = size_;
+  t.shape = std::move(shape);
+  size_ = round_up(t.offset + t.span(), kFloatsPerLine);
+  tensors_.push_back(std::move(t));
+  paddings_.push_back(padding);
+  return *this;
+}
+
+const Tensor& Layout::operator[](std::string_view name) const {
+  for (const auto& t : tensors_) {
+    if (t.name == name) return t;
+  }
+  std::string names;
+  for (const auto& t : tensors_) {
+    if (!names.empty()) names += ", ";
+    names += t.name;
+  }
+  throw InputError(fmt::format("layout: no tensor '{}' (have: {})", name, names));
+}
+
+bool Layout::contains(std::string_view name) const noexcept {
+  for (const auto& t : tensors_) {
+    if (t.name == name) return true;
+  }
+  return false;
+}
+
+std::uint64_t Layout::hash() const noexcept {
+  std::uint64_t h = 14695981039346656037ULL;
+  for (std::size_t i = 0; i < tensors_.size(); ++i) {
+    const auto& t = tensors_[i];
+    h = fnv1a(h, t.name.data(), t.name.size());
+    h = fnv1a_u64(h, t.shape.size());
+    for (auto d : t.shape) h = fnv1a_u64(h, d);
+    h = fnv1a_u64(h, t.offset);
+    h = fnv1a_u64(h, t.row_stride);
+    h = fnv1a_u64(h, static_cast<std::uint64_t>(paddings_[i]));
+  }
+  return fnv1a_u64(h, size_);
+}
+
+std::string Layout::describe() const {
+  std::string out;
+  for (const auto& t : tensors_) {
+    std::string dims;
+    for (auto d : t.shape) {
+      if (!dims.empty()) dims += " x ";
+      dims += std::to_string(d);
+    }
+    out += fmt::format("{} [{}] @{} stride {}\n", t.name, dims, t.offset, t.row_stride);
+  }
+  return out;
+}
+
+std::string Layout::serialize() const {
+  std::string out;
+  for (std::size_t i = 0; i < tensors_.size(); ++i) {
+    const auto& t = tensors_[i];
+    out += t.name;
+    out += paddings_[i] == RowPadding::cache_line ? " padded" : " dense";
+    for (auto d : t.shape) {
+      out += ' ';
+      out += std::to_string(d);
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+Layout Layout::parse(std::string_view text) {
+  Layout layout;
+  std::istringstream in{std::string(text)};
+  std::string line;
+  int line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line.empty()) continue;
+    std::istringstream fields(line);
+    std::string name, pad;
+    fields >> name >> pad;
+    if (pad != "padded" && pad != "dense") {
+      throw InputError(fmt::format("layout text line {}: expected 'NAME padded|dense DIMS...'", line_no));
+    }
+    std::vector<std::size_t> shape;
+    std::string dim;
+    while (fields >> dim) {
+      std::size_t d = 0;
+      auto [p, ec] = std::from_chars(dim.data(), dim.data() + dim.size(), d);
+      if (ec != std::errc() || p != dim.data() + dim.size()) {
+        throw InputError(fmt::format("layout text line {}: '{}' is not a dimension", line_no, dim));
+      }
+      shape.push_back(d);
+    }
+    layout.add(name, shape, pad == "padded" ? RowPadding::cache_line : RowPadding::none);
+  }
+  return layout;
+}
+
+}  // namespace asgd

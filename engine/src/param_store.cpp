@@ -1,0 +1,382 @@
+#include "asgd/engine/param_store.hpp"
+
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <boost/interprocess/mapped_region.hpp>
+#include <boost/interprocess/shared_memory_object.hpp>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "asgd/engine/consistency.hpp"
+#include "asgd/engine/errors.hpp"
+
+namespace asgd {
+namespace bip = boost::interprocess;
+
+namespace {
+
+constexpr char kMagic[8] = {'A', 'S', 'G', 'D', 'P', 'A', 'R', 'M'};
+constexpr std::uint32_t kFormatVersion = 1;
+constexpr std::size_t kMaxWriters = 64;
+constexpr std::size_t kHeaderBytes = 16384;  // data starts here: page- and cache-aligned
+constexpr std::uint32_t kStateInitialising = 0;
+constexpr std::uint32_t kStateReady = 1;
+
+// Lives at the start of the segment. Fields written by several processes are
+// touched only through std::atomic_ref (lock-free, so valid across processes).
+struct SegmentHeader {
+  char magic[8];
+  std::uint32_t format_version;
+  std::uint32_t header_bytes;
+  std::uint64_t layout_hash;
+  std::uint64_t elements;
+  std::uint64_t layout_text_bytes;
+  std::int32_t creator_pid;
+  std::uint32_t state;
+  std::int32_t writers[kMaxWriters];
+  char layout_text[1];  // layout_text_bytes, up to the end of the header
+};
+constexpr std::size_t kLayoutTextMax = kHeaderBytes - offsetof(SegmentHeader, layout_text);
+
+static_assert(std::atomic_ref<std::int32_t>::is_always_lock_free);
+static_assert(std::atomic_ref<std::uint32_t>::is_always_lock_free);
+
+bool process_alive(int pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM); }
+
+void check_name(const std::string& name) {
+  if (name.empty() || name.size() > 200) {
+    throw InputError(fmt::format("shared segment '{}': name must have 1 to 200 characters", name));
+  }
+  for (char ch : name) {
+    const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                    ch == '-' || ch == '_' || ch == '.';
+    if (!ok) {
+      throw InputError(fmt::format("shared segment '{}': use only letters, digits, '.', '_' and '-'", name));
+    }
+  }
+}
+
+struct FreeDeleter {
+  void operator()(float* p) const noexcept { std::free(p); }
+};
+
+// Reads and checks the header of an opened segment.
+SegmentInfo read_info(const std::string& name, const SegmentHeader* h, std::size_t mapped_bytes) {
+  if (mapped_bytes < kHeaderBytes || std::memcmp(h->magic, kMagic, sizeof kMagic) != 0) {
+    throw InputError(fmt::format("shared segment '{}' is not an asgd parameter segment (bad magic)", name));
+  }
+  if (h->format_version != kFormatVersion) {
+    throw InputError(fmt::format("shared segment '{}' has format version {}, this asgd reads version {}", name,
+                                 h->format_version, kFormatVersion));
+  }
+  SegmentInfo info;
+  info.name = name;
+  info.format_version = h->format_version;
+  info.layout_hash = h->layout_hash;
+  info.elements = h->elements;
+  info.creator_pid = h->creator_pid;
+  info.ready = std::atomic_ref<std::uint32_t>(const_cast<std::uint32_t&>(h->state)).load(std::memory_order_acquire) ==
+               kStateReady;
+  if (info.ready) {
+    if (h->layout_text_bytes > kLayoutTextMax ||
+        mapped_bytes < kHeaderBytes + h->elements * sizeof(float)) {
+      throw InputError(fmt::format("shared segment '{}' is truncated or corrupt (header says {} elements)", name,
+                                   h->elements));
+    }
+    info.layout.assign(h->layout_text, h->layout_text_bytes);
+  }
+  for (std::size_t i = 0; i < kMaxWriters; ++i) {
+    const int pid =
+        std::atomic_ref<std::int32_t>(const_cast<std::int32_t&>(h->writers[i])).load(std::memory_order_acquire);
+    if (pid == 0) continue;
+    (process_alive(pid) ? info.writers : info.dead_writers).push_back(pid);
+  }
+  return info;
+}
+
+}  // namespace
+
+struct ParamStore::Storage {
+  Layout layout;
+  std::string name;  // empty on the heap
+  std::unique_ptr<float, FreeDeleter> heap;
+  bip::shared_memory_object shm;
+  bip::mapped_region region;
+  SegmentHeader* header = nullptr;
+  int writer_slot = -1;
+
+  Storage() = default;
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  ~Storage() {
+    if (header != nullptr && writer_slot >= 0) {
+      std::int32_t me = ::getpid();
+      std::atomic_ref<std::int32_t>(header->writers[writer_slot])
+          .compare_exchange_strong(me, 0, std::memory_order_acq_rel);
+    }
+  }
+
+  void register_writer() {
+    const std::int32_t me = ::getpid();
+    for (std::size_t i = 0; i < kMaxWriters; ++i) {
+      std::int32_t expected = 0;
+      if (std::atomic_ref<std::int32_t>(header->writers[i])
+              .compare_exchange_strong(expected, me, std::memory_order_acq_rel)) {
+        writer_slot = static_cast<int>(i);
+        return;
+      }
+    }
+    throw RuntimeError(fmt::format("shared segment '{}': all {} writer slots are taken", name, kMaxWriters));
+  }
+
+  void clear_dead_writers() {
+    for (std::size_t i = 0; i < kMaxWriters; ++i) {
+      std::int32_t pid = std::atomic_ref<std::int32_t>(header->writers[i]).load(std::memory_order_acquire);
+      if (pid != 0 && !process_alive(pid)) {
+        std::atomic_ref<std::int32_t>(header->writers[i]).compare_exchange_strong(pid, 0, std::memory_order_acq_rel);
+      }
+    }
+  }
+};
+
+ParamStore::ParamStore(std::unique_ptr<Storage> storage, float* data, std::size_t size, bool writable)
+    : storage_(std::move(storage)), data_(data), size_(size), writable_(writable) {}
+ParamStore::ParamStore(ParamStore&&) noexcept = default;
+ParamStore& ParamStore::operator=(ParamStore&&) noexcept = default;
+ParamStore::~ParamStore() = default;
+
+ParamStore ParamStore::on_heap(Layout layout) {
+  auto s = std::make_unique<Storage>();
+  const std::size_t n = layout.size();
+  const std::size_t bytes = std::max<std::size_t>(kCacheLine, n * sizeof(float));  // a multiple of 64
+  s->heap.reset(static_cast<float*>(std::aligned_alloc(kCacheLine, bytes)));
+  if (!s->heap) throw RuntimeError(fmt::format("cannot allocate {} bytes of parameters", bytes));
+  std::memset(s->heap.get(), 0, bytes);
+  s->layout = std::move(layout);
+  float* data = s->heap.get();
+  return ParamStore(std::move(s), data, n, true);
+}
+
+ParamStore ParamStore::create_shared(const std::string& name, Layout layout, CreateOptions options) {
+  check_name(name);
+  const std::string text = layout.serialize();
+  if (text.size() > kLayoutTextMax) {
+    throw InputError(fmt::format("shared segment '{}': layout description too long ({} bytes)", name, text.size()));
+  }
+  auto s = std::make_unique<Storage>();
+  bip::permissions owner_only;
+  owner_only.set_permissions(0600);
+  try {
+    s->shm = bip::shared_memory_object(bip::create_only, name.c_str(), bip::read_write, owner_only);
+  } catch (const bip::interprocess_exception& e) {
+    if (e.get_error_code() != bip::already_exists_error) {
+      throw RuntimeError(fmt::format("shared segment '{}': cannot create: {}", name, e.what()));
+    }
+    SegmentInfo info;
+    try {
+      info = inspect_shared(name);
+    } catch (const InputError&) {
+      info.name = name;  // not ours or corrupt: only an explicit remove may delete it
+      throw InputError(fmt::format("shared segment '{}' exists and is not a usable asgd segment; remove it "
+                                   "(asgd shm remove {}) if it is yours",
+                                   name, name));
+    }
+    const bool nobody_alive = info.writers.empty() && !(!info.ready && process_alive(info.creator_pid));
+    if (options.replace_stale && info.stale() && nobody_alive) {
+      remove_shared(name);
+      return create_shared(name, std::move(layout), CreateOptions{false});
+    }
+    if (info.stale() && nobody_alive) {
+      throw InputError(fmt::format("shared segment '{}' exists but is stale (left by a killed process{}); "
+                                   "remove it (asgd shm remove {}) or replace it",
+                                   name,
+                                   info.dead_writers.empty() ? "" : fmt::format(", pid {}", info.dead_writers[0]),
+                                   name));
+    }
+    throw InputError(fmt::format("shared segment '{}' already exists ({} live writer(s)); attach to it instead",
+                                 name, info.writers.size()));
+  }
+  // Boost applies the permissions; fchmod again so a umask can never widen them.
+  ::fchmod(s->shm.get_mapping_handle().handle, 0600);
+  const std::size_t n = layout.size();
+  try {
+    s->shm.truncate(static_cast<bip::offset_t>(kHeaderBytes + n * sizeof(float)));
+    s->region = bip::mapped_region(s->shm, bip::read_write);
+  } catch (const bip::interprocess_exception& e) {
+    bip::shared_memory_object::remove(name.c_str());
+    throw RuntimeError(fmt::format("shared segment '{}': cannot size or map {} bytes: {}", name,
+                                   kHeaderBytes + n * sizeof(float), e.what()));
+  }
+  auto* h = static_cast<SegmentHeader*>(s->region.get_address());
+  std::memcpy(h->magic, kMagic, sizeof kMagic);
+  h->format_version = kFormatVersion;
+  h->header_bytes = kHeaderBytes;
+  h->layout_hash = layout.hash();
+  h->elements = n;
+  h->layout_text_bytes = text.size();
+  h->creator_pid = ::getpid();
+  std::memcpy(h->layout_text, text.data(), text.size());
+  s->header = h;
+  s->name = name;
+  s->layout = std::move(layout);
+  s->register_writer();
+  std::atomic_ref<std::uint32_t>(h->state).store(kStateReady, std::memory_order_release);
+  float* data = reinterpret_cast<float*>(static_cast<char*>(s->region.get_address()) + kHeaderBytes);
+  return ParamStore(std::move(s), data, n, true);
+}
+
+namespace {
+
+// Opens and maps `name`, waiting briefly for a creator that is still initialising.
+SegmentInfo open_segment(const std::string& name, Access access, bip::shared_memory_object& shm,
+                         bip::mapped_region& region) {
+  check_name(name);
+  const auto mode = access == Access::read_only ? bip::read_only : bip::read_write;
+  try {
+    shm = bip::shared_memory_object(bip::open_only, name.c_str(), mode);
+  } catch (const bip::interprocess_exception& e) {
+    if (e.get_error_code() == bip::not_found_error) {
+      throw InputError(fmt::format("no shared segment '{}' (is the training process running?)", name));
+    }
+    throw InputError(fmt::format("shared segment '{}': cannot open: {}", name, e.what()));
+  }
+  bip::offset_t bytes = 0;
+  shm.get_size(bytes);
+  if (static_cast<std::size_t>(bytes) < kHeaderBytes) {
+    throw InputError(fmt::format("shared segment '{}' is not an asgd parameter segment ({} bytes)", name, bytes));
+  }
+  region = bip::mapped_region(shm, mode);
+  const auto* h = static_cast<const SegmentHeader*>(region.get_address());
+  for (int tries = 0;; ++tries) {
+    SegmentInfo info = read_info(name, h, region.get_size());
+    if (info.ready) return info;
+    if (!process_alive(info.creator_pid)) {
+      throw InputError(fmt::format("shared segment '{}' is stale: its creator (pid {}) died before it was ready; "
+                                   "remove it (asgd shm remove {})",
+                                   name, info.creator_pid, name));
+    }
+    if (tries >= 200) {
+      throw RuntimeError(fmt::format("shared segment '{}': creator pid {} did not finish initialising in 2 s", name,
+                                     info.creator_pid));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+}  // namespace
+
+ParamStore ParamStore::attach_shared_any(const std::string& name, Access access, AttachOptions options) {
+  auto s = std::make_unique<Storage>();
+  SegmentInfo info = open_segment(name, access, s->shm, s->region);
+  s->header = static_cast<SegmentHeader*>(s->region.get_address());
+  s->name = name;
+  s->layout = Layout::parse(info.layout);
+  if (s->layout.hash() != info.layout_hash || s->layout.size() != info.elements) {
+    throw InputError(fmt::format("shared segment '{}' is corrupt: its layout text does not match its hash", name));
+  }
+  if (access == Access::read_write) {
+    if (!info.dead_writers.empty()) {
+      if (!options.recover_stale) {
+        throw InputError(fmt::format(
+            "shared segment '{}': writer pid {} died without detaching (killed?); its parameters may hold a "
+            "half-applied update. Attach with recovery to take it over as it is, or remove it (asgd shm remove {})",
+            name, info.dead_writers[0], name));
+      }
+      s->clear_dead_writers();
+    }
+    s->register_writer();
+  }
+  float* data = reinterpret_cast<float*>(static_cast<char*>(s->region.get_address()) + kHeaderBytes);
+  const std::size_t n = info.elements;
+  return ParamStore(std::move(s), data, n, access == Access::read_write);
+}
+
+ParamStore ParamStore::attach_shared(const std::string& name, const Layout& expected, Access access,
+                                     AttachOptions options) {
+  {
+    bip::shared_memory_object shm;
+    bip::mapped_region region;
+    const SegmentInfo info = open_segment(name, Access::read_only, shm, region);
+    if (info.layout_hash != expected.hash()) {
+      throw InputError(fmt::format("shared segment '{}' holds another layout:\n{}expected:\n{}", name,
+                                   Layout::parse(info.layout).describe(), expected.describe()));
+    }
+  }
+  return attach_shared_any(name, access, options);
+}
+
+SegmentInfo ParamStore::inspect_shared(const std::string& name) {
+  check_name(name);
+  bip::shared_memory_object shm;
+  try {
+    shm = bip::shared_memory_object(bip::open_only, name.c_str(), bip::read_only);
+  } catch (const bip::interprocess_exception& e) {
+    if (e.get_error_code() == bip::not_found_error) throw InputError(fmt::format("no shared segment '{}'", name));
+    throw InputError(fmt::format("shared segment '{}': cannot open: {}", name, e.what()));
+  }
+  bip::offset_t bytes = 0;
+  shm.get_size(bytes);
+  if (static_cast<std::size_t>(bytes) < kHeaderBytes) {
+    throw InputError(fmt::format("shared segment '{}' is not an asgd parameter segment ({} bytes)", name, bytes));
+  }
+  bip::mapped_region region(shm, bip::read_only);
+  return read_info(name, static_cast<const SegmentHeader*>(region.get_address()), region.get_size());
+}
+
+bool ParamStore::remove_shared(const std::string& name) noexcept {
+  try {
+    return bip::shared_memory_object::remove(name.c_str());
+  } catch (...) {
+    return false;
+  }
+}
+
+const Layout& ParamStore::layout() const noexcept { return storage_->layout; }
+bool ParamStore::is_shared() const noexcept { return !storage_->name.empty(); }
+const std::string& ParamStore::segment_name() const noexcept { return storage_->name; }
+
+float* ParamStore::data() {
+  if (!writable_) throw RuntimeError(fmt::format("parameters '{}' are attached read-only", storage_->name));
+  return data_;
+}
+
+float ParamStore::load(std::size_t i) const noexcept { return load_param(data_[i]); }
+
+void ParamStore::store(std::size_t i, float value) { store_param(data()[i], value); }
+
+std::vector<float> ParamStore::snapshot() const {
+  std::vector<float> out(size_);
+  for (std::size_t i = 0; i < size_; ++i) out[i] = load_param(data_[i]);
+  return out;
+}
+
+std::vector<float> ParamStore::snapshot(std::string_view tensor) const {
+  const Tensor& t = layout()[tensor];
+  std::vector<float> out;
+  out.reserve(t.elements());
+  for (std::size_t r = 0; r < t.rows; ++r) {
+    for (std::size_t c = 0; c < t.cols; ++c) out.push_back(load_param(data_[t.at(r, c)]));
+  }
+  return out;
+}
+
+void ParamStore::assign(std::span<const float> values) {
+  if (values.size() != size_) {
+    throw InputError(fmt::format("assign: {} values for {} parameters", values.size(), size_));
+  }
+  float* d = data();
+  for (std::size_t i = 0; i < size_; ++i) store_param(d[i], values[i]);
+}
+
+void ParamStore::fill(float value) {
+  float* d = data();
+  for (std::size_t i = 0; i < size_; ++i) store_param(d[i], value);
+}
+
+}  // namespace asgd

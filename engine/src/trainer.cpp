@@ -1,0 +1,189 @@
+#include "asgd/engine/trainer.hpp"
+
+#include <fmt/format.h>
+#include <oneapi/tbb/global_control.h>
+#include <oneapi/tbb/task_arena.h>
+#include <oneapi/tbb/task_group.h>
+
+namespace asgd {
+
+namespace detail {
+std::string nonfinite_loss_message(double loss, std::uint64_t epoch, std::uint64_t example, std::size_t worker,
+                                   float lr) {
+  return fmt::format(
+      "training diverged: loss is {} at epoch {}, example {} (worker {}, learning rate {:g}); "
+      "lower the learning rate or check the input for extreme values",
+      loss, epoch, example, worker, lr);
+}
+}  // namespace detail
+
+void TrainerOptions::validate() const {
+  if (workers == 0 || workers > 1024) throw InputError(fmt::format("workers {}: expected 1 to 1024", workers));
+  if (epochs == 0) throw InputError("epochs: expected at least 1");
+  if (step_examples == 0) throw InputError("step examples: expected at least 1");
+  if (!(progress_interval_seconds > 0)) throw InputError("progress interval: expected > 0 seconds");
+  if (checkpoint_every == 0) throw InputError("checkpoint every: expected at least 1 epoch");
+  schedule.validate();
+}
+
+std::string TrainReport::summary() const {
+  std::string s = fmt::format("{} examples in {:.3f} s ({:.4g} examples/s)", examples, seconds, examples_per_second);
+  if (!epochs.empty()) s += fmt::format(", final epoch loss {:.6f}", epochs.back().loss);
+  s += fmt::format(", staleness mean {:.2f} max {}", staleness.mean(), staleness.max());
+  if (stopped) s += fmt::format(" [stopped: {}]", stop_reason);
+  return s;
+}
+
+Trainer::Trainer(ParamStore& store, TrainerOptions options) : store_(store), options_(std::move(options)) {
+  options_.validate();
+  if (!store_.writable()) throw InputError("trainer: the parameters are attached read-only");
+  state_.seed = options_.seed;
+}
+
+std::uint64_t Trainer::worker_seed(std::uint64_t seed, std::size_t worker, std::uint64_t epoch) noexcept {
+  // splitmix64 over the three inputs: distinct, well-mixed streams.
+  auto mix = [](std::uint64_t z) {
+    z += 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  };
+  return mix(mix(mix(seed) ^ worker) ^ epoch);
+}
+
+void Trainer::launch(const std::function<void(std::size_t)>& body) {
+  const std::size_t workers = options_.workers;
+  // Workers may block in the BoundedDelay gate, so each needs a thread of its
+  // own even when there are more workers than cores: raise TBB's limit for
+  // the run and reserve one slot per worker.
+  const auto current = tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism);
+  tbb::global_control parallelism(tbb::global_control::max_allowed_parallelism,
+                                  std::max(current, workers + 1));
+  tbb::task_arena arena(static_cast<int>(workers), 1);
+  arena.execute([&] {
+    tbb::task_group group;
+    for (std::size_t w = 1; w < workers; ++w) group.run([&body, w] { body(w); });
+    body(0);
+    group.wait();
+  });
+}
+
+void Trainer::epoch_finished(Run& run, std::uint64_t epoch) {
+  const std::uint64_t index = epoch - run.first_epoch;
+  if (run.epoch_done[index].fetch_add(1, std::memory_order_acq_rel) + 1 != options_.workers) return;
+  run.epoch_seconds[index] = run.elapsed();
+  const std::uint64_t done = epoch + 1;
+  if (!options_.checkpoint_path.empty() && (done % options_.checkpoint_every == 0 || done == options_.epochs)) {
+    const TrainState at{done, state_.examples + run.examples_done.load(std::memory_order_relaxed), state_.seed};
+    ::asgd::save_checkpoint(options_.checkpoint_path, store_, at, adagrad_sums_, options_.checkpoint_metadata);
+  }
+}
+
+void Trainer::maybe_report(Run& run, bool force) {
+  const auto now_ns = static_cast<std::int64_t>(run.elapsed() * 1e9);
+  if (!force && now_ns < run.next_report_ns.load(std::memory_order_relaxed)) return;
+  bool expected = false;
+  if (!run.reporting.compare_exchange_strong(expected, true, std::memory_order_acquire)) return;
+  run.next_report_ns.store(now_ns + static_cast<std::int64_t>(options_.progress_interval_seconds * 1e9),
+                           std::memory_order_relaxed);
+  std::uint64_t examples = 0;
+  double loss = 0, lr = 0;
+  for (std::size_t w = 0; w < options_.workers; ++w) {
+    examples += run.counters[w].examples.load(std::memory_order_relaxed);
+    loss += run.counters[w].loss_sum.load(std::memory_order_relaxed);
+    lr += run.counters[w].lr.load(std::memory_order_relaxed);
+  }
+  const double total = static_cast<double>(run.examples_per_epoch) * static_cast<double>(options_.epochs);
+  const double run_total = total - static_cast<double>(state_.examples);
+  Progress p;
+  p.examples = examples;
+  p.fraction = std::min(1.0, (static_cast<double>(state_.examples) + static_cast<double>(examples)) / total);
+  p.epoch = std::min<std::uint64_t>(options_.epochs, (state_.examples + examples) / run.examples_per_epoch);
+  p.elapsed_seconds = static_cast<double>(now_ns) * 1e-9;
+  p.examples_per_second = p.elapsed_seconds > 0 ? static_cast<double>(examples) / p.elapsed_seconds : 0.0;
+  const std::uint64_t new_examples = examples - run.last_report_examples;
+  p.loss = new_examples ? (loss - run.last_report_loss) / static_cast<double>(new_examples) : run.last_report_loss;
+  p.learning_rate = static_cast<float>(lr / static_cast<double>(options_.workers));
+  p.eta_seconds = p.examples_per_second > 0
+                      ? std::max(0.0, run_total - static_cast<double>(examples)) / p.examples_per_second
+                      : 0.0;
+  if (new_examples) {
+    run.last_report_loss = loss;
+    run.last_report_examples = examples;
+  }
+  bool go = true;
+  try {
+    go = options_.on_progress(p);
+  } catch (...) {
+    run.fail(std::current_exception());
+  }
+  if (!go) {
+    run.stopped_by_callback.store(true, std::memory_order_release);
+    run.stop.store(true, std::memory_order_release);
+    run.gate.cancel();
+  }
+  run.reporting.store(false, std::memory_order_release);
+}
+
+TrainReport Trainer::finish(Run& run) {
+  if (run.error) std::rethrow_exception(run.error);
+  TrainReport report;
+  report.seconds = run.elapsed();
+  report.examples = run.examples_done.load();
+  report.examples_per_second = report.seconds > 0 ? static_cast<double>(report.examples) / report.seconds : 0.0;
+  std::uint64_t completed = 0;
+  for (std::uint64_t e = run.first_epoch; e < run.last_epoch; ++e) {
+    const std::uint64_t index = e - run.first_epoch;
+    if (run.epoch_done[index].load() != options_.workers) break;
+    ++completed;
+    EpochStats stats;
+    stats.epoch = e + 1;
+    double loss = 0;
+    std::uint64_t staleness_sum = 0, steps = 0;
+    for (const auto& local : run.locals) {
+      const auto& acc = local.epochs[index];
+      loss += acc.loss_sum;
+      stats.examples += acc.examples;
+      staleness_sum += acc.staleness_sum;
+      steps += acc.steps;
+      stats.max_staleness = std::max(stats.max_staleness, acc.staleness_max);
+    }
+    stats.loss = stats.examples ? loss / static_cast<double>(stats.examples) : 0.0;
+    stats.mean_staleness = steps ? static_cast<double>(staleness_sum) / static_cast<double>(steps) : 0.0;
+    stats.seconds = run.epoch_seconds[index];
+    report.epochs.push_back(stats);
+  }
+  for (const auto& local : run.locals) report.staleness.merge(local.staleness);
+  state_.epoch = run.first_epoch + completed;
+  state_.examples += report.examples;
+  report.state = state_;
+  if (run.stopped_by_callback.load()) {
+    report.stopped = true;
+    report.stop_reason = "stopped by the progress callback";
+  }
+  for (std::size_t i = 0; i < store_.size(); ++i) {
+    const float v = store_.load(i);
+    if (!std::isfinite(v)) {
+      throw RuntimeError(fmt::format("training diverged: parameter {} is {} after the run; lower the learning rate",
+                                     i, v));
+    }
+  }
+  if (options_.on_progress && !report.stopped) maybe_report(run, true);
+  return report;
+}
+
+void Trainer::save_checkpoint(const std::filesystem::path& path) const {
+  ::asgd::save_checkpoint(path, store_, state_, adagrad_sums_, options_.checkpoint_metadata);
+}
+
+void Trainer::load_checkpoint(const std::filesystem::path& path) {
+  std::vector<float> sums;
+  state_ = ::asgd::load_checkpoint(path, store_, &sums);
+  if (!sums.empty() && sums.size() != store_.size()) {
+    throw InputError(fmt::format("checkpoint {}: optimizer state has {} values for {} parameters", path.string(),
+                                 sums.size(), store_.size()));
+  }
+  adagrad_sums_ = std::move(sums);
+}
+
+}  // namespace asgd

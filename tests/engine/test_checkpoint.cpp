@@ -1,0 +1,126 @@
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "asgd/engine/checkpoint.hpp"
+#include "asgd/engine/errors.hpp"
+
+namespace fs = std::filesystem;
+using asgd::Layout;
+using asgd::ParamStore;
+
+namespace {
+
+Layout layout_of(std::size_t n) {
+  Layout l;
+  l.add("w", {n});
+  return l;
+}
+
+class CheckpointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("asgd-ckpt-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+std::string message_of(auto&& f) {
+  try {
+    f();
+  } catch (const asgd::InputError& e) {
+    return e.what();
+  }
+  return "(no InputError)";
+}
+
+}  // namespace
+
+TEST_F(CheckpointTest, RoundTripsParamsStateOptimizerAndMetadata) {
+  auto s = ParamStore::on_heap(layout_of(100));
+  for (std::size_t i = 0; i < s.size(); ++i) s.store(i, 0.5f * static_cast<float>(i));
+  const std::vector<float> sums(s.size(), 3.0f);
+  save_checkpoint(dir_ / "a.ckpt", s, {3, 300, 9}, sums, "meta=1");
+  auto t = ParamStore::on_heap(layout_of(100));
+  std::vector<float> back_sums;
+  std::string meta;
+  const auto state = load_checkpoint(dir_ / "a.ckpt", t, &back_sums, &meta);
+  EXPECT_EQ(state, (asgd::TrainState{3, 300, 9}));
+  EXPECT_EQ(t.snapshot(), s.snapshot());
+  EXPECT_EQ(back_sums, sums);
+  EXPECT_EQ(meta, "meta=1");
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1);  // no temp left
+}
+
+TEST_F(CheckpointTest, RefusesTornCorruptForeignAndOtherModels) {
+  auto s = ParamStore::on_heap(layout_of(1000));
+  s.fill(1.0f);
+  save_checkpoint(dir_ / "good", s, {1, 1, 1});
+  const auto bytes = fs::file_size(dir_ / "good");
+
+  fs::copy_file(dir_ / "good", dir_ / "torn");
+  fs::resize_file(dir_ / "torn", bytes - 100);
+  EXPECT_NE(message_of([&] { asgd::read_checkpoint(dir_ / "torn"); }).find("truncated"), std::string::npos);
+
+  fs::copy_file(dir_ / "good", dir_ / "flipped");
+  {
+    std::fstream f(dir_ / "flipped", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(bytes / 2));
+    f.put('\x7f');
+  }
+  EXPECT_NE(message_of([&] { asgd::read_checkpoint(dir_ / "flipped"); }).find("checksum"), std::string::npos);
+
+  std::ofstream(dir_ / "foreign") << "hello, I am a text file and not a checkpoint at all, sorry";
+  EXPECT_NE(message_of([&] { asgd::read_checkpoint(dir_ / "foreign"); }).find("not an asgd checkpoint"),
+            std::string::npos);
+  EXPECT_NE(message_of([&] { asgd::read_checkpoint(dir_ / "missing"); }).find("cannot open"), std::string::npos);
+
+  auto other = ParamStore::on_heap(layout_of(999));
+  EXPECT_NE(message_of([&] { asgd::load_checkpoint(dir_ / "good", other); }).find("another model"),
+            std::string::npos);
+}
+
+TEST_F(CheckpointTest, NeverSavesNonFiniteParameters) {
+  auto s = ParamStore::on_heap(layout_of(10));
+  s.store(3, std::nanf(""));
+  EXPECT_THROW(save_checkpoint(dir_ / "x", s, {}), asgd::RuntimeError);
+  EXPECT_FALSE(fs::exists(dir_ / "x"));
+}
+
+TEST_F(CheckpointTest, SigkillDuringSaveLeavesThePreviousCheckpointLoadable) {
+  // 8M floats = 32 MB: each save takes long enough to be killed mid-write.
+  const std::size_t n = std::size_t{8} << 20;
+  const fs::path path = dir_ / "model.ckpt";
+  {
+    auto s = ParamStore::on_heap(layout_of(n));
+    s.fill(1.0f);
+    save_checkpoint(path, s, {1, 1, 1});
+  }
+  for (int round = 0; round < 3; ++round) {
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      auto s = ParamStore::on_heap(layout_of(n));
+      for (std::uint64_t gen = 2;; ++gen) {
+        s.fill(static_cast<float>(gen));
+        save_checkpoint(path, s, {gen, gen, 1});
+      }
+    }
+    ::usleep(static_cast<useconds_t>(30000 + 45000 * round));
+    ASSERT_EQ(::kill(child, SIGKILL), 0);
+    ASSERT_EQ(::waitpid(child, nullptr, 0), child);
+    const auto d = asgd::read_checkpoint(path);  // must not throw
+    ASSERT_EQ(d.params.size(), asgd::Layout(layout_of(n)).size());
+    EXPECT_EQ(d.params.front(), static_cast<float>(d.state.epoch));
+    EXPECT_EQ(d.params.back(), static_cast<float>(d.state.epoch));
+  }
+}

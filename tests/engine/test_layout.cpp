@@ -1,0 +1,69 @@
+#include <gtest/gtest.h>
+
+#include "asgd/engine/errors.hpp"
+#include "asgd/engine/layout.hpp"
+
+using asgd::Layout;
+using asgd::RowPadding;
+
+TEST(Layout, TensorsStartOnCacheLinesAndPaddedRowsFillWholeLines) {
+  Layout l;
+  l.add("a", {3});
+  l.add("b", {5, 3}, RowPadding::cache_line);
+  l.add("c", {2, 2, 5});
+  EXPECT_EQ(l["a"].offset, 0u);
+  EXPECT_EQ(l["a"].rows, 1u);
+  EXPECT_EQ(l["a"].cols, 3u);
+  EXPECT_EQ(l["b"].offset, 16u);
+  EXPECT_EQ(l["b"].row_stride, 16u);
+  EXPECT_EQ(l["b"].at(2, 1), 16u + 2 * 16 + 1);
+  EXPECT_EQ(l["c"].offset, 16u + 5 * 16);
+  EXPECT_EQ(l["c"].rows, 2u);
+  EXPECT_EQ(l["c"].cols, 10u);
+  EXPECT_EQ(l.size() % 16, 0u);
+  EXPECT_EQ(l.size(), 16u + 80 + 32);
+}
+
+TEST(Layout, HashDependsOnNamesShapesAndPadding) {
+  Layout a, b, c, d;
+  a.add("w", {4, 8});
+  b.add("w", {4, 8});
+  c.add("w", {8, 4});
+  d.add("w", {4, 8}, RowPadding::cache_line);
+  EXPECT_EQ(a.hash(), b.hash());
+  EXPECT_NE(a.hash(), c.hash());
+  EXPECT_NE(a.hash(), d.hash());
+  Layout e;
+  e.add("v", {4, 8});
+  EXPECT_NE(a.hash(), e.hash());
+  // Pinned: the hash is part of the segment and checkpoint formats.
+  EXPECT_EQ(a.hash(), Layout(a).hash());
+}
+
+TEST(Layout, SerializeRoundTrips) {
+  Layout l;
+  l.add("embeddings", {100, 7}, RowPadding::cache_line);
+  l.add("bias", {100});
+  const Layout back = Layout::parse(l.serialize());
+  EXPECT_EQ(back.hash(), l.hash());
+  EXPECT_EQ(back.size(), l.size());
+  EXPECT_EQ(back["embeddings"].row_stride, 16u);
+}
+
+TEST(Layout, RejectsBadTensors) {
+  Layout l;
+  l.add("w", {3});
+  EXPECT_THROW(l.add("w", {3}), asgd::InputError);
+  EXPECT_THROW(l.add("", {3}), asgd::InputError);
+  EXPECT_THROW(l.add("x y", {3}), asgd::InputError);
+  EXPECT_THROW(l.add("z", {0}), asgd::InputError);
+  EXPECT_THROW(l.add("z", {}), asgd::InputError);
+  try {
+    (void)l["nope"];
+    FAIL();
+  } catch (const asgd::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("have: w"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(Layout::parse("w sideways 3\n"), asgd::InputError);
+  EXPECT_THROW(Layout::parse("w dense 3x\n"), asgd::InputError);
+}

@@ -1,0 +1,166 @@
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "asgd/engine/errors.hpp"
+#include "asgd/engine/param_store.hpp"
+
+using asgd::Access;
+using asgd::Layout;
+using asgd::ParamStore;
+
+namespace {
+
+Layout small_layout() {
+  Layout l;
+  l.add("w", {10, 3}, asgd::RowPadding::cache_line);
+  l.add("b", {10});
+  return l;
+}
+
+// A unique segment name per test and process, removed at the end.
+class ShmTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    name_ = "asgd-test-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    ParamStore::remove_shared(name_);
+  }
+  void TearDown() override { ParamStore::remove_shared(name_); }
+  std::string name_;
+};
+
+std::string message_of(auto&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(no exception)";
+}
+
+}  // namespace
+
+TEST(ParamStoreHeap, IsZeroedAlignedAndWritable) {
+  auto s = ParamStore::on_heap(small_layout());
+  EXPECT_EQ(s.size(), small_layout().size());
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(s.data()) % 64, 0u);
+  for (std::size_t i = 0; i < s.size(); ++i) EXPECT_EQ(s.load(i), 0.0f);
+  s.store(5, 2.5f);
+  EXPECT_EQ(s.snapshot()[5], 2.5f);
+  EXPECT_FALSE(s.is_shared());
+  EXPECT_EQ(s.snapshot("b").size(), 10u);
+}
+
+TEST_F(ShmTest, CreateAttachReadOnlyAndRemove) {
+  auto owner = ParamStore::create_shared(name_, small_layout());
+  owner.store(3, 1.5f);
+  auto other = ParamStore::attach_shared(name_, small_layout());
+  EXPECT_EQ(other.load(3), 1.5f);
+  other.store(4, -2.0f);
+  EXPECT_EQ(owner.load(4), -2.0f);  // one memory, two mappings
+  auto reader = ParamStore::attach_shared(name_, small_layout(), Access::read_only);
+  EXPECT_FALSE(reader.writable());
+  EXPECT_EQ(reader.load(4), -2.0f);
+  EXPECT_THROW(reader.store(0, 1.0f), asgd::RuntimeError);
+  const auto info = ParamStore::inspect_shared(name_);
+  EXPECT_TRUE(info.ready);
+  EXPECT_EQ(info.writers.size(), 2u);  // owner and other; readers do not register
+  EXPECT_FALSE(info.stale());
+  EXPECT_TRUE(ParamStore::remove_shared(name_));
+  EXPECT_FALSE(ParamStore::remove_shared(name_));
+  EXPECT_EQ(owner.load(3), 1.5f);  // mappings outlive the name
+}
+
+TEST_F(ShmTest, CreatedOwnerOnlyEvenWithAPermissiveUmask) {
+  const mode_t old = ::umask(0);
+  auto s = ParamStore::create_shared(name_, small_layout());
+  ::umask(old);
+  struct stat st {};
+  ASSERT_EQ(::stat(("/dev/shm/" + name_).c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+TEST_F(ShmTest, ClearErrorsForMissingForeignAndOtherLayout) {
+  EXPECT_NE(message_of([&] { ParamStore::attach_shared(name_, small_layout()); }).find("no shared segment"),
+            std::string::npos);
+  auto s = ParamStore::create_shared(name_, small_layout());
+  Layout other;
+  other.add("w", {11, 3});
+  const auto msg = message_of([&] { ParamStore::attach_shared(name_, other); });
+  EXPECT_NE(msg.find("another layout"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("w [10 x 3]"), std::string::npos) << msg;
+  EXPECT_NE(message_of([&] { ParamStore::create_shared(name_, small_layout()); }).find("already exists"),
+            std::string::npos);
+  EXPECT_THROW(ParamStore::create_shared("bad/name", small_layout()), asgd::InputError);
+}
+
+TEST_F(ShmTest, NotAnAsgdSegment) {
+  {
+    // Someone else's segment under the name: refuse, never crash.
+    auto fd = ::shm_open(("/" + name_).c_str(), O_CREAT | O_RDWR, 0600);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::ftruncate(fd, 20000), 0);
+    ::close(fd);
+  }
+  const auto msg = message_of([&] { ParamStore::attach_shared_any(name_); });
+  EXPECT_NE(msg.find("not an asgd parameter segment"), std::string::npos) << msg;
+  EXPECT_THROW(ParamStore::create_shared(name_, small_layout()), asgd::InputError);
+}
+
+TEST_F(ShmTest, AKilledWriterIsDetectedAndRecoverable) {
+  { auto creator = ParamStore::create_shared(name_, small_layout()); }  // detaches cleanly
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto w = ParamStore::attach_shared(name_, small_layout());
+    w.store(0, 42.0f);
+    ::pause();  // killed here, still attached
+    ::_exit(0);
+  }
+  // Wait until the child registered, then kill it.
+  for (int i = 0; i < 500 && ParamStore::inspect_shared(name_).writers.empty(); ++i) ::usleep(2000);
+  ASSERT_EQ(::kill(child, SIGKILL), 0);
+  ASSERT_EQ(::waitpid(child, nullptr, 0), child);
+
+  const auto info = ParamStore::inspect_shared(name_);
+  ASSERT_EQ(info.dead_writers.size(), 1u);
+  EXPECT_EQ(info.dead_writers[0], child);
+  EXPECT_TRUE(info.stale());
+  const auto msg = message_of([&] { ParamStore::attach_shared(name_, small_layout()); });
+  EXPECT_NE(msg.find("pid " + std::to_string(child) + " died"), std::string::npos) << msg;
+  // Reading is still allowed; taking over needs recovery.
+  EXPECT_EQ(ParamStore::attach_shared(name_, small_layout(), Access::read_only).load(0), 42.0f);
+  auto recovered = ParamStore::attach_shared(name_, small_layout(), Access::read_write, {.recover_stale = true});
+  EXPECT_EQ(recovered.load(0), 42.0f);
+  EXPECT_TRUE(ParamStore::inspect_shared(name_).dead_writers.empty());
+}
+
+TEST_F(ShmTest, ReplaceStaleMakesAFreshSegment) {
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto w = ParamStore::create_shared(name_, small_layout());
+    w.store(0, 7.0f);
+    ::pause();
+    ::_exit(0);
+  }
+  for (int i = 0; i < 500; ++i) {
+    try {
+      if (!ParamStore::inspect_shared(name_).writers.empty()) break;
+    } catch (const asgd::InputError&) {
+    }
+    ::usleep(2000);
+  }
+  ASSERT_EQ(::kill(child, SIGKILL), 0);
+  ASSERT_EQ(::waitpid(child, nullptr, 0), child);
+  EXPECT_NE(message_of([&] { ParamStore::create_shared(name_, small_layout()); }).find("stale"), std::string::npos);
+  auto fresh = ParamStore::create_shared(name_, small_layout(), {.replace_stale = true});
+  EXPECT_EQ(fresh.load(0), 0.0f);
+}

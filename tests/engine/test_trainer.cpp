@@ -1,0 +1,215 @@
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <filesystem>
+
+#include "asgd/engine/trainer.hpp"
+#include "toy_problems.hpp"
+
+namespace fs = std::filesystem;
+using asgd::Consistency;
+using asgd::kUnbounded;
+using asgd::ParamStore;
+using asgd::Trainer;
+using asgd::TrainerOptions;
+using asgd::testing::DisjointQuadratic;
+using asgd::testing::FailingProblem;
+using asgd::testing::SharedQuadratic;
+
+static_assert(asgd::Problem<DisjointQuadratic>);
+static_assert(asgd::Problem<SharedQuadratic>);
+static_assert(!asgd::Problem<int>);
+
+namespace {
+
+TrainerOptions options(std::size_t workers, Consistency c, std::uint64_t tau, std::uint64_t epochs = 3) {
+  TrainerOptions o;
+  o.workers = workers;
+  o.consistency = c;
+  o.tau = tau;
+  o.epochs = epochs;
+  o.seed = 11;
+  o.step_examples = 7;
+  o.schedule.lr = 0.3f;
+  return o;
+}
+
+std::vector<float> train(auto& problem, const TrainerOptions& o, asgd::TrainReport* report = nullptr) {
+  auto store = ParamStore::on_heap(problem.layout());
+  Trainer trainer(store, o);
+  auto r = trainer.run(problem);
+  if (report) *report = r;
+  return store.snapshot();
+}
+
+}  // namespace
+
+// ensmallen's Hogwild test, made exact: disjoint updates give the serial
+// result bit for bit under any worker count, policy and tau.
+TEST(Trainer, DisjointUpdatesEqualTheSerialResultExactly) {
+  DisjointQuadratic p{1000, 5};
+  const auto serial = train(p, options(1, Consistency::racy, kUnbounded));
+  for (auto c : {Consistency::racy, Consistency::atomic, Consistency::locked}) {
+    for (std::size_t w : {2u, 4u, 8u}) {
+      for (std::uint64_t tau : {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{8}, kUnbounded}) {
+        EXPECT_EQ(train(p, options(w, c, tau)), serial)
+            << to_string(c) << " workers " << w << " tau " << asgd::tau_to_string(tau);
+      }
+    }
+  }
+}
+
+TEST(Trainer, OneWorkerWithASeedIsReproducibleAndSeedsMatter) {
+  SharedQuadratic p{500, 8};
+  auto o = options(1, Consistency::racy, kUnbounded);
+  o.schedule.kind = asgd::ScheduleKind::linear;
+  o.schedule.lr = 0.05f;
+  const auto a = train(p, o), b = train(p, o);
+  EXPECT_EQ(a, b);
+  o.seed = 12;
+  EXPECT_NE(train(p, o), a);
+}
+
+TEST(Trainer, CollidingWorkersConvergeUnderEveryPolicy) {
+  SharedQuadratic p{2000, 4};
+  const auto opt = p.optimum();
+  for (auto c : {Consistency::racy, Consistency::atomic, Consistency::locked}) {
+    for (std::size_t w : {1u, 4u}) {
+      auto o = options(w, c, kUnbounded, 10);
+      o.schedule.kind = asgd::ScheduleKind::linear;
+      o.schedule.lr = 0.02f;
+      o.schedule.floor = 0.0f;
+      const auto v = train(p, o);
+      for (std::size_t k = 0; k < p.dims; ++k) EXPECT_NEAR(v[k], opt[k], 0.05) << to_string(c) << " w" << w;
+    }
+  }
+}
+
+TEST(Trainer, ReportHasLossCurveAndStalenessWithinTau) {
+  SharedQuadratic p{3000, 4};
+  for (std::uint64_t tau : {std::uint64_t{0}, std::uint64_t{2}}) {
+    auto o = options(4, Consistency::racy, tau, 4);
+    o.schedule.lr = 2e-4f;
+    auto store = ParamStore::on_heap(p.layout());
+    store.fill(10.0f);  // far from the optimum (near 0): the loss must fall
+    Trainer trainer(store, o);
+    const auto r = trainer.run(p);
+    ASSERT_EQ(r.epochs.size(), 4u);
+    EXPECT_LT(r.epochs.back().loss, r.epochs.front().loss);
+    EXPECT_EQ(r.examples, 4u * 3000);
+    EXPECT_LE(r.staleness.max(), tau);
+    for (const auto& e : r.epochs) EXPECT_LE(e.max_staleness, tau);
+    EXPECT_GT(r.examples_per_second, 0.0);
+    EXPECT_EQ(r.state.epoch, 4u);
+  }
+}
+
+TEST(Trainer, MoreWorkersThanCoresWithTauZeroDoNotDeadlock) {
+  DisjointQuadratic p{4000, 2};
+  asgd::TrainReport r;
+  train(p, options(16, Consistency::racy, 0, 2), &r);
+  EXPECT_EQ(r.examples, 8000u);
+  EXPECT_EQ(r.staleness.max(), 0u);
+}
+
+TEST(Trainer, NonFiniteLossStopsWithAClearMessage) {
+  FailingProblem p{5000, 3210, false};
+  asgd::Layout l;
+  l.add("w", {1});
+  auto store = ParamStore::on_heap(l);
+  for (std::size_t w : {1u, 4u}) {
+    Trainer t(store, options(w, Consistency::racy, 1));
+    try {
+      t.run(p);
+      FAIL() << "expected the NaN guard to stop the run";
+    } catch (const asgd::RuntimeError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("diverged"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("example 3210"), std::string::npos) << msg;
+    }
+  }
+}
+
+TEST(Trainer, FirstErrorWinsAndStopsTheOthers) {
+  FailingProblem p{200000, 17, true};
+  asgd::Layout l;
+  l.add("w", {1});
+  auto store = ParamStore::on_heap(l);
+  Trainer t(store, options(4, Consistency::racy, 0, 50));
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_THROW(
+      {
+        try {
+          t.run(p);
+        } catch (const std::runtime_error& e) {
+          EXPECT_STREQ(e.what(), "bad example 17");
+          throw;
+        }
+      },
+      std::runtime_error);
+  // 50 epochs of 200k examples would take far longer than stopping does.
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5.0);
+}
+
+TEST(Trainer, ProgressEventsAndStopFromTheCallback) {
+  SharedQuadratic p{20000, 4};
+  auto store = ParamStore::on_heap(p.layout());
+  auto o = options(2, Consistency::racy, kUnbounded, 1000);
+  o.schedule.lr = 0.001f;
+  o.progress_interval_seconds = 0.01;
+  std::atomic<int> events{0};
+  double last_fraction = -1;
+  bool monotone = true;
+  o.on_progress = [&](const asgd::Progress& pr) {
+    monotone = monotone && pr.fraction >= last_fraction && pr.examples_per_second > 0 && pr.eta_seconds >= 0;
+    last_fraction = pr.fraction;
+    return ++events < 5;
+  };
+  Trainer t(store, o);
+  const auto r = t.run(p);
+  EXPECT_TRUE(r.stopped);
+  EXPECT_EQ(events.load(), 5);
+  EXPECT_TRUE(monotone);
+  EXPECT_LT(r.state.epoch, 1000u);
+}
+
+TEST(Trainer, ResumingFromACheckpointGivesTheUninterruptedResult) {
+  const fs::path ckpt = fs::temp_directory_path() / ("asgd-resume-" + std::to_string(::getpid()));
+  SharedQuadratic p{3000, 6};
+  auto o = options(1, Consistency::racy, kUnbounded, 6);
+  o.schedule.kind = asgd::ScheduleKind::linear;
+  o.schedule.lr = 0.05f;
+  o.schedule.adagrad = true;  // optimizer state must travel too
+  const auto uninterrupted = train(p, o);
+
+  auto first = o;
+  first.checkpoint_path = ckpt;
+  first.on_progress = [](const asgd::Progress& pr) { return pr.epoch < 3; };  // "crash" after epoch 3
+  first.progress_interval_seconds = 1e-6;
+  {
+    auto store = ParamStore::on_heap(p.layout());
+    Trainer t(store, first);
+    const auto r = t.run(p);
+    ASSERT_TRUE(r.stopped);
+  }
+  auto store = ParamStore::on_heap(p.layout());
+  Trainer resumed(store, o);
+  resumed.load_checkpoint(ckpt);
+  EXPECT_GE(resumed.state().epoch, 3u);
+  EXPECT_LT(resumed.state().epoch, 6u);
+  resumed.run(p);
+  EXPECT_EQ(store.snapshot(), uninterrupted);
+  fs::remove(ckpt);
+}
+
+TEST(Trainer, RejectsBadOptions) {
+  SharedQuadratic p{10, 2};
+  auto store = ParamStore::on_heap(p.layout());
+  auto o = options(0, Consistency::racy, 0);
+  EXPECT_THROW(Trainer(store, o), asgd::InputError);
+  o = options(1, Consistency::racy, 0);
+  o.schedule.lr = -1;
+  EXPECT_THROW(Trainer(store, o), asgd::InputError);
+}

@@ -329,6 +329,29 @@ SegmentInfo ParamStore::inspect_shared(const std::string& name) {
   return read_info(name, static_cast<const SegmentHeader*>(region.get_address()), region.get_size());
 }
 
+bool ParamStore::exists_shared(const std::string& name) {
+  check_name(name);
+  try {
+    bip::shared_memory_object shm(bip::open_only, name.c_str(), bip::read_only);
+    return true;
+  } catch (const bip::interprocess_exception& e) {
+    if (e.get_error_code() == bip::not_found_error) return false;
+    return true;  // exists, but we may not open it: attach will say why
+  }
+}
+
+ParamStore ParamStore::open_or_create_shared(const std::string& name, Layout layout, AttachOptions options) {
+  for (int attempt = 0;; ++attempt) {
+    if (exists_shared(name)) return attach_shared(name, layout, Access::read_write, options);
+    try {
+      return create_shared(name, layout);
+    } catch (const InputError&) {
+      // Another process created it between our check and our create: attach.
+      if (attempt >= 2 || !exists_shared(name)) throw;
+    }
+  }
+}
+
 bool ParamStore::remove_shared(const std::string& name) noexcept {
   try {
     return bip::shared_memory_object::remove(name.c_str());

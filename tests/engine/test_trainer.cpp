@@ -73,16 +73,18 @@ TEST(Trainer, OneWorkerWithASeedIsReproducibleAndSeedsMatter) {
 }
 
 TEST(Trainer, CollidingWorkersConvergeUnderEveryPolicy) {
-  SharedQuadratic p{2000, 4};
+  // With a rate falling linearly from a to 0 over N steps, the final iterate's
+  // spread is about sqrt(0.44 var(t) sqrt(a / N)) ~ 0.03 here; 0.15 is 5 sigma.
+  SharedQuadratic p{20000, 4};
   const auto opt = p.optimum();
   for (auto c : {Consistency::racy, Consistency::atomic, Consistency::locked}) {
     for (std::size_t w : {1u, 4u}) {
       auto o = options(w, c, kUnbounded, 10);
       o.schedule.kind = asgd::ScheduleKind::linear;
-      o.schedule.lr = 0.02f;
+      o.schedule.lr = 0.01f;
       o.schedule.floor = 0.0f;
       const auto v = train(p, o);
-      for (std::size_t k = 0; k < p.dims; ++k) EXPECT_NEAR(v[k], opt[k], 0.05) << to_string(c) << " w" << w;
+      for (std::size_t k = 0; k < p.dims; ++k) EXPECT_NEAR(v[k], opt[k], 0.15) << to_string(c) << " w" << w;
     }
   }
 }
@@ -212,4 +214,20 @@ TEST(Trainer, RejectsBadOptions) {
   o = options(1, Consistency::racy, 0);
   o.schedule.lr = -1;
   EXPECT_THROW(Trainer(store, o), asgd::InputError);
+}
+
+TEST(Trainer, EpochByEpochEqualsOneRun) {
+  SharedQuadratic p{1000, 3};
+  auto o = options(1, Consistency::racy, kUnbounded, 4);
+  o.schedule.kind = asgd::ScheduleKind::linear;
+  const auto whole = train(p, o);
+  auto store = ParamStore::on_heap(p.layout());
+  Trainer t(store, o);
+  for (std::uint64_t e = 1; e <= 4; ++e) {
+    const auto r = t.run(p, e);
+    ASSERT_EQ(r.epochs.size(), 1u);
+    EXPECT_EQ(r.epochs[0].epoch, e);
+  }
+  EXPECT_EQ(store.snapshot(), whole);
+  EXPECT_THROW(t.run(p, 5), asgd::InputError);
 }

@@ -67,6 +67,10 @@ class ParamStore {
                                       AttachOptions options = {});
   // Throws InputError when there is no such segment or it is not asgd's.
   static SegmentInfo inspect_shared(const std::string& name);
+  static bool exists_shared(const std::string& name);
+  // Attaches read-write when `name` exists, else creates it; safe when
+  // several processes race to start on the same name.
+  static ParamStore open_or_create_shared(const std::string& name, Layout layout, AttachOptions options = {});
   // Returns false when there was nothing to remove. Attached processes keep
   // their mapping; the name is free at once.
   static bool remove_shared(const std::string& name) noexcept;

@@ -105,7 +105,13 @@ class Trainer {
 
   // Trains from state().epoch to options.epochs.
   template <Problem P>
-  TrainReport run(P& problem);
+  TrainReport run(P& problem) {
+    return run(problem, options_.epochs);
+  }
+  // Trains from state().epoch to until_epoch (<= options.epochs), so a caller
+  // can evaluate between epochs; schedules still span options.epochs.
+  template <Problem P>
+  TrainReport run(P& problem, std::uint64_t until_epoch);
 
   const TrainState& state() const noexcept { return state_; }
   void set_state(const TrainState& s) { state_ = s; }
@@ -121,7 +127,8 @@ class Trainer {
   template <Problem P, class Sink>
   void worker_loop(P& problem, Sink sink, std::size_t w, Run& run);
   template <Problem P, ConsistencyPolicy Policy>
-  TrainReport run_with(P& problem, const Policy& policy);
+  TrainReport run_with(P& problem, const Policy& policy, std::uint64_t until_epoch);
+  static std::string fmt_until_epoch(std::uint64_t until, std::uint64_t epochs);
 
   // Non-template parts, in trainer.cpp.
   void launch(const std::function<void(std::size_t)>& body);
@@ -204,22 +211,26 @@ struct Trainer::Run {
 };
 
 template <Problem P>
-TrainReport Trainer::run(P& problem) {
+TrainReport Trainer::run(P& problem, std::uint64_t until_epoch) {
+  static_assert(Problem<P>, "see asgd/engine/problem.hpp");
+  if (until_epoch > options_.epochs) {
+    throw InputError(fmt_until_epoch(until_epoch, options_.epochs));
+  }
   switch (options_.consistency) {
-    case Consistency::racy: return run_with(problem, Racy{});
-    case Consistency::atomic: return run_with(problem, Atomic{});
-    case Consistency::locked: return run_with(problem, Locked{});
+    case Consistency::racy: return run_with(problem, Racy{}, until_epoch);
+    case Consistency::atomic: return run_with(problem, Atomic{}, until_epoch);
+    case Consistency::locked: return run_with(problem, Locked{}, until_epoch);
   }
   throw InputError("trainer: unknown consistency policy");
 }
 
 template <Problem P, ConsistencyPolicy Policy>
-TrainReport Trainer::run_with(P& problem, const Policy& policy) {
+TrainReport Trainer::run_with(P& problem, const Policy& policy, std::uint64_t until_epoch) {
   const std::uint64_t n = problem.num_examples();
   if (n == 0) throw InputError("trainer: the problem has no examples");
   if (options_.schedule.adagrad && adagrad_sums_.size() != store_.size()) adagrad_sums_.assign(store_.size(), 0.0f);
-  const std::uint64_t first = std::min(state_.epoch, options_.epochs);
-  Run run(options_.workers, options_.tau, n, first, options_.epochs);
+  const std::uint64_t first = std::min(state_.epoch, until_epoch);
+  Run run(options_.workers, options_.tau, n, first, until_epoch);
   float* params = store_.data();
   auto body = [&](std::size_t w) {
     if (options_.schedule.adagrad) {

@@ -1,0 +1,87 @@
+#include "cli_common.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <exception>
+
+#include "asgd/engine/errors.hpp"
+
+namespace asgd::cli {
+
+void add_engine_flags(CLI::App& app, EngineFlags& f) {
+  app.add_option("--workers,--threads", f.workers, "Worker threads")->capture_default_str();
+  app.add_option("--epochs", f.epochs, "Passes over the data")->capture_default_str();
+  app.add_option("--seed", f.seed, "Seed for shuffles and initialisation")->capture_default_str();
+  app.add_option("--policy", f.policy, "How updates land: racy (Hogwild!), atomic, locked")->capture_default_str();
+  app.add_option("--tau", f.tau, "Bounded delay in steps: 0 = synchronous, inf = fully async")->capture_default_str();
+  app.add_option("--step", f.step_examples, "Examples per step (one clock tick, one rate update)")
+      ->capture_default_str();
+  app.add_option("--schedule", f.schedule, "Learning-rate schedule: constant, linear, inverse-sqrt")
+      ->capture_default_str();
+  app.add_option("--lr", f.lr, "Initial learning rate")->capture_default_str();
+  app.add_option("--lr-floor", f.lr_floor, "linear: the rate never goes below lr x floor")->capture_default_str();
+  app.add_option("--warmup", f.warmup, "Fraction of training spent ramping the rate up")->capture_default_str();
+  app.add_flag("--staleness-aware", f.staleness_aware, "Divide the rate by (observed staleness + 1)");
+  app.add_flag("--adagrad", f.adagrad, "Per-parameter AdaGrad step sizes");
+}
+
+TrainerOptions to_trainer_options(const EngineFlags& f) {
+  TrainerOptions o;
+  o.workers = f.workers;
+  o.epochs = f.epochs;
+  o.seed = f.seed;
+  o.consistency = parse_consistency(f.policy);
+  o.tau = parse_tau(f.tau);
+  o.step_examples = f.step_examples;
+  o.schedule.kind = parse_schedule_kind(f.schedule);
+  o.schedule.lr = f.lr;
+  o.schedule.floor = f.lr_floor;
+  o.schedule.warmup = f.warmup;
+  o.schedule.staleness_aware = f.staleness_aware;
+  o.schedule.adagrad = f.adagrad;
+  try {
+    o.validate();
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("bad flag: {}", e.what()));
+  }
+  return o;
+}
+
+bool stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }
+
+namespace {
+std::string human_duration(double s) {
+  if (s < 90) return fmt::format("{:.0f}s", s);
+  if (s < 5400) return fmt::format("{:.0f}m{:02.0f}s", s / 60 - 0.5, std::fmod(s, 60.0));
+  return fmt::format("{:.1f}h", s / 3600);
+}
+}  // namespace
+
+ProgressCallback progress_printer(std::string label, bool quiet) {
+  if (quiet || !stderr_is_terminal()) return {};
+  return [label = std::move(label)](const Progress& p) {
+    std::fprintf(stderr, "\r%s: %5.1f%%  epoch %llu  %.3g ex/s  loss %.5f  lr %.4g  ETA %s   ", label.c_str(),
+                 100.0 * p.fraction, static_cast<unsigned long long>(p.epoch + (p.fraction < 1.0 ? 1 : 0)),
+                 p.examples_per_second, p.loss, static_cast<double>(p.learning_rate),
+                 human_duration(p.eta_seconds).c_str());
+    if (p.fraction >= 1.0) std::fputc('\n', stderr);
+    std::fflush(stderr);
+    return true;
+  };
+}
+
+int run_guarded(const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const InputError& e) {
+    std::fprintf(stderr, "asgd: error: %s\n", e.what());
+    return kExitInput;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "asgd: error: %s\n", e.what());
+    return kExitRuntime;
+  }
+}
+
+}  // namespace asgd::cli

@@ -1,0 +1,53 @@
+// What every `asgd` subcommand shares: the engine's flags (workers, policy,
+// tau, schedule), the terminal-aware progress line, and error-to-exit-code mapping.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "asgd/engine/trainer.hpp"
+
+namespace asgd::cli {
+
+// Exit codes: 0 ok, 1 runtime failure, 2 bad input (flags, files).
+inline constexpr int kExitRuntime = 1;
+inline constexpr int kExitInput = 2;
+
+// Engine flags as typed on the command line, validated by to_trainer_options.
+struct EngineFlags {
+  std::size_t workers = 2;
+  std::uint64_t epochs = 10;
+  std::uint64_t seed = 1;
+  std::string policy = "racy";
+  std::string tau = "inf";
+  std::size_t step_examples = 256;
+  std::string schedule = "linear";
+  float lr = 0.1f;
+  float lr_floor = 1e-4f;
+  float warmup = 0.0f;
+  bool staleness_aware = false;
+  bool adagrad = false;
+};
+
+void add_engine_flags(CLI::App& app, EngineFlags& flags);
+// Throws InputError naming the flag that is wrong.
+TrainerOptions to_trainer_options(const EngineFlags& flags);
+
+// A progress callback: a live line on a terminal (stderr), nothing in a pipe.
+ProgressCallback progress_printer(std::string label, bool quiet);
+// True when stderr is a terminal.
+bool stderr_is_terminal();
+
+// Runs `body`, mapping asgd errors to "asgd: error: ..." and exit codes.
+int run_guarded(const std::function<int()>& body);
+
+// Subcommand registration (each in its own file). A subcommand's callback
+// stores its exit code in `exit_code`.
+void add_linear_commands(CLI::App& app, int& exit_code);
+void add_bench_commands(CLI::App& app, int& exit_code);
+void add_shm_commands(CLI::App& app, int& exit_code);
+void add_demo_command(CLI::App& app, int& exit_code);
+
+}  // namespace asgd::cli

@@ -1,0 +1,229 @@
+// `asgd linear train|eval|generate`: L2-regularised logistic regression on
+// libsvm files, the engine's convex reference problem.
+#include <fmt/format.h>
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "asgd/engine/checkpoint.hpp"
+#include "asgd/engine/errors.hpp"
+#include "asgd/engine/param_store.hpp"
+#include "asgd/engine/trainer.hpp"
+#include "asgd/sparse/generator.hpp"
+#include "asgd/sparse/libsvm.hpp"
+#include "asgd/sparse/linear.hpp"
+#include "cli_common.hpp"
+#include "linear_data.hpp"
+
+namespace asgd::cli {
+
+sparse::SparseDataset slice_rows(const sparse::SparseDataset& data, std::size_t begin, std::size_t end) {
+  sparse::SparseDataset out;
+  out.num_features = data.num_features;
+  const auto first = data.row_ptr[begin], last = data.row_ptr[end];
+  out.row_ptr.reserve(end - begin + 1);
+  for (std::size_t r = begin; r <= end; ++r) out.row_ptr.push_back(data.row_ptr[r] - first);
+  out.index.assign(data.index.begin() + static_cast<std::ptrdiff_t>(first),
+                   data.index.begin() + static_cast<std::ptrdiff_t>(last));
+  out.value.assign(data.value.begin() + static_cast<std::ptrdiff_t>(first),
+                   data.value.begin() + static_cast<std::ptrdiff_t>(last));
+  out.label.assign(data.label.begin() + static_cast<std::ptrdiff_t>(begin),
+                   data.label.begin() + static_cast<std::ptrdiff_t>(end));
+  return out;
+}
+
+std::string linear_model_metadata(double l2, std::uint32_t features) {
+  return nlohmann::json{{"model", "logistic"}, {"l2", l2}, {"features", features}}.dump();
+}
+
+double linear_model_l2(const std::string& metadata, double fallback) {
+  const auto j = nlohmann::json::parse(metadata, nullptr, false);
+  if (j.is_discarded() || !j.contains("l2")) return fallback;
+  return j["l2"].get<double>();
+}
+
+namespace {
+
+struct TrainFlags {
+  EngineFlags engine;
+  std::string data, test, model, checkpoint, resume, shm;
+  bool shm_recover = false;
+  bool reference = false;
+  std::uint64_t until_epoch = 0;
+  bool quiet = false;
+  double l2 = 1e-4;
+  std::string unsorted = "sort";
+};
+
+sparse::UnsortedIds parse_unsorted(const std::string& s) {
+  if (s == "sort") return sparse::UnsortedIds::sort;
+  if (s == "reject") return sparse::UnsortedIds::reject;
+  throw InputError(fmt::format("--unsorted '{}': expected sort or reject", s));
+}
+
+// Weights to score `data` with: features the model never saw weigh 0, and
+// the dataset is widened to cover every weight.
+std::vector<float> weights_for(sparse::SparseDataset& data, std::vector<float> w) {
+  if (data.num_features > w.size()) w.resize(data.num_features, 0.0f);
+  data.num_features = static_cast<std::uint32_t>(w.size());
+  return w;
+}
+
+// Padded weights beyond num_features are ignored by objective/accuracy.
+void print_quality(const char* what, const sparse::LogisticProblem& p, std::span<const float> w) {
+  fmt::print("{}: {} examples, objective {:.6f}, accuracy {:.4f}\n", what, p.num_examples(), p.objective(w),
+             p.accuracy(w));
+}
+
+int train(const TrainFlags& f) {
+  TrainerOptions options = to_trainer_options(f.engine);
+  const sparse::SparseDataset data = sparse::read_libsvm(f.data, parse_unsorted(f.unsorted));
+  const sparse::LogisticProblem problem(data, f.l2);
+  options.on_progress = progress_printer("linear", f.quiet);
+  options.checkpoint_path = f.checkpoint;
+  options.checkpoint_metadata = linear_model_metadata(f.l2, problem.num_features());
+
+  std::optional<ParamStore> store;
+  if (f.shm.empty()) {
+    store.emplace(ParamStore::on_heap(problem.layout()));
+  } else {
+    store.emplace(ParamStore::open_or_create_shared(f.shm, problem.layout(), {.recover_stale = f.shm_recover}));
+  }
+  Trainer trainer(*store, options);
+  if (!f.resume.empty()) {
+    trainer.load_checkpoint(f.resume);
+    fmt::print("resumed from {} at epoch {}\n", f.resume, trainer.state().epoch);
+  }
+  if (f.until_epoch > options.epochs) {
+    throw InputError(fmt::format("--until-epoch {}: past --epochs {}", f.until_epoch, options.epochs));
+  }
+  const TrainReport report = trainer.run(problem, f.until_epoch ? f.until_epoch : options.epochs);
+  for (const auto& e : report.epochs) {
+    if (!f.quiet) {
+      fmt::print("epoch {:3}: mean loss {:.6f}  {:.2f} s  staleness mean {:.2f} max {}\n", e.epoch, e.loss,
+                 e.seconds, e.mean_staleness, e.max_staleness);
+    }
+  }
+  fmt::print("trained: {} ({} workers, {}, tau {}, {})\n", report.summary(), options.workers,
+             to_string(options.consistency), tau_to_string(options.tau), options.schedule.describe());
+  const auto w = store->snapshot();
+  print_quality("train", problem, w);
+  if (f.reference) {
+    const auto opt = sparse::solve_lbfgs(problem);
+    const double ours = problem.objective(w);
+    fmt::print("reference (L-BFGS, {} iterations, |grad| {:.1e}): objective {:.6f}; ours is {:.2e} relative above\n",
+               opt.iterations, opt.gradient_norm, opt.objective, (ours - opt.objective) / opt.objective);
+  }
+  if (!f.test.empty()) {
+    sparse::SparseDataset test = sparse::read_libsvm(f.test, parse_unsorted(f.unsorted));
+    print_quality("test", sparse::LogisticProblem(test, f.l2), weights_for(test, w));
+  }
+  if (!f.model.empty()) {
+    trainer.save_checkpoint(f.model);
+    fmt::print("model written to {}\n", f.model);
+  }
+  if (!f.shm.empty()) fmt::print("parameters stay in shared segment '{}' (asgd shm remove {})\n", f.shm, f.shm);
+  return 0;
+}
+
+struct EvalFlags {
+  std::string data, model, shm;
+  double l2 = -1;
+  std::string unsorted = "sort";
+};
+
+int eval(const EvalFlags& f) {
+  if (f.model.empty() == f.shm.empty()) throw InputError("eval: give exactly one of --model FILE or --shm NAME");
+  sparse::SparseDataset data = sparse::read_libsvm(f.data, parse_unsorted(f.unsorted));
+  std::vector<float> w;
+  double l2 = f.l2;
+  if (!f.model.empty()) {
+    const CheckpointData d = read_checkpoint(f.model);
+    if (!d.layout.contains("weights")) throw InputError(fmt::format("{}: not a linear model", f.model));
+    w = d.params;
+    if (l2 < 0) l2 = linear_model_l2(d.metadata, 1e-4);
+  } else {
+    const ParamStore store = ParamStore::attach_shared_any(f.shm, Access::read_only);
+    if (!store.layout().contains("weights")) throw InputError(fmt::format("segment {}: not a linear model", f.shm));
+    w = store.snapshot();
+    if (l2 < 0) l2 = 1e-4;
+  }
+  w = weights_for(data, std::move(w));
+  const sparse::LogisticProblem problem(data, l2);
+  print_quality("eval", problem, w);
+  return 0;
+}
+
+struct GenerateFlags {
+  sparse::GeneratorOptions gen;
+  std::size_t test_examples = 0;
+  std::string out, test_out;
+};
+
+int generate(const GenerateFlags& f) {
+  auto options = f.gen;
+  options.examples += f.test_examples;
+  const auto g = sparse::generate_sparse(options);
+  const std::size_t n = f.gen.examples;
+  sparse::write_libsvm(f.out, slice_rows(g.data, 0, n));
+  fmt::print("wrote {} examples, {} features, {} non-zeros each to {}\n", n, options.features,
+             options.nnz_per_example, f.out);
+  if (f.test_examples > 0) {
+    if (f.test_out.empty()) throw InputError("--test-examples needs --test-out FILE");
+    sparse::write_libsvm(f.test_out, slice_rows(g.data, n, n + f.test_examples));
+    fmt::print("wrote {} test examples to {}\n", f.test_examples, f.test_out);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_linear_commands(CLI::App& app, int& exit_code) {
+  auto* linear = app.add_subcommand("linear", "Logistic regression on libsvm files (the engine's reference problem)");
+  linear->require_subcommand(1);
+
+  auto tf = std::make_shared<TrainFlags>();
+  tf->engine.lr = 0.5f;
+  auto* train_cmd = linear->add_subcommand("train", "Train a model");
+  train_cmd->add_option("--data", tf->data, "Training file (libsvm: label id:value ...)")->required();
+  train_cmd->add_option("--test", tf->test, "Test file to report accuracy on");
+  train_cmd->add_option("--l2", tf->l2, "L2 regularisation strength")->capture_default_str();
+  train_cmd->add_option("--model", tf->model, "Write the trained model here");
+  train_cmd->add_option("--checkpoint", tf->checkpoint, "Checkpoint here after every epoch");
+  train_cmd->add_option("--resume", tf->resume, "Start from this checkpoint (parameters, epoch, seeds)");
+  train_cmd->add_option("--until-epoch", tf->until_epoch,
+                        "Stop after this epoch of --epochs (the schedule still spans --epochs); resume later");
+  train_cmd->add_option("--shm", tf->shm, "Train in shared segment NAME (created, or attached if it exists)");
+  train_cmd->add_flag("--shm-recover", tf->shm_recover, "Take over a segment whose writer was killed");
+  train_cmd->add_flag("--reference", tf->reference, "Also solve with L-BFGS and print the gap to the optimum");
+  train_cmd->add_option("--unsorted", tf->unsorted, "Unsorted feature ids in a line: sort or reject")
+      ->capture_default_str();
+  train_cmd->add_flag("--quiet,-q", tf->quiet, "No progress or per-epoch lines");
+  add_engine_flags(*train_cmd, tf->engine);
+  train_cmd->callback([tf, &exit_code] { exit_code = run_guarded([&] { return train(*tf); }); });
+
+  auto ef = std::make_shared<EvalFlags>();
+  auto* eval_cmd = linear->add_subcommand("eval", "Evaluate a model file or a live shared segment");
+  eval_cmd->add_option("--data", ef->data, "libsvm file")->required();
+  eval_cmd->add_option("--model", ef->model, "Model file from train --model");
+  eval_cmd->add_option("--shm", ef->shm, "Shared segment to read (attached read-only)");
+  eval_cmd->add_option("--l2", ef->l2, "L2 strength for the objective (default: the model's)");
+  eval_cmd->add_option("--unsorted", ef->unsorted, "Unsorted feature ids: sort or reject")->capture_default_str();
+  eval_cmd->callback([ef, &exit_code] { exit_code = run_guarded([&] { return eval(*ef); }); });
+
+  auto gf = std::make_shared<GenerateFlags>();
+  auto* gen_cmd = linear->add_subcommand("generate", "Write a sparse set with a planted logistic model");
+  gen_cmd->add_option("--out", gf->out, "Training file to write")->required();
+  gen_cmd->add_option("--examples", gf->gen.examples, "Training examples")->capture_default_str();
+  gen_cmd->add_option("--features", gf->gen.features, "Features")->capture_default_str();
+  gen_cmd->add_option("--nnz", gf->gen.nnz_per_example, "Non-zeros per example")->capture_default_str();
+  gen_cmd->add_option("--noise", gf->gen.label_noise, "Probability of flipping a label")->capture_default_str();
+  gen_cmd->add_option("--seed", gf->gen.seed, "Seed")->capture_default_str();
+  gen_cmd->add_option("--test-examples", gf->test_examples, "Also write this many test examples")
+      ->capture_default_str();
+  gen_cmd->add_option("--test-out", gf->test_out, "Test file to write");
+  gen_cmd->callback([gf, &exit_code] { exit_code = run_guarded([&] { return generate(*gf); }); });
+}
+
+}  // namespace asgd::cli

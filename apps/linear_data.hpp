@@ -1,0 +1,22 @@
+// Loading the linear model's inputs and outputs for the CLI: datasets (libsvm
+// files or generated), model files (the checkpoint format plus metadata).
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "asgd/engine/param_store.hpp"
+#include "asgd/sparse/libsvm.hpp"
+
+namespace asgd::cli {
+
+// Rows [begin, end) of `data` as a dataset of their own (same num_features).
+sparse::SparseDataset slice_rows(const sparse::SparseDataset& data, std::size_t begin, std::size_t end);
+
+// The metadata stored with a linear model file.
+std::string linear_model_metadata(double l2, std::uint32_t features);
+// l2 from a model's metadata, or `fallback` when absent.
+double linear_model_l2(const std::string& metadata, double fallback);
+
+}  // namespace asgd::cli

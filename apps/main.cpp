@@ -1,0 +1,31 @@
+// The `asgd` command: one binary, one subcommand per app.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "asgd/config.hpp"
+#include "cli_common.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"asgd " ASGD_VERSION_STRING ": lock-free asynchronous SGD (Hogwild!, bounded delay)"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", ASGD_VERSION_STRING);
+  int exit_code = 0;
+  asgd::cli::add_demo_command(app, exit_code);
+  asgd::cli::add_linear_commands(app, exit_code);
+  asgd::cli::add_bench_commands(app, exit_code);
+  asgd::cli::add_shm_commands(app, exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "asgd: error: %s\n", e.what());
+    std::fprintf(stderr, "Run with --help for usage.\n");
+    return asgd::cli::kExitInput;
+  }
+  return exit_code;
+}

@@ -1,0 +1,46 @@
+// `asgd shm info|remove NAME`: inspect and clean up shared parameter segments.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <memory>
+
+#include "asgd/engine/errors.hpp"
+#include "asgd/engine/param_store.hpp"
+#include "cli_common.hpp"
+
+namespace asgd::cli {
+
+void add_shm_commands(CLI::App& app, int& exit_code) {
+  auto* shm = app.add_subcommand("shm", "Inspect or remove shared-memory parameter segments");
+  shm->require_subcommand(1);
+  auto name = std::make_shared<std::string>();
+
+  auto* info = shm->add_subcommand("info", "Print a segment's header, layout and attached processes");
+  info->add_option("name", *name, "Segment name")->required();
+  info->callback([name, &exit_code] {
+    exit_code = run_guarded([&] {
+      const SegmentInfo i = ParamStore::inspect_shared(*name);
+      fmt::print("segment {}: format {}, {} floats, layout hash {:016x}, created by pid {}{}\n", i.name,
+                 i.format_version, i.elements, i.layout_hash, i.creator_pid, i.ready ? "" : " (NOT READY)");
+      fmt::print("{}", Layout::parse(i.layout).describe());
+      fmt::print("live writers: {}\n", fmt::join(i.writers, " "));
+      if (!i.dead_writers.empty()) {
+        fmt::print("DEAD writers: {} (killed without detaching; the segment is stale)\n",
+                   fmt::join(i.dead_writers, " "));
+      }
+      return i.stale() ? kExitRuntime : 0;
+    });
+  });
+
+  auto* remove = shm->add_subcommand("remove", "Remove a segment's name (attached processes keep their mapping)");
+  remove->add_option("name", *name, "Segment name")->required();
+  remove->callback([name, &exit_code] {
+    exit_code = run_guarded([&] {
+      if (!ParamStore::remove_shared(*name)) throw InputError(fmt::format("no shared segment '{}'", *name));
+      fmt::print("removed {}\n", *name);
+      return 0;
+    });
+  });
+}
+
+}  // namespace asgd::cli

@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""Plot `asgd bench staleness` results: loss vs epoch and loss vs seconds.
+
+usage: plot_staleness.py RESULTS.csv OUT.png [TITLE]
+
+One panel pair per consistency policy (rows), one line per (workers, tau)
+setting: colour = workers, line style = tau. The y axis is the relative gap
+to the optimum on a log scale when the CSV has one (relative_gap), else the
+loss column.
+"""
+import csv
+import sys
+from collections import defaultdict
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def tau_key(t):
+    return float("inf") if t == "inf" else float(t)
+
+
+def main():
+    if len(sys.argv) < 3:
+        print(__doc__, file=sys.stderr)
+        return 2
+    src, out = sys.argv[1], sys.argv[2]
+    title = sys.argv[3] if len(sys.argv) > 3 else "convergence vs staleness"
+    rows = list(csv.DictReader(open(src)))
+    if not rows:
+        print(f"{src}: no rows", file=sys.stderr)
+        return 1
+    metric = "relative_gap" if "relative_gap" in rows[0] else "loss"
+    series = defaultdict(list)
+    for r in rows:
+        series[(r["policy"], int(r["workers"]), r["tau"])].append(
+            (int(r["epoch"]), float(r["seconds"]), float(r[metric])))
+    policies = sorted({k[0] for k in series}, key=["racy", "atomic", "locked"].index)
+    workers = sorted({k[1] for k in series})
+    taus = sorted({k[2] for k in series}, key=tau_key)
+    colours = plt.get_cmap("viridis")
+    colour = {w: colours(i / max(1, len(workers) - 1) * 0.85) for i, w in enumerate(workers)}
+    styles = ["-", "--", "-.", ":", (0, (5, 1)), (0, (1, 1))]
+    style = {t: styles[i % len(styles)] for i, t in enumerate(taus)}
+
+    fig, axes = plt.subplots(len(policies), 2, figsize=(13, 3.6 * len(policies) + 0.8),
+                             squeeze=False, sharey=True)
+    for row, policy in enumerate(policies):
+        for col, xname in enumerate(["epoch", "seconds"]):
+            ax = axes[row][col]
+            for (p, w, t), pts in sorted(series.items(), key=lambda kv: (kv[0][1], tau_key(kv[0][2]))):
+                if p != policy:
+                    continue
+                pts.sort()
+                xs = [e if xname == "epoch" else s for e, s, _ in pts]
+                ys = [max(v, 1e-7) for _, _, v in pts]
+                ax.plot(xs, ys, color=colour[w], linestyle=style[t], linewidth=1.6,
+                        label=f"{w} worker{'s' if w > 1 else ''}, tau {t}")
+            if metric == "relative_gap":
+                ax.set_yscale("log")
+                ax.axhline(1e-3, color="red", linewidth=0.8, alpha=0.6)
+            ax.set_title(f"{policy}: {'gap to optimum' if metric == 'relative_gap' else 'loss'} vs {xname}",
+                         fontsize=11)
+            ax.set_xlabel("epoch" if xname == "epoch" else "training seconds (evaluation excluded)")
+            if col == 0:
+                ax.set_ylabel("(f - f*) / f*" if metric == "relative_gap" else metric)
+            ax.grid(True, which="both", alpha=0.3)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 4), fontsize=9, frameon=False)
+    fig.suptitle(title + ("   (red line: 1e-3 target)" if metric == "relative_gap" else ""), fontsize=13)
+    rows_of_legend = (len(labels) + 3) // 4
+    fig.tight_layout(rect=(0, 0.022 * rows_of_legend + 0.015, 1, 0.97))
+    fig.savefig(out, dpi=110)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

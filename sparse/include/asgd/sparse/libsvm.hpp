@@ -1,0 +1,85 @@
+// Sparse labelled datasets (CSR) and the libsvm text format: read, parse, write.
+// A linear model over a dataset indexes its weights directly by feature id.
+//
+// Format, one example per line:
+//
+//   label id:value id:value ...   # optional comment
+//
+//  * label: a number equal to +1, -1 or 0, in any spelling std::from_chars
+//    reads (1, +1, 1.0, -1, 0, ...). 0 means -1 (the {0,1} convention), so
+//    labels are always stored as +1.0f / -1.0f. Any other value (2, 0.5, a
+//    class name) is an error: multi-class and regression files are not binary
+//    classification, and guessing a mapping would train the wrong model.
+//  * id: a decimal integer in 0..2^31-1 (kMaxFeatureId). Ids are used as they
+//    are, not remapped: the weight vector has num_features = max id + 1
+//    entries, i.e. 4 bytes x num_features of memory, however few ids occur.
+//    A file with ids near 2^31 therefore needs 8 GiB of weights; remap such
+//    ids before training.
+//  * value: a finite float (std::from_chars, so no hex, no locale); explicit
+//    zeros are kept.
+//  * Tokens are separated by spaces, tabs or '\r' (so CRLF files read as they
+//    are). '#' starts a comment that runs to the end of the line; blank and
+//    comment-only lines are skipped, but still count for line numbers.
+//  * A line with a label and no features is an example with no features.
+//  * An id may appear once per line; a repeat is an error. Ids out of
+//    increasing order are sorted (UnsortedIds::sort, the default: many tools
+//    write them unsorted and the order carries no meaning) or rejected
+//    (UnsortedIds::reject, for callers who want to know the file is canonical).
+//
+// Every error is an asgd::InputError whose message starts with
+// "SOURCE:LINE:COLUMN: " (line and column 1-based, columns count bytes) and
+// says what was expected and what was found.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <string_view>
+#include <vector>
+
+namespace asgd::sparse {
+
+inline constexpr std::uint32_t kMaxFeatureId = 2147483647;  // 2^31 - 1
+
+// Examples in compressed sparse rows: example r has the features
+// index[row_ptr[r] .. row_ptr[r+1]) (strictly increasing) with those values.
+struct SparseDataset {
+  std::vector<std::uint64_t> row_ptr;  // rows() + 1 entries, starting at 0
+  std::vector<std::uint32_t> index;    // feature ids
+  std::vector<float> value;
+  std::vector<float> label;            // +1 or -1
+  // Width of a weight vector over this data: read_libsvm sets max id + 1 (0
+  // with no features); the generator sets the requested width, which may
+  // exceed the largest id that happened to be drawn.
+  std::uint32_t num_features = 0;
+
+  std::size_t rows() const noexcept { return row_ptr.empty() ? 0 : row_ptr.size() - 1; }
+  std::size_t nnz() const noexcept { return index.size(); }
+
+  // Throws InputError naming the first inconsistency: sizes, row_ptr not
+  // starting at 0 or decreasing, ids not strictly increasing within a row or
+  // not below num_features, non-finite values, labels other than +1/-1.
+  // Models call this once, so that their hot loops need no bounds checks.
+  void validate() const;
+};
+
+enum class UnsortedIds { sort, reject };
+
+// Reads a whole libsvm file. InputError for a file that cannot be opened or
+// does not parse; RuntimeError for a failure while reading.
+SparseDataset read_libsvm(const std::filesystem::path& path, UnsortedIds unsorted = UnsortedIds::sort);
+
+// Parses libsvm text; `source_name` prefixes error messages (a file name).
+SparseDataset parse_libsvm(std::string_view text, std::string_view source_name,
+                           UnsortedIds unsorted = UnsortedIds::sort);
+
+// Writes `data` (validated first) with labels +1/-1 and values in their
+// shortest form that reads back to the same float, so write -> read
+// round-trips exactly (num_features aside: reading gives max id + 1). The
+// text goes to a temporary file beside `path`, is flushed to disk and then
+// renamed over `path`, so readers never see a half-written file.
+// InputError when the data is invalid or the directory cannot be written to;
+// RuntimeError when writing fails part-way (the temporary is removed).
+void write_libsvm(const std::filesystem::path& path, const SparseDataset& data);
+
+}  // namespace asgd::sparse

@@ -1,0 +1,121 @@
+#include "asgd/sparse/generator.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+#include <random>
+
+#include "asgd/engine/errors.hpp"
+
+namespace asgd::sparse {
+namespace {
+
+// Portable transforms over mt19937_64, whose raw output the standard fixes.
+class Random {
+ public:
+  explicit Random(std::uint64_t seed) : engine_(seed) {}
+
+  // Uniform in [0, 1) with 53 random bits.
+  double uniform() { return static_cast<double>(engine_() >> 11) * 0x1.0p-53; }
+
+  // Uniform in [0, bound], unbiased (rejects the short last bucket).
+  std::uint64_t below_or_equal(std::uint64_t bound) {
+    if (bound == UINT64_MAX) return engine_();
+    const std::uint64_t range = bound + 1;
+    const std::uint64_t limit = UINT64_MAX - UINT64_MAX % range;
+    std::uint64_t r = engine_();
+    while (r >= limit) r = engine_();
+    return r % range;
+  }
+
+  // N(0, 1) by Box-Muller; the second value of each pair is kept for the next call.
+  double normal() {
+    if (has_spare_) {
+      has_spare_ = false;
+      return spare_;
+    }
+    const double u1 = 1.0 - uniform();  // (0, 1]: log is finite
+    const double u2 = uniform();
+    const double radius = std::sqrt(-2.0 * std::log(u1));
+    const double angle = 2.0 * std::numbers::pi * u2;
+    spare_ = radius * std::sin(angle);
+    has_spare_ = true;
+    return radius * std::cos(angle);
+  }
+
+ private:
+  std::mt19937_64 engine_;
+  double spare_ = 0.0;
+  bool has_spare_ = false;
+};
+
+void validate(const GeneratorOptions& o) {
+  auto bad = [](const std::string& what) { throw InputError("generate_sparse: " + what); };
+  if (o.examples == 0) bad("examples must be at least 1");
+  if (o.features == 0 || o.features - 1 > kMaxFeatureId) {
+    bad(fmt::format("features must be in 1..2^31, got {}", o.features));
+  }
+  if (o.nnz_per_example == 0 || o.nnz_per_example > o.features) {
+    bad(fmt::format("nnz_per_example must be in 1..features ({}), got {}", o.features, o.nnz_per_example));
+  }
+  if (!(o.label_noise >= 0.0f && o.label_noise <= 1.0f)) {
+    bad(fmt::format("label_noise must be in [0, 1], got {}", o.label_noise));
+  }
+}
+
+}  // namespace
+
+GeneratedData generate_sparse(const GeneratorOptions& options) {
+  validate(options);
+  const std::size_t n = options.examples;
+  const std::uint32_t d = options.features;
+  const std::uint32_t k = options.nnz_per_example;
+
+  Random random(options.seed);
+  GeneratedData out;
+  out.planted_weights.resize(d);
+  for (auto& w : out.planted_weights) w = static_cast<float>(random.normal());
+
+  SparseDataset& data = out.data;
+  data.num_features = d;
+  data.row_ptr.reserve(n + 1);
+  data.row_ptr.push_back(0);
+  data.index.reserve(n * k);
+  data.value.reserve(n * k);
+  data.label.reserve(n);
+
+  // chosen_in[u] == row + 1 marks feature u as already drawn for this row:
+  // no clearing between rows, and O(1) membership for any nnz.
+  std::vector<std::uint64_t> chosen_in(d, 0);
+  const double value_scale = 1.0 / std::sqrt(static_cast<double>(k));
+  for (std::size_t row = 0; row < n; ++row) {
+    const std::uint64_t stamp = row + 1;
+    const std::size_t begin = data.index.size();
+    // Floyd's algorithm: exactly k distinct ids, each k-subset equally likely.
+    for (std::uint32_t j = d - k; j < d; ++j) {
+      auto t = static_cast<std::uint32_t>(random.below_or_equal(j));
+      if (chosen_in[t] == stamp) t = j;
+      chosen_in[t] = stamp;
+      data.index.push_back(t);
+    }
+    std::sort(data.index.begin() + static_cast<std::ptrdiff_t>(begin), data.index.end());
+    double margin = 0.0;
+    for (std::size_t e = begin; e < data.index.size(); ++e) {
+      const auto x = static_cast<float>(random.normal() * value_scale);
+      data.value.push_back(x);
+      margin += static_cast<double>(out.planted_weights[data.index[e]]) * x;
+    }
+    const double p_positive = 1.0 / (1.0 + std::exp(-margin));
+    float label = random.uniform() < p_positive ? 1.0f : -1.0f;
+    // Drawn even without noise, so that noise only flips labels and never
+    // shifts the rest of the stream.
+    if (random.uniform() < options.label_noise) label = -label;
+    data.label.push_back(label);
+    data.row_ptr.push_back(data.index.size());
+  }
+  return out;
+}
+
+}  // namespace asgd::sparse

@@ -1,0 +1,249 @@
+#include "asgd/sparse/linear.hpp"
+
+#include <fmt/format.h>
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_reduce.h>
+#include <tbb/partitioner.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "asgd/engine/errors.hpp"
+
+namespace asgd::sparse {
+namespace {
+
+// Fixed chunks + deterministic reduce: the summation order depends only on
+// the size, so objective values are bit-identical across runs and thread
+// counts (L-BFGS line searches and benchmark reports rely on that).
+constexpr std::size_t kGrain = 2048;
+
+template <class Body>
+double deterministic_sum(std::size_t n, Body body) {
+  return tbb::parallel_deterministic_reduce(
+      tbb::blocked_range<std::size_t>(0, n, kGrain), 0.0,
+      [&](const tbb::blocked_range<std::size_t>& r, double acc) {
+        for (std::size_t i = r.begin(); i != r.end(); ++i) acc += body(i);
+        return acc;
+      },
+      [](double a, double b) { return a + b; }, tbb::simple_partitioner());
+}
+
+template <class T>
+double margin_of(const SparseDataset& data, std::size_t i, std::span<const T> w) {
+  double m = 0.0;
+  for (std::uint64_t k = data.row_ptr[i]; k < data.row_ptr[i + 1]; ++k) {
+    m += static_cast<double>(w[data.index[k]]) * data.value[k];
+  }
+  return m;
+}
+
+template <class T>
+double squared_norm(std::span<const T> w) {
+  return deterministic_sum(w.size(), [&](std::size_t u) {
+    const auto x = static_cast<double>(w[u]);
+    return x * x;
+  });
+}
+
+double dot(const std::vector<double>& a, const std::vector<double>& b) {
+  return std::inner_product(a.begin(), a.end(), b.begin(), 0.0);
+}
+
+}  // namespace
+
+LogisticProblem::LogisticProblem(const SparseDataset& data, double l2) : data_(&data), l2_(l2) {
+  if (!std::isfinite(l2) || l2 < 0.0) {
+    throw InputError(fmt::format("logistic regression: l2 must be finite and >= 0, got {}", l2));
+  }
+  data.validate();
+  if (data.rows() == 0) throw InputError("logistic regression: the dataset has no examples");
+  if (data.num_features == 0) throw InputError("logistic regression: the dataset has no features");
+
+  std::vector<std::uint64_t> count(data.num_features, 0);
+  for (const auto u : data.index) ++count[u];
+  regulariser_.assign(data.num_features, 0.0f);
+  const double n_l2 = static_cast<double>(data.rows()) * l2;
+  for (std::size_t u = 0; u < count.size(); ++u) {
+    if (count[u] > 0) regulariser_[u] = static_cast<float>(n_l2 / static_cast<double>(count[u]));
+  }
+}
+
+Layout LogisticProblem::layout() const {
+  Layout layout;
+  layout.add("weights", {data_->num_features});
+  return layout;
+}
+
+void LogisticProblem::check_width(std::size_t size, const char* what) const {
+  if (size < data_->num_features) {
+    throw InputError(fmt::format("logistic regression: {} has {} entries, expected at least num_features {}",
+                                 what, size, data_->num_features));
+  }
+}
+
+template <class T>
+double LogisticProblem::objective_impl(std::span<const T> w) const {
+  check_width(w.size(), "the weight vector");
+  const SparseDataset& data = *data_;
+  const std::size_t n = data.rows();
+  const double loss = deterministic_sum(n, [&](std::size_t i) {
+    return log1p_exp(-static_cast<double>(data.label[i]) * margin_of(data, i, w));
+  });
+  return loss / static_cast<double>(n) + 0.5 * l2_ * squared_norm(w.first(data.num_features));
+}
+
+double LogisticProblem::objective(std::span<const float> w) const { return objective_impl(w); }
+double LogisticProblem::objective(std::span<const double> w) const { return objective_impl(w); }
+
+double LogisticProblem::accuracy(std::span<const float> w) const {
+  check_width(w.size(), "the weight vector");
+  const SparseDataset& data = *data_;
+  const double correct = deterministic_sum(data.rows(), [&](std::size_t i) {
+    const double predicted = margin_of(data, i, w) >= 0.0 ? 1.0 : -1.0;
+    return predicted == static_cast<double>(data.label[i]) ? 1.0 : 0.0;
+  });
+  return correct / static_cast<double>(data.rows());
+}
+
+double LogisticProblem::objective_and_gradient(std::span<const double> w, std::span<double> grad) const {
+  check_width(w.size(), "the weight vector");
+  check_width(grad.size(), "the gradient");
+  const SparseDataset& data = *data_;
+  const std::size_t n = data.rows();
+  const std::size_t d = data.num_features;
+
+  // Per-example slopes in parallel; the scatter into grad is serial so that
+  // no two threads add to one feature and the sum order is fixed.
+  std::vector<double> slope(n);
+  const double loss = deterministic_sum(n, [&](std::size_t i) {
+    const double y = data.label[i];
+    const double y_margin = y * margin_of(data, i, w);
+    slope[i] = -y * sigmoid(-y_margin);
+    return log1p_exp(-y_margin);
+  });
+  std::fill(grad.begin(), grad.begin() + static_cast<std::ptrdiff_t>(d), 0.0);
+  for (std::size_t i = 0; i < n; ++i) {
+    for (std::uint64_t k = data.row_ptr[i]; k < data.row_ptr[i + 1]; ++k) {
+      grad[data.index[k]] += slope[i] * data.value[k];
+    }
+  }
+  const double inv_n = 1.0 / static_cast<double>(n);
+  for (std::size_t u = 0; u < d; ++u) grad[u] = grad[u] * inv_n + l2_ * w[u];
+  return loss * inv_n + 0.5 * l2_ * squared_norm(w.first(d));
+}
+
+void LogisticProblem::full_gradient(std::span<const double> w, std::span<double> grad) const {
+  objective_and_gradient(w, grad);
+}
+
+LbfgsResult solve_lbfgs(const LogisticProblem& problem, double gradient_tolerance, int max_iterations) {
+  if (!std::isfinite(gradient_tolerance) || gradient_tolerance < 0.0) {
+    throw InputError(fmt::format("L-BFGS: gradient tolerance must be finite and >= 0, got {}", gradient_tolerance));
+  }
+  if (max_iterations < 0) {
+    throw InputError(fmt::format("L-BFGS: max_iterations must be >= 0, got {}", max_iterations));
+  }
+  constexpr std::size_t kMemory = 10;
+  constexpr double kArmijo = 1e-4;
+  constexpr int kMaxBacktracks = 60;
+  const std::size_t d = problem.num_features();
+
+  LbfgsResult result;
+  std::vector<double>& x = result.weights;
+  x.assign(d, 0.0);
+  std::vector<double> g(d), x_new(d), g_new(d), direction(d);
+  double f = problem.objective_and_gradient(x, g);
+  double g_norm = std::sqrt(dot(g, g));
+
+  // Ring of the last kMemory (s, y) pairs, oldest first from `oldest`.
+  std::vector<std::vector<double>> s_hist(kMemory, std::vector<double>(d));
+  std::vector<std::vector<double>> y_hist(kMemory, std::vector<double>(d));
+  std::vector<double> rho(kMemory), alpha(kMemory);
+  std::size_t stored = 0, oldest = 0;
+
+  int iteration = 0;
+  while (iteration < max_iterations && g_norm > gradient_tolerance) {
+    // Two-loop recursion: direction = -H g.
+    for (std::size_t k = 0; k < d; ++k) direction[k] = -g[k];
+    for (std::size_t j = stored; j-- > 0;) {
+      const std::size_t slot = (oldest + j) % kMemory;
+      alpha[slot] = rho[slot] * dot(s_hist[slot], direction);
+      for (std::size_t k = 0; k < d; ++k) direction[k] -= alpha[slot] * y_hist[slot][k];
+    }
+    if (stored > 0) {
+      const std::size_t newest = (oldest + stored - 1) % kMemory;
+      const double gamma = dot(s_hist[newest], y_hist[newest]) / dot(y_hist[newest], y_hist[newest]);
+      for (auto& v : direction) v *= gamma;
+    }
+    for (std::size_t j = 0; j < stored; ++j) {
+      const std::size_t slot = (oldest + j) % kMemory;
+      const double beta = rho[slot] * dot(y_hist[slot], direction);
+      for (std::size_t k = 0; k < d; ++k) direction[k] += (alpha[slot] - beta) * s_hist[slot][k];
+    }
+    double slope = dot(g, direction);
+    if (!(slope < 0.0)) {  // not a descent direction (round-off): restart from steepest descent
+      stored = 0;
+      for (std::size_t k = 0; k < d; ++k) direction[k] = -g[k];
+      slope = -g_norm * g_norm;
+    }
+
+    // The first step has no curvature estimate: keep it at unit length.
+    double step = stored == 0 ? std::min(1.0, 1.0 / g_norm) : 1.0;
+    bool accepted = false;
+    double f_new = f, g_new_norm = g_norm;
+    for (int b = 0; b < kMaxBacktracks; ++b) {
+      for (std::size_t k = 0; k < d; ++k) x_new[k] = x[k] + step * direction[k];
+      f_new = problem.objective_and_gradient(x_new, g_new);
+      g_new_norm = std::sqrt(dot(g_new, g_new));
+      // Near the optimum f changes by less than its round-off, and Armijo
+      // cannot tell; a step that keeps f level within round-off and shrinks
+      // the gradient is then progress too.
+      const bool armijo = f_new <= f + kArmijo * step * slope;
+      const bool level = f_new <= f + 8.0 * std::numeric_limits<double>::epsilon() * std::abs(f) &&
+                         g_new_norm < g_norm;
+      if (std::isfinite(f_new) && (armijo || level)) {
+        accepted = true;
+        break;
+      }
+      step *= 0.5;
+    }
+    if (!accepted) {
+      if (stored == 0) break;  // not even steepest descent helps: round-off floor
+      stored = 0;              // forget the curvature pairs and try once more
+      continue;
+    }
+
+    double sy = 0.0;
+    for (std::size_t k = 0; k < d; ++k) sy += (x_new[k] - x[k]) * (g_new[k] - g[k]);
+    // Keep only pairs with positive curvature (always so for l2 > 0 unless
+    // round-off), so that H stays positive definite.
+    if (sy > 0.0) {
+      const std::size_t slot = stored < kMemory ? (oldest + stored) % kMemory : oldest;
+      for (std::size_t k = 0; k < d; ++k) {
+        s_hist[slot][k] = x_new[k] - x[k];
+        y_hist[slot][k] = g_new[k] - g[k];
+      }
+      rho[slot] = 1.0 / sy;
+      if (stored < kMemory) {
+        ++stored;
+      } else {
+        oldest = (oldest + 1) % kMemory;
+      }
+    }
+    x.swap(x_new);
+    g.swap(g_new);
+    f = f_new;
+    g_norm = g_new_norm;
+    ++iteration;
+  }
+  result.objective = f;
+  result.gradient_norm = g_norm;
+  result.iterations = iteration;
+  result.converged = g_norm <= gradient_tolerance;
+  return result;
+}
+
+}  // namespace asgd::sparse

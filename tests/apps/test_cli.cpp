@@ -1,0 +1,241 @@
+// End-to-end tests of the `asgd` command: what a user types, what they get.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "asgd/engine/checkpoint.hpp"
+#include "asgd/engine/param_store.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+  int status = -1;
+  std::string output;  // stdout and stderr together
+};
+
+// A child process running `asgd ARGS...`, output to a file.
+class Child {
+ public:
+  Child(const std::vector<std::string>& args, const fs::path& log) : log_(log) {
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      std::vector<char*> argv;
+      std::string bin = ASGD_BINARY;
+      argv.push_back(bin.data());
+      std::vector<std::string> copy = args;
+      for (auto& a : copy) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(bin.c_str(), argv.data());
+      ::_exit(127);
+    }
+  }
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+  ~Child() {
+    if (pid_ > 0 && !waited_) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  Result wait() {
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    waited_ = true;
+    std::ifstream in(log_);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), ss.str()};
+  }
+  void kill_now() { ::kill(pid_, SIGKILL); }
+  pid_t pid() const { return pid_; }
+
+ private:
+  fs::path log_;
+  pid_t pid_ = -1;
+  bool waited_ = false;
+};
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("asgd-cli-" + std::to_string(::getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  Result run(const std::vector<std::string>& args) {
+    Child c(args, dir_ / ("log" + std::to_string(runs_++)));
+    return c.wait();
+  }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  void generate(const std::string& name, int examples, int features, const std::string& test = "") {
+    std::vector<std::string> args = {"linear", "generate", "--out", path(name), "--examples", std::to_string(examples),
+                                     "--features", std::to_string(features), "--nnz", "10"};
+    if (!test.empty()) args.insert(args.end(), {"--test-out", path(test), "--test-examples", "2000"});
+    const auto r = run(args);
+    ASSERT_EQ(r.status, 0) << r.output;
+  }
+  fs::path dir_;
+  int runs_ = 0;
+};
+
+double number_after(const std::string& text, const std::string& key) {
+  const auto at = text.rfind(key);
+  if (at == std::string::npos) return -1;
+  return std::stod(text.substr(at + key.size()));
+}
+
+}  // namespace
+
+TEST_F(Cli, GenerateTrainEvalRoundTrip) {
+  generate("train.svm", 20000, 5000, "test.svm");
+  auto r = run({"linear", "train", "--data", path("train.svm"), "--test", path("test.svm"), "--epochs", "5",
+                "--workers", "2", "--model", path("m.asgd"), "--reference"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("epoch   5"), std::string::npos) << r.output;
+  const double gap = number_after(r.output, "objective ");
+  EXPECT_GT(gap, 0.0);
+  const double test_accuracy = number_after(r.output, "accuracy ");
+  EXPECT_GT(test_accuracy, 0.6) << r.output;
+  r = run({"linear", "eval", "--data", path("test.svm"), "--model", path("m.asgd")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_DOUBLE_EQ(number_after(r.output, "accuracy "), test_accuracy) << r.output;
+}
+
+TEST_F(Cli, BadInputExitsTwoWithWhereAndWhat) {
+  std::ofstream(path("bad.svm")) << "+1 3:1.0 5:2.0\n-1 4:x\n";
+  auto r = run({"linear", "train", "--data", path("bad.svm")});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("asgd: error: " + path("bad.svm") + ":2:"), std::string::npos) << r.output;
+  r = run({"linear", "train", "--data", path("missing.svm")});
+  EXPECT_EQ(r.status, 2) << r.output;
+  generate("ok.svm", 100, 50);
+  r = run({"linear", "train", "--data", path("ok.svm"), "--policy", "optimistic"});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("racy"), std::string::npos) << r.output;
+  r = run({"linear", "train", "--data", path("ok.svm"), "--tau", "-3"});
+  EXPECT_EQ(r.status, 2) << r.output;
+  r = run({"linear", "train", "--no-such-flag"});
+  EXPECT_EQ(r.status, 2) << r.output;
+  r = run({"linear", "eval", "--data", path("ok.svm"), "--model", path("bad.svm")});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("not an asgd checkpoint"), std::string::npos) << r.output;
+}
+
+TEST_F(Cli, DivergenceStopsWithExitOne) {
+  generate("d.svm", 2000, 100);
+  const auto r = run({"linear", "train", "--data", path("d.svm"), "--lr", "1e30", "--schedule", "constant"});
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("diverged"), std::string::npos) << r.output;
+}
+
+TEST_F(Cli, ResumedTrainingEqualsUninterrupted) {
+  generate("r.svm", 5000, 2000);
+  const std::vector<std::string> common = {"linear", "train", "--data", path("r.svm"), "--workers", "1",
+                                           "--seed", "5", "--adagrad", "--quiet"};
+  auto with = [&](std::vector<std::string> extra) {
+    auto args = common;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run(args);
+  };
+  ASSERT_EQ(with({"--epochs", "6", "--model", path("full")}).status, 0);
+  // Stop after epoch 3 of a 6-epoch schedule, then resume from its checkpoint.
+  ASSERT_EQ(with({"--epochs", "6", "--until-epoch", "3", "--checkpoint", path("ck")}).status, 0);
+  EXPECT_EQ(asgd::read_checkpoint(path("ck")).state.epoch, 3u);
+  auto r = with({"--epochs", "6", "--resume", path("ck"), "--model", path("again")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
+  EXPECT_EQ(asgd::read_checkpoint(path("again")).params, asgd::read_checkpoint(path("full")).params);
+}
+
+TEST_F(Cli, TwoProcessesTrainOneSegmentWhileAThirdReads) {
+  generate("s.svm", 30000, 5000);
+  const std::string shm = "asgd-cli-test-" + std::to_string(::getpid());
+  asgd::ParamStore::remove_shared(shm);
+  const std::vector<std::string> train = {"linear", "train", "--data", path("s.svm"), "--shm", shm, "--workers", "1",
+                                          "--epochs", "25", "--quiet", "--reference"};
+  Child a(train, dir_ / "a.log");
+  Child b(train, dir_ / "b.log");
+  // A reader attached read-only while both write.
+  int reads = 0;
+  for (int i = 0; i < 200 && reads < 3; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (!asgd::ParamStore::exists_shared(shm)) continue;
+    const auto r = run({"linear", "eval", "--data", path("s.svm"), "--shm", shm});
+    if (r.status == 0) ++reads;
+  }
+  const auto ra = a.wait(), rb = b.wait();
+  EXPECT_GE(reads, 1);
+  ASSERT_EQ(ra.status, 0) << ra.output;
+  ASSERT_EQ(rb.status, 0) << rb.output;
+  // Both trained the same parameters to near the optimum.
+  for (const auto* out : {&ra.output, &rb.output}) {
+    const auto at = out->find("relative above");
+    ASSERT_NE(at, std::string::npos) << *out;
+    const auto gap = number_after(*out, "objective ");
+    EXPECT_GT(gap, 0.0) << *out;
+    const double rel = std::stod(out->substr(out->rfind("ours is ") + 8));
+    EXPECT_LT(rel, 2e-3) << *out;
+  }
+  const auto info = asgd::ParamStore::inspect_shared(shm);
+  EXPECT_TRUE(info.writers.empty());
+  EXPECT_FALSE(info.stale());
+  asgd::ParamStore::remove_shared(shm);
+}
+
+TEST_F(Cli, AKilledTrainerLeavesASegmentThatIsReportedStale) {
+  generate("k.svm", 20000, 3000);
+  const std::string shm = "asgd-cli-kill-" + std::to_string(::getpid());
+  asgd::ParamStore::remove_shared(shm);
+  Child t({"linear", "train", "--data", path("k.svm"), "--shm", shm, "--workers", "1", "--epochs", "100000",
+           "--quiet"},
+          dir_ / "t.log");
+  for (int i = 0; i < 500 && !asgd::ParamStore::exists_shared(shm); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  t.kill_now();
+  t.wait();
+  auto r = run({"shm", "info", shm});
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("DEAD writers: " + std::to_string(t.pid())), std::string::npos) << r.output;
+  r = run({"linear", "train", "--data", path("k.svm"), "--shm", shm, "--epochs", "1", "--quiet"});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("died without detaching"), std::string::npos) << r.output;
+  r = run({"linear", "train", "--data", path("k.svm"), "--shm", shm, "--epochs", "1", "--quiet", "--shm-recover"});
+  EXPECT_EQ(r.status, 0) << r.output;
+  r = run({"shm", "remove", shm});
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_FALSE(asgd::ParamStore::exists_shared(shm));
+}
+
+TEST_F(Cli, StalenessBenchWritesCsvAndPlot) {
+  const auto r = run({"bench", "staleness", "--examples", "5000", "--features", "2000", "--nnz", "10", "--epochs",
+                      "8", "--workers", "1,2", "--taus", "0,inf", "--policies", "racy,locked", "--l2", "2e-4", "--out", path("st")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::ifstream csv(path("st/staleness_linear.csv"));
+  std::string line;
+  int rows = 0;
+  std::getline(csv, line);
+  EXPECT_EQ(line.rfind("problem,policy,workers,tau,epoch,seconds,objective,relative_gap", 0), 0u);
+  while (std::getline(csv, line)) ++rows;
+  EXPECT_EQ(rows, 2 * 2 * 2 * 8);
+  if (fs::exists("/usr/bin/python3") && std::system("/usr/bin/python3 -c 'import matplotlib' 2>/dev/null") == 0) {
+    EXPECT_GT(fs::file_size(path("st/staleness_linear.png")), 10000u);
+  }
+}

@@ -4,7 +4,9 @@
 //  * Every read or write of a parameter that another worker may touch goes
 //    through `load_param` / a policy's `add`, which use std::atomic_ref<float>
 //    with memory_order_relaxed. Races are therefore a decision, not undefined
-//    behaviour, and ThreadSanitizer sees them as atomic.
+//    behaviour, and ThreadSanitizer sees them as atomic. The one exception is
+//    whole-row Racy traffic (rows::load, Racy::add_scaled): vectorised, with
+//    the per-float guarantee and the TSan fallback written in row_ops.hpp.
 //  * Racy (Hogwild!): relaxed load + relaxed store. Two workers adding to the
 //    same float at once may lose one of the updates. That is intended: on
 //    sparse problems collisions are rare and the loss is bounded (Niu et al.
@@ -27,6 +29,8 @@
 #include <new>
 #include <string>
 #include <string_view>
+
+#include "asgd/engine/row_ops.hpp"
 
 namespace asgd {
 
@@ -57,9 +61,10 @@ struct Racy {
     std::atomic_ref<float> ref(x);
     ref.store(ref.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
   }
-  // x[k] += scale * d[k] for k < n.
+  // x[k] += scale * d[k] for k < n, vectorised (see row_ops.hpp for why a
+  // SIMD store keeps the Racy contract).
   void add_scaled(float* x, const float* d, float scale, std::size_t n) const noexcept {
-    for (std::size_t k = 0; k < n; ++k) add(x[k], scale * d[k]);
+    rows::add_scaled(x, d, scale, n);
   }
 };
 

@@ -8,6 +8,7 @@
 #include <cstddef>
 
 #include "asgd/engine/consistency.hpp"
+#include "asgd/engine/row_ops.hpp"
 
 namespace asgd {
 
@@ -24,10 +25,9 @@ class UpdateSink {
 
   // The current value of parameter i (relaxed; may be mid-update by others).
   float read(std::size_t i) const noexcept { return load_param(params_[i]); }
-  // Reads n parameters from offset into out.
-  void read(std::size_t offset, float* out, std::size_t n) const noexcept {
-    for (std::size_t k = 0; k < n; ++k) out[k] = load_param(params_[offset + k]);
-  }
+  // Reads n parameters from offset into out (a vectorised row copy; each
+  // float is read whole, the row as a whole may mix old and new values).
+  void read(std::size_t offset, float* out, std::size_t n) const noexcept { rows::load(params_ + offset, out, n); }
 
   // Parameter i moves against gradient g.
   void add_gradient(std::size_t i, float g) noexcept {

@@ -1,0 +1,35 @@
+// Whole-row operations on shared parameters, vectorised: the Racy policy's
+// fast path for models whose updates are dense rows (word2vec, MF).
+//
+// Contract. These read and write shared floats with SIMD loads and stores,
+// not through std::atomic_ref, because atomic_ref<float> cannot be
+// vectorised. On the targets asgd supports (x86-64, AArch64) a vector access
+// to 4-byte-aligned floats never tears an individual float: each float is
+// read or written whole, which is exactly the Racy contract (a concurrent
+// add may be lost; no value is ever half-written). The C++ memory model
+// still calls this a data race, so
+//  * the functions live in their own translation unit (the optimiser cannot
+//    reason across the call about the shared memory), and
+//  * ThreadSanitizer builds use per-element relaxed atomic_ref instead, so
+//    TSan checks the same algorithm with the same ordering.
+// Rows are plain float arrays of any length and alignment.
+#pragma once
+
+#include <cstddef>
+
+namespace asgd::rows {
+
+// out[k] = shared[k]
+void load(const float* shared, float* out, std::size_t n) noexcept;
+// shared[k] += scale * d[k]  (Racy: a concurrent add may be lost)
+void add_scaled(float* shared, const float* d, float scale, std::size_t n) noexcept;
+
+// Local (unshared) helpers with the same dispatch: sum_k a[k] * b[k], and
+// y[k] += s * x[k].
+float dot(const float* a, const float* b, std::size_t n) noexcept;
+void axpy(float s, const float* x, float* y, std::size_t n) noexcept;
+
+// "avx2+fma" or "generic": what this machine runs.
+const char* simd_level() noexcept;
+
+}  // namespace asgd::rows

@@ -13,6 +13,8 @@
 // `gradient` is called concurrently from several workers: it must only read
 // parameters through sink.read and write through sink.add_gradient, and keep
 // any scratch per call (or per thread). It starts no threads and takes no locks.
+// Random numbers it needs come from a generator seeded with (sink.seed(),
+// sink.epoch(), i), which keeps a one-worker run reproducible.
 #pragma once
 
 #include <concepts>
@@ -32,6 +34,9 @@ struct SinkArchetype {
   void add_gradient(std::size_t offset, const float* g, std::size_t n, float scale = 1.0f) noexcept;
   float learning_rate() const noexcept;
   std::size_t size() const noexcept;
+  void prefetch(std::size_t offset) const noexcept;
+  std::uint64_t seed() const noexcept;
+  std::uint64_t epoch() const noexcept;
 };
 
 template <class P>

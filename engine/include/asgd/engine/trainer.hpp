@@ -274,6 +274,7 @@ void Trainer::worker_loop(P& problem, Sink sink, std::size_t w, Run& run) {
         for (std::size_t k = order.size(); k > 1; --k) std::swap(order[k - 1], order[rng() % k]);
       }
       auto& acc = local.epochs[epoch - run.first_epoch];
+      sink.set_run(state_.seed, epoch);
       for (std::uint64_t step = 0; step < steps; ++step) {
         const auto staleness = run.gate.enter(w);
         if (!staleness || run.stop.load(std::memory_order_relaxed)) return;

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 
 #include "asgd/engine/consistency.hpp"
 #include "asgd/engine/row_ops.hpp"
@@ -49,8 +50,21 @@ class UpdateSink {
   float learning_rate() const noexcept { return lr_; }
   std::size_t size() const noexcept { return size_; }
 
-  // Engine side: set once per step by the Trainer.
+  // A hint that parameters from offset on will be read soon (a cache prefetch).
+  void prefetch(std::size_t offset) const noexcept { __builtin_prefetch(params_ + offset, 1, 3); }
+
+  // The run's seed and the current epoch (0-based): a Problem that draws
+  // random numbers seeds them from (seed(), epoch(), example), so results do
+  // not depend on which worker ran the example.
+  std::uint64_t seed() const noexcept { return seed_; }
+  std::uint64_t epoch() const noexcept { return epoch_; }
+
+  // Engine side: set by the Trainer.
   void set_learning_rate(float lr) noexcept { lr_ = lr; }
+  void set_run(std::uint64_t seed, std::uint64_t epoch) noexcept {
+    seed_ = seed;
+    epoch_ = epoch;
+  }
 
  private:
   float adagrad_step(std::size_t i, float g) noexcept {
@@ -66,6 +80,8 @@ class UpdateSink {
   float* sums_;
   float eps_;
   float lr_ = 0.0f;
+  std::uint64_t seed_ = 0;
+  std::uint64_t epoch_ = 0;
 };
 
 }  // namespace asgd

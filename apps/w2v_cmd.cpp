@@ -1,0 +1,287 @@
+// `asgd w2v`: word2vec with word2vec.c's flags and defaults, trained by the
+// engine (Hogwild! by default). Flags are single-dash as in word2vec.c
+// (`-train FILE -output FILE ...`); `--flag` works too.
+#include <fmt/format.h>
+
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <thread>
+
+#include "asgd/engine/checkpoint.hpp"
+#include "asgd/engine/errors.hpp"
+#include "asgd/engine/param_store.hpp"
+#include "asgd/engine/row_ops.hpp"
+#include "asgd/engine/trainer.hpp"
+#include "asgd/sparse/word2vec/corpus.hpp"
+#include "asgd/sparse/word2vec/embeddings.hpp"
+#include "asgd/sparse/word2vec/model.hpp"
+#include "cli_common.hpp"
+
+namespace asgd::cli {
+namespace {
+
+using namespace asgd::sparse::w2v;
+
+// word2vec.c's flags, defaults included, plus asgd's engine flags.
+struct W2vFlags {
+  std::string train, output, save_vocab, read_vocab, checkpoint, resume;
+  std::size_t size = 100, window = 5, negative = 5, min_count = 5, max_vocab = 0;
+  std::size_t threads = std::max(1u, std::thread::hardware_concurrency());
+  std::uint64_t iter = 5, seed = 1;
+  double sample = 1e-3;
+  std::optional<float> alpha;  // 0.05 for CBOW, 0.025 for skip-gram
+  int hs = 0, cbow = 1, binary = 0;
+  std::string policy = "racy", tau = "inf";
+  bool quiet = false;
+};
+
+const char* kUsage = R"(usage: asgd w2v -train FILE [options]   (FILE may be - for stdin)
+  -train FILE        text, one sentence per line, whitespace-separated tokens
+  -output FILE       word vectors (word2vec format; text unless -binary 1)
+  -size N            vector dimension (100)
+  -window N          context words each side, shrunk at random per word (5)
+  -sample T          subsample words with frequency above T (1e-3; 0 = off)
+  -hs 0|1            hierarchical softmax (0)
+  -negative N        negative samples (5; 0 = none)
+  -threads N         workers (all cores)
+  -iter N            epochs (5)
+  -min-count N       drop words seen fewer times (5)
+  -max-vocab N       keep only the N most frequent words (0 = all)
+  -alpha A           starting learning rate, decayed linearly (0.05 CBOW, 0.025 skip-gram)
+  -cbow 0|1          CBOW (1) or skip-gram (0)
+  -binary 0|1        write vectors in binary (0)
+  -save-vocab FILE   write the vocabulary ("word count" lines)
+  -read-vocab FILE   use this vocabulary instead of counting
+  -seed N            seed for initialisation, subsampling, windows, negatives (1)
+  -policy P          how updates land: racy (Hogwild!), atomic, locked (racy)
+  -tau T             bounded delay in sentences (inf)
+  -checkpoint FILE   save parameters, vocabulary and epoch after every epoch
+  -resume FILE       continue a checkpointed run up to -iter epochs
+  -quiet 1           no progress line
+With -threads 1 and a fixed -seed, output is the same byte for byte.
+)";
+
+W2vFlags parse_flags(const std::vector<std::string>& args) {
+  W2vFlags f;
+  auto number = [](const std::string& name, const std::string& text, auto& out) {
+    using T = std::remove_reference_t<decltype(out)>;
+    T value{};
+    const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || p != text.data() + text.size()) {
+      throw InputError(fmt::format("-{} '{}': expected a number", name, text));
+    }
+    if constexpr (std::is_signed_v<T>) {
+      if (value < 0) throw InputError(fmt::format("-{} {}: must not be negative", name, text));
+    }
+    out = value;
+  };
+  auto boolean = [](const std::string& name, const std::string& text, int& out) {
+    if (text != "0" && text != "1") throw InputError(fmt::format("-{} '{}': expected 0 or 1", name, text));
+    out = text == "1";
+  };
+  auto unsigned_flag = [&](const std::string& name, const std::string& text, auto& out) {
+    long long v = 0;
+    number(name, text, v);
+    out = static_cast<std::remove_reference_t<decltype(out)>>(v);
+  };
+  std::map<std::string, std::function<void(const std::string&, const std::string&)>> handlers = {
+      {"train", [&](auto&, auto& v) { f.train = v; }},
+      {"output", [&](auto&, auto& v) { f.output = v; }},
+      {"save-vocab", [&](auto&, auto& v) { f.save_vocab = v; }},
+      {"read-vocab", [&](auto&, auto& v) { f.read_vocab = v; }},
+      {"checkpoint", [&](auto&, auto& v) { f.checkpoint = v; }},
+      {"resume", [&](auto&, auto& v) { f.resume = v; }},
+      {"size", [&](auto& n, auto& v) { unsigned_flag(n, v, f.size); }},
+      {"window", [&](auto& n, auto& v) { unsigned_flag(n, v, f.window); }},
+      {"negative", [&](auto& n, auto& v) { unsigned_flag(n, v, f.negative); }},
+      {"min-count", [&](auto& n, auto& v) { unsigned_flag(n, v, f.min_count); }},
+      {"max-vocab", [&](auto& n, auto& v) { unsigned_flag(n, v, f.max_vocab); }},
+      {"threads", [&](auto& n, auto& v) { unsigned_flag(n, v, f.threads); }},
+      {"iter", [&](auto& n, auto& v) { unsigned_flag(n, v, f.iter); }},
+      {"seed", [&](auto& n, auto& v) { unsigned_flag(n, v, f.seed); }},
+      {"sample", [&](auto& n, auto& v) { number(n, v, f.sample); }},
+      {"alpha", [&](auto& n, auto& v) { float a = 0; number(n, v, a); f.alpha = a; }},
+      {"hs", [&](auto& n, auto& v) { boolean(n, v, f.hs); }},
+      {"cbow", [&](auto& n, auto& v) { boolean(n, v, f.cbow); }},
+      {"binary", [&](auto& n, auto& v) { boolean(n, v, f.binary); }},
+      {"policy", [&](auto&, auto& v) { f.policy = v; }},
+      {"tau", [&](auto&, auto& v) { f.tau = v; }},
+      {"quiet", [&](auto& n, auto& v) { int q = 0; boolean(n, v, q); f.quiet = q; }},
+  };
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    std::string name = args[i];
+    if (name.rfind("--", 0) == 0) {
+      name = name.substr(2);
+    } else if (name.rfind('-', 0) == 0 && name.size() > 1) {
+      name = name.substr(1);
+    } else {
+      throw InputError(fmt::format("w2v: unexpected argument '{}' (flags look like -train FILE)", args[i]));
+    }
+    const auto h = handlers.find(name);
+    if (h == handlers.end()) throw InputError(fmt::format("w2v: unknown flag '{}'; see asgd w2v -help", args[i]));
+    if (i + 1 >= args.size()) throw InputError(fmt::format("-{}: expects a value", name));
+    h->second(name, args[++i]);
+  }
+  if (f.train.empty() && f.resume.empty()) throw InputError("w2v: -train FILE is required (see asgd w2v -help)");
+  if (f.threads == 0 || f.threads > 1024) throw InputError(fmt::format("-threads {}: expected 1 to 1024", f.threads));
+  if (f.iter == 0) throw InputError("-iter 0: expected at least 1 epoch");
+  return f;
+}
+
+ModelOptions model_options(const W2vFlags& f) {
+  ModelOptions m;
+  m.cbow = f.cbow == 1;
+  m.dim = f.size;
+  m.window = f.window;
+  m.negative = f.negative;
+  m.hs = f.hs == 1;
+  m.sample = f.sample;
+  m.validate();
+  return m;
+}
+
+// Checkpoint metadata: the model's shape and the vocabulary it was built on.
+std::string metadata(const ModelOptions& m, const Vocabulary& vocab) {
+  nlohmann::json j{{"model", "word2vec"}, {"cbow", m.cbow}, {"dim", m.dim},       {"window", m.window},
+                   {"negative", m.negative}, {"hs", m.hs}, {"sample", m.sample}};
+  j["words"] = vocab.words();
+  j["counts"] = vocab.counts();
+  return j.dump();
+}
+
+std::pair<ModelOptions, Vocabulary> from_metadata(const std::string& path, const std::string& text) {
+  const auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || j.value("model", "") != "word2vec") {
+    throw InputError(fmt::format("{}: not a word2vec checkpoint", path));
+  }
+  ModelOptions m;
+  m.cbow = j.at("cbow").get<bool>();
+  m.dim = j.at("dim").get<std::size_t>();
+  m.window = j.at("window").get<std::size_t>();
+  m.negative = j.at("negative").get<std::size_t>();
+  m.hs = j.at("hs").get<bool>();
+  m.sample = j.at("sample").get<double>();
+  return {m, Vocabulary(j.at("words").get<std::vector<std::string>>(),
+                        j.at("counts").get<std::vector<std::uint64_t>>())};
+}
+
+std::string duration(double s) {
+  return s < 120 ? fmt::format("{:.0f}s", s) : fmt::format("{}m{:02}s", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
+}
+
+int run_w2v(const W2vFlags& f) {
+  const auto start = std::chrono::steady_clock::now();
+  auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  const bool show_progress = !f.quiet && stderr_is_terminal();
+
+  // Vocabulary and model shape: from a checkpoint, or from the flags.
+  CheckpointData resumed;
+  ModelOptions m;
+  Vocabulary vocab;
+  if (!f.resume.empty()) {
+    resumed = read_checkpoint(f.resume);
+    std::tie(m, vocab) = from_metadata(f.resume, resumed.metadata);
+  } else {
+    m = model_options(f);
+  }
+  if (f.train.empty()) throw InputError("w2v: -train FILE is required to continue training");
+  TokenReader reader(f.train);
+  CorpusStats counted;
+  if (f.resume.empty()) {
+    const VocabOptions vo{f.min_count, f.max_vocab};
+    vocab = f.read_vocab.empty() ? count_vocabulary(reader, vo, &counted) : Vocabulary::read(f.read_vocab, vo);
+  }
+  if (!f.save_vocab.empty()) vocab.save(f.save_vocab);
+  const EncodedCorpus corpus = encode_corpus(reader, vocab);
+  if (!f.quiet) {
+    fmt::print(stderr, "asgd w2v: {} tokens, {} lines ({} split at {} words), vocabulary {} words, {} in training\n",
+               corpus.stats.tokens, corpus.stats.lines, corpus.stats.split_lines, kMaxSentence, vocab.size(),
+               corpus.stats.kept_tokens);
+    if (corpus.stats.truncated_tokens > 0) {
+      fmt::print(stderr, "asgd w2v: {} tokens longer than {} bytes were cut\n", corpus.stats.truncated_tokens,
+                 kMaxTokenBytes);
+    }
+  }
+
+  const Word2Vec model(corpus, vocab, m);
+  auto store = ParamStore::on_heap(model.layout());
+
+  TrainerOptions o;
+  o.workers = f.threads;
+  o.epochs = f.iter;
+  o.seed = f.seed;
+  o.consistency = parse_consistency(f.policy);
+  o.tau = parse_tau(f.tau);
+  o.step_examples = 1;  // one sentence: the rate moves every ~1,000 words, as word2vec.c's every 10,000
+  o.schedule.kind = ScheduleKind::linear;
+  o.schedule.lr = f.alpha.value_or(m.cbow ? 0.05f : 0.025f);
+  o.schedule.floor = 1e-4f;
+  o.checkpoint_path = f.checkpoint;
+  o.checkpoint_metadata = metadata(m, vocab);
+  const double words_per_sentence = model.words_per_example();
+  if (show_progress) {
+    o.progress_interval_seconds = 0.25;
+    o.on_progress = [words_per_sentence, threads = f.threads](const Progress& p) {
+      const double wps = p.examples_per_second * words_per_sentence;
+      std::fprintf(stderr, "\rAlpha: %f  Progress: %.2f%%  Words/thread/sec: %.2fk  Loss: %.4f  ETA: %s   ",
+                   static_cast<double>(p.learning_rate), 100.0 * p.fraction, wps / static_cast<double>(threads) / 1000.0,
+                   p.loss, duration(p.eta_seconds).c_str());
+      std::fflush(stderr);
+      return true;
+    };
+  }
+  Trainer trainer(store, o);
+  if (!f.resume.empty()) {
+    if (resumed.layout.hash() != store.layout().hash()) {
+      throw InputError(fmt::format("{}: its layout does not match the model", f.resume));
+    }
+    trainer.load_checkpoint(f.resume);
+  } else {
+    model.initialize(store, f.seed);
+  }
+  const double prep = seconds();
+  const TrainReport report = trainer.run(model);
+  if (show_progress) std::fputc('\n', stderr);
+  const double words = static_cast<double>(report.examples) * words_per_sentence;
+  const double wps = report.seconds > 0 ? words / report.seconds : 0;
+  const double final_loss = report.epochs.empty() ? 0.0 : report.epochs.back().loss;
+  fmt::print(stderr,
+             "asgd w2v: {} {} dim {} window {} negative {}{}: {:.0f} words in {:.2f} s ({:.0f} words/s, {:.0f} "
+             "words/s/thread, {} threads, {}), loss {:.4f}; reading {:.2f} s\n",
+             m.cbow ? "cbow" : "skip-gram", m.hs ? "hs" : "ns", m.dim, m.window, m.negative,
+             report.epochs.empty() ? "" : fmt::format(" epochs {}-{}", report.epochs.front().epoch, report.epochs.back().epoch),
+             words, report.seconds, wps, wps / static_cast<double>(f.threads), f.threads, rows::simd_level(), final_loss,
+             prep);
+  if (!f.output.empty()) {
+    const Tensor& in = store.layout()["input"];
+    const float* data = std::as_const(store).data();
+    write_word2vec(f.output, f.binary == 1, vocab.words(), m.dim,
+                   [&](std::size_t id) { return data + in.at(id); });
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_w2v_command(CLI::App& app, int& exit_code) {
+  auto* cmd = app.add_subcommand("w2v", "Train word vectors (word2vec.c flags: -train FILE -output FILE ...)");
+  cmd->prefix_command();
+  cmd->set_help_flag();  // -help / --help handled below, word2vec style
+  cmd->callback([cmd, &exit_code] {
+    std::vector<std::string> args = cmd->remaining();
+    if (args.empty() || args[0] == "-help" || args[0] == "--help" || args[0] == "-h") {
+      std::fputs(kUsage, stdout);
+      exit_code = args.empty() ? kExitInput : 0;
+      return;
+    }
+    exit_code = run_guarded([&] { return run_w2v(parse_flags(args)); });
+  });
+}
+
+}  // namespace asgd::cli

@@ -1,0 +1,87 @@
+// Reading a text corpus for word2vec: whitespace-separated tokens, one
+// sentence per line, streamed from a file in chunks (or from stdin, which is
+// buffered once so it can be read twice); and the corpus encoded as word ids.
+//
+// Documented behaviour on odd input:
+//  * tokens are byte strings: invalid UTF-8 is kept as it is (as word2vec.c);
+//  * a NUL byte means the file is binary: InputError naming the offset;
+//  * a line longer than kMaxSentence in-vocabulary words is split into
+//    sentences of kMaxSentence words (never truncated);
+//  * a token longer than kMaxTokenBytes is cut to that length and counted in
+//    CorpusStats::truncated_tokens;
+//  * an empty file or one with no words is an InputError.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "asgd/sparse/word2vec/vocabulary.hpp"
+
+namespace asgd::sparse::w2v {
+
+inline constexpr std::size_t kMaxSentence = 1000;
+inline constexpr std::size_t kMaxTokenBytes = 1024;
+
+class TokenReader {
+ public:
+  enum class Kind { word, line_end, end };
+
+  // "-" reads standard input (all of it, into memory). Throws InputError when
+  // the file cannot be opened.
+  explicit TokenReader(const std::filesystem::path& path);
+  TokenReader(const TokenReader&) = delete;
+  TokenReader& operator=(const TokenReader&) = delete;
+  ~TokenReader();
+
+  // The next token (Kind::word, `token` valid until the next call), the end
+  // of a line, or the end of the input.
+  Kind next(std::string_view& token);
+  // Back to the start for another pass.
+  void rewind();
+
+  const std::string& name() const noexcept { return name_; }
+  std::uint64_t truncated_tokens() const noexcept { return truncated_; }
+
+ private:
+  bool refill();
+  [[noreturn]] void binary_error(std::size_t at) const;
+
+  std::string name_;
+  std::FILE* file_ = nullptr;
+  bool from_memory_ = false;
+  std::vector<char> buffer_;
+  std::size_t pos_ = 0, end_ = 0;
+  std::uint64_t consumed_ = 0;  // bytes before buffer_[0]
+  bool eof_ = false;
+  std::string carry_;
+  std::uint64_t truncated_ = 0;
+};
+
+struct CorpusStats {
+  std::uint64_t lines = 0;
+  std::uint64_t tokens = 0;           // all tokens read
+  std::uint64_t kept_tokens = 0;      // tokens in the vocabulary
+  std::uint64_t split_lines = 0;      // lines longer than kMaxSentence kept words
+  std::uint64_t truncated_tokens = 0;
+};
+
+// The corpus as word ids (out-of-vocabulary tokens dropped), cut into
+// sentences of at most kMaxSentence words.
+struct EncodedCorpus {
+  std::vector<std::uint32_t> tokens;
+  std::vector<std::uint64_t> sentence_begin;  // sentences() + 1 offsets into tokens
+  CorpusStats stats;
+  std::size_t sentences() const noexcept { return sentence_begin.empty() ? 0 : sentence_begin.size() - 1; }
+};
+
+// One pass counting every token.
+Vocabulary count_vocabulary(TokenReader& reader, const VocabOptions& options, CorpusStats* stats = nullptr);
+// One pass encoding with `vocab`. Throws InputError when no token is in it.
+EncodedCorpus encode_corpus(TokenReader& reader, const Vocabulary& vocab);
+
+}  // namespace asgd::sparse::w2v

@@ -1,0 +1,222 @@
+// word2vec as an asgd Problem: skip-gram or CBOW, trained with negative
+// sampling and/or hierarchical softmax (Mikolov et al. 2013; word2vec.c).
+// One example is one sentence; the engine shards sentences over workers,
+// decays the learning rate and lands every row update (Hogwild! by default).
+//
+// Parameters (one Layout, rows padded to whole cache lines):
+//   "input"  [V x dim]  the word vectors (word2vec.c's syn0)
+//   "output" [V x dim]  negative-sampling output vectors (syn1neg), if negative > 0
+//   "hs"     [V-1 x dim] hierarchical-softmax inner nodes (syn1), if hs
+#pragma once
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "asgd/engine/layout.hpp"
+#include "asgd/engine/param_store.hpp"
+#include "asgd/engine/problem.hpp"
+#include "asgd/engine/row_ops.hpp"
+#include "asgd/sparse/word2vec/corpus.hpp"
+#include "asgd/sparse/word2vec/huffman.hpp"
+#include "asgd/sparse/word2vec/sampling.hpp"
+#include "asgd/sparse/word2vec/vocabulary.hpp"
+
+namespace asgd::sparse::w2v {
+
+struct ModelOptions {
+  bool cbow = true;          // else skip-gram
+  std::size_t dim = 100;     // -size
+  std::size_t window = 5;    // -window (each side; shrunk at random per word)
+  std::size_t negative = 5;  // -negative (0: none)
+  bool hs = false;           // -hs
+  double sample = 1e-3;      // -sample (0: no subsampling)
+  // Throws InputError naming the flag (-size 0, -window 0, no objective...).
+  void validate() const;
+};
+
+// Sigmoid and log-sigmoid on [-kMaxExp, kMaxExp] by table, as word2vec.c.
+class SigmoidTable {
+ public:
+  static constexpr float kMaxExp = 6.0f;
+  static constexpr int kSize = 1024;
+  SigmoidTable();
+  float sigmoid(float x) const noexcept { return sigmoid_[index(x)]; }
+  // -log(sigmoid(x)), the loss of a positive pair with score x.
+  float neg_log_sigmoid(float x) const noexcept {
+    return x <= -kMaxExp ? -x : x >= kMaxExp ? 0.0f : neg_log_[index(x)];
+  }
+
+ private:
+  static int index(float x) noexcept {
+    const int i = static_cast<int>((x + kMaxExp) * (kSize / (2 * kMaxExp)));
+    return i < 0 ? 0 : (i >= kSize ? kSize - 1 : i);
+  }
+  std::array<float, kSize> sigmoid_{};
+  std::array<float, kSize> neg_log_{};
+};
+
+class Word2Vec {
+ public:
+  // Keeps references to corpus and vocab, which must outlive the model.
+  Word2Vec(const EncodedCorpus& corpus, const Vocabulary& vocab, ModelOptions options);
+
+  Layout layout() const;
+  const ModelOptions& options() const noexcept { return options_; }
+  const Vocabulary& vocabulary() const noexcept { return *vocab_; }
+  std::size_t num_examples() const noexcept { return corpus_->sentences(); }
+  // Words per sentence on average (to turn examples/s into words/s).
+  double words_per_example() const noexcept {
+    return static_cast<double>(corpus_->tokens.size()) / static_cast<double>(num_examples());
+  }
+
+  // word2vec.c's start: input rows uniform in [-0.5, 0.5) / dim, the rest 0.
+  void initialize(ParamStore& store, std::uint64_t seed) const;
+
+  // Trains on sentence i; returns the mean loss per (word, target) pair.
+  template <class Sink>
+  double gradient(std::size_t i, Sink& sink) const;
+
+ private:
+  struct Scratch {
+    std::vector<std::uint32_t> sentence;
+    std::vector<float> hidden, hidden_grad, row;
+    std::vector<std::uint32_t> targets;
+  };
+  static Scratch& scratch(std::size_t dim);
+
+  // Scores `hidden` against the word's targets, updates their rows and
+  // accumulates d loss / d hidden into hidden_grad; returns the loss.
+  template <class Sink>
+  double train_targets(std::uint32_t word, Scratch& s, FastRng& rng, Sink& sink, std::size_t& pairs) const;
+
+  const EncodedCorpus* corpus_;
+  const Vocabulary* vocab_;
+  ModelOptions options_;
+  std::vector<float> keep_;  // subsampling keep probabilities
+  AliasSampler negatives_;
+  HuffmanTree tree_;
+  SigmoidTable sigmoid_;
+  std::size_t input_offset_ = 0, output_offset_ = 0, hs_offset_ = 0, stride_ = 0;
+};
+
+static_assert(Problem<Word2Vec>);
+
+// ---------------------------------------------------------------------------
+
+template <class Sink>
+double Word2Vec::train_targets(std::uint32_t word, Scratch& s, FastRng& rng, Sink& sink, std::size_t& pairs) const {
+  const std::size_t dim = options_.dim;
+  float* const hidden = s.hidden.data();
+  float* const grad = s.hidden_grad.data();
+  float* const row = s.row.data();
+  double loss = 0;
+  if (options_.hs) {
+    const auto code = tree_.code(word);
+    const auto points = tree_.points(word);
+    for (std::size_t d = 0; d < code.size(); ++d) {
+      const std::size_t offset = hs_offset_ + points[d] * stride_;
+      sink.read(offset, row, dim);
+      const float f = rows::dot(hidden, row, dim);
+      // code 1 means "left": the target of sigmoid is 1 - code.
+      const float label = 1.0f - static_cast<float>(code[d]);
+      loss += sigmoid_.neg_log_sigmoid(label > 0 ? f : -f);
+      ++pairs;
+      if (f <= -SigmoidTable::kMaxExp || f >= SigmoidTable::kMaxExp) continue;
+      const float g = label - sigmoid_.sigmoid(f);
+      rows::axpy(g, row, grad, dim);
+      sink.add_gradient(offset, hidden, dim, -g);
+    }
+  }
+  if (options_.negative > 0) {
+    // Draw the negatives first and prefetch their rows: the rows are the
+    // cache misses of this loop.
+    std::uint32_t* targets = s.targets.data();
+    targets[0] = word;
+    for (std::size_t d = 1; d <= options_.negative; ++d) {
+      targets[d] = negatives_.sample(rng.next());
+      sink.prefetch(output_offset_ + targets[d] * stride_);
+    }
+    for (std::size_t d = 0; d <= options_.negative; ++d) {
+      if (d > 0 && targets[d] == word) continue;
+      const std::size_t offset = output_offset_ + targets[d] * stride_;
+      sink.read(offset, row, dim);
+      const float f = rows::dot(hidden, row, dim);
+      const float label = d == 0 ? 1.0f : 0.0f;
+      loss += sigmoid_.neg_log_sigmoid(d == 0 ? f : -f);
+      ++pairs;
+      float g;
+      if (f > SigmoidTable::kMaxExp) {
+        g = label - 1.0f;
+      } else if (f < -SigmoidTable::kMaxExp) {
+        g = label;
+      } else {
+        g = label - sigmoid_.sigmoid(f);
+      }
+      if (g == 0.0f) continue;
+      rows::axpy(g, row, grad, dim);
+      sink.add_gradient(offset, hidden, dim, -g);  // the engine multiplies by the rate
+    }
+  }
+  return loss;
+}
+
+template <class Sink>
+double Word2Vec::gradient(std::size_t i, Sink& sink) const {
+  const std::size_t dim = options_.dim;
+  Scratch& s = scratch(dim);
+  FastRng rng(FastRng::mix(sink.seed(), sink.epoch(), i));
+
+  // Frequent-word subsampling, fresh every epoch.
+  const std::uint32_t* words = corpus_->tokens.data();
+  std::size_t len = 0;
+  for (std::uint64_t k = corpus_->sentence_begin[i]; k < corpus_->sentence_begin[i + 1]; ++k) {
+    const std::uint32_t w = words[k];
+    if (keep_[w] >= 1.0f || rng.uniform() < keep_[w]) s.sentence[len++] = w;
+  }
+
+  double loss = 0;
+  std::size_t pairs = 0;
+  const std::size_t window = options_.window;
+  float* const hidden = s.hidden.data();
+  float* const grad = s.hidden_grad.data();
+  for (std::size_t pos = 0; pos < len; ++pos) {
+    const std::uint32_t word = s.sentence[pos];
+    const std::size_t reach = window - rng.below(static_cast<std::uint32_t>(window));  // 1..window
+    const std::size_t lo = pos >= reach ? pos - reach : 0;
+    const std::size_t hi = std::min(len - 1, pos + reach);
+    if (options_.cbow) {
+      std::fill(hidden, hidden + dim, 0.0f);
+      std::size_t context = 0;
+      for (std::size_t c = lo; c <= hi; ++c) {
+        if (c == pos) continue;
+        sink.read(input_offset_ + s.sentence[c] * stride_, s.row.data(), dim);
+        rows::axpy(1.0f, s.row.data(), hidden, dim);
+        ++context;
+      }
+      if (context == 0) continue;
+      const float inv = 1.0f / static_cast<float>(context);
+      for (std::size_t k = 0; k < dim; ++k) hidden[k] *= inv;
+      std::fill(grad, grad + dim, 0.0f);
+      loss += train_targets(word, s, rng, sink, pairs);
+      for (std::size_t c = lo; c <= hi; ++c) {
+        if (c != pos) sink.add_gradient(input_offset_ + s.sentence[c] * stride_, grad, dim, -1.0f);
+      }
+    } else {
+      for (std::size_t c = lo; c <= hi; ++c) {
+        if (c == pos) continue;
+        // word2vec.c's skip-gram: the context word's vector predicts `word`.
+        const std::size_t in = input_offset_ + s.sentence[c] * stride_;
+        sink.read(in, hidden, dim);
+        std::fill(grad, grad + dim, 0.0f);
+        loss += train_targets(word, s, rng, sink, pairs);
+        sink.add_gradient(in, grad, dim, -1.0f);
+      }
+    }
+  }
+  return pairs ? loss / static_cast<double>(pairs) : 0.0;
+}
+
+}  // namespace asgd::sparse::w2v

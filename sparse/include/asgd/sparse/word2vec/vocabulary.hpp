@@ -1,0 +1,80 @@
+// The word2vec vocabulary: words with their counts, sorted by frequency,
+// cut at a minimum count (and optionally a maximum size), with the
+// frequent-word subsampling probabilities derived from the counts.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace asgd::sparse::w2v {
+
+struct VocabOptions {
+  std::uint64_t min_count = 5;  // words seen fewer times are dropped
+  std::size_t max_size = 0;     // keep at most this many words (0: no limit)
+};
+
+class Vocabulary {
+ public:
+  // Counts of raw tokens; call add() per token, then finish().
+  class Counter {
+   public:
+    void add(std::string_view token);
+    std::uint64_t tokens() const noexcept { return tokens_; }
+    std::size_t distinct() const noexcept { return counts_.size(); }
+    // Sorted by count (descending), ties by word (bytewise ascending), so the
+    // order is the same on every machine. Throws InputError when no word
+    // survives min_count.
+    Vocabulary finish(const VocabOptions& options) &&;
+
+    // Lets the maps look words up by string_view without a copy.
+    struct Hash {
+      using is_transparent = void;
+      std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+    };
+
+   private:
+    std::unordered_map<std::string, std::uint64_t, Hash, std::equal_to<>> counts_;
+    std::uint64_t tokens_ = 0;
+  };
+
+  // From words and counts given in frequency order (e.g. a vocab file).
+  Vocabulary(std::vector<std::string> words, std::vector<std::uint64_t> counts);
+  Vocabulary() = default;
+
+  // word2vec.c's -save-vocab / -read-vocab format: "word count" per line.
+  // read() skips a "</s>" line (word2vec.c's sentence marker), then applies
+  // min_count/max_size; it throws InputError with file:line for a line that
+  // is not "word count", a count that is not a positive integer, a duplicate
+  // word, or counts that are not in descending order.
+  void save(const std::filesystem::path& path) const;
+  static Vocabulary read(const std::filesystem::path& path, const VocabOptions& options = {});
+
+  std::size_t size() const noexcept { return words_.size(); }
+  const std::string& word(std::uint32_t id) const noexcept { return words_[id]; }
+  const std::vector<std::string>& words() const noexcept { return words_; }
+  std::uint64_t count(std::uint32_t id) const noexcept { return counts_[id]; }
+  const std::vector<std::uint64_t>& counts() const noexcept { return counts_; }
+  std::optional<std::uint32_t> find(std::string_view word) const noexcept;
+  // Sum of the kept words' counts: word2vec.c's train_words.
+  std::uint64_t total_count() const noexcept { return total_; }
+
+  // Probability of keeping each occurrence of a word under frequent-word
+  // subsampling with threshold `sample` (word2vec.c, fastText):
+  //   keep(w) = min(1, sqrt(t / f(w)) + t / f(w)),  f(w) = count(w) / total.
+  // sample <= 0 keeps everything.
+  std::vector<float> keep_probabilities(double sample) const;
+
+ private:
+  void index();
+  std::vector<std::string> words_;
+  std::vector<std::uint64_t> counts_;
+  std::unordered_map<std::string, std::uint32_t, Counter::Hash, std::equal_to<>> ids_;
+  std::uint64_t total_ = 0;
+};
+
+}  // namespace asgd::sparse::w2v

@@ -1,0 +1,189 @@
+#include "asgd/sparse/word2vec/corpus.hpp"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+
+#include "asgd/engine/errors.hpp"
+
+namespace asgd::sparse::w2v {
+namespace {
+
+constexpr std::size_t kChunk = std::size_t{4} << 20;
+
+enum : unsigned char { kText = 0, kSpace = 1, kNewline = 2, kNul = 3 };
+constexpr std::array<unsigned char, 256> make_classes() {
+  std::array<unsigned char, 256> c{};
+  c[' '] = c['\t'] = c['\r'] = c['\v'] = c['\f'] = kSpace;
+  c['\n'] = kNewline;
+  c[0] = kNul;
+  return c;
+}
+constexpr auto kClass = make_classes();
+
+}  // namespace
+
+TokenReader::TokenReader(const std::filesystem::path& path) : name_(path.string()) {
+  if (path == "-") {
+    name_ = "<stdin>";
+    from_memory_ = true;
+    char chunk[1 << 16];
+    std::size_t n = 0;
+    while ((n = std::fread(chunk, 1, sizeof chunk, stdin)) > 0) buffer_.insert(buffer_.end(), chunk, chunk + n);
+    end_ = buffer_.size();
+    eof_ = true;
+    return;
+  }
+  if (std::filesystem::is_directory(path)) throw InputError(fmt::format("{}: is a directory, not a text file", name_));
+  file_ = std::fopen(path.c_str(), "rb");
+  if (!file_) throw InputError(fmt::format("{}: cannot open: {}", name_, std::strerror(errno)));
+  buffer_.resize(kChunk);
+}
+
+TokenReader::~TokenReader() {
+  if (file_) std::fclose(file_);
+}
+
+void TokenReader::rewind() {
+  pos_ = 0;
+  carry_.clear();
+  truncated_ = 0;
+  if (from_memory_) return;
+  std::rewind(file_);
+  consumed_ = 0;
+  end_ = 0;
+  eof_ = false;
+}
+
+bool TokenReader::refill() {
+  if (from_memory_ || eof_) return false;
+  consumed_ += end_;
+  end_ = std::fread(buffer_.data(), 1, buffer_.size(), file_);
+  pos_ = 0;
+  if (end_ < buffer_.size()) {
+    if (std::ferror(file_)) throw RuntimeError(fmt::format("{}: read error: {}", name_, std::strerror(errno)));
+    eof_ = true;
+  }
+  return end_ > 0;
+}
+
+void TokenReader::binary_error(std::size_t at) const {
+  throw InputError(fmt::format("{}: byte {} is NUL: this looks like a binary file, not text", name_, consumed_ + at));
+}
+
+TokenReader::Kind TokenReader::next(std::string_view& token) {
+  // Skip spaces; report a newline.
+  for (;;) {
+    if (pos_ == end_ && !refill()) return Kind::end;
+    const unsigned char cls = kClass[static_cast<unsigned char>(buffer_[pos_])];
+    if (cls == kText) break;
+    if (cls == kNul) binary_error(pos_);
+    ++pos_;
+    if (cls == kNewline) return Kind::line_end;
+  }
+  // A token: usually inside the buffer; across a refill it goes through carry_.
+  const std::size_t start = pos_;
+  while (pos_ < end_ && kClass[static_cast<unsigned char>(buffer_[pos_])] == kText) ++pos_;
+  if (pos_ < end_ || eof_ || from_memory_) {
+    if (pos_ < end_ && buffer_[pos_] == 0) binary_error(pos_);
+    std::size_t len = pos_ - start;
+    if (len > kMaxTokenBytes) {
+      len = kMaxTokenBytes;
+      ++truncated_;
+    }
+    token = std::string_view(buffer_.data() + start, len);
+    return Kind::word;
+  }
+  carry_.assign(buffer_.data() + start, pos_ - start);
+  while (refill()) {
+    const std::size_t from = pos_;
+    while (pos_ < end_ && kClass[static_cast<unsigned char>(buffer_[pos_])] == kText) ++pos_;
+    if (carry_.size() < kMaxTokenBytes) {
+      carry_.append(buffer_.data() + from, std::min(pos_ - from, kMaxTokenBytes - carry_.size() + 1));
+    }
+    if (pos_ < end_) break;
+  }
+  if (pos_ < end_ && buffer_[pos_] == 0) binary_error(pos_);
+  if (carry_.size() > kMaxTokenBytes) {
+    carry_.resize(kMaxTokenBytes);
+    ++truncated_;
+  }
+  token = carry_;
+  return Kind::word;
+}
+
+Vocabulary count_vocabulary(TokenReader& reader, const VocabOptions& options, CorpusStats* stats) {
+  reader.rewind();
+  Vocabulary::Counter counter;
+  CorpusStats s;
+  std::string_view token;
+  bool line_has_text = false;
+  for (;;) {
+    const auto kind = reader.next(token);
+    if (kind == TokenReader::Kind::end) break;
+    if (kind == TokenReader::Kind::line_end) {
+      s.lines += line_has_text ? 1 : 0;
+      line_has_text = false;
+      continue;
+    }
+    line_has_text = true;
+    counter.add(token);
+  }
+  s.lines += line_has_text ? 1 : 0;
+  s.tokens = counter.tokens();
+  s.truncated_tokens = reader.truncated_tokens();
+  if (stats) *stats = s;
+  if (s.tokens == 0) throw InputError(fmt::format("{}: no words (empty or only whitespace)", reader.name()));
+  try {
+    return std::move(counter).finish(options);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: {}", reader.name(), e.what()));
+  }
+}
+
+EncodedCorpus encode_corpus(TokenReader& reader, const Vocabulary& vocab) {
+  reader.rewind();
+  EncodedCorpus c;
+  c.sentence_begin.push_back(0);
+  std::string_view token;
+  std::size_t in_sentence = 0;  // kept words in the current sentence
+  bool line_has_text = false, line_was_split = false;
+  auto close_sentence = [&] {
+    if (in_sentence > 0) c.sentence_begin.push_back(c.tokens.size());
+    in_sentence = 0;
+  };
+  for (;;) {
+    const auto kind = reader.next(token);
+    if (kind == TokenReader::Kind::end) break;
+    if (kind == TokenReader::Kind::line_end) {
+      close_sentence();
+      c.stats.lines += line_has_text ? 1 : 0;
+      c.stats.split_lines += line_was_split ? 1 : 0;
+      line_has_text = line_was_split = false;
+      continue;
+    }
+    line_has_text = true;
+    ++c.stats.tokens;
+    const auto id = vocab.find(token);
+    if (!id) continue;
+    if (in_sentence == kMaxSentence) {
+      close_sentence();
+      line_was_split = true;
+    }
+    c.tokens.push_back(*id);
+    ++in_sentence;
+  }
+  close_sentence();
+  c.stats.lines += line_has_text ? 1 : 0;
+  c.stats.split_lines += line_was_split ? 1 : 0;
+  c.stats.kept_tokens = c.tokens.size();
+  c.stats.truncated_tokens = reader.truncated_tokens();
+  if (c.tokens.empty()) throw InputError(fmt::format("{}: no word of the vocabulary occurs in it", reader.name()));
+  c.tokens.shrink_to_fit();
+  c.sentence_begin.shrink_to_fit();
+  return c;
+}
+
+}  // namespace asgd::sparse::w2v

@@ -1,0 +1,73 @@
+#include "asgd/sparse/word2vec/model.hpp"
+
+#include <fmt/format.h>
+
+#include "asgd/engine/consistency.hpp"
+#include "asgd/engine/errors.hpp"
+
+namespace asgd::sparse::w2v {
+
+void ModelOptions::validate() const {
+  if (dim == 0 || dim > 10000) throw InputError(fmt::format("-size {}: expected 1 to 10000", dim));
+  if (window == 0 || window > 1000) throw InputError(fmt::format("-window {}: expected 1 to 1000", window));
+  if (negative > 1000) throw InputError(fmt::format("-negative {}: expected 0 to 1000", negative));
+  if (negative == 0 && !hs) throw InputError("-negative 0 without -hs 1: nothing to train (choose one or both)");
+  if (!(sample >= 0) || !std::isfinite(sample)) throw InputError(fmt::format("-sample {}: expected >= 0", sample));
+}
+
+SigmoidTable::SigmoidTable() {
+  for (int i = 0; i < kSize; ++i) {
+    // Centre of bucket i.
+    const double x = (static_cast<double>(i) + 0.5) * (2.0 * kMaxExp / kSize) - kMaxExp;
+    sigmoid_[i] = static_cast<float>(1.0 / (1.0 + std::exp(-x)));
+    neg_log_[i] = static_cast<float>(std::log1p(std::exp(-x)));
+  }
+}
+
+Word2Vec::Word2Vec(const EncodedCorpus& corpus, const Vocabulary& vocab, ModelOptions options)
+    : corpus_(&corpus), vocab_(&vocab), options_(options) {
+  options_.validate();
+  if (corpus.sentences() == 0) throw InputError("word2vec: the corpus has no sentences");
+  keep_ = vocab.keep_probabilities(options_.sample);
+  if (options_.negative > 0) negatives_ = AliasSampler::unigram(vocab.counts(), 0.75);
+  if (options_.hs) tree_ = HuffmanTree(vocab.counts());
+  const Layout l = layout();
+  input_offset_ = l["input"].offset;
+  stride_ = l["input"].row_stride;
+  if (options_.negative > 0) output_offset_ = l["output"].offset;
+  if (options_.hs) hs_offset_ = l["hs"].offset;
+}
+
+Layout Word2Vec::layout() const {
+  Layout l;
+  const std::size_t v = vocab_->size();
+  l.add("input", {v, options_.dim}, RowPadding::cache_line);
+  if (options_.negative > 0) l.add("output", {v, options_.dim}, RowPadding::cache_line);
+  if (options_.hs) l.add("hs", {std::max<std::size_t>(1, v - 1), options_.dim}, RowPadding::cache_line);
+  return l;
+}
+
+void Word2Vec::initialize(ParamStore& store, std::uint64_t seed) const {
+  const Tensor& in = store.layout()["input"];
+  FastRng rng(FastRng::mix(seed, 0x5eed, 0));
+  float* data = store.data();
+  const float scale = 1.0f / static_cast<float>(options_.dim);
+  for (std::size_t r = 0; r < in.rows; ++r) {
+    for (std::size_t c = 0; c < in.cols; ++c) store_param(data[in.at(r, c)], (rng.uniform() - 0.5f) * scale);
+  }
+}
+
+Word2Vec::Scratch& Word2Vec::scratch(std::size_t dim) {
+  // One per thread, grown once: the hot loop allocates nothing.
+  thread_local Scratch s;
+  if (s.hidden.size() < dim) {
+    s.hidden.assign(dim, 0.0f);
+    s.hidden_grad.assign(dim, 0.0f);
+    s.row.assign(dim, 0.0f);
+  }
+  if (s.sentence.size() < kMaxSentence) s.sentence.resize(kMaxSentence);
+  if (s.targets.size() < 1001) s.targets.resize(1001);
+  return s;
+}
+
+}  // namespace asgd::sparse::w2v

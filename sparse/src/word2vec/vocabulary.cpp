@@ -1,0 +1,151 @@
+#include "asgd/sparse/word2vec/vocabulary.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <numeric>
+
+#include "asgd/engine/errors.hpp"
+
+namespace asgd::sparse::w2v {
+
+void Vocabulary::Counter::add(std::string_view token) {
+  ++tokens_;
+  auto it = counts_.find(token);
+  if (it != counts_.end()) {
+    ++it->second;
+  } else {
+    counts_.emplace(std::string(token), 1);
+  }
+}
+
+namespace {
+void cut(std::vector<std::pair<std::string, std::uint64_t>>& entries, const VocabOptions& options) {
+  std::erase_if(entries, [&](const auto& e) { return e.second < options.min_count; });
+  if (options.max_size > 0 && entries.size() > options.max_size) entries.resize(options.max_size);
+}
+}  // namespace
+
+Vocabulary Vocabulary::Counter::finish(const VocabOptions& options) && {
+  std::vector<std::pair<std::string, std::uint64_t>> entries;
+  entries.reserve(counts_.size());
+  for (auto& [word, count] : counts_) entries.emplace_back(word, count);
+  counts_.clear();
+  std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
+    return a.second != b.second ? a.second > b.second : a.first < b.first;
+  });
+  cut(entries, options);
+  if (entries.empty()) {
+    throw InputError(fmt::format("vocabulary: no word occurs at least {} times ({} tokens read); lower -min-count",
+                                 options.min_count, tokens_));
+  }
+  std::vector<std::string> words;
+  std::vector<std::uint64_t> counts;
+  words.reserve(entries.size());
+  counts.reserve(entries.size());
+  for (auto& [w, c] : entries) {
+    words.push_back(std::move(w));
+    counts.push_back(c);
+  }
+  return Vocabulary(std::move(words), std::move(counts));
+}
+
+Vocabulary::Vocabulary(std::vector<std::string> words, std::vector<std::uint64_t> counts)
+    : words_(std::move(words)), counts_(std::move(counts)) {
+  if (words_.size() != counts_.size()) throw InputError("vocabulary: words and counts differ in number");
+  if (words_.size() > std::numeric_limits<std::uint32_t>::max()) throw InputError("vocabulary: too many words");
+  index();
+}
+
+void Vocabulary::index() {
+  ids_.clear();
+  ids_.reserve(words_.size());
+  for (std::uint32_t i = 0; i < words_.size(); ++i) {
+    if (!ids_.emplace(words_[i], i).second) throw InputError(fmt::format("vocabulary: '{}' appears twice", words_[i]));
+  }
+  total_ = std::accumulate(counts_.begin(), counts_.end(), std::uint64_t{0});
+}
+
+std::optional<std::uint32_t> Vocabulary::find(std::string_view word) const noexcept {
+  const auto it = ids_.find(word);
+  if (it == ids_.end()) return std::nullopt;
+  return it->second;
+}
+
+void Vocabulary::save(const std::filesystem::path& path) const {
+  std::filesystem::path tmp = path;
+  tmp += ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    if (!out) throw InputError(fmt::format("{}: cannot write the vocabulary", path.string()));
+    for (std::size_t i = 0; i < words_.size(); ++i) out << words_[i] << ' ' << counts_[i] << '\n';
+    if (!out.flush()) throw RuntimeError(fmt::format("{}: write failed", tmp.string()));
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+Vocabulary Vocabulary::read(const std::filesystem::path& path, const VocabOptions& options) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(fmt::format("{}: cannot open the vocabulary file", path.string()));
+  std::vector<std::pair<std::string, std::uint64_t>> entries;
+  std::string line;
+  std::size_t line_no = 0;
+  std::uint64_t previous = std::numeric_limits<std::uint64_t>::max();
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty()) continue;
+    const auto space = line.find_last_of(" \t");
+    auto where = [&] { return fmt::format("{}:{}", path.string(), line_no); };
+    if (space == std::string::npos || space == 0) {
+      throw InputError(fmt::format("{}: expected 'word count', got '{}'", where(), line.substr(0, 60)));
+    }
+    std::string word = line.substr(0, space);
+    while (!word.empty() && (word.back() == ' ' || word.back() == '\t')) word.pop_back();
+    const std::string_view count_text = std::string_view(line).substr(space + 1);
+    std::uint64_t count = 0;
+    const auto [p, ec] = std::from_chars(count_text.data(), count_text.data() + count_text.size(), count);
+    const bool sentence_marker = word == "</s>";  // word2vec.c's; its count may be 0
+    if (ec != std::errc() || p != count_text.data() + count_text.size() || (count == 0 && !sentence_marker)) {
+      throw InputError(fmt::format("{}: expected a positive integer count, got '{}'", where(), count_text));
+    }
+    if (word.empty() || word.find_first_of(" \t") != std::string::npos) {
+      throw InputError(fmt::format("{}: a word may not contain spaces or tabs", where()));
+    }
+    if (sentence_marker) continue;
+    if (count > previous) {
+      throw InputError(fmt::format("{}: counts must be in descending order ({} after {})", where(), count, previous));
+    }
+    previous = count;
+    entries.emplace_back(std::move(word), count);
+  }
+  cut(entries, options);
+  if (entries.empty()) throw InputError(fmt::format("{}: no word with count >= {}", path.string(), options.min_count));
+  std::vector<std::string> words;
+  std::vector<std::uint64_t> counts;
+  for (auto& [w, c] : entries) {
+    words.push_back(std::move(w));
+    counts.push_back(c);
+  }
+  try {
+    return Vocabulary(std::move(words), std::move(counts));
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: {}", path.string(), e.what()));
+  }
+}
+
+std::vector<float> Vocabulary::keep_probabilities(double sample) const {
+  std::vector<float> keep(words_.size(), 1.0f);
+  if (sample <= 0) return keep;
+  const double threshold = sample * static_cast<double>(total_);
+  for (std::size_t i = 0; i < words_.size(); ++i) {
+    const double ratio = threshold / static_cast<double>(counts_[i]);  // t / f(w)
+    keep[i] = static_cast<float>(std::min(1.0, std::sqrt(ratio) + ratio));
+  }
+  return keep;
+}
+
+}  // namespace asgd::sparse::w2v

@@ -1,0 +1,337 @@
+// word2vec training side: vocabulary, corpus reading, samplers, Huffman
+// codes, and the model learning planted structure.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+
+#include "asgd/engine/errors.hpp"
+#include "asgd/engine/row_ops.hpp"
+#include "asgd/engine/trainer.hpp"
+#include "asgd/sparse/word2vec/corpus.hpp"
+#include "asgd/sparse/word2vec/huffman.hpp"
+#include "asgd/sparse/word2vec/model.hpp"
+#include "asgd/sparse/word2vec/sampling.hpp"
+#include "asgd/sparse/word2vec/vocabulary.hpp"
+
+namespace fs = std::filesystem;
+using namespace asgd::sparse::w2v;
+
+namespace {
+
+class TempDir {
+ public:
+  TempDir() {
+    path_ = fs::temp_directory_path() / ("asgd-w2v-" + std::to_string(::getpid()) + "-" +
+                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(path_);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  fs::path file(const std::string& name, const std::string& content) const {
+    std::ofstream(path_ / name, std::ios::binary) << content;
+    return path_ / name;
+  }
+  fs::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  fs::path path_;
+};
+
+std::string message_of(auto&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(no exception)";
+}
+
+}  // namespace
+
+TEST(Vocabulary, CountsSortsAndCuts) {
+  TempDir dir;
+  TokenReader r(dir.file("c.txt", "b a c a b a\n  d\td b\r\n\n"));
+  CorpusStats stats;
+  const auto v = count_vocabulary(r, VocabOptions{2, 0}, &stats);
+  // a:3 b:3 d:2 (c:1 dropped); ties by word.
+  ASSERT_EQ(v.size(), 3u);
+  EXPECT_EQ(v.word(0), "a");
+  EXPECT_EQ(v.word(1), "b");
+  EXPECT_EQ(v.word(2), "d");
+  EXPECT_EQ(v.count(0), 3u);
+  EXPECT_EQ(v.count(2), 2u);
+  EXPECT_EQ(v.total_count(), 8u);
+  EXPECT_EQ(stats.tokens, 9u);
+  EXPECT_EQ(stats.lines, 2u);
+  EXPECT_EQ(*v.find("d"), 2u);
+  EXPECT_FALSE(v.find("c").has_value());
+  TokenReader r2(dir.file("c2.txt", "b a c a b a d d b"));
+  EXPECT_EQ(count_vocabulary(r2, VocabOptions{1, 2}).size(), 2u);  // max size
+}
+
+TEST(Vocabulary, SubsamplingKeepProbabilitiesAsWord2vec) {
+  // total 100, sample 0.01: t = 1; keep = sqrt(t/c) + t/c, capped at 1.
+  Vocabulary v({"x", "y", "z"}, {64, 25, 11});
+  const auto keep = v.keep_probabilities(0.01);
+  EXPECT_FLOAT_EQ(keep[0], static_cast<float>(std::sqrt(1.0 / 64) + 1.0 / 64));  // 0.140625
+  EXPECT_FLOAT_EQ(keep[1], 0.24f);                                                // 0.2 + 0.04
+  EXPECT_FLOAT_EQ(keep[2], static_cast<float>(std::sqrt(1.0 / 11) + 1.0 / 11));
+  for (float k : v.keep_probabilities(0.0)) EXPECT_EQ(k, 1.0f);
+  Vocabulary rare({"r"}, {1});
+  EXPECT_EQ(rare.keep_probabilities(0.5)[0], 1.0f);
+}
+
+TEST(Vocabulary, SaveReadRoundTripAndBadFiles) {
+  TempDir dir;
+  Vocabulary v({"the", "of", "zebra"}, {10, 7, 7});
+  v.save(dir / "v.txt");
+  const auto back = Vocabulary::read(dir / "v.txt");
+  EXPECT_EQ(back.words(), v.words());
+  EXPECT_EQ(back.counts(), v.counts());
+  // word2vec.c writes a "</s>" line first: skipped.
+  EXPECT_EQ(Vocabulary::read(dir.file("w.txt", "</s> 0\nthe 10\n"), {1, 0}).size(), 1u);
+  EXPECT_NE(message_of([&] { Vocabulary::read(dir.file("b1", "the ten\n")); }).find("b1:1: expected a positive"),
+            std::string::npos);
+  EXPECT_NE(message_of([&] { Vocabulary::read(dir.file("b2", "the 3\nof -2\n")); }).find("b2:2:"), std::string::npos);
+  EXPECT_NE(message_of([&] { Vocabulary::read(dir.file("b3", "a 3\nb 5\n")); }).find("descending"),
+            std::string::npos);
+  EXPECT_NE(message_of([&] { Vocabulary::read(dir.file("b4", "a 5\na 5\n")); }).find("twice"), std::string::npos);
+  EXPECT_NE(message_of([&] { Vocabulary::read(dir.file("b5", "lonely\n")); }).find("b5:1"), std::string::npos);
+  EXPECT_THROW(Vocabulary::read(dir / "missing"), asgd::InputError);
+}
+
+TEST(Corpus, EncodesDropsUnknownWordsAndSplitsLongLines) {
+  TempDir dir;
+  std::string text = "a b zz a\n\n";
+  for (int i = 0; i < 2500; ++i) text += (i % 2 ? "a " : "b ");  // one 2,500-word line
+  text += "\nb";
+  TokenReader r(dir.file("c.txt", text));
+  const auto v = count_vocabulary(r, VocabOptions{2, 0});
+  const auto c = encode_corpus(r, v);
+  EXPECT_EQ(c.tokens.size(), 3u + 2500 + 1);
+  ASSERT_EQ(c.sentences(), 1u + 3 + 1);  // 3 / 1000,1000,500 / 1
+  EXPECT_EQ(c.sentence_begin[1], 3u);
+  EXPECT_EQ(c.sentence_begin[2] - c.sentence_begin[1], kMaxSentence);
+  EXPECT_EQ(c.sentence_begin[4] - c.sentence_begin[3], 500u);
+  EXPECT_EQ(c.stats.split_lines, 1u);
+  EXPECT_EQ(c.stats.lines, 3u);
+}
+
+TEST(Corpus, TokensAcrossChunkBoundariesStayWhole) {
+  TempDir dir;
+  // 6 MB of "word<k> " tokens: some straddle the 4 MB read chunk.
+  std::string text;
+  std::map<std::string, std::uint64_t> expected;
+  for (int i = 0; text.size() < (6u << 20); ++i) {
+    const std::string w = "w" + std::to_string(i % 997);
+    text += w + (i % 50 == 49 ? "\n" : " ");
+    ++expected[w];
+  }
+  TokenReader r(dir.file("big.txt", text));
+  const auto v = count_vocabulary(r, VocabOptions{1, 0});
+  ASSERT_EQ(v.size(), expected.size());
+  for (const auto& [w, n] : expected) EXPECT_EQ(v.count(*v.find(w)), n) << w;
+}
+
+TEST(Corpus, OddInputGetsClearErrorsOrDocumentedBehaviour) {
+  TempDir dir;
+  EXPECT_NE(message_of([&] {
+              TokenReader r(dir.file("empty", ""));
+              count_vocabulary(r, {});
+            }).find("no words"),
+            std::string::npos);
+  EXPECT_NE(message_of([&] {
+              TokenReader r(dir.file("spaces", "  \n\t\n"));
+              count_vocabulary(r, {});
+            }).find("no words"),
+            std::string::npos);
+  EXPECT_NE(message_of([&] {
+              TokenReader r(dir.file("bin", std::string("abc def\0\x01\x02 ghi", 14)));
+              count_vocabulary(r, {1, 0});
+            }).find("binary"),
+            std::string::npos);
+  EXPECT_NE(message_of([&] {
+              TokenReader r(dir.file("one", "hello"));
+              count_vocabulary(r, {5, 0});
+            }).find("no word occurs at least 5 times"),
+            std::string::npos);
+  EXPECT_THROW(TokenReader(dir / "missing"), asgd::InputError);
+  EXPECT_THROW(TokenReader(dir / ""), asgd::InputError);  // a directory
+  {
+    // Invalid UTF-8 is kept as bytes.
+    TokenReader r(dir.file("utf", "caf\xc3 \xff\xfe caf\xc3\n"));
+    const auto v = count_vocabulary(r, {1, 0});
+    EXPECT_EQ(v.count(*v.find("caf\xc3")), 2u);
+    EXPECT_TRUE(v.find("\xff\xfe").has_value());
+  }
+  {
+    // A 1 MB token is cut to kMaxTokenBytes and counted.
+    TokenReader r(dir.file("long", std::string(1 << 20, 'x') + " y"));
+    CorpusStats stats;
+    const auto v = count_vocabulary(r, {1, 0}, &stats);
+    EXPECT_EQ(stats.truncated_tokens, 1u);
+    EXPECT_TRUE(v.find(std::string(kMaxTokenBytes, 'x')).has_value());
+  }
+}
+
+TEST(Sampling, AliasTableIsExactAndDrawsMatch) {
+  const std::vector<std::uint64_t> counts = {1000, 300, 300, 50, 7, 1};
+  const auto s = AliasSampler::unigram(counts, 0.75);
+  double sum = 0;
+  for (auto c : counts) sum += std::pow(static_cast<double>(c), 0.75);
+  std::vector<double> hits(counts.size(), 0);
+  FastRng rng(3);
+  const int draws = 2000000;
+  for (int i = 0; i < draws; ++i) hits[s.sample(rng.next())] += 1;
+  for (std::uint32_t i = 0; i < counts.size(); ++i) {
+    const double p = std::pow(static_cast<double>(counts[i]), 0.75) / sum;
+    EXPECT_NEAR(s.probability(i), p, 1e-8) << i;
+    EXPECT_NEAR(hits[i] / draws, p, 4 * std::sqrt(p * (1 - p) / draws) + 1e-5) << i;
+  }
+  EXPECT_THROW(AliasSampler(std::vector<double>{}), asgd::InputError);
+  EXPECT_THROW(AliasSampler(std::vector<double>{0, 0}), asgd::InputError);
+}
+
+TEST(Huffman, PrefixFreeCodesShorterForFrequentWords) {
+  const std::vector<std::uint64_t> counts = {50, 20, 10, 10, 5, 3, 1, 1};
+  HuffmanTree t(counts);
+  EXPECT_EQ(t.inner_nodes(), counts.size() - 1);
+  std::set<std::string> codes;
+  double kraft = 0;
+  for (std::uint32_t w = 0; w < counts.size(); ++w) {
+    std::string code;
+    for (auto b : t.code(w)) code += static_cast<char>('0' + b);
+    for (auto p : t.points(w)) EXPECT_LT(p, t.inner_nodes());
+    EXPECT_EQ(t.points(w).front(), t.inner_nodes() - 1);  // the root first
+    kraft += std::pow(2.0, -static_cast<double>(code.size()));
+    for (const auto& other : codes) {
+      EXPECT_NE(code.rfind(other, 0), 0u);
+      EXPECT_NE(other.rfind(code, 0), 0u);
+    }
+    codes.insert(code);
+  }
+  EXPECT_DOUBLE_EQ(kraft, 1.0);  // a full binary tree
+  EXPECT_LE(t.code(0).size(), t.code(7).size());
+}
+
+namespace {
+
+// Sentences each drawn from one of `topics` topics of `per_topic` words.
+struct PlantedCorpus {
+  Vocabulary vocab;
+  EncodedCorpus corpus;
+  std::size_t topics, per_topic;
+  std::size_t topic_of(const std::string& w) const { return static_cast<std::size_t>(std::stoi(w.substr(1))) / per_topic; }
+};
+
+PlantedCorpus planted(std::size_t topics, std::size_t per_topic, std::size_t sentences) {
+  std::mt19937_64 rng(7);
+  Vocabulary::Counter counter;
+  std::vector<std::vector<std::string>> text(sentences);
+  for (auto& s : text) {
+    const std::size_t topic = rng() % topics;
+    for (int k = 0; k < 12; ++k) {
+      s.push_back("w" + std::to_string(topic * per_topic + rng() % per_topic));
+      counter.add(s.back());
+    }
+  }
+  PlantedCorpus p{std::move(counter).finish({1, 0}), {}, topics, per_topic};
+  p.corpus.sentence_begin.push_back(0);
+  for (const auto& s : text) {
+    for (const auto& w : s) p.corpus.tokens.push_back(*p.vocab.find(w));
+    p.corpus.sentence_begin.push_back(p.corpus.tokens.size());
+  }
+  return p;
+}
+
+// Mean cosine within topics minus mean cosine across topics.
+double topic_margin(const PlantedCorpus& p, const asgd::ParamStore& store) {
+  const auto& in = store.layout()["input"];
+  const std::size_t n = p.vocab.size(), dim = in.cols;
+  std::vector<std::vector<float>> v(n, std::vector<float>(dim));
+  for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t k = 0; k < dim; ++k) v[i][k] = store.load(in.at(i, k));
+    const float norm = std::sqrt(asgd::rows::dot(v[i].data(), v[i].data(), dim));
+    for (auto& x : v[i]) x /= norm;
+  }
+  double same = 0, cross = 0;
+  std::size_t n_same = 0, n_cross = 0;
+  for (std::size_t a = 0; a < n; ++a) {
+    for (std::size_t b = a + 1; b < n; ++b) {
+      const double c = asgd::rows::dot(v[a].data(), v[b].data(), dim);
+      if (p.topic_of(p.vocab.word(static_cast<std::uint32_t>(a))) ==
+          p.topic_of(p.vocab.word(static_cast<std::uint32_t>(b)))) {
+        same += c;
+        ++n_same;
+      } else {
+        cross += c;
+        ++n_cross;
+      }
+    }
+  }
+  return same / static_cast<double>(n_same) - cross / static_cast<double>(n_cross);
+}
+
+std::vector<float> train(const PlantedCorpus& p, ModelOptions m, std::size_t workers, double* margin = nullptr) {
+  const Word2Vec model(p.corpus, p.vocab, m);
+  auto store = asgd::ParamStore::on_heap(model.layout());
+  model.initialize(store, 5);
+  asgd::TrainerOptions o;
+  o.workers = workers;
+  o.epochs = 5;
+  o.seed = 5;
+  o.step_examples = 4;
+  o.schedule.kind = asgd::ScheduleKind::linear;
+  o.schedule.lr = m.cbow ? 0.05f : 0.025f;
+  asgd::Trainer(store, o).run(model);
+  if (margin) *margin = topic_margin(p, store);
+  return store.snapshot();
+}
+
+}  // namespace
+
+TEST(Word2Vec, LearnsPlantedTopicsWithEveryObjective) {
+  const auto p = planted(4, 25, 3000);
+  for (bool cbow : {false, true}) {
+    for (bool hs : {false, true}) {
+      ModelOptions m;
+      m.cbow = cbow;
+      m.hs = hs;
+      m.negative = hs ? 0 : 5;
+      m.dim = 20;
+      m.sample = 0;
+      double margin = 0;
+      train(p, m, 2, &margin);
+      EXPECT_GT(margin, 0.3) << (cbow ? "cbow" : "skip-gram") << (hs ? " hs" : " ns");
+    }
+  }
+}
+
+TEST(Word2Vec, OneWorkerWithASeedIsReproducible) {
+  const auto p = planted(3, 10, 500);
+  ModelOptions m;
+  m.cbow = false;
+  m.dim = 16;
+  m.sample = 1e-2;  // subsampling draws random numbers too
+  const auto a = train(p, m, 1), b = train(p, m, 1);
+  EXPECT_EQ(a, b);
+}
+
+TEST(Word2Vec, RejectsBadOptions) {
+  const auto p = planted(2, 5, 10);
+  ModelOptions m;
+  m.dim = 0;
+  EXPECT_THROW(Word2Vec(p.corpus, p.vocab, m), asgd::InputError);
+  m = ModelOptions{};
+  m.window = 0;
+  EXPECT_THROW(Word2Vec(p.corpus, p.vocab, m), asgd::InputError);
+  m = ModelOptions{};
+  m.negative = 0;
+  m.hs = false;
+  EXPECT_THROW(Word2Vec(p.corpus, p.vocab, m), asgd::InputError);
+}

@@ -36,7 +36,7 @@ struct W2vFlags {
   std::uint64_t iter = 5, seed = 1;
   double sample = 1e-3;
   std::optional<float> alpha;  // 0.05 for CBOW, 0.025 for skip-gram
-  int hs = 0, cbow = 1, binary = 0;
+  int hs = 0, cbow = 1, binary = 0, batch = 0;
   std::string policy = "racy", tau = "inf";
   bool quiet = false;
 };
@@ -56,6 +56,7 @@ const char* kUsage = R"(usage: asgd w2v -train FILE [options]   (FILE may be - f
   -alpha A           starting learning rate, decayed linearly (0.05 CBOW, 0.025 skip-gram)
   -cbow 0|1          CBOW (1) or skip-gram (0)
   -binary 0|1        write vectors in binary (0)
+  -batch 0|1         HogBatch: skip-gram negatives shared across a window (0)
   -save-vocab FILE   write the vocabulary ("word count" lines)
   -read-vocab FILE   use this vocabulary instead of counting
   -seed N            seed for initialisation, subsampling, windows, negatives (1)
@@ -110,6 +111,7 @@ W2vFlags parse_flags(const std::vector<std::string>& args) {
       {"hs", [&](auto& n, auto& v) { boolean(n, v, f.hs); }},
       {"cbow", [&](auto& n, auto& v) { boolean(n, v, f.cbow); }},
       {"binary", [&](auto& n, auto& v) { boolean(n, v, f.binary); }},
+      {"batch", [&](auto& n, auto& v) { boolean(n, v, f.batch); }},
       {"policy", [&](auto&, auto& v) { f.policy = v; }},
       {"tau", [&](auto&, auto& v) { f.tau = v; }},
       {"quiet", [&](auto& n, auto& v) { int q = 0; boolean(n, v, q); f.quiet = q; }},
@@ -142,6 +144,7 @@ ModelOptions model_options(const W2vFlags& f) {
   m.negative = f.negative;
   m.hs = f.hs == 1;
   m.sample = f.sample;
+  m.batch = f.batch == 1;
   m.validate();
   return m;
 }
@@ -149,7 +152,7 @@ ModelOptions model_options(const W2vFlags& f) {
 // Checkpoint metadata: the model's shape and the vocabulary it was built on.
 std::string metadata(const ModelOptions& m, const Vocabulary& vocab) {
   nlohmann::json j{{"model", "word2vec"}, {"cbow", m.cbow}, {"dim", m.dim},       {"window", m.window},
-                   {"negative", m.negative}, {"hs", m.hs}, {"sample", m.sample}};
+                   {"negative", m.negative}, {"hs", m.hs}, {"sample", m.sample}, {"batch", m.batch}};
   j["words"] = vocab.words();
   j["counts"] = vocab.counts();
   return j.dump();
@@ -167,6 +170,7 @@ std::pair<ModelOptions, Vocabulary> from_metadata(const std::string& path, const
   m.negative = j.at("negative").get<std::size_t>();
   m.hs = j.at("hs").get<bool>();
   m.sample = j.at("sample").get<double>();
+  m.batch = j.value("batch", false);
   return {m, Vocabulary(j.at("words").get<std::vector<std::string>>(),
                         j.at("counts").get<std::vector<std::uint64_t>>())};
 }

@@ -310,6 +310,14 @@ TEST(Word2Vec, LearnsPlantedTopicsWithEveryObjective) {
       EXPECT_GT(margin, 0.3) << (cbow ? "cbow" : "skip-gram") << (hs ? " hs" : " ns");
     }
   }
+  ModelOptions hogbatch;
+  hogbatch.cbow = false;
+  hogbatch.batch = true;
+  hogbatch.dim = 20;
+  hogbatch.sample = 0;
+  double margin = 0;
+  train(p, hogbatch, 2, &margin);
+  EXPECT_GT(margin, 0.3) << "HogBatch skip-gram";
 }
 
 TEST(Word2Vec, OneWorkerWithASeedIsReproducible) {
@@ -333,5 +341,8 @@ TEST(Word2Vec, RejectsBadOptions) {
   m = ModelOptions{};
   m.negative = 0;
   m.hs = false;
+  EXPECT_THROW(Word2Vec(p.corpus, p.vocab, m), asgd::InputError);
+  m = ModelOptions{};
+  m.batch = true;  // CBOW by default: HogBatch is skip-gram only
   EXPECT_THROW(Word2Vec(p.corpus, p.vocab, m), asgd::InputError);
 }

@@ -13,6 +13,9 @@ void ModelOptions::validate() const {
   if (negative > 1000) throw InputError(fmt::format("-negative {}: expected 0 to 1000", negative));
   if (negative == 0 && !hs) throw InputError("-negative 0 without -hs 1: nothing to train (choose one or both)");
   if (!(sample >= 0) || !std::isfinite(sample)) throw InputError(fmt::format("-sample {}: expected >= 0", sample));
+  if (batch && (cbow || hs || negative == 0)) {
+    throw InputError("-batch 1 (HogBatch) needs skip-gram with negative sampling: -cbow 0 -hs 0 -negative N");
+  }
 }
 
 SigmoidTable::SigmoidTable() {
@@ -57,16 +60,25 @@ void Word2Vec::initialize(ParamStore& store, std::uint64_t seed) const {
   }
 }
 
-Word2Vec::Scratch& Word2Vec::scratch(std::size_t dim) {
+Word2Vec::Scratch& Word2Vec::scratch() const {
   // One per thread, grown once: the hot loop allocates nothing.
   thread_local Scratch s;
-  if (s.hidden.size() < dim) {
-    s.hidden.assign(dim, 0.0f);
-    s.hidden_grad.assign(dim, 0.0f);
-    s.row.assign(dim, 0.0f);
+  const std::size_t dim = options_.dim, contexts = 2 * options_.window, targets = options_.negative + 1;
+  auto grow = [](auto& v, std::size_t n) {
+    if (v.size() < n) v.resize(n);
+  };
+  grow(s.hidden, dim);
+  grow(s.hidden_grad, dim);
+  grow(s.row, dim);
+  grow(s.sentence, kMaxSentence);
+  grow(s.targets, targets);
+  if (options_.batch) {
+    grow(s.inputs, contexts * dim);
+    grow(s.input_grads, contexts * dim);
+    grow(s.outputs, targets * dim);
+    grow(s.output_grads, targets * dim);
+    grow(s.scores, contexts * targets);
   }
-  if (s.sentence.size() < kMaxSentence) s.sentence.resize(kMaxSentence);
-  if (s.targets.size() < 1001) s.targets.resize(1001);
   return s;
 }
 

@@ -33,6 +33,11 @@ struct ModelOptions {
   std::size_t negative = 5;  // -negative (0: none)
   bool hs = false;           // -hs
   double sample = 1e-3;      // -sample (0: no subsampling)
+  // Skip-gram with negative sampling only: share one draw of negatives
+  // across a word's whole context window and update the window as one small
+  // matrix product (Intel's HogBatch, Ji et al. 2016): each output row is
+  // read and written once per window instead of once per context word.
+  bool batch = false;
   // Throws InputError naming the flag (-size 0, -window 0, no objective...).
   void validate() const;
 };
@@ -84,8 +89,16 @@ class Word2Vec {
     std::vector<std::uint32_t> sentence;
     std::vector<float> hidden, hidden_grad, row;
     std::vector<std::uint32_t> targets;
+    // HogBatch: contexts x dim inputs and their gradients, targets x dim
+    // outputs and theirs, contexts x targets scores.
+    std::vector<float> inputs, input_grads, outputs, output_grads, scores;
   };
-  static Scratch& scratch(std::size_t dim);
+  Scratch& scratch() const;
+
+  // HogBatch skip-gram for the word at `pos` with contexts [lo, hi].
+  template <class Sink>
+  double train_window_batched(std::size_t pos, std::size_t lo, std::size_t hi, Scratch& s, FastRng& rng, Sink& sink,
+                              std::size_t& pairs) const;
 
   // Scores `hidden` against the word's targets, updates their rows and
   // accumulates d loss / d hidden into hidden_grad; returns the loss.
@@ -164,9 +177,67 @@ double Word2Vec::train_targets(std::uint32_t word, Scratch& s, FastRng& rng, Sin
 }
 
 template <class Sink>
+double Word2Vec::train_window_batched(std::size_t pos, std::size_t lo, std::size_t hi, Scratch& s, FastRng& rng,
+                                      Sink& sink, std::size_t& pairs) const {
+  const std::size_t dim = options_.dim;
+  const std::uint32_t word = s.sentence[pos];
+  // Targets: the word, then negatives (a negative equal to the word is dropped).
+  std::uint32_t* targets = s.targets.data();
+  std::size_t n_targets = 0;
+  targets[n_targets++] = word;
+  for (std::size_t d = 0; d < options_.negative; ++d) {
+    const std::uint32_t t = negatives_.sample(rng.next());
+    if (t == word) continue;
+    targets[n_targets++] = t;
+    sink.prefetch(output_offset_ + t * stride_);
+  }
+  std::size_t n_inputs = 0;
+  for (std::size_t c = lo; c <= hi; ++c) {
+    if (c == pos) continue;
+    sink.read(input_offset_ + s.sentence[c] * stride_, s.inputs.data() + n_inputs * dim, dim);
+    ++n_inputs;
+  }
+  for (std::size_t t = 0; t < n_targets; ++t) sink.read(output_offset_ + targets[t] * stride_, s.outputs.data() + t * dim, dim);
+  // Scores and the loss gradient d loss / d score = sigmoid(score) - label.
+  double loss = 0;
+  float* const scores = s.scores.data();
+  for (std::size_t b = 0; b < n_inputs; ++b) {
+    for (std::size_t t = 0; t < n_targets; ++t) {
+      const float f = rows::dot(s.inputs.data() + b * dim, s.outputs.data() + t * dim, dim);
+      const float label = t == 0 ? 1.0f : 0.0f;
+      loss += sigmoid_.neg_log_sigmoid(t == 0 ? f : -f);
+      const float g = f > SigmoidTable::kMaxExp ? label - 1.0f : f < -SigmoidTable::kMaxExp ? label : label - sigmoid_.sigmoid(f);
+      scores[b * n_targets + t] = g;
+    }
+  }
+  pairs += n_inputs * n_targets;
+  // Two small products: input grads = G O, output grads = G^T H.
+  std::fill(s.input_grads.begin(), s.input_grads.begin() + static_cast<std::ptrdiff_t>(n_inputs * dim), 0.0f);
+  std::fill(s.output_grads.begin(), s.output_grads.begin() + static_cast<std::ptrdiff_t>(n_targets * dim), 0.0f);
+  for (std::size_t b = 0; b < n_inputs; ++b) {
+    for (std::size_t t = 0; t < n_targets; ++t) {
+      const float g = scores[b * n_targets + t];
+      if (g == 0.0f) continue;
+      rows::axpy(g, s.outputs.data() + t * dim, s.input_grads.data() + b * dim, dim);
+      rows::axpy(g, s.inputs.data() + b * dim, s.output_grads.data() + t * dim, dim);
+    }
+  }
+  for (std::size_t t = 0; t < n_targets; ++t) {
+    sink.add_gradient(output_offset_ + targets[t] * stride_, s.output_grads.data() + t * dim, dim, -1.0f);
+  }
+  std::size_t b = 0;
+  for (std::size_t c = lo; c <= hi; ++c) {
+    if (c == pos) continue;
+    sink.add_gradient(input_offset_ + s.sentence[c] * stride_, s.input_grads.data() + b * dim, dim, -1.0f);
+    ++b;
+  }
+  return loss;
+}
+
+template <class Sink>
 double Word2Vec::gradient(std::size_t i, Sink& sink) const {
   const std::size_t dim = options_.dim;
-  Scratch& s = scratch(dim);
+  Scratch& s = scratch();
   FastRng rng(FastRng::mix(sink.seed(), sink.epoch(), i));
 
   // Frequent-word subsampling, fresh every epoch.
@@ -204,6 +275,8 @@ double Word2Vec::gradient(std::size_t i, Sink& sink) const {
       for (std::size_t c = lo; c <= hi; ++c) {
         if (c != pos) sink.add_gradient(input_offset_ + s.sentence[c] * stride_, grad, dim, -1.0f);
       }
+    } else if (options_.batch) {
+      loss += train_window_batched(pos, lo, hi, s, rng, sink, pairs);
     } else {
       for (std::size_t c = lo; c <= hi; ++c) {
         if (c == pos) continue;

@@ -12,6 +12,8 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   asgd::cli::add_demo_command(app, exit_code);
   asgd::cli::add_linear_commands(app, exit_code);
+  asgd::cli::add_w2v_command(app, exit_code);
+  asgd::cli::add_w2v_eval_command(app, exit_code);
   asgd::cli::add_bench_commands(app, exit_code);
   asgd::cli::add_shm_commands(app, exit_code);
   try {

@@ -69,7 +69,10 @@ std::uint64_t BoundedDelay::slowest() const noexcept {
 std::optional<std::uint64_t> BoundedDelay::enter(std::size_t w) {
   const std::uint64_t c = clocks_[w].completed.load(std::memory_order_relaxed);
   // A worker may start step c once every other worker completed c - tau steps.
-  auto allowed = [&](std::uint64_t slow) { return tau_ == kUnbounded || slow == kUnbounded || c <= slow + tau_; };
+  // (c - slow, not slow + tau: a huge finite tau must not wrap around.)
+  auto allowed = [&](std::uint64_t slow) {
+    return tau_ == kUnbounded || slow == kUnbounded || slow >= c || c - slow <= tau_;
+  };
   std::uint64_t slow = slowest();
   if (!allowed(slow)) {
     std::unique_lock lock(mutex_);

@@ -1,13 +1,16 @@
 #include "asgd/engine/checkpoint.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <bit>
 #include <boost/crc.hpp>
 #include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 
@@ -78,11 +81,30 @@ class OutFile {
   boost::crc_32_type crc_;
 };
 
-void fsync_directory(const std::filesystem::path& dir) {
-  const int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
+// The rename is durable only once the directory is synced.
+void fsync_directory(const std::filesystem::path& file) {
+  const std::filesystem::path dir = file.parent_path().empty() ? "." : file.parent_path();
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const int rc = fd < 0 ? -1 : ::fsync(fd);
+  const int saved = errno;
+  if (fd >= 0) ::close(fd);
+  if (rc != 0) {
+    throw RuntimeError(fmt::format("checkpoint {}: written, but syncing directory {} failed: {}", file.string(),
+                                   dir.string(), std::strerror(saved)));
+  }
+}
+
+// A process killed while saving leaves PATH.tmp.PID.N behind; the next save
+// of PATH removes those whose PID is no longer running.
+void remove_stale_temporaries(const std::filesystem::path& path) {
+  std::error_code ec;
+  const std::filesystem::path dir = path.parent_path().empty() ? "." : path.parent_path();
+  const std::string prefix = path.filename().string() + ".tmp.";
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const int pid = std::atoi(name.c_str() + prefix.size());
+    if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH) std::filesystem::remove(entry.path(), ec);
   }
 }
 
@@ -103,27 +125,34 @@ void save_checkpoint(const std::filesystem::path& path, const ParamStore& store,
   h.layout_text_bytes = layout_text.size();
   h.metadata_bytes = metadata.size();
 
+  remove_stale_temporaries(path);
+  static std::atomic<std::uint64_t> serial{0};
   std::filesystem::path tmp = path;
-  tmp += fmt::format(".tmp.{}", ::getpid());
+  tmp += fmt::format(".tmp.{}.{}", ::getpid(), serial.fetch_add(1));
   try {
     OutFile out(tmp);
     out.write(&h, sizeof h);
     out.write(layout_text.data(), layout_text.size());
     out.write(metadata.data(), metadata.size());
-    // Snapshot in chunks through relaxed loads: workers may still be writing.
+    // Parameters and optimizer state may still be changing (other workers,
+    // other processes): snapshot each float once, through a relaxed load,
+    // so what is checksummed is exactly what is written.
     std::vector<float> chunk(1 << 16);
-    for (std::size_t i = 0; i < store.size(); i += chunk.size()) {
-      const std::size_t n = std::min(chunk.size(), store.size() - i);
-      for (std::size_t k = 0; k < n; ++k) {
-        chunk[k] = store.load(i + k);
-        if (!std::isfinite(chunk[k])) {
-          throw RuntimeError(fmt::format("checkpoint {}: parameter {} is {}; refusing to save a diverged model",
-                                         path.string(), i + k, chunk[k]));
+    auto write_snapshot = [&](const float* values, std::size_t count, const char* what) {
+      for (std::size_t i = 0; i < count; i += chunk.size()) {
+        const std::size_t n = std::min(chunk.size(), count - i);
+        for (std::size_t k = 0; k < n; ++k) {
+          chunk[k] = load_param(values[i + k]);
+          if (!std::isfinite(chunk[k])) {
+            throw RuntimeError(fmt::format("checkpoint {}: {} {} is {}; refusing to save a diverged model",
+                                           path.string(), what, i + k, chunk[k]));
+          }
         }
+        out.write(chunk.data(), n * sizeof(float));
       }
-      out.write(chunk.data(), n * sizeof(float));
-    }
-    out.write(optimizer_state.data(), optimizer_state.size_bytes());
+    };
+    write_snapshot(store.data(), store.size(), "parameter");
+    write_snapshot(optimizer_state.data(), optimizer_state.size(), "optimizer value");
     const std::uint32_t crc = out.crc();
     out.write(&crc, sizeof crc);
     out.write(kEnd, sizeof kEnd);
@@ -137,7 +166,7 @@ void save_checkpoint(const std::filesystem::path& path, const ParamStore& store,
     std::filesystem::remove(tmp, ignored);
     throw;
   }
-  fsync_directory(path.parent_path());
+  fsync_directory(path);
 }
 
 CheckpointData read_checkpoint(const std::filesystem::path& path) {

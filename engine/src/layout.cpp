@@ -37,7 +37,12 @@ Layout& Layout::add(std::string name, std::vector<std::size_t> shape, RowPadding
   if (contains(name)) throw InputError(fmt::format("layout: tensor '{}' added twice", name));
   if (shape.empty()) throw InputError(fmt::format("layout: tensor '{}' has no shape", name));
   std::size_t cols = 1;
-  for (std::size_t k = 1; k < shape.size(); ++k) cols *= shape[k];
+  for (std::size_t k = 1; k < shape.size(); ++k) {
+    if (shape[k] != 0 && cols > (std::size_t{1} << 40) / shape[k]) {
+      throw InputError(fmt::format("layout: tensor '{}' is too large", name));
+    }
+    cols *= shape[k];
+  }
   if (shape[0] == 0 || cols == 0) throw InputError(fmt::format("layout: tensor '{}' has a zero dimension", name));
   if (shape.size() == 1) cols = shape[0];
   Tensor t;
@@ -45,6 +50,9 @@ Layout& Layout::add(std::string name, std::vector<std::size_t> shape, RowPadding
   t.rows = shape.size() == 1 ? 1 : shape[0];
   t.cols = cols;
   t.row_stride = padding == RowPadding::cache_line ? round_up(cols, kFloatsPerLine) : cols;
+  if (t.rows > (std::size_t{1} << 40) / t.row_stride) {
+    throw InputError(fmt::format("layout: tensor '{}' is too large", t.name));
+  }
   t.offset = size_;
   t.shape = std::move(shape);
   size_ = round_up(t.offset + t.span(), kFloatsPerLine);

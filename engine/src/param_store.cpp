@@ -21,7 +21,9 @@ namespace bip = boost::interprocess;
 
 namespace {
 
-constexpr char kMagic[8] = {'A', 'S', 'G', 'D', 'P', 'A', 'R', 'M'};
+// "ASGDPARM" read as a little-endian integer. Written last, with release
+// order, so an attacher that sees it sees a complete header.
+constexpr std::uint64_t kMagic = 0x4d52415044475341ULL;
 constexpr std::uint32_t kFormatVersion = 1;
 constexpr std::size_t kMaxWriters = 64;
 constexpr std::size_t kHeaderBytes = 16384;  // data starts here: page- and cache-aligned
@@ -31,7 +33,7 @@ constexpr std::uint32_t kStateReady = 1;
 // Lives at the start of the segment. Fields written by several processes are
 // touched only through std::atomic_ref (lock-free, so valid across processes).
 struct SegmentHeader {
-  char magic[8];
+  std::uint64_t magic;
   std::uint32_t format_version;
   std::uint32_t header_bytes;
   std::uint64_t layout_hash;
@@ -68,7 +70,8 @@ struct FreeDeleter {
 
 // Reads and checks the header of an opened segment.
 SegmentInfo read_info(const std::string& name, const SegmentHeader* h, std::size_t mapped_bytes) {
-  if (mapped_bytes < kHeaderBytes || std::memcmp(h->magic, kMagic, sizeof kMagic) != 0) {
+  if (mapped_bytes < kHeaderBytes ||
+      std::atomic_ref<std::uint64_t>(const_cast<std::uint64_t&>(h->magic)).load(std::memory_order_acquire) != kMagic) {
     throw InputError(fmt::format("shared segment '{}' is not an asgd parameter segment (bad magic)", name));
   }
   if (h->format_version != kFormatVersion) {
@@ -84,8 +87,7 @@ SegmentInfo read_info(const std::string& name, const SegmentHeader* h, std::size
   info.ready = std::atomic_ref<std::uint32_t>(const_cast<std::uint32_t&>(h->state)).load(std::memory_order_acquire) ==
                kStateReady;
   if (info.ready) {
-    if (h->layout_text_bytes > kLayoutTextMax ||
-        mapped_bytes < kHeaderBytes + h->elements * sizeof(float)) {
+    if (h->layout_text_bytes > kLayoutTextMax || h->elements > (mapped_bytes - kHeaderBytes) / sizeof(float)) {
       throw InputError(fmt::format("shared segment '{}' is truncated or corrupt (header says {} elements)", name,
                                    h->elements));
     }
@@ -214,7 +216,6 @@ ParamStore ParamStore::create_shared(const std::string& name, Layout layout, Cre
                                    kHeaderBytes + n * sizeof(float), e.what()));
   }
   auto* h = static_cast<SegmentHeader*>(s->region.get_address());
-  std::memcpy(h->magic, kMagic, sizeof kMagic);
   h->format_version = kFormatVersion;
   h->header_bytes = kHeaderBytes;
   h->layout_hash = layout.hash();
@@ -225,6 +226,7 @@ ParamStore ParamStore::create_shared(const std::string& name, Layout layout, Cre
   s->header = h;
   s->name = name;
   s->layout = std::move(layout);
+  std::atomic_ref<std::uint64_t>(h->magic).store(kMagic, std::memory_order_release);
   s->register_writer();
   std::atomic_ref<std::uint32_t>(h->state).store(kStateReady, std::memory_order_release);
   float* data = reinterpret_cast<float*>(static_cast<char*>(s->region.get_address()) + kHeaderBytes);
@@ -246,14 +248,32 @@ SegmentInfo open_segment(const std::string& name, Access access, bip::shared_mem
     }
     throw InputError(fmt::format("shared segment '{}': cannot open: {}", name, e.what()));
   }
-  bip::offset_t bytes = 0;
-  shm.get_size(bytes);
-  if (static_cast<std::size_t>(bytes) < kHeaderBytes) {
-    throw InputError(fmt::format("shared segment '{}' is not an asgd parameter segment ({} bytes)", name, bytes));
-  }
-  region = bip::mapped_region(shm, mode);
-  const auto* h = static_cast<const SegmentHeader*>(region.get_address());
-  for (int tries = 0;; ++tries) {
+  // A creator may be between shm_open and writing its magic: until the
+  // deadline, a short segment or a zero magic means "still initialising".
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  auto wait_or_fail = [&](const std::string& what) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      throw InputError(fmt::format("shared segment '{}' {} after 2 s: not an asgd segment, or its creator died "
+                                   "while making it; remove it (asgd shm remove {})",
+                                   name, what, name));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  };
+  for (;;) {
+    bip::offset_t bytes = 0;
+    shm.get_size(bytes);
+    if (static_cast<std::size_t>(bytes) < kHeaderBytes) {
+      wait_or_fail(fmt::format("is only {} bytes", bytes));
+      continue;
+    }
+    region = bip::mapped_region(shm, mode);
+    const auto* h = static_cast<const SegmentHeader*>(region.get_address());
+    const auto magic =
+        std::atomic_ref<std::uint64_t>(const_cast<std::uint64_t&>(h->magic)).load(std::memory_order_acquire);
+    if (magic == 0) {
+      wait_or_fail("has no header");
+      continue;
+    }
     SegmentInfo info = read_info(name, h, region.get_size());
     if (info.ready) return info;
     if (!process_alive(info.creator_pid)) {
@@ -261,11 +281,7 @@ SegmentInfo open_segment(const std::string& name, Access access, bip::shared_mem
                                    "remove it (asgd shm remove {})",
                                    name, info.creator_pid, name));
     }
-    if (tries >= 200) {
-      throw RuntimeError(fmt::format("shared segment '{}': creator pid {} did not finish initialising in 2 s", name,
-                                     info.creator_pid));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    wait_or_fail(fmt::format("is still being initialised by pid {}", info.creator_pid));
   }
 }
 

@@ -1,24 +1,8 @@
 #include "asgd/engine/trainer.hpp"
 
 #include <fmt/format.h>
-#include <oneapi/tbb/global_control.h>
-#include <oneapi/tbb/task_arena.h>
-#include <oneapi/tbb/task_group.h>
 
-// oneTBB from Debian is not built with ThreadSanitizer: TSan cannot see that
-// a task body happens after task_group::run, and reports TBB's own task
-// hand-off as races. Under TSan the same worker bodies therefore run on
-// plain std::threads, so that every report is about asgd's code.
-#if defined(__SANITIZE_THREAD__)
-#define ASGD_WORKERS_ON_STD_THREADS 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define ASGD_WORKERS_ON_STD_THREADS 1
-#endif
-#endif
-#ifdef ASGD_WORKERS_ON_STD_THREADS
 #include <thread>
-#endif
 
 namespace asgd {
 
@@ -70,39 +54,41 @@ std::uint64_t Trainer::worker_seed(std::uint64_t seed, std::size_t worker, std::
   return mix(mix(mix(seed) ^ worker) ^ epoch);
 }
 
-void Trainer::launch(const std::function<void(std::size_t)>& body) {
+void Trainer::launch(Run& run, const std::function<void(std::size_t)>& body) {
   const std::size_t workers = options_.workers;
-#ifdef ASGD_WORKERS_ON_STD_THREADS
-  std::vector<std::thread> threads;
-  for (std::size_t w = 1; w < workers; ++w) threads.emplace_back(body, w);
+  std::vector<std::jthread> threads;  // joined on the way out, whatever happens
+  threads.reserve(workers - 1);
+  try {
+    for (std::size_t w = 1; w < workers; ++w) threads.emplace_back(body, w);
+  } catch (...) {
+    // A thread that could not start never arrives: count it in and stop.
+    run.fail(std::current_exception());
+    run.started.count_down(static_cast<std::ptrdiff_t>(workers - 1 - threads.size()));
+  }
   body(0);
-  for (auto& t : threads) t.join();
-#else
-  // Workers may block in the BoundedDelay gate, so each needs a thread of its
-  // own even when there are more workers than cores: raise TBB's limit for
-  // the run and reserve one slot per worker.
-  const auto current = tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism);
-  tbb::global_control parallelism(tbb::global_control::max_allowed_parallelism,
-                                  std::max(current, workers + 1));
-  tbb::task_arena arena(static_cast<int>(workers), 1);
-  arena.execute([&] {
-    tbb::task_group group;
-    for (std::size_t w = 1; w < workers; ++w) group.run([&body, w] { body(w); });
-    body(0);
-    group.wait();
-  });
-#endif
 }
 
 void Trainer::epoch_finished(Run& run, std::uint64_t epoch) {
   const std::uint64_t index = epoch - run.first_epoch;
-  if (run.epoch_done[index].fetch_add(1, std::memory_order_acq_rel) + 1 != options_.workers) return;
-  run.epoch_seconds[index] = run.elapsed();
   const std::uint64_t done = epoch + 1;
-  if (!options_.checkpoint_path.empty() && (done % options_.checkpoint_every == 0 || done == options_.epochs)) {
-    const TrainState at{done, state_.examples + run.examples_done.load(std::memory_order_relaxed), state_.seed};
-    ::asgd::save_checkpoint(options_.checkpoint_path, store_, at, adagrad_sums_, options_.checkpoint_metadata);
+  auto completed = [&] {
+    run.epoch_seconds[index] = run.elapsed();
+    if (!options_.checkpoint_path.empty() && (done % options_.checkpoint_every == 0 || done == options_.epochs)) {
+      const TrainState at{done, state_.examples + run.examples_done.load(std::memory_order_relaxed), state_.seed};
+      ::asgd::save_checkpoint(options_.checkpoint_path, store_, at, adagrad_sums_, options_.checkpoint_metadata);
+    }
+  };
+  const bool checkpoint_due =
+      !options_.checkpoint_path.empty() && (done % options_.checkpoint_every == 0 || done == options_.epochs);
+  if (checkpoint_due && options_.workers > 1) {
+    // Everyone waits at the boundary: the checkpoint is a consistent snapshot.
+    run.barrier.arrive_and_wait([&] {
+      run.epoch_done[index].store(options_.workers, std::memory_order_release);
+      completed();
+    });
+    return;
   }
+  if (run.epoch_done[index].fetch_add(1, std::memory_order_acq_rel) + 1 == options_.workers) completed();
 }
 
 void Trainer::maybe_report(Run& run, bool force) {
@@ -114,10 +100,15 @@ void Trainer::maybe_report(Run& run, bool force) {
                            std::memory_order_relaxed);
   std::uint64_t examples = 0;
   double loss = 0, lr = 0;
+  std::size_t stepped = 0;  // workers that have a rate to report
   for (std::size_t w = 0; w < options_.workers; ++w) {
-    examples += run.counters[w].examples.load(std::memory_order_relaxed);
+    const auto n = run.counters[w].examples.load(std::memory_order_relaxed);
+    examples += n;
     loss += run.counters[w].loss_sum.load(std::memory_order_relaxed);
-    lr += run.counters[w].lr.load(std::memory_order_relaxed);
+    if (n > 0) {
+      lr += run.counters[w].lr.load(std::memory_order_relaxed);
+      ++stepped;
+    }
   }
   const double total = static_cast<double>(run.examples_per_epoch) * static_cast<double>(options_.epochs);
   const double run_total = total - static_cast<double>(state_.examples);
@@ -129,7 +120,7 @@ void Trainer::maybe_report(Run& run, bool force) {
   p.examples_per_second = p.elapsed_seconds > 0 ? static_cast<double>(examples) / p.elapsed_seconds : 0.0;
   const std::uint64_t new_examples = examples - run.last_report_examples;
   p.loss = new_examples ? (loss - run.last_report_loss) / static_cast<double>(new_examples) : run.last_report_loss;
-  p.learning_rate = static_cast<float>(lr / static_cast<double>(options_.workers));
+  p.learning_rate = stepped ? static_cast<float>(lr / static_cast<double>(stepped)) : 0.0f;
   p.eta_seconds = p.examples_per_second > 0
                       ? std::max(0.0, run_total - static_cast<double>(examples)) / p.examples_per_second
                       : 0.0;
@@ -145,8 +136,7 @@ void Trainer::maybe_report(Run& run, bool force) {
   }
   if (!go) {
     run.stopped_by_callback.store(true, std::memory_order_release);
-    run.stop.store(true, std::memory_order_release);
-    run.gate.cancel();
+    run.halt();
   }
   run.reporting.store(false, std::memory_order_release);
 }
@@ -180,6 +170,8 @@ TrainReport Trainer::finish(Run& run) {
     report.epochs.push_back(stats);
   }
   for (const auto& local : run.locals) report.staleness.merge(local.staleness);
+  // The closing progress event, while state_ still holds the start of the run.
+  if (options_.on_progress && !run.stopped_by_callback.load()) maybe_report(run, true);
   state_.epoch = run.first_epoch + completed;
   state_.examples += report.examples;
   report.state = state_;
@@ -194,7 +186,6 @@ TrainReport Trainer::finish(Run& run) {
                                      i, v));
     }
   }
-  if (options_.on_progress && !report.stopped) maybe_report(run, true);
   return report;
 }
 

@@ -107,6 +107,15 @@ TEST(BoundedDelay, TauZeroIsLockstepAndCancelWakesWaiters) {
   EXPECT_TRUE(returned.load());
 }
 
+TEST(BoundedDelay, HugeFiniteTauDoesNotWrapAround) {
+  BoundedDelay gate(2, kUnbounded - 1);
+  for (int s = 0; s < 50; ++s) {
+    ASSERT_TRUE(gate.enter(0));  // would block forever if slow + tau wrapped
+    gate.finish_step(0);
+  }
+  EXPECT_EQ(gate.clock(0), 50u);
+}
+
 TEST(BoundedDelay, RetiredWorkerHoldsNobodyBack) {
   BoundedDelay gate(2, 1);
   gate.retire(1);

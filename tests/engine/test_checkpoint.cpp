@@ -105,7 +105,8 @@ TEST_F(CheckpointTest, SigkillDuringSaveLeavesThePreviousCheckpointLoadable) {
     s.fill(1.0f);
     save_checkpoint(path, s, {1, 1, 1});
   }
-  for (int round = 0; round < 3; ++round) {
+  int killed_mid_save = 0;
+  for (int round = 0; round < 4; ++round) {
     const pid_t child = ::fork();
     ASSERT_GE(child, 0);
     if (child == 0) {
@@ -118,9 +119,21 @@ TEST_F(CheckpointTest, SigkillDuringSaveLeavesThePreviousCheckpointLoadable) {
     ::usleep(static_cast<useconds_t>(30000 + 45000 * round));
     ASSERT_EQ(::kill(child, SIGKILL), 0);
     ASSERT_EQ(::waitpid(child, nullptr, 0), child);
+    // Was it killed in the middle of a save? Its temp file says so.
+    for (const auto& e : fs::directory_iterator(dir_)) {
+      if (e.path().filename().string().rfind("model.ckpt.tmp." + std::to_string(child), 0) == 0) ++killed_mid_save;
+    }
     const auto d = asgd::read_checkpoint(path);  // must not throw
     ASSERT_EQ(d.params.size(), asgd::Layout(layout_of(n)).size());
     EXPECT_EQ(d.params.front(), static_cast<float>(d.state.epoch));
     EXPECT_EQ(d.params.back(), static_cast<float>(d.state.epoch));
   }
+  // A save takes most of the child's time, so nearly every kill lands in one.
+  EXPECT_GE(killed_mid_save, 2);
+  // The next save clears the dead children's temp files.
+  auto s = ParamStore::on_heap(layout_of(16));
+  save_checkpoint(dir_ / "model.ckpt", ParamStore::on_heap(layout_of(n)), {9, 9, 9});
+  int left = 0;
+  for (const auto& e : fs::directory_iterator(dir_)) left += e.path().filename().string().find(".tmp.") != std::string::npos;
+  EXPECT_EQ(left, 0);
 }

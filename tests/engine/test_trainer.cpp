@@ -2,6 +2,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <cmath>
 #include <filesystem>
 
@@ -204,6 +206,81 @@ TEST(Trainer, ResumingFromACheckpointGivesTheUninterruptedResult) {
   resumed.run(p);
   EXPECT_EQ(store.snapshot(), uninterrupted);
   fs::remove(ckpt);
+}
+
+namespace {
+// Every example waits (up to 10 s) until all workers have started one:
+// passes only if the workers really run at the same time.
+struct Rendezvous {
+  std::size_t workers;
+  mutable std::atomic<std::size_t> arrived{0};
+  std::uint64_t id = next_id();  // not the address: a later object may reuse it
+  static std::uint64_t next_id() {
+    static std::atomic<std::uint64_t> ids{1};
+    return ids.fetch_add(1);
+  }
+  std::size_t num_examples() const { return 64; }
+  template <class Sink>
+  double gradient(std::size_t, Sink& sink) const {
+    thread_local std::uint64_t seen = 0;
+    if (seen != id) {
+      seen = id;
+      arrived.fetch_add(1);
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (arrived.load() < workers && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+    sink.add_gradient(0, 0.0f);
+    return arrived.load() >= workers ? 0.0 : 1.0;  // loss 1 flags a serial run
+  }
+};
+}  // namespace
+
+TEST(Trainer, WorkersRunConcurrentlyEvenWhenTheyNeverBlock) {
+  asgd::Layout l;
+  l.add("w", {1});
+  for (std::size_t w : {2u, 4u, 8u}) {
+    auto store = ParamStore::on_heap(l);
+    Rendezvous p{w};
+    auto o = options(w, Consistency::racy, kUnbounded, 1);
+    o.step_examples = 1;
+    const auto r = Trainer(store, o).run(p);
+    EXPECT_EQ(p.arrived.load(), w);
+    EXPECT_EQ(r.epochs.at(0).loss, 0.0) << w << " workers did not all run at once";
+  }
+}
+
+TEST(Trainer, MultiWorkerCheckpointsAreConsistentSnapshots) {
+  const fs::path ckpt = fs::temp_directory_path() / ("asgd-mw-" + std::to_string(::getpid()));
+  SharedQuadratic p{5000, 8};
+  auto store = ParamStore::on_heap(p.layout());
+  auto o = options(4, Consistency::racy, kUnbounded, 6);
+  o.schedule.adagrad = true;  // optimizer state is written while others run
+  o.schedule.lr = 0.05f;
+  o.checkpoint_path = ckpt;
+  o.progress_interval_seconds = 1e-6;
+  int reads = 0;
+  o.on_progress = [&](const asgd::Progress&) {
+    if (fs::exists(ckpt)) {
+      const auto d = asgd::read_checkpoint(ckpt);  // never torn, never a bad checksum
+      EXPECT_EQ(d.state.examples, d.state.epoch * p.examples) << "taken at the epoch boundary";
+      EXPECT_EQ(d.optimizer_state.size(), store.size());
+      ++reads;
+    }
+    return true;
+  };
+  Trainer(store, o).run(p);
+  EXPECT_GT(reads, 0);
+  EXPECT_EQ(asgd::read_checkpoint(ckpt).state.epoch, 6u);
+  fs::remove(ckpt);
+}
+
+TEST(Trainer, RejectsAStoreOfAnotherLayout) {
+  SharedQuadratic p{10, 2};
+  asgd::Layout other;
+  other.add("w", {3});
+  auto store = ParamStore::on_heap(other);
+  Trainer t(store, options(1, Consistency::racy, 0));
+  EXPECT_THROW(t.run(p), asgd::InputError);
 }
 
 TEST(Trainer, RejectsBadOptions) {

@@ -1,26 +1,37 @@
-// Trainer: runs a Problem for E epochs with W workers on a tbb::task_arena,
-// under a consistency policy and a BoundedDelay gate, and reports what
-// happened (loss curve, examples/s, staleness histogram).
+// Trainer: runs a Problem for E epochs with W workers under a consistency
+// policy and a BoundedDelay gate, and reports what happened (loss curve,
+// examples/s, staleness histogram).
 //
-// Workers: each owns a contiguous shard of the examples, reshuffled every
-// epoch with a generator seeded from (seed, worker, epoch), and walks it in
-// steps of `step_examples`; one step is one tick of its BoundedDelay clock and
-// one learning-rate update. Loss and counts are reduced per worker, never
-// "thread 0's loss". The first error (an exception, a non-finite loss, a
-// failed checkpoint) wins: the others stop at their next step and run()
-// rethrows it. A progress callback that returns false stops the run cleanly
-// (the report says so). With one worker and a fixed seed a run is bit-for-bit
-// reproducible, and resuming from a checkpoint gives the uninterrupted result.
+// Workers are threads the Trainer owns for the run, all started before step
+// 0: a worker blocked in the BoundedDelay gate waits for the others, so they
+// must really run at the same time (a task scheduler such as oneTBB may run
+// tasks one after another, or cap their number, and then the gate deadlocks
+// or "Hogwild!" quietly runs serially). Each worker owns a contiguous shard
+// of the examples, reshuffled every epoch with a generator seeded from
+// (seed, worker, epoch), and walks it in steps of `step_examples`; one step
+// is one tick of its BoundedDelay clock and one learning-rate update. Loss
+// and counts are reduced per worker, never "thread 0's loss". The first
+// error (an exception, a non-finite loss, a failed checkpoint) wins: the
+// others stop at their next step and run() rethrows it. A progress callback
+// that returns false stops the run cleanly (the report says so).
+//
+// Checkpoints are taken at epoch boundaries with every worker held there, so
+// a checkpoint is a consistent snapshot with an exact example count. With
+// one worker and a fixed seed a run is bit-for-bit reproducible, and
+// resuming from a checkpoint gives the uninterrupted result; with several,
+// the order of updates (and so the last bits) varies from run to run.
 #pragma once
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdint>
 #include <exception>
 #include <filesystem>
 #include <functional>
+#include <latch>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -48,7 +59,7 @@ std::string nonfinite_loss_message(double loss, std::uint64_t epoch, std::uint64
 
 struct Progress {
   double fraction = 0;            // of the whole run, in [0, 1]
-  std::uint64_t epoch = 0;        // the epoch the slowest worker is in
+  std::uint64_t epoch = 0;        // epochs completed, from the examples processed
   std::uint64_t examples = 0;     // processed in this run
   double loss = 0;                // mean example loss since the previous event
   double examples_per_second = 0; // since the run started
@@ -131,7 +142,7 @@ class Trainer {
   static std::string fmt_until_epoch(std::uint64_t until, std::uint64_t epochs);
 
   // Non-template parts, in trainer.cpp.
-  void launch(const std::function<void(std::size_t)>& body);
+  void launch(Run& run, const std::function<void(std::size_t)>& body);
   TrainReport finish(Run& run);
   void epoch_finished(Run& run, std::uint64_t epoch);
   void maybe_report(Run& run, bool force);
@@ -164,8 +175,49 @@ struct Trainer::Run {
     StalenessHistogram staleness;
   };
 
+  // Holds every worker at an epoch boundary while the last to arrive runs a
+  // completion (a checkpoint); cancel() releases them all.
+  class EpochBarrier {
+   public:
+    explicit EpochBarrier(std::size_t parties) : parties_(parties) {}
+    // False when cancelled. Exceptions from `completion` reach its caller
+    // only; the others are released by the cancel that the failure causes.
+    template <class F>
+    bool arrive_and_wait(F&& completion) {
+      std::unique_lock lock(mutex_);
+      if (cancelled_) return false;
+      const std::uint64_t generation = generation_;
+      if (++waiting_ == parties_) {
+        waiting_ = 0;
+        completion();
+        ++generation_;
+        wake_.notify_all();
+        return true;
+      }
+      wake_.wait(lock, [&] { return generation_ != generation || cancelled_; });
+      return generation_ != generation;
+    }
+    void cancel() {
+      {
+        std::scoped_lock lock(mutex_);
+        cancelled_ = true;
+      }
+      wake_.notify_all();
+    }
+
+   private:
+    std::mutex mutex_;
+    std::condition_variable wake_;
+    std::size_t parties_;
+    std::size_t waiting_ = 0;
+    std::uint64_t generation_ = 0;
+    bool cancelled_ = false;
+  };
+
   Run(std::size_t workers, std::uint64_t tau, std::uint64_t n, std::uint64_t first_epoch, std::uint64_t last_epoch)
       : gate(workers, tau),
+        started(static_cast<std::ptrdiff_t>(workers)),
+        barrier(workers),
         counters(std::make_unique<WorkerCounters[]>(workers)),
         locals(workers),
         examples_per_epoch(n),
@@ -183,14 +235,21 @@ struct Trainer::Run {
       std::scoped_lock lock(error_mutex);
       if (!error) error = std::move(e);
     }
+    halt();
+  }
+  // Stops every worker at its next step or wait.
+  void halt() noexcept {
     stop.store(true, std::memory_order_release);
     gate.cancel();
+    barrier.cancel();
   }
   double elapsed() const {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
 
   BoundedDelay gate;
+  std::latch started;  // every worker is running before anyone takes a step
+  EpochBarrier barrier;
   std::unique_ptr<WorkerCounters[]> counters;
   std::vector<WorkerLocal> locals;
   std::uint64_t examples_per_epoch;
@@ -228,6 +287,12 @@ template <Problem P, ConsistencyPolicy Policy>
 TrainReport Trainer::run_with(P& problem, const Policy& policy, std::uint64_t until_epoch) {
   const std::uint64_t n = problem.num_examples();
   if (n == 0) throw InputError("trainer: the problem has no examples");
+  if constexpr (requires { problem.layout(); }) {
+    if (problem.layout().hash() != store_.layout().hash()) {
+      throw InputError("trainer: the parameters' layout is not the problem's:\n" + store_.layout().describe() +
+                       "expected:\n" + problem.layout().describe());
+    }
+  }
   if (options_.schedule.adagrad && adagrad_sums_.size() != store_.size()) adagrad_sums_.assign(store_.size(), 0.0f);
   const std::uint64_t first = std::min(state_.epoch, until_epoch);
   Run run(options_.workers, options_.tau, n, first, until_epoch);
@@ -242,7 +307,7 @@ TrainReport Trainer::run_with(P& problem, const Policy& policy, std::uint64_t un
       worker_loop(problem, UpdateSink<Policy, StepRule::sgd>(params, store_.size(), policy), w, run);
     }
   };
-  launch(body);
+  launch(run, body);
   return finish(run);
 }
 
@@ -253,6 +318,7 @@ void Trainer::worker_loop(P& problem, Sink sink, std::size_t w, Run& run) {
     std::size_t w;
     ~Retire() { gate.retire(w); }
   } retire{run.gate, w};
+  run.started.arrive_and_wait();
   try {
     const std::size_t workers = options_.workers;
     const std::uint64_t n = run.examples_per_epoch;

@@ -1,0 +1,487 @@
+#include "asgd/sparse/word2vec/embeddings.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <iterator>
+#include <memory>
+#include <optional>
+#include <string_view>
+#include <system_error>
+
+#include "asgd/engine/errors.hpp"
+
+namespace asgd::sparse::w2v {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Longer "words" mean we are reading something that is not a vectors file;
+// the corpus reader cuts tokens at 1 KiB, so real words never come close.
+constexpr std::size_t kMaxWordBytes = 64 * 1024;
+// A header line longer than this is not "V D".
+constexpr std::size_t kMaxHeaderBytes = 256;
+
+struct FileCloser {
+  void operator()(std::FILE* f) const noexcept { std::fclose(f); }
+};
+using File = std::unique_ptr<std::FILE, FileCloser>;
+
+std::string errno_text(int err) { return std::system_category().message(err); }
+
+// The characters the corpus reader splits on: none may be part of a word.
+bool is_space(char c) noexcept { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+
+// A token as it appears in an error message: quoted, control and non-ASCII
+// bytes escaped, long tokens cut.
+std::string quote(std::string_view token) {
+  constexpr std::size_t kMaxShown = 40;
+  std::string out = "'";
+  for (std::size_t k = 0; k < token.size() && k < kMaxShown; ++k) {
+    const auto c = static_cast<unsigned char>(token[k]);
+    if (c < 0x20 || c >= 0x7f) {
+      out += fmt::format("\\x{:02x}", c);
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (token.size() > kMaxShown) out += "...";
+  out += "'";
+  return out;
+}
+
+// Removes the temporary file unless the rename went through.
+class TempFile {
+ public:
+  explicit TempFile(fs::path path) : path_(std::move(path)) {}
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  ~TempFile() {
+    if (!committed_) {
+      std::error_code ignored;
+      fs::remove(path_, ignored);
+    }
+  }
+  const fs::path& path() const noexcept { return path_; }
+  void commit() noexcept { committed_ = true; }
+
+ private:
+  fs::path path_;
+  bool committed_ = false;
+};
+
+void append_le_floats(std::string& out, const float* values, std::size_t n) {
+  if constexpr (std::endian::native == std::endian::little) {
+    out.append(reinterpret_cast<const char*>(values), n * sizeof(float));
+  } else {
+    for (std::size_t k = 0; k < n; ++k) {
+      auto bits = std::bit_cast<std::uint32_t>(values[k]);
+      for (int b = 0; b < 4; ++b, bits >>= 8) out += static_cast<char>(bits & 0xffu);
+    }
+  }
+}
+
+float float_from_le(const char* bytes) noexcept {
+  std::uint32_t bits = 0;
+  for (int b = 3; b >= 0; --b) bits = (bits << 8) | static_cast<unsigned char>(bytes[b]);
+  return std::bit_cast<float>(bits);
+}
+
+// Buffered bytes of a file, with look-ahead: the reader needs to see a whole
+// text line or a whole binary vector before it consumes it.
+class ByteSource {
+ public:
+  explicit ByteSource(const fs::path& path) : name_(path.string()) {
+    std::error_code ec;
+    if (fs::is_directory(path, ec)) {
+      throw InputError(fmt::format("{}: is a directory, expected a word2vec vectors file", name_));
+    }
+    file_.reset(std::fopen(name_.c_str(), "rb"));
+    if (!file_) throw InputError(fmt::format("{}: cannot open: {}", name_, errno_text(errno)));
+  }
+
+  const std::string& name() const noexcept { return name_; }
+  // Offset in the file of the next unread byte.
+  std::uint64_t offset() const noexcept { return consumed_; }
+  std::string_view view() const noexcept { return {buffer_.data() + pos_, end_ - pos_}; }
+  void consume(std::size_t n) noexcept {
+    pos_ += n;
+    consumed_ += n;
+  }
+  // Consumes a line from peek_line and its '\n', if the file has one.
+  void consume_line(std::string_view line) noexcept { consume(std::min(line.size() + 1, end_ - pos_)); }
+
+  // Tries to have at least n bytes in view(); fewer only at the end of the file.
+  std::size_t fill(std::size_t n) {
+    if (end_ - pos_ >= n || eof_) return end_ - pos_;
+    if (pos_ > 0) {
+      std::memmove(buffer_.data(), buffer_.data() + pos_, end_ - pos_);
+      end_ -= pos_;
+      pos_ = 0;
+    }
+    if (buffer_.size() < std::max(n, kChunk)) buffer_.resize(std::max(n, 2 * buffer_.size()) + kChunk);
+    while (end_ < n && !eof_) {
+      const std::size_t got = std::fread(buffer_.data() + end_, 1, buffer_.size() - end_, file_.get());
+      end_ += got;
+      if (got == 0) {
+        if (std::ferror(file_.get())) throw RuntimeError(fmt::format("{}: read failed: {}", name_, errno_text(errno)));
+        eof_ = true;
+      }
+    }
+    return end_ - pos_;
+  }
+
+  // The bytes up to the next '\n' (not included), or to the end of the file;
+  // nullopt when nothing is left. `limit`: give up past this many bytes and
+  // return what there is, with `complete` false.
+  std::optional<std::string_view> peek_line(std::size_t limit, bool& complete) {
+    std::size_t searched = 0;
+    for (;;) {
+      const auto v = view();
+      if (const auto nl = v.find('\n', searched); nl != std::string_view::npos) {
+        complete = nl <= limit;
+        return v.substr(0, std::min(nl, limit));
+      }
+      searched = v.size();
+      if (v.size() > limit) {
+        complete = false;
+        return v.substr(0, limit);
+      }
+      if (fill(v.size() + kChunk) == v.size()) {  // end of file
+        complete = true;
+        if (v.empty()) return std::nullopt;
+        return view();  // fill may have moved the bytes
+      }
+    }
+  }
+
+ private:
+  static constexpr std::size_t kChunk = std::size_t{1} << 20;
+  std::string name_;
+  File file_;
+  std::vector<char> buffer_;
+  std::size_t pos_ = 0, end_ = 0;
+  std::uint64_t consumed_ = 0;
+  bool eof_ = false;
+};
+
+std::vector<std::string_view> split_fields(std::string_view line) {
+  std::vector<std::string_view> fields;
+  std::size_t k = 0;
+  while (k < line.size()) {
+    while (k < line.size() && is_space(line[k])) ++k;
+    const std::size_t start = k;
+    while (k < line.size() && !is_space(line[k])) ++k;
+    if (k > start) fields.push_back(line.substr(start, k - start));
+  }
+  return fields;
+}
+
+struct Header {
+  std::uint64_t words = 0;
+  std::size_t dim = 0;
+};
+
+Header read_header(ByteSource& in) {
+  bool complete = false;
+  const auto line = in.peek_line(kMaxHeaderBytes, complete);
+  auto bad = [&](const std::string& found) {
+    return InputError(
+        fmt::format("{}:1: expected a header 'V D' (number of words, dimension), found {}", in.name(), found));
+  };
+  if (!line) throw bad("an empty file");
+  if (!complete) throw bad("a first line longer than any header");
+  const auto fields = split_fields(*line);
+  if (fields.size() != 2) throw bad(fmt::format("{} fields in {}", fields.size(), quote(*line)));
+  Header h;
+  std::uint64_t dim = 0;
+  for (auto [field, out] : {std::pair{fields[0], &h.words}, std::pair{fields[1], &dim}}) {
+    const auto [end, ec] = std::from_chars(field.data(), field.data() + field.size(), *out);
+    if (ec != std::errc() || end != field.data() + field.size()) {
+      throw bad(fmt::format("{} (not a non-negative integer)", quote(field)));
+    }
+  }
+  // A larger dimension is certainly a misread file (and V x D must not overflow).
+  if (dim == 0 || dim > (std::uint64_t{1} << 24)) {
+    throw bad(fmt::format("dimension {} (expected 1 to {})", dim, std::uint64_t{1} << 24));
+  }
+  h.dim = static_cast<std::size_t>(dim);
+  in.consume_line(*line);
+  return h;
+}
+
+// Bytes a number in text can hold: digits, sign, dot, exponent, and the
+// letters of "nan" and "infinity".
+bool is_number_char(char c) noexcept {
+  return (c >= '0' && c <= '9') || std::string_view("+-.eEnNaAiIfFtTyY").find(c) != std::string_view::npos;
+}
+
+// A finite float from a text field; from_chars takes no leading '+'.
+bool parse_float(std::string_view field, float& value) {
+  if (field.size() >= 2 && field[0] == '+' && field[1] != '-' && field[1] != '+') field.remove_prefix(1);
+  const auto [end, ec] = std::from_chars(field.data(), field.data() + field.size(), value);
+  if (end != field.data() + field.size()) return false;
+  if (ec == std::errc::result_out_of_range) {
+    // Underflow reads as 0 (as strtof would make it tiny); overflow is an error.
+    double wide = 0.0;
+    const auto r = std::from_chars(field.data(), field.data() + field.size(), wide);
+    if (r.ec != std::errc() || !(std::abs(wide) <= 1.0)) return false;
+    value = static_cast<float>(wide);
+    return true;
+  }
+  return ec == std::errc() && std::isfinite(value);
+}
+
+// Tells the formats apart from the first record; consumes nothing.
+//  * Text when the rest of the first line is D numbers.
+//  * Binary when it holds a byte no number has (a float's top byte, for
+//    magnitudes 1e-4 to 1e4, is never a digit, sign, dot or a letter of
+//    "nan"/"infinity"), or is empty (the vector's first byte is 0x0a).
+//  * Otherwise the line looks like text with the wrong number of values, or
+//    a binary vector with a 0x0a byte after a few number-like bytes (about 1
+//    in 6,000 vectors): binary if word2vec.c's "\n" sits right after 4 x D
+//    bytes, else text, whose reader then reports the count.
+bool detect_binary(ByteSource& in, const Header& h) {
+  const std::size_t limit = 64 * h.dim + 4096;
+  in.fill(limit);
+  const auto v = in.view();
+  std::size_t k = 0;
+  while (k < v.size() && v[k] == '\n') ++k;
+  const auto space = v.find_first_of(" \t\n", k);
+  // No space after the word: the text reader says what is missing.
+  if (space == std::string_view::npos || v[space] == '\n') return false;
+  const auto rest = v.substr(space + 1);
+  const auto newline = rest.find('\n');
+  const auto line = rest.substr(0, std::min(newline, limit));
+  for (const char c : line) {
+    if (!is_space(c) && !is_number_char(c)) return true;
+  }
+  if (newline == std::string_view::npos || newline >= limit) return false;  // all numbers, however many
+  const auto fields = split_fields(line);
+  if (fields.empty()) return true;
+  float value = 0.0f;
+  if (fields.size() == h.dim &&
+      std::all_of(fields.begin(), fields.end(), [&](auto f) { return parse_float(f, value); })) {
+    return false;
+  }
+  const std::size_t vector_bytes = 4 * h.dim;
+  return newline < vector_bytes && rest.size() > vector_bytes && rest[vector_bytes] == '\n';
+}
+
+std::size_t reserve_hint(const fs::path& path, const Header& h, std::size_t max_words) {
+  std::error_code ec;
+  const auto bytes = fs::file_size(path, ec);
+  // Every record takes at least D + 1 bytes, so a lying header cannot make
+  // us allocate more than the file could hold.
+  std::uint64_t n = std::min<std::uint64_t>(h.words, max_words);
+  if (!ec) n = std::min<std::uint64_t>(n, bytes / (h.dim + 1) + 1);
+  return static_cast<std::size_t>(std::min<std::uint64_t>(n, std::uint64_t{1} << 32));
+}
+
+void read_text_records(ByteSource& in, const Header& h, std::size_t wanted, Embeddings& out) {
+  std::uint64_t line_no = 1;
+  bool complete = false;
+  while (out.words.size() < wanted) {
+    const auto line = in.peek_line(std::numeric_limits<std::size_t>::max(), complete);
+    if (!line) {
+      throw InputError(fmt::format("{}:{}: the header says {} words, the file ends after {}", in.name(), line_no + 1,
+                                   h.words, out.words.size()));
+    }
+    ++line_no;
+    const auto fields = split_fields(*line);
+    in.consume_line(*line);
+    if (fields.empty()) continue;
+    if (fields[0].size() > kMaxWordBytes) {
+      throw InputError(fmt::format("{}:{}: a word of {} bytes, expected a word2vec vectors file", in.name(), line_no,
+                                   fields[0].size()));
+    }
+    if (fields.size() != h.dim + 1) {
+      throw InputError(fmt::format("{}:{}: expected {} values after {}, found {}", in.name(), line_no, h.dim,
+                                   quote(fields[0]), fields.size() - 1));
+    }
+    out.words.emplace_back(fields[0]);
+    for (std::size_t k = 1; k <= h.dim; ++k) {
+      float value = 0.0f;
+      if (!parse_float(fields[k], value)) {
+        throw InputError(fmt::format("{}:{}: value {} of {}: expected a finite number, found {}", in.name(), line_no, k,
+                                     quote(fields[0]), quote(fields[k])));
+      }
+      out.vectors.push_back(value);
+    }
+  }
+  if (out.words.size() < h.words) return;  // max_words: the rest is not read
+  while (const auto line = in.peek_line(std::numeric_limits<std::size_t>::max(), complete)) {
+    ++line_no;
+    if (!split_fields(*line).empty()) {
+      throw InputError(
+          fmt::format("{}:{}: the header says {} words, but more lines follow", in.name(), line_no, h.words));
+    }
+    in.consume_line(*line);
+  }
+}
+
+void read_binary_records(ByteSource& in, const Header& h, std::size_t wanted, Embeddings& out) {
+  const std::size_t vector_bytes = 4 * h.dim;
+  while (out.words.size() < wanted) {
+    // word2vec.c ends a record with '\n', gensim does not: skip it if there.
+    for (;;) {
+      if (in.fill(1) == 0) {
+        throw InputError(fmt::format("{}: byte {}: the header says {} words, the file ends after {}", in.name(),
+                                     in.offset(), h.words, out.words.size()));
+      }
+      if (in.view().front() != '\n') break;
+      in.consume(1);
+    }
+    const std::uint64_t word_offset = in.offset();
+    std::size_t space = std::string_view::npos;
+    for (std::size_t want = 256;; want *= 2) {
+      const auto available = in.fill(want);
+      space = in.view().substr(0, std::min(available, kMaxWordBytes + 1)).find(' ');
+      if (space != std::string_view::npos || available < want || available > kMaxWordBytes) break;
+    }
+    if (space == std::string_view::npos) {
+      throw InputError(fmt::format("{}: byte {}: expected a word and a space (record {} of {}), found {}", in.name(),
+                                   word_offset, out.words.size() + 1, h.words,
+                                   in.view().size() > kMaxWordBytes ? "no space in 64 KiB" : "the end of the file"));
+    }
+    if (space == 0) {
+      throw InputError(fmt::format("{}: byte {}: expected a word (record {} of {}), found an empty one", in.name(),
+                                   word_offset, out.words.size() + 1, h.words));
+    }
+    std::string word(in.view().substr(0, space));
+    in.consume(space + 1);
+    const auto available = in.fill(vector_bytes);
+    if (available < vector_bytes) {
+      throw InputError(fmt::format("{}: byte {}: expected {} floats ({} bytes) for {}, the file ends after {} bytes",
+                                   in.name(), in.offset(), h.dim, vector_bytes, quote(word), available));
+    }
+    const char* bytes = in.view().data();
+    for (std::size_t k = 0; k < h.dim; ++k) {
+      const float value = float_from_le(bytes + 4 * k);
+      if (!std::isfinite(value)) {
+        throw InputError(fmt::format("{}: byte {}: value {} of {} is {}, expected a finite number", in.name(),
+                                     in.offset() + 4 * k, k + 1, quote(word), value));
+      }
+      out.vectors.push_back(value);
+    }
+    in.consume(vector_bytes);
+    out.words.push_back(std::move(word));
+  }
+  if (out.words.size() < h.words) return;
+  for (;;) {
+    const auto available = in.fill(4096);
+    if (available == 0) return;
+    const auto v = in.view();
+    const auto junk = v.find_first_not_of(" \t\r\n");
+    if (junk != std::string_view::npos) {
+      throw InputError(fmt::format("{}: byte {}: the header says {} words, but more data follows", in.name(),
+                                   in.offset() + junk, h.words));
+    }
+    in.consume(v.size());
+  }
+}
+
+}  // namespace
+
+void write_word2vec(const fs::path& path, bool binary, std::span<const std::string> words, std::size_t dim,
+                    const std::function<const float*(std::size_t)>& row) {
+  const std::string name = path.string();
+  if (dim == 0) throw InputError(fmt::format("{}: cannot write vectors of dimension 0", name));
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    const auto& w = words[i];
+    if (w.empty() || std::any_of(w.begin(), w.end(), is_space)) {
+      throw InputError(fmt::format("{}: word {} is {}: the word2vec formats need non-empty words without whitespace",
+                                   name, i, w.empty() ? std::string("empty") : quote(w)));
+    }
+  }
+  std::error_code ignored;
+  if (fs::is_directory(path, ignored)) {
+    throw InputError(fmt::format("{}: is a directory, expected a file name to write", name));
+  }
+  static std::atomic<unsigned> counter{0};
+  auto temp_name = path;
+  temp_name += fmt::format(".tmp.{}.{}", ::getpid(), counter.fetch_add(1, std::memory_order_relaxed));
+  TempFile temp(temp_name);
+  // "x": never follow or clobber something already at the temporary name.
+  File file(std::fopen(temp.path().string().c_str(), "wbx"));
+  if (!file) throw InputError(fmt::format("{}: cannot write here: {}", name, errno_text(errno)));
+
+  auto write_failed = [&](int err) { throw RuntimeError(fmt::format("{}: write failed: {}", name, errno_text(err))); };
+  std::string buffer;
+  constexpr std::size_t kFlushAt = std::size_t{1} << 20;
+  buffer.reserve(kFlushAt + 32 * dim + 1024);
+  auto flush = [&] {
+    if (!buffer.empty() && std::fwrite(buffer.data(), 1, buffer.size(), file.get()) != buffer.size()) {
+      write_failed(errno);
+    }
+    buffer.clear();
+  };
+  fmt::format_to(std::back_inserter(buffer), "{} {}\n", words.size(), dim);
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    const float* values = row(i);
+    buffer += words[i];
+    buffer += ' ';
+    if (binary) {
+      append_le_floats(buffer, values, dim);
+    } else {
+      // word2vec.c: fprintf(fo, "%lf ", value) for each value.
+      for (std::size_t k = 0; k < dim; ++k) fmt::format_to(std::back_inserter(buffer), "{:.6f} ", values[k]);
+    }
+    buffer += '\n';
+    if (buffer.size() >= kFlushAt) flush();
+  }
+  flush();
+  if (std::fflush(file.get()) != 0) write_failed(errno);
+  if (::fsync(::fileno(file.get())) != 0) write_failed(errno);
+  if (std::fclose(file.release()) != 0) write_failed(errno);
+
+  std::error_code ec;
+  fs::rename(temp.path(), path, ec);
+  if (ec) throw RuntimeError(fmt::format("{}: cannot replace with the new file: {}", name, ec.message()));
+  temp.commit();
+}
+
+void write_word2vec(const fs::path& path, bool binary, const Embeddings& e) {
+  if (e.vectors.size() != e.words.size() * e.dim) {
+    throw InputError(fmt::format("{}: embeddings hold {} floats, expected {} words x {} dimensions", path.string(),
+                                 e.vectors.size(), e.words.size(), e.dim));
+  }
+  write_word2vec(path, binary, e.words, e.dim, [&](std::size_t i) { return e.vectors.data() + i * e.dim; });
+}
+
+void write_word2vec_text(const fs::path& path, const Embeddings& e) { write_word2vec(path, false, e); }
+void write_word2vec_binary(const fs::path& path, const Embeddings& e) { write_word2vec(path, true, e); }
+
+Embeddings read_word2vec(const fs::path& path, std::size_t max_words) {
+  ByteSource in(path);
+  const Header h = read_header(in);
+  Embeddings out;
+  out.dim = h.dim;
+  const auto wanted = static_cast<std::size_t>(std::min<std::uint64_t>(h.words, max_words));
+  const auto hint = reserve_hint(path, h, max_words);
+  out.words.reserve(hint);
+  out.vectors.reserve(hint * h.dim);
+  if (h.words > 0 && detect_binary(in, h)) {
+    read_binary_records(in, h, wanted, out);
+  } else {
+    read_text_records(in, h, wanted, out);
+  }
+  return out;
+}
+
+bool is_word2vec_binary(const fs::path& path) {
+  ByteSource in(path);
+  const Header h = read_header(in);
+  return h.words > 0 && detect_binary(in, h);
+}
+
+}  // namespace asgd::sparse::w2v

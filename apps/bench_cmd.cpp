@@ -2,6 +2,7 @@
 // x workers x tau on a problem with a known optimum, writes one CSV row per
 // (setting, epoch) and plots loss vs epoch and vs seconds.
 #include <fmt/format.h>
+#include <spawn.h>
 #include <sys/wait.h>
 
 #include <filesystem>
@@ -13,6 +14,8 @@
 #include "asgd/engine/errors.hpp"
 #include "cli_common.hpp"
 #include "linear_sweep.hpp"
+
+extern char** environ;
 
 namespace asgd::cli {
 
@@ -48,12 +51,17 @@ std::filesystem::path plot_script() {
 }
 
 // Debian's matplotlib lives under /usr/bin/python3, which may not be the
-// python3 first on PATH.
+// python3 first on PATH. Spawned directly (no shell): any path is safe.
 int run_plot(const std::filesystem::path& csv, const std::filesystem::path& png, const std::string& title) {
   const std::string python = std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
-  const std::string cmd = fmt::format("'{}' '{}' '{}' '{}' '{}'", python, plot_script().string(), csv.string(),
-                                      png.string(), title);
-  const int status = std::system(cmd.c_str());
+  std::vector<std::string> args = {python, plot_script().string(), csv.string(), png.string(), title};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  if (::posix_spawnp(&pid, python.c_str(), nullptr, nullptr, argv.data(), environ) != 0) return 127;
+  int status = 0;
+  if (::waitpid(pid, &status, 0) != pid) return 1;
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
@@ -76,7 +84,11 @@ int staleness(const StalenessFlags& f) {
   std::vector<std::uint64_t> taus;
   for (const auto& t : split_list(f.taus, "--taus")) taus.push_back(parse_tau(t));
 
-  std::filesystem::create_directories(f.out);
+  std::error_code made;
+  std::filesystem::create_directories(f.out, made);
+  if (made || !std::filesystem::is_directory(f.out)) {
+    throw InputError(fmt::format("--out {}: cannot create the folder{}", f.out, made ? ": " + made.message() : ""));
+  }
   const auto csv_path = std::filesystem::path(f.out) / "staleness_linear.csv";
   const auto png_path = std::filesystem::path(f.out) / "staleness_linear.png";
   fmt::print("problem: logistic regression, {} examples x {} features, {} non-zeros each, l2 {}\n", f.gen.examples,

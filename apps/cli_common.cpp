@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <exception>
 
@@ -28,14 +29,30 @@ void add_engine_flags(CLI::App& app, EngineFlags& f) {
 }
 
 TrainerOptions to_trainer_options(const EngineFlags& f) {
+  // Checked here first so that the message names the flag.
+  if (f.workers == 0 || f.workers > 1024) throw InputError(fmt::format("--workers {}: expected 1 to 1024", f.workers));
+  if (f.epochs == 0) throw InputError("--epochs 0: expected at least 1");
+  if (f.step_examples == 0) throw InputError("--step 0: expected at least 1 example per step");
+  if (!(f.lr > 0.0f) || !std::isfinite(f.lr)) throw InputError(fmt::format("--lr {}: expected > 0", f.lr));
+  if (!(f.lr_floor >= 0.0f && f.lr_floor <= 1.0f)) {
+    throw InputError(fmt::format("--lr-floor {}: expected 0 to 1", f.lr_floor));
+  }
+  if (!(f.warmup >= 0.0f && f.warmup < 1.0f)) throw InputError(fmt::format("--warmup {}: expected [0, 1)", f.warmup));
   TrainerOptions o;
   o.workers = f.workers;
   o.epochs = f.epochs;
   o.seed = f.seed;
-  o.consistency = parse_consistency(f.policy);
-  o.tau = parse_tau(f.tau);
+  auto flag = [](const char* name, auto parse) {
+    try {
+      return parse();
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("{}: {}", name, e.what()));
+    }
+  };
+  o.consistency = flag("--policy", [&] { return parse_consistency(f.policy); });
+  o.tau = flag("--tau", [&] { return parse_tau(f.tau); });
+  o.schedule.kind = flag("--schedule", [&] { return parse_schedule_kind(f.schedule); });
   o.step_examples = f.step_examples;
-  o.schedule.kind = parse_schedule_kind(f.schedule);
   o.schedule.lr = f.lr;
   o.schedule.floor = f.lr_floor;
   o.schedule.warmup = f.warmup;
@@ -44,7 +61,7 @@ TrainerOptions to_trainer_options(const EngineFlags& f) {
   try {
     o.validate();
   } catch (const InputError& e) {
-    throw InputError(fmt::format("bad flag: {}", e.what()));
+    throw InputError(fmt::format("bad engine flags: {}", e.what()));
   }
   return o;
 }
@@ -66,7 +83,9 @@ ProgressCallback progress_printer(std::string label, bool quiet) {
                  100.0 * p.fraction, static_cast<unsigned long long>(p.epoch + (p.fraction < 1.0 ? 1 : 0)),
                  p.examples_per_second, p.loss, static_cast<double>(p.learning_rate),
                  human_duration(p.eta_seconds).c_str());
-    if (p.fraction >= 1.0) std::fputc('\n', stderr);
+    // At the end of a run: keep the finished line, or wipe a partial one so
+    // whatever is printed next starts on a clean line.
+    if (p.last) std::fputs(p.fraction >= 1.0 ? "\n" : "\r\x1b[K", stderr);
     std::fflush(stderr);
     return true;
   };

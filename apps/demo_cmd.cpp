@@ -12,30 +12,28 @@ namespace {
 
 struct DemoFlags {
   sparse::GeneratorOptions gen;
-  std::size_t workers = 2;
-  std::uint64_t epochs = 10;
+  EngineFlags engine;
   double l2 = kDefaultLinearL2;
-  std::string policy = "racy";
-  float lr = default_linear_schedule().lr;
+  DemoFlags() {
+    const Schedule s = default_linear_schedule();
+    engine.lr = s.lr;
+    engine.lr_floor = s.floor;
+    engine.schedule = std::string(to_string(s.kind));
+  }
 };
 
 int demo(const DemoFlags& f) {
+  TrainerOptions o = to_trainer_options(f.engine);
+  o.on_progress = progress_printer("demo", false);
   fmt::print("asgd demo: L2-regularised logistic regression, {} examples x {} features ({} non-zeros each)\n",
              f.gen.examples, f.gen.features, f.gen.nnz_per_example);
   const LinearBenchProblem bench(f.gen, f.l2);
   fmt::print("reference optimum (L-BFGS, {} iterations, {:.1f} s): objective {:.6f}\n", bench.optimum.iterations,
              bench.lbfgs_seconds, bench.optimum.objective);
-  TrainerOptions o;
-  o.workers = f.workers;
-  o.epochs = f.epochs;
-  o.consistency = parse_consistency(f.policy);
-  o.schedule = default_linear_schedule();
-  o.schedule.lr = f.lr;
-  o.on_progress = progress_printer("demo", false);
   auto store = ParamStore::on_heap(bench.problem->layout());
   Trainer trainer(store, o);
   double seconds = 0;
-  for (std::uint64_t e = 1; e <= f.epochs; ++e) {
+  for (std::uint64_t e = 1; e <= o.epochs; ++e) {
     const auto r = trainer.run(*bench.problem, e);
     seconds += r.seconds;
     const auto w = store.snapshot();
@@ -44,8 +42,9 @@ int demo(const DemoFlags& f) {
   }
   const auto w = store.snapshot();
   const double gap = bench.relative_gap(w);
-  fmt::print("{} {} workers ({}): objective within {:.1e} of the optimum{}; accuracy {:.4f} (optimum {:.4f})\n",
-             "Hogwild!", f.workers, f.policy, gap, gap <= 1e-3 ? " (target 1e-3: met)" : " (target 1e-3: NOT met)",
+  fmt::print("{} {} workers ({}, tau {}): objective within {:.1e} of the optimum{}; accuracy {:.4f} (optimum {:.4f})\n",
+             o.consistency == Consistency::racy ? "Hogwild!" : "asgd", o.workers, to_string(o.consistency),
+             tau_to_string(o.tau), gap, gap <= 1e-3 ? " (target 1e-3: met)" : " (target 1e-3: NOT met)",
              bench.problem->accuracy(w),
              bench.problem->accuracy(std::vector<float>(bench.optimum.weights.begin(), bench.optimum.weights.end())));
   return gap <= 1e-3 ? 0 : kExitRuntime;
@@ -59,11 +58,8 @@ void add_demo_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--examples", f->gen.examples, "Examples")->capture_default_str();
   cmd->add_option("--features", f->gen.features, "Features")->capture_default_str();
   cmd->add_option("--nnz", f->gen.nnz_per_example, "Non-zeros per example")->capture_default_str();
-  cmd->add_option("--workers,--threads", f->workers, "Workers")->capture_default_str();
-  cmd->add_option("--epochs", f->epochs, "Epochs")->capture_default_str();
-  cmd->add_option("--policy", f->policy, "racy, atomic or locked")->capture_default_str();
   cmd->add_option("--l2", f->l2, "L2 strength")->capture_default_str();
-  cmd->add_option("--lr", f->lr, "Initial learning rate (linear decay to 0)")->capture_default_str();
+  add_engine_flags(*cmd, f->engine);
   cmd->callback([f, &exit_code] { exit_code = run_guarded([&] { return demo(*f); }); });
 }
 

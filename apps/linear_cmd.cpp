@@ -53,6 +53,7 @@ struct TrainFlags {
   std::uint64_t until_epoch = 0;
   bool quiet = false;
   double l2 = 1e-4;
+  std::uint32_t features = 0;
   std::string unsorted = "sort";
 };
 
@@ -78,7 +79,15 @@ void print_quality(const char* what, const sparse::LogisticProblem& p, std::span
 
 int train(const TrainFlags& f) {
   TrainerOptions options = to_trainer_options(f.engine);
-  const sparse::SparseDataset data = sparse::read_libsvm(f.data, parse_unsorted(f.unsorted));
+  sparse::SparseDataset data = sparse::read_libsvm(f.data, parse_unsorted(f.unsorted));
+  if (f.features > 0) {
+    // Processes training shards of one model need one layout: fix its width.
+    if (data.num_features > f.features) {
+      throw InputError(fmt::format("{}: feature id {} is beyond --features {}", f.data, data.num_features - 1,
+                                   f.features));
+    }
+    data.num_features = f.features;
+  }
   const sparse::LogisticProblem problem(data, f.l2);
   options.on_progress = progress_printer("linear", f.quiet);
   options.checkpoint_path = f.checkpoint;
@@ -88,7 +97,12 @@ int train(const TrainFlags& f) {
   if (f.shm.empty()) {
     store.emplace(ParamStore::on_heap(problem.layout()));
   } else {
+    const bool existed = ParamStore::exists_shared(f.shm);
     store.emplace(ParamStore::open_or_create_shared(f.shm, problem.layout(), {.recover_stale = f.shm_recover}));
+    if (!f.quiet) {
+      fmt::print("{} shared segment '{}'{}\n", existed ? "attached to" : "created", f.shm,
+                 existed ? " (training continues from the parameters in it)" : "");
+    }
   }
   Trainer trainer(*store, options);
   if (!f.resume.empty()) {
@@ -147,7 +161,11 @@ int eval(const EvalFlags& f) {
     const ParamStore store = ParamStore::attach_shared_any(f.shm, Access::read_only);
     if (!store.layout().contains("weights")) throw InputError(fmt::format("segment {}: not a linear model", f.shm));
     w = store.snapshot();
-    if (l2 < 0) l2 = 1e-4;
+    if (l2 < 0) {
+      l2 = 1e-4;  // a segment carries parameters only
+      fmt::print("(segment: objective with --l2 {}, the training default; pass --l2 if it trained with another)\n",
+                 l2);
+    }
   }
   w = weights_for(data, std::move(w));
   const sparse::LogisticProblem problem(data, l2);
@@ -162,6 +180,7 @@ struct GenerateFlags {
 };
 
 int generate(const GenerateFlags& f) {
+  if (f.test_examples > 0 && f.test_out.empty()) throw InputError("--test-examples needs --test-out FILE");
   auto options = f.gen;
   options.examples += f.test_examples;
   const auto g = sparse::generate_sparse(options);
@@ -170,7 +189,6 @@ int generate(const GenerateFlags& f) {
   fmt::print("wrote {} examples, {} features, {} non-zeros each to {}\n", n, options.features,
              options.nnz_per_example, f.out);
   if (f.test_examples > 0) {
-    if (f.test_out.empty()) throw InputError("--test-examples needs --test-out FILE");
     sparse::write_libsvm(f.test_out, slice_rows(g.data, n, n + f.test_examples));
     fmt::print("wrote {} test examples to {}\n", f.test_examples, f.test_out);
   }
@@ -189,6 +207,8 @@ void add_linear_commands(CLI::App& app, int& exit_code) {
   train_cmd->add_option("--data", tf->data, "Training file (libsvm: label id:value ...)")->required();
   train_cmd->add_option("--test", tf->test, "Test file to report accuracy on");
   train_cmd->add_option("--l2", tf->l2, "L2 regularisation strength")->capture_default_str();
+  train_cmd->add_option("--features", tf->features,
+                        "Model width (default: largest feature id + 1); give it when processes train shards");
   train_cmd->add_option("--model", tf->model, "Write the trained model here");
   train_cmd->add_option("--checkpoint", tf->checkpoint, "Checkpoint here after every epoch");
   train_cmd->add_option("--resume", tf->resume, "Start from this checkpoint (parameters, epoch, seeds)");

@@ -18,6 +18,9 @@ struct LinearBenchProblem {
   double lbfgs_seconds = 0;
 
   LinearBenchProblem(const sparse::GeneratorOptions& gen, double l2);
+  // `problem` points into `generated`: never copy or move one.
+  LinearBenchProblem(const LinearBenchProblem&) = delete;
+  LinearBenchProblem& operator=(const LinearBenchProblem&) = delete;
   double relative_gap(std::span<const float> w) const {
     return (problem->objective(w) - optimum.objective) / optimum.objective;
   }

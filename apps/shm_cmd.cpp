@@ -32,10 +32,25 @@ void add_shm_commands(CLI::App& app, int& exit_code) {
     });
   });
 
+  auto force = std::make_shared<bool>(false);
   auto* remove = shm->add_subcommand("remove", "Remove a segment's name (attached processes keep their mapping)");
   remove->add_option("name", *name, "Segment name")->required();
-  remove->callback([name, &exit_code] {
+  remove->add_flag("--force", *force, "Remove it even while live processes write to it");
+  remove->callback([name, force, &exit_code] {
     exit_code = run_guarded([&] {
+      if (!*force) {
+        SegmentInfo info;
+        try {
+          info = ParamStore::inspect_shared(*name);
+        } catch (const InputError&) {
+          // missing or not ours: remove_shared below says what happened
+        }
+        if (!info.writers.empty()) {
+          throw InputError(fmt::format("segment '{}' has {} live writer(s) (pid {}); a new trainer would start a "
+                                       "second model under the same name. Stop them, or pass --force",
+                                       *name, info.writers.size(), info.writers[0]));
+        }
+      }
       if (!ParamStore::remove_shared(*name)) throw InputError(fmt::format("no shared segment '{}'", *name));
       fmt::print("removed {}\n", *name);
       return 0;

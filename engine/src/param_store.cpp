@@ -301,7 +301,8 @@ ParamStore ParamStore::attach_shared_any(const std::string& name, Access access,
       if (!options.recover_stale) {
         throw InputError(fmt::format(
             "shared segment '{}': writer pid {} died without detaching (killed?); its parameters may hold a "
-            "half-applied update. Attach with recovery to take it over as it is, or remove it (asgd shm remove {})",
+            "half-applied update. Attach with recovery (asgd: --shm-recover) to take it over as it is, or remove it "
+            "(asgd shm remove {})",
             name, info.dead_writers[0], name));
       }
       s->clear_dead_writers();

@@ -121,6 +121,7 @@ void Trainer::maybe_report(Run& run, bool force) {
   const std::uint64_t new_examples = examples - run.last_report_examples;
   p.loss = new_examples ? (loss - run.last_report_loss) / static_cast<double>(new_examples) : run.last_report_loss;
   p.learning_rate = stepped ? static_cast<float>(lr / static_cast<double>(stepped)) : 0.0f;
+  p.last = force;
   p.eta_seconds = p.examples_per_second > 0
                       ? std::max(0.0, run_total - static_cast<double>(examples)) / p.examples_per_second
                       : 0.0;

@@ -111,7 +111,7 @@ TEST_F(Cli, GenerateTrainEvalRoundTrip) {
   const double gap = number_after(r.output, "objective ");
   EXPECT_GT(gap, 0.0);
   const double test_accuracy = number_after(r.output, "accuracy ");
-  EXPECT_GT(test_accuracy, 0.6) << r.output;
+  EXPECT_GT(test_accuracy, 0.55) << r.output;  // chance is 0.5
   r = run({"linear", "eval", "--data", path("test.svm"), "--model", path("m.asgd")});
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_DOUBLE_EQ(number_after(r.output, "accuracy "), test_accuracy) << r.output;
@@ -171,31 +171,54 @@ TEST_F(Cli, TwoProcessesTrainOneSegmentWhileAThirdReads) {
                                           "--epochs", "25", "--quiet", "--reference"};
   Child a(train, dir_ / "a.log");
   Child b(train, dir_ / "b.log");
+  auto running = [](const Child& c) { return ::waitpid(c.pid(), nullptr, WNOHANG) == 0; };
   // A reader attached read-only while both write.
-  int reads = 0;
-  for (int i = 0; i < 200 && reads < 3; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  int reads_while_both_ran = 0;
+  for (int i = 0; i < 300 && reads_while_both_ran < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
     if (!asgd::ParamStore::exists_shared(shm)) continue;
     const auto r = run({"linear", "eval", "--data", path("s.svm"), "--shm", shm});
-    if (r.status == 0) ++reads;
+    if (r.status == 0 && running(a) && running(b)) ++reads_while_both_ran;
   }
   const auto ra = a.wait(), rb = b.wait();
-  EXPECT_GE(reads, 1);
+  EXPECT_GE(reads_while_both_ran, 1);
   ASSERT_EQ(ra.status, 0) << ra.output;
   ASSERT_EQ(rb.status, 0) << rb.output;
-  // Both trained the same parameters to near the optimum.
-  for (const auto* out : {&ra.output, &rb.output}) {
-    const auto at = out->find("relative above");
-    ASSERT_NE(at, std::string::npos) << *out;
-    const auto gap = number_after(*out, "objective ");
-    EXPECT_GT(gap, 0.0) << *out;
-    const double rel = std::stod(out->substr(out->rfind("ours is ") + 8));
-    EXPECT_LT(rel, 2e-3) << *out;
-  }
+  // Once both are done, the shared parameters sit at the optimum.
+  const double optimum = number_after(ra.output, "objective ");  // the reference line comes last
+  ASSERT_GT(optimum, 0.0) << ra.output;
+  const auto r = run({"linear", "eval", "--data", path("s.svm"), "--shm", shm});
+  ASSERT_EQ(r.status, 0) << r.output;
+  const double ours = number_after(r.output, "objective ");
+  EXPECT_LT((ours - optimum) / optimum, 2e-3) << r.output << ra.output;
   const auto info = asgd::ParamStore::inspect_shared(shm);
   EXPECT_TRUE(info.writers.empty());
   EXPECT_FALSE(info.stale());
   asgd::ParamStore::remove_shared(shm);
+}
+
+TEST_F(Cli, KilledMidRunThenResumedWithOneWorkerEqualsUninterrupted) {
+  generate("k.svm", 20000, 3000);
+  const std::vector<std::string> common = {"linear", "train", "--data", path("k.svm"), "--workers", "1",
+                                           "--epochs", "12", "--seed", "3", "--quiet"};
+  auto with = [&](std::vector<std::string> extra) {
+    auto args = common;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  };
+  Child victim(with({"--checkpoint", path("ck")}), dir_ / "victim.log");
+  for (int i = 0; i < 1000 && !fs::exists(path("ck")); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(5 + ::getpid() % 20));
+  victim.kill_now();
+  victim.wait();
+  const auto killed_at = asgd::read_checkpoint(path("ck")).state.epoch;
+  EXPECT_GE(killed_at, 1u);
+  auto r = run(with({"--resume", path("ck"), "--model", path("resumed")}));
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = run(with({"--model", path("full")}));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(asgd::read_checkpoint(path("resumed")).params, asgd::read_checkpoint(path("full")).params)
+      << "killed after epoch " << killed_at;
 }
 
 TEST_F(Cli, AKilledTrainerLeavesASegmentThatIsReportedStale) {

@@ -66,6 +66,7 @@ struct Progress {
   float learning_rate = 0;        // last rate a worker used
   double elapsed_seconds = 0;
   double eta_seconds = 0;
+  bool last = false;              // the closing event of this run()
 };
 
 // Called from a worker thread, never two at once; return false to stop.

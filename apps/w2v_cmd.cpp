@@ -149,30 +149,55 @@ ModelOptions model_options(const W2vFlags& f) {
   return m;
 }
 
-// Checkpoint metadata: the model's shape and the vocabulary it was built on.
+// Checkpoint metadata: one JSON line with the model's shape, then the
+// vocabulary as "word count" lines. Words are byte strings (maybe not UTF-8,
+// which JSON cannot carry) without whitespace, so these lines are safe.
 std::string metadata(const ModelOptions& m, const Vocabulary& vocab) {
-  nlohmann::json j{{"model", "word2vec"}, {"cbow", m.cbow}, {"dim", m.dim},       {"window", m.window},
-                   {"negative", m.negative}, {"hs", m.hs}, {"sample", m.sample}, {"batch", m.batch}};
-  j["words"] = vocab.words();
-  j["counts"] = vocab.counts();
-  return j.dump();
+  const nlohmann::json j{{"model", "word2vec"}, {"cbow", m.cbow},     {"dim", m.dim},
+                         {"window", m.window},  {"negative", m.negative}, {"hs", m.hs},
+                         {"sample", m.sample},  {"batch", m.batch},       {"words", vocab.size()}};
+  std::string out = j.dump() + "\n";
+  for (std::uint32_t i = 0; i < vocab.size(); ++i) {
+    out += vocab.word(i);
+    out += ' ';
+    out += std::to_string(vocab.count(i));
+    out += '\n';
+  }
+  return out;
 }
 
 std::pair<ModelOptions, Vocabulary> from_metadata(const std::string& path, const std::string& text) {
-  const auto j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded() || j.value("model", "") != "word2vec") {
+  const auto eol = text.find('\n');
+  const auto j = nlohmann::json::parse(text.substr(0, eol), nullptr, false);
+  if (eol == std::string::npos || j.is_discarded() || !j.is_object() || j.value("model", "") != "word2vec") {
     throw InputError(fmt::format("{}: not a word2vec checkpoint", path));
   }
-  ModelOptions m;
-  m.cbow = j.at("cbow").get<bool>();
-  m.dim = j.at("dim").get<std::size_t>();
-  m.window = j.at("window").get<std::size_t>();
-  m.negative = j.at("negative").get<std::size_t>();
-  m.hs = j.at("hs").get<bool>();
-  m.sample = j.at("sample").get<double>();
-  m.batch = j.value("batch", false);
-  return {m, Vocabulary(j.at("words").get<std::vector<std::string>>(),
-                        j.at("counts").get<std::vector<std::uint64_t>>())};
+  try {
+    ModelOptions m;
+    m.cbow = j.at("cbow").get<bool>();
+    m.dim = j.at("dim").get<std::size_t>();
+    m.window = j.at("window").get<std::size_t>();
+    m.negative = j.at("negative").get<std::size_t>();
+    m.hs = j.at("hs").get<bool>();
+    m.sample = j.at("sample").get<double>();
+    m.batch = j.value("batch", false);
+    std::vector<std::string> words;
+    std::vector<std::uint64_t> counts;
+    std::size_t at = eol + 1;
+    while (at < text.size()) {
+      const auto end = text.find('\n', at);
+      const std::string_view line(text.data() + at, (end == std::string::npos ? text.size() : end) - at);
+      const auto space = line.rfind(' ');
+      if (space == std::string_view::npos) throw InputError("bad vocabulary line");
+      words.emplace_back(line.substr(0, space));
+      counts.push_back(std::stoull(std::string(line.substr(space + 1))));
+      at = end == std::string::npos ? text.size() : end + 1;
+    }
+    if (words.size() != j.at("words").get<std::size_t>()) throw InputError("vocabulary size differs from header");
+    return {m, Vocabulary(std::move(words), std::move(counts))};
+  } catch (const std::exception& e) {
+    throw InputError(fmt::format("{}: corrupt word2vec checkpoint metadata: {}", path, e.what()));
+  }
 }
 
 std::string duration(double s) {
@@ -203,14 +228,17 @@ int run_w2v(const W2vFlags& f) {
   }
   if (!f.save_vocab.empty()) vocab.save(f.save_vocab);
   const EncodedCorpus corpus = encode_corpus(reader, vocab);
-  if (!f.quiet) {
-    fmt::print(stderr, "asgd w2v: {} tokens, {} lines ({} split at {} words), vocabulary {} words, {} in training\n",
-               corpus.stats.tokens, corpus.stats.lines, corpus.stats.split_lines, kMaxSentence, vocab.size(),
-               corpus.stats.kept_tokens);
-    if (corpus.stats.truncated_tokens > 0) {
-      fmt::print(stderr, "asgd w2v: {} tokens longer than {} bytes were cut\n", corpus.stats.truncated_tokens,
-                 kMaxTokenBytes);
-    }
+  if (show_progress) {
+    fmt::print(stderr, "asgd w2v: {} tokens, {} lines, vocabulary {} words, {} words in training\n",
+               corpus.stats.tokens, corpus.stats.lines, vocab.size(), corpus.stats.kept_tokens);
+  }
+  // Odd input that changes what is trained is reported, terminal or not.
+  std::string notes;
+  if (corpus.stats.split_lines > 0) {
+    notes += fmt::format("; {} line(s) split at {} words", corpus.stats.split_lines, kMaxSentence);
+  }
+  if (corpus.stats.truncated_tokens > 0) {
+    notes += fmt::format("; {} token(s) cut to {} bytes", corpus.stats.truncated_tokens, kMaxTokenBytes);
   }
 
   const Word2Vec model(corpus, vocab, m);
@@ -257,11 +285,11 @@ int run_w2v(const W2vFlags& f) {
   const double final_loss = report.epochs.empty() ? 0.0 : report.epochs.back().loss;
   fmt::print(stderr,
              "asgd w2v: {} {} dim {} window {} negative {}{}: {:.0f} words in {:.2f} s ({:.0f} words/s, {:.0f} "
-             "words/s/thread, {} threads, {}), loss {:.4f}; reading {:.2f} s\n",
+             "words/s/thread, {} threads, {}), loss {:.4f}; vocabulary {} words; reading {:.2f} s{}\n",
              m.cbow ? "cbow" : "skip-gram", m.hs ? "hs" : "ns", m.dim, m.window, m.negative,
              report.epochs.empty() ? "" : fmt::format(" epochs {}-{}", report.epochs.front().epoch, report.epochs.back().epoch),
              words, report.seconds, wps, wps / static_cast<double>(f.threads), f.threads, rows::simd_level(), final_loss,
-             prep);
+             vocab.size(), prep, notes);
   if (!f.output.empty()) {
     const Tensor& in = store.layout()["input"];
     const float* data = std::as_const(store).data();

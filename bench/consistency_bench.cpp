@@ -144,6 +144,10 @@ void train_epoch(benchmark::State& state, Consistency policy, std::size_t worker
     trainer.set_state({.epoch = 0, .examples = 0, .seed = seed++});
     try {
       const asgd::TrainReport report = trainer.run(data.problem);
+      if (report.examples != data.problem.num_examples()) {  // items/s below assumes whole epochs
+        state.SkipWithError("an epoch ended before processing every example");
+        break;
+      }
       staleness.merge(report.staleness);
     } catch (const std::exception& e) {
       state.SkipWithError(e.what());

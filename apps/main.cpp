@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   asgd::cli::add_linear_commands(app, exit_code);
   asgd::cli::add_w2v_command(app, exit_code);
   asgd::cli::add_w2v_eval_command(app, exit_code);
+  asgd::cli::add_mf_commands(app, exit_code);
   asgd::cli::add_bench_commands(app, exit_code);
   asgd::cli::add_shm_commands(app, exit_code);
   try {

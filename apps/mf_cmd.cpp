@@ -1,0 +1,205 @@
+// `asgd mf train|predict|eval`: biased matrix factorization with LIBMF's
+// positional forms and flags (-k factors, -t epochs, -l2, -r rate, -s threads,
+// -v validation file), trained by the engine.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "asgd/engine/checkpoint.hpp"
+#include "asgd/engine/errors.hpp"
+#include "asgd/engine/trainer.hpp"
+#include "asgd/sparse/mf/model.hpp"
+#include "asgd/sparse/mf/ratings.hpp"
+#include "cli_common.hpp"
+
+namespace asgd::cli {
+namespace {
+
+using namespace asgd::sparse::mf;
+
+struct MfTrainFlags {
+  std::string train_file, model_file, validation_file, format = "detect", policy = "racy", tau = "inf";
+  std::size_t factors = 32, threads = 2;
+  std::uint64_t epochs = 20, seed = 1, split_seed = 42;
+  float l2 = 0.05f, bias_l2 = 0.05f, rate = 0.02f;
+  double test_fraction = 0;
+  bool adagrad = false, quiet = false;
+};
+
+// Model file = checkpoint + JSON metadata (mean, options, id maps).
+std::string model_metadata(const Ratings& r, float mean, const MfOptions& o) {
+  nlohmann::json j{{"model", "mf"}, {"mean", mean}, {"factors", o.factors}, {"l2", o.l2}, {"bias_l2", o.bias_l2}};
+  j["users"] = r.users.names();
+  j["items"] = r.items.names();
+  return j.dump();
+}
+
+struct LoadedModel {
+  std::optional<ParamStore> store;
+  float mean = 0;
+  IdMap users, items;
+};
+
+LoadedModel load_model(const std::string& path) {
+  const CheckpointData d = read_checkpoint(path);
+  const auto j = nlohmann::json::parse(d.metadata, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || j.value("model", "") != "mf") {
+    throw InputError(fmt::format("{}: not an asgd mf model", path));
+  }
+  LoadedModel m;
+  m.mean = j.at("mean").get<float>();
+  m.users = IdMap::from_names(j.at("users").get<std::vector<std::string>>());
+  m.items = IdMap::from_names(j.at("items").get<std::vector<std::string>>());
+  m.store.emplace(ParamStore::on_heap(d.layout));
+  m.store->assign(d.params);
+  return m;
+}
+
+int train(const MfTrainFlags& f) {
+  const auto start = std::chrono::steady_clock::now();
+  Ratings all = read_ratings(f.train_file, parse_ratings_format(f.format));
+  Ratings train_set, test_set;
+  bool have_test = false;
+  if (f.test_fraction > 0) {
+    auto split = random_split(all, f.test_fraction, f.split_seed);
+    train_set = std::move(split.train);
+    test_set = std::move(split.test);
+    have_test = true;
+  } else {
+    train_set = std::move(all);
+  }
+  if (!f.validation_file.empty()) {
+    test_set = read_ratings(f.validation_file, parse_ratings_format(f.format), &train_set);
+    // Ids first seen in the validation file get rows too (never trained).
+    train_set.users = test_set.users;
+    train_set.items = test_set.items;
+    have_test = true;
+  }
+  const double load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  MfOptions mo;
+  mo.factors = f.factors;
+  mo.l2 = f.l2;
+  mo.bias_l2 = f.bias_l2;
+  const BiasedMf problem(train_set, mo);
+  auto store = ParamStore::on_heap(problem.layout());
+  initialize_factors(store, f.seed, mo.init_scale);
+
+  EngineFlags ef;
+  ef.workers = f.threads;
+  ef.epochs = f.epochs;
+  ef.seed = f.seed;
+  ef.policy = f.policy;
+  ef.tau = f.tau;
+  ef.schedule = "constant";
+  ef.lr = f.rate;
+  ef.adagrad = f.adagrad;
+  TrainerOptions o = to_trainer_options(ef);
+  o.step_examples = 4096;
+  o.checkpoint_metadata = model_metadata(train_set, problem.global_mean(), mo);
+  o.on_progress = progress_printer("mf", f.quiet);
+  Trainer trainer(store, o);
+  fmt::print("mf: {} ratings, {} users, {} items, mean {:.4f}; loaded in {:.2f} s\n", train_set.size(),
+             train_set.users.size(), train_set.items.size(), problem.global_mean(), load_seconds);
+  double sgd_seconds = 0;
+  for (std::uint64_t e = 1; e <= f.epochs; ++e) {
+    const auto r = trainer.run(problem, e);
+    sgd_seconds += r.seconds;
+    if (!f.quiet) {
+      std::string line = fmt::format("epoch {:3}: train loss {:.4f}", e, 2.0 * r.epochs.back().loss);
+      if (have_test) {
+        const auto m = evaluate_errors(store, problem.global_mean(), test_set);
+        line += fmt::format("  test RMSE {:.4f}", m.rmse);
+      }
+      fmt::print("{}  ({:.2f} s)\n", line, sgd_seconds);
+    }
+  }
+  const double updates = static_cast<double>(train_set.size()) * static_cast<double>(f.epochs);
+  fmt::print("mf: {} epochs in {:.2f} s of SGD ({:.3g} rating updates/s, {} workers, {})\n", f.epochs, sgd_seconds,
+             updates / sgd_seconds, f.threads, f.policy);
+  if (have_test) {
+    const auto m = evaluate_errors(store, problem.global_mean(), test_set);
+    fmt::print("test: {} ratings, RMSE {:.4f}, MAE {:.4f}\n", m.count, m.rmse, m.mae);
+  }
+  if (!f.model_file.empty()) {
+    trainer.save_checkpoint(f.model_file);
+    fmt::print("model written to {}\n", f.model_file);
+  }
+  return 0;
+}
+
+struct MfPredictFlags {
+  std::string test_file, model_file, output_file, format = "detect";
+};
+
+int predict(const MfPredictFlags& f) {
+  LoadedModel m = load_model(f.model_file);
+  Ratings with_maps;
+  with_maps.users = m.users;
+  with_maps.items = m.items;
+  const Ratings test = read_ratings(f.test_file, parse_ratings_format(f.format), &with_maps);
+  const FactorLayout layout = FactorLayout::of(m.store->layout());
+  std::string out;
+  for (std::size_t i = 0; i < test.size(); ++i) {
+    // Unknown users or items: fall back to the global mean plus what is known.
+    float r = m.mean;
+    if (test.user[i] < layout.users && test.item[i] < layout.items) {
+      r = predict(*m.store, layout, m.mean, test.user[i], test.item[i]);
+    }
+    out += fmt::format("{:.6g}\n", r);
+  }
+  if (f.output_file == "-") {
+    fmt::print("{}", out);
+  } else {
+    std::ofstream file(f.output_file);
+    if (!file) throw InputError(fmt::format("{}: cannot write", f.output_file));
+    file << out;
+  }
+  const auto metrics = evaluate_errors(*m.store, m.mean, test);
+  fmt::print(stderr, "predicted {} ratings; RMSE {:.4f} MAE {:.4f} on those the model knows ({})\n", test.size(),
+             metrics.rmse, metrics.mae, metrics.count);
+  return 0;
+}
+
+}  // namespace
+
+void add_mf_commands(CLI::App& app, int& exit_code) {
+  auto* mf = app.add_subcommand("mf", "Matrix factorization (LIBMF-style flags)");
+  mf->require_subcommand(1);
+
+  auto t = std::make_shared<MfTrainFlags>();
+  auto* train_cmd = mf->add_subcommand("train", "asgd mf train [options] TRAIN_FILE [MODEL_FILE]");
+  train_cmd->add_option("train_file", t->train_file, "Ratings (u.data, ratings.dat, ratings.csv or LIBMF text)")
+      ->required();
+  train_cmd->add_option("model_file", t->model_file, "Write the model here");
+  train_cmd->add_option("-k", t->factors, "Factors")->capture_default_str();
+  train_cmd->add_option("-t", t->epochs, "Epochs")->capture_default_str();
+  train_cmd->add_option("--l2,-l", t->l2, "L2 on P and Q")->capture_default_str();
+  train_cmd->add_option("--bias-l2", t->bias_l2, "L2 on the biases")->capture_default_str();
+  train_cmd->add_option("-r", t->rate, "Learning rate")->capture_default_str();
+  train_cmd->add_option("-s", t->threads, "Threads (workers)")->capture_default_str();
+  train_cmd->add_option("-v", t->validation_file, "Validation file: RMSE after every epoch");
+  train_cmd->add_option("--test-fraction", t->test_fraction, "Hold out this fraction at random as a test set");
+  train_cmd->add_option("--split-seed", t->split_seed, "Seed of the random split")->capture_default_str();
+  train_cmd->add_option("--format", t->format, "detect, udata, dat, csv, libmf")->capture_default_str();
+  train_cmd->add_option("--seed", t->seed, "Seed for initialisation and shuffles")->capture_default_str();
+  train_cmd->add_option("--policy", t->policy, "racy (Hogwild!), atomic, locked")->capture_default_str();
+  train_cmd->add_option("--tau", t->tau, "Bounded delay in steps (inf = async)")->capture_default_str();
+  train_cmd->add_flag("--adagrad", t->adagrad, "Per-parameter AdaGrad steps");
+  train_cmd->add_flag("--quiet,-q", t->quiet, "No per-epoch lines");
+  train_cmd->callback([t, &exit_code] { exit_code = run_guarded([&] { return train(*t); }); });
+
+  auto p = std::make_shared<MfPredictFlags>();
+  auto* predict_cmd = mf->add_subcommand("predict", "asgd mf predict TEST_FILE MODEL_FILE OUTPUT_FILE");
+  predict_cmd->add_option("test_file", p->test_file, "Pairs to predict (ratings file)")->required();
+  predict_cmd->add_option("model_file", p->model_file, "Model from mf train")->required();
+  predict_cmd->add_option("output_file", p->output_file, "One prediction per line (- for stdout)")->required();
+  predict_cmd->add_option("--format", p->format, "detect, udata, dat, csv, libmf")->capture_default_str();
+  predict_cmd->callback([p, &exit_code] { exit_code = run_guarded([&] { return predict(*p); }); });
+}
+
+}  // namespace asgd::cli

@@ -1,0 +1,112 @@
+// Matrix factorization as asgd Problems.
+//
+// Explicit ratings: biased MF (Koren et al. 2009) trained by SGD with L2,
+//   r_hat(u, i) = mu + b_u + b_i + p_u . q_i,
+//   loss = 1/2 (r - r_hat)^2 + lambda/2 (|p_u|^2 + |q_i|^2) + lambda_b/2 (b_u^2 + b_i^2),
+// one example per rating (LIBMF's per-update regularisation).
+// Implicit feedback: BPR-MF (Rendle et al. 2009), one example per positive
+// (u, i) with a sampled negative j the user has not interacted with:
+//   loss = -log sigmoid(x_ui - x_uj) + lambda/2 (|p_u|^2 + |q_i|^2 + |q_j|^2) + lambda_b/2 (b_i^2 + b_j^2),
+//   x_ui = b_i + p_u . q_i.
+//
+// Parameters (one Layout; rows padded to cache lines):
+//   "P" [users x k], "Q" [items x k], "user_bias" [users] (explicit only), "item_bias" [items]
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "asgd/engine/layout.hpp"
+#include "asgd/engine/param_store.hpp"
+#include "asgd/engine/problem.hpp"
+#include "asgd/engine/row_ops.hpp"
+#include "asgd/sparse/mf/ratings.hpp"
+
+namespace asgd::sparse::mf {
+
+struct MfOptions {
+  std::size_t factors = 32;       // k
+  float l2 = 0.05f;               // lambda on P and Q
+  float bias_l2 = 0.05f;          // lambda_b on the biases
+  float init_scale = 0.1f;        // P, Q start uniform in [0, init_scale) / sqrt(k) ... see initialize()
+  bool biases = true;             // explicit: learn b_u, b_i
+  void validate() const;          // InputError naming the flag
+};
+
+// Shapes and offsets shared by both models.
+struct FactorLayout {
+  std::size_t users = 0, items = 0, factors = 0, stride = 0;
+  std::size_t p = 0, q = 0, user_bias = 0, item_bias = 0;
+  static FactorLayout of(const Layout& l);
+  static Layout make(std::size_t users, std::size_t items, std::size_t factors, bool user_bias);
+};
+
+// Fills P and Q with small random values (biases 0), from `seed`.
+void initialize_factors(ParamStore& store, std::uint64_t seed, float scale);
+
+// mu + b_u + b_i + p_u . q_i from a store (any thread, racy reads).
+float predict(const ParamStore& store, const FactorLayout& f, float mean, std::uint32_t user, std::uint32_t item);
+
+class BiasedMf {
+ public:
+  // Keeps a reference to `train`, which must outlive the problem.
+  BiasedMf(const Ratings& train, MfOptions options);
+
+  Layout layout() const;
+  std::size_t num_examples() const noexcept { return train_->size(); }
+  float global_mean() const noexcept { return mean_; }
+  const MfOptions& options() const noexcept { return options_; }
+
+  template <class Sink>
+  double gradient(std::size_t i, Sink& sink) const {
+    const std::size_t k = options_.factors;
+    float p[kMaxFactors], q[kMaxFactors], gp[kMaxFactors], gq[kMaxFactors];
+    const std::size_t pu = f_.p + train_->user[i] * f_.stride;
+    const std::size_t qi = f_.q + train_->item[i] * f_.stride;
+    sink.read(pu, p, k);
+    sink.read(qi, q, k);
+    float prediction = mean_ + rows::dot(p, q, k);
+    const std::size_t bu = f_.user_bias + train_->user[i], bi = f_.item_bias + train_->item[i];
+    float b_u = 0, b_i = 0;
+    if (options_.biases) {
+      b_u = sink.read(bu);
+      b_i = sink.read(bi);
+      prediction += b_u + b_i;
+    }
+    const float e = prediction - train_->rating[i];
+    for (std::size_t d = 0; d < k; ++d) {
+      gp[d] = e * q[d] + options_.l2 * p[d];
+      gq[d] = e * p[d] + options_.l2 * q[d];
+    }
+    sink.add_gradient(pu, gp, k);
+    sink.add_gradient(qi, gq, k);
+    if (options_.biases) {
+      sink.add_gradient(bu, e + options_.bias_l2 * b_u);
+      sink.add_gradient(bi, e + options_.bias_l2 * b_i);
+    }
+    return 0.5 * static_cast<double>(e) * e;
+  }
+
+  static constexpr std::size_t kMaxFactors = 1024;
+
+ private:
+  const Ratings* train_;
+  MfOptions options_;
+  float mean_;
+  FactorLayout f_;
+};
+
+static_assert(Problem<BiasedMf>);
+
+// RMSE and MAE of a store's predictions on `test` (parallel), predictions
+// clipped to [lo, hi] when lo < hi.
+struct ErrorMetrics {
+  double rmse = 0, mae = 0;
+  std::size_t count = 0;
+};
+ErrorMetrics evaluate_errors(const ParamStore& store, float mean, const Ratings& test, float lo = 0, float hi = 0);
+
+}  // namespace asgd::sparse::mf

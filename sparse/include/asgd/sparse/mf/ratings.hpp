@@ -1,0 +1,87 @@
+// Ratings for matrix factorization: a COO list of (user, item, rating
+// [, timestamp]) with external ids (integers or string tokens) remapped to
+// dense ids, and readers for MovieLens u.data / ratings.dat / ratings.csv and
+// LIBMF text, plus random and per-user leave-k-out splits.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace asgd::sparse::mf {
+
+// External ids <-> dense ids 0..size()-1, in order of first appearance.
+class IdMap {
+ public:
+  // The dense id of `name`, adding it when new.
+  std::uint32_t intern(std::string_view name);
+  std::optional<std::uint32_t> find(std::string_view name) const noexcept;
+  const std::string& name(std::uint32_t id) const noexcept { return names_[id]; }
+  const std::vector<std::string>& names() const noexcept { return names_; }
+  std::size_t size() const noexcept { return names_.size(); }
+  // From names in id order (a saved map); InputError on a duplicate.
+  static IdMap from_names(std::vector<std::string> names);
+
+ private:
+  struct Hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+  };
+  std::vector<std::string> names_;
+  std::unordered_map<std::string, std::uint32_t, Hash, std::equal_to<>> ids_;
+};
+
+struct Ratings {
+  std::vector<std::uint32_t> user;
+  std::vector<std::uint32_t> item;
+  std::vector<float> rating;
+  std::vector<std::int64_t> timestamp;  // empty when the file has none
+  IdMap users, items;
+
+  std::size_t size() const noexcept { return rating.size(); }
+  bool has_timestamps() const noexcept { return !timestamp.empty(); }
+  double mean() const noexcept;
+  // The entries `rows` (in that order) with the same id maps.
+  Ratings subset(std::span<const std::size_t> rows) const;
+};
+
+enum class RatingsFormat {
+  detect,    // by the first line: header / "::" / tabs / spaces
+  udata,     // MovieLens 100K u.data: user \t item \t rating \t timestamp
+  dat,       // MovieLens 1M/10M ratings.dat: user::item::rating::timestamp
+  csv,       // MovieLens ratings.csv: header userId,movieId,rating,timestamp
+  libmf,     // LIBMF text: user item rating (whitespace)
+};
+RatingsFormat parse_ratings_format(std::string_view name);  // InputError naming the choices
+std::string_view to_string(RatingsFormat f) noexcept;
+
+// Reads a whole file (one pass over memory, std::from_chars, no iostream per
+// line). Blank lines, CRLF and a missing final newline are fine; a malformed
+// line is InputError "file:line: expected ..., got '...'". Ids are tokens
+// (any non-separator bytes): integers are kept as their text. With `into`,
+// ids are mapped with (and added to) its maps, so a test file shares the
+// training file's dense ids.
+Ratings read_ratings(const std::filesystem::path& path, RatingsFormat format = RatingsFormat::detect,
+                     const Ratings* id_maps_from = nullptr);
+Ratings parse_ratings(std::string_view text, std::string_view source, RatingsFormat format,
+                      const Ratings* id_maps_from = nullptr);
+
+// LIBMF text ("user item rating" per line, external ids) written atomically.
+void write_ratings(const std::filesystem::path& path, const Ratings& ratings);
+
+struct Split {
+  Ratings train, test;
+};
+// A seeded random split: each rating goes to test with probability about
+// `test_fraction` (exactly round(n * fraction) ratings, chosen by shuffle).
+Split random_split(const Ratings& all, double test_fraction, std::uint64_t seed);
+// Per user, the k most recent ratings (by timestamp; the last k in file
+// order when there are none) go to test; users with <= k ratings keep all in train.
+Split leave_k_out(const Ratings& all, std::size_t k);
+
+}  // namespace asgd::sparse::mf

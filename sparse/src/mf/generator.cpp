@@ -1,0 +1,67 @@
+#include "asgd/sparse/mf/generator.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <unordered_set>
+
+#include "asgd/engine/errors.hpp"
+#include "asgd/sparse/word2vec/sampling.hpp"
+
+namespace asgd::sparse::mf {
+
+void RatingsGeneratorOptions::validate() const {
+  if (users == 0 || items == 0) throw InputError("generate: --users and --items must be at least 1");
+  if (ratings == 0 || static_cast<double>(ratings) > 0.5 * static_cast<double>(users) * static_cast<double>(items)) {
+    throw InputError(fmt::format("generate: --ratings {} must be between 1 and half of users x items ({})", ratings,
+                                 users * items / 2));
+  }
+  if (rank == 0 || rank > 1024) throw InputError(fmt::format("generate: --rank {}: expected 1 to 1024", rank));
+  if (!(noise >= 0) || !std::isfinite(noise)) throw InputError("generate: --noise must be >= 0");
+  if (!(zipf >= 0) || !std::isfinite(zipf)) throw InputError("generate: --zipf must be >= 0");
+}
+
+Ratings generate_ratings(const RatingsGeneratorOptions& o) {
+  o.validate();
+  w2v::FastRng rng(w2v::FastRng::mix(o.seed, 0x4d46, 0));
+  auto normal = [&] {
+    // Box-Muller on our own uniform draws: the same numbers on every library.
+    const double u1 = (static_cast<double>(rng.next() >> 11) + 1.0) * (1.0 / 9007199254740993.0);
+    const double u2 = static_cast<double>(rng.next() >> 11) * (1.0 / 9007199254740992.0);
+    return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+  };
+  const double factor_sd = 1.0 / std::sqrt(static_cast<double>(o.rank));
+  std::vector<float> p(o.users * o.rank), q(o.items * o.rank), bu(o.users), bi(o.items);
+  for (auto& x : p) x = static_cast<float>(normal() * factor_sd);
+  for (auto& x : q) x = static_cast<float>(normal() * factor_sd);
+  for (auto& x : bu) x = static_cast<float>(0.3 * normal());
+  for (auto& x : bi) x = static_cast<float>(0.3 * normal());
+  std::vector<double> popularity(o.items);
+  for (std::size_t i = 0; i < o.items; ++i) popularity[i] = std::pow(static_cast<double>(i + 1), -o.zipf);
+  const w2v::AliasSampler item_sampler(popularity);
+
+  Ratings r;
+  for (std::size_t u = 0; u < o.users; ++u) r.users.intern(fmt::format("u{}", u));
+  for (std::size_t i = 0; i < o.items; ++i) r.items.intern(fmt::format("i{}", i));
+  std::unordered_set<std::uint64_t> seen;
+  seen.reserve(o.ratings * 2);
+  r.user.reserve(o.ratings);
+  r.item.reserve(o.ratings);
+  r.rating.reserve(o.ratings);
+  r.timestamp.reserve(o.ratings);
+  while (r.size() < o.ratings) {
+    const auto u = rng.below(static_cast<std::uint32_t>(o.users));
+    const auto i = item_sampler.sample(rng.next());
+    if (!seen.insert(static_cast<std::uint64_t>(u) * o.items + i).second) continue;
+    double value = o.mean + bu[u] + bi[i];
+    for (std::size_t d = 0; d < o.rank; ++d) value += static_cast<double>(p[u * o.rank + d]) * q[i * o.rank + d];
+    value += o.noise * normal();
+    r.user.push_back(u);
+    r.item.push_back(i);
+    r.rating.push_back(static_cast<float>(value));
+    r.timestamp.push_back(static_cast<std::int64_t>(r.size()));
+  }
+  return r;
+}
+
+}  // namespace asgd::sparse::mf

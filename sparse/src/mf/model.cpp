@@ -1,0 +1,120 @@
+#include "asgd/sparse/mf/model.hpp"
+
+#include <fmt/format.h>
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/parallel_reduce.h>
+
+#include "asgd/engine/consistency.hpp"
+#include "asgd/engine/errors.hpp"
+
+namespace asgd::sparse::mf {
+
+void MfOptions::validate() const {
+  if (factors == 0 || factors > BiasedMf::kMaxFactors) {
+    throw InputError(fmt::format("-k {}: expected 1 to {} factors", factors, BiasedMf::kMaxFactors));
+  }
+  if (!(l2 >= 0) || !std::isfinite(l2)) throw InputError(fmt::format("-l2 {}: expected >= 0", l2));
+  if (!(bias_l2 >= 0) || !std::isfinite(bias_l2)) throw InputError(fmt::format("bias l2 {}: expected >= 0", bias_l2));
+  if (!(init_scale > 0) || !std::isfinite(init_scale)) throw InputError("init scale: expected > 0");
+}
+
+FactorLayout FactorLayout::of(const Layout& l) {
+  FactorLayout f;
+  const Tensor& p = l["P"];
+  const Tensor& q = l["Q"];
+  f.users = p.rows;
+  f.items = q.rows;
+  f.factors = p.cols;
+  f.stride = p.row_stride;
+  f.p = p.offset;
+  f.q = q.offset;
+  if (q.row_stride != f.stride || q.cols != f.factors) throw InputError("layout: P and Q differ in width");
+  if (l.contains("user_bias")) f.user_bias = l["user_bias"].offset;
+  f.item_bias = l["item_bias"].offset;
+  return f;
+}
+
+Layout FactorLayout::make(std::size_t users, std::size_t items, std::size_t factors, bool user_bias) {
+  Layout l;
+  l.add("P", {std::max<std::size_t>(users, 1), factors}, RowPadding::cache_line);
+  l.add("Q", {std::max<std::size_t>(items, 1), factors}, RowPadding::cache_line);
+  if (user_bias) l.add("user_bias", {std::max<std::size_t>(users, 1)});
+  l.add("item_bias", {std::max<std::size_t>(items, 1)});
+  return l;
+}
+
+void initialize_factors(ParamStore& store, std::uint64_t seed, float scale) {
+  const FactorLayout f = FactorLayout::of(store.layout());
+  // splitmix64 stream: the same seed gives the same start everywhere.
+  std::uint64_t state = seed * 0x9e3779b97f4a7c15ULL + 1;
+  auto uniform = [&] {
+    std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return static_cast<float>((z ^ (z >> 31)) >> 40) * (1.0f / 16777216.0f);
+  };
+  const float s = scale / std::sqrt(static_cast<float>(f.factors));
+  float* data = store.data();
+  for (std::size_t r = 0; r < f.users; ++r)
+    for (std::size_t c = 0; c < f.factors; ++c) store_param(data[f.p + r * f.stride + c], uniform() * s);
+  for (std::size_t r = 0; r < f.items; ++r)
+    for (std::size_t c = 0; c < f.factors; ++c) store_param(data[f.q + r * f.stride + c], uniform() * s);
+}
+
+float predict(const ParamStore& store, const FactorLayout& f, float mean, std::uint32_t user, std::uint32_t item) {
+  float p[BiasedMf::kMaxFactors], q[BiasedMf::kMaxFactors];
+  rows::load(store.data() + f.p + user * f.stride, p, f.factors);
+  rows::load(store.data() + f.q + item * f.stride, q, f.factors);
+  float r = mean + rows::dot(p, q, f.factors) + store.load(f.item_bias + item);
+  if (store.layout().contains("user_bias")) r += store.load(f.user_bias + user);
+  return r;
+}
+
+BiasedMf::BiasedMf(const Ratings& train, MfOptions options) : train_(&train), options_(options) {
+  options_.validate();
+  if (train.size() == 0) throw InputError("mf: no training ratings");
+  mean_ = static_cast<float>(train.mean());
+  f_ = FactorLayout::of(layout());
+}
+
+Layout BiasedMf::layout() const {
+  return FactorLayout::make(train_->users.size(), train_->items.size(), options_.factors, true);
+}
+
+ErrorMetrics evaluate_errors(const ParamStore& store, float mean, const Ratings& test, float lo, float hi) {
+  const FactorLayout f = FactorLayout::of(store.layout());
+  struct Sums {
+    double squared = 0, absolute = 0;
+    std::size_t count = 0;
+  };
+  const Sums s = tbb::parallel_reduce(
+      tbb::blocked_range<std::size_t>(0, test.size(), 4096), Sums{},
+      [&](const tbb::blocked_range<std::size_t>& range, Sums acc) {
+        for (std::size_t i = range.begin(); i < range.end(); ++i) {
+          // Users or items never seen in training predict from what exists.
+          if (test.user[i] >= f.users || test.item[i] >= f.items) continue;
+          float r = predict(store, f, mean, test.user[i], test.item[i]);
+          if (lo < hi) r = std::clamp(r, lo, hi);
+          const double e = static_cast<double>(r) - test.rating[i];
+          acc.squared += e * e;
+          acc.absolute += std::abs(e);
+          ++acc.count;
+        }
+        return acc;
+      },
+      [](Sums a, const Sums& b) {
+        a.squared += b.squared;
+        a.absolute += b.absolute;
+        a.count += b.count;
+        return a;
+      });
+  ErrorMetrics m;
+  m.count = s.count;
+  if (s.count > 0) {
+    m.rmse = std::sqrt(s.squared / static_cast<double>(s.count));
+    m.mae = s.absolute / static_cast<double>(s.count);
+  }
+  return m;
+}
+
+}  // namespace asgd::sparse::mf

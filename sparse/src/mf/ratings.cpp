@@ -1,0 +1,259 @@
+#include "asgd/sparse/mf/ratings.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <numeric>
+#include <random>
+
+#include "asgd/engine/errors.hpp"
+
+namespace asgd::sparse::mf {
+
+std::uint32_t IdMap::intern(std::string_view name) {
+  const auto it = ids_.find(name);
+  if (it != ids_.end()) return it->second;
+  const auto id = static_cast<std::uint32_t>(names_.size());
+  names_.emplace_back(name);
+  ids_.emplace(names_.back(), id);
+  return id;
+}
+
+std::optional<std::uint32_t> IdMap::find(std::string_view name) const noexcept {
+  const auto it = ids_.find(name);
+  if (it == ids_.end()) return std::nullopt;
+  return it->second;
+}
+
+IdMap IdMap::from_names(std::vector<std::string> names) {
+  IdMap m;
+  for (auto& n : names) {
+    if (m.find(n)) throw InputError(fmt::format("id map: '{}' appears twice", n));
+    m.intern(n);
+  }
+  return m;
+}
+
+double Ratings::mean() const noexcept {
+  if (rating.empty()) return 0.0;
+  double s = 0;
+  for (float r : rating) s += r;
+  return s / static_cast<double>(rating.size());
+}
+
+Ratings Ratings::subset(std::span<const std::size_t> rows) const {
+  Ratings out;
+  out.users = users;
+  out.items = items;
+  out.user.reserve(rows.size());
+  out.item.reserve(rows.size());
+  out.rating.reserve(rows.size());
+  for (auto r : rows) {
+    out.user.push_back(user[r]);
+    out.item.push_back(item[r]);
+    out.rating.push_back(rating[r]);
+    if (has_timestamps()) out.timestamp.push_back(timestamp[r]);
+  }
+  return out;
+}
+
+RatingsFormat parse_ratings_format(std::string_view name) {
+  if (name == "detect" || name == "auto") return RatingsFormat::detect;
+  if (name == "udata" || name == "u.data") return RatingsFormat::udata;
+  if (name == "dat" || name == "ratings.dat") return RatingsFormat::dat;
+  if (name == "csv" || name == "ratings.csv") return RatingsFormat::csv;
+  if (name == "libmf") return RatingsFormat::libmf;
+  throw InputError(fmt::format("format '{}': expected detect, udata, dat, csv or libmf", name));
+}
+
+std::string_view to_string(RatingsFormat f) noexcept {
+  switch (f) {
+    case RatingsFormat::detect: return "detect";
+    case RatingsFormat::udata: return "udata";
+    case RatingsFormat::dat: return "dat";
+    case RatingsFormat::csv: return "csv";
+    case RatingsFormat::libmf: return "libmf";
+  }
+  return "?";
+}
+
+namespace {
+
+std::string shown(std::string_view line) {
+  std::string s(line.substr(0, 80));
+  for (auto& c : s) {
+    if (static_cast<unsigned char>(c) < 0x20) c = '?';
+  }
+  return line.size() > 80 ? s + "..." : s;
+}
+
+// Splits `line` into at most 5 fields; returns how many there were.
+std::size_t split_fields(std::string_view line, RatingsFormat f, std::string_view* out) {
+  std::size_t n = 0;
+  auto push = [&](std::string_view v) {
+    if (n < 5) out[n] = v;
+    ++n;
+  };
+  if (f == RatingsFormat::libmf) {
+    std::size_t i = 0;
+    while (i < line.size()) {
+      while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+      if (i == line.size()) break;
+      const std::size_t start = i;
+      while (i < line.size() && line[i] != ' ' && line[i] != '\t') ++i;
+      push(line.substr(start, i - start));
+    }
+    return n;
+  }
+  const std::string_view sep = f == RatingsFormat::dat ? "::" : f == RatingsFormat::csv ? "," : "\t";
+  std::size_t start = 0;
+  for (;;) {
+    const auto at = line.find(sep, start);
+    if (at == std::string_view::npos) {
+      push(line.substr(start));
+      return n;
+    }
+    push(line.substr(start, at - start));
+    start = at + sep.size();
+  }
+}
+
+RatingsFormat detect(std::string_view first_line) {
+  if (first_line.rfind("userId", 0) == 0 || first_line.find(',') != std::string_view::npos) return RatingsFormat::csv;
+  if (first_line.find("::") != std::string_view::npos) return RatingsFormat::dat;
+  if (first_line.find('\t') != std::string_view::npos) return RatingsFormat::udata;
+  return RatingsFormat::libmf;
+}
+
+}  // namespace
+
+Ratings parse_ratings(std::string_view text, std::string_view source, RatingsFormat format,
+                      const Ratings* id_maps_from) {
+  Ratings r;
+  if (id_maps_from) {
+    r.users = id_maps_from->users;
+    r.items = id_maps_from->items;
+  }
+  std::size_t line_no = 0, pos = 0;
+  bool first = true;
+  std::string_view fields[5];
+  while (pos < text.size()) {
+    const auto eol = text.find('\n', pos);
+    std::string_view line = text.substr(pos, (eol == std::string_view::npos ? text.size() : eol) - pos);
+    pos = eol == std::string_view::npos ? text.size() : eol + 1;
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
+    if (first) {
+      first = false;
+      if (format == RatingsFormat::detect) format = detect(line);
+      if (format == RatingsFormat::csv && line.rfind("userId", 0) == 0) continue;  // the header
+    }
+    auto fail = [&](const std::string& what) {
+      throw InputError(fmt::format("{}:{}: expected {}, got '{}'", source, line_no, what, shown(line)));
+    };
+    const std::size_t n = split_fields(line, format, fields);
+    const bool with_time = format != RatingsFormat::libmf;
+    if (n != (with_time ? 4u : 3u)) {
+      fail(fmt::format("{} fields ({}) in {} format, found {}", with_time ? 4 : 3,
+                       with_time ? "user item rating timestamp" : "user item rating", to_string(format), n));
+    }
+    double value = 0;
+    {
+      const auto& f = fields[2];
+      const auto [p, ec] = std::from_chars(f.data(), f.data() + f.size(), value);
+      if (ec != std::errc() || p != f.data() + f.size() || !std::isfinite(value)) fail("a numeric rating in field 3");
+    }
+    if (fields[0].empty() || fields[1].empty()) fail("non-empty user and item ids");
+    if (with_time) {
+      std::int64_t ts = 0;
+      const auto& f = fields[3];
+      const auto [p, ec] = std::from_chars(f.data(), f.data() + f.size(), ts);
+      if (ec != std::errc() || p != f.data() + f.size()) fail("an integer timestamp in field 4");
+      r.timestamp.push_back(ts);
+    }
+    r.user.push_back(r.users.intern(fields[0]));
+    r.item.push_back(r.items.intern(fields[1]));
+    r.rating.push_back(static_cast<float>(value));
+  }
+  if (r.rating.empty()) throw InputError(fmt::format("{}: no ratings", source));
+  return r;
+}
+
+Ratings read_ratings(const std::filesystem::path& path, RatingsFormat format, const Ratings* id_maps_from) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw InputError(fmt::format("{}: cannot open: {}", path.string(), std::strerror(errno)));
+  std::string text;
+  char buffer[1 << 16];
+  for (;;) {
+    const ssize_t k = ::read(fd, buffer, sizeof buffer);
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) {
+      const int saved = errno;
+      ::close(fd);
+      throw InputError(fmt::format("{}: read error: {}", path.string(), std::strerror(saved)));
+    }
+    if (k == 0) break;
+    text.append(buffer, static_cast<std::size_t>(k));
+  }
+  ::close(fd);
+  return parse_ratings(text, path.string(), format, id_maps_from);
+}
+
+void write_ratings(const std::filesystem::path& path, const Ratings& r) {
+  std::filesystem::path tmp = path;
+  tmp += fmt::format(".tmp.{}", ::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    if (!out) throw InputError(fmt::format("{}: cannot write", path.string()));
+    std::string line;
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      line = fmt::format("{} {} {}\n", r.users.name(r.user[i]), r.items.name(r.item[i]), r.rating[i]);
+      out.write(line.data(), static_cast<std::streamsize>(line.size()));
+    }
+    if (!out.flush()) throw RuntimeError(fmt::format("{}: write failed", tmp.string()));
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+Split random_split(const Ratings& all, double test_fraction, std::uint64_t seed) {
+  if (!(test_fraction >= 0 && test_fraction < 1)) {
+    throw InputError(fmt::format("test fraction {}: expected [0, 1)", test_fraction));
+  }
+  std::vector<std::size_t> order(all.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937_64 rng(seed);
+  for (std::size_t k = order.size(); k > 1; --k) std::swap(order[k - 1], order[rng() % k]);
+  const auto n_test = static_cast<std::size_t>(std::llround(test_fraction * static_cast<double>(all.size())));
+  std::vector<std::size_t> test(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(n_test));
+  std::vector<std::size_t> train(order.begin() + static_cast<std::ptrdiff_t>(n_test), order.end());
+  std::sort(test.begin(), test.end());
+  std::sort(train.begin(), train.end());
+  return {all.subset(train), all.subset(test)};
+}
+
+Split leave_k_out(const Ratings& all, std::size_t k) {
+  std::vector<std::vector<std::size_t>> by_user(all.users.size());
+  for (std::size_t i = 0; i < all.size(); ++i) by_user[all.user[i]].push_back(i);
+  std::vector<std::size_t> train, test;
+  for (auto& rows : by_user) {
+    if (all.has_timestamps()) {
+      std::stable_sort(rows.begin(), rows.end(),
+                       [&](std::size_t a, std::size_t b) { return all.timestamp[a] < all.timestamp[b]; });
+    }
+    const std::size_t keep = rows.size() > k ? rows.size() - k : rows.size();
+    train.insert(train.end(), rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(keep));
+    test.insert(test.end(), rows.begin() + static_cast<std::ptrdiff_t>(keep), rows.end());
+  }
+  std::sort(train.begin(), train.end());
+  std::sort(test.begin(), test.end());
+  return {all.subset(train), all.subset(test)};
+}
+
+}  // namespace asgd::sparse::mf

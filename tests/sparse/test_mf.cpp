@@ -1,0 +1,137 @@
+// Matrix factorization: readers, id maps, splits, and biased MF reaching the
+// noise floor of planted data.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "asgd/engine/errors.hpp"
+#include "asgd/engine/trainer.hpp"
+#include "asgd/sparse/mf/generator.hpp"
+#include "asgd/sparse/mf/model.hpp"
+#include "asgd/sparse/mf/ratings.hpp"
+
+namespace fs = std::filesystem;
+using namespace asgd::sparse::mf;
+
+namespace {
+
+std::string message_of(auto&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(no exception)";
+}
+
+}  // namespace
+
+TEST(Ratings, ReadsEveryFormatAndDetectsIt) {
+  const auto udata = parse_ratings("196\t242\t3\t881250949\n186\t302\t3\t891717742\r\n\n", "u.data",
+                                   RatingsFormat::detect);
+  ASSERT_EQ(udata.size(), 2u);
+  EXPECT_EQ(udata.users.name(udata.user[1]), "186");
+  EXPECT_EQ(udata.timestamp[0], 881250949);
+  const auto dat = parse_ratings("1::1193::5::978300760\n1::661::3::978302109", "ratings.dat", RatingsFormat::detect);
+  ASSERT_EQ(dat.size(), 2u);
+  EXPECT_EQ(dat.items.name(dat.item[0]), "1193");
+  EXPECT_EQ(dat.users.size(), 1u);
+  const auto csv = parse_ratings("userId,movieId,rating,timestamp\n1,1,4.0,964982703\n1,3,4.5,964981247\n",
+                                 "ratings.csv", RatingsFormat::detect);
+  ASSERT_EQ(csv.size(), 2u);
+  EXPECT_FLOAT_EQ(csv.rating[1], 4.5f);
+  const auto libmf = parse_ratings("alice item-7 2.5\n  bob\titem-7   4\n", "libmf", RatingsFormat::detect);
+  ASSERT_EQ(libmf.size(), 2u);
+  EXPECT_EQ(libmf.items.size(), 1u);
+  EXPECT_FALSE(libmf.has_timestamps());
+  EXPECT_EQ(libmf.users.name(libmf.user[1]), "bob");
+}
+
+TEST(Ratings, MalformedLinesNameFileLineAndExpectation) {
+  auto msg = message_of([] { parse_ratings("1\t2\t3\t4\n1\t2\tx\t4\n", "u.data", RatingsFormat::udata); });
+  EXPECT_NE(msg.find("u.data:2: expected a numeric rating"), std::string::npos) << msg;
+  msg = message_of([] { parse_ratings("1::2::3\n", "r.dat", RatingsFormat::dat); });
+  EXPECT_NE(msg.find("r.dat:1: expected 4 fields"), std::string::npos) << msg;
+  msg = message_of([] { parse_ratings("userId,movieId,rating,timestamp\n1,2,3,soon\n", "r.csv", RatingsFormat::csv); });
+  EXPECT_NE(msg.find("r.csv:2: expected an integer timestamp"), std::string::npos) << msg;
+  msg = message_of([] { parse_ratings("a b\n", "m.txt", RatingsFormat::libmf); });
+  EXPECT_NE(msg.find("m.txt:1: expected 3 fields"), std::string::npos) << msg;
+  msg = message_of([] { parse_ratings("a b nan\n", "m.txt", RatingsFormat::libmf); });
+  EXPECT_NE(msg.find("numeric rating"), std::string::npos) << msg;
+  EXPECT_NE(message_of([] { parse_ratings("\n\n", "e", RatingsFormat::detect); }).find("no ratings"),
+            std::string::npos);
+  EXPECT_THROW(read_ratings("/nonexistent/ratings"), asgd::InputError);
+  EXPECT_THROW(parse_ratings_format("xml"), asgd::InputError);
+}
+
+TEST(Ratings, IdMapsRoundTripThroughAFileAndAreShared) {
+  const fs::path path = fs::temp_directory_path() / ("asgd-mf-" + std::to_string(::getpid()));
+  const auto r = parse_ratings("x p 1\ny q 2\nx q 3\n", "in", RatingsFormat::libmf);
+  write_ratings(path, r);
+  const auto back = read_ratings(path);
+  EXPECT_EQ(back.users.names(), r.users.names());
+  EXPECT_EQ(back.items.names(), r.items.names());
+  EXPECT_EQ(back.rating, r.rating);
+  // A second file mapped with the first one's ids.
+  const auto test = parse_ratings("y p 5\nz p 1\n", "test", RatingsFormat::libmf, &r);
+  EXPECT_EQ(test.user[0], *r.users.find("y"));
+  EXPECT_EQ(test.user[1], 2u);  // new user appended
+  EXPECT_EQ(IdMap::from_names(r.users.names()).names(), r.users.names());
+  EXPECT_THROW(IdMap::from_names({"a", "a"}), asgd::InputError);
+  fs::remove(path);
+}
+
+TEST(Ratings, SplitsAreSeededAndLeaveKOutTakesTheLatest) {
+  RatingsGeneratorOptions g;
+  g.users = 50;
+  g.items = 40;
+  g.ratings = 600;
+  const auto all = generate_ratings(g);
+  const auto a = random_split(all, 0.1, 42), b = random_split(all, 0.1, 42), c = random_split(all, 0.1, 43);
+  EXPECT_EQ(a.test.size(), 60u);
+  EXPECT_EQ(a.train.size(), 540u);
+  EXPECT_EQ(a.test.rating, b.test.rating);
+  EXPECT_NE(a.test.rating, c.test.rating);
+  const auto loo = leave_k_out(all, 1);
+  std::set<std::uint32_t> users(loo.test.user.begin(), loo.test.user.end());
+  EXPECT_EQ(users.size(), loo.test.size());  // one per user
+  for (std::size_t i = 0; i < loo.test.size(); ++i) {
+    for (std::size_t j = 0; j < loo.train.size(); ++j) {
+      if (loo.train.user[j] == loo.test.user[i]) {
+        EXPECT_LT(loo.train.timestamp[j], loo.test.timestamp[i]);
+      }
+    }
+  }
+}
+
+TEST(BiasedMf, ReachesTheNoiseFloorOnPlantedData) {
+  RatingsGeneratorOptions g;
+  g.users = 1500;
+  g.items = 800;
+  g.ratings = 150000;
+  g.rank = 4;
+  g.noise = 0.5;
+  const auto split = random_split(generate_ratings(g), 0.1, 42);
+  MfOptions mo;
+  mo.factors = 8;
+  mo.l2 = 0.02f;
+  mo.bias_l2 = 0.02f;
+  const BiasedMf problem(split.train, mo);
+  auto store = asgd::ParamStore::on_heap(problem.layout());
+  initialize_factors(store, 1, mo.init_scale);
+  asgd::TrainerOptions o;
+  o.workers = 2;
+  o.epochs = 30;
+  o.step_examples = 4096;
+  o.schedule.kind = asgd::ScheduleKind::linear;
+  o.schedule.lr = 0.02f;
+  o.schedule.floor = 0.1f;
+  asgd::Trainer(store, o).run(problem);
+  const auto m = evaluate_errors(store, problem.global_mean(), split.test);
+  EXPECT_EQ(m.count, split.test.size());
+  EXPECT_LT(m.rmse, 1.05 * g.noise) << "noise floor " << g.noise;
+  EXPECT_GT(m.rmse, 0.9 * g.noise);  // below the floor would mean leakage
+}

@@ -116,13 +116,21 @@ TEST_F(CheckpointTest, SigkillDuringSaveLeavesThePreviousCheckpointLoadable) {
         save_checkpoint(path, s, {gen, gen, 1});
       }
     }
-    ::usleep(static_cast<useconds_t>(30000 + 45000 * round));
+    // Wait until the child is writing a checkpoint (its temp file exists),
+    // then kill it a moment later: in the middle of that save or the next.
+    const std::string temp_prefix = "model.ckpt.tmp." + std::to_string(child) + ".";
+    auto child_saving = [&] {
+      for (const auto& e : fs::directory_iterator(dir_)) {
+        if (e.path().filename().string().rfind(temp_prefix, 0) == 0) return true;
+      }
+      return false;
+    };
+    for (int i = 0; i < 20000 && !child_saving(); ++i) ::usleep(1000);
+    ::usleep(static_cast<useconds_t>(2000 * round));
     ASSERT_EQ(::kill(child, SIGKILL), 0);
     ASSERT_EQ(::waitpid(child, nullptr, 0), child);
     // Was it killed in the middle of a save? Its temp file says so.
-    for (const auto& e : fs::directory_iterator(dir_)) {
-      if (e.path().filename().string().rfind("model.ckpt.tmp." + std::to_string(child), 0) == 0) ++killed_mid_save;
-    }
+    killed_mid_save += child_saving() ? 1 : 0;
     const auto d = asgd::read_checkpoint(path);  // must not throw
     ASSERT_EQ(d.params.size(), asgd::Layout(layout_of(n)).size());
     EXPECT_EQ(d.params.front(), static_cast<float>(d.state.epoch));

@@ -1,19 +1,14 @@
 #include "asgd/engine/checkpoint.hpp"
 
-#include <fcntl.h>
-#include <signal.h>
 #include <fmt/format.h>
-#include <unistd.h>
 
-#include <atomic>
 #include <bit>
 #include <boost/crc.hpp>
-#include <cerrno>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 
+#include "asgd/engine/atomic_file.hpp"
 #include "asgd/engine/consistency.hpp"
 #include "asgd/engine/errors.hpp"
 
@@ -41,73 +36,6 @@ struct FileHeader {
 };
 static_assert(sizeof(FileHeader) == 80);
 
-// A file descriptor that closes itself; writes are checked and checksummed.
-class OutFile {
- public:
-  explicit OutFile(const std::filesystem::path& path) : path_(path) {
-    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd_ < 0) fail("cannot create");
-  }
-  OutFile(const OutFile&) = delete;
-  OutFile& operator=(const OutFile&) = delete;
-  ~OutFile() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  void write(const void* data, std::size_t n) {
-    crc_.process_bytes(data, n);
-    const char* p = static_cast<const char*>(data);
-    while (n > 0) {
-      const ssize_t k = ::write(fd_, p, n);
-      if (k < 0 && errno == EINTR) continue;
-      if (k <= 0) fail("cannot write");
-      p += k;
-      n -= static_cast<std::size_t>(k);
-    }
-  }
-  std::uint32_t crc() const { return crc_.checksum(); }
-  void sync_and_close() {
-    if (::fsync(fd_) != 0) fail("cannot fsync");
-    const int fd = fd_;
-    fd_ = -1;
-    if (::close(fd) != 0) fail("cannot close");
-  }
-
- private:
-  [[noreturn]] void fail(const char* what) const {
-    throw RuntimeError(fmt::format("checkpoint {}: {}: {}", path_.string(), what, std::strerror(errno)));
-  }
-  std::filesystem::path path_;
-  int fd_ = -1;
-  boost::crc_32_type crc_;
-};
-
-// The rename is durable only once the directory is synced.
-void fsync_directory(const std::filesystem::path& file) {
-  const std::filesystem::path dir = file.parent_path().empty() ? "." : file.parent_path();
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  const int rc = fd < 0 ? -1 : ::fsync(fd);
-  const int saved = errno;
-  if (fd >= 0) ::close(fd);
-  if (rc != 0) {
-    throw RuntimeError(fmt::format("checkpoint {}: written, but syncing directory {} failed: {}", file.string(),
-                                   dir.string(), std::strerror(saved)));
-  }
-}
-
-// A process killed while saving leaves PATH.tmp.PID.N behind; the next save
-// of PATH removes those whose PID is no longer running.
-void remove_stale_temporaries(const std::filesystem::path& path) {
-  std::error_code ec;
-  const std::filesystem::path dir = path.parent_path().empty() ? "." : path.parent_path();
-  const std::string prefix = path.filename().string() + ".tmp.";
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind(prefix, 0) != 0) continue;
-    const int pid = std::atoi(name.c_str() + prefix.size());
-    if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH) std::filesystem::remove(entry.path(), ec);
-  }
-}
-
 }  // namespace
 
 void save_checkpoint(const std::filesystem::path& path, const ParamStore& store, const TrainState& state,
@@ -125,48 +53,38 @@ void save_checkpoint(const std::filesystem::path& path, const ParamStore& store,
   h.layout_text_bytes = layout_text.size();
   h.metadata_bytes = metadata.size();
 
-  remove_stale_temporaries(path);
-  static std::atomic<std::uint64_t> serial{0};
-  std::filesystem::path tmp = path;
-  tmp += fmt::format(".tmp.{}.{}", ::getpid(), serial.fetch_add(1));
-  try {
-    OutFile out(tmp);
-    out.write(&h, sizeof h);
-    out.write(layout_text.data(), layout_text.size());
-    out.write(metadata.data(), metadata.size());
-    // Parameters and optimizer state may still be changing (other workers,
-    // other processes): snapshot each float once, through a relaxed load,
-    // so what is checksummed is exactly what is written.
-    std::vector<float> chunk(1 << 16);
-    auto write_snapshot = [&](const float* values, std::size_t count, const char* what) {
-      for (std::size_t i = 0; i < count; i += chunk.size()) {
-        const std::size_t n = std::min(chunk.size(), count - i);
-        for (std::size_t k = 0; k < n; ++k) {
-          chunk[k] = load_param(values[i + k]);
-          if (!std::isfinite(chunk[k])) {
-            throw RuntimeError(fmt::format("checkpoint {}: {} {} is {}; refusing to save a diverged model",
-                                           path.string(), what, i + k, chunk[k]));
-          }
+  AtomicFile out(path);
+  boost::crc_32_type crc;
+  auto write = [&](const void* data, std::size_t n) {
+    crc.process_bytes(data, n);
+    out.write(data, n);
+  };
+  write(&h, sizeof h);
+  write(layout_text.data(), layout_text.size());
+  write(metadata.data(), metadata.size());
+  // Parameters and optimizer state may still be changing (other workers,
+  // other processes): snapshot each float once, through a relaxed load, so
+  // what is checksummed is exactly what is written.
+  std::vector<float> chunk(1 << 16);
+  auto write_snapshot = [&](const float* values, std::size_t count, const char* what) {
+    for (std::size_t i = 0; i < count; i += chunk.size()) {
+      const std::size_t n = std::min(chunk.size(), count - i);
+      for (std::size_t k = 0; k < n; ++k) {
+        chunk[k] = load_param(values[i + k]);
+        if (!std::isfinite(chunk[k])) {
+          throw RuntimeError(fmt::format("checkpoint {}: {} {} is {}; refusing to save a diverged model",
+                                         path.string(), what, i + k, chunk[k]));
         }
-        out.write(chunk.data(), n * sizeof(float));
       }
-    };
-    write_snapshot(store.data(), store.size(), "parameter");
-    write_snapshot(optimizer_state.data(), optimizer_state.size(), "optimizer value");
-    const std::uint32_t crc = out.crc();
-    out.write(&crc, sizeof crc);
-    out.write(kEnd, sizeof kEnd);
-    out.sync_and_close();
-    std::filesystem::rename(tmp, path);
-  } catch (const std::filesystem::filesystem_error& e) {
-    std::filesystem::remove(tmp);
-    throw RuntimeError(fmt::format("checkpoint {}: cannot rename into place: {}", path.string(), e.what()));
-  } catch (...) {
-    std::error_code ignored;
-    std::filesystem::remove(tmp, ignored);
-    throw;
-  }
-  fsync_directory(path);
+      write(chunk.data(), n * sizeof(float));
+    }
+  };
+  write_snapshot(store.data(), store.size(), "parameter");
+  write_snapshot(optimizer_state.data(), optimizer_state.size(), "optimizer value");
+  const std::uint32_t checksum = crc.checksum();
+  out.write(&checksum, sizeof checksum);
+  out.write(kEnd, sizeof kEnd);
+  out.commit();
 }
 
 CheckpointData read_checkpoint(const std::filesystem::path& path) {

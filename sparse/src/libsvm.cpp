@@ -15,6 +15,7 @@
 #include <string>
 #include <system_error>
 
+#include "asgd/engine/atomic_file.hpp"
 #include "asgd/engine/errors.hpp"
 
 namespace asgd::sparse {
@@ -244,26 +245,6 @@ class Parser {
 
 std::string errno_text(int err) { return std::generic_category().message(err); }
 
-// Removes the temporary file unless the write was committed by the rename.
-class TempFile {
- public:
-  explicit TempFile(std::filesystem::path path) : path_(std::move(path)) {}
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-  ~TempFile() {
-    if (!committed_) {
-      std::error_code ignored;
-      std::filesystem::remove(path_, ignored);
-    }
-  }
-  const std::filesystem::path& path() const noexcept { return path_; }
-  void commit() noexcept { committed_ = true; }
-
- private:
-  std::filesystem::path path_;
-  bool committed_ = false;
-};
-
 }  // namespace
 
 void SparseDataset::validate() const {
@@ -330,32 +311,10 @@ SparseDataset read_libsvm(const std::filesystem::path& path, UnsortedIds unsorte
 
 void write_libsvm(const std::filesystem::path& path, const SparseDataset& data) {
   data.validate();
-  std::error_code ignored;
-  if (std::filesystem::is_directory(path, ignored)) {
-    throw InputError(fmt::format("{}: is a directory, expected a file name to write", path.string()));
-  }
-  static std::atomic<unsigned> counter{0};
-  auto temp_name = path;
-  temp_name += fmt::format(".tmp.{}.{}", ::getpid(), counter.fetch_add(1, std::memory_order_relaxed));
-  TempFile temp(temp_name);
-  const std::string name = path.string();
-
-  // "x": never follow or clobber something already at the temporary name.
-  File file(std::fopen(temp.path().string().c_str(), "wbx"));
-  if (!file) throw InputError(fmt::format("{}: cannot write here: {}", name, errno_text(errno)));
-
-  auto write_failed = [&](int err) {
-    throw RuntimeError(fmt::format("{}: write failed: {}", name, errno_text(err)));
-  };
+  AtomicFile file(path);
   std::string buffer;
   constexpr std::size_t kFlushAt = std::size_t{1} << 20;
   buffer.reserve(kFlushAt + 256);
-  auto flush = [&] {
-    if (!buffer.empty() && std::fwrite(buffer.data(), 1, buffer.size(), file.get()) != buffer.size()) {
-      write_failed(errno);
-    }
-    buffer.clear();
-  };
   char number[64];
   for (std::size_t r = 0; r < data.rows(); ++r) {
     buffer += data.label[r] > 0.0f ? "+1" : "-1";
@@ -368,17 +327,13 @@ void write_libsvm(const std::filesystem::path& path, const SparseDataset& data) 
       buffer.append(number, res.ptr);
     }
     buffer += '\n';
-    if (buffer.size() >= kFlushAt) flush();
+    if (buffer.size() >= kFlushAt) {
+      file.write(buffer);
+      buffer.clear();
+    }
   }
-  flush();
-  if (std::fflush(file.get()) != 0) write_failed(errno);
-  if (::fsync(::fileno(file.get())) != 0) write_failed(errno);
-  if (std::fclose(file.release()) != 0) write_failed(errno);
-
-  std::error_code ec;
-  std::filesystem::rename(temp.path(), path, ec);
-  if (ec) throw RuntimeError(fmt::format("{}: cannot replace with the new file: {}", name, ec.message()));
-  temp.commit();
+  file.write(buffer);
+  file.commit();
 }
 
 }  // namespace asgd::sparse

@@ -12,6 +12,7 @@
 #include <numeric>
 #include <random>
 
+#include "asgd/engine/atomic_file.hpp"
 #include "asgd/engine/errors.hpp"
 
 namespace asgd::sparse::mf {
@@ -207,19 +208,11 @@ Ratings read_ratings(const std::filesystem::path& path, RatingsFormat format, co
 }
 
 void write_ratings(const std::filesystem::path& path, const Ratings& r) {
-  std::filesystem::path tmp = path;
-  tmp += fmt::format(".tmp.{}", ::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    if (!out) throw InputError(fmt::format("{}: cannot write", path.string()));
-    std::string line;
-    for (std::size_t i = 0; i < r.size(); ++i) {
-      line = fmt::format("{} {} {}\n", r.users.name(r.user[i]), r.items.name(r.item[i]), r.rating[i]);
-      out.write(line.data(), static_cast<std::streamsize>(line.size()));
-    }
-    if (!out.flush()) throw RuntimeError(fmt::format("{}: write failed", tmp.string()));
+  AtomicFile out(path);
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    out.write(fmt::format("{} {} {}\n", r.users.name(r.user[i]), r.items.name(r.item[i]), r.rating[i]));
   }
-  std::filesystem::rename(tmp, path);
+  out.commit();
 }
 
 Split random_split(const Ratings& all, double test_fraction, std::uint64_t seed) {

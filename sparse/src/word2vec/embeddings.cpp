@@ -18,6 +18,7 @@
 #include <string_view>
 #include <system_error>
 
+#include "asgd/engine/atomic_file.hpp"
 #include "asgd/engine/errors.hpp"
 
 namespace asgd::sparse::w2v {
@@ -58,26 +59,6 @@ std::string quote(std::string_view token) {
   out += "'";
   return out;
 }
-
-// Removes the temporary file unless the rename went through.
-class TempFile {
- public:
-  explicit TempFile(fs::path path) : path_(std::move(path)) {}
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-  ~TempFile() {
-    if (!committed_) {
-      std::error_code ignored;
-      fs::remove(path_, ignored);
-    }
-  }
-  const fs::path& path() const noexcept { return path_; }
-  void commit() noexcept { committed_ = true; }
-
- private:
-  fs::path path_;
-  bool committed_ = false;
-};
 
 void append_le_floats(std::string& out, const float* values, std::size_t n) {
   if constexpr (std::endian::native == std::endian::little) {
@@ -403,28 +384,10 @@ void write_word2vec(const fs::path& path, bool binary, std::span<const std::stri
                                    name, i, w.empty() ? std::string("empty") : quote(w)));
     }
   }
-  std::error_code ignored;
-  if (fs::is_directory(path, ignored)) {
-    throw InputError(fmt::format("{}: is a directory, expected a file name to write", name));
-  }
-  static std::atomic<unsigned> counter{0};
-  auto temp_name = path;
-  temp_name += fmt::format(".tmp.{}.{}", ::getpid(), counter.fetch_add(1, std::memory_order_relaxed));
-  TempFile temp(temp_name);
-  // "x": never follow or clobber something already at the temporary name.
-  File file(std::fopen(temp.path().string().c_str(), "wbx"));
-  if (!file) throw InputError(fmt::format("{}: cannot write here: {}", name, errno_text(errno)));
-
-  auto write_failed = [&](int err) { throw RuntimeError(fmt::format("{}: write failed: {}", name, errno_text(err))); };
+  AtomicFile file(path);
   std::string buffer;
   constexpr std::size_t kFlushAt = std::size_t{1} << 20;
   buffer.reserve(kFlushAt + 32 * dim + 1024);
-  auto flush = [&] {
-    if (!buffer.empty() && std::fwrite(buffer.data(), 1, buffer.size(), file.get()) != buffer.size()) {
-      write_failed(errno);
-    }
-    buffer.clear();
-  };
   fmt::format_to(std::back_inserter(buffer), "{} {}\n", words.size(), dim);
   for (std::size_t i = 0; i < words.size(); ++i) {
     const float* values = row(i);
@@ -437,17 +400,13 @@ void write_word2vec(const fs::path& path, bool binary, std::span<const std::stri
       for (std::size_t k = 0; k < dim; ++k) fmt::format_to(std::back_inserter(buffer), "{:.6f} ", values[k]);
     }
     buffer += '\n';
-    if (buffer.size() >= kFlushAt) flush();
+    if (buffer.size() >= kFlushAt) {
+      file.write(buffer);
+      buffer.clear();
+    }
   }
-  flush();
-  if (std::fflush(file.get()) != 0) write_failed(errno);
-  if (::fsync(::fileno(file.get())) != 0) write_failed(errno);
-  if (std::fclose(file.release()) != 0) write_failed(errno);
-
-  std::error_code ec;
-  fs::rename(temp.path(), path, ec);
-  if (ec) throw RuntimeError(fmt::format("{}: cannot replace with the new file: {}", name, ec.message()));
-  temp.commit();
+  file.write(buffer);
+  file.commit();
 }
 
 void write_word2vec(const fs::path& path, bool binary, const Embeddings& e) {

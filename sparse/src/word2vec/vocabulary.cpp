@@ -8,6 +8,7 @@
 #include <fstream>
 #include <numeric>
 
+#include "asgd/engine/atomic_file.hpp"
 #include "asgd/engine/errors.hpp"
 
 namespace asgd::sparse::w2v {
@@ -76,15 +77,16 @@ std::optional<std::uint32_t> Vocabulary::find(std::string_view word) const noexc
 }
 
 void Vocabulary::save(const std::filesystem::path& path) const {
-  std::filesystem::path tmp = path;
-  tmp += ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    if (!out) throw InputError(fmt::format("{}: cannot write the vocabulary", path.string()));
-    for (std::size_t i = 0; i < words_.size(); ++i) out << words_[i] << ' ' << counts_[i] << '\n';
-    if (!out.flush()) throw RuntimeError(fmt::format("{}: write failed", tmp.string()));
+  AtomicFile out(path);
+  std::string line;
+  for (std::size_t i = 0; i < words_.size(); ++i) {
+    line = words_[i];
+    line += ' ';
+    line += std::to_string(counts_[i]);
+    line += '\n';
+    out.write(line);
   }
-  std::filesystem::rename(tmp, path);
+  out.commit();
 }
 
 Vocabulary Vocabulary::read(const std::filesystem::path& path, const VocabOptions& options) {

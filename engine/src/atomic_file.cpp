@@ -1,0 +1,106 @@
+#include "asgd/engine/atomic_file.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "asgd/engine/errors.hpp"
+
+namespace asgd {
+namespace {
+
+constexpr std::size_t kFlushAt = std::size_t{1} << 20;
+
+std::filesystem::path folder_of(const std::filesystem::path& p) {
+  return p.parent_path().empty() ? std::filesystem::path(".") : p.parent_path();
+}
+
+// PATH.tmp.PID.N of processes that no longer run.
+void remove_stale_temporaries(const std::filesystem::path& path) {
+  std::error_code ec;
+  const std::string prefix = path.filename().string() + ".tmp.";
+  for (const auto& entry : std::filesystem::directory_iterator(folder_of(path), ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const int pid = std::atoi(name.c_str() + prefix.size());
+    if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH) std::filesystem::remove(entry.path(), ec);
+  }
+}
+
+}  // namespace
+
+AtomicFile::AtomicFile(std::filesystem::path path) : path_(std::move(path)) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path_, ec)) {
+    throw InputError(fmt::format("{}: is a directory, expected a file name to write", path_.string()));
+  }
+  remove_stale_temporaries(path_);
+  static std::atomic<unsigned> serial{0};
+  temp_ = path_;
+  temp_ += fmt::format(".tmp.{}.{}", ::getpid(), serial.fetch_add(1));
+  // O_EXCL: never follow or clobber something already at the temp name.
+  fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw InputError(fmt::format("{}: cannot write here: {}", path_.string(), std::strerror(errno)));
+  buffer_.reserve(kFlushAt);
+}
+
+AtomicFile::~AtomicFile() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_) {
+    std::error_code ignored;
+    std::filesystem::remove(temp_, ignored);
+  }
+}
+
+void AtomicFile::fail(const char* what, int err) const {
+  throw RuntimeError(fmt::format("{}: {}: {}", path_.string(), what, std::strerror(err)));
+}
+
+void AtomicFile::flush() {
+  const char* p = buffer_.data();
+  std::size_t n = buffer_.size();
+  while (n > 0) {
+    const ssize_t k = ::write(fd_, p, n);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) fail("write failed", errno);
+    p += k;
+    n -= static_cast<std::size_t>(k);
+  }
+  buffer_.clear();
+}
+
+void AtomicFile::write(const void* data, std::size_t n) {
+  if (buffer_.size() + n > kFlushAt) flush();
+  if (n >= kFlushAt) {
+    buffer_.assign(static_cast<const char*>(data), n);
+    flush();
+    return;
+  }
+  buffer_.append(static_cast<const char*>(data), n);
+}
+
+void AtomicFile::commit() {
+  flush();
+  if (::fsync(fd_) != 0) fail("cannot fsync", errno);
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) fail("cannot close", errno);
+  std::error_code ec;
+  std::filesystem::rename(temp_, path_, ec);
+  if (ec) throw RuntimeError(fmt::format("{}: cannot replace with the new file: {}", path_.string(), ec.message()));
+  committed_ = true;
+  // The rename is durable only once the folder is synced.
+  const int dir = ::open(folder_of(path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const int rc = dir < 0 ? -1 : ::fsync(dir);
+  const int err = errno;
+  if (dir >= 0) ::close(dir);
+  if (rc != 0) fail("written, but syncing its folder failed", err);
+}
+
+}  // namespace asgd

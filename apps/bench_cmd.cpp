@@ -211,7 +211,7 @@ int staleness_w2v(const StalenessFlags& f) {
     o.epochs = epochs;
     o.consistency = s.policy;
     o.tau = s.tau;
-    o.step_examples = f.step_examples ? f.step_examples : 1;
+    o.step_examples = f.step_examples ? f.step_examples : model.sentences_per_step();
     o.schedule.kind = ScheduleKind::linear;
     o.schedule.lr = 0.025f;
     o.schedule.floor = 1e-4f;
@@ -263,7 +263,7 @@ void add_bench_commands(CLI::App& app, int& exit_code) {
   cmd->add_option("--workers", f->workers, "Comma-separated worker counts (linear 1,2,4,8; w2v 1,2,4)");
   cmd->add_option("--taus", f->taus, "Comma-separated bounds, inf = async (linear 0,1,8,inf; w2v inf)");
   cmd->add_option("--epochs", f->epochs, "Epochs per setting (linear 10, w2v 5)");
-  cmd->add_option("--step", f->step_examples, "Examples per step (linear 256, w2v 1 sentence)");
+  cmd->add_option("--step", f->step_examples, "Examples per step (linear 256, w2v ~10,000 words of sentences)");
   cmd->add_option("--corpus", f->corpus, "w2v: text corpus (one sentence per line)");
   cmd->add_option("--analogies", f->analogies, "w2v: questions-words file to score each setting's vectors");
   cmd->add_option("--examples", f->gen.examples, "Generated examples")->capture_default_str();

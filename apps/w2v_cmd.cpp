@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -39,6 +40,7 @@ struct W2vFlags {
   int hs = 0, cbow = 1, binary = 0, batch = 0;
   std::string policy = "racy", tau = "inf";
   bool quiet = false;
+  std::set<std::string> given;  // flags on the command line, for -resume's checks
 };
 
 const char* kUsage = R"(usage: asgd w2v -train FILE [options]   (FILE may be - for stdin)
@@ -129,6 +131,7 @@ W2vFlags parse_flags(const std::vector<std::string>& args) {
     if (h == handlers.end()) throw InputError(fmt::format("w2v: unknown flag '{}'; see asgd w2v -help", args[i]));
     if (i + 1 >= args.size()) throw InputError(fmt::format("-{}: expects a value", name));
     h->second(name, args[++i]);
+    f.given.insert(name);
   }
   if (f.train.empty() && f.resume.empty()) throw InputError("w2v: -train FILE is required (see asgd w2v -help)");
   if (f.threads == 0 || f.threads > 1024) throw InputError(fmt::format("-threads {}: expected 1 to 1024", f.threads));
@@ -152,10 +155,16 @@ ModelOptions model_options(const W2vFlags& f) {
 // Checkpoint metadata: one JSON line with the model's shape, then the
 // vocabulary as "word count" lines. Words are byte strings (maybe not UTF-8,
 // which JSON cannot carry) without whitespace, so these lines are safe.
-std::string metadata(const ModelOptions& m, const Vocabulary& vocab) {
+struct ResumeInfo {
+  float alpha = 0;
+  std::uint64_t corpus_tokens = 0;
+};
+
+std::string metadata(const ModelOptions& m, const Vocabulary& vocab, const ResumeInfo& r) {
   const nlohmann::json j{{"model", "word2vec"}, {"cbow", m.cbow},     {"dim", m.dim},
                          {"window", m.window},  {"negative", m.negative}, {"hs", m.hs},
-                         {"sample", m.sample},  {"batch", m.batch},       {"words", vocab.size()}};
+                         {"sample", m.sample},  {"batch", m.batch},       {"words", vocab.size()},
+                         {"alpha", r.alpha},    {"corpus_tokens", r.corpus_tokens}};
   std::string out = j.dump() + "\n";
   for (std::uint32_t i = 0; i < vocab.size(); ++i) {
     out += vocab.word(i);
@@ -166,7 +175,13 @@ std::string metadata(const ModelOptions& m, const Vocabulary& vocab) {
   return out;
 }
 
-std::pair<ModelOptions, Vocabulary> from_metadata(const std::string& path, const std::string& text) {
+struct Resumed {
+  ModelOptions model;
+  Vocabulary vocab;
+  ResumeInfo info;
+};
+
+Resumed from_metadata(const std::string& path, const std::string& text) {
   const auto eol = text.find('\n');
   const auto j = nlohmann::json::parse(text.substr(0, eol), nullptr, false);
   if (eol == std::string::npos || j.is_discarded() || !j.is_object() || j.value("model", "") != "word2vec") {
@@ -194,7 +209,8 @@ std::pair<ModelOptions, Vocabulary> from_metadata(const std::string& path, const
       at = end == std::string::npos ? text.size() : end + 1;
     }
     if (words.size() != j.at("words").get<std::size_t>()) throw InputError("vocabulary size differs from header");
-    return {m, Vocabulary(std::move(words), std::move(counts))};
+    const ResumeInfo info{j.value("alpha", 0.0f), j.value("corpus_tokens", std::uint64_t{0})};
+    return {m, Vocabulary(std::move(words), std::move(counts)), info};
   } catch (const std::exception& e) {
     throw InputError(fmt::format("{}: corrupt word2vec checkpoint metadata: {}", path, e.what()));
   }
@@ -213,9 +229,21 @@ int run_w2v(const W2vFlags& f) {
   CheckpointData resumed;
   ModelOptions m;
   Vocabulary vocab;
+  ResumeInfo saved;
   if (!f.resume.empty()) {
+    // The model's shape and vocabulary come from the checkpoint: a flag that
+    // would change them is a mistake, not something to ignore quietly.
+    for (const char* flag : {"size", "cbow", "window", "negative", "hs", "sample", "batch", "min-count", "max-vocab",
+                             "read-vocab", "seed"}) {
+      if (f.given.count(flag)) {
+        throw InputError(fmt::format("-{}: the model, its vocabulary and seed come from the checkpoint on -resume", flag));
+      }
+    }
     resumed = read_checkpoint(f.resume);
-    std::tie(m, vocab) = from_metadata(f.resume, resumed.metadata);
+    auto r = from_metadata(f.resume, resumed.metadata);
+    m = r.model;
+    vocab = std::move(r.vocab);
+    saved = r.info;
   } else {
     m = model_options(f);
   }
@@ -241,6 +269,12 @@ int run_w2v(const W2vFlags& f) {
     notes += fmt::format("; {} token(s) cut to {} bytes", corpus.stats.truncated_tokens, kMaxTokenBytes);
   }
 
+  if (!f.resume.empty() && saved.corpus_tokens != 0 && saved.corpus_tokens != corpus.stats.kept_tokens) {
+    fmt::print(stderr,
+               "asgd w2v: warning: the checkpoint was trained on {} words per epoch, -train has {}; the rate "
+               "schedule assumes the same corpus\n",
+               saved.corpus_tokens, corpus.stats.kept_tokens);
+  }
   const Word2Vec model(corpus, vocab, m);
   auto store = ParamStore::on_heap(model.layout());
 
@@ -250,12 +284,13 @@ int run_w2v(const W2vFlags& f) {
   o.seed = f.seed;
   o.consistency = parse_consistency(f.policy);
   o.tau = parse_tau(f.tau);
-  o.step_examples = 1;  // one sentence: the rate moves every ~1,000 words, as word2vec.c's every 10,000
+  o.step_examples = model.sentences_per_step();  // ~10,000 words a step, as word2vec.c's rate updates
   o.schedule.kind = ScheduleKind::linear;
-  o.schedule.lr = f.alpha.value_or(m.cbow ? 0.05f : 0.025f);
+  o.schedule.lr = f.alpha ? *f.alpha : saved.alpha > 0 ? saved.alpha : (m.cbow ? 0.05f : 0.025f);
+  if (!(o.schedule.lr > 0)) throw InputError(fmt::format("-alpha {}: expected > 0", o.schedule.lr));
   o.schedule.floor = 1e-4f;
   o.checkpoint_path = f.checkpoint;
-  o.checkpoint_metadata = metadata(m, vocab);
+  o.checkpoint_metadata = metadata(m, vocab, ResumeInfo{o.schedule.lr, corpus.stats.kept_tokens});
   const double words_per_sentence = model.words_per_example();
   if (show_progress) {
     o.progress_interval_seconds = 0.25;

@@ -36,9 +36,24 @@ void remove_stale_temporaries(const std::filesystem::path& path) {
 }  // namespace
 
 AtomicFile::AtomicFile(std::filesystem::path path) : path_(std::move(path)) {
+  buffer_.reserve(kFlushAt);
+  if (path_ == "-") {
+    in_place_ = true;
+    fd_ = ::dup(STDOUT_FILENO);
+    if (fd_ < 0) throw RuntimeError(fmt::format("standard output: {}", std::strerror(errno)));
+    return;
+  }
   std::error_code ec;
-  if (std::filesystem::is_directory(path_, ec)) {
+  if (std::filesystem::is_symlink(path_, ec)) path_ = std::filesystem::weakly_canonical(path_, ec);
+  const auto status = std::filesystem::status(path_, ec);
+  if (std::filesystem::is_directory(status)) {
     throw InputError(fmt::format("{}: is a directory, expected a file name to write", path_.string()));
+  }
+  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
+    in_place_ = true;
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd_ < 0) throw InputError(fmt::format("{}: cannot write: {}", path_.string(), std::strerror(errno)));
+    return;
   }
   remove_stale_temporaries(path_);
   static std::atomic<unsigned> serial{0};
@@ -47,12 +62,11 @@ AtomicFile::AtomicFile(std::filesystem::path path) : path_(std::move(path)) {
   // O_EXCL: never follow or clobber something already at the temp name.
   fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd_ < 0) throw InputError(fmt::format("{}: cannot write here: {}", path_.string(), std::strerror(errno)));
-  buffer_.reserve(kFlushAt);
 }
 
 AtomicFile::~AtomicFile() {
   if (fd_ >= 0) ::close(fd_);
-  if (!committed_) {
+  if (!committed_ && !in_place_) {
     std::error_code ignored;
     std::filesystem::remove(temp_, ignored);
   }
@@ -87,6 +101,13 @@ void AtomicFile::write(const void* data, std::size_t n) {
 
 void AtomicFile::commit() {
   flush();
+  if (in_place_) {
+    const int fd = fd_;
+    fd_ = -1;
+    committed_ = true;
+    if (::close(fd) != 0) fail("cannot close", errno);
+    return;
+  }
   if (::fsync(fd_) != 0) fail("cannot fsync", errno);
   const int fd = fd_;
   fd_ = -1;

@@ -26,9 +26,12 @@ struct Result {
 // A child process running `asgd ARGS...`, output to a file.
 class Child {
  public:
-  Child(const std::vector<std::string>& args, const fs::path& log) : log_(log) {
+  // stdin comes from `input` (default /dev/null: a test never waits on a terminal).
+  Child(const std::vector<std::string>& args, const fs::path& log, const fs::path& input = "/dev/null") : log_(log) {
     pid_ = ::fork();
     if (pid_ == 0) {
+      const int in = ::open(input.c_str(), O_RDONLY);
+      ::dup2(in, 0);
       const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       ::dup2(fd, 1);
       ::dup2(fd, 2);
@@ -76,8 +79,8 @@ class CliTest : public ::testing::Test {
     fs::create_directories(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
-  Result run(const std::vector<std::string>& args) {
-    Child c(args, dir_ / ("log" + std::to_string(runs_++)));
+  Result run(const std::vector<std::string>& args, const fs::path& input = "/dev/null") {
+    Child c(args, dir_ / ("log" + std::to_string(runs_++)), input);
     return c.wait();
   }
   std::string path(const std::string& name) const { return (dir_ / name).string(); }

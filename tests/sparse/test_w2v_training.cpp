@@ -122,6 +122,28 @@ TEST(Corpus, EncodesDropsUnknownWordsAndSplitsLongLines) {
   EXPECT_EQ(c.stats.lines, 3u);
 }
 
+TEST(Corpus, ATokenStraddlingTheReadChunkStaysWhole) {
+  TempDir dir;
+  constexpr std::size_t kChunk = std::size_t{4} << 20;  // TokenReader's read size
+  for (std::size_t before : {std::size_t{1}, std::size_t{3}, std::size_t{1023}, std::size_t{1024}}) {
+    // A token of 10 (or 2,000) bytes starting `before` bytes ahead of the chunk end.
+    for (std::size_t len : {std::size_t{10}, std::size_t{2000}}) {
+      std::string text(kChunk - before, ' ');
+      text.replace(0, 5, "head ");
+      const std::string token(len, 'q');
+      text += token + " tail\n";
+      TokenReader r(dir.file("s.txt", text));
+      CorpusStats stats;
+      const auto v = count_vocabulary(r, {1, 0}, &stats);
+      const std::string kept = len > kMaxTokenBytes ? token.substr(0, kMaxTokenBytes) : token;
+      EXPECT_TRUE(v.find(kept).has_value()) << before << " " << len;
+      EXPECT_TRUE(v.find("tail").has_value());
+      EXPECT_EQ(v.size(), 3u);
+      EXPECT_EQ(stats.truncated_tokens, len > kMaxTokenBytes ? 1u : 0u) << before << " " << len;
+    }
+  }
+}
+
 TEST(Corpus, TokensAcrossChunkBoundariesStayWhole) {
   TempDir dir;
   // 6 MB of "word<k> " tokens: some straddle the 4 MB read chunk.
@@ -277,7 +299,26 @@ double topic_margin(const PlantedCorpus& p, const asgd::ParamStore& store) {
   return same / static_cast<double>(n_same) - cross / static_cast<double>(n_cross);
 }
 
-std::vector<float> train(const PlantedCorpus& p, ModelOptions m, std::size_t workers, double* margin = nullptr) {
+// Mean sigmoid(input_a . output_b) over word pairs from different topics.
+double cross_topic_score(const PlantedCorpus& p, const asgd::ParamStore& store) {
+  const auto& in = store.layout()["input"];
+  const auto& out = store.layout()["output"];
+  double sum = 0;
+  std::size_t n = 0;
+  for (std::uint32_t a = 0; a < p.vocab.size(); ++a) {
+    for (std::uint32_t b = 0; b < p.vocab.size(); ++b) {
+      if (p.topic_of(p.vocab.word(a)) == p.topic_of(p.vocab.word(b))) continue;
+      double dot = 0;
+      for (std::size_t k = 0; k < in.cols; ++k) dot += store.load(in.at(a, k)) * store.load(out.at(b, k));
+      sum += 1.0 / (1.0 + std::exp(-dot));
+      ++n;
+    }
+  }
+  return sum / static_cast<double>(n);
+}
+
+std::vector<float> train(const PlantedCorpus& p, ModelOptions m, std::size_t workers, double* margin = nullptr,
+                         double* cross = nullptr) {
   const Word2Vec model(p.corpus, p.vocab, m);
   auto store = asgd::ParamStore::on_heap(model.layout());
   model.initialize(store, 5);
@@ -290,6 +331,7 @@ std::vector<float> train(const PlantedCorpus& p, ModelOptions m, std::size_t wor
   o.schedule.lr = m.cbow ? 0.05f : 0.025f;
   asgd::Trainer(store, o).run(model);
   if (margin) *margin = topic_margin(p, store);
+  if (cross) *cross = cross_topic_score(p, store);
   return store.snapshot();
 }
 
@@ -305,9 +347,13 @@ TEST(Word2Vec, LearnsPlantedTopicsWithEveryObjective) {
       m.negative = hs ? 0 : 5;
       m.dim = 20;
       m.sample = 0;
-      double margin = 0;
-      train(p, m, 2, &margin);
+      double margin = 0, cross = 0;
+      train(p, m, 2, &margin, hs ? nullptr : &cross);
       EXPECT_GT(margin, 0.3) << (cbow ? "cbow" : "skip-gram") << (hs ? " hs" : " ns");
+      // Only negatives push a word's output away from other topics' inputs.
+      if (!hs) {
+        EXPECT_LT(cross, 0.35) << (cbow ? "cbow" : "skip-gram") << " sigmoid(in . out) across topics";
+      }
     }
   }
   ModelOptions hogbatch;
@@ -315,9 +361,10 @@ TEST(Word2Vec, LearnsPlantedTopicsWithEveryObjective) {
   hogbatch.batch = true;
   hogbatch.dim = 20;
   hogbatch.sample = 0;
-  double margin = 0;
-  train(p, hogbatch, 2, &margin);
+  double margin = 0, cross = 0;
+  train(p, hogbatch, 2, &margin, &cross);
   EXPECT_GT(margin, 0.3) << "HogBatch skip-gram";
+  EXPECT_LT(cross, 0.35) << "HogBatch sigmoid(in . out) across topics";
 }
 
 TEST(Word2Vec, OneWorkerWithASeedIsReproducible) {

@@ -1,6 +1,7 @@
 #include "asgd/sparse/word2vec/corpus.hpp"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 
 #include <array>
 #include <cerrno>
@@ -39,6 +40,19 @@ TokenReader::TokenReader(const std::filesystem::path& path) : name_(path.string(
   if (std::filesystem::is_directory(path)) throw InputError(fmt::format("{}: is a directory, not a text file", name_));
   file_ = std::fopen(path.c_str(), "rb");
   if (!file_) throw InputError(fmt::format("{}: cannot open: {}", name_, std::strerror(errno)));
+  struct stat st {};
+  if (::fstat(::fileno(file_), &st) == 0 && !S_ISREG(st.st_mode)) {
+    // A pipe, FIFO or /dev/stdin cannot be rewound for the second pass:
+    // read it once into memory, as for "-".
+    from_memory_ = true;
+    char chunk[1 << 16];
+    std::size_t n = 0;
+    while ((n = std::fread(chunk, 1, sizeof chunk, file_)) > 0) buffer_.insert(buffer_.end(), chunk, chunk + n);
+    if (std::ferror(file_)) throw RuntimeError(fmt::format("{}: read error: {}", name_, std::strerror(errno)));
+    end_ = buffer_.size();
+    eof_ = true;
+    return;
+  }
   buffer_.resize(kChunk);
 }
 
@@ -51,7 +65,9 @@ void TokenReader::rewind() {
   carry_.clear();
   truncated_ = 0;
   if (from_memory_) return;
-  std::rewind(file_);
+  if (std::fseek(file_, 0, SEEK_SET) != 0) {
+    throw RuntimeError(fmt::format("{}: cannot read it a second time: {}", name_, std::strerror(errno)));
+  }
   consumed_ = 0;
   end_ = 0;
   eof_ = false;
@@ -100,7 +116,7 @@ TokenReader::Kind TokenReader::next(std::string_view& token) {
   while (refill()) {
     const std::size_t from = pos_;
     while (pos_ < end_ && kClass[static_cast<unsigned char>(buffer_[pos_])] == kText) ++pos_;
-    if (carry_.size() < kMaxTokenBytes) {
+    if (carry_.size() <= kMaxTokenBytes) {  // keep one byte past the limit to know it was cut
       carry_.append(buffer_.data() + from, std::min(pos_ - from, kMaxTokenBytes - carry_.size() + 1));
     }
     if (pos_ < end_) break;

@@ -31,6 +31,20 @@ Word2Vec::Word2Vec(const EncodedCorpus& corpus, const Vocabulary& vocab, ModelOp
     : corpus_(&corpus), vocab_(&vocab), options_(options) {
   options_.validate();
   if (corpus.sentences() == 0) throw InputError("word2vec: the corpus has no sentences");
+  // The hot loop trusts these; EncodedCorpus is a plain struct anyone can fill.
+  if (corpus.sentence_begin.front() != 0 || corpus.sentence_begin.back() != corpus.tokens.size()) {
+    throw InputError("word2vec: sentence offsets do not cover the tokens");
+  }
+  for (std::size_t i = 0; i < corpus.sentences(); ++i) {
+    if (corpus.sentence_begin[i + 1] < corpus.sentence_begin[i] ||
+        corpus.sentence_begin[i + 1] - corpus.sentence_begin[i] > kMaxSentence) {
+      throw InputError(fmt::format("word2vec: sentence {} is longer than {} words or its offsets decrease", i,
+                                   kMaxSentence));
+    }
+  }
+  for (const std::uint32_t id : corpus.tokens) {
+    if (id >= vocab.size()) throw InputError(fmt::format("word2vec: word id {} is not in the vocabulary", id));
+  }
   keep_ = vocab.keep_probabilities(options_.sample);
   if (options_.negative > 0) negatives_ = AliasSampler::unigram(vocab.counts(), 0.75);
   if (options_.hs) tree_ = HuffmanTree(vocab.counts());

@@ -3,6 +3,11 @@
 // PATH.tmp.PID.N (created exclusively), are fsync'ed, renamed over PATH, and
 // the directory is fsync'ed. Temp files left by killed writers are removed
 // the next time PATH is written.
+//
+// What PATH is decides how it is written: a symlink is followed (its target
+// is replaced, the link stays); "-" is standard output; a FIFO, character
+// device (/dev/null, /dev/stdout) or anything else that is not a regular
+// file is written in place, since it cannot be replaced by a rename.
 #pragma once
 
 #include <filesystem>
@@ -22,8 +27,9 @@ class AtomicFile {
   // Buffered; RuntimeError (naming PATH) when the disk refuses.
   void write(const void* data, std::size_t n);
   void write(std::string_view text) { write(text.data(), text.size()); }
-  // Makes the new content visible at PATH. RuntimeError on failure (PATH then
-  // still holds the old content).
+  // Makes the new content visible at PATH. RuntimeError on failure: before
+  // the rename PATH still holds the old content; a failure to sync the folder
+  // after it is reported too, with the new content already in place.
   void commit();
 
   const std::filesystem::path& path() const noexcept { return path_; }
@@ -34,6 +40,7 @@ class AtomicFile {
 
   std::filesystem::path path_, temp_;
   int fd_ = -1;
+  bool in_place_ = false;  // not a regular file: written directly, no rename
   std::string buffer_;
   bool committed_ = false;
 };

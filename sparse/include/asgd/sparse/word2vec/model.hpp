@@ -9,6 +9,7 @@
 //   "hs"     [V-1 x dim] hierarchical-softmax inner nodes (syn1), if hs
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -75,6 +76,12 @@ class Word2Vec {
   // Words per sentence on average (to turn examples/s into words/s).
   double words_per_example() const noexcept {
     return static_cast<double>(corpus_->tokens.size()) / static_cast<double>(num_examples());
+  }
+  // Sentences per engine step so that a step is about `words` words
+  // (word2vec.c moves its rate every 10,000): per-step costs (clock, rate,
+  // counters) stay small on corpora of short lines.
+  std::size_t sentences_per_step(double words = 10000) const noexcept {
+    return static_cast<std::size_t>(std::max(1.0, std::round(words / words_per_example())));
   }
 
   // word2vec.c's start: input rows uniform in [-0.5, 0.5) / dim, the rest 0.
@@ -181,6 +188,7 @@ double Word2Vec::train_window_batched(std::size_t pos, std::size_t lo, std::size
                                       Sink& sink, std::size_t& pairs) const {
   const std::size_t dim = options_.dim;
   const std::uint32_t word = s.sentence[pos];
+  if (hi == lo) return 0.0;  // no context word: nothing to learn, and no zero writes racing others
   // Targets: the word, then negatives (a negative equal to the word is dropped).
   std::uint32_t* targets = s.targets.data();
   std::size_t n_targets = 0;

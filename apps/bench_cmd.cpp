@@ -173,6 +173,7 @@ int staleness_linear(const StalenessFlags& f) {
                tau_to_string(s.tau), seconds, bench.optimum.objective * (1 + gap), gap, all.mean(), ok ? "yes" : "NO");
   }
   csv.close();
+  if (!csv) throw RuntimeError(fmt::format("{}: writing the CSV failed", csv_path.string()));
   plot(f, csv_path, dir / "staleness_linear.png",
        fmt::format("logistic regression, {}k x {}k, nnz {}: loss vs staleness", f.gen.examples / 1000,
                    f.gen.features / 1000, f.gen.nnz_per_example));
@@ -240,6 +241,7 @@ int staleness_w2v(const StalenessFlags& f) {
                tau_to_string(s.tau), seconds, words_per_second, loss, analogy);
   }
   csv.close();
+  if (!csv) throw RuntimeError(fmt::format("{}: writing the CSV failed", csv_path.string()));
   plot(f, csv_path, dir / "staleness_w2v.png",
        fmt::format("word2vec skip-gram on {}: training loss vs staleness", std::filesystem::path(f.corpus).filename().string()));
   return 0;

@@ -316,16 +316,14 @@ ParamStore ParamStore::attach_shared_any(const std::string& name, Access access,
 
 ParamStore ParamStore::attach_shared(const std::string& name, const Layout& expected, Access access,
                                      AttachOptions options) {
-  {
-    bip::shared_memory_object shm;
-    bip::mapped_region region;
-    const SegmentInfo info = open_segment(name, Access::read_only, shm, region);
-    if (info.layout_hash != expected.hash()) {
-      throw InputError(fmt::format("shared segment '{}' holds another layout:\n{}expected:\n{}", name,
-                                   Layout::parse(info.layout).describe(), expected.describe()));
-    }
+  // Checked on the mapping we keep: the name could be replaced between a
+  // separate check and the attach.
+  ParamStore store = attach_shared_any(name, access, options);
+  if (store.layout().hash() != expected.hash()) {
+    throw InputError(fmt::format("shared segment '{}' holds another layout:\n{}expected:\n{}", name,
+                                 store.layout().describe(), expected.describe()));
   }
-  return attach_shared_any(name, access, options);
+  return store;
 }
 
 SegmentInfo ParamStore::inspect_shared(const std::string& name) {

@@ -31,7 +31,10 @@ namespace asgd {
 enum class Access { read_write, read_only };
 
 struct CreateOptions {
-  bool replace_stale = false;  // replace an existing segment nobody alive uses
+  // Replace an existing segment nobody alive uses. Not safe against two
+  // processes replacing the same name at once (one may remove the other's
+  // new segment); the command line never does it, `asgd shm remove` does.
+  bool replace_stale = false;
 };
 
 struct AttachOptions {

@@ -17,6 +17,7 @@
 
 #include "asgd/engine/atomic_file.hpp"
 #include "asgd/engine/errors.hpp"
+#include "text_util.hpp"
 
 namespace asgd::sparse {
 namespace {
@@ -28,24 +29,8 @@ using File = std::unique_ptr<std::FILE, FileCloser>;
 
 bool is_space(char c) noexcept { return c == ' ' || c == '\t' || c == '\r'; }
 
-// A token as it appears in an error message: quoted, bytes that would garble
-// a terminal escaped, long tokens cut.
-std::string quote(std::string_view token) {
-  constexpr std::size_t kMaxShown = 40;
-  if (token.empty()) return "nothing";
-  std::string out = "'";
-  for (std::size_t k = 0; k < token.size() && k < kMaxShown; ++k) {
-    const auto c = static_cast<unsigned char>(token[k]);
-    if (c < 0x20 || c >= 0x7f) {
-      out += fmt::format("\\x{:02x}", c);
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  if (token.size() > kMaxShown) out += "...";
-  out += "'";
-  return out;
-}
+// A token in an error message; an empty one reads "nothing".
+std::string quote(std::string_view token) { return token.empty() ? "nothing" : text::quote_token(token); }
 
 // from_chars does not take a leading '+'; libsvm files often have one.
 std::string_view skip_plus(std::string_view s) noexcept {

@@ -1,5 +1,6 @@
 // The libsvm reader and writer: what parses, what round-trips, and where
 // each malformed input is reported.
+#include "../common/scratch_dir.hpp"
 #include "asgd/sparse/libsvm.hpp"
 
 #include <gtest/gtest.h>
@@ -23,31 +24,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // A fresh directory per test, removed afterwards.
-class ScratchDir {
- public:
-  ScratchDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() /
-            (std::string("asgd_libsvm_") + info->name() + "_" + std::to_string(::getpid()));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  ~ScratchDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  fs::path operator/(const std::string& name) const { return path_ / name; }
-  std::vector<fs::path> entries() const {
-    std::vector<fs::path> out;
-    for (const auto& e : fs::directory_iterator(path_)) out.push_back(e.path().filename());
-    return out;
-  }
-
- private:
-  fs::path path_;
-};
+using ScratchDir = asgd::testing::ScratchDir;
 
 void write_text(const fs::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
@@ -245,7 +222,7 @@ TEST(Libsvm, RoundTripsExactly) {
   write_libsvm(path, d);
   expect_same(read_libsvm(path, UnsortedIds::reject), d);
   // Only the file itself: no temporary left beside it.
-  EXPECT_EQ(dir.entries(), std::vector<fs::path>{"data.svm"});
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{"data.svm"});
 }
 
 TEST(Libsvm, WriteReplacesAnExistingFile) {
@@ -255,7 +232,7 @@ TEST(Libsvm, WriteReplacesAnExistingFile) {
   const auto d = parse_libsvm("1 3:1.5\n0 1:2\n", "t.svm");
   write_libsvm(path, d);
   EXPECT_EQ(read_text(path), "+1 3:1.5\n-1 1:2\n");
-  EXPECT_EQ(dir.entries(), std::vector<fs::path>{"data.svm"});
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{"data.svm"});
 }
 
 TEST(Libsvm, WriteRefusesInvalidDataAndLeavesTheOldFile) {
@@ -269,7 +246,7 @@ TEST(Libsvm, WriteRefusesInvalidDataAndLeavesTheOldFile) {
   d.num_features = 3;  // id 3 no longer fits
   EXPECT_THROW(write_libsvm(path, d), InputError);
   EXPECT_EQ(read_text(path), "1 1:1\n");
-  EXPECT_EQ(dir.entries(), std::vector<fs::path>{"data.svm"});
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{"data.svm"});
 }
 
 TEST(Libsvm, WriteIntoAMissingDirectoryOrOverADirectoryIsAnInputError) {

@@ -1,6 +1,7 @@
 // Evaluating word vectors: analogies as compute-accuracy scores them (hand-made
 // vectors with known answers), Spearman with ties, similarity files, nearest
 // neighbours, and the blocked argmax kernel against brute force.
+#include "../common/scratch_dir.hpp"
 #include "asgd/sparse/word2vec/evaluation.hpp"
 
 #include <gtest/gtest.h>
@@ -24,26 +25,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class ScratchDir {
- public:
-  ScratchDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() /
-            (std::string("asgd_w2v_eval_") + info->name() + "_" + std::to_string(::getpid()));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  ~ScratchDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  fs::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  fs::path path_;
-};
+using ScratchDir = asgd::testing::ScratchDir;
 
 fs::path write_text(const fs::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);

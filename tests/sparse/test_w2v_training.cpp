@@ -10,6 +10,7 @@
 #include <random>
 #include <set>
 
+#include "../common/scratch_dir.hpp"
 #include "asgd/engine/errors.hpp"
 #include "asgd/engine/row_ops.hpp"
 #include "asgd/engine/trainer.hpp"
@@ -24,23 +25,7 @@ using namespace asgd::sparse::w2v;
 
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    path_ = fs::temp_directory_path() / ("asgd-w2v-" + std::to_string(::getpid()) + "-" +
-                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  fs::path file(const std::string& name, const std::string& content) const {
-    std::ofstream(path_ / name, std::ios::binary) << content;
-    return path_ / name;
-  }
-  fs::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  fs::path path_;
-};
+using TempDir = asgd::testing::ScratchDir;
 
 std::string message_of(auto&& f) {
   try {

@@ -14,6 +14,7 @@
 
 #include "asgd/engine/atomic_file.hpp"
 #include "asgd/engine/errors.hpp"
+#include "../text_util.hpp"
 
 namespace asgd::sparse::mf {
 
@@ -86,13 +87,6 @@ std::string_view to_string(RatingsFormat f) noexcept {
 
 namespace {
 
-std::string shown(std::string_view line) {
-  std::string s(line.substr(0, 80));
-  for (auto& c : s) {
-    if (static_cast<unsigned char>(c) < 0x20) c = '?';
-  }
-  return line.size() > 80 ? s + "..." : s;
-}
 
 // Splits `line` into at most 5 fields; returns how many there were.
 std::size_t split_fields(std::string_view line, RatingsFormat f, std::string_view* out) {
@@ -157,7 +151,7 @@ Ratings parse_ratings(std::string_view text, std::string_view source, RatingsFor
       if (format == RatingsFormat::csv && line.rfind("userId", 0) == 0) continue;  // the header
     }
     auto fail = [&](const std::string& what) {
-      throw InputError(fmt::format("{}:{}: expected {}, got '{}'", source, line_no, what, shown(line)));
+      throw InputError(fmt::format("{}:{}: expected {}, got {}", source, line_no, what, text::quote_token(line, 80)));
     };
     const std::size_t n = split_fields(line, format, fields);
     const bool with_time = format != RatingsFormat::libmf;

@@ -20,6 +20,7 @@
 
 #include "asgd/engine/atomic_file.hpp"
 #include "asgd/engine/errors.hpp"
+#include "../text_util.hpp"
 
 namespace asgd::sparse::w2v {
 namespace {
@@ -40,25 +41,9 @@ using File = std::unique_ptr<std::FILE, FileCloser>;
 std::string errno_text(int err) { return std::system_category().message(err); }
 
 // The characters the corpus reader splits on: none may be part of a word.
-bool is_space(char c) noexcept { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
-
-// A token as it appears in an error message: quoted, control and non-ASCII
-// bytes escaped, long tokens cut.
-std::string quote(std::string_view token) {
-  constexpr std::size_t kMaxShown = 40;
-  std::string out = "'";
-  for (std::size_t k = 0; k < token.size() && k < kMaxShown; ++k) {
-    const auto c = static_cast<unsigned char>(token[k]);
-    if (c < 0x20 || c >= 0x7f) {
-      out += fmt::format("\\x{:02x}", c);
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  if (token.size() > kMaxShown) out += "...";
-  out += "'";
-  return out;
-}
+using text::is_whitespace;
+using text::split_fields;
+std::string quote(std::string_view token) { return text::quote_token(token); }
 
 void append_le_floats(std::string& out, const float* values, std::size_t n) {
   if constexpr (std::endian::native == std::endian::little) {
@@ -155,17 +140,6 @@ class ByteSource {
   bool eof_ = false;
 };
 
-std::vector<std::string_view> split_fields(std::string_view line) {
-  std::vector<std::string_view> fields;
-  std::size_t k = 0;
-  while (k < line.size()) {
-    while (k < line.size() && is_space(line[k])) ++k;
-    const std::size_t start = k;
-    while (k < line.size() && !is_space(line[k])) ++k;
-    if (k > start) fields.push_back(line.substr(start, k - start));
-  }
-  return fields;
-}
 
 struct Header {
   std::uint64_t words = 0;
@@ -244,7 +218,7 @@ bool detect_binary(ByteSource& in, const Header& h) {
   const auto newline = rest.find('\n');
   const auto line = rest.substr(0, std::min(newline, limit));
   for (const char c : line) {
-    if (!is_space(c) && !is_number_char(c)) return true;
+    if (!is_whitespace(c) && !is_number_char(c)) return true;
   }
   if (newline == std::string_view::npos || newline >= limit) return false;  // all numbers, however many
   const auto fields = split_fields(line);
@@ -379,7 +353,7 @@ void write_word2vec(const fs::path& path, bool binary, std::span<const std::stri
   if (dim == 0) throw InputError(fmt::format("{}: cannot write vectors of dimension 0", name));
   for (std::size_t i = 0; i < words.size(); ++i) {
     const auto& w = words[i];
-    if (w.empty() || std::any_of(w.begin(), w.end(), is_space)) {
+    if (w.empty() || std::any_of(w.begin(), w.end(), is_whitespace)) {
       throw InputError(fmt::format("{}: word {} is {}: the word2vec formats need non-empty words without whitespace",
                                    name, i, w.empty() ? std::string("empty") : quote(w)));
     }

@@ -15,6 +15,7 @@
 #include <stdexcept>
 
 #include "asgd/engine/errors.hpp"
+#include "../text_util.hpp"
 
 #if defined(__x86_64__) || defined(_M_X64)
 #include <immintrin.h>
@@ -26,19 +27,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool is_space(char c) noexcept { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
-
-std::vector<std::string_view> split_fields(std::string_view line) {
-  std::vector<std::string_view> fields;
-  std::size_t k = 0;
-  while (k < line.size()) {
-    while (k < line.size() && is_space(line[k])) ++k;
-    const std::size_t start = k;
-    while (k < line.size() && !is_space(line[k])) ++k;
-    if (k > start) fields.push_back(line.substr(start, k - start));
-  }
-  return fields;
-}
+using text::is_whitespace;
+using text::split_fields;
 
 std::ifstream open_text(const fs::path& path, const char* what) {
   std::error_code ec;
@@ -264,12 +254,12 @@ std::vector<AnalogySectionQuestions> read_analogy_questions(const fs::path& path
   while (std::getline(in, line)) {
     ++line_no;
     std::string_view text(line);
-    while (!text.empty() && is_space(text.front())) text.remove_prefix(1);
-    while (!text.empty() && is_space(text.back())) text.remove_suffix(1);
+    while (!text.empty() && is_whitespace(text.front())) text.remove_prefix(1);
+    while (!text.empty() && is_whitespace(text.back())) text.remove_suffix(1);
     if (text.empty()) continue;
     if (text.front() == ':') {
       text.remove_prefix(1);
-      while (!text.empty() && is_space(text.front())) text.remove_prefix(1);
+      while (!text.empty() && is_whitespace(text.front())) text.remove_prefix(1);
       if (text.empty())
         throw InputError(fmt::format("{}:{}: expected a section name after ':'", path.string(), line_no));
       sections.push_back({std::string(text), {}});

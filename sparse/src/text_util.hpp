@@ -1,0 +1,47 @@
+// Small text helpers shared by sparse/'s readers (private to the library).
+#pragma once
+
+#include <fmt/format.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace asgd::sparse::text {
+
+// Any ASCII whitespace, newline included.
+inline bool is_whitespace(char c) noexcept {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+// The whitespace-separated fields of a line.
+inline std::vector<std::string_view> split_fields(std::string_view line) {
+  std::vector<std::string_view> fields;
+  std::size_t k = 0;
+  while (k < line.size()) {
+    while (k < line.size() && is_whitespace(line[k])) ++k;
+    const std::size_t start = k;
+    while (k < line.size() && !is_whitespace(line[k])) ++k;
+    if (k > start) fields.push_back(line.substr(start, k - start));
+  }
+  return fields;
+}
+
+// A token as it appears in an error message: quoted, control and non-ASCII
+// bytes escaped (they would garble a terminal), long tokens cut.
+inline std::string quote_token(std::string_view token, std::size_t max_shown = 40) {
+  std::string out = "'";
+  for (std::size_t k = 0; k < token.size() && k < max_shown; ++k) {
+    const auto c = static_cast<unsigned char>(token[k]);
+    if (c < 0x20 || c >= 0x7f) {
+      out += fmt::format("\\x{:02x}", c);
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (token.size() > max_shown) out += "...";
+  out += "'";
+  return out;
+}
+
+}  // namespace asgd::sparse::text

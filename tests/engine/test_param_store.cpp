@@ -8,6 +8,7 @@
 
 #include <string>
 
+#include "../common/message_of.hpp"
 #include "asgd/engine/errors.hpp"
 #include "asgd/engine/param_store.hpp"
 
@@ -36,14 +37,7 @@ class ShmTest : public ::testing::Test {
   std::string name_;
 };
 
-std::string message_of(auto&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no exception)";
-}
+using asgd::testing::message_of;
 
 }  // namespace
 

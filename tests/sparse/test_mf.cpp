@@ -8,6 +8,7 @@
 #include <fstream>
 #include <set>
 
+#include "../common/message_of.hpp"
 #include "asgd/engine/errors.hpp"
 #include "asgd/engine/trainer.hpp"
 #include "asgd/sparse/mf/generator.hpp"
@@ -19,14 +20,7 @@ using namespace asgd::sparse::mf;
 
 namespace {
 
-std::string message_of(auto&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no exception)";
-}
+using asgd::testing::message_of;
 
 }  // namespace
 

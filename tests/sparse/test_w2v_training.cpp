@@ -10,6 +10,7 @@
 #include <random>
 #include <set>
 
+#include "../common/message_of.hpp"
 #include "../common/scratch_dir.hpp"
 #include "asgd/engine/errors.hpp"
 #include "asgd/engine/row_ops.hpp"
@@ -27,14 +28,7 @@ namespace {
 
 using TempDir = asgd::testing::ScratchDir;
 
-std::string message_of(auto&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no exception)";
-}
+using asgd::testing::message_of;
 
 }  // namespace
 

@@ -9,10 +9,13 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "asgd/engine/atomic_file.hpp"
 #include "asgd/engine/checkpoint.hpp"
 #include "asgd/engine/errors.hpp"
 #include "asgd/engine/trainer.hpp"
+#include "asgd/sparse/mf/generator.hpp"
 #include "asgd/sparse/mf/model.hpp"
+#include "asgd/sparse/mf/recommend.hpp"
 #include "asgd/sparse/mf/ratings.hpp"
 #include "cli_common.hpp"
 
@@ -165,6 +168,81 @@ int predict(const MfPredictFlags& f) {
   return 0;
 }
 
+struct MfEvalFlags {
+  std::string test_file, model_file, format = "detect";
+};
+
+int eval(const MfEvalFlags& f) {
+  LoadedModel m = load_model(f.model_file);
+  Ratings with_maps;
+  with_maps.users = m.users;
+  with_maps.items = m.items;
+  const Ratings test = read_ratings(f.test_file, parse_ratings_format(f.format), &with_maps);
+  const auto metrics = evaluate_errors(*m.store, m.mean, test);
+  fmt::print("eval: {} ratings ({} with a known user and item), RMSE {:.4f}, MAE {:.4f}\n", test.size(),
+             metrics.count, metrics.rmse, metrics.mae);
+  return 0;
+}
+
+struct MfRecommendFlags {
+  std::string model_file, user, exclude, all_users, format = "detect";
+  std::size_t k = 10;
+};
+
+int recommend_cmd(const MfRecommendFlags& f) {
+  if (f.user.empty() == f.all_users.empty()) throw InputError("recommend: give exactly one of --user U or --all-users FILE");
+  LoadedModel m = load_model(f.model_file);
+  const FactorLayout layout = FactorLayout::of(m.store->layout());
+  std::optional<SeenItems> seen;
+  if (!f.exclude.empty()) {
+    Ratings with_maps;
+    with_maps.users = m.users;
+    with_maps.items = m.items;
+    seen.emplace(read_ratings(f.exclude, parse_ratings_format(f.format), &with_maps), layout.users);
+  }
+  std::vector<std::uint32_t> users;
+  if (!f.user.empty()) {
+    const auto id = m.users.find(f.user);
+    if (!id || *id >= layout.users) throw InputError(fmt::format("--user {}: not a user of this model", f.user));
+    users.push_back(*id);
+  } else {
+    for (std::uint32_t u = 0; u < layout.users; ++u) users.push_back(u);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const auto lists = recommend(*m.store, m.mean, seen ? &*seen : nullptr, users, f.k);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!f.user.empty()) {
+    for (const auto& r : lists[0]) fmt::print("{}\t{:.4f}\n", m.items.name(r.item), r.score);
+    return 0;
+  }
+  AtomicFile out(f.all_users);
+  std::string line;
+  for (std::size_t j = 0; j < users.size(); ++j) {
+    for (std::size_t rank = 0; rank < lists[j].size(); ++rank) {
+      line = fmt::format("{}\t{}\t{}\t{:.4f}\n", m.users.name(users[j]), rank + 1, m.items.name(lists[j][rank].item),
+                         lists[j][rank].score);
+      out.write(line);
+    }
+  }
+  out.commit();
+  fmt::print("top-{} for {} users in {:.3f} s (scoring and ranking) written to {}\n", f.k, users.size(), seconds,
+             f.all_users);
+  return 0;
+}
+
+struct MfGenerateFlags {
+  RatingsGeneratorOptions options;
+  std::string out;
+};
+
+int generate(const MfGenerateFlags& f) {
+  const Ratings r = generate_ratings(f.options);
+  write_ratings(f.out, r);
+  fmt::print("wrote {} ratings ({} users, {} items, rank {}, Zipf {}) to {}; noise floor (best possible RMSE) {}\n",
+             r.size(), r.users.size(), r.items.size(), f.options.rank, f.options.zipf, f.out, f.options.noise);
+  return 0;
+}
+
 }  // namespace
 
 void add_mf_commands(CLI::App& app, int& exit_code) {
@@ -200,6 +278,35 @@ void add_mf_commands(CLI::App& app, int& exit_code) {
   predict_cmd->add_option("output_file", p->output_file, "One prediction per line (- for stdout)")->required();
   predict_cmd->add_option("--format", p->format, "detect, udata, dat, csv, libmf")->capture_default_str();
   predict_cmd->callback([p, &exit_code] { exit_code = run_guarded([&] { return predict(*p); }); });
+
+  auto e = std::make_shared<MfEvalFlags>();
+  auto* eval_cmd = mf->add_subcommand("eval", "asgd mf eval TEST_FILE MODEL_FILE: RMSE and MAE");
+  eval_cmd->add_option("test_file", e->test_file, "Ratings to score")->required();
+  eval_cmd->add_option("model_file", e->model_file, "Model from mf train")->required();
+  eval_cmd->add_option("--format", e->format, "detect, udata, dat, csv, libmf")->capture_default_str();
+  eval_cmd->callback([e, &exit_code] { exit_code = run_guarded([&] { return eval(*e); }); });
+
+  auto rf = std::make_shared<MfRecommendFlags>();
+  auto* rec_cmd = mf->add_subcommand("recommend", "asgd mf recommend MODEL_FILE --user U -k 10 | --all-users OUT.tsv");
+  rec_cmd->add_option("model_file", rf->model_file, "Model from mf train")->required();
+  rec_cmd->add_option("--user", rf->user, "The user (external id) to recommend for");
+  rec_cmd->add_option("--all-users", rf->all_users, "Write user, rank, item, score for every user (TSV)");
+  rec_cmd->add_option("-k", rf->k, "Items per user")->capture_default_str();
+  rec_cmd->add_option("--exclude", rf->exclude, "Ratings whose items are not recommended again (e.g. the training file)");
+  rec_cmd->add_option("--format", rf->format, "Format of --exclude")->capture_default_str();
+  rec_cmd->callback([rf, &exit_code] { exit_code = run_guarded([&] { return recommend_cmd(*rf); }); });
+
+  auto g = std::make_shared<MfGenerateFlags>();
+  auto* gen_cmd = mf->add_subcommand("generate", "Write ratings with a planted low-rank model and known noise");
+  gen_cmd->add_option("out", g->out, "Output file (LIBMF text: user item rating)")->required();
+  gen_cmd->add_option("--users", g->options.users, "Users")->capture_default_str();
+  gen_cmd->add_option("--items", g->options.items, "Items")->capture_default_str();
+  gen_cmd->add_option("--ratings", g->options.ratings, "Distinct ratings")->capture_default_str();
+  gen_cmd->add_option("--rank", g->options.rank, "Rank of the planted model")->capture_default_str();
+  gen_cmd->add_option("--noise", g->options.noise, "Noise standard deviation (= best RMSE)")->capture_default_str();
+  gen_cmd->add_option("--zipf", g->options.zipf, "Item popularity exponent")->capture_default_str();
+  gen_cmd->add_option("--seed", g->options.seed, "Seed")->capture_default_str();
+  gen_cmd->callback([g, &exit_code] { exit_code = run_guarded([&] { return generate(*g); }); });
 }
 
 }  // namespace asgd::cli

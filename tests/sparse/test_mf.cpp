@@ -14,6 +14,7 @@
 #include "asgd/sparse/mf/generator.hpp"
 #include "asgd/sparse/mf/model.hpp"
 #include "asgd/sparse/mf/ratings.hpp"
+#include "asgd/sparse/mf/recommend.hpp"
 
 namespace fs = std::filesystem;
 using namespace asgd::sparse::mf;
@@ -132,4 +133,42 @@ TEST(BiasedMf, ReachesTheNoiseFloorOnPlantedData) {
   EXPECT_LT(m.rmse, 1.05 * g.noise) << "noise floor " << g.noise;
   std::printf("test RMSE %.4f, noise floor %.2f\n", m.rmse, g.noise);
   EXPECT_GT(m.rmse, 0.9 * g.noise);  // below the floor would mean leakage
+}
+
+TEST(Recommend, TopKIsTheBestUnseenItemsBestFirst) {
+  RatingsGeneratorOptions g;
+  g.users = 300;
+  g.items = 200;
+  g.ratings = 12000;
+  const auto all = generate_ratings(g);
+  MfOptions mo;
+  mo.factors = 8;
+  const BiasedMf problem(all, mo);
+  auto store = asgd::ParamStore::on_heap(problem.layout());
+  initialize_factors(store, 3, mo.init_scale);
+  asgd::TrainerOptions o;
+  o.epochs = 3;
+  o.schedule.lr = 0.02f;
+  asgd::Trainer(store, o).run(problem);
+  const SeenItems seen(all, g.users);
+  std::vector<std::uint32_t> users(g.users);
+  for (std::uint32_t u = 0; u < g.users; ++u) users[u] = u;
+  const auto lists = recommend(store, problem.global_mean(), &seen, users, 10, 64);
+  const auto f = FactorLayout::of(store.layout());
+  for (std::uint32_t u = 0; u < g.users; ++u) {
+    ASSERT_EQ(lists[u].size(), 10u);
+    // Brute force: every unseen item's prediction, sorted.
+    std::vector<std::pair<float, std::uint32_t>> all_scores;
+    for (std::uint32_t i = 0; i < g.items; ++i) {
+      if (!seen.contains(u, i)) all_scores.push_back({-predict(store, f, problem.global_mean(), u, i), i});
+    }
+    std::sort(all_scores.begin(), all_scores.end());
+    for (std::size_t j = 0; j < 10; ++j) {
+      EXPECT_FALSE(seen.contains(u, lists[u][j].item)) << "user " << u << " was recommended a seen item";
+      EXPECT_NEAR(lists[u][j].score, -all_scores[j].first, 1e-4) << "user " << u << " rank " << j;
+    }
+  }
+  // Without exclusion a user's seen items may come back; k larger than the catalogue is cut.
+  const std::vector<std::uint32_t> one = {0};
+  EXPECT_EQ(recommend(store, problem.global_mean(), nullptr, one, 1000)[0].size(), g.items);
 }

@@ -1,0 +1,41 @@
+// Top-k recommendation from a factor model: users scored in batches against
+// all items with one blocked matrix product per batch (Eigen GEMM), items the
+// user has seen excluded, the k best kept by partial sort.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "asgd/engine/param_store.hpp"
+#include "asgd/sparse/mf/ratings.hpp"
+
+namespace asgd::sparse::mf {
+
+// Items each user has interacted with, sorted (CSR), for exclusion.
+class SeenItems {
+ public:
+  SeenItems() = default;
+  SeenItems(const Ratings& ratings, std::size_t users);
+  std::span<const std::uint32_t> of(std::uint32_t user) const noexcept;
+  bool contains(std::uint32_t user, std::uint32_t item) const noexcept;
+
+ private:
+  std::vector<std::uint64_t> begin_;
+  std::vector<std::uint32_t> items_;
+};
+
+struct Recommendation {
+  std::uint32_t item;
+  float score;  // the predicted rating (mean + biases + p . q)
+};
+
+// The k best unseen items for each of `users`, best first. `seen` may be
+// null (nothing excluded). Reads the store with plain loads: a trainer may be
+// writing it at the same time (Hogwild! serving), then scores are a snapshot
+// as good as the reads. Batches run in parallel (oneTBB).
+std::vector<std::vector<Recommendation>> recommend(const ParamStore& store, float mean, const SeenItems* seen,
+                                                   std::span<const std::uint32_t> users, std::size_t k,
+                                                   std::size_t batch = 128);
+
+}  // namespace asgd::sparse::mf

@@ -1,0 +1,90 @@
+#include "asgd/sparse/mf/recommend.hpp"
+
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/parallel_for.h>
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <limits>
+
+#include "asgd/engine/row_ops.hpp"
+#include "asgd/sparse/mf/model.hpp"
+
+namespace asgd::sparse::mf {
+
+SeenItems::SeenItems(const Ratings& r, std::size_t users) : begin_(users + 1, 0) {
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    if (r.user[i] < users) ++begin_[r.user[i] + 1];
+  }
+  for (std::size_t u = 0; u < users; ++u) begin_[u + 1] += begin_[u];
+  items_.resize(begin_[users]);
+  std::vector<std::uint64_t> next(begin_.begin(), begin_.end() - 1);
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    if (r.user[i] < users) items_[next[r.user[i]]++] = r.item[i];
+  }
+  for (std::size_t u = 0; u < users; ++u) {
+    std::sort(items_.begin() + static_cast<std::ptrdiff_t>(begin_[u]),
+              items_.begin() + static_cast<std::ptrdiff_t>(begin_[u + 1]));
+  }
+}
+
+std::span<const std::uint32_t> SeenItems::of(std::uint32_t user) const noexcept {
+  if (user + 1 >= begin_.size()) return {};
+  return {items_.data() + begin_[user], begin_[user + 1] - begin_[user]};
+}
+
+bool SeenItems::contains(std::uint32_t user, std::uint32_t item) const noexcept {
+  const auto s = of(user);
+  return std::binary_search(s.begin(), s.end(), item);
+}
+
+std::vector<std::vector<Recommendation>> recommend(const ParamStore& store, float mean, const SeenItems* seen,
+                                                   std::span<const std::uint32_t> users, std::size_t k,
+                                                   std::size_t batch) {
+  const FactorLayout f = FactorLayout::of(store.layout());
+  using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  const Eigen::Map<const RowMajor, 0, Eigen::OuterStride<>> q(store.data() + f.q, static_cast<Eigen::Index>(f.items),
+                                                              static_cast<Eigen::Index>(f.factors),
+                                                              Eigen::OuterStride<>(static_cast<Eigen::Index>(f.stride)));
+  const Eigen::Map<const Eigen::VectorXf> item_bias(store.data() + f.item_bias, static_cast<Eigen::Index>(f.items));
+  const bool user_bias = store.layout().contains("user_bias");
+  std::vector<std::vector<Recommendation>> out(users.size());
+  batch = std::max<std::size_t>(1, batch);
+  const std::size_t batches = (users.size() + batch - 1) / batch;
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, batches), [&](const tbb::blocked_range<std::size_t>& range) {
+    RowMajor p, scores;
+    std::vector<std::uint32_t> order(f.items);
+    for (std::size_t b = range.begin(); b < range.end(); ++b) {
+      const std::size_t first = b * batch, n = std::min(batch, users.size() - first);
+      p.resize(static_cast<Eigen::Index>(n), static_cast<Eigen::Index>(f.factors));
+      for (std::size_t r = 0; r < n; ++r) {
+        const std::uint32_t u = users[first + r];
+        rows::load(store.data() + f.p + static_cast<std::size_t>(u) * f.stride, p.row(static_cast<Eigen::Index>(r)).data(),
+                   f.factors);
+      }
+      scores.noalias() = p * q.transpose();  // n x items, one blocked product
+      for (std::size_t r = 0; r < n; ++r) {
+        const std::uint32_t u = users[first + r];
+        const float offset = mean + (user_bias ? store.load(f.user_bias + u) : 0.0f);
+        float* row = scores.row(static_cast<Eigen::Index>(r)).data();
+        for (std::size_t i = 0; i < f.items; ++i) row[i] += item_bias[static_cast<Eigen::Index>(i)] + offset;
+        if (seen) {
+          for (const std::uint32_t i : seen->of(u)) {
+            if (i < f.items) row[i] = -std::numeric_limits<float>::infinity();
+          }
+        }
+        const std::size_t unseen = f.items - (seen ? std::min(f.items, seen->of(u).size()) : 0);
+        const std::size_t take = std::min(k, unseen);
+        for (std::uint32_t i = 0; i < f.items; ++i) order[i] = i;
+        std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(take), order.end(),
+                          [&](std::uint32_t a, std::uint32_t c) { return row[a] > row[c] || (row[a] == row[c] && a < c); });
+        auto& list = out[first + r];
+        list.reserve(take);
+        for (std::size_t j = 0; j < take; ++j) list.push_back({order[j], row[order[j]]});
+      }
+    }
+  });
+  return out;
+}
+
+}  // namespace asgd::sparse::mf

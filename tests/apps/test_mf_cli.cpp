@@ -1,0 +1,42 @@
+// End-to-end tests of `asgd mf` as a LIBMF user runs it.
+#include "cli_harness.hpp"
+
+namespace {
+
+class MfCli : public asgd::testing::CliTest {};
+
+}  // namespace
+
+TEST_F(MfCli, GenerateTrainPredictEvalRecommend) {
+  auto r = run({"mf", "generate", path("all.txt"), "--users", "400", "--items", "200", "--ratings", "20000", "--rank",
+                "4", "--noise", "0.3"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = run({"mf", "train", "-k", "8", "-t", "15", "-s", "2", "--test-fraction", "0.1", path("all.txt"), path("m")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  const double test_rmse = asgd::testing::number_after(r.output, "RMSE ");
+  EXPECT_GT(test_rmse, 0.25);
+  EXPECT_LT(test_rmse, 0.6) << r.output;
+  r = run({"mf", "predict", path("all.txt"), path("m"), path("pred.txt")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::ifstream pred(path("pred.txt"));
+  std::size_t lines = 0;
+  for (std::string line; std::getline(pred, line);) ++lines;
+  EXPECT_EQ(lines, 20000u);  // one prediction per input pair
+  r = run({"mf", "eval", path("all.txt"), path("m")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = run({"mf", "recommend", path("m"), "--user", "u7", "-k", "5", "--exclude", path("all.txt")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::size_t rows = 0;
+  for (char c : r.output) rows += c == '\n';
+  EXPECT_EQ(rows, 5u) << r.output;
+  // Errors: exit 2 and say what.
+  r = run({"mf", "recommend", path("m"), "--user", "nobody"});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--user nobody"), std::string::npos) << r.output;
+  std::ofstream(path("bad.txt")) << "u1 i1 4\nu2 i2\n";
+  r = run({"mf", "train", path("bad.txt")});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("bad.txt:2: expected 3 fields"), std::string::npos) << r.output;
+  r = run({"mf", "eval", path("all.txt"), path("bad.txt")});
+  EXPECT_EQ(r.status, 2) << r.output;
+}

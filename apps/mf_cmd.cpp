@@ -88,7 +88,7 @@ int train(const MfTrainFlags& f) {
   mo.factors = f.factors;
   mo.l2 = f.l2;
   mo.bias_l2 = f.bias_l2;
-  const BiasedMf problem(train_set, mo);
+  const BiasedMf problem(train_set, mo, f.seed);
   auto store = ParamStore::on_heap(problem.layout());
   initialize_factors(store, f.seed, mo.init_scale);
 

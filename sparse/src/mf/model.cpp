@@ -4,6 +4,8 @@
 #include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/parallel_reduce.h>
 
+#include <random>
+
 #include "asgd/engine/consistency.hpp"
 #include "asgd/engine/errors.hpp"
 
@@ -70,16 +72,19 @@ float predict(const ParamStore& store, const FactorLayout& f, float mean, std::u
   return r;
 }
 
-BiasedMf::BiasedMf(const Ratings& train, MfOptions options) : train_(&train), options_(options) {
+BiasedMf::BiasedMf(const Ratings& train, MfOptions options, std::uint64_t seed)
+    : users_(train.users.size()), items_(train.items.size()), options_(options) {
   options_.validate();
   if (train.size() == 0) throw InputError("mf: no training ratings");
   mean_ = static_cast<float>(train.mean());
+  entries_.resize(train.size());
+  for (std::size_t i = 0; i < train.size(); ++i) entries_[i] = {train.user[i], train.item[i], train.rating[i]};
+  std::mt19937_64 rng(seed);
+  for (std::size_t k = entries_.size(); k > 1; --k) std::swap(entries_[k - 1], entries_[rng() % k]);
   f_ = FactorLayout::of(layout());
 }
 
-Layout BiasedMf::layout() const {
-  return FactorLayout::make(train_->users.size(), train_->items.size(), options_.factors, true);
-}
+Layout BiasedMf::layout() const { return FactorLayout::make(users_, items_, options_.factors, true); }
 
 ErrorMetrics evaluate_errors(const ParamStore& store, float mean, const Ratings& test, float lo, float hi) {
   const FactorLayout f = FactorLayout::of(store.layout());

@@ -1,0 +1,53 @@
+// The LIBMF/FPSGD block scheduler: the rows and columns of a matrix problem
+// are cut into `bins` groups each, giving bins x bins blocks; a worker takes
+// a block whose row group and column group no other worker holds, trains on
+// it and puts it back, so two workers never touch the same rows of P or Q
+// and each works on a cache-sized piece. Among free blocks it hands out the
+// one taken least often in this epoch (ties at random), so an epoch visits
+// every block once. get() has the one wait point: a condition variable, no
+// spinning.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <vector>
+
+namespace asgd {
+
+struct Block {
+  std::size_t row = 0, col = 0;
+};
+
+class BlockScheduler {
+ public:
+  // bins >= workers + 1 keeps every worker busy (LIBMF uses 2 x threads + 1).
+  BlockScheduler(std::size_t bins, std::uint64_t seed);
+
+  // A free block not yet taken this epoch, waiting while none is free.
+  // nullopt when this epoch's bins x bins blocks are all handed out, or
+  // after cancel().
+  std::optional<Block> get();
+  // Gives a block back: its row and column groups are free again.
+  void put(Block b);
+  // Starts the next epoch (all blocks untaken). Call with no block out.
+  void next_epoch();
+  // Wakes every waiter; get() returns nullopt from now on.
+  void cancel();
+
+  std::size_t bins() const noexcept { return bins_; }
+
+ private:
+  std::size_t bins_;
+  std::mutex mutex_;
+  std::condition_variable freed_;
+  std::vector<char> row_busy_, col_busy_;
+  std::vector<char> taken_;  // bins x bins, this epoch
+  std::size_t handed_out_ = 0;
+  bool cancelled_ = false;
+  std::mt19937_64 rng_;
+};
+
+}  // namespace asgd

@@ -26,6 +26,8 @@ using namespace asgd::sparse::mf;
 
 struct MfTrainFlags {
   std::string train_file, model_file, validation_file, format = "detect", policy = "racy", tau = "inf";
+  std::string schedule = "hogwild";
+  std::size_t bins = 0;  // 0: 2 x threads + 1 (LIBMF's choice)
   std::size_t factors = 32, threads = 2;
   std::uint64_t epochs = 20, seed = 1, split_seed = 42;
   float l2 = 0.05f, bias_l2 = 0.05f, rate = 0.02f;
@@ -88,6 +90,11 @@ int train(const MfTrainFlags& f) {
   mo.factors = f.factors;
   mo.l2 = f.l2;
   mo.bias_l2 = f.bias_l2;
+  if (f.schedule != "hogwild" && f.schedule != "blocks") {
+    throw InputError(fmt::format("--schedule {}: expected hogwild or blocks", f.schedule));
+  }
+  const bool blocks = f.schedule == "blocks";
+  if (blocks) mo.bins = f.bins ? f.bins : 2 * f.threads + 1;
   const BiasedMf problem(train_set, mo, f.seed);
   auto store = ParamStore::on_heap(problem.layout());
   initialize_factors(store, f.seed, mo.init_scale);
@@ -103,6 +110,7 @@ int train(const MfTrainFlags& f) {
   ef.adagrad = f.adagrad;
   TrainerOptions o = to_trainer_options(ef);
   o.step_examples = 4096;
+  o.blocks = blocks;
   o.checkpoint_metadata = model_metadata(train_set, problem.global_mean(), mo);
   o.on_progress = progress_printer("mf", f.quiet);
   Trainer trainer(store, o);
@@ -122,8 +130,9 @@ int train(const MfTrainFlags& f) {
     }
   }
   const double updates = static_cast<double>(train_set.size()) * static_cast<double>(f.epochs);
-  fmt::print("mf: {} epochs in {:.2f} s of SGD ({:.3g} rating updates/s, {} workers, {})\n", f.epochs, sgd_seconds,
-             updates / sgd_seconds, f.threads, f.policy);
+  fmt::print("mf: {} epochs in {:.2f} s of SGD ({:.3g} rating updates/s, {} workers, {}, {})\n", f.epochs,
+             sgd_seconds, updates / sgd_seconds, f.threads, f.policy,
+             blocks ? fmt::format("blocks {}x{}", mo.bins, mo.bins) : std::string("hogwild"));
   if (have_test) {
     const auto m = evaluate_errors(store, problem.global_mean(), test_set);
     fmt::print("test: {} ratings, RMSE {:.4f}, MAE {:.4f}\n", m.count, m.rmse, m.mae);
@@ -268,6 +277,9 @@ void add_mf_commands(CLI::App& app, int& exit_code) {
   train_cmd->add_option("--policy", t->policy, "racy (Hogwild!), atomic, locked")->capture_default_str();
   train_cmd->add_option("--tau", t->tau, "Bounded delay in steps (inf = async)")->capture_default_str();
   train_cmd->add_flag("--adagrad", t->adagrad, "Per-parameter AdaGrad steps");
+  train_cmd->add_option("--schedule", t->schedule, "hogwild (racy updates anywhere) or blocks (LIBMF's grid)")
+      ->capture_default_str();
+  train_cmd->add_option("--bins", t->bins, "blocks: users and items split into this many groups (2 x threads + 1)");
   train_cmd->add_flag("--quiet,-q", t->quiet, "No per-epoch lines");
   train_cmd->callback([t, &exit_code] { exit_code = run_guarded([&] { return train(*t); }); });
 

@@ -68,27 +68,29 @@ void Trainer::launch(Run& run, const std::function<void(std::size_t)>& body) {
   body(0);
 }
 
+void Trainer::close_epoch(Run& run, std::uint64_t epoch) {
+  const std::uint64_t done = epoch + 1;
+  run.epoch_seconds[epoch - run.first_epoch] = run.elapsed();
+  if (!options_.checkpoint_path.empty() && (done % options_.checkpoint_every == 0 || done == options_.epochs)) {
+    const TrainState at{done, state_.examples + run.examples_done.load(std::memory_order_relaxed), state_.seed};
+    ::asgd::save_checkpoint(options_.checkpoint_path, store_, at, adagrad_sums_, options_.checkpoint_metadata);
+  }
+}
+
 void Trainer::epoch_finished(Run& run, std::uint64_t epoch) {
   const std::uint64_t index = epoch - run.first_epoch;
   const std::uint64_t done = epoch + 1;
-  auto completed = [&] {
-    run.epoch_seconds[index] = run.elapsed();
-    if (!options_.checkpoint_path.empty() && (done % options_.checkpoint_every == 0 || done == options_.epochs)) {
-      const TrainState at{done, state_.examples + run.examples_done.load(std::memory_order_relaxed), state_.seed};
-      ::asgd::save_checkpoint(options_.checkpoint_path, store_, at, adagrad_sums_, options_.checkpoint_metadata);
-    }
-  };
   const bool checkpoint_due =
       !options_.checkpoint_path.empty() && (done % options_.checkpoint_every == 0 || done == options_.epochs);
   if (checkpoint_due && options_.workers > 1) {
     // Everyone waits at the boundary: the checkpoint is a consistent snapshot.
     run.barrier.arrive_and_wait([&] {
       run.epoch_done[index].store(options_.workers, std::memory_order_release);
-      completed();
+      close_epoch(run, epoch);
     });
     return;
   }
-  if (run.epoch_done[index].fetch_add(1, std::memory_order_acq_rel) + 1 == options_.workers) completed();
+  if (run.epoch_done[index].fetch_add(1, std::memory_order_acq_rel) + 1 == options_.workers) close_epoch(run, epoch);
 }
 
 void Trainer::maybe_report(Run& run, bool force) {

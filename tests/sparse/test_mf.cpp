@@ -103,6 +103,45 @@ TEST(Ratings, SplitsAreSeededAndLeaveKOutTakesTheLatest) {
   }
 }
 
+namespace {
+double planted_rmse(std::size_t bins, std::size_t workers) {
+  RatingsGeneratorOptions g;
+  g.users = 1000;
+  g.items = 500;
+  g.ratings = 200000;
+  g.rank = 4;
+  g.noise = 0.5;
+  const auto split = random_split(generate_ratings(g), 0.1, 42);
+  MfOptions mo;
+  mo.factors = 6;
+  mo.l2 = 0.02f;
+  mo.bias_l2 = 0.02f;
+  mo.bins = bins;
+  const BiasedMf problem(split.train, mo);
+  auto store = asgd::ParamStore::on_heap(problem.layout());
+  initialize_factors(store, 1, mo.init_scale);
+  asgd::TrainerOptions o;
+  o.workers = workers;
+  o.epochs = 50;
+  o.step_examples = 4096;
+  o.blocks = bins > 0;
+  o.schedule.kind = asgd::ScheduleKind::linear;
+  o.schedule.lr = 0.02f;
+  o.schedule.floor = 0.0f;
+  const auto report = asgd::Trainer(store, o).run(problem);
+  EXPECT_EQ(report.examples, 50u * split.train.size());  // every rating once per epoch
+  return evaluate_errors(store, problem.global_mean(), split.test).rmse;
+}
+}  // namespace
+
+TEST(BiasedMf, BlockScheduleReachesTheNoiseFloorToo) {
+  for (std::size_t workers : {1u, 2u, 3u}) {
+    const double rmse = planted_rmse(2 * workers + 1, workers);
+    EXPECT_LT(rmse, 1.05 * 0.5) << workers << " workers";
+    EXPECT_GT(rmse, 0.9 * 0.5);
+  }
+}
+
 TEST(BiasedMf, ReachesTheNoiseFloorOnPlantedData) {
   RatingsGeneratorOptions g;
   // ~180 ratings per user and ~360 per item: estimation error stays small

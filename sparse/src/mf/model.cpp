@@ -18,6 +18,7 @@ void MfOptions::validate() const {
   if (!(l2 >= 0) || !std::isfinite(l2)) throw InputError(fmt::format("-l2 {}: expected >= 0", l2));
   if (!(bias_l2 >= 0) || !std::isfinite(bias_l2)) throw InputError(fmt::format("bias l2 {}: expected >= 0", bias_l2));
   if (!(init_scale > 0) || !std::isfinite(init_scale)) throw InputError("init scale: expected > 0");
+  if (bins > 4096) throw InputError(fmt::format("--bins {}: expected at most 4096", bins));
 }
 
 FactorLayout FactorLayout::of(const Layout& l) {
@@ -81,6 +82,28 @@ BiasedMf::BiasedMf(const Ratings& train, MfOptions options, std::uint64_t seed)
   for (std::size_t i = 0; i < train.size(); ++i) entries_[i] = {train.user[i], train.item[i], train.rating[i]};
   std::mt19937_64 rng(seed);
   for (std::size_t k = entries_.size(); k > 1; --k) std::swap(entries_[k - 1], entries_[rng() % k]);
+  if (options_.bins > 0) {
+    // Users and items go to random groups of (nearly) equal size; ratings are
+    // then grouped by block, keeping the shuffled order inside each block.
+    const std::size_t bins = options_.bins;
+    auto groups = [&](std::size_t n) {
+      std::vector<std::uint32_t> perm(n);
+      for (std::size_t k = 0; k < n; ++k) perm[k] = static_cast<std::uint32_t>(k);
+      for (std::size_t k = n; k > 1; --k) std::swap(perm[k - 1], perm[rng() % k]);
+      std::vector<std::uint16_t> group(n);
+      for (std::size_t k = 0; k < n; ++k) group[perm[k]] = static_cast<std::uint16_t>(k * bins / n);
+      return group;
+    };
+    const auto user_group = groups(users_), item_group = groups(items_);
+    auto block_of = [&](const Entry& e) { return user_group[e.user] * bins + item_group[e.item]; };
+    block_begin_.assign(bins * bins + 1, 0);
+    for (const auto& e : entries_) ++block_begin_[block_of(e) + 1];
+    for (std::size_t b = 0; b < bins * bins; ++b) block_begin_[b + 1] += block_begin_[b];
+    std::vector<Entry> grouped(entries_.size());
+    std::vector<std::uint64_t> next(block_begin_.begin(), block_begin_.end() - 1);
+    for (const auto& e : entries_) grouped[next[block_of(e)]++] = e;
+    entries_ = std::move(grouped);
+  }
   f_ = FactorLayout::of(layout());
 }
 

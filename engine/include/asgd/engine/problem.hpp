@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <random>
 #include <span>
+#include <utility>
 
 namespace asgd {
 
@@ -43,6 +44,17 @@ template <class P>
 concept Problem = requires(P& p, const P& cp, std::size_t i, SinkArchetype& sink) {
   { cp.num_examples() } -> std::convertible_to<std::size_t>;
   { p.gradient(i, sink) } -> std::convertible_to<double>;
+};
+
+// A problem whose examples are grouped into a bins x bins grid of blocks
+// (e.g. ratings by user group x item group) such that examples of blocks in
+// different rows and columns touch disjoint parameters; block (r, c) holds
+// the examples [first, last) of block_range(r, c). TrainerOptions::blocks
+// then trains it with the BlockScheduler instead of shards.
+template <class P>
+concept BlockedProblem = Problem<P> && requires(const P& p, std::size_t r, std::size_t c) {
+  { p.bins() } -> std::convertible_to<std::size_t>;
+  { p.block_range(r, c) } -> std::convertible_to<std::pair<std::uint64_t, std::uint64_t>>;
 };
 
 template <class P>

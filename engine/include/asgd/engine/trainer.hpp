@@ -40,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "asgd/engine/block_scheduler.hpp"
 #include "asgd/engine/bounded_delay.hpp"
 #include "asgd/engine/checkpoint.hpp"
 #include "asgd/engine/consistency.hpp"
@@ -85,6 +86,10 @@ struct TrainerOptions {
   std::filesystem::path checkpoint_path;  // empty: no checkpoints
   std::uint64_t checkpoint_every = 1;     // epochs
   std::string checkpoint_metadata;        // stored with every checkpoint
+  // LIBMF-style block schedule (a BlockedProblem only): workers take blocks
+  // with disjoint rows and columns from a BlockScheduler; tau and
+  // step_examples do not apply (one block is one step).
+  bool blocks = false;
 
   // Throws InputError naming the option that is wrong.
   void validate() const;
@@ -138,6 +143,9 @@ class Trainer {
   struct Run;
   template <Problem P, class Sink>
   void worker_loop(P& problem, Sink sink, std::size_t w, Run& run);
+  template <BlockedProblem P, class Sink>
+  void worker_loop_blocks(P& problem, Sink sink, std::size_t w, Run& run);
+  void close_epoch(Run& run, std::uint64_t epoch);
   template <Problem P, ConsistencyPolicy Policy>
   TrainReport run_with(P& problem, const Policy& policy, std::uint64_t until_epoch);
   static std::string fmt_until_epoch(std::uint64_t until, std::uint64_t epochs);
@@ -243,6 +251,7 @@ struct Trainer::Run {
     stop.store(true, std::memory_order_release);
     gate.cancel();
     barrier.cancel();
+    if (blocks) blocks->cancel();
   }
   double elapsed() const {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -251,6 +260,7 @@ struct Trainer::Run {
   BoundedDelay gate;
   std::latch started;  // every worker is running before anyone takes a step
   EpochBarrier barrier;
+  std::unique_ptr<BlockScheduler> blocks;  // with TrainerOptions::blocks
   std::unique_ptr<WorkerCounters[]> counters;
   std::vector<WorkerLocal> locals;
   std::uint64_t examples_per_epoch;
@@ -297,15 +307,28 @@ TrainReport Trainer::run_with(P& problem, const Policy& policy, std::uint64_t un
   if (options_.schedule.adagrad && adagrad_sums_.size() != store_.size()) adagrad_sums_.assign(store_.size(), 0.0f);
   const std::uint64_t first = std::min(state_.epoch, until_epoch);
   Run run(options_.workers, options_.tau, n, first, until_epoch);
+  if (options_.blocks) {
+    if constexpr (BlockedProblem<P>) {
+      if (problem.bins() == 0) throw InputError("trainer: a block schedule needs the problem split into bins");
+      run.blocks = std::make_unique<BlockScheduler>(problem.bins(), worker_seed(state_.seed, 0x6b, first));
+    } else {
+      throw InputError("trainer: a block schedule needs a problem split into blocks (see BlockedProblem)");
+    }
+  }
   float* params = store_.data();
+  auto loop = [&](auto sink, std::size_t w) {
+    if constexpr (BlockedProblem<P>) {
+      if (options_.blocks) return worker_loop_blocks(problem, std::move(sink), w, run);
+    }
+    worker_loop(problem, std::move(sink), w, run);
+  };
   auto body = [&](std::size_t w) {
     if (options_.schedule.adagrad) {
-      worker_loop(problem,
-                  UpdateSink<Policy, StepRule::adagrad>(params, store_.size(), policy, adagrad_sums_.data(),
-                                                        options_.schedule.adagrad_eps),
-                  w, run);
+      loop(UpdateSink<Policy, StepRule::adagrad>(params, store_.size(), policy, adagrad_sums_.data(),
+                                                 options_.schedule.adagrad_eps),
+           w);
     } else {
-      worker_loop(problem, UpdateSink<Policy, StepRule::sgd>(params, store_.size(), policy), w, run);
+      loop(UpdateSink<Policy, StepRule::sgd>(params, store_.size(), policy), w);
     }
   };
   launch(run, body);
@@ -372,6 +395,66 @@ void Trainer::worker_loop(P& problem, Sink sink, std::size_t w, Run& run) {
         if (options_.on_progress) maybe_report(run, false);
       }
       epoch_finished(run, epoch);
+    }
+  } catch (...) {
+    run.fail(std::current_exception());
+  }
+}
+
+template <BlockedProblem P, class Sink>
+void Trainer::worker_loop_blocks(P& problem, Sink sink, std::size_t w, Run& run) {
+  struct Retire {
+    BoundedDelay& gate;
+    std::size_t w;
+    ~Retire() { gate.retire(w); }
+  } retire{run.gate, w};
+  run.started.arrive_and_wait();
+  try {
+    const double total = static_cast<double>(run.examples_per_epoch) * static_cast<double>(options_.epochs);
+    const double before = static_cast<double>(state_.examples);
+    auto& counters = run.counters[w];
+    auto& local = run.locals[w];
+    for (std::uint64_t epoch = run.first_epoch; epoch < run.last_epoch; ++epoch) {
+      sink.set_run(state_.seed, epoch);
+      auto& acc = local.epochs[epoch - run.first_epoch];
+      while (const auto block = run.blocks->get()) {
+        struct GiveBack {  // the block goes back whatever happens
+          BlockScheduler& s;
+          Block b;
+          ~GiveBack() { s.put(b); }
+        } give_back{*run.blocks, *block};
+        if (run.stop.load(std::memory_order_relaxed)) return;
+        const double progress =
+            (before + static_cast<double>(run.examples_done.load(std::memory_order_relaxed))) / total;
+        const float lr = options_.schedule.rate(progress, progress * static_cast<double>(options_.epochs), 0);
+        sink.set_learning_rate(lr);
+        const auto [lo, hi] = problem.block_range(block->row, block->col);
+        double loss = 0;
+        for (std::uint64_t i = lo; i < hi; ++i) {
+          const double l = problem.gradient(static_cast<std::size_t>(i), sink);
+          if (!std::isfinite(l)) [[unlikely]] {
+            throw RuntimeError(detail::nonfinite_loss_message(l, epoch + 1, i, w, lr));
+          }
+          loss += l;
+        }
+        acc.loss_sum += loss;
+        acc.examples += hi - lo;
+        acc.steps += 1;
+        local.staleness.add(0);
+        counters.examples.fetch_add(hi - lo, std::memory_order_relaxed);
+        counters.loss_sum.store(counters.loss_sum.load(std::memory_order_relaxed) + loss, std::memory_order_relaxed);
+        counters.lr.store(lr, std::memory_order_relaxed);
+        run.examples_done.fetch_add(hi - lo, std::memory_order_relaxed);
+        if (options_.on_progress) maybe_report(run, false);
+      }
+      if (run.stop.load(std::memory_order_acquire)) return;
+      // Every block of the epoch is done once all workers are here.
+      const bool next = run.barrier.arrive_and_wait([&] {
+        run.blocks->next_epoch();
+        run.epoch_done[epoch - run.first_epoch].store(options_.workers, std::memory_order_release);
+        close_epoch(run, epoch);
+      });
+      if (!next) return;
     }
   } catch (...) {
     run.fail(std::current_exception());

@@ -33,6 +33,9 @@ struct MfOptions {
   float bias_l2 = 0.05f;          // lambda_b on the biases
   float init_scale = 0.1f;        // P, Q start uniform in [0, init_scale) / sqrt(k) ... see initialize()
   bool biases = true;             // explicit: learn b_u, b_i
+  // > 0: group the ratings into bins x bins blocks (users and items each
+  // split into `bins` random groups) for the LIBMF-style block schedule.
+  std::size_t bins = 0;
   void validate() const;          // InputError naming the flag
 };
 
@@ -63,6 +66,14 @@ class BiasedMf {
   // on 9M ratings). So the per-epoch shuffle is deliberately a no-op.
   template <class Rng>
   void shuffle(std::span<std::uint64_t>, Rng&) const noexcept {}
+
+  // The block schedule (options.bins > 0): ratings of user group r and item
+  // group c are the examples [first, last) of block_range(r, c).
+  std::size_t bins() const noexcept { return options_.bins; }
+  std::pair<std::uint64_t, std::uint64_t> block_range(std::size_t r, std::size_t c) const noexcept {
+    const std::size_t b = r * options_.bins + c;
+    return {block_begin_[b], block_begin_[b + 1]};
+  }
   float global_mean() const noexcept { return mean_; }
   const MfOptions& options() const noexcept { return options_; }
 
@@ -105,6 +116,7 @@ class BiasedMf {
     float rating;
   };
   std::vector<Entry> entries_;  // one cache line holds five ratings
+  std::vector<std::uint64_t> block_begin_;  // bins^2 + 1 offsets when blocked
   std::size_t users_, items_;
   MfOptions options_;
   float mean_;
@@ -112,6 +124,7 @@ class BiasedMf {
 };
 
 static_assert(Problem<BiasedMf>);
+static_assert(BlockedProblem<BiasedMf>);
 
 // RMSE and MAE of a store's predictions on `test` (parallel), predictions
 // clipped to [lo, hi] when lo < hi.

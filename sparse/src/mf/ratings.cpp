@@ -225,6 +225,26 @@ Split random_split(const Ratings& all, double test_fraction, std::uint64_t seed)
   return {all.subset(train), all.subset(test)};
 }
 
+Split random_split_per_user(const Ratings& all, double test_fraction, std::uint64_t seed) {
+  if (!(test_fraction >= 0 && test_fraction < 1)) {
+    throw InputError(fmt::format("test fraction {}: expected [0, 1)", test_fraction));
+  }
+  std::vector<std::vector<std::size_t>> by_user(all.users.size());
+  for (std::size_t i = 0; i < all.size(); ++i) by_user[all.user[i]].push_back(i);
+  std::mt19937_64 rng(seed);
+  std::vector<std::size_t> train, test;
+  for (auto& rows : by_user) {
+    for (std::size_t k = rows.size(); k > 1; --k) std::swap(rows[k - 1], rows[rng() % k]);
+    std::size_t n_test = static_cast<std::size_t>(std::llround(test_fraction * static_cast<double>(rows.size())));
+    if (n_test == 0 && rows.size() >= 2 && test_fraction > 0) n_test = 1;
+    test.insert(test.end(), rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(n_test));
+    train.insert(train.end(), rows.begin() + static_cast<std::ptrdiff_t>(n_test), rows.end());
+  }
+  std::sort(train.begin(), train.end());
+  std::sort(test.begin(), test.end());
+  return {all.subset(train), all.subset(test)};
+}
+
 Split leave_k_out(const Ratings& all, std::size_t k) {
   std::vector<std::vector<std::size_t>> by_user(all.users.size());
   for (std::size_t i = 0; i < all.size(); ++i) by_user[all.user[i]].push_back(i);

@@ -80,6 +80,9 @@ struct Split {
 // A seeded random split: each rating goes to test with probability about
 // `test_fraction` (exactly round(n * fraction) ratings, chosen by shuffle).
 Split random_split(const Ratings& all, double test_fraction, std::uint64_t seed);
+// Per user, a seeded random `test_fraction` of the user's ratings (rounded,
+// at least one when the user has two or more) goes to test.
+Split random_split_per_user(const Ratings& all, double test_fraction, std::uint64_t seed);
 // Per user, the k most recent ratings (by timestamp; the last k in file
 // order when there are none) go to test; users with <= k ratings keep all in train.
 Split leave_k_out(const Ratings& all, std::size_t k);

@@ -29,6 +29,7 @@ using namespace asgd::sparse::mf;
 struct MfTrainFlags {
   std::string train_file, model_file, validation_file, format = "detect", policy = "racy", tau = "inf";
   std::string schedule = "hogwild";
+  std::string shm;  // train in this shared segment (live model for serving)
   std::string loss = "squared";
   float positive_threshold = 4.0f;
   std::size_t bins = 0;  // 0: 2 x threads + 1 (LIBMF's choice)
@@ -53,7 +54,9 @@ struct LoadedModel {
   IdMap users, items;
 };
 
-LoadedModel load_model(const std::string& path) {
+// With `shm`, the factors come live from that segment (attached read-only;
+// a trainer may be writing it) and the file gives ids and mean.
+LoadedModel load_model(const std::string& path, const std::string& shm = {}) {
   const CheckpointData d = read_checkpoint(path);
   const auto j = nlohmann::json::parse(d.metadata, nullptr, false);
   if (j.is_discarded() || !j.is_object() || j.value("model", "") != "mf") {
@@ -63,8 +66,12 @@ LoadedModel load_model(const std::string& path) {
   m.mean = j.at("mean").get<float>();
   m.users = IdMap::from_names(j.at("users").get<std::vector<std::string>>());
   m.items = IdMap::from_names(j.at("items").get<std::vector<std::string>>());
-  m.store.emplace(ParamStore::on_heap(d.layout));
-  m.store->assign(d.params);
+  if (!shm.empty()) {
+    m.store.emplace(ParamStore::attach_shared(shm, d.layout, Access::read_only));
+  } else {
+    m.store.emplace(ParamStore::on_heap(d.layout));
+    m.store->assign(d.params);
+  }
   return m;
 }
 
@@ -164,8 +171,19 @@ int train(const MfTrainFlags& f) {
   const bool blocks = f.schedule == "blocks";
   if (blocks) mo.bins = f.bins ? f.bins : 2 * f.threads + 1;
   const BiasedMf problem(train_set, mo, f.seed);
-  auto store = ParamStore::on_heap(problem.layout());
-  initialize_factors(store, f.seed, mo.init_scale);
+  std::optional<ParamStore> shared;
+  std::optional<ParamStore> heap;
+  if (!f.shm.empty()) {
+    const bool existed = ParamStore::exists_shared(f.shm);
+    shared.emplace(ParamStore::open_or_create_shared(f.shm, problem.layout()));
+    if (!existed) initialize_factors(*shared, f.seed, mo.init_scale);
+    fmt::print("mf: {} shared segment '{}' (serve it with: asgd mf recommend MODEL_FILE --shm {})\n",
+               existed ? "training into existing" : "created", f.shm, f.shm);
+  } else {
+    heap.emplace(ParamStore::on_heap(problem.layout()));
+    initialize_factors(*heap, f.seed, mo.init_scale);
+  }
+  ParamStore& store = shared ? *shared : *heap;
 
   EngineFlags ef;
   ef.workers = f.threads;
@@ -182,6 +200,11 @@ int train(const MfTrainFlags& f) {
   o.checkpoint_metadata = model_metadata(train_set, problem.global_mean(), mo);
   o.on_progress = progress_printer("mf", f.quiet);
   Trainer trainer(store, o);
+  if (!f.shm.empty() && !f.model_file.empty()) {
+    // The ids and the mean a server needs, written before training starts:
+    // `mf recommend MODEL_FILE --shm NAME` reads them here and the factors live.
+    trainer.save_checkpoint(f.model_file);
+  }
   fmt::print("mf: {} ratings, {} users, {} items, mean {:.4f}; loaded in {:.2f} s\n", train_set.size(),
              train_set.users.size(), train_set.items.size(), problem.global_mean(), load_seconds);
   double sgd_seconds = 0;
@@ -262,13 +285,13 @@ int eval(const MfEvalFlags& f) {
 }
 
 struct MfRecommendFlags {
-  std::string model_file, user, exclude, all_users, format = "detect";
+  std::string model_file, user, exclude, all_users, format = "detect", shm;
   std::size_t k = 10;
 };
 
 int recommend_cmd(const MfRecommendFlags& f) {
   if (f.user.empty() == f.all_users.empty()) throw InputError("recommend: give exactly one of --user U or --all-users FILE");
-  LoadedModel m = load_model(f.model_file);
+  LoadedModel m = load_model(f.model_file, f.shm);
   const FactorLayout layout = FactorLayout::of(m.store->layout());
   std::optional<SeenItems> seen;
   if (!f.exclude.empty()) {
@@ -347,6 +370,7 @@ void add_mf_commands(CLI::App& app, int& exit_code) {
   train_cmd->add_flag("--adagrad", t->adagrad, "Per-parameter AdaGrad steps");
   train_cmd->add_option("--schedule", t->schedule, "hogwild (racy updates anywhere) or blocks (LIBMF's grid)")
       ->capture_default_str();
+  train_cmd->add_option("--shm", t->shm, "Train in shared segment NAME; with MODEL_FILE, ids are written first for serving");
   train_cmd->add_option("--loss", t->loss, "squared (explicit ratings) or bpr (implicit: ratings >= --positive)")
       ->capture_default_str();
   train_cmd->add_option("--positive", t->positive_threshold, "bpr: ratings at or above this are positives")
@@ -378,6 +402,7 @@ void add_mf_commands(CLI::App& app, int& exit_code) {
   rec_cmd->add_option("-k", rf->k, "Items per user")->capture_default_str();
   rec_cmd->add_option("--exclude", rf->exclude, "Ratings whose items are not recommended again (e.g. the training file)");
   rec_cmd->add_option("--format", rf->format, "Format of --exclude")->capture_default_str();
+  rec_cmd->add_option("--shm", rf->shm, "Score with the live factors of this segment (a trainer may be writing it)");
   rec_cmd->callback([rf, &exit_code] { exit_code = run_guarded([&] { return recommend_cmd(*rf); }); });
 
   auto g = std::make_shared<MfGenerateFlags>();

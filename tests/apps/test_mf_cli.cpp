@@ -1,7 +1,13 @@
 // End-to-end tests of `asgd mf` as a LIBMF user runs it.
+#include <chrono>
+#include <thread>
+
+#include "asgd/engine/param_store.hpp"
 #include "cli_harness.hpp"
 
 namespace {
+
+namespace fs = std::filesystem;
 
 class MfCli : public asgd::testing::CliTest {};
 
@@ -39,4 +45,29 @@ TEST_F(MfCli, GenerateTrainPredictEvalRecommend) {
   EXPECT_NE(r.output.find("bad.txt:2: expected 3 fields"), std::string::npos) << r.output;
   r = run({"mf", "eval", path("all.txt"), path("bad.txt")});
   EXPECT_EQ(r.status, 2) << r.output;
+}
+
+TEST_F(MfCli, ServesTopKFromALiveSegmentWhileTrainingWritesIt) {
+  auto r = run({"mf", "generate", path("all.txt"), "--users", "2000", "--items", "500", "--ratings", "200000"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string shm = "asgd-mf-serve-" + std::to_string(::getpid());
+  asgd::ParamStore::remove_shared(shm);
+  asgd::testing::Child trainer({"mf", "train", "-t", "100000", "-s", "1", "-q", "--shm", shm, path("all.txt"),
+                                path("m")},
+                               dir_ / "trainer.log");
+  for (int i = 0; i < 500 && !fs::exists(path("m")); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(fs::exists(path("m")));
+  int served_while_training = 0;
+  for (int i = 0; i < 3; ++i) {
+    r = run({"mf", "recommend", path("m"), "--shm", shm, "--user", "u3", "-k", "5", "--exclude", path("all.txt")});
+    ASSERT_EQ(r.status, 0) << r.output;
+    std::size_t rows = 0;
+    for (char c : r.output) rows += c == '\n';
+    EXPECT_EQ(rows, 5u) << r.output;
+    if (::waitpid(trainer.pid(), nullptr, WNOHANG) == 0) ++served_while_training;
+  }
+  EXPECT_EQ(served_while_training, 3);
+  trainer.kill_now();
+  trainer.wait();
+  asgd::ParamStore::remove_shared(shm);
 }

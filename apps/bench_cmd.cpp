@@ -19,7 +19,7 @@
 #include "asgd/sparse/word2vec/embeddings.hpp"
 #include "asgd/sparse/word2vec/evaluation.hpp"
 #include "asgd/sparse/word2vec/model.hpp"
-#include "linear_sweep.hpp"
+#include "asgd/sparse/linear_reference.hpp"
 
 extern char** environ;
 
@@ -35,7 +35,7 @@ struct StalenessFlags {
   std::uint64_t epochs = 0;  // default per problem
   std::size_t step_examples = 0;
   sparse::GeneratorOptions gen;
-  double l2 = kDefaultLinearL2;
+  double l2 = sparse::kReferenceL2;
   std::string corpus, analogies;  // w2v
   std::string out = "staleness";
   bool no_plot = false;
@@ -135,7 +135,7 @@ int staleness_linear(const StalenessFlags& f) {
   const auto csv_path = dir / "staleness_linear.csv";
   fmt::print("problem: logistic regression, {} examples x {} features, {} non-zeros each, l2 {}\n", f.gen.examples,
              f.gen.features, f.gen.nnz_per_example, f.l2);
-  const LinearBenchProblem bench(f.gen, f.l2);
+  const sparse::LinearReference bench(f.gen, f.l2);
   fmt::print("optimum (L-BFGS): {:.8f} (|grad| {:.1e}, {:.1f} s)\n", bench.optimum.objective,
              bench.optimum.gradient_norm, bench.lbfgs_seconds);
 
@@ -152,16 +152,16 @@ int staleness_linear(const StalenessFlags& f) {
     o.consistency = s.policy;
     o.tau = s.tau;
     o.step_examples = f.step_examples ? f.step_examples : 256;
-    o.schedule = default_linear_schedule();
-    auto store = ParamStore::on_heap(bench.problem->layout());
+    o.schedule = sparse::reference_schedule();
+    auto store = ParamStore::on_heap(bench.problem.layout());
     Trainer trainer(store, o);
     double seconds = 0, gap = 0;
     StalenessHistogram all;
     for (std::uint64_t e = 1; e <= epochs; ++e) {
-      const auto r = trainer.run(*bench.problem, e);
+      const auto r = trainer.run(bench.problem, e);
       seconds += r.seconds;  // evaluation between epochs is not counted
       all.merge(r.staleness);
-      const double objective = bench.problem->objective(store.snapshot());
+      const double objective = bench.problem.objective(store.snapshot());
       gap = (objective - bench.optimum.objective) / bench.optimum.objective;
       csv << fmt::format("linear,{},{},{},{},{:.6f},{:.10f},{:.6e},{:.4f},{},{:.1f}\n", to_string(s.policy), s.workers,
                          tau_to_string(s.tau), e, seconds, objective, gap, r.staleness.mean(), r.staleness.max(),

@@ -4,7 +4,7 @@
 #include <memory>
 
 #include "cli_common.hpp"
-#include "linear_sweep.hpp"
+#include "asgd/sparse/linear_reference.hpp"
 
 namespace asgd::cli {
 
@@ -13,9 +13,9 @@ namespace {
 struct DemoFlags {
   sparse::GeneratorOptions gen;
   EngineFlags engine;
-  double l2 = kDefaultLinearL2;
+  double l2 = sparse::kReferenceL2;
   DemoFlags() {
-    const Schedule s = default_linear_schedule();
+    const Schedule s = sparse::reference_schedule();
     engine.lr = s.lr;
     engine.lr_floor = s.floor;
     engine.schedule = std::string(to_string(s.kind));
@@ -27,26 +27,26 @@ int demo(const DemoFlags& f) {
   o.on_progress = progress_printer("demo", false);
   fmt::print("asgd demo: L2-regularised logistic regression, {} examples x {} features ({} non-zeros each)\n",
              f.gen.examples, f.gen.features, f.gen.nnz_per_example);
-  const LinearBenchProblem bench(f.gen, f.l2);
+  const sparse::LinearReference bench(f.gen, f.l2);
   fmt::print("reference optimum (L-BFGS, {} iterations, {:.1f} s): objective {:.6f}\n", bench.optimum.iterations,
              bench.lbfgs_seconds, bench.optimum.objective);
-  auto store = ParamStore::on_heap(bench.problem->layout());
+  auto store = ParamStore::on_heap(bench.problem.layout());
   Trainer trainer(store, o);
   double seconds = 0;
   for (std::uint64_t e = 1; e <= o.epochs; ++e) {
-    const auto r = trainer.run(*bench.problem, e);
+    const auto r = trainer.run(bench.problem, e);
     seconds += r.seconds;
     const auto w = store.snapshot();
     fmt::print("epoch {:2}: objective {:.6f}  gap to optimum {:.2e}  ({:.2f} s, {:.3g} examples/s)\n", e,
-               bench.problem->objective(w), bench.relative_gap(w), seconds, r.examples_per_second);
+               bench.problem.objective(w), bench.relative_gap(w), seconds, r.examples_per_second);
   }
   const auto w = store.snapshot();
   const double gap = bench.relative_gap(w);
   fmt::print("{} {} workers ({}, tau {}): objective within {:.1e} of the optimum{}; accuracy {:.4f} (optimum {:.4f})\n",
              o.consistency == Consistency::racy ? "Hogwild!" : "asgd", o.workers, to_string(o.consistency),
              tau_to_string(o.tau), gap, gap <= 1e-3 ? " (target 1e-3: met)" : " (target 1e-3: NOT met)",
-             bench.problem->accuracy(w),
-             bench.problem->accuracy(std::vector<float>(bench.optimum.weights.begin(), bench.optimum.weights.end())));
+             bench.problem.accuracy(w),
+             bench.problem.accuracy(std::vector<float>(bench.optimum.weights.begin(), bench.optimum.weights.end())));
   return gap <= 1e-3 ? 0 : kExitRuntime;
 }
 

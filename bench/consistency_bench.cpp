@@ -26,6 +26,7 @@
 #include "asgd/engine/param_store.hpp"
 #include "asgd/engine/schedule.hpp"
 #include "asgd/engine/trainer.hpp"
+#include "asgd/sparse/linear_reference.hpp"
 #include "asgd/sparse/generator.hpp"
 #include "asgd/sparse/linear.hpp"
 
@@ -36,22 +37,8 @@ using asgd::Consistency;
 // ---------------------------------------------------------------------------
 // Through the trainer: the problem of `asgd demo`.
 
-constexpr std::size_t kExamples = 100000;
-constexpr std::uint32_t kFeatures = 100000;
-constexpr std::uint32_t kNonZerosPerExample = 20;
-constexpr double kL2 = 1e-5;
 constexpr std::uint64_t kCheckEpochs = 10;
 constexpr double kCheckGap = 1e-3;  // relative to the L-BFGS optimum
-
-// The demo's schedule (apps/linear_sweep.cpp, default_linear_schedule):
-// linear decay from 0.5 to 0 over the run.
-asgd::Schedule linear_schedule() {
-  asgd::Schedule s;
-  s.kind = asgd::ScheduleKind::linear;
-  s.lr = 0.5f;
-  s.floor = 0.0f;
-  return s;
-}
 
 asgd::TrainerOptions trainer_options(Consistency policy, std::size_t workers, std::uint64_t epochs) {
   asgd::TrainerOptions o;
@@ -59,35 +46,14 @@ asgd::TrainerOptions trainer_options(Consistency policy, std::size_t workers, st
   o.epochs = epochs;
   o.consistency = policy;
   o.tau = asgd::kUnbounded;
-  o.schedule = linear_schedule();
+  o.schedule = asgd::sparse::reference_schedule();
   return o;
 }
 
 // Built once, on first use, so that filtering to the write benchmarks skips
-// the generator and L-BFGS.
-struct LinearData {
-  asgd::sparse::GeneratedData generated;
-  asgd::sparse::LogisticProblem problem;  // refers to generated.data
-  asgd::sparse::LbfgsResult optimum;
-
-  LinearData()
-      : generated(asgd::sparse::generate_sparse({.examples = kExamples,
-                                                 .features = kFeatures,
-                                                 .nnz_per_example = kNonZerosPerExample,
-                                                 .seed = 1,
-                                                 .label_noise = 0.0f})),
-        problem(generated.data, kL2),
-        optimum(asgd::sparse::solve_lbfgs(problem, 1e-9, 3000)) {}
-  LinearData(const LinearData&) = delete;
-  LinearData& operator=(const LinearData&) = delete;
-
-  double relative_gap(std::span<const float> w) const {
-    return (problem.objective(w) - optimum.objective) / optimum.objective;
-  }
-};
-
-LinearData& linear_data() {
-  static LinearData data;
+// the generator and L-BFGS. 100k examples x 100k features x 20 non-zeros.
+asgd::sparse::LinearReference& linear_data() {
+  static asgd::sparse::LinearReference data;
   return data;
 }
 
@@ -106,7 +72,7 @@ const CheckResult& check_configuration(Consistency policy, std::size_t workers) 
   if (const auto it = checked.find(key); it != checked.end()) return it->second;
   CheckResult result;
   try {
-    LinearData& data = linear_data();
+    asgd::sparse::LinearReference& data = linear_data();
     auto store = asgd::ParamStore::on_heap(data.problem.layout());
     asgd::Trainer trainer(store, trainer_options(policy, workers, kCheckEpochs));
     const asgd::TrainReport report = trainer.run(data.problem);
@@ -135,7 +101,7 @@ void train_epoch(benchmark::State& state, Consistency policy, std::size_t worker
     state.SkipWithError(check.error.c_str());
     return;
   }
-  LinearData& data = linear_data();
+  asgd::sparse::LinearReference& data = linear_data();
   auto store = asgd::ParamStore::on_heap(data.problem.layout());
   asgd::Trainer trainer(store, trainer_options(policy, workers, 1));
   std::uint64_t seed = 1;

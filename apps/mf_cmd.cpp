@@ -75,6 +75,31 @@ LoadedModel load_model(const std::string& path, const std::string& shm = {}) {
   return m;
 }
 
+// A ratings file mapped with the model's ids (ids it has never seen are appended).
+Ratings read_with_ids_of(const LoadedModel& m, const std::string& path, const std::string& format) {
+  Ratings with_maps;
+  with_maps.users = m.users;
+  with_maps.items = m.items;
+  return read_ratings(path, parse_ratings_format(format), &with_maps);
+}
+
+// The engine options both losses train with.
+TrainerOptions trainer_options(const MfTrainFlags& f, const char* schedule, float floor) {
+  EngineFlags ef;
+  ef.workers = f.threads;
+  ef.epochs = f.epochs;
+  ef.seed = f.seed;
+  ef.policy = f.policy;
+  ef.tau = f.tau;
+  ef.schedule = schedule;
+  ef.lr = f.rate;
+  ef.lr_floor = floor;
+  ef.adagrad = f.adagrad;
+  TrainerOptions o = to_trainer_options(ef);
+  o.step_examples = 4096;
+  return o;
+}
+
 // Implicit feedback: ratings >= the threshold are positives. BPR-MF is
 // trained twice: on a per-user 80/20 random split (full-ranking metrics @10)
 // and with each user's latest positive left out (HR/NDCG@10 against 99
@@ -96,18 +121,7 @@ int train_bpr(const MfTrainFlags& f) {
     const BprMf problem(train, mo, f.seed);
     auto store = ParamStore::on_heap(problem.layout());
     initialize_factors(store, f.seed, mo.init_scale);
-    EngineFlags ef;
-    ef.workers = f.threads;
-    ef.epochs = f.epochs;
-    ef.seed = f.seed;
-    ef.policy = f.policy;
-    ef.tau = f.tau;
-    ef.schedule = "linear";
-    ef.lr = f.rate;
-    ef.lr_floor = 0.0f;
-    TrainerOptions o = to_trainer_options(ef);
-    o.step_examples = 4096;
-    Trainer(store, o).run(problem);
+    Trainer(store, trainer_options(f, "linear", 0.0f)).run(problem);
     return store;
   };
   fmt::print("bpr: {} positives (rating >= {}) of {} ratings, {} users, {} items\n", positives.size(),
@@ -185,17 +199,7 @@ int train(const MfTrainFlags& f) {
   }
   ParamStore& store = shared ? *shared : *heap;
 
-  EngineFlags ef;
-  ef.workers = f.threads;
-  ef.epochs = f.epochs;
-  ef.seed = f.seed;
-  ef.policy = f.policy;
-  ef.tau = f.tau;
-  ef.schedule = "constant";
-  ef.lr = f.rate;
-  ef.adagrad = f.adagrad;
-  TrainerOptions o = to_trainer_options(ef);
-  o.step_examples = 4096;
+  TrainerOptions o = trainer_options(f, "constant", 0.0f);
   o.blocks = blocks;
   o.checkpoint_metadata = model_metadata(train_set, problem.global_mean(), mo);
   o.on_progress = progress_printer("mf", f.quiet);
@@ -241,10 +245,7 @@ struct MfPredictFlags {
 
 int predict(const MfPredictFlags& f) {
   LoadedModel m = load_model(f.model_file);
-  Ratings with_maps;
-  with_maps.users = m.users;
-  with_maps.items = m.items;
-  const Ratings test = read_ratings(f.test_file, parse_ratings_format(f.format), &with_maps);
+  const Ratings test = read_with_ids_of(m, f.test_file, f.format);
   const FactorLayout layout = FactorLayout::of(m.store->layout());
   std::string out;
   for (std::size_t i = 0; i < test.size(); ++i) {
@@ -274,10 +275,7 @@ struct MfEvalFlags {
 
 int eval(const MfEvalFlags& f) {
   LoadedModel m = load_model(f.model_file);
-  Ratings with_maps;
-  with_maps.users = m.users;
-  with_maps.items = m.items;
-  const Ratings test = read_ratings(f.test_file, parse_ratings_format(f.format), &with_maps);
+  const Ratings test = read_with_ids_of(m, f.test_file, f.format);
   const auto metrics = evaluate_errors(*m.store, m.mean, test);
   fmt::print("eval: {} ratings ({} with a known user and item), RMSE {:.4f}, MAE {:.4f}\n", test.size(),
              metrics.count, metrics.rmse, metrics.mae);
@@ -295,10 +293,7 @@ int recommend_cmd(const MfRecommendFlags& f) {
   const FactorLayout layout = FactorLayout::of(m.store->layout());
   std::optional<SeenItems> seen;
   if (!f.exclude.empty()) {
-    Ratings with_maps;
-    with_maps.users = m.users;
-    with_maps.items = m.items;
-    seen.emplace(read_ratings(f.exclude, parse_ratings_format(f.format), &with_maps), layout.users);
+    seen.emplace(read_with_ids_of(m, f.exclude, f.format), layout.users);
   }
   std::vector<std::uint32_t> users;
   if (!f.user.empty()) {

@@ -41,18 +41,43 @@ void add_scaled_generic(float* shared, const float* d, float scale, std::size_t 
 #endif
 }
 
+// A float of a row that another thread may be writing.
+inline float read_shared(const float* x) noexcept {
+#ifdef ASGD_ROWS_TSAN
+  return std::atomic_ref<float>(const_cast<float&>(*x)).load(std::memory_order_relaxed);
+#else
+  return *x;
+#endif
+}
+
+inline void write_shared(float* x, float v) noexcept {
+#ifdef ASGD_ROWS_TSAN
+  std::atomic_ref<float>(*x).store(v, std::memory_order_relaxed);
+#else
+  *x = v;
+#endif
+}
+
 float dot_generic(const float* a, const float* b, std::size_t n) noexcept {
   // Four partial sums: breaks the add dependency chain without -ffast-math.
   float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
   std::size_t k = 0;
   for (; k + 4 <= n; k += 4) {
-    s0 += a[k] * b[k];
-    s1 += a[k + 1] * b[k + 1];
-    s2 += a[k + 2] * b[k + 2];
-    s3 += a[k + 3] * b[k + 3];
+    s0 += read_shared(a + k) * read_shared(b + k);
+    s1 += read_shared(a + k + 1) * read_shared(b + k + 1);
+    s2 += read_shared(a + k + 2) * read_shared(b + k + 2);
+    s3 += read_shared(a + k + 3) * read_shared(b + k + 3);
   }
-  for (; k < n; ++k) s0 += a[k] * b[k];
+  for (; k < n; ++k) s0 += read_shared(a + k) * read_shared(b + k);
   return (s0 + s1) + (s2 + s3);
+}
+
+void bilinear_step_generic(float* a, float* b, std::size_t n, float s, float decay) noexcept {
+  for (std::size_t k = 0; k < n; ++k) {
+    const float x = read_shared(a + k), y = read_shared(b + k);
+    write_shared(a + k, decay * x - s * y);
+    write_shared(b + k, decay * y - s * x);
+  }
 }
 
 void axpy_generic(float s, const float* x, float* y, std::size_t n) noexcept {
@@ -93,6 +118,22 @@ __attribute__((target("avx2,fma"))) float dot_avx2(const float* a, const float* 
   return s;
 }
 
+__attribute__((target("avx2,fma"))) void bilinear_step_avx2(float* a, float* b, std::size_t n, float s,
+                                                           float decay) noexcept {
+  const __m256 minus_s = _mm256_set1_ps(-s), dv = _mm256_set1_ps(decay);
+  std::size_t k = 0;
+  for (; k + 8 <= n; k += 8) {
+    const __m256 x = _mm256_loadu_ps(a + k), y = _mm256_loadu_ps(b + k);
+    _mm256_storeu_ps(a + k, _mm256_fmadd_ps(minus_s, y, _mm256_mul_ps(dv, x)));
+    _mm256_storeu_ps(b + k, _mm256_fmadd_ps(minus_s, x, _mm256_mul_ps(dv, y)));
+  }
+  for (; k < n; ++k) {
+    const float x = a[k], y = b[k];
+    a[k] = decay * x - s * y;
+    b[k] = decay * y - s * x;
+  }
+}
+
 __attribute__((target("avx2,fma"))) void axpy_avx2(float s, const float* x, float* y, std::size_t n) noexcept {
   const __m256 sv = _mm256_set1_ps(s);
   std::size_t k = 0;
@@ -103,39 +144,67 @@ __attribute__((target("avx2,fma"))) void axpy_avx2(float s, const float* x, floa
 }
 #endif
 
-struct Kernels {
-  void (*load)(const float*, float*, std::size_t) noexcept;
-  void (*add_scaled)(float*, const float*, float, std::size_t) noexcept;
-  float (*dot)(const float*, const float*, std::size_t) noexcept;
-  void (*axpy)(float, const float*, float*, std::size_t) noexcept;
-  const char* name;
-};
-
-Kernels pick() noexcept {
+bool has_avx2_fma() noexcept {
 #if defined(ASGD_ROWS_X86) && !defined(ASGD_ROWS_TSAN)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-    return {load_avx2, add_scaled_avx2, dot_avx2, axpy_avx2, "avx2+fma"};
-  }
+  __builtin_cpu_init();  // may run before constructors (an ifunc resolver)
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+  return false;
 #endif
-  return {load_generic, add_scaled_generic, dot_generic, axpy_generic, "generic"};
-}
-
-// Chosen on first use (a function-local static: safe from other static
-// initialisers).
-const Kernels& kernels() noexcept {
-  static const Kernels k = pick();
-  return k;
 }
 
 }  // namespace
 
-void load(const float* shared, float* out, std::size_t n) noexcept { kernels().load(shared, out, n); }
-void add_scaled(float* shared, const float* d, float scale, std::size_t n) noexcept {
-  kernels().add_scaled(shared, d, scale, n);
+// Each entry point is bound to one kernel: by the dynamic loader (ifunc) on
+// ELF x86-64, else through a pointer chosen on first use.
+#if defined(ASGD_ROWS_X86) && !defined(ASGD_ROWS_TSAN) && defined(__ELF__) && defined(__GNUC__)
+#define ASGD_ROWS_PICK(fn) (has_avx2_fma() ? fn##_avx2 : fn##_generic)
+
+extern "C" {
+// Resolvers: internal linkage, unmangled names for the ifunc attributes.
+static decltype(&load_generic) asgd_rows_pick_load() { return ASGD_ROWS_PICK(load); }
+static decltype(&add_scaled_generic) asgd_rows_pick_add_scaled() { return ASGD_ROWS_PICK(add_scaled); }
+static decltype(&bilinear_step_generic) asgd_rows_pick_bilinear_step() { return ASGD_ROWS_PICK(bilinear_step); }
+static decltype(&dot_generic) asgd_rows_pick_dot() { return ASGD_ROWS_PICK(dot); }
+static decltype(&axpy_generic) asgd_rows_pick_axpy() { return ASGD_ROWS_PICK(axpy); }
 }
-float dot(const float* a, const float* b, std::size_t n) noexcept { return kernels().dot(a, b, n); }
-void axpy(float s, const float* x, float* y, std::size_t n) noexcept { kernels().axpy(s, x, y, n); }
-const char* simd_level() noexcept { return kernels().name; }
+
+void load(const float*, float*, std::size_t) noexcept __attribute__((ifunc("asgd_rows_pick_load")));
+void add_scaled(float*, const float*, float, std::size_t) noexcept __attribute__((ifunc("asgd_rows_pick_add_scaled")));
+void bilinear_step(float*, float*, std::size_t, float, float) noexcept
+    __attribute__((ifunc("asgd_rows_pick_bilinear_step")));
+float dot(const float*, const float*, std::size_t) noexcept __attribute__((ifunc("asgd_rows_pick_dot")));
+void axpy(float, const float*, float*, std::size_t) noexcept __attribute__((ifunc("asgd_rows_pick_axpy")));
+
+const char* simd_level() noexcept { return has_avx2_fma() ? "avx2+fma" : "generic"; }
+#else
+#if defined(ASGD_ROWS_X86) && !defined(ASGD_ROWS_TSAN)
+#define ASGD_ROWS_PICK(fn) (has_avx2_fma() ? fn##_avx2 : fn##_generic)
+#else
+#define ASGD_ROWS_PICK(fn) fn##_generic
+#endif
+
+void load(const float* shared, float* out, std::size_t n) noexcept {
+  static const auto fn = ASGD_ROWS_PICK(load);
+  fn(shared, out, n);
+}
+void add_scaled(float* shared, const float* d, float scale, std::size_t n) noexcept {
+  static const auto fn = ASGD_ROWS_PICK(add_scaled);
+  fn(shared, d, scale, n);
+}
+void bilinear_step(float* a, float* b, std::size_t n, float s, float decay) noexcept {
+  static const auto fn = ASGD_ROWS_PICK(bilinear_step);
+  fn(a, b, n, s, decay);
+}
+float dot(const float* a, const float* b, std::size_t n) noexcept {
+  static const auto fn = ASGD_ROWS_PICK(dot);
+  return fn(a, b, n);
+}
+void axpy(float s, const float* x, float* y, std::size_t n) noexcept {
+  static const auto fn = ASGD_ROWS_PICK(axpy);
+  fn(s, x, y, n);
+}
+const char* simd_level() noexcept { return has_avx2_fma() ? "avx2+fma" : "generic"; }
+#endif
 
 }  // namespace asgd::rows

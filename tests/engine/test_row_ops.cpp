@@ -2,7 +2,9 @@
 
 #include <vector>
 
+#include "asgd/engine/consistency.hpp"
 #include "asgd/engine/row_ops.hpp"
+#include "asgd/engine/update_sink.hpp"
 
 // Every length and misalignment against the obvious scalar loop.
 TEST(RowOps, MatchScalarLoopsForAllLengthsAndOffsets) {
@@ -17,6 +19,14 @@ TEST(RowOps, MatchScalarLoopsForAllLengthsAndOffsets) {
       for (std::size_t k = 0; k < n; ++k) expect_dot += static_cast<double>(a[off + k]) * b[off + k];
       EXPECT_NEAR(asgd::rows::dot(a.data() + off, b.data() + off, n), expect_dot, 1e-4) << n;
 
+      std::vector<float> p(a), q(b);
+      asgd::rows::bilinear_step(p.data() + off, q.data() + off, n, 0.125f, 0.75f);
+      for (std::size_t k = 0; k < 80; ++k) {
+        const bool in = k >= off && k < off + n;
+        EXPECT_NEAR(p[k], in ? 0.75f * a[k] - 0.125f * b[k] : a[k], 1e-6) << n << " " << k;
+        EXPECT_NEAR(q[k], in ? 0.75f * b[k] - 0.125f * a[k] : b[k], 1e-6) << n << " " << k;
+      }
+
       std::vector<float> y(b), z(b), out(80, -9.0f);
       asgd::rows::axpy(0.25f, a.data() + off, y.data() + off, n);
       asgd::rows::add_scaled(z.data() + off, a.data() + off, 0.25f, n);
@@ -30,4 +40,37 @@ TEST(RowOps, MatchScalarLoopsForAllLengthsAndOffsets) {
     }
   }
   EXPECT_NE(std::string(asgd::rows::simd_level()), "");
+}
+
+// The sink's bilinear step is the same SGD step under every policy and step
+// rule: the Racy fast path (one fused kernel) against the generic chunked
+// path (Atomic, Locked, AdaGrad's first step), on rows longer than a chunk.
+template <class Policy>
+std::vector<float> bilinear_through_sink(const Policy& policy) {
+  const std::size_t n = 150;
+  std::vector<float> params(2 * n + 3);
+  for (std::size_t i = 0; i < params.size(); ++i) params[i] = 0.01f * static_cast<float>(i % 13) - 0.05f;
+  asgd::UpdateSink<Policy> sink(params.data(), params.size(), policy);
+  sink.set_learning_rate(0.1f);
+  EXPECT_NEAR(sink.dot(1, n + 2, n), asgd::rows::dot(params.data() + 1, params.data() + n + 2, n), 1e-6);
+  sink.add_bilinear_gradient(1, n + 2, n, 0.5f, 0.2f);
+  return params;
+}
+
+TEST(RowOps, BilinearGradientIsOneSgdStepUnderEveryPolicy) {
+  const std::size_t n = 150;
+  std::vector<float> start(2 * n + 3);
+  for (std::size_t i = 0; i < start.size(); ++i) start[i] = 0.01f * static_cast<float>(i % 13) - 0.05f;
+  std::vector<float> expect(start);
+  for (std::size_t k = 0; k < n; ++k) {
+    const float a = start[1 + k], b = start[n + 2 + k];
+    expect[1 + k] = a - 0.1f * (0.5f * b + 0.2f * a);
+    expect[n + 2 + k] = b - 0.1f * (0.5f * a + 0.2f * b);
+  }
+  const asgd::Racy racy;
+  const asgd::Atomic atomic;
+  const asgd::Locked locked(64);
+  for (const auto& got : {bilinear_through_sink(racy), bilinear_through_sink(atomic), bilinear_through_sink(locked)}) {
+    for (std::size_t i = 0; i < expect.size(); ++i) EXPECT_NEAR(got[i], expect[i], 1e-7) << i;
+  }
 }

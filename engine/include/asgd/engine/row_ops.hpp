@@ -13,6 +13,10 @@
 //  * ThreadSanitizer builds use per-element relaxed atomic_ref instead, so
 //    TSan checks the same algorithm with the same ordering.
 // Rows are plain float arrays of any length and alignment.
+//
+// The kernel for this machine is chosen once, when the library is loaded
+// (an ELF ifunc where the toolchain has them), so a call costs what a call
+// into a shared library costs: hot loops make a few of them per example.
 #pragma once
 
 #include <cstddef>
@@ -24,8 +28,15 @@ void load(const float* shared, float* out, std::size_t n) noexcept;
 // shared[k] += scale * d[k]  (Racy: a concurrent add may be lost)
 void add_scaled(float* shared, const float* d, float scale, std::size_t n) noexcept;
 
-// Local (unshared) helpers with the same dispatch: sum_k a[k] * b[k], and
-// y[k] += s * x[k].
+// The step of a bilinear term on two shared rows, from their values before
+// the step: a[k] = decay * a[k] - s * b[k] and b[k] = decay * b[k] - s * a[k].
+// With s = lr * g (g the loss's derivative at a . b) and decay = 1 - lr * l2
+// this is one SGD step on L(a . b) + l2/2 (|a|^2 + |b|^2): MF's update in
+// one pass, with no copies of either row. a and b must not overlap.
+void bilinear_step(float* a, float* b, std::size_t n, float s, float decay) noexcept;
+
+// sum_k a[k] * b[k]; either row may be shared (each float read whole), and
+// y[k] += s * x[k] on local rows.
 float dot(const float* a, const float* b, std::size_t n) noexcept;
 void axpy(float s, const float* x, float* y, std::size_t n) noexcept;
 

@@ -4,9 +4,11 @@
 // consistency policy. A model never sees the policy, the rate or the memory.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "asgd/engine/consistency.hpp"
 #include "asgd/engine/row_ops.hpp"
@@ -44,6 +46,36 @@ class UpdateSink {
       policy_->add_scaled(params_ + offset, g, -lr_ * scale, n);
     } else {
       for (std::size_t k = 0; k < n; ++k) add_gradient(offset + k, scale * g[k]);
+    }
+  }
+
+  // sum_k x[a + k] * x[b + k] over two rows of shared parameters (each
+  // float read whole, as read()).
+  float dot(std::size_t a, std::size_t b, std::size_t n) const noexcept { return rows::dot(params_ + a, params_ + b, n); }
+
+  // The gradient of a bilinear term on two rows a, b (not overlapping): for
+  // a loss L(x) at x = a . b with L2 weight l2 on both rows, g = L'(x) and
+  //   a moves against g b + l2 a,  b moves against g a + l2 b,
+  // both computed from the rows before the step. Racy SGD does it in one
+  // vectorised pass with no copies (rows::bilinear_step): matrix
+  // factorization's whole factor update.
+  void add_bilinear_gradient(std::size_t a, std::size_t b, std::size_t n, float g, float l2) noexcept {
+    if constexpr (kRule == StepRule::sgd && std::is_same_v<Policy, Racy>) {
+      rows::bilinear_step(params_ + a, params_ + b, n, lr_ * g, 1.0f - lr_ * l2);
+    } else {
+      constexpr std::size_t kChunk = 64;
+      float x[kChunk], y[kChunk], gx[kChunk], gy[kChunk];
+      for (std::size_t k = 0; k < n; k += kChunk) {
+        const std::size_t m = std::min(kChunk, n - k);
+        read(a + k, x, m);
+        read(b + k, y, m);
+        for (std::size_t j = 0; j < m; ++j) {
+          gx[j] = g * y[j] + l2 * x[j];
+          gy[j] = g * x[j] + l2 * y[j];
+        }
+        add_gradient(a + k, gx, m);
+        add_gradient(b + k, gy, m);
+      }
     }
   }
 

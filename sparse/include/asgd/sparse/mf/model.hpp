@@ -80,13 +80,17 @@ class BiasedMf {
   template <class Sink>
   double gradient(std::size_t i, Sink& sink) const {
     const std::size_t k = options_.factors;
-    float p[kMaxFactors], q[kMaxFactors], gp[kMaxFactors], gq[kMaxFactors];
     const Entry& r = entries_[i];
+    if (i + kPrefetchAhead < entries_.size()) {
+      // The rows of a rating a few examples on (each worker walks its range
+      // in order): their cache misses overlap this update.
+      const Entry& next = entries_[i + kPrefetchAhead];
+      sink.prefetch(f_.p + next.user * f_.stride);
+      sink.prefetch(f_.q + next.item * f_.stride);
+    }
     const std::size_t pu = f_.p + r.user * f_.stride;
     const std::size_t qi = f_.q + r.item * f_.stride;
-    sink.read(pu, p, k);
-    sink.read(qi, q, k);
-    float prediction = mean_ + rows::dot(p, q, k);
+    float prediction = mean_ + sink.dot(pu, qi, k);
     const std::size_t bu = f_.user_bias + r.user, bi = f_.item_bias + r.item;
     float b_u = 0, b_i = 0;
     if (options_.biases) {
@@ -95,12 +99,7 @@ class BiasedMf {
       prediction += b_u + b_i;
     }
     const float e = prediction - r.rating;
-    for (std::size_t d = 0; d < k; ++d) {
-      gp[d] = e * q[d] + options_.l2 * p[d];
-      gq[d] = e * p[d] + options_.l2 * q[d];
-    }
-    sink.add_gradient(pu, gp, k);
-    sink.add_gradient(qi, gq, k);
+    sink.add_bilinear_gradient(pu, qi, k, e, options_.l2);
     if (options_.biases) {
       sink.add_gradient(bu, e + options_.bias_l2 * b_u);
       sink.add_gradient(bi, e + options_.bias_l2 * b_i);
@@ -109,6 +108,7 @@ class BiasedMf {
   }
 
   static constexpr std::size_t kMaxFactors = 1024;
+  static constexpr std::size_t kPrefetchAhead = 4;
 
  private:
   struct Entry {

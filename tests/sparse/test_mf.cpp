@@ -63,6 +63,24 @@ TEST(Ratings, MalformedLinesNameFileLineAndExpectation) {
   EXPECT_THROW(parse_ratings_format("xml"), asgd::InputError);
 }
 
+// Numeric ids take an indexed fast path; names that only look numeric
+// ("007", "-1", "1e3", ten digits) must stay distinct strings.
+TEST(Ratings, IdMapKeepsNumericAndOtherNamesApart) {
+  IdMap m;
+  const std::vector<std::string> names = {"7", "007", "0", "00", "16777215", "16777216", "-1", "1e3", "x", "1234567890"};
+  for (const auto& n : names) m.intern(n);
+  ASSERT_EQ(m.size(), names.size());
+  for (std::uint32_t id = 0; id < names.size(); ++id) {
+    EXPECT_EQ(m.name(id), names[id]);
+    EXPECT_EQ(m.intern(names[id]), id);
+    EXPECT_EQ(m.find(names[id]), id);
+  }
+  EXPECT_FALSE(m.find("8"));
+  EXPECT_FALSE(m.find("99999999"));
+  EXPECT_FALSE(m.find("y"));
+  EXPECT_EQ(m.intern("8"), names.size());
+}
+
 TEST(Ratings, IdMapsRoundTripThroughAFileAndAreShared) {
   const fs::path path = fs::temp_directory_path() / ("asgd-mf-" + std::to_string(::getpid()));
   const auto r = parse_ratings("x p 1\ny q 2\nx q 3\n", "in", RatingsFormat::libmf);

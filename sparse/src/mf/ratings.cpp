@@ -18,19 +18,75 @@
 
 namespace asgd::sparse::mf {
 
+bool IdMap::small_number(std::string_view name, std::uint64_t& value) noexcept {
+  if (name.empty() || name.size() > 8 || (name[0] == '0' && name.size() > 1)) return false;
+  value = 0;
+  for (const char c : name) {
+    if (c < '0' || c > '9') return false;
+    value = value * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  return value < kMaxNumber;
+}
+
+namespace {
+std::uint64_t name_hash(std::string_view name) noexcept { return std::hash<std::string_view>{}(name); }
+}  // namespace
+
+std::size_t IdMap::probe(std::string_view name, std::uint64_t hash) const noexcept {
+  const std::size_t mask = slots_.size() - 1;
+  const auto tag = static_cast<std::uint32_t>(hash >> 32);
+  for (std::size_t i = hash & mask;; i = (i + 1) & mask) {
+    const Slot& s = slots_[i];
+    if (s.id == kAbsent || (s.tag == tag && names_[s.id] == name)) return i;
+  }
+}
+
+void IdMap::grow() {
+  std::vector<Slot> old = std::move(slots_);
+  slots_.assign(std::max<std::size_t>(64, 2 * old.size()), Slot{});
+  for (const Slot& s : old) {
+    if (s.id == kAbsent) continue;
+    const std::uint64_t hash = name_hash(names_[s.id]);
+    slots_[probe(names_[s.id], hash)] = s;
+  }
+}
+
 std::uint32_t IdMap::intern(std::string_view name) {
-  const auto it = ids_.find(name);
-  if (it != ids_.end()) return it->second;
+  std::uint64_t number = 0, hash = 0;
+  const bool numeric = small_number(name, number);
+  std::size_t slot = 0;
+  if (numeric) {
+    if (number < by_number_.size() && by_number_[number] != kAbsent) return by_number_[number];
+  } else {
+    if (2 * (hashed_ + 1) > slots_.size()) grow();
+    hash = name_hash(name);
+    slot = probe(name, hash);
+    if (slots_[slot].id != kAbsent) return slots_[slot].id;
+  }
   const auto id = static_cast<std::uint32_t>(names_.size());
   names_.emplace_back(name);
-  ids_.emplace(names_.back(), id);
+  if (numeric) {
+    if (number >= by_number_.size()) {
+      by_number_.resize(std::min<std::uint64_t>(kMaxNumber, std::max<std::uint64_t>(number + 1, 2 * by_number_.size())),
+                        kAbsent);
+    }
+    by_number_[number] = id;
+  } else {
+    slots_[slot] = {static_cast<std::uint32_t>(hash >> 32), id};
+    ++hashed_;
+  }
   return id;
 }
 
 std::optional<std::uint32_t> IdMap::find(std::string_view name) const noexcept {
-  const auto it = ids_.find(name);
-  if (it == ids_.end()) return std::nullopt;
-  return it->second;
+  if (std::uint64_t number; small_number(name, number)) {
+    if (number < by_number_.size() && by_number_[number] != kAbsent) return by_number_[number];
+    return std::nullopt;
+  }
+  if (slots_.empty()) return std::nullopt;
+  const Slot& s = slots_[probe(name, name_hash(name))];
+  if (s.id == kAbsent) return std::nullopt;
+  return s.id;
 }
 
 IdMap IdMap::from_names(std::vector<std::string> names) {

@@ -10,7 +10,6 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 namespace asgd::sparse::mf {
@@ -28,12 +27,23 @@ class IdMap {
   static IdMap from_names(std::vector<std::string> names);
 
  private:
-  struct Hash {
-    using is_transparent = void;
-    std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+  static constexpr std::uint32_t kAbsent = 0xffffffffu;
+  // Ids written as small canonical decimals (MovieLens, LIBMF: "0" or no
+  // leading zero, below kMaxNumber) are found by indexing. Any other name
+  // goes through an open-addressing table of (hash tag, id) slots, compared
+  // against names_ only on a tag match: reading a ratings file is mostly
+  // these lookups, and a node-based map made them cache misses.
+  static constexpr std::uint64_t kMaxNumber = 1u << 24;
+  static bool small_number(std::string_view name, std::uint64_t& value) noexcept;
+  struct Slot {
+    std::uint32_t tag = 0, id = kAbsent;
   };
+  std::size_t probe(std::string_view name, std::uint64_t hash) const noexcept;  // its slot, or the empty one
+  void grow();
   std::vector<std::string> names_;
-  std::unordered_map<std::string, std::uint32_t, Hash, std::equal_to<>> ids_;
+  std::vector<std::uint32_t> by_number_;  // number -> id, kAbsent where none
+  std::vector<Slot> slots_;               // power-of-two size, at most half full
+  std::size_t hashed_ = 0;
 };
 
 struct Ratings {

@@ -1,6 +1,8 @@
 // The `asgd` command: one binary, one subcommand per app.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "asgd/config.hpp"
 #include "cli_common.hpp"
@@ -17,8 +19,18 @@ int main(int argc, char** argv) {
   asgd::cli::add_mf_commands(app, exit_code);
   asgd::cli::add_bench_commands(app, exit_code);
   asgd::cli::add_shm_commands(app, exit_code);
+  // LIBMF spells its L2 flag with one dash and several letters (-l2 0.05),
+  // which CLI11 would read as -l with the value 2: spell it --l2 for mf.
+  std::vector<std::string> args(argv, argv + argc);
+  if (args.size() > 1 && args[1] == "mf") {
+    for (auto& a : args) {
+      if (a == "-l2") a = "--l2";
+    }
+  }
+  std::vector<char*> arg_ptrs;
+  for (auto& a : args) arg_ptrs.push_back(a.data());
   try {
-    app.parse(argc, argv);
+    app.parse(static_cast<int>(arg_ptrs.size()), arg_ptrs.data());
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {

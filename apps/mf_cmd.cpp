@@ -36,13 +36,14 @@ struct MfTrainFlags {
   std::size_t factors = 32, threads = 2;
   std::uint64_t epochs = 20, seed = 1, split_seed = 42;
   float l2 = 0.05f, bias_l2 = 0.05f, rate = 0.02f;
-  double test_fraction = 0;
-  bool adagrad = false, quiet = false;
+  double test_fraction = 0, validation_fraction = 0;
+  bool adagrad = false, quiet = false, sampled_eval = false;
 };
 
 // Model file = checkpoint + JSON metadata (mean, options, id maps).
-std::string model_metadata(const Ratings& r, float mean, const MfOptions& o) {
-  nlohmann::json j{{"model", "mf"}, {"mean", mean}, {"factors", o.factors}, {"l2", o.l2}, {"bias_l2", o.bias_l2}};
+std::string model_metadata(const Ratings& r, float mean, const MfOptions& o, const std::string& loss) {
+  nlohmann::json j{{"model", "mf"},   {"loss", loss},         {"mean", mean},
+                   {"factors", o.factors}, {"l2", o.l2}, {"bias_l2", o.bias_l2}};
   j["users"] = r.users.names();
   j["items"] = r.items.names();
   return j.dump();
@@ -100,10 +101,43 @@ TrainerOptions trainer_options(const MfTrainFlags& f, const char* schedule, floa
   return o;
 }
 
-// Implicit feedback: ratings >= the threshold are positives. BPR-MF is
-// trained twice: on a per-user 80/20 random split (full-ranking metrics @10)
-// and with each user's latest positive left out (HR/NDCG@10 against 99
-// sampled negatives, as NCF papers report); both against most-popular.
+// Where a model trains: the heap, or the shared segment --shm (created and
+// initialised, or an existing one trained further).
+struct ModelStore {
+  std::optional<ParamStore> shared, heap;
+  ParamStore& get() { return shared ? *shared : *heap; }
+};
+
+ModelStore make_store(const MfTrainFlags& f, const Layout& layout, float init_scale) {
+  ModelStore m;
+  if (!f.shm.empty()) {
+    const bool existed = ParamStore::exists_shared(f.shm);
+    m.shared.emplace(ParamStore::open_or_create_shared(f.shm, layout));
+    if (!existed) initialize_factors(*m.shared, f.seed, init_scale);
+    fmt::print("mf: {} shared segment '{}' (serve it with: asgd mf recommend MODEL_FILE --shm {})\n",
+               existed ? "training into existing" : "created", f.shm, f.shm);
+  } else {
+    m.heap.emplace(ParamStore::on_heap(layout));
+    initialize_factors(*m.heap, f.seed, init_scale);
+  }
+  return m;
+}
+
+MfOptions model_options(const MfTrainFlags& f) {
+  MfOptions mo;
+  mo.factors = f.factors;
+  mo.l2 = f.l2;
+  mo.bias_l2 = f.bias_l2;
+  return mo;
+}
+
+// Implicit feedback: ratings >= the threshold are positives, trained with
+// BPR-MF on all of them, or on a per-user random split when --test-fraction
+// is given (then full-ranking precision/recall/NDCG/MAP/HR@10 on the held-out
+// part, against most-popular). --sampled-eval adds NCF's protocol: a second
+// model trained with each user's latest positive left out, ranked against 99
+// sampled negatives (Krichene & Rendle 2020: sampled metrics can mislead;
+// this is for comparison with published numbers).
 int train_bpr(const MfTrainFlags& f) {
   const Ratings all = read_ratings(f.train_file, parse_ratings_format(f.format));
   std::vector<std::size_t> rows;
@@ -112,42 +146,60 @@ int train_bpr(const MfTrainFlags& f) {
   }
   const Ratings positives = all.subset(rows);
   if (positives.size() == 0) throw InputError(fmt::format("no rating >= {} (--positive)", f.positive_threshold));
-  MfOptions mo;
-  mo.factors = f.factors;
-  mo.l2 = f.l2;
-  mo.bias_l2 = f.bias_l2;
+  if (f.test_fraction < 0 || f.test_fraction >= 1) throw InputError("--test-fraction: expected 0 <= F < 1");
+  const MfOptions mo = model_options(f);
   const std::size_t items = positives.items.size();
-  auto fit = [&](const Ratings& train) {
-    const BprMf problem(train, mo, f.seed);
-    auto store = ParamStore::on_heap(problem.layout());
-    initialize_factors(store, f.seed, mo.init_scale);
-    Trainer(store, trainer_options(f, "linear", 0.0f)).run(problem);
-    return store;
-  };
   fmt::print("bpr: {} positives (rating >= {}) of {} ratings, {} users, {} items\n", positives.size(),
              f.positive_threshold, all.size(), positives.users.size(), items);
-  const Split split = random_split_per_user(positives, 0.2, f.split_seed);
-  const ParamStore model = fit(split.train);
-  const SeenItems train_seen(split.train, positives.users.size());
-  const auto full = evaluate_ranking(model, 0.0f, train_seen, split.test, 10);
-  const auto popularity = popularity_scores(split.train, items);
-  const auto full_pop = evaluate_ranking_with(popularity_scorer(popularity), items, train_seen, split.test, 10);
-  fmt::print("full ranking, per-user 80/20 split, {} users: BPR precision@10 {:.4f} recall@10 {:.4f} NDCG@10 {:.4f} "
-             "MAP@10 {:.4f} HR@10 {:.4f}\n",
-             full.users, full.precision, full.recall, full.ndcg, full.map, full.hit_rate);
-  fmt::print("                                          most-popular precision@10 {:.4f} recall@10 {:.4f} NDCG@10 "
-             "{:.4f} MAP@10 {:.4f} HR@10 {:.4f}\n",
-             full_pop.precision, full_pop.recall, full_pop.ndcg, full_pop.map, full_pop.hit_rate);
-  const Split loo = leave_k_out(positives, 1);
-  const ParamStore loo_model = fit(loo.train);
-  const SeenItems all_seen(positives, positives.users.size());
-  const auto sampled = evaluate_sampled(loo_model, loo.test, all_seen, 99, 10, f.split_seed);
-  const auto loo_popularity = popularity_scores(loo.train, items);
-  const auto sampled_pop =
-      evaluate_sampled_with(popularity_scorer(loo_popularity), items, loo.test, all_seen, 99, 10, f.split_seed);
-  fmt::print("leave-one-out by time vs 99 sampled negatives, {} users: BPR HR@10 {:.4f} NDCG@10 {:.4f}; most-popular "
-             "HR@10 {:.4f} NDCG@10 {:.4f}\n",
-             sampled.users, sampled.hit_rate, sampled.ndcg, sampled_pop.hit_rate, sampled_pop.ndcg);
+
+  Split split;
+  if (f.test_fraction > 0) {
+    split = random_split_per_user(positives, f.test_fraction, f.split_seed);
+  } else {
+    split.train = positives;
+  }
+  const BprMf problem(split.train, mo, f.seed);
+  ModelStore store = make_store(f, problem.layout(), mo.init_scale);
+  TrainerOptions o = trainer_options(f, "linear", 0.0f);
+  o.checkpoint_metadata = model_metadata(split.train, 0.0f, mo, "bpr");
+  o.on_progress = progress_printer("bpr", f.quiet);
+  Trainer trainer(store.get(), o);
+  if (!f.shm.empty() && !f.model_file.empty()) trainer.save_checkpoint(f.model_file);
+  const auto report = trainer.run(problem);
+  fmt::print("bpr: {} epochs in {:.2f} s of SGD ({:.3g} updates/s, {} workers)\n", f.epochs, report.seconds,
+             static_cast<double>(problem.num_examples()) * static_cast<double>(f.epochs) / report.seconds, f.threads);
+  if (f.test_fraction > 0) {
+    const SeenItems train_seen(split.train, positives.users.size());
+    const auto full = evaluate_ranking(store.get(), 0.0f, train_seen, split.test, 10);
+    const auto popularity = popularity_scores(split.train, items);
+    const auto full_pop = evaluate_ranking_with(popularity_scorer(popularity), items, train_seen, split.test, 10);
+    fmt::print("full ranking, per-user {:g}% held out, {} users: BPR precision@10 {:.4f} recall@10 {:.4f} "
+               "NDCG@10 {:.4f} MAP@10 {:.4f} HR@10 {:.4f}\n",
+               100 * f.test_fraction, full.users, full.precision, full.recall, full.ndcg, full.map, full.hit_rate);
+    fmt::print("                                        most-popular precision@10 {:.4f} recall@10 {:.4f} "
+               "NDCG@10 {:.4f} MAP@10 {:.4f} HR@10 {:.4f}\n",
+               full_pop.precision, full_pop.recall, full_pop.ndcg, full_pop.map, full_pop.hit_rate);
+  }
+  if (!f.model_file.empty()) {
+    trainer.save_checkpoint(f.model_file);
+    fmt::print("model written to {}\n", f.model_file);
+  }
+  if (f.sampled_eval) {
+    const Split loo = leave_k_out(positives, 1);
+    const BprMf loo_problem(loo.train, mo, f.seed);
+    auto loo_model = ParamStore::on_heap(loo_problem.layout());
+    initialize_factors(loo_model, f.seed, mo.init_scale);
+    TrainerOptions lo = trainer_options(f, "linear", 0.0f);
+    Trainer(loo_model, lo).run(loo_problem);
+    const SeenItems all_seen(positives, positives.users.size());
+    const auto sampled = evaluate_sampled(loo_model, loo.test, all_seen, 99, 10, f.split_seed);
+    const auto loo_popularity = popularity_scores(loo.train, items);
+    const auto sampled_pop =
+        evaluate_sampled_with(popularity_scorer(loo_popularity), items, loo.test, all_seen, 99, 10, f.split_seed);
+    fmt::print("leave-one-out by time vs 99 sampled negatives, {} users: BPR HR@10 {:.4f} NDCG@10 {:.4f}; "
+               "most-popular HR@10 {:.4f} NDCG@10 {:.4f}\n",
+               sampled.users, sampled.hit_rate, sampled.ndcg, sampled_pop.hit_rate, sampled_pop.ndcg);
+  }
   return 0;
 }
 
@@ -166,42 +218,44 @@ int train(const MfTrainFlags& f) {
   } else {
     train_set = std::move(all);
   }
+  // A validation set (for choosing hyperparameters without looking at the
+  // test set): held out of the training part, or read from -v.
+  Ratings validation_set;
+  bool have_validation = false;
+  if (f.validation_fraction > 0) {
+    if (!f.validation_file.empty()) throw InputError("give -v FILE or --validation-fraction, not both");
+    if (f.validation_fraction >= 1) throw InputError("--validation-fraction: expected 0 < F < 1");
+    auto split = random_split(train_set, f.validation_fraction, f.split_seed + 1);
+    train_set = std::move(split.train);
+    validation_set = std::move(split.test);
+    have_validation = true;
+  }
   if (!f.validation_file.empty()) {
-    test_set = read_ratings(f.validation_file, parse_ratings_format(f.format), &train_set);
+    validation_set = read_ratings(f.validation_file, parse_ratings_format(f.format), &train_set);
     // Ids first seen in the validation file get rows too (never trained).
-    train_set.users = test_set.users;
-    train_set.items = test_set.items;
-    have_test = true;
+    train_set.users = validation_set.users;
+    train_set.items = validation_set.items;
+    if (have_test) {
+      test_set.users = train_set.users;
+      test_set.items = train_set.items;
+    }
+    have_validation = true;
   }
   const double load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
-  MfOptions mo;
-  mo.factors = f.factors;
-  mo.l2 = f.l2;
-  mo.bias_l2 = f.bias_l2;
+  MfOptions mo = model_options(f);
   if (f.schedule != "hogwild" && f.schedule != "blocks") {
     throw InputError(fmt::format("--schedule {}: expected hogwild or blocks", f.schedule));
   }
   const bool blocks = f.schedule == "blocks";
   if (blocks) mo.bins = f.bins ? f.bins : 2 * f.threads + 1;
   const BiasedMf problem(train_set, mo, f.seed);
-  std::optional<ParamStore> shared;
-  std::optional<ParamStore> heap;
-  if (!f.shm.empty()) {
-    const bool existed = ParamStore::exists_shared(f.shm);
-    shared.emplace(ParamStore::open_or_create_shared(f.shm, problem.layout()));
-    if (!existed) initialize_factors(*shared, f.seed, mo.init_scale);
-    fmt::print("mf: {} shared segment '{}' (serve it with: asgd mf recommend MODEL_FILE --shm {})\n",
-               existed ? "training into existing" : "created", f.shm, f.shm);
-  } else {
-    heap.emplace(ParamStore::on_heap(problem.layout()));
-    initialize_factors(*heap, f.seed, mo.init_scale);
-  }
-  ParamStore& store = shared ? *shared : *heap;
+  ModelStore model = make_store(f, problem.layout(), mo.init_scale);
+  ParamStore& store = model.get();
 
   TrainerOptions o = trainer_options(f, "constant", 0.0f);
   o.blocks = blocks;
-  o.checkpoint_metadata = model_metadata(train_set, problem.global_mean(), mo);
+  o.checkpoint_metadata = model_metadata(train_set, problem.global_mean(), mo, "squared");
   o.on_progress = progress_printer("mf", f.quiet);
   Trainer trainer(store, o);
   if (!f.shm.empty() && !f.model_file.empty()) {
@@ -217,9 +271,11 @@ int train(const MfTrainFlags& f) {
     sgd_seconds += r.seconds;
     if (!f.quiet) {
       std::string line = fmt::format("epoch {:3}: train loss {:.4f}", e, 2.0 * r.epochs.back().loss);
+      if (have_validation) {
+        line += fmt::format("  validation RMSE {:.4f}", evaluate_errors(store, problem.global_mean(), validation_set).rmse);
+      }
       if (have_test) {
-        const auto m = evaluate_errors(store, problem.global_mean(), test_set);
-        line += fmt::format("  test RMSE {:.4f}", m.rmse);
+        line += fmt::format("  test RMSE {:.4f}", evaluate_errors(store, problem.global_mean(), test_set).rmse);
       }
       fmt::print("{}  ({:.2f} s)\n", line, sgd_seconds);
     }
@@ -228,6 +284,10 @@ int train(const MfTrainFlags& f) {
   fmt::print("mf: {} epochs in {:.2f} s of SGD ({:.3g} rating updates/s, {} workers, {}, {})\n", f.epochs,
              sgd_seconds, updates / sgd_seconds, f.threads, f.policy,
              blocks ? fmt::format("blocks {}x{}", mo.bins, mo.bins) : std::string("hogwild"));
+  if (have_validation) {
+    const auto m = evaluate_errors(store, problem.global_mean(), validation_set);
+    fmt::print("validation: {} ratings, RMSE {:.4f}, MAE {:.4f}\n", m.count, m.rmse, m.mae);
+  }
   if (have_test) {
     const auto m = evaluate_errors(store, problem.global_mean(), test_set);
     fmt::print("test: {} ratings, RMSE {:.4f}, MAE {:.4f}\n", m.count, m.rmse, m.mae);
@@ -351,12 +411,17 @@ void add_mf_commands(CLI::App& app, int& exit_code) {
   train_cmd->add_option("model_file", t->model_file, "Write the model here");
   train_cmd->add_option("-k", t->factors, "Factors")->capture_default_str();
   train_cmd->add_option("-t", t->epochs, "Epochs")->capture_default_str();
-  train_cmd->add_option("--l2,-l", t->l2, "L2 on P and Q")->capture_default_str();
+  train_cmd->add_option("--l2", t->l2, "L2 on P and Q (-l2 as in LIBMF)")->capture_default_str();
   train_cmd->add_option("--bias-l2", t->bias_l2, "L2 on the biases")->capture_default_str();
   train_cmd->add_option("-r", t->rate, "Learning rate")->capture_default_str();
   train_cmd->add_option("-s", t->threads, "Threads (workers)")->capture_default_str();
-  train_cmd->add_option("-v", t->validation_file, "Validation file: RMSE after every epoch");
-  train_cmd->add_option("--test-fraction", t->test_fraction, "Hold out this fraction at random as a test set");
+  train_cmd->add_option("-v,-p", t->validation_file, "Validation file: RMSE after every epoch (-p: LIBMF's spelling)");
+  train_cmd->add_option("--test-fraction", t->test_fraction,
+                        "Hold out this fraction at random as a test set (bpr: per user)");
+  train_cmd->add_option("--validation-fraction", t->validation_fraction,
+                        "Hold out this fraction of the training part as a validation set (for tuning)");
+  train_cmd->add_flag("--sampled-eval", t->sampled_eval,
+                      "bpr: also leave-one-out by time vs 99 sampled negatives (NCF's protocol)");
   train_cmd->add_option("--split-seed", t->split_seed, "Seed of the random split")->capture_default_str();
   train_cmd->add_option("--format", t->format, "detect, udata, dat, csv, libmf")->capture_default_str();
   train_cmd->add_option("--seed", t->seed, "Seed for initialisation and shuffles")->capture_default_str();
@@ -370,7 +435,8 @@ void add_mf_commands(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   train_cmd->add_option("--positive", t->positive_threshold, "bpr: ratings at or above this are positives")
       ->capture_default_str();
-  train_cmd->add_option("--bins", t->bins, "blocks: users and items split into this many groups (2 x threads + 1)");
+  train_cmd->add_option("--bins,-n", t->bins,
+                        "blocks: users and items split into this many groups (default 2 x threads + 1)");
   train_cmd->add_flag("--quiet,-q", t->quiet, "No per-epoch lines");
   train_cmd->callback([t, &exit_code] { exit_code = run_guarded([&] { return train(*t); }); });
 

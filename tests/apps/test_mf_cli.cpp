@@ -71,3 +71,38 @@ TEST_F(MfCli, ServesTopKFromALiveSegmentWhileTrainingWritesIt) {
   trainer.wait();
   asgd::ParamStore::remove_shared(shm);
 }
+
+// LIBMF's spellings (-l2 with one dash, -p validation file, -n bins), a
+// validation set held out of the training part, and a BPR model that
+// `recommend` serves.
+TEST_F(MfCli, LibmfFlagsValidationSplitAndBprModels) {
+  auto r = run({"mf", "generate", path("all.txt"), "--users", "300", "--items", "150", "--ratings", "12000", "--rank",
+                "4", "--noise", "0.3"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = run({"mf", "generate", path("val.txt"), "--users", "300", "--items", "150", "--ratings", "1000", "--seed", "9"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = run({"mf", "train", "-l2", "0.07", "-k", "4", "-t", "3", "-p", path("val.txt"), "--schedule", "blocks", "-n",
+           "4", path("all.txt")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("blocks 4x4"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("validation: 1000 ratings"), std::string::npos) << r.output;
+
+  r = run({"mf", "train", "-k", "4", "-t", "3", "--test-fraction", "0.1", "--validation-fraction", "0.2",
+           path("all.txt")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("mf: 8640 ratings"), std::string::npos) << r.output;  // 12000 * 0.9 * 0.8
+  EXPECT_NE(r.output.find("validation: 2160 ratings"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("test: 1200 ratings"), std::string::npos) << r.output;
+  r = run({"mf", "train", "-t", "1", "-v", path("val.txt"), "--validation-fraction", "0.2", path("all.txt")});
+  EXPECT_EQ(r.status, 2) << r.output;
+
+  r = run({"mf", "train", "--loss", "bpr", "--positive", "3", "-k", "8", "-t", "5", "--test-fraction", "0.2",
+           path("all.txt"), path("bpr.model")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("NDCG@10"), std::string::npos) << r.output;
+  r = run({"mf", "recommend", path("bpr.model"), "--user", "u5", "-k", "4", "--exclude", path("all.txt")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::size_t rows = 0;
+  for (char c : r.output) rows += c == '\n';
+  EXPECT_EQ(rows, 4u) << r.output;
+}

@@ -20,6 +20,9 @@
 #include "asgd/sparse/word2vec/evaluation.hpp"
 #include "asgd/sparse/word2vec/model.hpp"
 #include "asgd/sparse/linear_reference.hpp"
+#include "asgd/sparse/mf/generator.hpp"
+#include "asgd/sparse/mf/model.hpp"
+#include "asgd/sparse/mf/ratings.hpp"
 
 extern char** environ;
 
@@ -29,7 +32,7 @@ namespace {
 
 struct StalenessFlags {
   std::string problem = "linear";
-  std::string policies = "racy,atomic,locked";
+  std::string policies;  // default per problem
   std::string workers;  // default per problem
   std::string taus;     // default per problem
   std::uint64_t epochs = 0;  // default per problem
@@ -37,6 +40,8 @@ struct StalenessFlags {
   sparse::GeneratorOptions gen;
   double l2 = sparse::kReferenceL2;
   std::string corpus, analogies;  // w2v
+  std::string ratings;            // mf: a ratings file instead of generated data
+  std::string schedules = "hogwild,blocks";
   std::string out = "staleness";
   bool no_plot = false;
 };
@@ -79,9 +84,10 @@ int run_plot(const std::filesystem::path& csv, const std::filesystem::path& png,
 }
 
 std::vector<Setting> settings_of(const StalenessFlags& f, const std::string& default_workers,
-                                 const std::string& default_taus) {
+                                 const std::string& default_taus,
+                                 const std::string& default_policies = "racy,atomic,locked") {
   std::vector<Consistency> policies;
-  for (const auto& p : split_list(f.policies, "--policies")) {
+  for (const auto& p : split_list(f.policies.empty() ? default_policies : f.policies, "--policies")) {
     try {
       policies.push_back(parse_consistency(p));
     } catch (const InputError& e) {
@@ -247,10 +253,98 @@ int staleness_w2v(const StalenessFlags& f) {
   return 0;
 }
 
+// Matrix factorization: test RMSE per epoch for the Hogwild schedule at each
+// tau and for LIBMF's block schedule (no staleness to bound: no two workers
+// share a row), at each worker count. Generated ratings with a known noise
+// floor unless --ratings is given (then a 90/10 split, seed 42).
+int staleness_mf(const StalenessFlags& f) {
+  namespace mf = sparse::mf;
+  const auto settings = settings_of(f, "1,2,4", "0,1,8,inf", "racy");
+  const auto schedules = split_list(f.schedules, "--schedules");
+  for (const auto& s : schedules) {
+    if (s != "hogwild" && s != "blocks") throw InputError(fmt::format("--schedules: '{}': expected hogwild or blocks", s));
+  }
+  const std::uint64_t epochs = f.epochs ? f.epochs : 20;
+  const auto dir = output_folder(f);
+  const auto csv_path = dir / "staleness_mf.csv";
+  mf::Ratings all;
+  std::string what;
+  if (f.ratings.empty()) {
+    mf::RatingsGeneratorOptions g;
+    g.users = 20000;
+    g.items = 4000;
+    g.ratings = 1000000;
+    g.rank = 8;
+    g.noise = 0.5f;
+    all = mf::generate_ratings(g);
+    what = fmt::format("generated {} ratings, {} users x {} items, rank {}, noise floor {}", g.ratings, g.users,
+                       g.items, g.rank, g.noise);
+  } else {
+    all = mf::read_ratings(f.ratings);
+    what = fmt::format("{}", f.ratings);
+  }
+  const auto split = mf::random_split(all, 0.1, 42);
+  fmt::print("problem: biased MF k 32, lr 0.02, l2 0.05, on {} (90/10 split)\n", what);
+
+  std::ofstream csv(csv_path);
+  csv << "problem,schedule,policy,workers,tau,epoch,seconds,loss,test_rmse,mean_staleness,max_staleness,"
+         "examples_per_second\n";
+  fmt::print("{:<8} {:<7} {:>7} {:>4} {:>9} {:>14} {:>9} {:>9}\n", "schedule", "policy", "workers", "tau", "seconds",
+             "updates/s", "stale", "test RMSE");
+  for (const auto& schedule : schedules) {
+    const bool blocks = schedule == "blocks";
+    std::vector<std::pair<std::size_t, Consistency>> blocks_done;
+    for (const auto& s : settings) {
+      // The block schedule has no delay to bound: one run per (workers, policy).
+      if (blocks) {
+        const std::pair<std::size_t, Consistency> key{s.workers, s.policy};
+        if (std::find(blocks_done.begin(), blocks_done.end(), key) != blocks_done.end()) continue;
+        blocks_done.push_back(key);
+      }
+      mf::MfOptions mo;
+      mo.factors = 32;
+      if (blocks) mo.bins = 2 * s.workers + 1;
+      const mf::BiasedMf problem(split.train, mo, 1);
+      TrainerOptions o;
+      o.workers = s.workers;
+      o.epochs = epochs;
+      o.consistency = s.policy;
+      o.tau = blocks ? kUnbounded : s.tau;
+      o.blocks = blocks;
+      o.step_examples = f.step_examples ? f.step_examples : 4096;
+      o.schedule.kind = ScheduleKind::constant;
+      o.schedule.lr = 0.02f;
+      auto store = ParamStore::on_heap(problem.layout());
+      mf::initialize_factors(store, o.seed, mo.init_scale);
+      Trainer trainer(store, o);
+      double seconds = 0, rmse = 0;
+      StalenessHistogram stale;
+      const std::string tau = blocks ? "blocks" : tau_to_string(s.tau);
+      for (std::uint64_t e = 1; e <= epochs; ++e) {
+        const auto r = trainer.run(problem, e);
+        seconds += r.seconds;
+        stale.merge(r.staleness);
+        rmse = mf::evaluate_errors(store, problem.global_mean(), split.test).rmse;
+        csv << fmt::format("mf,{},{},{},{},{},{:.6f},{:.6f},{:.6f},{:.4f},{},{:.1f}\n", schedule, to_string(s.policy),
+                           s.workers, tau, e, seconds, 2.0 * r.epochs.back().loss, rmse, r.staleness.mean(),
+                           r.staleness.max(), r.examples_per_second);
+      }
+      const double rate = static_cast<double>(problem.num_examples()) * static_cast<double>(epochs) / seconds;
+      fmt::print("{:<8} {:<7} {:>7} {:>4} {:>9.2f} {:>14.3g} {:>9.2f} {:>9.4f}\n", schedule, to_string(s.policy),
+                 s.workers, blocks ? "-" : tau, seconds, rate, stale.mean(), rmse);
+    }
+  }
+  csv.close();
+  if (!csv) throw RuntimeError(fmt::format("{}: writing the CSV failed", csv_path.string()));
+  plot(f, csv_path, dir / "staleness_mf.png", fmt::format("biased MF: test RMSE vs staleness ({})", what));
+  return 0;
+}
+
 int staleness(const StalenessFlags& f) {
   if (f.problem == "linear") return staleness_linear(f);
   if (f.problem == "w2v") return staleness_w2v(f);
-  throw InputError(fmt::format("--problem '{}': expected linear or w2v (mf and cnn arrive with their apps)", f.problem));
+  if (f.problem == "mf") return staleness_mf(f);
+  throw InputError(fmt::format("--problem '{}': expected linear, w2v or mf (cnn arrives with its app)", f.problem));
 }
 
 }  // namespace
@@ -260,14 +354,16 @@ void add_bench_commands(CLI::App& app, int& exit_code) {
   bench->require_subcommand(1);
   auto f = std::make_shared<StalenessFlags>();
   auto* cmd = bench->add_subcommand("staleness", "Sweep policy x workers x tau; write CSV and PNG");
-  cmd->add_option("--problem", f->problem, "Problem to sweep: linear or w2v")->capture_default_str();
-  cmd->add_option("--policies", f->policies, "Comma-separated consistency policies")->capture_default_str();
-  cmd->add_option("--workers", f->workers, "Comma-separated worker counts (linear 1,2,4,8; w2v 1,2,4)");
-  cmd->add_option("--taus", f->taus, "Comma-separated bounds, inf = async (linear 0,1,8,inf; w2v inf)");
-  cmd->add_option("--epochs", f->epochs, "Epochs per setting (linear 10, w2v 5)");
+  cmd->add_option("--problem", f->problem, "Problem to sweep: linear, w2v or mf")->capture_default_str();
+  cmd->add_option("--policies", f->policies, "Comma-separated consistency policies (linear, w2v: racy,atomic,locked; mf: racy)");
+  cmd->add_option("--workers", f->workers, "Comma-separated worker counts (linear 1,2,4,8; w2v, mf 1,2,4)");
+  cmd->add_option("--taus", f->taus, "Comma-separated bounds, inf = async (linear, mf 0,1,8,inf; w2v inf)");
+  cmd->add_option("--epochs", f->epochs, "Epochs per setting (linear 10, w2v 5, mf 20)");
   cmd->add_option("--step", f->step_examples, "Examples per step (linear 256, w2v ~10,000 words of sentences)");
   cmd->add_option("--corpus", f->corpus, "w2v: text corpus (one sentence per line)");
   cmd->add_option("--analogies", f->analogies, "w2v: questions-words file to score each setting's vectors");
+  cmd->add_option("--ratings", f->ratings, "mf: a ratings file (default: 1M generated ratings)");
+  cmd->add_option("--schedules", f->schedules, "mf: hogwild, blocks or both")->capture_default_str();
   cmd->add_option("--examples", f->gen.examples, "Generated examples")->capture_default_str();
   cmd->add_option("--features", f->gen.features, "Generated features")->capture_default_str();
   cmd->add_option("--nnz", f->gen.nnz_per_example, "Non-zeros per example")->capture_default_str();

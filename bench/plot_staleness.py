@@ -3,10 +3,11 @@
 
 usage: plot_staleness.py RESULTS.csv OUT.png [TITLE]
 
-One panel pair per consistency policy (rows), one line per (workers, tau)
-setting: colour = workers, line style = tau. The y axis is the relative gap
-to the optimum on a log scale when the CSV has one (relative_gap), else the
-loss column.
+One panel pair per consistency policy (rows; policy and schedule when the
+CSV has a schedule column), one line per (workers, tau) setting: colour =
+workers, line style = tau. The y axis is the relative gap to the optimum on
+a log scale when the CSV has one (relative_gap), else test RMSE (test_rmse),
+else the loss column.
 """
 import csv
 import sys
@@ -19,7 +20,18 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 
 def tau_key(t):
-    return float("inf") if t == "inf" else float(t)
+    if t == "inf":
+        return float("inf")
+    try:
+        return float(t)
+    except ValueError:  # a label such as "blocks": after the numbers
+        return 1e300
+
+
+def group_key(g):
+    policy = g.split(" ")[0]
+    order = ["racy", "atomic", "locked"]
+    return (order.index(policy) if policy in order else len(order), g)
 
 
 def main():
@@ -32,12 +44,13 @@ def main():
     if not rows:
         print(f"{src}: no rows", file=sys.stderr)
         return 1
-    metric = "relative_gap" if "relative_gap" in rows[0] else "loss"
+    metric = next(m for m in ("relative_gap", "test_rmse", "loss") if m in rows[0])
     series = defaultdict(list)
     for r in rows:
-        series[(r["policy"], int(r["workers"]), r["tau"])].append(
+        group = r["policy"] + (f" {r['schedule']}" if "schedule" in r else "")
+        series[(group, int(r["workers"]), r["tau"])].append(
             (int(r["epoch"]), float(r["seconds"]), float(r[metric])))
-    policies = sorted({k[0] for k in series}, key=["racy", "atomic", "locked"].index)
+    policies = sorted({k[0] for k in series}, key=group_key)
     workers = sorted({k[1] for k in series})
     taus = sorted({k[2] for k in series}, key=tau_key)
     colours = plt.get_cmap("viridis")
@@ -61,11 +74,11 @@ def main():
             if metric == "relative_gap":
                 ax.set_yscale("log")
                 ax.axhline(1e-3, color="red", linewidth=0.8, alpha=0.6)
-            ax.set_title(f"{policy}: {'gap to optimum' if metric == 'relative_gap' else 'loss'} vs {xname}",
-                         fontsize=11)
+            what = {"relative_gap": "gap to optimum", "test_rmse": "test RMSE"}.get(metric, "loss")
+            ax.set_title(f"{policy}: {what} vs {xname}", fontsize=11)
             ax.set_xlabel("epoch" if xname == "epoch" else "training seconds (evaluation excluded)")
             if col == 0:
-                ax.set_ylabel("(f - f*) / f*" if metric == "relative_gap" else metric)
+                ax.set_ylabel({"relative_gap": "(f - f*) / f*", "test_rmse": "test RMSE"}.get(metric, metric))
             ax.grid(True, which="both", alpha=0.3)
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 4), fontsize=9, frameon=False)

@@ -67,7 +67,7 @@ TEST(Ratings, MalformedLinesNameFileLineAndExpectation) {
 // ("007", "-1", "1e3", ten digits) must stay distinct strings.
 TEST(Ratings, IdMapKeepsNumericAndOtherNamesApart) {
   IdMap m;
-  const std::vector<std::string> names = {"7", "007", "0", "00", "16777215", "16777216", "-1", "1e3", "x", "1234567890"};
+  const std::vector<std::string> names = {"7", "007", "0", "00", "16777215", "16777216", "-1", "1e3", "x", "1234567890", "abcdefgh1", "abcdefgh2", "abcdefgh"};
   for (const auto& n : names) m.intern(n);
   ASSERT_EQ(m.size(), names.size());
   for (std::uint32_t id = 0; id < names.size(); ++id) {

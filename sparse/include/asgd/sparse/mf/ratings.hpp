@@ -30,15 +30,24 @@ class IdMap {
   static constexpr std::uint32_t kAbsent = 0xffffffffu;
   // Ids written as small canonical decimals (MovieLens, LIBMF: "0" or no
   // leading zero, below kMaxNumber) are found by indexing. Any other name
-  // goes through an open-addressing table of (hash tag, id) slots, compared
-  // against names_ only on a tag match: reading a ratings file is mostly
-  // these lookups, and a node-based map made them cache misses.
+  // goes through an open-addressing table whose slots hold the name's first
+  // 8 bytes, length and a hash tag, so a name of up to 8 bytes is matched
+  // within the slot (one cache miss per lookup) and a longer one is compared
+  // against names_ only on a full match of those: reading a ratings file is
+  // mostly these lookups.
   static constexpr std::uint64_t kMaxNumber = 1u << 24;
   static bool small_number(std::string_view name, std::uint64_t& value) noexcept;
   struct Slot {
-    std::uint32_t tag = 0, id = kAbsent;
+    std::uint64_t head = 0;  // the name's first 8 bytes, zero-padded
+    std::uint32_t tag = 0;   // hash bits and the length
+    std::uint32_t id = kAbsent;
   };
-  std::size_t probe(std::string_view name, std::uint64_t hash) const noexcept;  // its slot, or the empty one
+  struct Key {
+    std::uint64_t hash, head;
+    std::uint32_t tag;
+  };
+  static Key key_of(std::string_view name) noexcept;
+  std::size_t probe(std::string_view name, const Key& key) const noexcept;  // its slot, or the empty one
   void grow();
   std::vector<std::string> names_;
   std::vector<std::uint32_t> by_number_;  // number -> id, kAbsent where none

@@ -271,9 +271,9 @@ int staleness_mf(const StalenessFlags& f) {
   std::string what;
   if (f.ratings.empty()) {
     mf::RatingsGeneratorOptions g;
-    g.users = 20000;
-    g.items = 4000;
-    g.ratings = 1000000;
+    g.users = 40000;
+    g.items = 8000;
+    g.ratings = 4000000;
     g.rank = 8;
     g.noise = 0.5f;
     all = mf::generate_ratings(g);
@@ -362,7 +362,7 @@ void add_bench_commands(CLI::App& app, int& exit_code) {
   cmd->add_option("--step", f->step_examples, "Examples per step (linear 256, w2v ~10,000 words of sentences)");
   cmd->add_option("--corpus", f->corpus, "w2v: text corpus (one sentence per line)");
   cmd->add_option("--analogies", f->analogies, "w2v: questions-words file to score each setting's vectors");
-  cmd->add_option("--ratings", f->ratings, "mf: a ratings file (default: 1M generated ratings)");
+  cmd->add_option("--ratings", f->ratings, "mf: a ratings file (default: 4M generated ratings)");
   cmd->add_option("--schedules", f->schedules, "mf: hogwild, blocks or both")->capture_default_str();
   cmd->add_option("--examples", f->gen.examples, "Generated examples")->capture_default_str();
   cmd->add_option("--features", f->gen.features, "Generated features")->capture_default_str();

@@ -29,6 +29,7 @@ using namespace asgd::sparse::mf;
 struct MfTrainFlags {
   std::string train_file, model_file, validation_file, format = "detect", policy = "racy", tau = "inf";
   std::string schedule = "hogwild";
+  std::string lr_schedule;  // default: constant (squared), linear (bpr)
   std::string shm;  // train in this shared segment (live model for serving)
   std::string loss = "squared";
   float positive_threshold = 4.0f;
@@ -36,14 +37,32 @@ struct MfTrainFlags {
   std::size_t factors = 32, threads = 2;
   std::uint64_t epochs = 20, seed = 1, split_seed = 42;
   float l2 = 0.05f, bias_l2 = 0.05f, rate = 0.02f;
+  float init_scale = MfOptions{}.init_scale;
   double test_fraction = 0, validation_fraction = 0;
-  bool adagrad = false, quiet = false, sampled_eval = false;
+  bool adagrad = false, row_adagrad = false, quiet = false, sampled_eval = false;
 };
 
 // Model file = checkpoint + JSON metadata (mean, options, id maps).
+// The range of the training ratings: predictions are clipped into it (as
+// Surprise does with its rating scale); lo == hi means no clipping.
+struct RatingRange {
+  float lo = 0, hi = 0;
+  static RatingRange of(const Ratings& r) {
+    if (r.size() == 0) return {};
+    const auto [lo, hi] = std::minmax_element(r.rating.begin(), r.rating.end());
+    return {*lo, *hi};
+  }
+  float clip(float x) const { return lo < hi ? std::clamp(x, lo, hi) : x; }
+};
+
 std::string model_metadata(const Ratings& r, float mean, const MfOptions& o, const std::string& loss) {
+  const RatingRange range = RatingRange::of(r);
   nlohmann::json j{{"model", "mf"},   {"loss", loss},         {"mean", mean},
                    {"factors", o.factors}, {"l2", o.l2}, {"bias_l2", o.bias_l2}};
+  if (loss == "squared") {
+    j["min_rating"] = range.lo;
+    j["max_rating"] = range.hi;
+  }
   j["users"] = r.users.names();
   j["items"] = r.items.names();
   return j.dump();
@@ -52,6 +71,7 @@ std::string model_metadata(const Ratings& r, float mean, const MfOptions& o, con
 struct LoadedModel {
   std::optional<ParamStore> store;
   float mean = 0;
+  RatingRange range;
   IdMap users, items;
 };
 
@@ -65,6 +85,9 @@ LoadedModel load_model(const std::string& path, const std::string& shm = {}) {
   }
   LoadedModel m;
   m.mean = j.at("mean").get<float>();
+  if (j.contains("min_rating") && j.contains("max_rating")) {
+    m.range = {j.at("min_rating").get<float>(), j.at("max_rating").get<float>()};
+  }
   m.users = IdMap::from_names(j.at("users").get<std::vector<std::string>>());
   m.items = IdMap::from_names(j.at("items").get<std::vector<std::string>>());
   if (!shm.empty()) {
@@ -97,6 +120,8 @@ TrainerOptions trainer_options(const MfTrainFlags& f, const char* schedule, floa
   ef.lr_floor = floor;
   ef.adagrad = f.adagrad;
   TrainerOptions o = to_trainer_options(ef);
+  o.schedule.row_adagrad = f.row_adagrad;
+  o.schedule.validate();
   o.step_examples = 4096;
   return o;
 }
@@ -128,6 +153,7 @@ MfOptions model_options(const MfTrainFlags& f) {
   mo.factors = f.factors;
   mo.l2 = f.l2;
   mo.bias_l2 = f.bias_l2;
+  mo.init_scale = f.init_scale;
   return mo;
 }
 
@@ -160,7 +186,7 @@ int train_bpr(const MfTrainFlags& f) {
   }
   const BprMf problem(split.train, mo, f.seed);
   ModelStore store = make_store(f, problem.layout(), mo.init_scale);
-  TrainerOptions o = trainer_options(f, "linear", 0.0f);
+  TrainerOptions o = trainer_options(f, f.lr_schedule.empty() ? "linear" : f.lr_schedule.c_str(), 0.0f);
   o.checkpoint_metadata = model_metadata(split.train, 0.0f, mo, "bpr");
   o.on_progress = progress_printer("bpr", f.quiet);
   Trainer trainer(store.get(), o);
@@ -189,7 +215,7 @@ int train_bpr(const MfTrainFlags& f) {
     const BprMf loo_problem(loo.train, mo, f.seed);
     auto loo_model = ParamStore::on_heap(loo_problem.layout());
     initialize_factors(loo_model, f.seed, mo.init_scale);
-    TrainerOptions lo = trainer_options(f, "linear", 0.0f);
+    TrainerOptions lo = trainer_options(f, f.lr_schedule.empty() ? "linear" : f.lr_schedule.c_str(), 0.0f);
     Trainer(loo_model, lo).run(loo_problem);
     const SeenItems all_seen(positives, positives.users.size());
     const auto sampled = evaluate_sampled(loo_model, loo.test, all_seen, 99, 10, f.split_seed);
@@ -250,10 +276,11 @@ int train(const MfTrainFlags& f) {
   const bool blocks = f.schedule == "blocks";
   if (blocks) mo.bins = f.bins ? f.bins : 2 * f.threads + 1;
   const BiasedMf problem(train_set, mo, f.seed);
+  const RatingRange range = RatingRange::of(train_set);
   ModelStore model = make_store(f, problem.layout(), mo.init_scale);
   ParamStore& store = model.get();
 
-  TrainerOptions o = trainer_options(f, "constant", 0.0f);
+  TrainerOptions o = trainer_options(f, f.lr_schedule.empty() ? "constant" : f.lr_schedule.c_str(), 0.0f);
   o.blocks = blocks;
   o.checkpoint_metadata = model_metadata(train_set, problem.global_mean(), mo, "squared");
   o.on_progress = progress_printer("mf", f.quiet);
@@ -272,10 +299,12 @@ int train(const MfTrainFlags& f) {
     if (!f.quiet) {
       std::string line = fmt::format("epoch {:3}: train loss {:.4f}", e, 2.0 * r.epochs.back().loss);
       if (have_validation) {
-        line += fmt::format("  validation RMSE {:.4f}", evaluate_errors(store, problem.global_mean(), validation_set).rmse);
+        line += fmt::format("  validation RMSE {:.4f}",
+                            evaluate_errors(store, problem.global_mean(), validation_set, range.lo, range.hi).rmse);
       }
       if (have_test) {
-        line += fmt::format("  test RMSE {:.4f}", evaluate_errors(store, problem.global_mean(), test_set).rmse);
+        line += fmt::format("  test RMSE {:.4f}",
+                            evaluate_errors(store, problem.global_mean(), test_set, range.lo, range.hi).rmse);
       }
       fmt::print("{}  ({:.2f} s)\n", line, sgd_seconds);
     }
@@ -285,11 +314,11 @@ int train(const MfTrainFlags& f) {
              sgd_seconds, updates / sgd_seconds, f.threads, f.policy,
              blocks ? fmt::format("blocks {}x{}", mo.bins, mo.bins) : std::string("hogwild"));
   if (have_validation) {
-    const auto m = evaluate_errors(store, problem.global_mean(), validation_set);
+    const auto m = evaluate_errors(store, problem.global_mean(), validation_set, range.lo, range.hi);
     fmt::print("validation: {} ratings, RMSE {:.4f}, MAE {:.4f}\n", m.count, m.rmse, m.mae);
   }
   if (have_test) {
-    const auto m = evaluate_errors(store, problem.global_mean(), test_set);
+    const auto m = evaluate_errors(store, problem.global_mean(), test_set, range.lo, range.hi);
     fmt::print("test: {} ratings, RMSE {:.4f}, MAE {:.4f}\n", m.count, m.rmse, m.mae);
   }
   if (!f.model_file.empty()) {
@@ -312,7 +341,7 @@ int predict(const MfPredictFlags& f) {
     // Unknown users or items: fall back to the global mean plus what is known.
     float r = m.mean;
     if (test.user[i] < layout.users && test.item[i] < layout.items) {
-      r = predict(*m.store, layout, m.mean, test.user[i], test.item[i]);
+      r = m.range.clip(predict(*m.store, layout, m.mean, test.user[i], test.item[i]));
     }
     out += fmt::format("{:.6g}\n", r);
   }
@@ -323,7 +352,7 @@ int predict(const MfPredictFlags& f) {
     if (!file) throw InputError(fmt::format("{}: cannot write", f.output_file));
     file << out;
   }
-  const auto metrics = evaluate_errors(*m.store, m.mean, test);
+  const auto metrics = evaluate_errors(*m.store, m.mean, test, m.range.lo, m.range.hi);
   fmt::print(stderr, "predicted {} ratings; RMSE {:.4f} MAE {:.4f} on those the model knows ({})\n", test.size(),
              metrics.rmse, metrics.mae, metrics.count);
   return 0;
@@ -336,7 +365,7 @@ struct MfEvalFlags {
 int eval(const MfEvalFlags& f) {
   LoadedModel m = load_model(f.model_file);
   const Ratings test = read_with_ids_of(m, f.test_file, f.format);
-  const auto metrics = evaluate_errors(*m.store, m.mean, test);
+  const auto metrics = evaluate_errors(*m.store, m.mean, test, m.range.lo, m.range.hi);
   fmt::print("eval: {} ratings ({} with a known user and item), RMSE {:.4f}, MAE {:.4f}\n", test.size(),
              metrics.count, metrics.rmse, metrics.mae);
   return 0;
@@ -414,6 +443,9 @@ void add_mf_commands(CLI::App& app, int& exit_code) {
   train_cmd->add_option("--l2", t->l2, "L2 on P and Q (-l2 as in LIBMF)")->capture_default_str();
   train_cmd->add_option("--bias-l2", t->bias_l2, "L2 on the biases")->capture_default_str();
   train_cmd->add_option("-r", t->rate, "Learning rate")->capture_default_str();
+  train_cmd->add_option("--lr-schedule", t->lr_schedule,
+                        "constant, linear (to 0 at the end) or inverse-sqrt (default: constant; bpr: linear)");
+  train_cmd->add_option("--init", t->init_scale, "P and Q start uniform in [0, INIT / sqrt(k))")->capture_default_str();
   train_cmd->add_option("-s", t->threads, "Threads (workers)")->capture_default_str();
   train_cmd->add_option("-v,-p", t->validation_file, "Validation file: RMSE after every epoch (-p: LIBMF's spelling)");
   train_cmd->add_option("--test-fraction", t->test_fraction,
@@ -428,6 +460,7 @@ void add_mf_commands(CLI::App& app, int& exit_code) {
   train_cmd->add_option("--policy", t->policy, "racy (Hogwild!), atomic, locked")->capture_default_str();
   train_cmd->add_option("--tau", t->tau, "Bounded delay in steps (inf = async)")->capture_default_str();
   train_cmd->add_flag("--adagrad", t->adagrad, "Per-parameter AdaGrad steps");
+  train_cmd->add_flag("--row-adagrad", t->row_adagrad, "Per-row AdaGrad steps: lr / sqrt(1 + G_row), as LIBMF 2");
   train_cmd->add_option("--schedule", t->schedule, "hogwild (racy updates anywhere) or blocks (LIBMF's grid)")
       ->capture_default_str();
   train_cmd->add_option("--shm", t->shm, "Train in shared segment NAME; with MODEL_FILE, ids are written first for serving");

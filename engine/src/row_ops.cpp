@@ -72,11 +72,11 @@ float dot_generic(const float* a, const float* b, std::size_t n) noexcept {
   return (s0 + s1) + (s2 + s3);
 }
 
-void bilinear_step_generic(float* a, float* b, std::size_t n, float s, float decay) noexcept {
+void bilinear_step_generic(float* a, float* b, std::size_t n, float sa, float da, float sb, float db) noexcept {
   for (std::size_t k = 0; k < n; ++k) {
     const float x = read_shared(a + k), y = read_shared(b + k);
-    write_shared(a + k, decay * x - s * y);
-    write_shared(b + k, decay * y - s * x);
+    write_shared(a + k, da * x - sa * y);
+    write_shared(b + k, db * y - sb * x);
   }
 }
 
@@ -118,19 +118,20 @@ __attribute__((target("avx2,fma"))) float dot_avx2(const float* a, const float* 
   return s;
 }
 
-__attribute__((target("avx2,fma"))) void bilinear_step_avx2(float* a, float* b, std::size_t n, float s,
-                                                           float decay) noexcept {
-  const __m256 minus_s = _mm256_set1_ps(-s), dv = _mm256_set1_ps(decay);
+__attribute__((target("avx2,fma"))) void bilinear_step_avx2(float* a, float* b, std::size_t n, float sa, float da,
+                                                           float sb, float db) noexcept {
+  const __m256 minus_sa = _mm256_set1_ps(-sa), dav = _mm256_set1_ps(da);
+  const __m256 minus_sb = _mm256_set1_ps(-sb), dbv = _mm256_set1_ps(db);
   std::size_t k = 0;
   for (; k + 8 <= n; k += 8) {
     const __m256 x = _mm256_loadu_ps(a + k), y = _mm256_loadu_ps(b + k);
-    _mm256_storeu_ps(a + k, _mm256_fmadd_ps(minus_s, y, _mm256_mul_ps(dv, x)));
-    _mm256_storeu_ps(b + k, _mm256_fmadd_ps(minus_s, x, _mm256_mul_ps(dv, y)));
+    _mm256_storeu_ps(a + k, _mm256_fmadd_ps(minus_sa, y, _mm256_mul_ps(dav, x)));
+    _mm256_storeu_ps(b + k, _mm256_fmadd_ps(minus_sb, x, _mm256_mul_ps(dbv, y)));
   }
   for (; k < n; ++k) {
     const float x = a[k], y = b[k];
-    a[k] = decay * x - s * y;
-    b[k] = decay * y - s * x;
+    a[k] = da * x - sa * y;
+    b[k] = db * y - sb * x;
   }
 }
 
@@ -171,7 +172,7 @@ static decltype(&axpy_generic) asgd_rows_pick_axpy() { return ASGD_ROWS_PICK(axp
 
 void load(const float*, float*, std::size_t) noexcept __attribute__((ifunc("asgd_rows_pick_load")));
 void add_scaled(float*, const float*, float, std::size_t) noexcept __attribute__((ifunc("asgd_rows_pick_add_scaled")));
-void bilinear_step(float*, float*, std::size_t, float, float) noexcept
+void bilinear_step(float*, float*, std::size_t, float, float, float, float) noexcept
     __attribute__((ifunc("asgd_rows_pick_bilinear_step")));
 float dot(const float*, const float*, std::size_t) noexcept __attribute__((ifunc("asgd_rows_pick_dot")));
 void axpy(float, const float*, float*, std::size_t) noexcept __attribute__((ifunc("asgd_rows_pick_axpy")));
@@ -192,9 +193,9 @@ void add_scaled(float* shared, const float* d, float scale, std::size_t n) noexc
   static const auto fn = ASGD_ROWS_PICK(add_scaled);
   fn(shared, d, scale, n);
 }
-void bilinear_step(float* a, float* b, std::size_t n, float s, float decay) noexcept {
+void bilinear_step(float* a, float* b, std::size_t n, float sa, float da, float sb, float db) noexcept {
   static const auto fn = ASGD_ROWS_PICK(bilinear_step);
-  fn(a, b, n, s, decay);
+  fn(a, b, n, sa, da, sb, db);
 }
 float dot(const float* a, const float* b, std::size_t n) noexcept {
   static const auto fn = ASGD_ROWS_PICK(dot);

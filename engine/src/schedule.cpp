@@ -49,6 +49,7 @@ void Schedule::validate() const {
   if (!(warmup_start > 0.0f && warmup_start <= 1.0f)) {
     throw InputError(fmt::format("schedule: warm-up start {} must be in (0, 1]", warmup_start));
   }
+  if (adagrad && row_adagrad) throw InputError("schedule: choose per-parameter or per-row AdaGrad, not both");
   if (!(adagrad_eps > 0.0f)) throw InputError(fmt::format("schedule: AdaGrad eps {} must be > 0", adagrad_eps));
 }
 
@@ -59,6 +60,7 @@ std::string Schedule::describe() const {
   if (warmup > 0.0f) s += fmt::format(", warm-up {:.0f}%", 100.0 * warmup);
   if (staleness_aware) s += ", staleness-aware";
   if (adagrad) s += ", AdaGrad";
+  if (row_adagrad) s += ", row AdaGrad";
   return s;
 }
 

@@ -20,11 +20,11 @@ TEST(RowOps, MatchScalarLoopsForAllLengthsAndOffsets) {
       EXPECT_NEAR(asgd::rows::dot(a.data() + off, b.data() + off, n), expect_dot, 1e-4) << n;
 
       std::vector<float> p(a), q(b);
-      asgd::rows::bilinear_step(p.data() + off, q.data() + off, n, 0.125f, 0.75f);
+      asgd::rows::bilinear_step(p.data() + off, q.data() + off, n, 0.125f, 0.75f, 0.25f, 0.5f);
       for (std::size_t k = 0; k < 80; ++k) {
         const bool in = k >= off && k < off + n;
         EXPECT_NEAR(p[k], in ? 0.75f * a[k] - 0.125f * b[k] : a[k], 1e-6) << n << " " << k;
-        EXPECT_NEAR(q[k], in ? 0.75f * b[k] - 0.125f * a[k] : b[k], 1e-6) << n << " " << k;
+        EXPECT_NEAR(q[k], in ? 0.5f * b[k] - 0.25f * a[k] : b[k], 1e-6) << n << " " << k;
       }
 
       std::vector<float> y(b), z(b), out(80, -9.0f);
@@ -45,15 +45,28 @@ TEST(RowOps, MatchScalarLoopsForAllLengthsAndOffsets) {
 // The sink's bilinear step is the same SGD step under every policy and step
 // rule: the Racy fast path (one fused kernel) against the generic chunked
 // path (Atomic, Locked, AdaGrad's first step), on rows longer than a chunk.
-template <class Policy>
+// Row AdaGrad's first step has rate lr / sqrt(1 + 0): the same step, and the
+// rows' accumulators then hold their mean squared gradients.
+template <asgd::StepRule kRule = asgd::StepRule::sgd, class Policy>
 std::vector<float> bilinear_through_sink(const Policy& policy) {
   const std::size_t n = 150;
-  std::vector<float> params(2 * n + 3);
+  std::vector<float> params(2 * n + 3), sums(params.size(), 0.0f);
   for (std::size_t i = 0; i < params.size(); ++i) params[i] = 0.01f * static_cast<float>(i % 13) - 0.05f;
-  asgd::UpdateSink<Policy> sink(params.data(), params.size(), policy);
+  const std::vector<float> start(params);
+  asgd::UpdateSink<Policy, kRule> sink(params.data(), params.size(), policy, sums.data());
   sink.set_learning_rate(0.1f);
   EXPECT_NEAR(sink.dot(1, n + 2, n), asgd::rows::dot(params.data() + 1, params.data() + n + 2, n), 1e-6);
   sink.add_bilinear_gradient(1, n + 2, n, 0.5f, 0.2f);
+  if constexpr (kRule == asgd::StepRule::row_adagrad) {
+    double ga = 0, gb = 0;
+    for (std::size_t k = 0; k < n; ++k) {
+      const double a = start[1 + k], b = start[n + 2 + k];
+      ga += (0.5 * b + 0.2 * a) * (0.5 * b + 0.2 * a) / n;
+      gb += (0.5 * a + 0.2 * b) * (0.5 * a + 0.2 * b) / n;
+    }
+    EXPECT_NEAR(sums[1], ga, 1e-7);
+    EXPECT_NEAR(sums[n + 2], gb, 1e-7);
+  }
   return params;
 }
 
@@ -70,7 +83,11 @@ TEST(RowOps, BilinearGradientIsOneSgdStepUnderEveryPolicy) {
   const asgd::Racy racy;
   const asgd::Atomic atomic;
   const asgd::Locked locked(64);
-  for (const auto& got : {bilinear_through_sink(racy), bilinear_through_sink(atomic), bilinear_through_sink(locked)}) {
+  using asgd::StepRule;
+  for (const auto& got : {bilinear_through_sink(racy), bilinear_through_sink(atomic), bilinear_through_sink(locked),
+                          bilinear_through_sink<StepRule::row_adagrad>(racy),
+                          bilinear_through_sink<StepRule::row_adagrad>(atomic),
+                          bilinear_through_sink<StepRule::row_adagrad>(locked)}) {
     for (std::size_t i = 0; i < expect.size(); ++i) EXPECT_NEAR(got[i], expect[i], 1e-7) << i;
   }
 }

@@ -29,11 +29,12 @@ void load(const float* shared, float* out, std::size_t n) noexcept;
 void add_scaled(float* shared, const float* d, float scale, std::size_t n) noexcept;
 
 // The step of a bilinear term on two shared rows, from their values before
-// the step: a[k] = decay * a[k] - s * b[k] and b[k] = decay * b[k] - s * a[k].
-// With s = lr * g (g the loss's derivative at a . b) and decay = 1 - lr * l2
-// this is one SGD step on L(a . b) + l2/2 (|a|^2 + |b|^2): MF's update in
-// one pass, with no copies of either row. a and b must not overlap.
-void bilinear_step(float* a, float* b, std::size_t n, float s, float decay) noexcept;
+// the step: a[k] = da * a[k] - sa * b[k] and b[k] = db * b[k] - sb * a[k].
+// With s = lr * g (g the loss's derivative at a . b) and d = 1 - lr * l2
+// this is one SGD step on L(a . b) + l2/2 (|a|^2 + |b|^2) (each row may
+// have its own lr): MF's update in one pass, with no copies of either row.
+// a and b must not overlap.
+void bilinear_step(float* a, float* b, std::size_t n, float sa, float da, float sb, float db) noexcept;
 
 // sum_k a[k] * b[k]; either row may be shared (each float read whole), and
 // y[k] += s * x[k] on local rows.

@@ -35,6 +35,11 @@ struct Schedule {
   // AdaGrad per parameter (Downpour SGD, LIBMF 2): w -= rate * g / sqrt(G + eps).
   bool adagrad = false;
   float adagrad_eps = 1e-8f;
+  // AdaGrad per row (LIBMF 2's rule, Chin et al. 2015): one accumulator per
+  // row that a Problem updates as a whole (a factor row; a scalar is a row
+  // of one), rate lr / sqrt(1 + G_row), G_row += the step's mean squared
+  // gradient. Exclusive with `adagrad`.
+  bool row_adagrad = false;
 
   // progress: fraction of all training done, in [0, 1]; epochs_elapsed: the
   // same in epochs; staleness: steps this worker runs ahead of the slowest.

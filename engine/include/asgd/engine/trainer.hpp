@@ -304,7 +304,9 @@ TrainReport Trainer::run_with(P& problem, const Policy& policy, std::uint64_t un
                        "expected:\n" + problem.layout().describe());
     }
   }
-  if (options_.schedule.adagrad && adagrad_sums_.size() != store_.size()) adagrad_sums_.assign(store_.size(), 0.0f);
+  if ((options_.schedule.adagrad || options_.schedule.row_adagrad) && adagrad_sums_.size() != store_.size()) {
+    adagrad_sums_.assign(store_.size(), 0.0f);
+  }
   const std::uint64_t first = std::min(state_.epoch, until_epoch);
   Run run(options_.workers, options_.tau, n, first, until_epoch);
   if (options_.blocks) {
@@ -327,6 +329,8 @@ TrainReport Trainer::run_with(P& problem, const Policy& policy, std::uint64_t un
       loop(UpdateSink<Policy, StepRule::adagrad>(params, store_.size(), policy, adagrad_sums_.data(),
                                                  options_.schedule.adagrad_eps),
            w);
+    } else if (options_.schedule.row_adagrad) {
+      loop(UpdateSink<Policy, StepRule::row_adagrad>(params, store_.size(), policy, adagrad_sums_.data()), w);
     } else {
       loop(UpdateSink<Policy, StepRule::sgd>(params, store_.size(), policy), w);
     }

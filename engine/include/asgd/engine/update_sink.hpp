@@ -15,9 +15,12 @@
 
 namespace asgd {
 
-// Step rule: plain SGD (w -= lr * g) or AdaGrad (w -= lr * g / sqrt(G + eps),
-// G += g^2 per parameter; G is itself updated racily).
-enum class StepRule { sgd, adagrad };
+// Step rule: plain SGD (w -= lr * g), AdaGrad per parameter (w -= lr * g /
+// sqrt(G + eps), G += g^2) or AdaGrad per row (LIBMF 2: a row's step is
+// lr / sqrt(1 + G_row), G_row += mean g^2 over the row, G_row kept in the
+// accumulator slot of the row's first parameter). Accumulators are updated
+// racily, like the parameters.
+enum class StepRule { sgd, adagrad, row_adagrad };
 
 template <ConsistencyPolicy Policy, StepRule kRule = StepRule::sgd>
 class UpdateSink {
@@ -36,16 +39,22 @@ class UpdateSink {
   void add_gradient(std::size_t i, float g) noexcept {
     if constexpr (kRule == StepRule::sgd) {
       policy_->add(params_[i], -lr_ * g);
-    } else {
+    } else if constexpr (kRule == StepRule::adagrad) {
       policy_->add(params_[i], adagrad_step(i, g));
+    } else {
+      policy_->add(params_[i], -row_rate(i, g * g) * g);
     }
   }
-  // Parameters offset..offset+n-1 move against scale * g[k].
+  // Parameters offset..offset+n-1 (one row) move against scale * g[k].
   void add_gradient(std::size_t offset, const float* g, std::size_t n, float scale = 1.0f) noexcept {
     if constexpr (kRule == StepRule::sgd) {
       policy_->add_scaled(params_ + offset, g, -lr_ * scale, n);
-    } else {
+    } else if constexpr (kRule == StepRule::adagrad) {
       for (std::size_t k = 0; k < n; ++k) add_gradient(offset + k, scale * g[k]);
+    } else {
+      if (n == 0) return;
+      const float mean_square = scale * scale * rows::dot(g, g, n) / static_cast<float>(n);
+      policy_->add_scaled(params_ + offset, g, -row_rate(offset, mean_square) * scale, n);
     }
   }
 
@@ -60,8 +69,18 @@ class UpdateSink {
   // vectorised pass with no copies (rows::bilinear_step): matrix
   // factorization's whole factor update.
   void add_bilinear_gradient(std::size_t a, std::size_t b, std::size_t n, float g, float l2) noexcept {
-    if constexpr (kRule == StepRule::sgd && std::is_same_v<Policy, Racy>) {
-      rows::bilinear_step(params_ + a, params_ + b, n, lr_ * g, 1.0f - lr_ * l2);
+    if (n == 0) return;
+    float rate_a = lr_, rate_b = lr_;
+    if constexpr (kRule == StepRule::row_adagrad) {
+      // Both rows' squared gradient norms from |a|^2, |b|^2 and a . b:
+      // |g b + l2 a|^2 = g^2 |b|^2 + 2 g l2 a.b + l2^2 |a|^2.
+      const float aa = rows::dot(params_ + a, params_ + a, n), bb = rows::dot(params_ + b, params_ + b, n);
+      const float ab = rows::dot(params_ + a, params_ + b, n), inv_n = 1.0f / static_cast<float>(n);
+      rate_a = row_rate(a, (g * g * bb + 2 * g * l2 * ab + l2 * l2 * aa) * inv_n);
+      rate_b = row_rate(b, (g * g * aa + 2 * g * l2 * ab + l2 * l2 * bb) * inv_n);
+    }
+    if constexpr (kRule != StepRule::adagrad && std::is_same_v<Policy, Racy>) {
+      rows::bilinear_step(params_ + a, params_ + b, n, rate_a * g, 1.0f - rate_a * l2, rate_b * g, 1.0f - rate_b * l2);
     } else {
       constexpr std::size_t kChunk = 64;
       float x[kChunk], y[kChunk], gx[kChunk], gy[kChunk];
@@ -73,8 +92,13 @@ class UpdateSink {
           gx[j] = g * y[j] + l2 * x[j];
           gy[j] = g * x[j] + l2 * y[j];
         }
-        add_gradient(a + k, gx, m);
-        add_gradient(b + k, gy, m);
+        if constexpr (kRule == StepRule::adagrad) {
+          add_gradient(a + k, gx, m);
+          add_gradient(b + k, gy, m);
+        } else {
+          policy_->add_scaled(params_ + a + k, gx, -rate_a, m);
+          policy_->add_scaled(params_ + b + k, gy, -rate_b, m);
+        }
       }
     }
   }
@@ -99,6 +123,15 @@ class UpdateSink {
   }
 
  private:
+  // The step size of the row whose accumulator is slot `row` (from the sum
+  // before this step), then the sum grows by `mean_square`.
+  float row_rate(std::size_t row, float mean_square) noexcept {
+    std::atomic_ref<float> sum(sums_[row]);
+    const float before = sum.load(std::memory_order_relaxed);
+    sum.store(before + mean_square, std::memory_order_relaxed);
+    return lr_ / std::sqrt(1.0f + before);
+  }
+
   float adagrad_step(std::size_t i, float g) noexcept {
     std::atomic_ref<float> sum(sums_[i]);
     const float s = sum.load(std::memory_order_relaxed) + g * g;

@@ -108,7 +108,7 @@ class BiasedMf {
   }
 
   static constexpr std::size_t kMaxFactors = 1024;
-  static constexpr std::size_t kPrefetchAhead = 4;
+  static constexpr std::size_t kPrefetchAhead = 8;
 
  private:
   struct Entry {

@@ -80,7 +80,12 @@ def main():
             if col == 0:
                 ax.set_ylabel({"relative_gap": "(f - f*) / f*", "test_rmse": "test RMSE"}.get(metric, metric))
             ax.grid(True, which="both", alpha=0.3)
-    handles, labels = axes[0][0].get_legend_handles_labels()
+    handles, labels = [], []
+    for ax in axes[:, 0]:  # every row's settings (rows may differ, e.g. schedules)
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
     fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 4), fontsize=9, frameon=False)
     fig.suptitle(title + ("   (red line: 1e-3 target)" if metric == "relative_gap" else ""), fontsize=13)
     rows_of_legend = (len(labels) + 3) // 4

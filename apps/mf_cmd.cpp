@@ -39,6 +39,7 @@ struct MfTrainFlags {
   float l2 = 0.05f, bias_l2 = 0.05f, rate = 0.02f;
   float init_scale = MfOptions{}.init_scale;
   double test_fraction = 0, validation_fraction = 0;
+  bool no_biases = false;
   bool adagrad = false, row_adagrad = false, quiet = false, sampled_eval = false;
 };
 
@@ -154,6 +155,7 @@ MfOptions model_options(const MfTrainFlags& f) {
   mo.l2 = f.l2;
   mo.bias_l2 = f.bias_l2;
   mo.init_scale = f.init_scale;
+  mo.biases = !f.no_biases;
   return mo;
 }
 
@@ -460,6 +462,7 @@ void add_mf_commands(CLI::App& app, int& exit_code) {
   train_cmd->add_option("--policy", t->policy, "racy (Hogwild!), atomic, locked")->capture_default_str();
   train_cmd->add_option("--tau", t->tau, "Bounded delay in steps (inf = async)")->capture_default_str();
   train_cmd->add_flag("--adagrad", t->adagrad, "Per-parameter AdaGrad steps");
+  train_cmd->add_flag("--no-biases", t->no_biases, "squared: learn no user and item biases (as LIBMF)");
   train_cmd->add_flag("--row-adagrad", t->row_adagrad, "Per-row AdaGrad steps: lr / sqrt(1 + G_row), as LIBMF 2");
   train_cmd->add_option("--schedule", t->schedule, "hogwild (racy updates anywhere) or blocks (LIBMF's grid)")
       ->capture_default_str();

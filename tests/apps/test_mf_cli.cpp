@@ -95,6 +95,12 @@ TEST_F(MfCli, LibmfFlagsValidationSplitAndBprModels) {
   EXPECT_NE(r.output.find("test: 1200 ratings"), std::string::npos) << r.output;
   r = run({"mf", "train", "-t", "1", "-v", path("val.txt"), "--validation-fraction", "0.2", path("all.txt")});
   EXPECT_EQ(r.status, 2) << r.output;
+  r = run({"mf", "train", "-k", "4", "-t", "5", "--no-biases", "--row-adagrad", "--init", "1", "-r", "0.1",
+           "--test-fraction", "0.1", path("all.txt"), path("nb.model")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_LT(asgd::testing::number_after(r.output, "RMSE "), 1.0) << r.output;
+  r = run({"mf", "train", "-t", "1", "--adagrad", "--row-adagrad", path("all.txt")});
+  EXPECT_EQ(r.status, 2) << r.output;
 
   r = run({"mf", "train", "--loss", "bpr", "--positive", "3", "-k", "8", "-t", "5", "--test-fraction", "0.2",
            path("all.txt"), path("bpr.model")});

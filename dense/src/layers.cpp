@@ -1,0 +1,316 @@
+// The dense layer set: forward and backward on a minibatch, GEMMs by Eigen.
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fmt/format.h>
+#include <limits>
+
+#include "asgd/dense/network.hpp"
+#include "asgd/engine/errors.hpp"
+
+namespace asgd::dense {
+namespace {
+
+using MatR = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using MapR = Eigen::Map<MatR>;
+using CMapR = Eigen::Map<const MatR>;
+using Vec = Eigen::Matrix<float, Eigen::Dynamic, 1>;
+using MapV = Eigen::Map<Vec>;
+using CMapV = Eigen::Map<const Vec>;
+
+// Uniform in [-bound, bound].
+void fill_uniform(float* p, std::size_t n, float bound, std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> u(-bound, bound);
+  for (std::size_t i = 0; i < n; ++i) p[i] = u(rng);
+}
+
+// Fan-in/fan-out initialisation: He (uniform, gain sqrt(2)) when a ReLU
+// follows, Xavier/Glorot (uniform) for the output layer.
+float init_bound(std::size_t fan_in, std::size_t fan_out, bool last) {
+  if (last) return std::sqrt(6.0f / static_cast<float>(fan_in + fan_out));
+  return std::sqrt(6.0f / static_cast<float>(fan_in));
+}
+
+class Conv2d final : public Layer {
+ public:
+  Conv2d(std::size_t in_c, std::size_t out_c, std::size_t k, std::size_t pad)
+      : in_c_(in_c), out_c_(out_c), k_(k), pad_(pad) {
+    if (in_c == 0 || out_c == 0 || k == 0) throw InputError("conv2d: channels and kernel must be positive");
+  }
+  std::string describe() const override {
+    return fmt::format("conv {}->{} {}x{} pad {}", in_c_, out_c_, k_, k_, pad_);
+  }
+  Shape output(Shape in) const override {
+    if (in.c != in_c_) throw InputError(fmt::format("conv2d: expected {} input channels, got {}", in_c_, in.c));
+    if (in.h + 2 * pad_ < k_ || in.w + 2 * pad_ < k_)
+      throw InputError(fmt::format("conv2d: input {}x{} smaller than the {}x{} kernel", in.h, in.w, k_, k_));
+    return {out_c_, in.h + 2 * pad_ - k_ + 1, in.w + 2 * pad_ - k_ + 1};
+  }
+  void declare(Layout& layout, const std::string& prefix, Shape in) override {
+    in_ = in;
+    out_ = output(in);
+    layout.add(prefix + ".weight", {out_c_, in_c_ * k_ * k_});
+    layout.add(prefix + ".bias", {out_c_});
+    w_ = layout[prefix + ".weight"].offset;
+    b_ = layout[prefix + ".bias"].offset;
+  }
+  bool has_params() const noexcept override { return true; }
+  void initialize(float* params, std::mt19937_64& rng, bool last) const override {
+    const std::size_t kk = in_c_ * k_ * k_;
+    fill_uniform(params + w_, out_c_ * kk, init_bound(kk, out_c_ * k_ * k_, last), rng);
+    std::fill_n(params + b_, out_c_, 0.0f);
+  }
+
+  void forward(const float* params, const float* in, float* out, std::size_t n, Scratch& s) const override {
+    const std::size_t K = in_c_ * k_ * k_, M = n * out_.h * out_.w;
+    float* col = s.get(s.a, K * M);
+    im2col(in, col, n);
+    CMapR W(params + w_, static_cast<Eigen::Index>(out_c_), static_cast<Eigen::Index>(K));
+    CMapV b(params + b_, static_cast<Eigen::Index>(out_c_));
+    MapR Y(out, static_cast<Eigen::Index>(out_c_), static_cast<Eigen::Index>(M));
+    Y.noalias() = W * CMapR(col, static_cast<Eigen::Index>(K), static_cast<Eigen::Index>(M));
+    Y.colwise() += b;
+  }
+
+  void backward(const float* params, const float* in, const float*, const float* dout, float* din, float* grad,
+                std::size_t n, Scratch& s) const override {
+    const std::size_t K = in_c_ * k_ * k_, M = n * out_.h * out_.w;
+    // The forward pass's im2col buffer was reused by later layers: rebuild it.
+    float* col = s.get(s.a, K * M);
+    im2col(in, col, n);
+    CMapR dY(dout, static_cast<Eigen::Index>(out_c_), static_cast<Eigen::Index>(M));
+    CMapR C(col, static_cast<Eigen::Index>(K), static_cast<Eigen::Index>(M));
+    MapR dW(grad + w_, static_cast<Eigen::Index>(out_c_), static_cast<Eigen::Index>(K));
+    dW.noalias() = dY * C.transpose();
+    MapV(grad + b_, static_cast<Eigen::Index>(out_c_)) = dY.rowwise().sum();
+    if (din == nullptr) return;
+    float* dcol = s.get(s.b, K * M);
+    CMapR W(params + w_, static_cast<Eigen::Index>(out_c_), static_cast<Eigen::Index>(K));
+    MapR dC(dcol, static_cast<Eigen::Index>(K), static_cast<Eigen::Index>(M));
+    dC.noalias() = W.transpose() * dY;
+    col2im(dcol, din, n);
+  }
+
+ private:
+  // col[(ci, ky, kx)][(s, oy, ox)] = in[ci][s][oy + ky - pad][ox + kx - pad] (0 outside).
+  void im2col(const float* in, float* col, std::size_t n) const {
+    const std::size_t H = in_.h, Wd = in_.w, OH = out_.h, OW = out_.w;
+    const std::ptrdiff_t pad = static_cast<std::ptrdiff_t>(pad_);
+    for (std::size_t ci = 0; ci < in_c_; ++ci)
+      for (std::size_t ky = 0; ky < k_; ++ky)
+        for (std::size_t kx = 0; kx < k_; ++kx) {
+          float* row = col + ((ci * k_ + ky) * k_ + kx) * n * OH * OW;
+          // ox range whose source column is inside the image.
+          const std::ptrdiff_t dx = static_cast<std::ptrdiff_t>(kx) - pad;
+          const std::size_t x0 = static_cast<std::size_t>(std::max<std::ptrdiff_t>(0, -dx));
+          const std::size_t x1 = static_cast<std::size_t>(
+              std::clamp<std::ptrdiff_t>(static_cast<std::ptrdiff_t>(Wd) - dx, 0, static_cast<std::ptrdiff_t>(OW)));
+          for (std::size_t s = 0; s < n; ++s) {
+            const float* plane = in + (ci * n + s) * H * Wd;
+            for (std::size_t oy = 0; oy < OH; ++oy, row += OW) {
+              const std::ptrdiff_t iy = static_cast<std::ptrdiff_t>(oy + ky) - pad;
+              if (iy < 0 || iy >= static_cast<std::ptrdiff_t>(H) || x0 >= x1) {
+                std::fill_n(row, OW, 0.0f);
+                continue;
+              }
+              std::fill(row, row + x0, 0.0f);
+              std::memcpy(row + x0, plane + static_cast<std::size_t>(iy) * Wd + (x0 + dx), (x1 - x0) * sizeof(float));
+              std::fill(row + x1, row + OW, 0.0f);
+            }
+          }
+        }
+  }
+  // The adjoint of im2col: din[ci][s][iy][ix] = sum of the col entries it fed.
+  void col2im(const float* col, float* din, std::size_t n) const {
+    const std::size_t H = in_.h, Wd = in_.w, OH = out_.h, OW = out_.w;
+    const std::ptrdiff_t pad = static_cast<std::ptrdiff_t>(pad_);
+    std::fill_n(din, in_c_ * n * H * Wd, 0.0f);
+    for (std::size_t ci = 0; ci < in_c_; ++ci)
+      for (std::size_t ky = 0; ky < k_; ++ky)
+        for (std::size_t kx = 0; kx < k_; ++kx) {
+          const float* row = col + ((ci * k_ + ky) * k_ + kx) * n * OH * OW;
+          const std::ptrdiff_t dx = static_cast<std::ptrdiff_t>(kx) - pad;
+          const std::size_t x0 = static_cast<std::size_t>(std::max<std::ptrdiff_t>(0, -dx));
+          const std::size_t x1 = static_cast<std::size_t>(
+              std::clamp<std::ptrdiff_t>(static_cast<std::ptrdiff_t>(Wd) - dx, 0, static_cast<std::ptrdiff_t>(OW)));
+          for (std::size_t s = 0; s < n; ++s) {
+            float* plane = din + (ci * n + s) * H * Wd;
+            for (std::size_t oy = 0; oy < OH; ++oy, row += OW) {
+              const std::ptrdiff_t iy = static_cast<std::ptrdiff_t>(oy + ky) - pad;
+              if (iy < 0 || iy >= static_cast<std::ptrdiff_t>(H)) continue;
+              float* dst = plane + static_cast<std::size_t>(iy) * Wd;
+              for (std::size_t ox = x0; ox < x1; ++ox) dst[ox + dx] += row[ox];
+            }
+          }
+        }
+  }
+
+  std::size_t in_c_, out_c_, k_, pad_;
+  Shape out_{};
+  std::size_t w_ = 0, b_ = 0;
+};
+
+class MaxPool2 final : public Layer {
+ public:
+  std::string describe() const override { return "max-pool 2x2"; }
+  Shape output(Shape in) const override {
+    if (in.h % 2 != 0 || in.w % 2 != 0)
+      throw InputError(fmt::format("max-pool 2x2: input {}x{} is not even", in.h, in.w));
+    return {in.c, in.h / 2, in.w / 2};
+  }
+  void declare(Layout&, const std::string&, Shape in) override { in_ = in; }
+  void forward(const float*, const float* in, float* out, std::size_t n, Scratch&) const override {
+    const std::size_t planes = in_.c * n, W = in_.w, OH = in_.h / 2, OW = in_.w / 2;
+    for (std::size_t p = 0; p < planes; ++p) {
+      const float* src = in + p * in_.h * W;
+      float* dst = out + p * OH * OW;
+      for (std::size_t y = 0; y < OH; ++y) {
+        const float* r0 = src + 2 * y * W;
+        const float* r1 = r0 + W;
+        for (std::size_t x = 0; x < OW; ++x)
+          dst[y * OW + x] = std::max(std::max(r0[2 * x], r0[2 * x + 1]), std::max(r1[2 * x], r1[2 * x + 1]));
+      }
+    }
+  }
+  // The gradient goes to the first input of each window equal to its max
+  // (the one forward picked, without storing indices).
+  void backward(const float*, const float* in, const float* out, const float* dout, float* din, float*,
+                std::size_t n, Scratch&) const override {
+    if (din == nullptr) return;
+    const std::size_t planes = in_.c * n, W = in_.w, OH = in_.h / 2, OW = in_.w / 2;
+    for (std::size_t p = 0; p < planes; ++p) {
+      const float* src = in + p * in_.h * W;
+      float* dsrc = din + p * in_.h * W;
+      const float* o = out + p * OH * OW;
+      const float* d = dout + p * OH * OW;
+      for (std::size_t y = 0; y < OH; ++y)
+        for (std::size_t x = 0; x < OW; ++x) {
+          const std::size_t i00 = 2 * y * W + 2 * x, i01 = i00 + 1, i10 = i00 + W, i11 = i10 + 1;
+          dsrc[i00] = dsrc[i01] = dsrc[i10] = dsrc[i11] = 0.0f;
+          const float m = o[y * OW + x];
+          const std::size_t at = src[i00] == m ? i00 : src[i01] == m ? i01 : src[i10] == m ? i10 : i11;
+          dsrc[at] = d[y * OW + x];
+        }
+    }
+  }
+};
+
+class Relu final : public Layer {
+ public:
+  std::string describe() const override { return "relu"; }
+  Shape output(Shape in) const override { return in; }
+  void declare(Layout&, const std::string&, Shape in) override { in_ = in; }
+  void forward(const float*, const float* in, float* out, std::size_t n, Scratch&) const override {
+    const std::size_t m = n * in_.size();
+    for (std::size_t i = 0; i < m; ++i) out[i] = std::max(in[i], 0.0f);
+  }
+  void backward(const float*, const float*, const float* out, const float* dout, float* din, float*, std::size_t n,
+                Scratch&) const override {
+    if (din == nullptr) return;
+    const std::size_t m = n * in_.size();
+    for (std::size_t i = 0; i < m; ++i) din[i] = out[i] > 0.0f ? dout[i] : 0.0f;
+  }
+};
+
+class Flatten final : public Layer {
+ public:
+  std::string describe() const override { return "flatten"; }
+  Shape output(Shape in) const override { return {in.size(), 1, 1}; }
+  void declare(Layout&, const std::string&, Shape in) override { in_ = in; }
+  void forward(const float*, const float* in, float* out, std::size_t n, Scratch&) const override {
+    const std::size_t hw = in_.h * in_.w, f = in_.size();
+    for (std::size_t c = 0; c < in_.c; ++c)
+      for (std::size_t s = 0; s < n; ++s) std::memcpy(out + s * f + c * hw, in + (c * n + s) * hw, hw * sizeof(float));
+  }
+  void backward(const float*, const float*, const float*, const float* dout, float* din, float*, std::size_t n,
+                Scratch&) const override {
+    if (din == nullptr) return;
+    const std::size_t hw = in_.h * in_.w, f = in_.size();
+    for (std::size_t c = 0; c < in_.c; ++c)
+      for (std::size_t s = 0; s < n; ++s) std::memcpy(din + (c * n + s) * hw, dout + s * f + c * hw, hw * sizeof(float));
+  }
+};
+
+class Linear final : public Layer {
+ public:
+  Linear(std::size_t in, std::size_t out) : in_f_(in), out_f_(out) {
+    if (in == 0 || out == 0) throw InputError("linear: sizes must be positive");
+  }
+  std::string describe() const override { return fmt::format("linear {}->{}", in_f_, out_f_); }
+  Shape output(Shape in) const override {
+    if (in.size() != in_f_ || in.h != 1 || in.w != 1)
+      throw InputError(fmt::format("linear: expected {} features (flatten first), got {}x{}x{}", in_f_, in.c, in.h,
+                                   in.w));
+    return {out_f_, 1, 1};
+  }
+  void declare(Layout& layout, const std::string& prefix, Shape in) override {
+    in_ = in;
+    (void)output(in);
+    layout.add(prefix + ".weight", {out_f_, in_f_});
+    layout.add(prefix + ".bias", {out_f_});
+    w_ = layout[prefix + ".weight"].offset;
+    b_ = layout[prefix + ".bias"].offset;
+  }
+  bool has_params() const noexcept override { return true; }
+  void initialize(float* params, std::mt19937_64& rng, bool last) const override {
+    fill_uniform(params + w_, out_f_ * in_f_, init_bound(in_f_, out_f_, last), rng);
+    std::fill_n(params + b_, out_f_, 0.0f);
+  }
+  void forward(const float* params, const float* in, float* out, std::size_t n, Scratch&) const override {
+    CMapR X(in, static_cast<Eigen::Index>(n), static_cast<Eigen::Index>(in_f_));
+    CMapR W(params + w_, static_cast<Eigen::Index>(out_f_), static_cast<Eigen::Index>(in_f_));
+    MapR Y(out, static_cast<Eigen::Index>(n), static_cast<Eigen::Index>(out_f_));
+    Y.noalias() = X * W.transpose();
+    Y.rowwise() += CMapV(params + b_, static_cast<Eigen::Index>(out_f_)).transpose();
+  }
+  void backward(const float* params, const float* in, const float*, const float* dout, float* din, float* grad,
+                std::size_t n, Scratch&) const override {
+    CMapR X(in, static_cast<Eigen::Index>(n), static_cast<Eigen::Index>(in_f_));
+    CMapR dY(dout, static_cast<Eigen::Index>(n), static_cast<Eigen::Index>(out_f_));
+    MapR dW(grad + w_, static_cast<Eigen::Index>(out_f_), static_cast<Eigen::Index>(in_f_));
+    dW.noalias() = dY.transpose() * X;
+    MapV(grad + b_, static_cast<Eigen::Index>(out_f_)) = dY.colwise().sum().transpose();
+    if (din == nullptr) return;
+    CMapR W(params + w_, static_cast<Eigen::Index>(out_f_), static_cast<Eigen::Index>(in_f_));
+    MapR dX(din, static_cast<Eigen::Index>(n), static_cast<Eigen::Index>(in_f_));
+    dX.noalias() = dY * W;
+  }
+
+ private:
+  std::size_t in_f_, out_f_;
+  std::size_t w_ = 0, b_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Layer> conv2d(std::size_t in_channels, std::size_t out_channels, std::size_t kernel,
+                              std::size_t pad) {
+  return std::make_unique<Conv2d>(in_channels, out_channels, kernel, pad);
+}
+std::unique_ptr<Layer> max_pool2() { return std::make_unique<MaxPool2>(); }
+std::unique_ptr<Layer> relu() { return std::make_unique<Relu>(); }
+std::unique_ptr<Layer> flatten() { return std::make_unique<Flatten>(); }
+std::unique_ptr<Layer> linear(std::size_t in, std::size_t out) { return std::make_unique<Linear>(in, out); }
+
+double softmax_cross_entropy(const float* logits, const std::uint8_t* labels, std::size_t n, std::size_t k,
+                             float* dlogits, float scale) {
+  double total = 0;
+  for (std::size_t s = 0; s < n; ++s) {
+    const float* z = logits + s * k;
+    const float m = *std::max_element(z, z + k);
+    double sum = 0;
+    for (std::size_t j = 0; j < k; ++j) sum += std::exp(static_cast<double>(z[j] - m));
+    const double log_sum = std::log(sum) + m;
+    total += log_sum - z[labels[s]];
+    if (dlogits != nullptr) {
+      float* d = dlogits + s * k;
+      for (std::size_t j = 0; j < k; ++j)
+        d[j] = static_cast<float>(std::exp(static_cast<double>(z[j]) - log_sum)) * scale;
+      d[labels[s]] -= scale;
+    }
+  }
+  return total;
+}
+
+}  // namespace asgd::dense

@@ -1,0 +1,111 @@
+#include <algorithm>
+#include <fmt/format.h>
+
+#include "asgd/dense/network.hpp"
+#include "asgd/engine/errors.hpp"
+
+namespace asgd::dense {
+
+Network& Network::add(std::unique_ptr<Layer> layer) {
+  if (shapes_.empty()) shapes_.push_back(input_);
+  const Shape in = shapes_.back();
+  const Shape out = layer->output(in);
+  layer->declare(layout_, fmt::format("l{}", layers_.size()), in);
+  shapes_.push_back(out);
+  layers_.push_back(std::move(layer));
+  return *this;
+}
+
+std::size_t Network::num_params() const noexcept {
+  std::size_t n = 0;
+  for (const auto& t : layout_.tensors()) n += t.elements();
+  return n;
+}
+
+std::string Network::describe() const {
+  std::string s;
+  for (std::size_t i = 0; i < layers_.size(); ++i)
+    s += fmt::format("{}{} -> {}x{}x{}", i ? ", " : "", layers_[i]->describe(), shapes_[i + 1].c, shapes_[i + 1].h,
+                     shapes_[i + 1].w);
+  return s + fmt::format(" ({} parameters)", num_params());
+}
+
+std::vector<Network::Block> Network::blocks() const {
+  std::vector<Block> out;
+  for (const auto& t : layout_.tensors()) out.push_back({t.name, t.offset, t.span()});
+  return out;
+}
+
+void Network::initialize(std::span<float> params, std::uint64_t seed) const {
+  if (params.size() < layout_.size())
+    throw InputError(fmt::format("initialize: {} floats for a layout of {}", params.size(), layout_.size()));
+  std::fill(params.begin(), params.end(), 0.0f);
+  std::mt19937_64 rng(seed);
+  std::size_t last = 0;
+  for (std::size_t i = 0; i < layers_.size(); ++i)
+    if (layers_[i]->has_params()) last = i;
+  for (std::size_t i = 0; i < layers_.size(); ++i) layers_[i]->initialize(params.data(), rng, i == last);
+}
+
+Workspace Network::workspace(std::size_t capacity) const {
+  Workspace ws;
+  ws.capacity = capacity;
+  ws.act.resize(shapes_.size());
+  ws.delta.resize(shapes_.size());
+  for (std::size_t i = 0; i < shapes_.size(); ++i) {
+    ws.act[i].resize(capacity * shapes_[i].size());
+    ws.delta[i].resize(capacity * shapes_[i].size());
+  }
+  return ws;
+}
+
+const float* Network::forward(const float* params, const float* x, std::size_t n, Workspace& ws) const {
+  if (n > ws.capacity) ws = workspace(n);
+  // Input samples are [n][C][H][W]; the convolutional stage wants
+  // [C][n][H][W]. With one channel the two are the same memory.
+  const Shape in = input_;
+  float* a0 = ws.act[0].data();
+  if (in.c == 1) {
+    std::copy_n(x, n * in.size(), a0);
+  } else {
+    const std::size_t hw = in.h * in.w;
+    for (std::size_t s = 0; s < n; ++s)
+      for (std::size_t c = 0; c < in.c; ++c) std::copy_n(x + (s * in.c + c) * hw, hw, a0 + (c * n + s) * hw);
+  }
+  for (std::size_t i = 0; i < layers_.size(); ++i)
+    layers_[i]->forward(params, ws.act[i].data(), ws.act[i + 1].data(), n, ws.scratch);
+  return ws.act.back().data();
+}
+
+double Network::loss(const float* params, const float* x, const std::uint8_t* labels, std::size_t n,
+                     Workspace& ws) const {
+  if (n == 0) return 0;
+  const float* logits = forward(params, x, n, ws);
+  return softmax_cross_entropy(logits, labels, n, classes(), nullptr, 0.0f) / static_cast<double>(n);
+}
+
+double Network::loss_and_gradient(const float* params, const float* x, const std::uint8_t* labels, std::size_t n,
+                                  float* grad, Workspace& ws) const {
+  if (n == 0) {
+    std::fill_n(grad, layout_.size(), 0.0f);
+    return 0;
+  }
+  const float* logits = forward(params, x, n, ws);
+  const std::size_t L = layers_.size();
+  const double total =
+      softmax_cross_entropy(logits, labels, n, classes(), ws.delta[L].data(), 1.0f / static_cast<float>(n));
+  for (std::size_t i = L; i-- > 0;)
+    layers_[i]->backward(params, ws.act[i].data(), ws.act[i + 1].data(), ws.delta[i + 1].data(),
+                         i == 0 ? nullptr : ws.delta[i].data(), grad, n, ws.scratch);
+  return total / static_cast<double>(n);
+}
+
+Network lenet5() {
+  Network net(Shape{1, 28, 28});
+  net.add(conv2d(1, 6, 5, 2)).add(relu()).add(max_pool2());
+  net.add(conv2d(6, 16, 5, 0)).add(relu()).add(max_pool2());
+  net.add(flatten()).add(linear(400, 120)).add(relu()).add(linear(120, 84)).add(relu()).add(linear(84, 10));
+  return net;
+}
+
+}  // namespace asgd::dense

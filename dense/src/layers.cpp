@@ -76,9 +76,8 @@ class Conv2d final : public Layer {
   void backward(const float* params, const float* in, const float*, const float* dout, float* din, float* grad,
                 std::size_t n, Scratch& s) const override {
     const std::size_t K = in_c_ * k_ * k_, M = n * out_.h * out_.w;
-    // The forward pass's im2col buffer was reused by later layers: rebuild it.
-    float* col = s.get(s.a, K * M);
-    im2col(in, col, n);
+    (void)in;
+    const float* col = s.a.data();  // im2col(in) from the forward pass
     CMapR dY(dout, static_cast<Eigen::Index>(out_c_), static_cast<Eigen::Index>(M));
     CMapR C(col, static_cast<Eigen::Index>(K), static_cast<Eigen::Index>(M));
     MapR dW(grad + w_, static_cast<Eigen::Index>(out_c_), static_cast<Eigen::Index>(K));
@@ -160,38 +159,50 @@ class MaxPool2 final : public Layer {
     return {in.c, in.h / 2, in.w / 2};
   }
   void declare(Layout&, const std::string&, Shape in) override { in_ = in; }
-  void forward(const float*, const float* in, float* out, std::size_t n, Scratch&) const override {
+  // Remembers which of the four inputs won (0..3: top-left, top-right,
+  // bottom-left, bottom-right; the first on ties) for backward.
+  void forward(const float*, const float* in, float* out, std::size_t n, Scratch& s) const override {
     const std::size_t planes = in_.c * n, W = in_.w, OH = in_.h / 2, OW = in_.w / 2;
+    if (s.choice.size() < planes * OH * OW) s.choice.resize(planes * OH * OW);
+    std::uint8_t* choice = s.choice.data();
     for (std::size_t p = 0; p < planes; ++p) {
       const float* src = in + p * in_.h * W;
       float* dst = out + p * OH * OW;
+      std::uint8_t* ch = choice + p * OH * OW;
       for (std::size_t y = 0; y < OH; ++y) {
         const float* r0 = src + 2 * y * W;
         const float* r1 = r0 + W;
-        for (std::size_t x = 0; x < OW; ++x)
-          dst[y * OW + x] = std::max(std::max(r0[2 * x], r0[2 * x + 1]), std::max(r1[2 * x], r1[2 * x + 1]));
+        for (std::size_t x = 0; x < OW; ++x) {
+          const float a = r0[2 * x], b = r0[2 * x + 1], c = r1[2 * x], d = r1[2 * x + 1];
+          const float top = std::max(a, b), bottom = std::max(c, d);
+          const std::uint8_t t = b > a ? 1 : 0, u = d > c ? 3 : 2;
+          dst[y * OW + x] = std::max(top, bottom);
+          ch[y * OW + x] = bottom > top ? u : t;
+        }
       }
     }
   }
-  // The gradient goes to the first input of each window equal to its max
-  // (the one forward picked, without storing indices).
-  void backward(const float*, const float* in, const float* out, const float* dout, float* din, float*,
-                std::size_t n, Scratch&) const override {
+  void backward(const float*, const float*, const float*, const float* dout, float* din, float*, std::size_t n,
+                Scratch& s) const override {
     if (din == nullptr) return;
     const std::size_t planes = in_.c * n, W = in_.w, OH = in_.h / 2, OW = in_.w / 2;
+    const std::uint8_t* choice = s.choice.data();
     for (std::size_t p = 0; p < planes; ++p) {
-      const float* src = in + p * in_.h * W;
       float* dsrc = din + p * in_.h * W;
-      const float* o = out + p * OH * OW;
       const float* d = dout + p * OH * OW;
-      for (std::size_t y = 0; y < OH; ++y)
+      const std::uint8_t* ch = choice + p * OH * OW;
+      for (std::size_t y = 0; y < OH; ++y) {
+        float* r0 = dsrc + 2 * y * W;
+        float* r1 = r0 + W;
         for (std::size_t x = 0; x < OW; ++x) {
-          const std::size_t i00 = 2 * y * W + 2 * x, i01 = i00 + 1, i10 = i00 + W, i11 = i10 + 1;
-          dsrc[i00] = dsrc[i01] = dsrc[i10] = dsrc[i11] = 0.0f;
-          const float m = o[y * OW + x];
-          const std::size_t at = src[i00] == m ? i00 : src[i01] == m ? i01 : src[i10] == m ? i10 : i11;
-          dsrc[at] = d[y * OW + x];
+          const float g = d[y * OW + x];
+          const std::uint8_t c = ch[y * OW + x];
+          r0[2 * x] = c == 0 ? g : 0.0f;
+          r0[2 * x + 1] = c == 1 ? g : 0.0f;
+          r1[2 * x] = c == 2 ? g : 0.0f;
+          r1[2 * x + 1] = c == 3 ? g : 0.0f;
         }
+      }
     }
   }
 };

@@ -52,6 +52,7 @@ Workspace Network::workspace(std::size_t capacity) const {
   ws.capacity = capacity;
   ws.act.resize(shapes_.size());
   ws.delta.resize(shapes_.size());
+  ws.scratch.resize(layers_.size());
   for (std::size_t i = 0; i < shapes_.size(); ++i) {
     ws.act[i].resize(capacity * shapes_[i].size());
     ws.delta[i].resize(capacity * shapes_[i].size());
@@ -73,7 +74,7 @@ const float* Network::forward(const float* params, const float* x, std::size_t n
       for (std::size_t c = 0; c < in.c; ++c) std::copy_n(x + (s * in.c + c) * hw, hw, a0 + (c * n + s) * hw);
   }
   for (std::size_t i = 0; i < layers_.size(); ++i)
-    layers_[i]->forward(params, ws.act[i].data(), ws.act[i + 1].data(), n, ws.scratch);
+    layers_[i]->forward(params, ws.act[i].data(), ws.act[i + 1].data(), n, ws.scratch[i]);
   return ws.act.back().data();
 }
 
@@ -96,7 +97,7 @@ double Network::loss_and_gradient(const float* params, const float* x, const std
       softmax_cross_entropy(logits, labels, n, classes(), ws.delta[L].data(), 1.0f / static_cast<float>(n));
   for (std::size_t i = L; i-- > 0;)
     layers_[i]->backward(params, ws.act[i].data(), ws.act[i + 1].data(), ws.delta[i + 1].data(),
-                         i == 0 ? nullptr : ws.delta[i].data(), grad, n, ws.scratch);
+                         i == 0 ? nullptr : ws.delta[i].data(), grad, n, ws.scratch[i]);
   return total / static_cast<double>(n);
 }
 

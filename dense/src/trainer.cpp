@@ -78,6 +78,13 @@ Step compensated(const TrainOptions& o, double staleness) {
   return {0.0f, static_cast<float>(o.lr * (1.0 - implicit) / (1.0 - o.momentum))};
 }
 
+// The schedule's factor on the rate after `done` of `total` updates.
+float schedule_factor(const TrainOptions& o, double done, double total) {
+  if (o.schedule == TrainOptions::Schedule::constant || total <= 0) return 1.0f;
+  const double t = std::min(1.0, done / total);
+  return static_cast<float>(0.5 * (1.0 + std::cos(3.14159265358979323846 * t)));
+}
+
 // v = mu v + (g + wd w); w -= lr v over [first, last).
 void apply(float* w, float* v, const float* g, std::size_t first, std::size_t last, Step step, float wd) {
   for (std::size_t i = first; i < last; ++i) {
@@ -135,13 +142,18 @@ std::vector<EpochReport> train(const Network& net, ParamStore& params, std::vect
     if (!sync && !live) wk.view.assign(P, 0.0f);
   }
   std::vector<std::mutex> block_locks(blocks.size());
-  std::atomic<std::uint64_t> version{0};
+  const std::size_t batches = (n + B - 1) / B;
+  const std::uint64_t per_epoch = sync ? (batches + W - 1) / W : batches;
+  // Updates made so far (resumed runs count the earlier epochs): the
+  // staleness clock and the schedule's position.
+  std::atomic<std::uint64_t> version{o.first_epoch * per_epoch};
+  const double total_updates =
+      static_cast<double>(o.total_epochs ? o.total_epochs : o.first_epoch + o.epochs) * static_cast<double>(per_epoch);
   std::vector<EpochReport> reports;
 
   for (std::size_t e = 0; e < o.epochs; ++e) {
     const std::size_t epoch = o.first_epoch + e;
     const std::vector<std::size_t> order = shuffled_indices(n, epoch_seed(o.seed, epoch));
-    const std::size_t batches = (n + B - 1) / B;
     for (auto& wk : workers) {
       wk.loss_sum = 0;
       wk.batches = 0;
@@ -195,7 +207,8 @@ std::vector<EpochReport> train(const Network& net, ParamStore& params, std::vect
           const float* gk = workers[k].grad.data();
           for (std::size_t i = 0; i < P; ++i) g[i] += sk * gk[i];
         }
-        apply(w, v, g, 0, P, {o.momentum, o.lr}, o.weight_decay);
+        const double done = static_cast<double>(version.load(std::memory_order_relaxed));
+        apply(w, v, g, 0, P, {o.momentum, o.lr * schedule_factor(o, done, total_updates)}, o.weight_decay);
         version.fetch_add(1, std::memory_order_relaxed);
       };
       std::barrier round_end(static_cast<std::ptrdiff_t>(W), update);
@@ -251,7 +264,8 @@ std::vector<EpochReport> train(const Network& net, ParamStore& params, std::vect
               const std::uint64_t stale = now - seen;
               wk.staleness.add(stale);
               wk.staleness_ema = 0.99 * wk.staleness_ema + 0.01 * static_cast<double>(stale);
-              const Step step = compensated(o, wk.staleness_ema);
+              Step step = compensated(o, wk.staleness_ema);
+              step.lr *= schedule_factor(o, static_cast<double>(now), total_updates);
               for (std::size_t k = 0; k < blocks.size(); ++k) {
                 std::lock_guard lock(block_locks[k]);
                 apply(w, v, wk.grad.data(), blocks[k].offset, blocks[k].offset + blocks[k].size, step,
@@ -288,7 +302,8 @@ std::vector<EpochReport> train(const Network& net, ParamStore& params, std::vect
     r.train_loss = count ? loss / static_cast<double>(count) : 0.0;
     r.mean_staleness = all.mean();
     r.max_staleness = all.max();
-    const Step step = sync ? Step{o.momentum, o.lr} : compensated(o, ema);
+    Step step = sync ? Step{o.momentum, o.lr} : compensated(o, ema);
+    step.lr *= schedule_factor(o, static_cast<double>(version.load()), total_updates);
     r.momentum = step.momentum;
     r.lr = step.lr;
     if (test != nullptr && test->size() > 0) r.test_accuracy = evaluate(net, w, *test, 1000, W).accuracy;

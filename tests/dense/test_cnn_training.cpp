@@ -158,6 +158,30 @@ TEST(CnnTraining, CompensationLowersMomentumThenRate) {
   EXPECT_GT(r.back().lr, 0.005f);
 }
 
+TEST(CnnTraining, CosineScheduleEndsAtZeroAndResumesWhereItStopped) {
+  const Network net = small_net();
+  const Dataset data = squares(640, 12);
+  TrainOptions o;
+  o.epochs = 4;
+  o.batch = 64;
+  o.schedule = TrainOptions::Schedule::cosine;
+  ParamStore whole = fresh(net, 2);
+  std::vector<float> mw;
+  const auto r = train(net, whole, mw, data, nullptr, o);
+  EXPECT_NEAR(r[1].lr, 0.5f * o.lr, 1e-6f);  // half way
+  EXPECT_NEAR(r.back().lr, 0.0f, 1e-6f);
+  // Two epochs, then two more resumed from the same state, equal four.
+  ParamStore split = fresh(net, 2);
+  std::vector<float> ms;
+  o.epochs = 2;
+  o.total_epochs = 4;
+  train(net, split, ms, data, nullptr, o);
+  o.first_epoch = 2;
+  const auto rest = train(net, split, ms, data, nullptr, o);
+  EXPECT_EQ(rest.back().epoch, 4u);
+  EXPECT_EQ(split.snapshot(), whole.snapshot());
+}
+
 TEST(CnnTraining, DivergenceIsARuntimeError) {
   const Network net = small_net();
   const Dataset data = squares(500, 8);

@@ -30,10 +30,12 @@ struct Shape {
   friend bool operator==(const Shape&, const Shape&) = default;
 };
 
-// Per-call scratch memory a layer may use (im2col buffers); owned by the
-// caller's Workspace so that layers stay stateless and thread-safe.
+// Memory a layer keeps between its forward and backward pass (im2col
+// buffers, max-pool choices); one per layer in the caller's Workspace, so
+// that layers stay stateless and thread-safe.
 struct Scratch {
   std::vector<float> a, b;
+  std::vector<std::uint8_t> choice;
   float* get(std::vector<float>& v, std::size_t n) {
     if (v.size() < n) v.resize(n);
     return v.data();
@@ -51,7 +53,8 @@ class Layer {
   virtual void declare(Layout& layout, const std::string& prefix, Shape in) { (void)layout, (void)prefix, (void)in; }
   // Initial values (He for layers followed by ReLU, Xavier for the last).
   virtual void initialize(float* params, std::mt19937_64& rng, bool last) const { (void)params, (void)rng, (void)last; }
-  // out = f(in) for n samples.
+  // out = f(in) for n samples. backward() is called with the same Scratch
+  // right after the forward pass over the same input.
   virtual void forward(const float* params, const float* in, float* out, std::size_t n, Scratch& s) const = 0;
   // From dout (gradient w.r.t. out): writes this layer's parameter gradients
   // into `grad` (same layout as params; overwritten, not added) and, when
@@ -78,7 +81,7 @@ std::unique_ptr<Layer> linear(std::size_t in, std::size_t out);
 struct Workspace {
   std::vector<std::vector<float>> act;    // act[0] = input, act[i+1] = output of layer i
   std::vector<std::vector<float>> delta;  // gradients w.r.t. act
-  Scratch scratch;
+  std::vector<Scratch> scratch;  // one per layer
   std::size_t capacity = 0;
 };
 

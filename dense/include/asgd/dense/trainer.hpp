@@ -53,6 +53,10 @@ struct TrainOptions {
   float momentum = 0.9f;
   float weight_decay = 0.0f;
   bool compensate = false;
+  // The rate over the run: constant, or cosine from lr to 0 over all
+  // epochs (per update; Loshchilov & Hutter 2017, without restarts).
+  enum class Schedule { constant, cosine } schedule = Schedule::constant;
+  std::size_t total_epochs = 0;  // the run's length for the schedule (0: epochs); set for resumed runs
   std::uint64_t seed = 1;       // epoch shuffles
   std::size_t first_epoch = 0;  // for resumed runs: shuffles continue from here
   void validate() const;        // InputError naming the option

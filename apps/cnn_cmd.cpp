@@ -1,4 +1,6 @@
 // asgd cnn train|eval: LeNet-5 on MNIST with bounded-delay block updates.
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -33,6 +35,7 @@ struct CnnFlags {
   std::uint64_t seed = 1;
   std::size_t limit = 0;
   std::string csv;
+  std::size_t repeats = 1;
   bool quiet = false;
 };
 
@@ -124,8 +127,10 @@ int train(const CnnFlags& f) {
   if (!f.csv.empty()) {
     csv = std::fopen(f.csv.c_str(), "w");
     if (csv == nullptr) throw InputError(fmt::format("--csv {}: cannot write", f.csv));
-    std::fprintf(csv, "workers,tau,compensate,epoch,seconds,images_per_s,train_loss,test_accuracy,mean_staleness,"
-                      "momentum,lr\n");
+    // bench/plot_staleness.py's columns: one panel row per policy (here:
+    // with or without compensation), a line per (workers, tau).
+    std::fprintf(csv, "policy,workers,tau,epoch,seconds,images_per_s,train_loss,test_error,test_accuracy,"
+                      "mean_staleness,momentum,lr\n");
   }
   double elapsed = 0;
   const auto reports = dense::train(net, store, momentum, tt.train, &tt.test, o, [&](const dense::EpochReport& r) {
@@ -138,9 +143,10 @@ int train(const CnnFlags& f) {
                   r.mean_staleness, static_cast<unsigned long long>(r.max_staleness), r.momentum, r.lr, eta);
     std::fflush(stdout);
     if (csv != nullptr) {
-      std::fprintf(csv, "%zu,%s,%d,%zu,%.4f,%.1f,%.6f,%.6f,%.4f,%.4f,%.6f\n", f.workers, tau_to_string(o.tau).c_str(),
-                   f.compensate ? 1 : 0, r.epoch, elapsed, r.images_per_second, r.train_loss, r.test_accuracy,
-                   r.mean_staleness, r.momentum, r.lr);
+      std::fprintf(csv, "%s,%zu,%s,%zu,%.4f,%.1f,%.6f,%.6f,%.6f,%.4f,%.4f,%.6f\n",
+                   f.compensate ? "compensated" : "plain", f.workers, tau_to_string(o.tau).c_str(), r.epoch, elapsed,
+                   r.images_per_second, r.train_loss, 1.0 - r.test_accuracy, r.test_accuracy, r.mean_staleness,
+                   r.momentum, r.lr);
       std::fflush(csv);
     }
   });
@@ -169,9 +175,20 @@ int eval(const CnnFlags& f) {
   if (ck.metadata != kModelKind || !(ck.layout == net.layout()))
     throw InputError(fmt::format("{}: not a LeNet-5 model written by asgd cnn train", f.model));
   const auto tt = load(f.data, 0);
-  const auto r = dense::evaluate(net, ck.params.data(), tt.test, std::max<std::size_t>(1, f.batch),
-                                 std::max<std::size_t>(1, f.workers));
-  std::printf("test accuracy %.2f %% (%zu images), mean loss %.4f\n", 100.0 * r.accuracy, tt.test.size(), r.loss);
+  // Timed over `repeats` passes (the first warms caches); the median is printed.
+  std::vector<double> rates;
+  dense::EvalResult r;
+  for (std::size_t i = 0; i < std::max<std::size_t>(1, f.repeats); ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    r = dense::evaluate(net, ck.params.data(), tt.test, std::max<std::size_t>(1, f.batch),
+                        std::max<std::size_t>(1, f.workers));
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    rates.push_back(static_cast<double>(tt.test.size()) / std::max(s, 1e-9));
+  }
+  std::sort(rates.begin(), rates.end());
+  std::printf("test accuracy %.2f %% (%zu images), mean loss %.4f; inference %.0f images/s (batch %zu, %zu threads, "
+              "median of %zu)\n",
+              100.0 * r.accuracy, tt.test.size(), r.loss, rates[rates.size() / 2], f.batch, f.workers, rates.size());
   print_confusion(r, net.classes());
   return 0;
 }
@@ -211,6 +228,7 @@ void add_cnn_commands(CLI::App& app, int& exit_code) {
   ev->add_option("--batch", e->batch, "Images per forward pass")->capture_default_str();
   ev->add_option("--workers", e->workers, "Threads")->capture_default_str();
   ev->add_option("--device", e->device, "cpu, gpu or auto")->capture_default_str();
+  ev->add_option("--repeats", e->repeats, "Time this many passes; print the median images/s")->capture_default_str();
   ev->callback([e, &exit_code] { exit_code = run_guarded([&] { return eval(*e); }); });
 }
 

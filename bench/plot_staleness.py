@@ -7,7 +7,8 @@ One panel pair per consistency policy (rows; policy and schedule when the
 CSV has a schedule column), one line per (workers, tau) setting: colour =
 workers, line style = tau. The y axis is the relative gap to the optimum on
 a log scale when the CSV has one (relative_gap), else test RMSE (test_rmse),
-else the loss column.
+else the test error (test_error, log scale: asgd cnn train --csv), else the
+loss column.
 """
 import csv
 import sys
@@ -44,7 +45,7 @@ def main():
     if not rows:
         print(f"{src}: no rows", file=sys.stderr)
         return 1
-    metric = next(m for m in ("relative_gap", "test_rmse", "loss") if m in rows[0])
+    metric = next(m for m in ("relative_gap", "test_rmse", "test_error", "loss") if m in rows[0])
     series = defaultdict(list)
     for r in rows:
         group = r["policy"] + (f" {r['schedule']}" if "schedule" in r else "")
@@ -71,14 +72,17 @@ def main():
                 ys = [max(v, 1e-7) for _, _, v in pts]
                 ax.plot(xs, ys, color=colour[w], linestyle=style[t], linewidth=1.6,
                         label=f"{w} worker{'s' if w > 1 else ''}, tau {t}")
-            if metric == "relative_gap":
+            if metric in ("relative_gap", "test_error"):
                 ax.set_yscale("log")
+            if metric == "relative_gap":
                 ax.axhline(1e-3, color="red", linewidth=0.8, alpha=0.6)
-            what = {"relative_gap": "gap to optimum", "test_rmse": "test RMSE"}.get(metric, "loss")
+            what = {"relative_gap": "gap to optimum", "test_rmse": "test RMSE",
+                    "test_error": "test error"}.get(metric, "loss")
             ax.set_title(f"{policy}: {what} vs {xname}", fontsize=11)
             ax.set_xlabel("epoch" if xname == "epoch" else "training seconds (evaluation excluded)")
             if col == 0:
-                ax.set_ylabel({"relative_gap": "(f - f*) / f*", "test_rmse": "test RMSE"}.get(metric, metric))
+                ax.set_ylabel({"relative_gap": "(f - f*) / f*", "test_rmse": "test RMSE",
+                               "test_error": "1 - test accuracy"}.get(metric, metric))
             ax.grid(True, which="both", alpha=0.3)
     handles, labels = [], []
     for ax in axes[:, 0]:  # every row's settings (rows may differ, e.g. schedules)

@@ -107,6 +107,7 @@ struct Worker {
   double loss_sum = 0;
   std::size_t batches = 0;
   double staleness_ema = 0;
+  std::uint64_t updates = 0;
   std::uint64_t max_view_age = 0;
   StalenessHistogram staleness;
 };
@@ -263,7 +264,12 @@ std::vector<EpochReport> train(const Network& net, ParamStore& params, std::vect
               const std::uint64_t now = version.load(std::memory_order_acquire);
               const std::uint64_t stale = now - seen;
               wk.staleness.add(stale);
-              wk.staleness_ema = 0.99 * wk.staleness_ema + 0.01 * static_cast<double>(stale);
+              // A running mean for the first 100 updates, then an average over
+              // about the last 100: compensation must act from the first
+              // stale update (a lagging estimate lets momentum 0.9 at
+              // staleness 8 diverge in the first steps).
+              const double alpha = std::max(1.0 / static_cast<double>(++wk.updates), 0.01);
+              wk.staleness_ema += alpha * (static_cast<double>(stale) - wk.staleness_ema);
               Step step = compensated(o, wk.staleness_ema);
               step.lr *= schedule_factor(o, static_cast<double>(now), total_updates);
               for (std::size_t k = 0; k < blocks.size(); ++k) {

@@ -1,0 +1,97 @@
+// End-to-end tests of `asgd cnn` on a small IDX set written by the test.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cli_harness.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+class CnnCli : public asgd::testing::CliTest {
+ protected:
+  // MNIST-shaped IDX files (raw): class c is a bright 6x6 square at one of
+  // ten places on a noisy 28x28 image, easy enough for a few epochs.
+  void write_idx(const std::string& prefix, std::size_t n, std::uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::vector<std::uint8_t> images(n * 784), labels(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto c = static_cast<std::uint8_t>(rng() % 10);
+      labels[i] = c;
+      for (std::size_t p = 0; p < 784; ++p) images[i * 784 + p] = static_cast<std::uint8_t>(rng() % 60);
+      const std::size_t y = 3 + (c / 5) * 12, x = 2 + (c % 5) * 5;
+      for (std::size_t dy = 0; dy < 6; ++dy)
+        for (std::size_t dx = 0; dx < 4; ++dx) images[i * 784 + (y + dy) * 28 + x + dx] = 250;
+    }
+    auto be32 = [](std::ofstream& out, std::uint32_t v) {
+      const char b[4] = {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8),
+                         static_cast<char>(v)};
+      out.write(b, 4);
+    };
+    std::ofstream img(path(prefix + "-images-idx3-ubyte"), std::ios::binary);
+    be32(img, 0x803);
+    be32(img, static_cast<std::uint32_t>(n));
+    be32(img, 28);
+    be32(img, 28);
+    img.write(reinterpret_cast<const char*>(images.data()), static_cast<std::streamsize>(images.size()));
+    std::ofstream lab(path(prefix + "-labels-idx1-ubyte"), std::ios::binary);
+    be32(lab, 0x801);
+    be32(lab, static_cast<std::uint32_t>(n));
+    lab.write(reinterpret_cast<const char*>(labels.data()), static_cast<std::streamsize>(labels.size()));
+  }
+};
+
+}  // namespace
+
+TEST_F(CnnCli, TrainSaveEvalWithConfusionMatrix) {
+  write_idx("train", 2000, 1);
+  write_idx("t10k", 500, 2);
+  auto r = run({"cnn", "train", "--data", path(""), "--epochs", "2", "--workers", "2", "--batch", "32", "--model",
+                path("lenet.asgd"), "--csv", path("epochs.csv")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  const double accuracy = asgd::testing::number_after(r.output, "test accuracy ");
+  EXPECT_GT(accuracy, 90.0) << r.output;
+  EXPECT_NE(r.output.find("images/s"), std::string::npos);
+  EXPECT_NE(r.output.find("ETA"), std::string::npos);
+  r = run({"cnn", "eval", "--data", path(""), "--model", path("lenet.asgd")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NEAR(asgd::testing::number_after(r.output, "test accuracy "), accuracy, 1e-9) << r.output;
+  EXPECT_NE(r.output.find("confusion"), std::string::npos);
+  std::ifstream csv(path("epochs.csv"));
+  std::size_t lines = 0;
+  for (std::string line; std::getline(csv, line);) ++lines;
+  EXPECT_EQ(lines, 3u);  // header + 2 epochs
+}
+
+TEST_F(CnnCli, StaleTrainingWithCompensationRuns) {
+  write_idx("train", 1000, 3);
+  write_idx("t10k", 200, 4);
+  const auto r = run({"cnn", "train", "--data", path(""), "--epochs", "1", "--workers", "2", "--tau", "4",
+                      "--compensate", "-q"});
+  ASSERT_EQ(r.status, 0) << r.output;
+}
+
+TEST_F(CnnCli, ClearErrors) {
+  auto r = run({"cnn", "train", "--data", path("missing"), "--epochs", "1"});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("missing"), std::string::npos) << r.output;
+  write_idx("train", 100, 5);
+  write_idx("t10k", 50, 6);
+  r = run({"cnn", "train", "--data", path(""), "--device", "gpu"});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--device gpu"), std::string::npos) << r.output;
+  r = run({"cnn", "train", "--data", path(""), "--epochs", "1", "--momentum", "1.5"});
+  EXPECT_EQ(r.status, 2) << r.output;
+  r = run({"cnn", "eval", "--data", path(""), "--model", path("nope.asgd")});
+  EXPECT_EQ(r.status, 2) << r.output;
+  // A file that is not IDX: the reader names it.
+  std::ofstream(path("t10k-labels-idx1-ubyte")) << "not an idx file";
+  r = run({"cnn", "train", "--data", path(""), "--epochs", "1"});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("t10k-labels-idx1-ubyte"), std::string::npos) << r.output;
+}

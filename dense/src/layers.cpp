@@ -56,6 +56,7 @@ class Conv2d final : public Layer {
     b_ = layout[prefix + ".bias"].offset;
   }
   bool has_params() const noexcept override { return true; }
+  Takes takes() const noexcept override { return Takes::spatial; }
   void initialize(float* params, std::mt19937_64& rng, bool last) const override {
     const std::size_t kk = in_c_ * k_ * k_;
     fill_uniform(params + w_, out_c_ * kk, init_bound(kk, out_c_ * k_ * k_, last), rng);
@@ -153,6 +154,7 @@ class Conv2d final : public Layer {
 class MaxPool2 final : public Layer {
  public:
   std::string describe() const override { return "max-pool 2x2"; }
+  Takes takes() const noexcept override { return Takes::spatial; }
   Shape output(Shape in) const override {
     if (in.h % 2 != 0 || in.w % 2 != 0)
       throw InputError(fmt::format("max-pool 2x2: input {}x{} is not even", in.h, in.w));
@@ -227,6 +229,8 @@ class Relu final : public Layer {
 class Flatten final : public Layer {
  public:
   std::string describe() const override { return "flatten"; }
+  Takes takes() const noexcept override { return Takes::spatial; }
+  bool makes_flat(bool) const noexcept override { return true; }
   Shape output(Shape in) const override { return {in.size(), 1, 1}; }
   void declare(Layout&, const std::string&, Shape in) override { in_ = in; }
   void forward(const float*, const float* in, float* out, std::size_t n, Scratch&) const override {
@@ -249,6 +253,7 @@ class Linear final : public Layer {
     if (in == 0 || out == 0) throw InputError("linear: sizes must be positive");
   }
   std::string describe() const override { return fmt::format("linear {}->{}", in_f_, out_f_); }
+  Takes takes() const noexcept override { return Takes::flat; }
   Shape output(Shape in) const override {
     if (in.size() != in_f_ || in.h != 1 || in.w != 1)
       throw InputError(fmt::format("linear: expected {} features (flatten first), got {}x{}x{}", in_f_, in.c, in.h,

@@ -7,11 +7,20 @@
 namespace asgd::dense {
 
 Network& Network::add(std::unique_ptr<Layer> layer) {
-  if (shapes_.empty()) shapes_.push_back(input_);
+  if (shapes_.empty()) {
+    shapes_.push_back(input_);
+    flat_.push_back(input_.h == 1 && input_.w == 1);
+  }
   const Shape in = shapes_.back();
+  const bool flat = flat_.back();
+  if (layer->takes() == Layer::Takes::flat && !flat)
+    throw InputError(fmt::format("{} after a {}x{}x{} image: flatten first", layer->describe(), in.c, in.h, in.w));
+  if (layer->takes() == Layer::Takes::spatial && flat)
+    throw InputError(fmt::format("{} needs an image, not a vector of {} features", layer->describe(), in.size()));
   const Shape out = layer->output(in);
   layer->declare(layout_, fmt::format("l{}", layers_.size()), in);
   shapes_.push_back(out);
+  flat_.push_back(layer->makes_flat(flat));
   layers_.push_back(std::move(layer));
   return *this;
 }
@@ -62,11 +71,12 @@ Workspace Network::workspace(std::size_t capacity) const {
 
 const float* Network::forward(const float* params, const float* x, std::size_t n, Workspace& ws) const {
   if (n > ws.capacity) ws = workspace(n);
+  if (shapes_.empty()) throw InputError("forward: the network has no layers");
   // Input samples are [n][C][H][W]; the convolutional stage wants
   // [C][n][H][W]. With one channel the two are the same memory.
   const Shape in = input_;
   float* a0 = ws.act[0].data();
-  if (in.c == 1) {
+  if (in.c == 1 || flat_.front()) {
     std::copy_n(x, n * in.size(), a0);
   } else {
     const std::size_t hw = in.h * in.w;

@@ -179,7 +179,10 @@ TEST(CnnTraining, CosineScheduleEndsAtZeroAndResumesWhereItStopped) {
   o.first_epoch = 2;
   const auto rest = train(net, split, ms, data, nullptr, o);
   EXPECT_EQ(rest.back().epoch, 4u);
-  EXPECT_EQ(split.snapshot(), whole.snapshot());
+  // Equal up to float rounding: Eigen's vectorised sums start where the
+  // buffer's alignment lets them, so the order of additions can differ.
+  const auto a = split.snapshot(), b = whole.snapshot();
+  for (std::size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-5) << i;
 }
 
 TEST(CnnTraining, DivergenceIsARuntimeError) {

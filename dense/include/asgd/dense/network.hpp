@@ -9,7 +9,9 @@
 // whole batch (im2col gives K x (n*H*W), weights are C_out x K) instead of n
 // small ones. Flatten turns [C][n][H*W] into [n][C*H*W] for the Linear part,
 // which works on [n][features]. A one-channel input [n][1][H][W] is already
-// [1][n][H][W].
+// [1][n][H][W]. An input of shape C x 1 x 1 is a feature vector ([n][C]) and
+// goes straight to Linear layers; Conv2d and max-pool need a spatial input,
+// Linear a flat one (Network::add says so).
 #pragma once
 
 #include <cstddef>
@@ -62,6 +64,10 @@ class Layer {
   virtual void backward(const float* params, const float* in, const float* out, const float* dout, float* din,
                         float* grad, std::size_t n, Scratch& s) const = 0;
   virtual bool has_params() const noexcept { return false; }
+  // What the layer needs and makes: flat ([n][features]) or spatial.
+  enum class Takes { spatial, flat, any };
+  virtual Takes takes() const noexcept { return Takes::any; }
+  virtual bool makes_flat(bool input_flat) const noexcept { return input_flat; }
 
  protected:
   Shape in_{};
@@ -120,6 +126,7 @@ class Network {
   Shape input_;
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<Shape> shapes_{};  // shapes_[0] = input, shapes_[i+1] = output of layer i
+  std::vector<bool> flat_{};     // whether that activation is [n][features] (else [C][n][H][W])
   Layout layout_;
 };
 

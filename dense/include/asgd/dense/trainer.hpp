@@ -48,6 +48,8 @@ struct TrainOptions {
   std::size_t epochs = 1;
   std::size_t batch = 64;
   std::size_t workers = 1;
+  // Threads in each worker's GEMMs (Eigen with OpenMP; 1 without it).
+  std::size_t gemm_threads = 1;
   std::uint64_t tau = 0;
   float lr = 0.01f;
   float momentum = 0.9f;

@@ -1,0 +1,121 @@
+#include "asgd/net/mpi.hpp"
+
+#if ASGD_HAVE_MPI
+#include <cstdio>
+#include <cstdlib>
+#include <fmt/format.h>
+#include <limits>
+
+#include "asgd/engine/errors.hpp"
+
+namespace asgd::net {
+namespace {
+
+void check(int rc, const char* what) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  throw RuntimeError(fmt::format("{}: {}", what, std::string(text, static_cast<std::size_t>(len))));
+}
+
+int count_of(std::size_t n) {
+  if (n > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+    throw InputError(fmt::format("MPI message of {} floats is larger than an int can count", n));
+  return static_cast<int>(n);
+}
+
+}  // namespace
+
+MpiSession::MpiSession(int* argc, char*** argv, int required) {
+  int initialised = 0;
+  MPI_Initialized(&initialised);
+  if (initialised) throw RuntimeError("MPI was already initialised (one MpiSession per process)");
+  check(MPI_Init_thread(argc, argv, required, &provided_), "MPI_Init_thread");
+  if (provided_ < required) {
+    MPI_Finalize();
+    throw RuntimeError(fmt::format("MPI provides thread level {}, asgd needs {}", provided_, required));
+  }
+  // A failed MPI call aborts the whole job (the default): with
+  // MPI_ERRORS_RETURN one rank could throw while the others wait forever.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+}
+
+MpiSession::~MpiSession() {
+  int finalised = 0;
+  MPI_Finalized(&finalised);
+  if (!finalised) MPI_Finalize();
+}
+
+bool MpiSession::launched_by_mpi() noexcept {
+  // Open MPI, MPICH and Slurm set these in every rank's environment.
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"})
+    if (std::getenv(v) != nullptr) return true;
+  return false;
+}
+
+MpiTransport::MpiTransport(MPI_Comm comm) {
+  check(MPI_Comm_dup(comm, &comm_), "MPI_Comm_dup");
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
+}
+
+MpiTransport::~MpiTransport() {
+  int finalised = 0;
+  MPI_Finalized(&finalised);
+  if (!finalised) MPI_Comm_free(&comm_);
+}
+
+void MpiTransport::send(std::span<const float> data, int dst) {
+  check(MPI_Send(data.data(), count_of(data.size()), MPI_FLOAT, dst, 0, comm_), "MPI_Send");
+}
+
+void MpiTransport::recv(std::span<float> data, int src) {
+  MPI_Status status;
+  check(MPI_Recv(data.data(), count_of(data.size()), MPI_FLOAT, src, 0, comm_, &status), "MPI_Recv");
+  int got = 0;
+  MPI_Get_count(&status, MPI_FLOAT, &got);
+  if (static_cast<std::size_t>(got) != data.size())
+    throw RuntimeError(fmt::format("rank {}: expected {} floats from rank {}, got {}", rank_, data.size(), src, got));
+}
+
+void MpiTransport::sendrecv(std::span<const float> send_data, int dst, std::span<float> recv_data, int src) {
+  check(MPI_Sendrecv(send_data.data(), count_of(send_data.size()), MPI_FLOAT, dst, 0, recv_data.data(),
+                     count_of(recv_data.size()), MPI_FLOAT, src, 0, comm_, MPI_STATUS_IGNORE),
+        "MPI_Sendrecv");
+}
+
+void MpiTransport::barrier() { check(MPI_Barrier(comm_), "MPI_Barrier"); }
+
+void MpiTransport::abort(const std::string& message, int code) {
+  std::fprintf(stderr, "asgd: rank %d: %s\n", rank_, message.c_str());
+  std::fflush(stderr);
+  MPI_Abort(comm_, code);
+  std::_Exit(code);
+}
+
+namespace {
+class Native final : public Allreduce {
+ public:
+  explicit Native(MpiTransport& t) : t_(t) {}
+  Algorithm algorithm() const noexcept override { return Algorithm::native; }
+  void sum(std::span<float> data) override {
+    constexpr std::size_t kMax = std::size_t{1} << 30;
+    for (std::size_t first = 0; first < data.size(); first += kMax) {
+      const auto part = data.subspan(first, std::min(kMax, data.size() - first));
+      check(MPI_Allreduce(MPI_IN_PLACE, part.data(), static_cast<int>(part.size()), MPI_FLOAT, MPI_SUM, t_.comm()),
+            "MPI_Allreduce");
+    }
+  }
+
+ private:
+  MpiTransport& t_;
+};
+}  // namespace
+
+std::unique_ptr<Allreduce> make_native_allreduce(MpiTransport& transport) {
+  return std::make_unique<Native>(transport);
+}
+
+}  // namespace asgd::net
+#endif

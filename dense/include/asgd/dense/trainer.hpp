@@ -1,34 +1,8 @@
-// Bounded-delay block training of a dense Network (delayed block proximal
-// gradient, Li et al. 2014; stale synchronous parallel, Ho et al. 2013).
-//
-// W workers share one parameter buffer (a ParamStore) and one momentum
-// buffer. Each step a worker takes a minibatch, computes its gradient on a
-// view of the parameters, and applies it block by block (one block per
-// tensor; each block update is atomic with respect to other block updates).
-//
-//   tau = 0    synchronous data-parallel SGD: in every round the W workers
-//              compute on the same parameters, then one update is made with
-//              the sample-weighted mean of their gradients (a barrier, the
-//              one wait point). W workers at batch B give the same steps as
-//              one worker at batch W*B.
-//   0 < tau    each worker reads a private view refreshed only when it is
-//              more than tau updates behind the shared parameters, so every
-//              gradient starts from parameters at most tau updates old (what
-//              a worker of a parameter server sees under SSP). BoundedDelay
-//              also keeps every worker at most tau steps ahead of the
-//              slowest, which bounds the updates others make meanwhile.
-//   tau = inf  Hogwild! for dense models: no view, workers read the live
-//              parameters; the staleness is what concurrency produces
-//              (about W - 1 updates).
-//
-// Momentum and weight decay: v = mu v + (g + wd w); w -= lr v, per block.
-// Staleness compensation (Mitliagkas et al. 2016: asynchrony behaves like
-// implicit momentum of about s / (s + 1) at mean staleness s): with
-// `compensate`, the explicit momentum becomes max(0, mu - s / (s + 1)) and,
-// when the implicit part alone exceeds mu, the rate is scaled by
-// (1 - s / (s + 1)) / (1 - mu) so that the effective step lr / (1 - total
-// momentum) stays that of the synchronous run. s is a running mean of the
-// staleness observed at each update.
+// Training a dense Network with bounded-delay block updates: the engine's
+// BlockTrainer (asgd/engine/block_trainer.hpp: workers, the gate, views,
+// momentum, staleness compensation) runs the steps; this file supplies the
+// minibatch gradients (shuffled batches of a Dataset through the Network)
+// and measures test accuracy after each epoch.
 #pragma once
 
 #include <cstddef>
@@ -39,6 +13,7 @@
 
 #include "asgd/dense/mnist.hpp"
 #include "asgd/dense/network.hpp"
+#include "asgd/engine/block_trainer.hpp"
 #include "asgd/engine/bounded_delay.hpp"
 #include "asgd/engine/param_store.hpp"
 
@@ -55,13 +30,15 @@ struct TrainOptions {
   float momentum = 0.9f;
   float weight_decay = 0.0f;
   bool compensate = false;
-  // The rate over the run: constant, or cosine from lr to 0 over all
-  // epochs (per update; Loshchilov & Hutter 2017, without restarts).
-  enum class Schedule { constant, cosine } schedule = Schedule::constant;
+  // The rate over the run: constant, or cosine from lr to 0 over all epochs.
+  using Schedule = BlockTrainOptions::Schedule;
+  Schedule schedule = Schedule::constant;
   std::size_t total_epochs = 0;  // the run's length for the schedule (0: epochs); set for resumed runs
   std::uint64_t seed = 1;       // epoch shuffles
   std::size_t first_epoch = 0;  // for resumed runs: shuffles continue from here
   void validate() const;        // InputError naming the option
+  // The engine's part of these options (the schedule's length is set by train()).
+  BlockTrainOptions block_options() const;
 };
 
 struct EpochReport {

@@ -1,0 +1,240 @@
+#include "asgd/engine/block_trainer.hpp"
+
+#include <algorithm>
+#include <barrier>
+#include <chrono>
+#include <cmath>
+#include <exception>
+#include <fmt/format.h>
+#include <mutex>
+#include <thread>
+
+#include "asgd/engine/errors.hpp"
+
+namespace asgd {
+
+void BlockTrainOptions::validate() const {
+  if (workers == 0 || workers > 256) throw InputError("--workers: must be 1..256");
+  if (!(lr > 0) || !std::isfinite(lr)) throw InputError("--lr: must be positive");
+  if (!(momentum >= 0 && momentum < 1)) throw InputError("--momentum: must be in [0, 1)");
+  if (!(weight_decay >= 0) || !std::isfinite(weight_decay)) throw InputError("--weight-decay: must be >= 0");
+}
+
+std::uint64_t BlockTrainer::updates_per_epoch(std::size_t batches, const BlockTrainOptions& options) noexcept {
+  return options.tau == 0 ? (batches + options.workers - 1) / options.workers : batches;
+}
+
+BlockTrainer::BlockTrainer(ParamStore& store, std::span<float> momentum, std::vector<Block> blocks,
+                           BlockTrainOptions options)
+    : store_(store),
+      momentum_(momentum),
+      blocks_(std::move(blocks)),
+      options_(options),
+      workers_(options.workers),
+      version_(options.first_update) {
+  options_.validate();
+  if (!store_.writable()) throw InputError("BlockTrainer: the parameter store is read-only");
+  if (momentum_.size() != store_.size())
+    throw InputError(fmt::format("BlockTrainer: {} momentum values for {} parameters", momentum_.size(), store_.size()));
+  for (const auto& b : blocks_)
+    if (b.offset + b.size > store_.size()) throw InputError("BlockTrainer: a block lies outside the store");
+  for (auto& w : workers_) {
+    w.grad.assign(store_.size(), 0.0f);
+    if (options_.tau != 0) w.view.assign(store_.size(), 0.0f);
+  }
+}
+
+BlockTrainer::Step BlockTrainer::step_at(double staleness, std::uint64_t update) const noexcept {
+  const BlockTrainOptions& o = options_;
+  Step step{o.momentum, o.lr};
+  if (o.compensate && staleness > 0) {
+    const double implicit = staleness / (staleness + 1.0);
+    if (implicit <= o.momentum)
+      step.momentum = static_cast<float>(o.momentum - implicit);
+    else
+      step = {0.0f, static_cast<float>(o.lr * (1.0 - implicit) / (1.0 - o.momentum))};
+  }
+  if (o.schedule == BlockTrainOptions::Schedule::cosine && o.total_updates > 0) {
+    const double t = std::min(1.0, static_cast<double>(update) / o.total_updates);
+    step.lr *= static_cast<float>(0.5 * (1.0 + std::cos(3.14159265358979323846 * t)));
+  }
+  return step;
+}
+
+void BlockTrainer::apply(const float* g, std::size_t first, std::size_t last, Step step) noexcept {
+  float* w = store_.data();
+  float* v = momentum_.data();
+  const float wd = options_.weight_decay;
+  for (std::size_t i = first; i < last; ++i) {
+    v[i] = step.momentum * v[i] + (g[i] + wd * w[i]);
+    w[i] -= step.lr * v[i];
+  }
+}
+
+namespace {
+// The first exception of any worker; the others see `failed` and stop.
+struct Failure {
+  std::atomic<bool> failed{false};
+  std::exception_ptr error;
+  std::mutex mutex;
+  void set(std::exception_ptr p) {
+    std::lock_guard lock(mutex);
+    if (!error) error = p;
+    failed.store(true);
+  }
+};
+
+BlockTrainer::Minibatch checked(BlockTrainer::Minibatch m, std::size_t batch) {
+  if (!std::isfinite(m.loss))
+    throw RuntimeError(fmt::format("training diverged: loss {} on minibatch {} (lower the learning rate)", m.loss,
+                                   batch));
+  return m;
+}
+}  // namespace
+
+// Rounds: worker i takes batch r * W + i. The barrier's completion step
+// (one thread, all others waiting) makes the single update from the
+// sample-weighted mean gradient.
+void BlockTrainer::run_sync(std::size_t batches, const Gradient& gradient) {
+  const std::size_t W = workers_.size(), P = store_.size();
+  const std::size_t rounds = (batches + W - 1) / W;
+  Failure failure;
+  auto update = [&]() noexcept {
+    if (failure.failed.load()) return;
+    std::size_t total = 0;
+    for (const auto& wk : workers_) total += wk.samples;
+    if (total == 0) return;
+    float* g = workers_[0].grad.data();
+    const float s0 = static_cast<float>(workers_[0].samples) / static_cast<float>(total);
+    for (std::size_t i = 0; i < P; ++i) g[i] *= s0;
+    for (std::size_t k = 1; k < W; ++k) {
+      if (workers_[k].samples == 0) continue;
+      const float sk = static_cast<float>(workers_[k].samples) / static_cast<float>(total);
+      const float* gk = workers_[k].grad.data();
+      for (std::size_t i = 0; i < P; ++i) g[i] += sk * gk[i];
+    }
+    apply(g, 0, P, step_at(0, version_.load(std::memory_order_relaxed)));
+    version_.fetch_add(1, std::memory_order_relaxed);
+  };
+  std::barrier round_end(static_cast<std::ptrdiff_t>(W), update);
+  {
+    std::vector<std::jthread> pool;
+    for (std::size_t i = 0; i < W; ++i)
+      pool.emplace_back([&, i] {
+        Worker& wk = workers_[i];
+        for (std::size_t r = 0; r < rounds; ++r) {
+          wk.samples = 0;
+          const std::size_t b = r * W + i;
+          if (b < batches && !failure.failed.load()) {
+            try {
+              const Minibatch m = checked(gradient(i, b, store_.data(), wk.grad.data()), b);
+              wk.loss_sum += m.loss;
+              ++wk.batches;
+              wk.samples = m.examples;
+              wk.staleness.add(0);
+            } catch (...) {
+              failure.set(std::current_exception());
+              wk.samples = 0;
+            }
+          }
+          round_end.arrive_and_wait();
+        }
+      });
+  }
+  if (failure.error) std::rethrow_exception(failure.error);
+}
+
+void BlockTrainer::run_async(std::size_t batches, const Gradient& gradient) {
+  const std::size_t W = workers_.size();
+  const bool live = options_.tau == kUnbounded;
+  std::vector<std::mutex> block_locks(blocks_.size());
+  BoundedDelay gate(W, options_.tau);
+  std::atomic<std::size_t> next{0};
+  Failure failure;
+  {
+    std::vector<std::jthread> pool;
+    for (std::size_t i = 0; i < W; ++i)
+      pool.emplace_back([&, i] {
+        Worker& wk = workers_[i];
+        try {
+          while (!failure.failed.load()) {
+            if (!gate.enter(i)) break;
+            const std::size_t b = next.fetch_add(1);
+            if (b >= batches) break;
+            // Refresh the view when it is more than tau updates old (tau =
+            // inf: every step). Copied block by block under the block locks,
+            // so a model never reads memory another worker is writing.
+            const std::uint64_t now_at_start = version_.load(std::memory_order_acquire);
+            if (live || !wk.has_view || now_at_start - wk.view_version > options_.tau) {
+              wk.view_version = version_.load(std::memory_order_acquire);
+              for (std::size_t k = 0; k < blocks_.size(); ++k) {
+                std::lock_guard lock(block_locks[k]);
+                std::copy_n(store_.data() + blocks_[k].offset, blocks_[k].size, wk.view.data() + blocks_[k].offset);
+              }
+              wk.has_view = true;
+            }
+            wk.max_view_age = std::max(wk.max_view_age, now_at_start - std::min(now_at_start, wk.view_version));
+            const std::uint64_t seen = wk.view_version;
+            const Minibatch m = checked(gradient(i, b, wk.view.data(), wk.grad.data()), b);
+            wk.loss_sum += m.loss;
+            ++wk.batches;
+            const std::uint64_t now = version_.load(std::memory_order_acquire);
+            wk.staleness.add(now - seen);
+            // A running mean for the first 100 updates, then an average over
+            // about the last 100: compensation must act from the first stale
+            // update (a lagging estimate lets momentum 0.9 at staleness 8
+            // diverge in the first steps).
+            const double alpha = std::max(1.0 / static_cast<double>(++wk.updates), 0.01);
+            wk.staleness_mean += alpha * (static_cast<double>(now - seen) - wk.staleness_mean);
+            const Step step = step_at(wk.staleness_mean, now);
+            for (std::size_t k = 0; k < blocks_.size(); ++k) {
+              std::lock_guard lock(block_locks[k]);
+              apply(wk.grad.data(), blocks_[k].offset, blocks_[k].offset + blocks_[k].size, step);
+            }
+            version_.fetch_add(1, std::memory_order_acq_rel);
+            gate.finish_step(i);
+          }
+        } catch (...) {
+          failure.set(std::current_exception());
+          gate.cancel();
+        }
+        gate.retire(i);
+      });
+  }
+  if (failure.error) std::rethrow_exception(failure.error);
+}
+
+BlockEpochStats BlockTrainer::run_epoch(std::size_t batches, const Gradient& gradient) {
+  for (auto& wk : workers_) {
+    wk.loss_sum = 0;
+    wk.batches = 0;
+    wk.staleness = StalenessHistogram{};
+    wk.max_view_age = 0;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  if (options_.tau == 0)
+    run_sync(batches, gradient);
+  else
+    run_async(batches, gradient);
+  BlockEpochStats s;
+  s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  double loss = 0, staleness = 0;
+  std::size_t count = 0;
+  StalenessHistogram all;
+  for (const auto& wk : workers_) {
+    loss += wk.loss_sum;
+    count += wk.batches;
+    all.merge(wk.staleness);
+    s.max_view_age = std::max(s.max_view_age, wk.max_view_age);
+    staleness += wk.staleness_mean / static_cast<double>(workers_.size());
+  }
+  s.mean_loss = count ? loss / static_cast<double>(count) : 0.0;
+  s.mean_staleness = all.mean();
+  s.max_staleness = all.max();
+  const Step step = step_at(options_.tau == 0 ? 0.0 : staleness, version_.load());
+  s.momentum = step.momentum;
+  s.lr = step.lr;
+  return s;
+}
+
+}  // namespace asgd

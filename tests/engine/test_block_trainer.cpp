@@ -1,0 +1,147 @@
+// BlockTrainer on a quadratic whose minibatch gradients are known exactly:
+// f(w) = 1/2 |w - t_b|^2 for minibatch b, so the gradient is w - t_b.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "asgd/engine/block_trainer.hpp"
+#include "asgd/engine/errors.hpp"
+
+namespace asgd {
+namespace {
+
+Layout flat() {
+  Layout l;
+  l.add("a", {16});
+  l.add("b", {24});
+  return l;
+}
+
+std::vector<BlockTrainer::Block> blocks_of(const Layout& l) {
+  std::vector<BlockTrainer::Block> out;
+  for (const auto& t : l.tensors()) out.push_back({t.offset, t.span()});
+  return out;
+}
+
+// Target of minibatch b: a different point per batch, mean 1.
+float target(std::size_t b, std::size_t i) { return 1.0f + 0.5f * std::sin(static_cast<float>(b * 7 + i)); }
+
+BlockTrainer::Gradient quadratic(const Layout& l) {
+  return [&l](std::size_t, std::size_t b, const float* view, float* grad) {
+    double loss = 0;
+    std::size_t i = 0;
+    for (const auto& t : l.tensors())
+      for (std::size_t k = 0; k < t.elements(); ++k, ++i) {
+        grad[t.offset + k] = view[t.offset + k] - target(b, i);
+        loss += 0.5 * grad[t.offset + k] * grad[t.offset + k];
+      }
+    return BlockTrainer::Minibatch{loss, 1};
+  };
+}
+
+TEST(BlockTrainer, SynchronousRoundsAverageTheWorkersGradients) {
+  // Two workers at tau 0 make one update per round with the mean of
+  // batches 2r and 2r + 1: the same as one worker whose gradient is that mean.
+  const Layout l = flat();
+  ParamStore two = ParamStore::on_heap(l), one = ParamStore::on_heap(l);
+  std::vector<float> m2(l.size()), m1(l.size());
+  BlockTrainOptions o;
+  o.lr = 0.1f;
+  o.momentum = 0.5f;
+  o.workers = 2;
+  BlockTrainer t2(two, m2, blocks_of(l), o);
+  t2.run_epoch(10, quadratic(l));
+  o.workers = 1;
+  BlockTrainer t1(one, m1, blocks_of(l), o);
+  const auto grad = quadratic(l);
+  std::vector<float> g2(l.size());
+  t1.run_epoch(5, [&](std::size_t w, std::size_t r, const float* view, float* g) {
+    grad(w, 2 * r, view, g);
+    grad(w, 2 * r + 1, view, g2.data());
+    for (std::size_t i = 0; i < l.size(); ++i) g[i] = 0.5f * (g[i] + g2[i]);
+    return BlockTrainer::Minibatch{0, 2};
+  });
+  EXPECT_EQ(t2.updates(), 5u);
+  for (std::size_t i = 0; i < l.size(); ++i) EXPECT_NEAR(two.data()[i], one.data()[i], 1e-6) << i;
+}
+
+TEST(BlockTrainer, EveryModeConvergesAndViewsStayWithinTau) {
+  const Layout l = flat();
+  for (std::uint64_t tau : {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{4}, kUnbounded})
+    for (std::size_t workers : {1u, 4u}) {
+      ParamStore store = ParamStore::on_heap(l);
+      std::vector<float> m(l.size());
+      BlockTrainOptions o;
+      o.workers = workers;
+      o.tau = tau;
+      o.lr = 0.05f;
+      o.momentum = 0.5f;
+      o.compensate = true;
+      BlockTrainer t(store, m, blocks_of(l), o);
+      BlockEpochStats s;
+      for (int e = 0; e < 5; ++e) s = t.run_epoch(200, quadratic(l));
+      if (tau != kUnbounded) {
+        EXPECT_LE(s.max_view_age, tau);
+      }
+      if (workers == 1 && tau != kUnbounded) {
+        EXPECT_EQ(s.max_staleness, tau);  // refreshed every tau + 1 updates
+      }
+      double err = 0;
+      for (const auto& tensor : l.tensors())
+        for (std::size_t k = 0; k < tensor.elements(); ++k)
+          err = std::max(err, std::abs(double(store.data()[tensor.offset + k]) - 1.0));
+      EXPECT_LT(err, 0.3) << "tau " << tau_to_string(tau) << " workers " << workers;
+    }
+}
+
+TEST(BlockTrainer, CompensationAndCosineShapeTheStep) {
+  const Layout l = flat();
+  ParamStore store = ParamStore::on_heap(l);
+  std::vector<float> m(l.size());
+  BlockTrainOptions o;
+  o.tau = 8;
+  o.momentum = 0.9f;
+  o.lr = 0.01f;
+  o.compensate = true;
+  o.schedule = BlockTrainOptions::Schedule::cosine;
+  o.total_updates = 400;
+  BlockTrainer t(store, m, blocks_of(l), o);
+  auto s = t.run_epoch(200, quadratic(l));
+  // One worker refreshing every 9 updates: mean staleness 4, implicit
+  // momentum 0.8, explicit 0.1; half way through the cosine: lr / 2.
+  EXPECT_NEAR(s.mean_staleness, 4.0, 0.1);
+  EXPECT_NEAR(s.momentum, 0.1f, 0.02f);
+  EXPECT_NEAR(s.lr, 0.005f, 1e-4f);
+  s = t.run_epoch(200, quadratic(l));
+  EXPECT_NEAR(s.lr, 0.0f, 1e-6f);
+}
+
+TEST(BlockTrainer, ErrorsStopEveryWorkerAndReachTheCaller) {
+  const Layout l = flat();
+  for (std::uint64_t tau : {std::uint64_t{0}, std::uint64_t{2}, kUnbounded}) {
+    ParamStore store = ParamStore::on_heap(l);
+    std::vector<float> m(l.size());
+    BlockTrainOptions o;
+    o.workers = 3;
+    o.tau = tau;
+    BlockTrainer t(store, m, blocks_of(l), o);
+    const auto grad = quadratic(l);
+    EXPECT_THROW(t.run_epoch(100,
+                             [&](std::size_t w, std::size_t b, const float* v, float* g) {
+                               if (b == 17) return BlockTrainer::Minibatch{NAN, 1};
+                               return grad(w, b, v, g);
+                             }),
+                 RuntimeError);
+  }
+  ParamStore store = ParamStore::on_heap(l);
+  std::vector<float> wrong(3);
+  EXPECT_THROW(BlockTrainer(store, wrong, blocks_of(l), {}), InputError);
+  std::vector<float> m(l.size());
+  BlockTrainOptions bad;
+  bad.momentum = 1.0f;
+  EXPECT_THROW(BlockTrainer(store, m, blocks_of(l), bad), InputError);
+}
+
+}  // namespace
+}  // namespace asgd

@@ -356,9 +356,7 @@ int staleness_cnn(const StalenessFlags& f) {
   const std::uint64_t epochs = f.epochs ? f.epochs : 10;
   const auto dir = output_folder(f);
   const auto csv_path = dir / "staleness_cnn.csv";
-  auto tt = dense::read_mnist_dir(resolve_mnist_dir(f.data));
-  dense::normalize(tt.train);
-  dense::normalize(tt.test);
+  const auto tt = load_mnist(f.data);
   const dense::Network net = dense::lenet5();
   fmt::print("problem: LeNet-5, {} train / {} test images, batch 64 per worker, lr 0.02 cosine, momentum 0.9, "
              "weight decay 5e-4, {} epochs\n",

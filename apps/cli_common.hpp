@@ -8,6 +8,7 @@
 #include <functional>
 #include <string>
 
+#include "asgd/dense/mnist.hpp"
 #include "asgd/engine/trainer.hpp"
 
 namespace asgd::cli {
@@ -44,6 +45,9 @@ bool stderr_is_terminal();
 // MNIST's folder for `--data DIR|builtin` (builtin: the npm digits that
 // scripts/fetch-mnist.sh writes); InputError saying how to get them.
 std::filesystem::path resolve_mnist_dir(const std::string& data);
+// MNIST from `--data DIR|builtin`, normalised; `limit` > 0 keeps the first
+// `limit` training images.
+dense::TrainTest load_mnist(const std::string& data, std::size_t limit = 0);
 
 // Runs `body`, mapping asgd errors to "asgd: error: ..." and exit codes.
 int run_guarded(const std::function<int()>& body);

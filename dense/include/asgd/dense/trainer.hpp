@@ -19,26 +19,19 @@
 
 namespace asgd::dense {
 
-struct TrainOptions {
+// The engine's options (workers, tau, lr, momentum, weight decay,
+// compensation, schedule: see block_trainer.hpp) plus the epochs over a
+// Dataset. The schedule's length and position are set by train() from the
+// epochs.
+struct TrainOptions : BlockTrainOptions {
   std::size_t epochs = 1;
   std::size_t batch = 64;
-  std::size_t workers = 1;
   // Threads in each worker's GEMMs (Eigen with OpenMP; 1 without it).
   std::size_t gemm_threads = 1;
-  std::uint64_t tau = 0;
-  float lr = 0.01f;
-  float momentum = 0.9f;
-  float weight_decay = 0.0f;
-  bool compensate = false;
-  // The rate over the run: constant, or cosine from lr to 0 over all epochs.
-  using Schedule = BlockTrainOptions::Schedule;
-  Schedule schedule = Schedule::constant;
   std::size_t total_epochs = 0;  // the run's length for the schedule (0: epochs); set for resumed runs
   std::uint64_t seed = 1;       // epoch shuffles
   std::size_t first_epoch = 0;  // for resumed runs: shuffles continue from here
   void validate() const;        // InputError naming the option
-  // The engine's part of these options (the schedule's length is set by train()).
-  BlockTrainOptions block_options() const;
 };
 
 struct EpochReport {

@@ -14,6 +14,7 @@
 #include "asgd/sparse/libsvm.hpp"
 #include "asgd/sparse/linear.hpp"
 #include "cli_common.hpp"
+#include "distributed.hpp"
 #include "linear_data.hpp"
 
 namespace asgd::cli {
@@ -33,6 +34,22 @@ sparse::SparseDataset slice_rows(const sparse::SparseDataset& data, std::size_t 
   return out;
 }
 
+sparse::SparseDataset select_rows(const sparse::SparseDataset& data, std::span<const std::size_t> rows) {
+  sparse::SparseDataset out;
+  out.num_features = data.num_features;
+  out.row_ptr.reserve(rows.size() + 1);
+  out.row_ptr.push_back(0);
+  for (const std::size_t r : rows) {
+    for (auto k = data.row_ptr[r]; k < data.row_ptr[r + 1]; ++k) {
+      out.index.push_back(data.index[k]);
+      out.value.push_back(data.value[k]);
+    }
+    out.row_ptr.push_back(out.index.size());
+    out.label.push_back(data.label[r]);
+  }
+  return out;
+}
+
 std::string linear_model_metadata(double l2, std::uint32_t features) {
   return nlohmann::json{{"model", "logistic"}, {"l2", l2}, {"features", features}}.dump();
 }
@@ -47,6 +64,7 @@ namespace {
 
 struct TrainFlags {
   EngineFlags engine;
+  DistributedFlags dist;
   std::string data, test, model, checkpoint, resume, shm;
   bool shm_recover = false;
   bool reference = false;
@@ -77,9 +95,10 @@ void print_quality(const char* what, const sparse::LogisticProblem& p, std::span
              p.accuracy(w));
 }
 
-int train(const TrainFlags& f) {
+int train(const TrainFlags& f, Distributed& dist) {
   TrainerOptions options = to_trainer_options(f.engine);
   sparse::SparseDataset data = sparse::read_libsvm(f.data, parse_unsorted(f.unsorted));
+  if (dist.active() && !f.shm.empty()) throw InputError("--shm: not with mpirun (each rank keeps its model)");
   if (f.features > 0) {
     // Processes training shards of one model need one layout: fix its width.
     if (data.num_features > f.features) {
@@ -88,7 +107,12 @@ int train(const TrainFlags& f) {
     }
     data.num_features = f.features;
   }
-  const sparse::LogisticProblem problem(data, f.l2);
+  // Under mpirun each rank trains every P-th example; quality is reported
+  // on the whole set.
+  std::optional<sparse::SparseDataset> shard;
+  if (dist.active()) shard = select_rows(data, dist.shard(data.rows()));
+  const sparse::LogisticProblem problem(shard ? *shard : data, f.l2);
+  const sparse::LogisticProblem whole(data, f.l2);
   options.on_progress = progress_printer("linear", f.quiet);
   options.checkpoint_path = f.checkpoint;
   options.checkpoint_metadata = linear_model_metadata(f.l2, problem.num_features());
@@ -104,6 +128,7 @@ int train(const TrainFlags& f) {
                  existed ? " (training continues from the parameters in it)" : "");
     }
   }
+  dist.prepare(options);
   Trainer trainer(*store, options);
   if (!f.resume.empty()) {
     trainer.load_checkpoint(f.resume);
@@ -112,7 +137,9 @@ int train(const TrainFlags& f) {
   if (f.until_epoch > options.epochs) {
     throw InputError(fmt::format("--until-epoch {}: past --epochs {}", f.until_epoch, options.epochs));
   }
-  const TrainReport report = trainer.run(problem, f.until_epoch ? f.until_epoch : options.epochs);
+  if (dist.active()) fmt::print("mpi: {}; rank 0 trains {} of {} examples\n", dist.describe(), problem.num_examples(), data.rows());
+  dist.start(trainer, *store);
+  const TrainReport report = run_averaged(dist, trainer, problem, f.until_epoch ? f.until_epoch : options.epochs);
   for (const auto& e : report.epochs) {
     if (!f.quiet) {
       fmt::print("epoch {:3}: mean loss {:.6f}  {:.2f} s  staleness mean {:.2f} max {}\n", e.epoch, e.loss,
@@ -121,11 +148,15 @@ int train(const TrainFlags& f) {
   }
   fmt::print("trained: {} ({} workers, {}, tau {}, {})\n", report.summary(), options.workers,
              to_string(options.consistency), tau_to_string(options.tau), options.schedule.describe());
+  if (dist.active()) {
+    fmt::print("mpi: {} averaging rounds, {:.2f} s in allreduce\n", dist.rounds(), dist.communication_seconds());
+    if (!dist.root()) return 0;  // every rank holds the same model; rank 0 reports and writes it
+  }
   const auto w = store->snapshot();
-  print_quality("train", problem, w);
+  print_quality("train", whole, w);
   if (f.reference) {
-    const auto opt = sparse::solve_lbfgs(problem);
-    const double ours = problem.objective(w);
+    const auto opt = sparse::solve_lbfgs(whole);
+    const double ours = whole.objective(w);
     fmt::print("reference (L-BFGS, {} iterations, |grad| {:.1e}): objective {:.6f}; ours is {:.2e} relative above\n",
                opt.iterations, opt.gradient_norm, opt.objective, (ours - opt.objective) / opt.objective);
   }
@@ -221,7 +252,10 @@ void add_linear_commands(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   train_cmd->add_flag("--quiet,-q", tf->quiet, "No progress or per-epoch lines");
   add_engine_flags(*train_cmd, tf->engine);
-  train_cmd->callback([tf, &exit_code] { exit_code = run_guarded([&] { return train(*tf); }); });
+  add_distributed_flags(*train_cmd, tf->dist);
+  train_cmd->callback([tf, &exit_code] {
+    exit_code = run_guarded([&] { return run_distributed(tf->dist, [&](Distributed& d) { return train(*tf, d); }); });
+  });
 
   auto ef = std::make_shared<EvalFlags>();
   auto* eval_cmd = linear->add_subcommand("eval", "Evaluate a model file or a live shared segment");

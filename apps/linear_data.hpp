@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,8 @@ namespace asgd::cli {
 
 // Rows [begin, end) of `data` as a dataset of their own (same num_features).
 sparse::SparseDataset slice_rows(const sparse::SparseDataset& data, std::size_t begin, std::size_t end);
+// The rows `rows` of `data`, in that order (same num_features).
+sparse::SparseDataset select_rows(const sparse::SparseDataset& data, std::span<const std::size_t> rows);
 
 // The metadata stored with a linear model file.
 std::string linear_model_metadata(double l2, std::uint32_t features);

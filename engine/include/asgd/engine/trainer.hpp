@@ -83,6 +83,10 @@ struct TrainerOptions {
   Schedule schedule;
   ProgressCallback on_progress;
   double progress_interval_seconds = 0.5;
+  // Called by a worker after every step it finishes, with the step's
+  // examples (model averaging counts local steps with it). Must be cheap and
+  // must not block.
+  std::function<void(std::uint64_t examples)> on_step;
   std::filesystem::path checkpoint_path;  // empty: no checkpoints
   std::uint64_t checkpoint_every = 1;     // epochs
   std::string checkpoint_metadata;        // stored with every checkpoint
@@ -396,6 +400,7 @@ void Trainer::worker_loop(P& problem, Sink sink, std::size_t w, Run& run) {
         counters.loss_sum.store(counters.loss_sum.load(std::memory_order_relaxed) + loss, std::memory_order_relaxed);
         counters.lr.store(lr, std::memory_order_relaxed);
         run.examples_done.fetch_add(hi - lo, std::memory_order_relaxed);
+        if (options_.on_step) options_.on_step(hi - lo);
         if (options_.on_progress) maybe_report(run, false);
       }
       epoch_finished(run, epoch);
@@ -449,6 +454,7 @@ void Trainer::worker_loop_blocks(P& problem, Sink sink, std::size_t w, Run& run)
         counters.loss_sum.store(counters.loss_sum.load(std::memory_order_relaxed) + loss, std::memory_order_relaxed);
         counters.lr.store(lr, std::memory_order_relaxed);
         run.examples_done.fetch_add(hi - lo, std::memory_order_relaxed);
+        if (options_.on_step) options_.on_step(hi - lo);
         if (options_.on_progress) maybe_report(run, false);
       }
       if (run.stop.load(std::memory_order_acquire)) return;

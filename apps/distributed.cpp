@@ -1,0 +1,182 @@
+#include "distributed.hpp"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cstdio>
+#include <exception>
+
+#include "asgd/config.hpp"
+#include "asgd/engine/errors.hpp"
+#include "asgd/net/allreduce.hpp"
+#include "asgd/net/averaging.hpp"
+#if ASGD_HAVE_MPI
+#include "asgd/net/mpi.hpp"
+#endif
+
+namespace asgd::cli {
+
+struct MpiParts {
+#if ASGD_HAVE_MPI
+  std::unique_ptr<net::MpiSession> session;
+  std::unique_ptr<net::MpiTransport> transport;
+  std::unique_ptr<net::Allreduce> allreduce;
+#endif
+};
+
+void add_distributed_flags(CLI::App& app, DistributedFlags& flags) {
+  app.add_option("--allreduce", flags.allreduce, "Under mpirun: tree, ring or native (MPI_Allreduce)")
+      ->capture_default_str();
+  app.add_option("--average-every", flags.average_every,
+                 "Under mpirun: average the ranks' models every epoch, or every K local steps (in the background)")
+      ->capture_default_str();
+  app.add_flag("--average-weighted", flags.weighted, "Under mpirun: weight each rank by the examples it trained");
+}
+
+namespace {
+std::uint64_t parse_every(const std::string& s) {
+  if (s == "epoch") return 0;
+  std::uint64_t k = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), k);
+  if (ec != std::errc{} || end != s.data() + s.size() || k == 0) {
+    throw InputError(fmt::format("--average-every '{}': expected epoch or a number of steps >= 1", s));
+  }
+  return k;
+}
+}  // namespace
+
+Distributed::Distributed(const DistributedFlags& flags) : mpi_(std::make_unique<MpiParts>()) {
+  every_steps_ = parse_every(flags.average_every);
+  weighted_ = flags.weighted;
+  algorithm_ = std::string(net::to_string(net::parse_algorithm(flags.allreduce)));
+#if ASGD_HAVE_MPI
+  if (!net::MpiSession::launched_by_mpi()) return;
+  mpi_->session = std::make_unique<net::MpiSession>(nullptr, nullptr, MPI_THREAD_SERIALIZED);
+  mpi_->transport = std::make_unique<net::MpiTransport>();
+  rank_ = mpi_->transport->rank();
+  size_ = mpi_->transport->size();
+  const auto algorithm = net::parse_algorithm(flags.allreduce);
+  mpi_->allreduce = algorithm == net::Algorithm::native ? net::make_native_allreduce(*mpi_->transport)
+                                                        : net::make_allreduce(algorithm, *mpi_->transport);
+  if (rank_ != 0) {
+    // One rank speaks for the job; the others' errors still reach stderr.
+    std::fflush(stdout);
+    if (std::freopen("/dev/null", "w", stdout) == nullptr) std::fclose(stdout);
+  }
+#else
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"}) {
+    if (std::getenv(v) != nullptr) {
+      throw InputError("started by mpirun, but this asgd was built without MPI (ASGD_WITH_MPI)");
+    }
+  }
+#endif
+}
+
+Distributed::~Distributed() {
+  // After an error the communication thread may still be in a collective;
+  // a successful run has stopped it in finish().
+  if (averager_) {
+    try {
+      averager_->stop();
+    } catch (...) {
+    }
+  }
+}
+
+std::vector<std::size_t> Distributed::shard(std::size_t n) const {
+  std::vector<std::size_t> rows;
+  rows.reserve(n / static_cast<std::size_t>(size_) + 1);
+  for (std::size_t i = static_cast<std::size_t>(rank_); i < n; i += static_cast<std::size_t>(size_)) rows.push_back(i);
+  return rows;
+}
+
+std::string Distributed::describe() const {
+  return fmt::format("{} ranks, {} allreduce, averaging every {}{}", size_, algorithm_,
+                     every_steps_ == 0 ? std::string("epoch") : fmt::format("{} local steps", every_steps_),
+                     weighted_ ? " (weighted by examples)" : "");
+}
+
+void Distributed::prepare(TrainerOptions& options) {
+  if (!active()) return;
+  checkpoint_ = root() ? options.checkpoint_path : std::filesystem::path{};
+  checkpoint_every_ = options.checkpoint_every;
+  if (every_epoch()) {
+    options.checkpoint_path.clear();  // written after the average instead
+  } else {
+    if (!root()) options.checkpoint_path.clear();
+    options.on_step = [this](std::uint64_t examples) { averager_->step_done(examples); };
+  }
+  if (!root()) options.on_progress = nullptr;
+}
+
+void Distributed::start(Trainer& trainer, ParamStore& store) {
+  if (!active()) return;
+#if ASGD_HAVE_MPI
+  trainer_ = &trainer;
+  averager_ = std::make_unique<net::ModelAverager>(*mpi_->allreduce, std::span<float>(store.data(), store.size()),
+                                                   net::AveragingOptions{.weighted = weighted_});
+  averager_->average(1);  // a common start, whatever each rank initialised
+  if (!every_epoch()) averager_->start(every_steps_);
+#else
+  (void)trainer;
+  (void)store;
+#endif
+}
+
+void Distributed::epoch_done(const TrainReport& epoch) {
+  if (!active()) return;
+  if (every_epoch()) averager_->average(static_cast<double>(epoch.examples));
+  if (every_epoch() && !checkpoint_.empty() && trainer_ != nullptr) {
+    const auto e = trainer_->state().epoch;
+    if (e % checkpoint_every_ == 0 || e == trainer_->options().epochs) trainer_->save_checkpoint(checkpoint_);
+  }
+}
+
+void Distributed::finish() {
+  if (averager_) averager_->stop();
+}
+
+void Distributed::average(std::span<float> params, double weight) {
+  if (!active()) return;
+#if ASGD_HAVE_MPI
+  net::ModelAverager averager(*mpi_->allreduce, params, net::AveragingOptions{.weighted = weighted_});
+  averager.average(weight);
+  extra_comm_seconds_ += averager.communication_seconds();
+  extra_rounds_ += averager.rounds();
+#else
+  (void)params;
+  (void)weight;
+#endif
+}
+
+double Distributed::communication_seconds() const noexcept {
+  return extra_comm_seconds_ + (averager_ ? averager_->communication_seconds() : 0.0);
+}
+
+std::uint64_t Distributed::rounds() const noexcept {
+  return extra_rounds_ + (averager_ ? averager_->rounds() : 0);
+}
+
+void Distributed::abort(const std::string& message, int code) {
+#if ASGD_HAVE_MPI
+  if (mpi_->transport) mpi_->transport->abort(message, code);
+#endif
+  std::fprintf(stderr, "asgd: rank %d: %s\n", rank_, message.c_str());
+  std::exit(code);
+}
+
+int run_distributed(const DistributedFlags& flags, const std::function<int(Distributed&)>& body) {
+  Distributed dist(flags);
+  if (!dist.active()) return body(dist);
+  try {
+    const int rc = body(dist);
+    dist.finish();
+    return rc;
+  } catch (const InputError& e) {
+    dist.abort(fmt::format("error: {}", e.what()), 2);
+  } catch (const std::exception& e) {
+    dist.abort(fmt::format("error: {}", e.what()), 1);
+  }
+}
+
+}  // namespace asgd::cli

@@ -1,0 +1,125 @@
+// One rank of `mpirun -np N asgd linear|mf|w2v|cnn train ...`, or the only
+// process of a plain run. Each rank trains its shard of the data with the
+// single-node engine; the ranks average their parameters every epoch or
+// every K local steps (net/averaging.hpp), and rank 0 alone prints, writes
+// the model, metrics and checkpoints. An error on any rank ends the whole
+// job with "asgd: rank R: <cause>" (MPI_Abort), so no rank waits forever.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "asgd/engine/param_store.hpp"
+#include "asgd/engine/trainer.hpp"
+
+namespace asgd::net {
+class Allreduce;
+class ModelAverager;
+class Transport;
+}  // namespace asgd::net
+
+namespace asgd::cli {
+
+struct DistributedFlags {
+  std::string allreduce = "ring";     // tree, ring or native
+  std::string average_every = "epoch";  // "epoch" or K local steps
+  bool weighted = false;              // weight ranks by examples trained
+};
+// --allreduce, --average-every, --average-weighted.
+void add_distributed_flags(CLI::App& app, DistributedFlags& flags);
+
+class Distributed {
+ public:
+  // Starts MPI (MPI_THREAD_SERIALIZED: the averaging thread makes the calls)
+  // when launched by mpirun/mpiexec; otherwise this is rank 0 of 1 and every
+  // other call is a no-op. On ranks other than 0, stdout goes to /dev/null.
+  explicit Distributed(const DistributedFlags& flags);
+  ~Distributed();
+  Distributed(const Distributed&) = delete;
+  Distributed& operator=(const Distributed&) = delete;
+
+  int rank() const noexcept { return rank_; }
+  int size() const noexcept { return size_; }
+  bool root() const noexcept { return rank_ == 0; }
+  bool active() const noexcept { return size_ > 1; }
+  bool every_epoch() const noexcept { return every_steps_ == 0; }
+  // The indices of [0, n) this rank trains: rank, rank + P, rank + 2P, ...
+  std::vector<std::size_t> shard(std::size_t n) const;
+  std::string describe() const;  // "4 ranks, ring allreduce, averaging every epoch"
+
+  // Before the Trainer is made: counts steps for step averaging, and leaves
+  // checkpoints to rank 0 (written after each epoch's average, see
+  // epoch_done, when averaging per epoch).
+  void prepare(TrainerOptions& options);
+  // After the Trainer is made and initialised (or resumed), before training:
+  // averages `store` once (ranks start from the same point) and, with
+  // --average-every K, starts the communication thread.
+  void start(Trainer& trainer, ParamStore& store);
+  // After each Trainer::run(problem, e) of one epoch: averages (per-epoch
+  // mode) and then writes rank 0's checkpoint.
+  void epoch_done(const TrainReport& epoch);
+  // After the last epoch: stops the communication thread; all ranks then
+  // hold the same parameters.
+  void finish();
+  // Averages any float vector collectively (used by the CNN, which trains
+  // outside the Trainer); `weight` as in ModelAverager::average.
+  void average(std::span<float> params, double weight);
+  double communication_seconds() const noexcept;
+  std::uint64_t rounds() const noexcept;
+
+  // A multi-rank job cannot return an error from one rank: it ends them all.
+  [[noreturn]] void abort(const std::string& message, int code);
+
+ private:
+  std::unique_ptr<struct MpiParts> mpi_;
+  int rank_ = 0, size_ = 1;
+  std::uint64_t every_steps_ = 0;
+  bool weighted_ = false;
+  std::string algorithm_;
+  Trainer* trainer_ = nullptr;
+  std::filesystem::path checkpoint_;
+  std::uint64_t checkpoint_every_ = 1;
+  std::unique_ptr<net::ModelAverager> averager_;
+  double extra_comm_seconds_ = 0;
+  std::uint64_t extra_rounds_ = 0;
+};
+
+// Runs `body` with this process's Distributed. In a multi-rank job an error
+// on this rank (bad input, I/O, NaN) ends every rank with the rank and the
+// cause; in a single process it is rethrown (run_guarded reports it).
+int run_distributed(const DistributedFlags& flags, const std::function<int(Distributed&)>& body);
+
+// Trains epochs state().epoch+1 .. until_epoch one at a time with averaging
+// between them (or in the background), merging the reports; a single
+// process trains them in one run.
+template <class P>
+TrainReport run_averaged(Distributed& dist, Trainer& trainer, P& problem, std::uint64_t until_epoch,
+                         const std::function<void(const TrainReport&)>& after_epoch = {}) {
+  if (!dist.active()) return trainer.run(problem, until_epoch);
+  TrainReport total;
+  for (std::uint64_t e = trainer.state().epoch + 1; e <= until_epoch; ++e) {
+    TrainReport r = trainer.run(problem, e);
+    dist.epoch_done(r);
+    if (after_epoch) after_epoch(r);
+    for (auto& s : r.epochs) total.epochs.push_back(s);
+    total.seconds += r.seconds;
+    total.examples += r.examples;
+    total.staleness.merge(r.staleness);
+    total.state = r.state;
+    if (r.stopped) {
+      total.stopped = true;
+      total.stop_reason = r.stop_reason;
+      break;
+    }
+  }
+  dist.finish();
+  total.examples_per_second = total.seconds > 0 ? static_cast<double>(total.examples) / total.seconds : 0;
+  return total;
+}
+
+}  // namespace asgd::cli

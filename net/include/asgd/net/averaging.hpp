@@ -1,0 +1,88 @@
+// Model averaging across ranks ("local SGD"): every rank trains its own shard
+// with the single-node engine, and now and then the ranks replace their
+// parameters by the average of everyone's,
+//     x  :=  sum_r w_r x_r / sum_r w_r,
+// with w_r = 1, or (weighted) the examples rank r trained since the previous
+// average. One allreduce of n + 2 floats per round: the weighted parameters,
+// the weight, and a flag saying the rank has finished training.
+//
+// Two ways to drive it:
+//  * average(w): blocking and collective (every epoch, or between chunks).
+//  * start(K) / step_done() / stop(): a communication thread averages every
+//    K local steps while the workers go on training. It snapshots x, runs
+//    the allreduce, and adds (average - snapshot) to the live parameters, so
+//    the updates workers made during the allreduce are kept rather than
+//    overwritten (the same relaxed atomic writes as Hogwild!'s). Ranks that
+//    finish early keep taking part in the others' rounds; stop() returns once
+//    every rank has finished, after a last round that leaves all ranks with
+//    the same parameters.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "asgd/net/allreduce.hpp"
+
+namespace asgd::net {
+
+struct AveragingOptions {
+  bool weighted = false;  // weight ranks by examples trained since the last round
+};
+
+class ModelAverager {
+ public:
+  // `params` is the rank's parameter vector (a ParamStore's data); it must
+  // have the same size on every rank.
+  ModelAverager(Allreduce& allreduce, std::span<float> params, AveragingOptions options = {});
+  ~ModelAverager();  // stops the communication thread if stop() was not called
+  ModelAverager(const ModelAverager&) = delete;
+  ModelAverager& operator=(const ModelAverager&) = delete;
+
+  // Collective and blocking: the parameters become the average now. `weight`
+  // is this rank's weight when options.weighted (examples trained), ignored
+  // otherwise. Not while the communication thread runs.
+  void average(double weight = 1);
+
+  // Collective: starts the communication thread, which averages each time
+  // this rank has done another `every_steps` steps (>= 1).
+  void start(std::uint64_t every_steps);
+  // A worker finished a step of `examples` examples. Cheap; any thread.
+  void step_done(std::uint64_t examples) noexcept;
+  // Collective: this rank will take no more steps. Returns when every rank
+  // has stopped and the parameters are the same on all; rethrows an error
+  // of the communication thread.
+  void stop();
+
+  std::uint64_t rounds() const noexcept { return rounds_.load(std::memory_order_relaxed); }
+  // Time spent inside allreduce calls (overlapped with training when the
+  // communication thread runs).
+  double communication_seconds() const noexcept;
+
+ private:
+  // One round; `finished`: this rank is done. Returns true when every rank is.
+  bool round(double weight, bool finished, bool overlap);
+  void comm_loop(std::uint64_t every_steps);
+
+  Allreduce& allreduce_;
+  std::span<float> params_;
+  AveragingOptions options_;
+  std::vector<float> snapshot_, buffer_;
+
+  std::thread thread_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool finishing_ = false;  // guarded by mutex_
+  std::atomic<std::uint64_t> steps_{0}, examples_{0}, trigger_{0};
+  std::uint64_t examples_at_last_round_ = 0;
+  std::exception_ptr error_;
+  std::atomic<std::uint64_t> rounds_{0};
+  std::atomic<std::int64_t> comm_ns_{0};
+};
+
+}  // namespace asgd::net

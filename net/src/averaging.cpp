@@ -1,0 +1,135 @@
+#include "asgd/net/averaging.hpp"
+
+#include <chrono>
+#include <limits>
+#include <utility>
+
+#include "asgd/engine/consistency.hpp"
+#include "asgd/engine/errors.hpp"
+
+namespace asgd::net {
+
+namespace {
+constexpr std::uint64_t kNever = std::numeric_limits<std::uint64_t>::max();
+}
+
+ModelAverager::ModelAverager(Allreduce& allreduce, std::span<float> params, AveragingOptions options)
+    : allreduce_(allreduce), params_(params), options_(options), snapshot_(params.size()),
+      buffer_(params.size() + 3) {
+  trigger_.store(kNever);
+}
+
+ModelAverager::~ModelAverager() {
+  if (!thread_.joinable()) return;
+  {
+    std::scoped_lock lock(mutex_);
+    finishing_ = true;
+  }
+  wake_.notify_one();
+  thread_.join();
+}
+
+double ModelAverager::communication_seconds() const noexcept {
+  return static_cast<double>(comm_ns_.load(std::memory_order_relaxed)) * 1e-9;
+}
+
+bool ModelAverager::round(double weight, bool finished, bool overlap) {
+  const std::size_t n = params_.size();
+  const bool weighted = options_.weighted;
+  const float w = weighted ? static_cast<float>(weight) : 1.0f;
+  for (std::size_t i = 0; i < n; ++i) {
+    snapshot_[i] = load_param(params_[i]);
+    buffer_[i] = w * snapshot_[i];
+  }
+  buffer_[n] = w;
+  buffer_[n + 1] = finished ? 1.0f : 0.0f;
+  buffer_[n + 2] = 1.0f;  // sums to the number of ranks
+  const auto t0 = std::chrono::steady_clock::now();
+  allreduce_.sum(buffer_);
+  comm_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count(),
+                     std::memory_order_relaxed);
+  const float ranks = buffer_[n + 2];
+  const bool all_finished = buffer_[n + 1] >= ranks - 0.5f;
+  float total = buffer_[n];
+  if (!(total > 0.0f)) {
+    // Weighted, and no rank trained since the last round: average plainly.
+    // Every rank sees the same total, so every rank takes this branch.
+    for (std::size_t i = 0; i < n; ++i) buffer_[i] = snapshot_[i];
+    allreduce_.sum(std::span<float>(buffer_.data(), n));
+    total = ranks;
+  }
+  const float inv = 1.0f / total;
+  if (overlap && !all_finished) {
+    // Keep what the workers added since the snapshot: the correction is an
+    // atomic add, so it never overwrites a worker's update. (A racy worker's
+    // plain store may still overwrite a correction; the next round repairs
+    // that coordinate.)
+    for (std::size_t i = 0; i < n; ++i) {
+      std::atomic_ref<float>(params_[i]).fetch_add(buffer_[i] * inv - snapshot_[i], std::memory_order_relaxed);
+    }
+  } else {
+    for (std::size_t i = 0; i < n; ++i) store_param(params_[i], buffer_[i] * inv);
+  }
+  rounds_.fetch_add(1, std::memory_order_relaxed);
+  return all_finished;
+}
+
+void ModelAverager::average(double weight) {
+  if (thread_.joinable()) throw InputError("ModelAverager::average: the communication thread is running");
+  round(weight, false, false);
+}
+
+void ModelAverager::start(std::uint64_t every_steps) {
+  if (every_steps == 0) throw InputError("ModelAverager::start: average every 0 steps");
+  if (thread_.joinable()) throw InputError("ModelAverager::start: already started");
+  finishing_ = false;
+  error_ = nullptr;
+  examples_at_last_round_ = examples_.load();
+  thread_ = std::thread([this, every_steps] { comm_loop(every_steps); });
+}
+
+void ModelAverager::step_done(std::uint64_t examples) noexcept {
+  examples_.fetch_add(examples, std::memory_order_relaxed);
+  const std::uint64_t s = steps_.fetch_add(1) + 1;  // seq_cst, paired with comm_loop's trigger store
+  if (s >= trigger_.load()) {
+    std::scoped_lock lock(mutex_);
+    wake_.notify_one();
+  }
+}
+
+void ModelAverager::comm_loop(std::uint64_t every_steps) {
+  try {
+    std::uint64_t next = steps_.load() + every_steps;
+    for (;;) {
+      trigger_.store(next);
+      bool finished = false;
+      {
+        std::unique_lock lock(mutex_);
+        wake_.wait(lock, [&] { return finishing_ || steps_.load() >= next; });
+        finished = finishing_;
+      }
+      trigger_.store(kNever);
+      const std::uint64_t steps = steps_.load();
+      const std::uint64_t examples = examples_.load();
+      const double weight = static_cast<double>(examples - examples_at_last_round_);
+      examples_at_last_round_ = examples;
+      if (round(weight, finished, true)) return;
+      next = steps + every_steps;
+    }
+  } catch (...) {
+    error_ = std::current_exception();
+  }
+}
+
+void ModelAverager::stop() {
+  if (!thread_.joinable()) return;
+  {
+    std::scoped_lock lock(mutex_);
+    finishing_ = true;
+  }
+  wake_.notify_one();
+  thread_.join();
+  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+}
+
+}  // namespace asgd::net

@@ -1,0 +1,148 @@
+// Model averaging with ranks as threads: the blocking average (plain and
+// weighted) gives the closed-form mean, and the communication thread, run
+// while "workers" keep adding to the parameters, keeps every update and
+// leaves all ranks with the same parameters, also when ranks take different
+// numbers of steps.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "asgd/engine/errors.hpp"
+#include "asgd/net/averaging.hpp"
+
+namespace asgd::net {
+namespace {
+
+template <class F>
+void on_ranks(int P, F&& body) {
+  LocalFabric fabric(P);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < P; ++r) threads.emplace_back([&, r] { body(fabric.endpoint(r), r); });
+  for (auto& t : threads) t.join();
+}
+
+TEST(ModelAverager, BlockingAverageIsTheMean) {
+  for (int P : {1, 2, 3, 4, 5}) {
+    for (auto algorithm : {Algorithm::tree, Algorithm::ring}) {
+      std::vector<std::vector<float>> params(static_cast<std::size_t>(P));
+      on_ranks(P, [&](Transport& t, int r) {
+        auto& x = params[static_cast<std::size_t>(r)];
+        x.assign(1001, static_cast<float>(r + 1));
+        x[3] = static_cast<float>(2 * r);
+        auto allreduce = make_allreduce(algorithm, t, 64);
+        ModelAverager averager(*allreduce, x);
+        averager.average();
+        EXPECT_EQ(averager.rounds(), 1u);
+      });
+      for (const auto& x : params) {
+        EXPECT_FLOAT_EQ(x[0], (P + 1) / 2.0f) << "P " << P;
+        EXPECT_FLOAT_EQ(x[3], static_cast<float>(P - 1)) << "P " << P;
+        EXPECT_FLOAT_EQ(x[1000], (P + 1) / 2.0f);
+      }
+    }
+  }
+}
+
+TEST(ModelAverager, WeightedByExamples) {
+  const int P = 4;
+  std::vector<std::vector<float>> params(P);
+  on_ranks(P, [&](Transport& t, int r) {
+    auto& x = params[static_cast<std::size_t>(r)];
+    x.assign(10, static_cast<float>(r));
+    auto allreduce = make_allreduce(Algorithm::ring, t);
+    ModelAverager averager(*allreduce, x, {.weighted = true});
+    averager.average(r + 1);  // weights 1, 2, 3, 4
+  });
+  // (0*1 + 1*2 + 2*3 + 3*4) / 10 = 2
+  for (const auto& x : params)
+    for (float v : x) EXPECT_FLOAT_EQ(v, 2.0f);
+}
+
+TEST(ModelAverager, WeightedWithNoExamplesFallsBackToPlainMean) {
+  const int P = 3;
+  std::vector<std::vector<float>> params(P);
+  on_ranks(P, [&](Transport& t, int r) {
+    auto& x = params[static_cast<std::size_t>(r)];
+    x.assign(5, static_cast<float>(3 * r));
+    auto allreduce = make_allreduce(Algorithm::tree, t);
+    ModelAverager averager(*allreduce, x, {.weighted = true});
+    averager.average(0);
+  });
+  for (const auto& x : params)
+    for (float v : x) EXPECT_FLOAT_EQ(v, 3.0f);
+}
+
+// Rank r takes steps(r) steps; each step adds (r + 1) to every parameter
+// (atomically, like the Atomic policy). Averaging preserves the sum over
+// ranks, so the final common value is sum_r steps(r) (r + 1) / P, whatever
+// rounds happened in between.
+void overlap_case(int P, std::uint64_t every, bool weighted, Algorithm algorithm) {
+  const std::size_t n = 4099;
+  auto steps = [](int r) { return static_cast<std::uint64_t>(200 + 37 * r); };
+  std::vector<std::vector<float>> params(static_cast<std::size_t>(P));
+  std::vector<std::uint64_t> rounds(static_cast<std::size_t>(P));
+  on_ranks(P, [&](Transport& t, int r) {
+    auto& x = params[static_cast<std::size_t>(r)];
+    x.assign(n, 0.0f);
+    auto allreduce = make_allreduce(algorithm, t, 256);
+    ModelAverager averager(*allreduce, x, {.weighted = weighted});
+    averager.start(every);
+    std::thread worker([&] {
+      for (std::uint64_t s = 0; s < steps(r); ++s) {
+        for (auto& v : x) std::atomic_ref<float>(v).fetch_add(static_cast<float>(r + 1), std::memory_order_relaxed);
+        averager.step_done(8);
+      }
+    });
+    worker.join();
+    averager.stop();
+    rounds[static_cast<std::size_t>(r)] = averager.rounds();
+  });
+  if (weighted) {
+    // Weighted rounds do not preserve the plain sum; all ranks still agree.
+    for (int r = 1; r < P; ++r) EXPECT_EQ(params[static_cast<std::size_t>(r)], params[0]);
+  } else {
+    double expected = 0;
+    for (int r = 0; r < P; ++r) expected += static_cast<double>(steps(r)) * (r + 1);
+    expected /= P;
+    for (int r = 0; r < P; ++r) {
+      const auto& x = params[static_cast<std::size_t>(r)];
+      for (std::size_t i = 0; i < n; i += 97) ASSERT_NEAR(x[i], expected, 1e-5 * expected) << "rank " << r;
+      EXPECT_EQ(x, params[0]) << "rank " << r << " differs from rank 0";
+    }
+  }
+  for (int r = 1; r < P; ++r) EXPECT_EQ(rounds[static_cast<std::size_t>(r)], rounds[0]);
+  EXPECT_GE(rounds[0], 1u);
+}
+
+TEST(ModelAverager, CommunicationThreadKeepsEveryUpdate) {
+  for (int P : {1, 2, 3, 4})
+    for (std::uint64_t every : {1u, 16u, 1000u}) {
+      SCOPED_TRACE(testing::Message() << "P " << P << " every " << every);
+      overlap_case(P, every, false, Algorithm::ring);
+      overlap_case(P, every, false, Algorithm::tree);
+    }
+}
+
+TEST(ModelAverager, WeightedCommunicationThreadAgrees) {
+  overlap_case(3, 8, true, Algorithm::ring);
+  overlap_case(4, 1, true, Algorithm::tree);
+}
+
+TEST(ModelAverager, RejectsMisuse) {
+  LocalFabric fabric(1);
+  auto allreduce = make_allreduce(Algorithm::ring, fabric.endpoint(0));
+  std::vector<float> x(3, 1.0f);
+  ModelAverager averager(*allreduce, x);
+  EXPECT_THROW(averager.start(0), InputError);
+  averager.start(2);
+  EXPECT_THROW(averager.average(), InputError);
+  EXPECT_THROW(averager.start(2), InputError);
+  averager.stop();
+  averager.average();
+  EXPECT_FLOAT_EQ(x[0], 1.0f);
+}
+
+}  // namespace
+}  // namespace asgd::net

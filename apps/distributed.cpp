@@ -31,6 +31,10 @@ void add_distributed_flags(CLI::App& app, DistributedFlags& flags) {
                  "Under mpirun: average the ranks' models every epoch, or every K local steps (in the background)")
       ->capture_default_str();
   app.add_flag("--average-weighted", flags.weighted, "Under mpirun: weight each rank by the examples it trained");
+  app.add_option("--combine", flags.combine,
+                 "Under mpirun: mean (model averaging) or sum (add every rank's update since the last round: "
+                 "sparse models)")
+      ->capture_default_str();
 }
 
 namespace {
@@ -48,6 +52,11 @@ std::uint64_t parse_every(const std::string& s) {
 Distributed::Distributed(const DistributedFlags& flags) : mpi_(std::make_unique<MpiParts>()) {
   every_steps_ = parse_every(flags.average_every);
   weighted_ = flags.weighted;
+  if (flags.combine != "mean" && flags.combine != "sum") {
+    throw InputError(fmt::format("--combine '{}': expected mean or sum", flags.combine));
+  }
+  sum_ = flags.combine == "sum";
+  if (sum_ && weighted_) throw InputError("--average-weighted weights the mean; it does not apply to --combine sum");
   algorithm_ = std::string(net::to_string(net::parse_algorithm(flags.allreduce)));
 #if ASGD_HAVE_MPI
   if (!net::MpiSession::launched_by_mpi()) return;
@@ -91,7 +100,8 @@ std::vector<std::size_t> Distributed::shard(std::size_t n) const {
 }
 
 std::string Distributed::describe() const {
-  return fmt::format("{} ranks, {} allreduce, averaging every {}{}", size_, algorithm_,
+  return fmt::format("{} ranks, {} allreduce, {} every {}{}", size_, algorithm_,
+                     sum_ ? "summing updates" : "averaging models",
                      every_steps_ == 0 ? std::string("epoch") : fmt::format("{} local steps", every_steps_),
                      weighted_ ? " (weighted by examples)" : "");
 }
@@ -114,7 +124,9 @@ void Distributed::start(Trainer& trainer, ParamStore& store) {
 #if ASGD_HAVE_MPI
   trainer_ = &trainer;
   averager_ = std::make_unique<net::ModelAverager>(*mpi_->allreduce, std::span<float>(store.data(), store.size()),
-                                                   net::AveragingOptions{.weighted = weighted_});
+                                                   net::AveragingOptions{.weighted = weighted_,
+                                                                         .combine = sum_ ? net::Combine::sum
+                                                                                         : net::Combine::mean});
   averager_->average(1);  // a common start, whatever each rank initialised
   if (!every_epoch()) averager_->start(every_steps_);
 #else

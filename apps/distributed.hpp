@@ -29,8 +29,9 @@ struct DistributedFlags {
   std::string allreduce = "ring";     // tree, ring or native
   std::string average_every = "epoch";  // "epoch" or K local steps
   bool weighted = false;              // weight ranks by examples trained
+  std::string combine = "mean";       // mean of models, or sum of updates (the app sets its default)
 };
-// --allreduce, --average-every, --average-weighted.
+// --allreduce, --average-every, --average-weighted, --combine.
 void add_distributed_flags(CLI::App& app, DistributedFlags& flags);
 
 class Distributed {
@@ -80,6 +81,7 @@ class Distributed {
   int rank_ = 0, size_ = 1;
   std::uint64_t every_steps_ = 0;
   bool weighted_ = false;
+  bool sum_ = false;
   std::string algorithm_;
   Trainer* trainer_ = nullptr;
   std::filesystem::path checkpoint_;

@@ -20,6 +20,7 @@
 #include "asgd/sparse/mf/recommend.hpp"
 #include "asgd/sparse/mf/ratings.hpp"
 #include "cli_common.hpp"
+#include "distributed.hpp"
 
 namespace asgd::cli {
 namespace {
@@ -27,6 +28,7 @@ namespace {
 using namespace asgd::sparse::mf;
 
 struct MfTrainFlags {
+  DistributedFlags dist;
   std::string train_file, model_file, validation_file, format = "detect", policy = "racy", tau = "inf";
   std::string schedule = "hogwild";
   std::string lr_schedule;  // default: constant (squared), linear (bpr)
@@ -233,8 +235,12 @@ int train_bpr(const MfTrainFlags& f) {
   return 0;
 }
 
-int train(const MfTrainFlags& f) {
-  if (f.loss == "bpr") return train_bpr(f);
+int train(const MfTrainFlags& f, Distributed& dist) {
+  if (f.loss == "bpr") {
+    if (dist.active()) throw InputError("--loss bpr: not under mpirun (explicit ratings only)");
+    return train_bpr(f);
+  }
+  if (dist.active() && !f.shm.empty()) throw InputError("--shm: not with mpirun (each rank keeps its model)");
   if (f.loss != "squared") throw InputError(fmt::format("--loss {}: expected squared or bpr", f.loss));
   const auto start = std::chrono::steady_clock::now();
   Ratings all = read_ratings(f.train_file, parse_ratings_format(f.format));
@@ -279,7 +285,12 @@ int train(const MfTrainFlags& f) {
   }
   const bool blocks = f.schedule == "blocks";
   if (blocks) mo.bins = f.bins ? f.bins : 2 * f.threads + 1;
-  const BiasedMf problem(train_set, mo, f.seed);
+  // Under mpirun each rank trains every P-th rating, around the whole
+  // training set's mean; ids and evaluation sets are the same on all ranks.
+  mo.mean = static_cast<float>(train_set.mean());
+  std::optional<Ratings> shard;
+  if (dist.active()) shard = train_set.subset(dist.shard(train_set.size()));
+  const BiasedMf problem(shard ? *shard : train_set, mo, f.seed);
   const RatingRange range = RatingRange::of(train_set);
   ModelStore model = make_store(f, problem.layout(), mo.init_scale);
   ParamStore& store = model.get();
@@ -288,6 +299,7 @@ int train(const MfTrainFlags& f) {
   o.blocks = blocks;
   o.checkpoint_metadata = model_metadata(train_set, problem.global_mean(), mo, "squared");
   o.on_progress = progress_printer("mf", f.quiet);
+  dist.prepare(o);
   Trainer trainer(store, o);
   if (!f.shm.empty() && !f.model_file.empty()) {
     // The ids and the mean a server needs, written before training starts:
@@ -296,11 +308,17 @@ int train(const MfTrainFlags& f) {
   }
   fmt::print("mf: {} ratings, {} users, {} items, mean {:.4f}; loaded in {:.2f} s\n", train_set.size(),
              train_set.users.size(), train_set.items.size(), problem.global_mean(), load_seconds);
+  if (dist.active()) {
+    fmt::print("mpi: {}; rank 0 trains {} of {} ratings\n", dist.describe(), problem.num_examples(),
+               train_set.size());
+  }
+  dist.start(trainer, store);
   double sgd_seconds = 0;
   for (std::uint64_t e = 1; e <= f.epochs; ++e) {
     const auto r = trainer.run(problem, e);
+    dist.epoch_done(r);
     sgd_seconds += r.seconds;
-    if (!f.quiet) {
+    if (!f.quiet && dist.root()) {
       std::string line = fmt::format("epoch {:3}: train loss {:.4f}", e, 2.0 * r.epochs.back().loss);
       if (have_validation) {
         line += fmt::format("  validation RMSE {:.4f}",
@@ -313,7 +331,12 @@ int train(const MfTrainFlags& f) {
       fmt::print("{}  ({:.2f} s)\n", line, sgd_seconds);
     }
   }
-  const double updates = static_cast<double>(train_set.size()) * static_cast<double>(f.epochs);
+  dist.finish();
+  if (dist.active()) {
+    fmt::print("mpi: {} averaging rounds, {:.2f} s in allreduce\n", dist.rounds(), dist.communication_seconds());
+    if (!dist.root()) return 0;  // every rank holds the same model; rank 0 reports and writes it
+  }
+  const double updates = static_cast<double>(problem.num_examples()) * static_cast<double>(f.epochs);
   fmt::print("mf: {} epochs in {:.2f} s of SGD ({:.3g} rating updates/s, {} workers, {}, {})\n", f.epochs,
              sgd_seconds, updates / sgd_seconds, f.threads, f.policy,
              blocks ? fmt::format("blocks {}x{}", mo.bins, mo.bins) : std::string("hogwild"));
@@ -476,7 +499,10 @@ void add_mf_commands(CLI::App& app, int& exit_code) {
   train_cmd->add_option("--bins,-n", t->bins,
                         "blocks: users and items split into this many groups (default 2 x threads + 1)");
   train_cmd->add_flag("--quiet,-q", t->quiet, "No per-epoch lines");
-  train_cmd->callback([t, &exit_code] { exit_code = run_guarded([&] { return train(*t); }); });
+  add_distributed_flags(*train_cmd, t->dist);
+  train_cmd->callback([t, &exit_code] {
+    exit_code = run_guarded([&] { return run_distributed(t->dist, [&](Distributed& d) { return train(*t, d); }); });
+  });
 
   auto p = std::make_shared<MfPredictFlags>();
   auto* predict_cmd = mf->add_subcommand("predict", "asgd mf predict TEST_FILE MODEL_FILE OUTPUT_FILE");

@@ -16,6 +16,9 @@ constexpr std::uint64_t kNever = std::numeric_limits<std::uint64_t>::max();
 ModelAverager::ModelAverager(Allreduce& allreduce, std::span<float> params, AveragingOptions options)
     : allreduce_(allreduce), params_(params), options_(options), snapshot_(params.size()),
       buffer_(params.size() + 3) {
+  if (options_.weighted && options_.combine == Combine::sum) {
+    throw InputError("model averaging: weights apply to the mean, not to the sum of updates");
+  }
   trigger_.store(kNever);
 }
 
@@ -59,16 +62,27 @@ bool ModelAverager::round(double weight, bool finished, bool overlap) {
     total = ranks;
   }
   const float inv = 1.0f / total;
+  if (options_.combine == Combine::sum) {
+    // Target b + P (mean - b); the first round has no b and takes the mean.
+    if (base_.empty()) {
+      base_.resize(n);
+      for (std::size_t i = 0; i < n; ++i) base_[i] = buffer_[i] * inv;
+    } else {
+      for (std::size_t i = 0; i < n; ++i) base_[i] += buffer_[i] - ranks * base_[i];
+    }
+    for (std::size_t i = 0; i < n; ++i) buffer_[i] = base_[i];
+  }
+  const float apply_scale = options_.combine == Combine::sum ? 1.0f : inv;
   if (overlap && !all_finished) {
     // Keep what the workers added since the snapshot: the correction is an
     // atomic add, so it never overwrites a worker's update. (A racy worker's
     // plain store may still overwrite a correction; the next round repairs
     // that coordinate.)
     for (std::size_t i = 0; i < n; ++i) {
-      std::atomic_ref<float>(params_[i]).fetch_add(buffer_[i] * inv - snapshot_[i], std::memory_order_relaxed);
+      std::atomic_ref<float>(params_[i]).fetch_add(buffer_[i] * apply_scale - snapshot_[i], std::memory_order_relaxed);
     }
   } else {
-    for (std::size_t i = 0; i < n; ++i) store_param(params_[i], buffer_[i] * inv);
+    for (std::size_t i = 0; i < n; ++i) store_param(params_[i], buffer_[i] * apply_scale);
   }
   rounds_.fetch_add(1, std::memory_order_relaxed);
   return all_finished;

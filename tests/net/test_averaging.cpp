@@ -78,7 +78,7 @@ TEST(ModelAverager, WeightedWithNoExamplesFallsBackToPlainMean) {
 // (atomically, like the Atomic policy). Averaging preserves the sum over
 // ranks, so the final common value is sum_r steps(r) (r + 1) / P, whatever
 // rounds happened in between.
-void overlap_case(int P, std::uint64_t every, bool weighted, Algorithm algorithm) {
+void overlap_case(int P, std::uint64_t every, bool weighted, Algorithm algorithm, Combine combine = Combine::mean) {
   const std::size_t n = 4099;
   auto steps = [](int r) { return static_cast<std::uint64_t>(200 + 37 * r); };
   std::vector<std::vector<float>> params(static_cast<std::size_t>(P));
@@ -87,7 +87,8 @@ void overlap_case(int P, std::uint64_t every, bool weighted, Algorithm algorithm
     auto& x = params[static_cast<std::size_t>(r)];
     x.assign(n, 0.0f);
     auto allreduce = make_allreduce(algorithm, t, 256);
-    ModelAverager averager(*allreduce, x, {.weighted = weighted});
+    ModelAverager averager(*allreduce, x, {.weighted = weighted, .combine = combine});
+    averager.average();  // the common start (Combine::sum's first point)
     averager.start(every);
     std::thread worker([&] {
       for (std::uint64_t s = 0; s < steps(r); ++s) {
@@ -105,7 +106,7 @@ void overlap_case(int P, std::uint64_t every, bool weighted, Algorithm algorithm
   } else {
     double expected = 0;
     for (int r = 0; r < P; ++r) expected += static_cast<double>(steps(r)) * (r + 1);
-    expected /= P;
+    if (combine == Combine::mean) expected /= P;  // the mean keeps the sum over ranks; sum keeps every update
     for (int r = 0; r < P; ++r) {
       const auto& x = params[static_cast<std::size_t>(r)];
       for (std::size_t i = 0; i < n; i += 97) ASSERT_NEAR(x[i], expected, 1e-5 * expected) << "rank " << r;
@@ -125,6 +126,30 @@ TEST(ModelAverager, CommunicationThreadKeepsEveryUpdate) {
     }
 }
 
+TEST(ModelAverager, SumOfUpdatesKeepsEveryUpdateWhole) {
+  for (int P : {1, 2, 3, 4})
+    for (std::uint64_t every : {1u, 16u}) {
+      SCOPED_TRACE(testing::Message() << "P " << P << " every " << every);
+      overlap_case(P, every, false, Algorithm::ring, Combine::sum);
+    }
+}
+
+TEST(ModelAverager, BlockingSumAddsTheRanksUpdates) {
+  const int P = 3;
+  std::vector<std::vector<float>> params(P);
+  on_ranks(P, [&](Transport& t, int r) {
+    auto& x = params[static_cast<std::size_t>(r)];
+    x.assign(7, static_cast<float>(r));  // first round: the mean, 1
+    auto allreduce = make_allreduce(Algorithm::tree, t);
+    ModelAverager averager(*allreduce, x, {.combine = Combine::sum});
+    averager.average();
+    for (auto& v : x) v += static_cast<float>(r + 1);  // updates 1, 2, 3
+    averager.average();
+  });
+  for (const auto& x : params)
+    for (float v : x) EXPECT_FLOAT_EQ(v, 7.0f);
+}
+
 TEST(ModelAverager, WeightedCommunicationThreadAgrees) {
   overlap_case(3, 8, true, Algorithm::ring);
   overlap_case(4, 1, true, Algorithm::tree);
@@ -136,6 +161,7 @@ TEST(ModelAverager, RejectsMisuse) {
   std::vector<float> x(3, 1.0f);
   ModelAverager averager(*allreduce, x);
   EXPECT_THROW(averager.start(0), InputError);
+  EXPECT_THROW(ModelAverager(*allreduce, x, {.weighted = true, .combine = Combine::sum}), InputError);
   averager.start(2);
   EXPECT_THROW(averager.average(), InputError);
   EXPECT_THROW(averager.start(2), InputError);

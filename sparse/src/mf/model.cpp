@@ -77,7 +77,7 @@ BiasedMf::BiasedMf(const Ratings& train, MfOptions options, std::uint64_t seed)
     : users_(train.users.size()), items_(train.items.size()), options_(options) {
   options_.validate();
   if (train.size() == 0) throw InputError("mf: no training ratings");
-  mean_ = static_cast<float>(train.mean());
+  mean_ = options_.mean ? *options_.mean : static_cast<float>(train.mean());
   entries_.resize(train.size());
   for (std::size_t i = 0; i < train.size(); ++i) entries_[i] = {train.user[i], train.item[i], train.rating[i]};
   std::mt19937_64 rng(seed);

@@ -3,7 +3,7 @@
 // parameters by the average of everyone's,
 //     x  :=  sum_r w_r x_r / sum_r w_r,
 // with w_r = 1, or (weighted) the examples rank r trained since the previous
-// average. One allreduce of n + 2 floats per round: the weighted parameters,
+// average (or, Combine::sum, the sum of the ranks' updates). One allreduce of n + 2 floats per round: the weighted parameters,
 // the weight, and a flag saying the rank has finished training.
 //
 // Two ways to drive it:
@@ -31,8 +31,17 @@
 
 namespace asgd::net {
 
+// How a round combines the ranks' parameters x_r, from the common point b
+// the previous round left (the first round always takes the mean):
+//   mean: x := sum_r w_r x_r / sum_r w_r  (model averaging; dense models)
+//   sum:  x := b + sum_r (x_r - b)        (every rank's update is kept whole:
+//         sparse models such as MF, where each rank moves a row by its share
+//         of that row's examples, and a mean would divide the step by P)
+enum class Combine { mean, sum };
+
 struct AveragingOptions {
-  bool weighted = false;  // weight ranks by examples trained since the last round
+  bool weighted = false;  // mean only: weight ranks by examples trained since the last round
+  Combine combine = Combine::mean;
 };
 
 class ModelAverager {
@@ -73,6 +82,7 @@ class ModelAverager {
   std::span<float> params_;
   AveragingOptions options_;
   std::vector<float> snapshot_, buffer_;
+  std::vector<float> base_;  // the common point of the last round (Combine::sum)
 
   std::thread thread_;
   std::mutex mutex_;

@@ -36,6 +36,9 @@ struct MfOptions {
   // > 0: group the ratings into bins x bins blocks (users and items each
   // split into `bins` random groups) for the LIBMF-style block schedule.
   std::size_t bins = 0;
+  // mu: the training ratings' mean unless given (shards of one model, as
+  // under mpirun, pass the whole training set's).
+  std::optional<float> mean;
   void validate() const;          // InputError naming the flag
 };
 

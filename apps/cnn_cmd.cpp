@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <fmt/format.h>
 #include <memory>
 #include <string>
@@ -16,6 +17,7 @@
 #include "asgd/engine/checkpoint.hpp"
 #include "asgd/engine/errors.hpp"
 #include "cli_common.hpp"
+#include "distributed.hpp"
 
 namespace asgd::cli {
 
@@ -68,6 +70,7 @@ struct CnnFlags {
   std::string csv;
   std::size_t repeats = 1;
   bool quiet = false;
+  DistributedFlags dist;
 };
 
 void check_device(const std::string& device) {
@@ -90,7 +93,34 @@ void print_confusion(const dense::EvalResult& r, std::size_t k) {
   }
 }
 
-int train(const CnnFlags& f) {
+// Under mpirun: each rank trains every P-th image for one epoch, the ranks
+// average their parameters (momentum stays per rank), and rank 0 measures
+// test accuracy. Returns the epoch reports as rank 0 saw them.
+std::vector<dense::EpochReport> train_averaged(Distributed& dist, const dense::Network& net, ParamStore& store,
+                                               std::vector<float>& momentum, const dense::TrainTest& tt,
+                                               const dense::TrainOptions& o,
+                                               const std::function<void(const dense::EpochReport&)>& on_epoch) {
+  if (!dist.every_epoch()) {
+    throw InputError("cnn: under mpirun the CNN averages every epoch (--average-every epoch); its block "
+                     "updates have no step hook for background averaging yet");
+  }
+  const dense::Dataset shard = tt.train.subset(dist.shard(tt.train.size()));
+  std::vector<dense::EpochReport> reports;
+  for (std::size_t e = 0; e < o.epochs; ++e) {
+    dense::TrainOptions one = o;
+    one.epochs = 1;
+    one.first_epoch = e;
+    one.total_epochs = o.epochs;
+    dense::EpochReport r = dense::train(net, store, momentum, shard, nullptr, one).back();
+    dist.average(std::span<float>(store.data(), store.size()), static_cast<double>(shard.size()));
+    if (dist.root() && tt.test.size() > 0) r.test_accuracy = dense::evaluate(net, store.data(), tt.test, 1000, o.workers).accuracy;
+    reports.push_back(r);
+    on_epoch(r);
+  }
+  return reports;
+}
+
+int train(const CnnFlags& f, Distributed& dist) {
   check_device(f.device);
   dense::TrainOptions o;
   o.epochs = f.epochs;
@@ -118,6 +148,7 @@ int train(const CnnFlags& f) {
   net.initialize(init, f.seed);
   store.assign(init);
   std::vector<float> momentum;
+  if (dist.active()) std::printf("mpi: %s; each rank trains %zu images an epoch\n", dist.describe().c_str(), dist.shard(tt.train.size()).size());
   if (!f.quiet) {
     std::printf("data: %zu train, %zu test images (%zux%zu) from %s\n", tt.train.size(), tt.test.size(),
                 tt.train.rows, tt.train.cols, resolve_mnist_dir(f.data).string().c_str());
@@ -128,7 +159,7 @@ int train(const CnnFlags& f) {
     std::fflush(stdout);
   }
   std::FILE* csv = nullptr;
-  if (!f.csv.empty()) {
+  if (!f.csv.empty() && dist.root()) {
     csv = std::fopen(f.csv.c_str(), "w");
     if (csv == nullptr) throw InputError(fmt::format("--csv {}: cannot write", f.csv));
     // bench/plot_staleness.py's columns: one panel row per policy (here:
@@ -137,7 +168,7 @@ int train(const CnnFlags& f) {
                       "mean_staleness,momentum,lr\n");
   }
   double elapsed = 0;
-  const auto reports = dense::train(net, store, momentum, tt.train, &tt.test, o, [&](const dense::EpochReport& r) {
+  const auto on_epoch = [&](const dense::EpochReport& r) {
     elapsed += r.seconds;
     const double eta = elapsed / static_cast<double>(r.epoch) * static_cast<double>(f.epochs - r.epoch);
     if (!f.quiet)
@@ -153,11 +184,15 @@ int train(const CnnFlags& f) {
                    r.momentum, r.lr);
       std::fflush(csv);
     }
-  });
+  };
+  const auto reports = dist.active() ? train_averaged(dist, net, store, momentum, tt, o, on_epoch)
+                                     : dense::train(net, store, momentum, tt.train, &tt.test, o, on_epoch);
   if (csv != nullptr) std::fclose(csv);
+  if (!dist.root()) return 0;  // every rank holds the same model; rank 0 reports and writes it
   const auto& last = reports.back();
   double total_images = 0;
-  total_images = static_cast<double>(tt.train.size()) * static_cast<double>(reports.size());
+  // Images this rank trained (its shard under mpirun).
+  total_images = static_cast<double>(dist.shard(tt.train.size()).size()) * static_cast<double>(reports.size());
   std::printf("test accuracy %.2f %% after %zu epochs; training %.1f s, %.0f images/s\n", 100.0 * last.test_accuracy,
               f.epochs, elapsed, total_images / std::max(elapsed, 1e-9));
   if (!f.model.empty()) {
@@ -224,7 +259,10 @@ void add_cnn_commands(CLI::App& app, int& exit_code) {
   t->add_option("--limit", f->limit, "Use only the first N training images");
   t->add_option("--csv", f->csv, "Write one line per epoch (for bench/plot_staleness.py)");
   t->add_flag("--quiet,-q", f->quiet, "Only the final line");
-  t->callback([f, &exit_code] { exit_code = run_guarded([&] { return train(*f); }); });
+  add_distributed_flags(*t, f->dist);
+  t->callback([f, &exit_code] {
+    exit_code = run_guarded([&] { return run_distributed(f->dist, [&](Distributed& d) { return train(*f, d); }); });
+  });
 
   auto e = std::make_shared<CnnFlags>();
   e->batch = 1000;

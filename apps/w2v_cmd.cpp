@@ -23,6 +23,7 @@
 #include "asgd/sparse/word2vec/embeddings.hpp"
 #include "asgd/sparse/word2vec/model.hpp"
 #include "cli_common.hpp"
+#include "distributed.hpp"
 
 namespace asgd::cli {
 namespace {
@@ -40,6 +41,7 @@ struct W2vFlags {
   int hs = 0, cbow = 1, binary = 0, batch = 0;
   std::string policy = "racy", tau = "inf";
   bool quiet = false;
+  DistributedFlags dist;
   std::set<std::string> given;  // flags on the command line, for -resume's checks
 };
 
@@ -67,6 +69,11 @@ const char* kUsage = R"(usage: asgd w2v -train FILE [options]   (FILE may be - f
   -checkpoint FILE   save parameters, vocabulary and epoch after every epoch
   -resume FILE       continue a checkpointed run up to -iter epochs
   -quiet 1           no progress line
+Under mpirun -np N (each rank trains 1/N of the sentences; rank 0 writes):
+  -allreduce A       tree, ring or native (ring)
+  -average-every E   average the ranks' vectors every epoch or every E local steps (epoch)
+  -average-weighted 1  weight ranks by the sentences they trained (0)
+  -combine C         mean of the ranks' vectors, or sum of their updates (mean)
 With -threads 1 and a fixed -seed, output is the same byte for byte.
 )";
 
@@ -117,6 +124,10 @@ W2vFlags parse_flags(const std::vector<std::string>& args) {
       {"policy", [&](auto&, auto& v) { f.policy = v; }},
       {"tau", [&](auto&, auto& v) { f.tau = v; }},
       {"quiet", [&](auto& n, auto& v) { int q = 0; boolean(n, v, q); f.quiet = q; }},
+      {"allreduce", [&](auto&, auto& v) { f.dist.allreduce = v; }},
+      {"average-every", [&](auto&, auto& v) { f.dist.average_every = v; }},
+      {"average-weighted", [&](auto& n, auto& v) { int w = 0; boolean(n, v, w); f.dist.weighted = w; }},
+      {"combine", [&](auto&, auto& v) { f.dist.combine = v; }},
   };
   for (std::size_t i = 0; i < args.size(); ++i) {
     std::string name = args[i];
@@ -220,10 +231,27 @@ std::string duration(double s) {
   return s < 120 ? fmt::format("{:.0f}s", s) : fmt::format("{}m{:02}s", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
 }
 
-int run_w2v(const W2vFlags& f) {
+// Sentences [S r / P, S (r + 1) / P) of the corpus: rank r's shard.
+EncodedCorpus shard_of(const EncodedCorpus& c, const Distributed& dist) {
+  const std::size_t S = c.sentences(), P = static_cast<std::size_t>(dist.size()), r = static_cast<std::size_t>(dist.rank());
+  const std::size_t lo = S * r / P, hi = S * (r + 1) / P;
+  EncodedCorpus out;
+  out.stats = c.stats;
+  const auto first = c.sentence_begin[lo];
+  out.tokens.assign(c.tokens.begin() + static_cast<std::ptrdiff_t>(first),
+                    c.tokens.begin() + static_cast<std::ptrdiff_t>(c.sentence_begin[hi]));
+  for (std::size_t s = lo; s <= hi; ++s) out.sentence_begin.push_back(c.sentence_begin[s] - first);
+  out.stats.kept_tokens = out.tokens.size();
+  if (out.sentences() == 0) {
+    throw InputError(fmt::format("w2v: {} sentences cannot be shared by {} ranks", S, P));
+  }
+  return out;
+}
+
+int run_w2v(const W2vFlags& f, Distributed& dist) {
   const auto start = std::chrono::steady_clock::now();
   auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
-  const bool show_progress = !f.quiet && stderr_is_terminal();
+  const bool show_progress = !f.quiet && stderr_is_terminal() && dist.root();
 
   // Vocabulary and model shape: from a checkpoint, or from the flags.
   CheckpointData resumed;
@@ -255,7 +283,10 @@ int run_w2v(const W2vFlags& f) {
     vocab = f.read_vocab.empty() ? count_vocabulary(reader, vo, &counted) : Vocabulary::read(f.read_vocab, vo);
   }
   if (!f.save_vocab.empty()) vocab.save(f.save_vocab);
-  const EncodedCorpus corpus = encode_corpus(reader, vocab);
+  // Every rank reads the whole corpus (one vocabulary, one noise
+  // distribution) and trains its shard of the sentences.
+  EncodedCorpus corpus = encode_corpus(reader, vocab);
+  if (dist.active()) corpus = shard_of(corpus, dist);
   if (show_progress) {
     fmt::print(stderr, "asgd w2v: {} tokens, {} lines, vocabulary {} words, {} words in training\n",
                corpus.stats.tokens, corpus.stats.lines, vocab.size(), corpus.stats.kept_tokens);
@@ -303,6 +334,7 @@ int run_w2v(const W2vFlags& f) {
       return true;
     };
   }
+  dist.prepare(o);
   Trainer trainer(store, o);
   if (!f.resume.empty()) {
     if (resumed.layout.hash() != store.layout().hash()) {
@@ -313,8 +345,14 @@ int run_w2v(const W2vFlags& f) {
     model.initialize(store, f.seed);
   }
   const double prep = seconds();
-  const TrainReport report = trainer.run(model);
+  dist.start(trainer, store);
+  const TrainReport report = run_averaged(dist, trainer, model, o.epochs);
   if (show_progress) std::fputc('\n', stderr);
+  if (dist.active()) {
+    if (!dist.root()) return 0;  // every rank holds the same vectors; rank 0 reports and writes them
+    fmt::print(stderr, "asgd w2v: mpi: {}; {} averaging rounds, {:.2f} s in allreduce; rank 0's numbers follow\n",
+               dist.describe(), dist.rounds(), dist.communication_seconds());
+  }
   const double words = static_cast<double>(report.examples) * words_per_sentence;
   const double wps = report.seconds > 0 ? words / report.seconds : 0;
   const double final_loss = report.epochs.empty() ? 0.0 : report.epochs.back().loss;
@@ -347,7 +385,10 @@ void add_w2v_command(CLI::App& app, int& exit_code) {
       exit_code = args.empty() ? kExitInput : 0;
       return;
     }
-    exit_code = run_guarded([&] { return run_w2v(parse_flags(args)); });
+    exit_code = run_guarded([&] {
+      const W2vFlags flags = parse_flags(args);
+      return run_distributed(flags.dist, [&](Distributed& d) { return run_w2v(flags, d); });
+    });
   });
 }
 

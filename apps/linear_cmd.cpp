@@ -97,20 +97,28 @@ void print_quality(const char* what, const sparse::LogisticProblem& p, std::span
 
 int train(const TrainFlags& f, Distributed& dist) {
   TrainerOptions options = to_trainer_options(f.engine);
-  sparse::SparseDataset data = sparse::read_libsvm(f.data, parse_unsorted(f.unsorted));
   if (dist.active() && !f.shm.empty()) throw InputError("--shm: not with mpirun (each rank keeps its model)");
+  // --data with {rank}: each rank reads its own, already sharded file.
+  std::string path = f.data;
+  const auto placeholder = path.find("{rank}");
+  const bool per_rank_files = placeholder != std::string::npos;
+  if (per_rank_files) {
+    if (f.features == 0) throw InputError("--data with {rank}: give --features, the model width every rank shares");
+    path.replace(placeholder, 6, std::to_string(dist.rank()));
+  }
+  sparse::SparseDataset data = sparse::read_libsvm(path, parse_unsorted(f.unsorted));
   if (f.features > 0) {
     // Processes training shards of one model need one layout: fix its width.
     if (data.num_features > f.features) {
-      throw InputError(fmt::format("{}: feature id {} is beyond --features {}", f.data, data.num_features - 1,
+      throw InputError(fmt::format("{}: feature id {} is beyond --features {}", path, data.num_features - 1,
                                    f.features));
     }
     data.num_features = f.features;
   }
-  // Under mpirun each rank trains every P-th example; quality is reported
-  // on the whole set.
+  // Under mpirun each rank trains every P-th example (or its own file);
+  // quality is reported on the whole set (rank 0's file).
   std::optional<sparse::SparseDataset> shard;
-  if (dist.active()) shard = select_rows(data, dist.shard(data.rows()));
+  if (dist.active() && !per_rank_files) shard = select_rows(data, dist.shard(data.rows()));
   const sparse::LogisticProblem problem(shard ? *shard : data, f.l2);
   const sparse::LogisticProblem whole(data, f.l2);
   options.on_progress = progress_printer("linear", f.quiet);
@@ -235,7 +243,10 @@ void add_linear_commands(CLI::App& app, int& exit_code) {
   auto tf = std::make_shared<TrainFlags>();
   tf->engine.lr = 0.5f;
   auto* train_cmd = linear->add_subcommand("train", "Train a model");
-  train_cmd->add_option("--data", tf->data, "Training file (libsvm: label id:value ...)")->required();
+  train_cmd->add_option("--data", tf->data,
+                        "Training file (libsvm: label id:value ...); under mpirun, {rank} in the name gives each rank "
+                        "its own file")
+      ->required();
   train_cmd->add_option("--test", tf->test, "Test file to report accuracy on");
   train_cmd->add_option("--l2", tf->l2, "L2 regularisation strength")->capture_default_str();
   train_cmd->add_option("--features", tf->features,

@@ -1,6 +1,8 @@
 #include "asgd/net/allreduce.hpp"
 
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <fmt/format.h>
 #include <vector>
 
@@ -68,17 +70,29 @@ class Ring final : public Allreduce {
   std::vector<float> buffer_;
 };
 
-// Binomial tree rooted at rank 0, chunk by chunk: a rank receives each
-// child's partial sum of a chunk, adds it, passes the chunk to its parent
-// and goes on with the next chunk while the parent still works on this one;
-// then the totals flow back down the same tree.
+// Binomial tree rooted at rank 0, pipelined chunk by chunk, with the reduce
+// and the broadcast interleaved. In step s a rank first exchanges with each
+// child (sending it the total of chunk s - 1 - depth, receiving its partial
+// sum of chunk s, which it adds), then with its parent (sending its partial
+// sum of chunk s, receiving the total of chunk s - 1 - (depth - 1)). So
+// partial sums travel up while totals travel down over the same links in
+// the same steps: both directions of a link are busy at once, and for m
+// chunks the job takes m + 1 + depth steps instead of 2 (m + depth).
+// (depth = popcount(rank), the rank's distance from rank 0.)
 class Tree final : public Allreduce {
  public:
-  Tree(Transport& t, std::size_t chunk) : t_(t), chunk_(std::max<std::size_t>(chunk, 1)) {}
+  // chunk 0: by message size (chunk_for).
+  Tree(Transport& t, std::size_t chunk) : t_(t), fixed_chunk_(chunk) {}
   Algorithm algorithm() const noexcept override { return Algorithm::tree; }
+  // Messages below 1 MB go in chunks that fit Open MPI's shared-memory
+  // eager limit (4 KB with its header), so no chunk waits for a rendezvous
+  // and the pipeline has many stages; larger ones in 64 KB chunks, to keep
+  // the per-message overhead small (bench/RESULTS.md, "Allreduce").
+  static std::size_t chunk_for(std::size_t n) noexcept { return n < (std::size_t{1} << 18) ? 1008 : 1 << 14; }
   void sum(std::span<float> data) override {
     const int P = t_.size(), r = t_.rank();
     if (P == 1 || data.empty()) return;
+    chunk_ = fixed_chunk_ ? fixed_chunk_ : chunk_for(data.size());
     // Children are r + mask for the masks below r's lowest set bit; the
     // parent is r - lowest bit (rank 0 has none).
     std::vector<int> children;
@@ -90,26 +104,38 @@ class Tree final : public Allreduce {
       }
       if (r + mask < P) children.push_back(r + mask);
     }
+    const auto depth = static_cast<std::int64_t>(std::popcount(static_cast<unsigned>(r)));
+    std::int64_t max_depth = 0;
+    for (int q = 0; q < P; ++q) max_depth = std::max<std::int64_t>(max_depth, std::popcount(static_cast<unsigned>(q)));
+    const auto chunks = static_cast<std::int64_t>((data.size() + chunk_ - 1) / chunk_);
+    auto chunk = [&](std::int64_t k) -> std::span<float> {
+      if (k < 0 || k >= chunks) return {};
+      const std::size_t first = static_cast<std::size_t>(k) * chunk_;
+      return data.subspan(first, std::min(chunk_, data.size() - first));
+    };
     buffer_.resize(std::min(chunk_, data.size()));
-    for (std::size_t first = 0; first < data.size(); first += chunk_) {
-      const auto part = data.subspan(first, std::min(chunk_, data.size() - first));
-      std::span<float> tmp(buffer_.data(), part.size());
+    for (std::int64_t s = 0; s < chunks + 1 + max_depth; ++s) {
+      const auto up = chunk(s);                    // partial sums of chunk s go up
+      const auto down = chunk(s - 1 - depth);      // totals this rank passes down
       for (int c : children) {
-        t_.recv(tmp, c);
-        add_into(part, tmp);
+        std::span<float> tmp(buffer_.data(), up.size());
+        if (!up.empty() && !down.empty()) t_.sendrecv(down, c, tmp, c);
+        else if (!up.empty()) t_.recv(tmp, c);
+        else if (!down.empty()) t_.send(down, c);
+        add_into(up, tmp);
       }
-      if (parent >= 0) t_.send(part, parent);
-    }
-    for (std::size_t first = 0; first < data.size(); first += chunk_) {
-      const auto part = data.subspan(first, std::min(chunk_, data.size() - first));
-      if (parent >= 0) t_.recv(part, parent);
-      for (auto c = children.rbegin(); c != children.rend(); ++c) t_.send(part, *c);
+      if (parent >= 0) {
+        const auto from_parent = chunk(s - depth);  // the parent's `down` of this step
+        if (!up.empty() && !from_parent.empty()) t_.sendrecv(up, parent, from_parent, parent);
+        else if (!up.empty()) t_.send(up, parent);
+        else if (!from_parent.empty()) t_.recv(from_parent, parent);
+      }
     }
   }
 
  private:
   Transport& t_;
-  std::size_t chunk_;
+  std::size_t fixed_chunk_, chunk_ = 1;
   std::vector<float> buffer_;
 };
 
@@ -117,7 +143,7 @@ class Tree final : public Allreduce {
 // total back. A plain reference for tests on other transports.
 class Gather final : public Allreduce {
  public:
-  Gather(Transport& t, std::size_t chunk) : t_(t), chunk_(std::max<std::size_t>(chunk, 1)) {}
+  Gather(Transport& t, std::size_t chunk) : t_(t), chunk_(chunk ? chunk : std::size_t{1} << 14) {}
   Algorithm algorithm() const noexcept override { return Algorithm::native; }
   void sum(std::span<float> data) override {
     const int P = t_.size(), r = t_.rank();

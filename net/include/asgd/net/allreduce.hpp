@@ -3,8 +3,9 @@
 // (4n bytes) on P ranks:
 //   ring    chunked reduce-scatter then allgather (Baidu, Horovod):
 //           2 (P-1)/P * 4n, the bandwidth-optimal bound; 2 (P-1) messages.
-//   tree    binomial reduce to rank 0, then binomial broadcast, both
-//           pipelined in chunks (Vowpal Wabbit's AllReduce): up to
+//   tree    binomial reduce to rank 0 and binomial broadcast, pipelined in
+//           chunks (Vowpal Wabbit's AllReduce), the two interleaved so each
+//           link carries partial sums up and totals down at once: up to
 //           2 log2(P) * 4n for inner ranks, fewer messages for small n.
 //   native  MPI_Allreduce (needs an MPI transport; over other transports it
 //           is a reduce to rank 0 and a broadcast, unpipelined: a reference).
@@ -35,9 +36,10 @@ class Allreduce {
 };
 
 // `chunk_floats`: the pipelining unit of `tree` (and the largest message of
-// the unpipelined reference), in floats.
-std::unique_ptr<Allreduce> make_allreduce(Algorithm algorithm, Transport& transport,
-                                          std::size_t chunk_floats = 1 << 14);
+// the unpipelined reference), in floats; 0 picks it by message size (tree:
+// 1008 floats below 1 MB, under Open MPI's 4 KB shared-memory eager limit;
+// 16384 from 1 MB).
+std::unique_ptr<Allreduce> make_allreduce(Algorithm algorithm, Transport& transport, std::size_t chunk_floats = 0);
 
 // Where each rank's part of a ring allreduce lies: n floats in P segments
 // whose sizes differ by at most one (the first n % P get one more).

@@ -105,6 +105,7 @@ std::vector<dense::EpochReport> train_averaged(Distributed& dist, const dense::N
                      "updates have no step hook for background averaging yet");
   }
   const dense::Dataset shard = tt.train.subset(dist.shard(tt.train.size()));
+  dist.start(std::span<float>(store.data(), store.size()));
   std::vector<dense::EpochReport> reports;
   for (std::size_t e = 0; e < o.epochs; ++e) {
     dense::TrainOptions one = o;
@@ -112,7 +113,7 @@ std::vector<dense::EpochReport> train_averaged(Distributed& dist, const dense::N
     one.first_epoch = e;
     one.total_epochs = o.epochs;
     dense::EpochReport r = dense::train(net, store, momentum, shard, nullptr, one).back();
-    dist.average(std::span<float>(store.data(), store.size()), static_cast<double>(shard.size()));
+    dist.average(static_cast<double>(shard.size()));
     if (dist.root() && tt.test.size() > 0) r.test_accuracy = dense::evaluate(net, store.data(), tt.test, 1000, o.workers).accuracy;
     reports.push_back(r);
     on_epoch(r);

@@ -120,24 +120,26 @@ void Distributed::prepare(TrainerOptions& options) {
 }
 
 void Distributed::start(Trainer& trainer, ParamStore& store) {
+  trainer_ = &trainer;
+  start(std::span<float>(store.data(), store.size()));
+  if (averager_ && !every_epoch()) averager_->start(every_steps_);
+}
+
+void Distributed::start(std::span<float> params) {
   if (!active()) return;
 #if ASGD_HAVE_MPI
-  trainer_ = &trainer;
-  averager_ = std::make_unique<net::ModelAverager>(*mpi_->allreduce, std::span<float>(store.data(), store.size()),
-                                                   net::AveragingOptions{.weighted = weighted_,
-                                                                         .combine = sum_ ? net::Combine::sum
-                                                                                         : net::Combine::mean});
+  averager_ = std::make_unique<net::ModelAverager>(
+      *mpi_->allreduce, params,
+      net::AveragingOptions{.weighted = weighted_, .combine = sum_ ? net::Combine::sum : net::Combine::mean});
   averager_->average(1);  // a common start, whatever each rank initialised
-  if (!every_epoch()) averager_->start(every_steps_);
 #else
-  (void)trainer;
-  (void)store;
+  (void)params;
 #endif
 }
 
 void Distributed::epoch_done(const TrainReport& epoch) {
   if (!active()) return;
-  if (every_epoch()) averager_->average(static_cast<double>(epoch.examples));
+  if (every_epoch()) average(static_cast<double>(epoch.examples));
   if (every_epoch() && !checkpoint_.empty() && trainer_ != nullptr) {
     const auto e = trainer_->state().epoch;
     if (e % checkpoint_every_ == 0 || e == trainer_->options().epochs) trainer_->save_checkpoint(checkpoint_);
@@ -148,26 +150,15 @@ void Distributed::finish() {
   if (averager_) averager_->stop();
 }
 
-void Distributed::average(std::span<float> params, double weight) {
-  if (!active()) return;
-#if ASGD_HAVE_MPI
-  net::ModelAverager averager(*mpi_->allreduce, params, net::AveragingOptions{.weighted = weighted_});
-  averager.average(weight);
-  extra_comm_seconds_ += averager.communication_seconds();
-  extra_rounds_ += averager.rounds();
-#else
-  (void)params;
-  (void)weight;
-#endif
+void Distributed::average(double weight) {
+  if (averager_) averager_->average(weight);
 }
 
 double Distributed::communication_seconds() const noexcept {
-  return extra_comm_seconds_ + (averager_ ? averager_->communication_seconds() : 0.0);
+  return averager_ ? averager_->communication_seconds() : 0.0;
 }
 
-std::uint64_t Distributed::rounds() const noexcept {
-  return extra_rounds_ + (averager_ ? averager_->rounds() : 0);
-}
+std::uint64_t Distributed::rounds() const noexcept { return averager_ ? averager_->rounds() : 0; }
 
 void Distributed::abort(const std::string& message, int code) {
 #if ASGD_HAVE_MPI

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -61,15 +62,18 @@ class Distributed {
   // averages `store` once (ranks start from the same point) and, with
   // --average-every K, starts the communication thread.
   void start(Trainer& trainer, ParamStore& store);
+  // The same for a model trained outside the Trainer (the CNN): a common
+  // start now, then average() after each epoch (per-epoch mode only).
+  void start(std::span<float> params);
   // After each Trainer::run(problem, e) of one epoch: averages (per-epoch
   // mode) and then writes rank 0's checkpoint.
   void epoch_done(const TrainReport& epoch);
   // After the last epoch: stops the communication thread; all ranks then
   // hold the same parameters.
   void finish();
-  // Averages any float vector collectively (used by the CNN, which trains
-  // outside the Trainer); `weight` as in ModelAverager::average.
-  void average(std::span<float> params, double weight);
+  // One blocking round over the parameters given to start(); `weight` as in
+  // ModelAverager::average.
+  void average(double weight);
   double communication_seconds() const noexcept;
   std::uint64_t rounds() const noexcept;
 
@@ -87,8 +91,6 @@ class Distributed {
   std::filesystem::path checkpoint_;
   std::uint64_t checkpoint_every_ = 1;
   std::unique_ptr<net::ModelAverager> averager_;
-  double extra_comm_seconds_ = 0;
-  std::uint64_t extra_rounds_ = 0;
 };
 
 // Runs `body` with this process's Distributed. In a multi-rank job an error

@@ -70,43 +70,64 @@ class Ring final : public Allreduce {
   std::vector<float> buffer_;
 };
 
-// Binomial tree rooted at rank 0, pipelined chunk by chunk, with the reduce
-// and the broadcast interleaved. In step s a rank first exchanges with each
-// child (sending it the total of chunk s - 1 - depth, receiving its partial
-// sum of chunk s, which it adds), then with its parent (sending its partial
-// sum of chunk s, receiving the total of chunk s - 1 - (depth - 1)). So
-// partial sums travel up while totals travel down over the same links in
-// the same steps: both directions of a link are busy at once, and for m
-// chunks the job takes m + 1 + depth steps instead of 2 (m + depth).
-// (depth = popcount(rank), the rank's distance from rank 0.)
+// Binomial tree, pipelined chunk by chunk, with the reduce and the
+// broadcast interleaved. Let M be the largest power of two below P. Ranks
+// below M form a binomial tree rooted at 0, ranks from M on one rooted at M
+// (relative rank r - M); 0 and M are the two roots. In step s a rank first
+// exchanges with each child (sending it the total of chunk s - 1 - depth,
+// receiving its partial sum of chunk s, which it adds), then with its parent
+// (sending its partial sum of chunk s, receiving the total of chunk
+// s - depth). The two roots instead swap their partial sums of chunk s and
+// each adds the other's, so both hold the total at once: where a single
+// root would reduce to 0 and broadcast back to M, the top link carries the
+// same bytes in both directions in one message latency, not two. So partial
+// sums travel up while totals travel down over the same links in the same
+// steps; for m chunks the job takes m + 1 + depth steps instead of
+// 2 (m + depth), and at P = 2 one exchange per chunk.
+// (depth = popcount(r) with bit M cleared: the distance from its root.)
 class Tree final : public Allreduce {
  public:
   // chunk 0: by message size (chunk_for).
   Tree(Transport& t, std::size_t chunk) : t_(t), fixed_chunk_(chunk) {}
   Algorithm algorithm() const noexcept override { return Algorithm::tree; }
-  // Messages below 1 MB go in chunks that fit Open MPI's shared-memory
-  // eager limit (4 KB with its header), so no chunk waits for a rendezvous
-  // and the pipeline has many stages; larger ones in 64 KB chunks, to keep
-  // the per-message overhead small (bench/RESULTS.md, "Allreduce").
-  static std::size_t chunk_for(std::size_t n) noexcept { return n < (std::size_t{1} << 18) ? 1008 : 1 << 14; }
+  // A decision table measured on the 2-core VM (bench/RESULTS.md,
+  // "Allreduce bus bandwidth"). Small messages go in chunks that fit Open
+  // MPI's shared-memory eager limit (4 KB with its header), so no chunk
+  // waits for a rendezvous: at P = 2 up to 1 MB, where the two roots' swaps
+  // stream back to back. With more ranks (there 4 ranks on 2 cores) every
+  // message costs a reschedule, so from 16 KB on fewer, 64 KB chunks win;
+  // from 1 MB they do at any P.
+  static std::size_t chunk_for(std::size_t n, int P) noexcept {
+    constexpr std::size_t eager = 1008, large = std::size_t{1} << 14;
+    if (n >= (std::size_t{1} << 18)) return large;
+    return P == 2 || n <= 4096 ? eager : large;
+  }
   void sum(std::span<float> data) override {
     const int P = t_.size(), r = t_.rank();
     if (P == 1 || data.empty()) return;
-    chunk_ = fixed_chunk_ ? fixed_chunk_ : chunk_for(data.size());
-    // Children are r + mask for the masks below r's lowest set bit; the
-    // parent is r - lowest bit (rank 0 has none).
+    chunk_ = fixed_chunk_ ? fixed_chunk_ : chunk_for(data.size(), P);
+    const int top = static_cast<int>(std::bit_floor(static_cast<unsigned>(P - 1)));  // M
+    const int base = r >= top ? top : 0;  // this rank's root
+    const int x = r - base;               // rank within its tree
+    const int tree_size = base == 0 ? top : P - top;
+    // Children are r + mask for the masks below x's lowest set bit; the
+    // parent is r - lowest bit (a root has none, and its peer root instead).
     std::vector<int> children;
     int parent = -1;
-    for (int mask = 1; mask < P; mask <<= 1) {
-      if (r & mask) {
+    for (int mask = 1; mask < top; mask <<= 1) {
+      if (x & mask) {
         parent = r - mask;
         break;
       }
-      if (r + mask < P) children.push_back(r + mask);
+      if (x + mask < tree_size) children.push_back(r + mask);
     }
-    const auto depth = static_cast<std::int64_t>(std::popcount(static_cast<unsigned>(r)));
+    const int peer = x == 0 ? (base == 0 ? top : 0) : -1;
+    auto depth_of = [top](int q) {
+      return static_cast<std::int64_t>(std::popcount(static_cast<unsigned>(q >= top ? q - top : q)));
+    };
+    const std::int64_t depth = depth_of(r);
     std::int64_t max_depth = 0;
-    for (int q = 0; q < P; ++q) max_depth = std::max<std::int64_t>(max_depth, std::popcount(static_cast<unsigned>(q)));
+    for (int q = 0; q < P; ++q) max_depth = std::max(max_depth, depth_of(q));
     const auto chunks = static_cast<std::int64_t>((data.size() + chunk_ - 1) / chunk_);
     auto chunk = [&](std::int64_t k) -> std::span<float> {
       if (k < 0 || k >= chunks) return {};
@@ -124,7 +145,11 @@ class Tree final : public Allreduce {
         else if (!down.empty()) t_.send(down, c);
         add_into(up, tmp);
       }
-      if (parent >= 0) {
+      if (peer >= 0 && !up.empty()) {
+        std::span<float> tmp(buffer_.data(), up.size());
+        t_.sendrecv(up, peer, tmp, peer);
+        add_into(up, tmp);
+      } else if (parent >= 0) {
         const auto from_parent = chunk(s - depth);  // the parent's `down` of this step
         if (!up.empty() && !from_parent.empty()) t_.sendrecv(up, parent, from_parent, parent);
         else if (!up.empty()) t_.send(up, parent);

@@ -101,14 +101,21 @@ TEST(Allreduce, RingSendsTheBandwidthOptimalAmount) {
 }
 
 TEST(Allreduce, TreeSendsEachChunkUpOnceAndDownToEachChild) {
-  // Rank 0 of 8 has children 1, 2, 4: it sends the whole buffer 3 times
-  // (down) and never up; a leaf (7) sends it once (up).
+  // Rank 0 of 8 has children 1, 2 and swaps its sums with the other root,
+  // 4: it sends the whole buffer 3 times; a leaf (7) sends it once (up).
+  // At P = 2 the two roots swap each chunk in one message each way.
   const std::size_t n = 100000, chunk = 1 << 14;
   const Traffic run = run_all(Algorithm::tree, 8, n, chunk);
   EXPECT_EQ(run.floats_sent[0], 3 * n);
   EXPECT_EQ(run.floats_sent[7], n);
   EXPECT_EQ(run.floats_sent[6], 2 * n);  // up once, down to 7
   EXPECT_EQ(run.messages[7], (n + chunk - 1) / chunk);
+  EXPECT_EQ(run.floats_sent[4], 3 * n);  // the second root: to 5, 6 and 0
+  const Traffic pair = run_all(Algorithm::tree, 2, n, chunk);
+  for (int r : {0, 1}) {
+    EXPECT_EQ(pair.floats_sent[r], n);
+    EXPECT_EQ(pair.messages[r], (n + chunk - 1) / chunk);
+  }
 }
 
 TEST(Allreduce, RingSegmentsCoverTheBuffer) {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One command: install what is missing, build in Release with the tests, and
-# run the whole test suite. `--tsan` instead builds the engine tests with
+# run the whole test suite. `--tsan` instead builds the engine tests and the
+# threaded net/ tests (ranks as threads, the averaging thread) with
 # ThreadSanitizer in build-tsan and runs those (CI does both).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,9 +10,9 @@ jobs=$(nproc 2>/dev/null || echo 2)
 if [ "${1:-}" = "--tsan" ]; then
   cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DASGD_SANITIZE=thread \
         -DASGD_BUILD_APPS=OFF -DASGD_BUILD_BENCH=OFF -DASGD_WERROR=ON
-  cmake --build build-tsan -j "$jobs" --target test_engine
+  cmake --build build-tsan -j "$jobs" --target test_engine test_allreduce test_averaging
   export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp"
-  ctest --test-dir build-tsan -L engine --output-on-failure -j "$jobs"
+  ctest --test-dir build-tsan -L 'engine|threads' --output-on-failure -j "$jobs"
 else
   bash scripts/build.sh build -DASGD_BUILD_TESTS=ON -DASGD_BUILD_BENCH=ON -DASGD_WERROR=ON
   ctest --test-dir build --output-on-failure -j "$jobs"

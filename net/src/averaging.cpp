@@ -20,6 +20,7 @@ ModelAverager::ModelAverager(Allreduce& allreduce, std::span<float> params, Aver
     throw InputError("model averaging: weights apply to the mean, not to the sum of updates");
   }
   trigger_.store(kNever);
+  limit_.store(kNever);  // step_done never waits without a communication thread
 }
 
 ModelAverager::~ModelAverager() {
@@ -99,22 +100,43 @@ void ModelAverager::start(std::uint64_t every_steps) {
   finishing_ = false;
   error_ = nullptr;
   examples_at_last_round_ = examples_.load();
-  thread_ = std::thread([this, every_steps] { comm_loop(every_steps); });
+  const std::uint64_t base = steps_.load();
+  trigger_.store(base + every_steps);
+  limit_.store(base + 2 * every_steps);
+  thread_ = std::thread([this, base, every_steps] { comm_loop(base, every_steps); });
 }
 
 void ModelAverager::step_done(std::uint64_t examples) noexcept {
   examples_.fetch_add(examples, std::memory_order_relaxed);
-  const std::uint64_t s = steps_.fetch_add(1) + 1;  // seq_cst, paired with comm_loop's trigger store
+  const std::uint64_t s = steps_.fetch_add(1) + 1;  // seq_cst, paired with comm_loop's trigger and limit stores
   if (s >= trigger_.load()) {
     std::scoped_lock lock(mutex_);
     wake_.notify_one();
   }
+  if (s >= limit_.load()) {
+    // One averaging period ahead of the round in flight: wait for it, so no
+    // rank runs more than about two periods ahead of the slowest.
+    std::unique_lock lock(mutex_);
+    ahead_.wait(lock, [&] { return s < limit_.load(); });
+  }
 }
 
-void ModelAverager::comm_loop(std::uint64_t every_steps) {
+void ModelAverager::release_workers(std::uint64_t limit) {
+  {
+    std::scoped_lock lock(mutex_);
+    limit_.store(limit);
+  }
+  ahead_.notify_all();
+}
+
+void ModelAverager::comm_loop(std::uint64_t base, std::uint64_t every_steps) {
   try {
-    std::uint64_t next = steps_.load() + every_steps;
-    for (;;) {
+    // Round k starts once this rank has done base + k K steps (or has
+    // finished): the same grid on every rank, so a slow rank is never
+    // skipped over. Workers may run K steps past a round's start while it
+    // is in flight, and wait there for it to finish.
+    for (std::uint64_t k = 1;; ++k) {
+      const std::uint64_t next = base + k * every_steps;
       trigger_.store(next);
       bool finished = false;
       {
@@ -123,15 +145,16 @@ void ModelAverager::comm_loop(std::uint64_t every_steps) {
         finished = finishing_;
       }
       trigger_.store(kNever);
-      const std::uint64_t steps = steps_.load();
       const std::uint64_t examples = examples_.load();
       const double weight = static_cast<double>(examples - examples_at_last_round_);
       examples_at_last_round_ = examples;
-      if (round(weight, finished, true)) return;
-      next = steps + every_steps;
+      const bool all_finished = round(weight, finished, true);
+      release_workers(all_finished ? kNever : next + 2 * every_steps);
+      if (all_finished) return;
     }
   } catch (...) {
     error_ = std::current_exception();
+    release_workers(kNever);
   }
 }
 

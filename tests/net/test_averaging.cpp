@@ -5,7 +5,9 @@
 // numbers of steps.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -153,6 +155,39 @@ TEST(ModelAverager, BlockingSumAddsTheRanksUpdates) {
 TEST(ModelAverager, WeightedCommunicationThreadAgrees) {
   overlap_case(3, 8, true, Algorithm::ring);
   overlap_case(4, 1, true, Algorithm::tree);
+}
+
+// Rank 0 is slow (a sleep per step); ranks 1 and 2 are fast. Rounds start
+// at every K-th step of every rank, and a worker waits once it is a period
+// past the round in flight, so a fast rank is never more than 2 K steps
+// ahead of the slow one, and every period gets its round.
+TEST(ModelAverager, NoRankRunsMoreThanTwoPeriodsAheadOfTheSlowest) {
+  const int P = 3;
+  const std::uint64_t every = 8, steps = 120;
+  std::atomic<std::uint64_t> slow_steps{0};
+  std::vector<std::uint64_t> max_lead(P, 0), rounds(P, 0);
+  on_ranks(P, [&](Transport& t, int r) {
+    std::vector<float> x(100, 0.0f);
+    auto allreduce = make_allreduce(Algorithm::ring, t);
+    ModelAverager averager(*allreduce, x);
+    averager.start(every);
+    for (std::uint64_t s = 1; s <= steps; ++s) {
+      if (r == 0) {
+        std::this_thread::sleep_for(std::chrono::microseconds(300));
+        slow_steps.fetch_add(1);
+      }
+      averager.step_done(1);
+      if (r != 0) {
+        const std::uint64_t slow = slow_steps.load();
+        max_lead[static_cast<std::size_t>(r)] = std::max(max_lead[static_cast<std::size_t>(r)], s - std::min(s, slow));
+      }
+    }
+    averager.stop();
+    rounds[static_cast<std::size_t>(r)] = averager.rounds();
+  });
+  for (int r = 1; r < P; ++r) EXPECT_LE(max_lead[static_cast<std::size_t>(r)], 2 * every) << "rank " << r;
+  EXPECT_GE(rounds[0], steps / every);  // one per period, plus the finishing ones
+  for (int r = 1; r < P; ++r) EXPECT_EQ(rounds[static_cast<std::size_t>(r)], rounds[0]);
 }
 
 TEST(ModelAverager, RejectsMisuse) {

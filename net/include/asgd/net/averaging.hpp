@@ -59,9 +59,16 @@ class ModelAverager {
   void average(double weight = 1);
 
   // Collective: starts the communication thread, which averages each time
-  // this rank has done another `every_steps` steps (>= 1).
+  // this rank has done another `every_steps` = K steps (>= 1): round k
+  // starts at step k K of every rank. While a round runs the workers go on
+  // for up to K more steps; a worker that gets further waits in step_done
+  // until the round ends. So the allreduce overlaps one period of compute,
+  // and no rank gets more than about 2 K steps ahead of the slowest (a
+  // bounded delay across ranks; without it, a rank that finished early
+  // would leave the others to pull the model toward their own shards).
   void start(std::uint64_t every_steps);
-  // A worker finished a step of `examples` examples. Cheap; any thread.
+  // A worker finished a step of `examples` examples. Cheap, any thread; it
+  // blocks only when this rank is a period ahead of the round in flight.
   void step_done(std::uint64_t examples) noexcept;
   // Collective: this rank will take no more steps. Returns when every rank
   // has stopped and the parameters are the same on all; rethrows an error
@@ -76,7 +83,8 @@ class ModelAverager {
  private:
   // One round; `finished`: this rank is done. Returns true when every rank is.
   bool round(double weight, bool finished, bool overlap);
-  void comm_loop(std::uint64_t every_steps);
+  void comm_loop(std::uint64_t base, std::uint64_t every_steps);
+  void release_workers(std::uint64_t limit);
 
   Allreduce& allreduce_;
   std::span<float> params_;
@@ -86,9 +94,13 @@ class ModelAverager {
 
   std::thread thread_;
   std::mutex mutex_;
-  std::condition_variable wake_;
+  std::condition_variable wake_;   // the communication thread: a round is due
+  std::condition_variable ahead_;  // workers waiting for the round in flight
   bool finishing_ = false;  // guarded by mutex_
-  std::atomic<std::uint64_t> steps_{0}, examples_{0}, trigger_{0};
+  // Steps done, examples trained; the step count that starts the next
+  // round, and the count workers may not pass before the round in flight
+  // ends.
+  std::atomic<std::uint64_t> steps_{0}, examples_{0}, trigger_{0}, limit_{0};
   std::uint64_t examples_at_last_round_ = 0;
   std::exception_ptr error_;
   std::atomic<std::uint64_t> rounds_{0};

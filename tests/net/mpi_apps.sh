@@ -1,0 +1,78 @@
+#!/bin/bash
+# Every `train` command under mpiexec on small generated data, end to end:
+#  linear  4 ranks, tree, background averaging every 5 steps: within 1e-3
+#          of the L-BFGS optimum, and every round accounted for;
+#  mf      2 ranks, per-epoch averaging: rank 0 alone prints and writes the
+#          model, which `mf eval` reads back with the RMSE rank 0 printed;
+#  w2v     2 ranks over a generated corpus: one vectors file with the whole
+#          vocabulary;
+#  cnn     2 ranks over synthetic MNIST-format digits: the model is written
+#          and `cnn eval` on it reports rank 0's accuracy.
+# Usage: mpi_apps.sh ASGD MPIEXEC
+set -uo pipefail
+asgd="$1"; mpiexec="$2"
+work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+fail() { echo "FAIL: $*"; [[ -f "$work/log" ]] && cat "$work/log"; exit 1; }
+mpi() { local n="$1"; shift; timeout 120 "$mpiexec" --oversubscribe -n "$n" "$asgd" "$@"; }
+
+# linear
+"$asgd" linear generate --out "$work/train.svm" --examples 20000 --features 500 --nnz 10 --seed 5 > /dev/null ||
+  fail "linear generate"
+mpi 4 linear train --data "$work/train.svm" --epochs 8 --workers 1 --allreduce tree --average-every 5 \
+  --reference > "$work/log" 2>&1 || fail "linear under mpiexec"
+gap=$(sed -n 's/.*ours is \(.*\) relative above.*/\1/p' "$work/log")
+rounds=$(sed -n 's/^mpi: \([0-9]*\) averaging rounds.*/\1/p' "$work/log")
+[[ -n "$gap" && -n "$rounds" ]] || fail "linear: no gap or rounds line"
+awk -v g="$gap" 'BEGIN { exit !(g < 1e-3) }' || fail "linear: $gap above the optimum (want < 1e-3)"
+# 5,000 examples per rank in steps of 256: 20 steps per epoch, 160 in all,
+# a round at every 5th: at least 32.
+[[ "$rounds" -ge 32 ]] || fail "linear: $rounds rounds, expected at least 32"
+echo "linear, 4 ranks: $gap above the optimum, $rounds rounds"
+
+# mf
+"$asgd" mf generate "$work/ratings.txt" --users 300 --items 200 --ratings 20000 --seed 3 > /dev/null ||
+  fail "mf generate"
+head -n 18000 "$work/ratings.txt" > "$work/mf-train.txt"; tail -n 2000 "$work/ratings.txt" > "$work/mf-val.txt"
+mpi 2 mf train "$work/mf-train.txt" "$work/mf.model" -k 8 -t 10 -s 1 -r 0.05 -p "$work/mf-val.txt" \
+  > "$work/log" 2>&1 || fail "mf under mpiexec"
+rmse=$(sed -n 's/^validation: .* RMSE \([0-9.]*\).*/\1/p' "$work/log")
+[[ -n "$rmse" && -f "$work/mf.model" ]] || fail "mf: no validation RMSE or no model"
+[[ $(grep -c '^validation:' "$work/log") -eq 1 ]] || fail "mf: more than one rank printed"
+"$asgd" mf eval "$work/mf-val.txt" "$work/mf.model" > "$work/eval" 2>&1 || fail "mf eval"
+grep -q "RMSE $rmse" "$work/eval" || { cat "$work/eval"; fail "mf eval disagrees with rank 0's RMSE $rmse"; }
+echo "mf, 2 ranks: validation RMSE $rmse, read back by mf eval"
+
+# w2v: sentences over two topics of 20 words each
+awk 'BEGIN { srand(7); for (s = 0; s < 3000; s++) { t = int(rand() * 2); line = "";
+       for (w = 0; w < 12; w++) line = line (w ? " " : "") (t ? "b" : "a") int(rand() * 20); print line } }' \
+  > "$work/corpus.txt"
+mpi 2 w2v -train "$work/corpus.txt" -output "$work/vec.txt" -size 16 -window 3 -negative 3 -iter 2 \
+  -min-count 1 -sample 0 -threads 1 -allreduce ring > "$work/log" 2>&1 || fail "w2v under mpiexec"
+read -r words dims < "$work/vec.txt"
+[[ "$words" == 40 && "$dims" == 16 ]] || fail "w2v: header '$words $dims', expected '40 16'"
+echo "w2v, 2 ranks: $words words x $dims"
+
+# cnn: 600 training and 200 test digits, each class a bright bar at its own place
+perl -e '
+  srand(11);
+  for my $set (["train", 600], ["t10k", 200]) {
+    my ($name, $n) = @$set;
+    open(my $img, ">", "'"$work"'/$name-images-idx3-ubyte") or die; binmode $img;
+    open(my $lab, ">", "'"$work"'/$name-labels-idx1-ubyte") or die; binmode $lab;
+    print $img pack("N4", 0x803, $n, 28, 28); print $lab pack("N2", 0x801, $n);
+    for (1 .. $n) {
+      my $c = int(rand(10)); my @p = map { int(rand(60)) } 1 .. 784;
+      my ($y, $x) = (3 + int($c / 5) * 12, 2 + ($c % 5) * 5);
+      for my $dy (0 .. 5) { for my $dx (0 .. 3) { $p[($y + $dy) * 28 + $x + $dx] = 250 } }
+      print $img pack("C*", @p); print $lab pack("C", $c);
+    }
+  }' || fail "writing digits"
+mpi 2 cnn train --data "$work" --epochs 2 --workers 1 --batch 32 --model "$work/lenet.asgd" > "$work/log" 2>&1 ||
+  fail "cnn under mpiexec"
+[[ -f "$work/lenet.asgd" ]] || fail "cnn: no model written"
+"$asgd" cnn eval --data "$work" --model "$work/lenet.asgd" > "$work/eval" 2>&1 || fail "cnn eval"
+acc=$(grep -o 'accuracy [0-9.]*' "$work/eval" | head -n1)
+[[ -n "$acc" ]] || { cat "$work/eval"; fail "cnn eval printed no accuracy"; }
+echo "cnn, 2 ranks: test $acc"
+echo "all four apps trained under mpiexec"

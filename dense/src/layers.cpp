@@ -56,6 +56,9 @@ class Conv2d final : public Layer {
     b_ = layout[prefix + ".bias"].offset;
   }
   bool has_params() const noexcept override { return true; }
+  LayerSpec spec() const override {
+    return {LayerSpec::Kind::conv2d, in_, out_, k_, pad_, w_, b_};
+  }
   Takes takes() const noexcept override { return Takes::spatial; }
   void initialize(float* params, std::mt19937_64& rng, bool last) const override {
     const std::size_t kk = in_c_ * k_ * k_;
@@ -154,6 +157,7 @@ class Conv2d final : public Layer {
 class MaxPool2 final : public Layer {
  public:
   std::string describe() const override { return "max-pool 2x2"; }
+  LayerSpec spec() const override { return {LayerSpec::Kind::max_pool2, in_, output(in_)}; }
   Takes takes() const noexcept override { return Takes::spatial; }
   Shape output(Shape in) const override {
     if (in.h % 2 != 0 || in.w % 2 != 0)
@@ -212,6 +216,7 @@ class MaxPool2 final : public Layer {
 class Relu final : public Layer {
  public:
   std::string describe() const override { return "relu"; }
+  LayerSpec spec() const override { return {LayerSpec::Kind::relu, in_, in_}; }
   Shape output(Shape in) const override { return in; }
   void declare(Layout&, const std::string&, Shape in) override { in_ = in; }
   void forward(const float*, const float* in, float* out, std::size_t n, Scratch&) const override {
@@ -229,6 +234,7 @@ class Relu final : public Layer {
 class Flatten final : public Layer {
  public:
   std::string describe() const override { return "flatten"; }
+  LayerSpec spec() const override { return {LayerSpec::Kind::flatten, in_, output(in_)}; }
   Takes takes() const noexcept override { return Takes::spatial; }
   bool makes_flat(bool) const noexcept override { return true; }
   Shape output(Shape in) const override { return {in.size(), 1, 1}; }
@@ -253,6 +259,9 @@ class Linear final : public Layer {
     if (in == 0 || out == 0) throw InputError("linear: sizes must be positive");
   }
   std::string describe() const override { return fmt::format("linear {}->{}", in_f_, out_f_); }
+  LayerSpec spec() const override {
+    return {LayerSpec::Kind::linear, in_, {out_f_, 1, 1}, 0, 0, w_, b_};
+  }
   Takes takes() const noexcept override { return Takes::flat; }
   Shape output(Shape in) const override {
     if (in.size() != in_f_ || in.h != 1 || in.w != 1)

@@ -45,6 +45,13 @@ std::vector<Network::Block> Network::blocks() const {
   return out;
 }
 
+std::vector<LayerSpec> Network::specs() const {
+  std::vector<LayerSpec> out;
+  out.reserve(layers_.size());
+  for (const auto& layer : layers_) out.push_back(layer->spec());
+  return out;
+}
+
 void Network::initialize(std::span<float> params, std::uint64_t seed) const {
   if (params.size() < layout_.size())
     throw InputError(fmt::format("initialize: {} floats for a layout of {}", params.size(), layout_.size()));

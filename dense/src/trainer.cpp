@@ -70,11 +70,9 @@ EvalResult evaluate(const Network& net, const float* params, const Dataset& data
   return r;
 }
 
-namespace {
-std::uint64_t epoch_seed(std::uint64_t seed, std::size_t epoch) {
+std::uint64_t epoch_seed(std::uint64_t seed, std::size_t epoch) noexcept {
   return seed * 0x9E3779B97F4A7C15ULL + static_cast<std::uint64_t>(epoch) * 0xBF58476D1CE4E5B9ULL + 1;
 }
-}  // namespace
 
 std::vector<EpochReport> train(const Network& net, ParamStore& params, std::vector<float>& momentum_buffer,
                                const Dataset& data, const Dataset* test, const TrainOptions& o,

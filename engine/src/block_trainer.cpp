@@ -44,9 +44,8 @@ BlockTrainer::BlockTrainer(ParamStore& store, std::span<float> momentum, std::ve
   }
 }
 
-BlockTrainer::Step BlockTrainer::step_at(double staleness, std::uint64_t update) const noexcept {
-  const BlockTrainOptions& o = options_;
-  Step step{o.momentum, o.lr};
+BlockStep block_step(const BlockTrainOptions& o, double staleness, std::uint64_t update) noexcept {
+  BlockStep step{o.momentum, o.lr};
   if (o.compensate && staleness > 0) {
     const double implicit = staleness / (staleness + 1.0);
     if (implicit <= o.momentum)
@@ -59,6 +58,11 @@ BlockTrainer::Step BlockTrainer::step_at(double staleness, std::uint64_t update)
     step.lr *= static_cast<float>(0.5 * (1.0 + std::cos(3.14159265358979323846 * t)));
   }
   return step;
+}
+
+BlockTrainer::Step BlockTrainer::step_at(double staleness, std::uint64_t update) const noexcept {
+  const BlockStep s = block_step(options_, staleness, update);
+  return {s.momentum, s.lr};
 }
 
 void BlockTrainer::apply(const float* g, std::size_t first, std::size_t last, Step step) noexcept {

@@ -44,6 +44,15 @@ struct Scratch {
   }
 };
 
+// What a layer is, for backends that run the same network elsewhere (gpu/):
+// its kind, shapes, and where its tensors lie in the parameter layout.
+struct LayerSpec {
+  enum class Kind { conv2d, max_pool2, relu, flatten, linear } kind = Kind::relu;
+  Shape in{}, out{};
+  std::size_t kernel = 0, pad = 0;     // conv2d
+  std::size_t weight = 0, bias = 0;    // offsets of the tensors (conv2d, linear)
+};
+
 class Layer {
  public:
   virtual ~Layer() = default;
@@ -64,6 +73,8 @@ class Layer {
   virtual void backward(const float* params, const float* in, const float* out, const float* dout, float* din,
                         float* grad, std::size_t n, Scratch& s) const = 0;
   virtual bool has_params() const noexcept { return false; }
+  // Valid after declare().
+  virtual LayerSpec spec() const = 0;
   // What the layer needs and makes: flat ([n][features]) or spatial.
   enum class Takes { spatial, flat, any };
   virtual Takes takes() const noexcept { return Takes::any; }
@@ -107,6 +118,7 @@ class Network {
     std::size_t offset, size;
   };
   std::vector<Block> blocks() const;
+  std::vector<LayerSpec> specs() const;  // layer by layer, in order
 
   void initialize(std::span<float> params, std::uint64_t seed) const;
   Workspace workspace(std::size_t capacity) const;

@@ -51,6 +51,10 @@ struct EvalResult {
   std::vector<std::size_t> confusion;  // classes x classes, row = true label
 };
 
+// The seed of epoch `epoch`'s shuffle (shuffled_indices), shared by the
+// CPU and GPU trainers so both visit the same minibatches.
+std::uint64_t epoch_seed(std::uint64_t seed, std::size_t epoch) noexcept;
+
 // Accuracy, mean loss and confusion matrix of `params` on `data`, in
 // batches of `batch`, on `threads` threads.
 EvalResult evaluate(const Network& net, const float* params, const Dataset& data, std::size_t batch = 1000,

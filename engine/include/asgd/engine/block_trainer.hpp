@@ -73,6 +73,14 @@ struct BlockEpochStats {
   float momentum = 0, lr = 0;      // in use at the end of the epoch
 };
 
+// The momentum and rate of update number `update` made at mean staleness
+// `staleness` (compensation and schedule as above): what every backend's
+// update uses.
+struct BlockStep {
+  float momentum, lr;
+};
+BlockStep block_step(const BlockTrainOptions& options, double staleness, std::uint64_t update) noexcept;
+
 class BlockTrainer {
  public:
   // One block per [offset, offset + size) range of the store (e.g. a tensor).

@@ -1,0 +1,74 @@
+// The dense models on an NVIDIA GPU: the layer set of dense/ as CUDA
+// kernels and cuBLAS SGEMMs, and bounded-delay training whose workers are
+// CUDA streams sharing one parameter vector in device memory.
+//
+// This header needs no CUDA: the apps and tests include it in every build.
+// A build without nvcc and cuBLAS (ASGD_WITH_CUDA=OFF, or AUTO when they are
+// missing) has the same functions; unavailable() then says why and the
+// others throw RuntimeError with that reason. In a CUDA build on a machine
+// without a usable device, unavailable() says that instead.
+//
+// Layouts match dense/ exactly: parameters in net.layout() order, the
+// convolutional activations channel-major [C][n][H][W], the linear ones
+// [n][features]; so a model trained here is a dense/ checkpoint and the
+// other way round, and every layer can be compared with its CPU twin.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "asgd/dense/mnist.hpp"
+#include "asgd/dense/network.hpp"
+#include "asgd/dense/trainer.hpp"
+#include "asgd/engine/param_store.hpp"
+
+namespace asgd::gpu {
+
+// Whether gpu/ was compiled with CUDA.
+bool built_with_cuda() noexcept;
+// Empty when a CUDA device can be used; otherwise why not (no CUDA in this
+// build, no device, a driver too old for the runtime, ...).
+std::string unavailable();
+// "NVIDIA H100 80GB HBM3, sm_90, 79.1 GiB" for device 0 (throws when unavailable).
+std::string describe_device();
+
+// Workers are CUDA streams (TrainOptions::workers of them), each driven by
+// one host thread; tau as on the CPU (0: synchronous rounds whose update
+// uses the mean of the workers' gradients; tau > 0: a stream computes on a
+// device copy of the parameters at most tau updates old; inf: the copy is
+// refreshed every step). Updates to the shared parameters are ordered by a
+// chain of CUDA events, so each is atomic with respect to the others, as
+// the CPU's block locks make them; no host synchronisation per step.
+using GpuTrainOptions = dense::TrainOptions;
+
+// Trains `params` (net.layout(), initialised by the caller) on `train`, as
+// dense::train does on the CPU: the same options, reports and momentum
+// buffer, so checkpoints move between the two. The training set is copied
+// to the device once (through pinned staging buffers, the copy of one chunk
+// overlapping the conversion of the previous) and stays there across
+// epochs; each step gathers its shuffled minibatch on the device.
+std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& params,
+                                      std::vector<float>& momentum_buffer, const dense::Dataset& train,
+                                      const dense::Dataset* test, const GpuTrainOptions& options,
+                                      const std::function<void(const dense::EpochReport&)>& on_epoch = {});
+
+// Accuracy, mean loss and confusion matrix on the device.
+dense::EvalResult evaluate(const dense::Network& net, const float* params, const dense::Dataset& data,
+                           std::size_t batch = 1000);
+
+// For parity tests: one layer (index into net.specs()) on the device, with
+// host buffers in and out, laid out as dense::Layer::forward/backward take
+// them. backward writes `grad` (the layer's parameter gradients, at their
+// layout offsets; other entries untouched) and `din`.
+void layer_forward(const dense::Network& net, std::size_t layer, const float* params, const float* in, float* out,
+                   std::size_t n);
+void layer_backward(const dense::Network& net, std::size_t layer, const float* params, const float* in,
+                    const float* dout, float* din, float* grad, std::size_t n);
+// dense::Network::loss_and_gradient on the device.
+double loss_and_gradient(const dense::Network& net, const float* params, const float* x,
+                         const std::uint8_t* labels, std::size_t n, float* grad);
+
+}  // namespace asgd::gpu

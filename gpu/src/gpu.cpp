@@ -1,0 +1,466 @@
+// Device probing, the parity entry points, evaluation and bounded-delay
+// training on CUDA streams.
+#include "asgd/gpu/gpu.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <exception>
+#include <cstring>
+#include <fmt/format.h>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "asgd/engine/block_trainer.hpp"
+#include "asgd/engine/bounded_delay.hpp"
+#include "asgd/engine/errors.hpp"
+#include "cuda_util.hpp"
+#include "kernels.hpp"
+#include "network.hpp"
+
+namespace asgd::gpu {
+namespace detail {
+
+void throw_cuda(cudaError_t rc, const char* call, const char* file, int line) {
+  throw RuntimeError(fmt::format("{}:{}: {}: {} ({})", file, line, call, cudaGetErrorString(rc), cudaGetErrorName(rc)));
+}
+
+void throw_cublas(cublasStatus_t rc, const char* call, const char* file, int line) {
+  throw RuntimeError(fmt::format("{}:{}: {}: {}", file, line, call, cublasGetStatusString(rc)));
+}
+
+void require_device() {
+  const std::string why = unavailable();
+  if (!why.empty()) throw RuntimeError("--device gpu: " + why);
+}
+
+namespace {
+
+// A Dataset on the device: images [n][D] and labels, copied once through two
+// pinned staging buffers so that filling one overlaps the copy of the other.
+struct DeviceData {
+  DeviceBuffer<float> images;
+  DeviceBuffer<std::uint8_t> labels;
+  std::size_t n = 0, dim = 0;
+};
+
+DeviceData upload(const dense::Dataset& d, cudaStream_t copy) {
+  DeviceData out;
+  out.n = d.size();
+  out.dim = d.image_size();
+  const std::size_t total = out.n * out.dim;
+  out.images.resize(std::max<std::size_t>(total, 1));
+  out.labels.resize(std::max<std::size_t>(out.n, 1));
+  constexpr std::size_t kChunk = std::size_t{1} << 20;  // floats (4 MB)
+  PinnedBuffer<float> stage0(kChunk), stage1(kChunk);
+  PinnedBuffer<float>* stage[2] = {&stage0, &stage1};
+  Event ready[2];
+  for (std::size_t first = 0, c = 0; first < total; first += kChunk, ++c) {
+    const std::size_t len = std::min(kChunk, total - first), b = c % 2;
+    if (c >= 2) ASGD_CUDA(cudaEventSynchronize(ready[b].get()));  // its last copy is done
+    std::memcpy(stage[b]->get(), d.pixels.data() + first, len * sizeof(float));
+    ASGD_CUDA(cudaMemcpyAsync(out.images.get() + first, stage[b]->get(), len * sizeof(float), cudaMemcpyHostToDevice,
+                              copy));
+    ready[b].record(copy);
+  }
+  if (out.n > 0)
+    ASGD_CUDA(cudaMemcpyAsync(out.labels.get(), d.labels.data(), out.n, cudaMemcpyHostToDevice, copy));
+  ASGD_CUDA(cudaStreamSynchronize(copy));
+  return out;
+}
+
+dense::EvalResult evaluate_on_device(GpuNetwork& net, const float* params, const DeviceData& data, cudaStream_t s) {
+  dense::EvalResult r;
+  const std::size_t k = net.classes(), B = net.capacity();
+  DeviceBuffer<unsigned> counts(k * k);
+  DeviceBuffer<double> loss(1);
+  ASGD_CUDA(cudaMemsetAsync(counts.get(), 0, k * k * sizeof(unsigned), s));
+  ASGD_CUDA(cudaMemsetAsync(loss.get(), 0, sizeof(double), s));
+  DeviceBuffer<float> sample_loss(B);
+  for (std::size_t first = 0; first < data.n; first += B) {
+    const std::size_t m = std::min(B, data.n - first);
+    const float* logits = net.forward(params, data.images.get() + first * data.dim, m);
+    const std::uint8_t* y = data.labels.get() + first;
+    kernels::softmax_xent(logits, y, m, static_cast<int>(k), sample_loss.get(), nullptr, 1.0f, s);
+    kernels::accumulate_sum(sample_loss.get(), m, 1.0, loss.get(), s);
+    kernels::confusion(logits, y, m, static_cast<int>(k), counts.get(), s);
+  }
+  std::vector<unsigned> host(k * k);
+  double loss_sum = 0;
+  ASGD_CUDA(cudaMemcpyAsync(host.data(), counts.get(), k * k * sizeof(unsigned), cudaMemcpyDeviceToHost, s));
+  ASGD_CUDA(cudaMemcpyAsync(&loss_sum, loss.get(), sizeof(double), cudaMemcpyDeviceToHost, s));
+  ASGD_CUDA(cudaStreamSynchronize(s));
+  r.confusion.assign(host.begin(), host.end());
+  std::size_t right = 0;
+  for (std::size_t c = 0; c < k; ++c) right += host[c * k + c];
+  r.accuracy = data.n ? static_cast<double>(right) / static_cast<double>(data.n) : 0.0;
+  r.loss = data.n ? loss_sum / static_cast<double>(data.n) : 0.0;
+  return r;
+}
+
+void check_layer(const dense::Network& net, std::size_t layer) {
+  if (layer >= net.specs().size())
+    throw InputError(fmt::format("gpu: layer {} of a {}-layer network", layer, net.specs().size()));
+}
+
+template <class T>
+void to_device(T* dst, const T* src, std::size_t n, cudaStream_t s) {
+  if (n > 0) ASGD_CUDA(cudaMemcpyAsync(dst, src, n * sizeof(T), cudaMemcpyHostToDevice, s));
+}
+template <class T>
+void to_host(T* dst, const T* src, std::size_t n, cudaStream_t s) {
+  if (n > 0) ASGD_CUDA(cudaMemcpyAsync(dst, src, n * sizeof(T), cudaMemcpyDeviceToHost, s));
+}
+
+// The sizes of a layer's weight and bias tensors.
+std::pair<std::size_t, std::size_t> tensor_sizes(const dense::LayerSpec& s) {
+  using Kind = dense::LayerSpec::Kind;
+  if (s.kind == Kind::conv2d) return {s.out.c * s.in.c * s.kernel * s.kernel, s.out.c};
+  if (s.kind == Kind::linear) return {s.out.size() * s.in.size(), s.out.size()};
+  return {0, 0};
+}
+
+}  // namespace
+}  // namespace detail
+
+using namespace detail;
+
+bool built_with_cuda() noexcept { return true; }
+
+std::string unavailable() {
+  int count = 0;
+  const cudaError_t rc = cudaGetDeviceCount(&count);
+  if (rc != cudaSuccess) {
+    cudaGetLastError();  // clear it
+    return fmt::format("no usable CUDA device ({}: {})", cudaGetErrorName(rc), cudaGetErrorString(rc));
+  }
+  if (count == 0) return "no CUDA device on this machine";
+  return {};
+}
+
+std::string describe_device() {
+  require_device();
+  int device = 0;
+  ASGD_CUDA(cudaGetDevice(&device));
+  cudaDeviceProp p{};
+  ASGD_CUDA(cudaGetDeviceProperties(&p, device));
+  return fmt::format("{}, sm_{}{}, {:.1f} GiB", p.name, p.major, p.minor,
+                     static_cast<double>(p.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0));
+}
+
+void layer_forward(const dense::Network& net, std::size_t layer, const float* params, const float* in, float* out,
+                   std::size_t n) {
+  require_device();
+  check_layer(net, layer);
+  const auto spec = net.specs()[layer];
+  Stream stream;
+  Cublas cublas(stream.get());
+  GpuNetwork g(net, std::max<std::size_t>(n, 1), stream.get(), cublas.get());
+  DeviceBuffer<float> d_params(net.layout().size()), d_in(n * spec.in.size() + 1), d_out(n * spec.out.size() + 1);
+  to_device(d_params.get(), params, net.layout().size(), stream.get());
+  to_device(d_in.get(), in, n * spec.in.size(), stream.get());
+  g.layer_forward(layer, d_params.get(), d_in.get(), d_out.get(), n);
+  to_host(out, d_out.get(), n * spec.out.size(), stream.get());
+  stream.synchronize();
+}
+
+void layer_backward(const dense::Network& net, std::size_t layer, const float* params, const float* in,
+                    const float* dout, float* din, float* grad, std::size_t n) {
+  require_device();
+  check_layer(net, layer);
+  const auto spec = net.specs()[layer];
+  const std::size_t P = net.layout().size();
+  Stream stream;
+  Cublas cublas(stream.get());
+  GpuNetwork g(net, std::max<std::size_t>(n, 1), stream.get(), cublas.get());
+  DeviceBuffer<float> d_params(P), d_grad(P), d_in(n * spec.in.size() + 1), d_out(n * spec.out.size() + 1),
+      d_dout(n * spec.out.size() + 1), d_din(n * spec.in.size() + 1);
+  to_device(d_params.get(), params, P, stream.get());
+  to_device(d_in.get(), in, n * spec.in.size(), stream.get());
+  to_device(d_dout.get(), dout, n * spec.out.size(), stream.get());
+  g.layer_forward(layer, d_params.get(), d_in.get(), d_out.get(), n);  // the scratch backward needs
+  g.layer_backward(layer, d_params.get(), d_in.get(), d_out.get(), d_dout.get(), din ? d_din.get() : nullptr,
+                   d_grad.get(), n);
+  if (din != nullptr) to_host(din, d_din.get(), n * spec.in.size(), stream.get());
+  const auto [wsize, bsize] = tensor_sizes(spec);
+  if (grad != nullptr && wsize > 0) {
+    to_host(grad + spec.weight, d_grad.get() + spec.weight, wsize, stream.get());
+    to_host(grad + spec.bias, d_grad.get() + spec.bias, bsize, stream.get());
+  }
+  stream.synchronize();
+}
+
+double loss_and_gradient(const dense::Network& net, const float* params, const float* x, const std::uint8_t* labels,
+                         std::size_t n, float* grad) {
+  require_device();
+  if (n == 0) throw InputError("gpu: loss of no samples");
+  const std::size_t P = net.layout().size(), D = net.input().size();
+  Stream stream;
+  Cublas cublas(stream.get());
+  GpuNetwork g(net, n, stream.get(), cublas.get());
+  DeviceBuffer<float> d_params(P), d_grad(P), d_x(n * D);
+  DeviceBuffer<std::uint8_t> d_y(n);
+  DeviceBuffer<double> d_loss(1);
+  to_device(d_params.get(), params, P, stream.get());
+  to_device(d_x.get(), x, n * D, stream.get());
+  to_device(d_y.get(), labels, n, stream.get());
+  ASGD_CUDA(cudaMemsetAsync(d_loss.get(), 0, sizeof(double), stream.get()));
+  g.loss_and_gradient(d_params.get(), d_x.get(), d_y.get(), n, d_grad.get());
+  kernels::accumulate_sum(g.sample_losses(), n, 1.0 / static_cast<double>(n), d_loss.get(), stream.get());
+  double loss = 0;
+  to_host(grad, d_grad.get(), P, stream.get());
+  to_host(&loss, d_loss.get(), 1, stream.get());
+  stream.synchronize();
+  return loss;
+}
+
+dense::EvalResult evaluate(const dense::Network& net, const float* params, const dense::Dataset& data,
+                           std::size_t batch) {
+  require_device();
+  if (data.image_size() != net.input().size())
+    throw InputError(fmt::format("evaluate: images of {} pixels for a network that takes {}", data.image_size(),
+                                 net.input().size()));
+  Stream stream;
+  Cublas cublas(stream.get());
+  GpuNetwork g(net, std::max<std::size_t>(1, std::min(batch, std::max<std::size_t>(data.size(), 1))), stream.get(),
+               cublas.get());
+  DeviceBuffer<float> d_params(net.layout().size());
+  to_device(d_params.get(), params, net.layout().size(), stream.get());
+  const DeviceData d = upload(data, stream.get());
+  return evaluate_on_device(g, d_params.get(), d, stream.get());
+}
+
+namespace {
+
+// One stream's state: its network buffers, minibatch, gradient and view.
+struct Worker {
+  Stream stream;
+  Cublas cublas{stream.get()};
+  std::unique_ptr<GpuNetwork> net;
+  DeviceBuffer<float> x, grad, view;
+  DeviceBuffer<std::uint8_t> y;
+  DeviceBuffer<double> loss;  // sum of this epoch's minibatch mean losses
+  Event grad_done, update_done, view_done;
+  std::uint64_t view_version = 0;
+  bool has_view = false;
+  std::size_t batches = 0;
+  double staleness_sum = 0;
+  std::uint64_t max_staleness = 0, max_view_age = 0;
+};
+
+}  // namespace
+
+std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& params,
+                                      std::vector<float>& momentum_buffer, const dense::Dataset& data,
+                                      const dense::Dataset* test, const GpuTrainOptions& o,
+                                      const std::function<void(const dense::EpochReport&)>& on_epoch) {
+  require_device();
+  o.validate();
+  const std::size_t P = net.layout().size(), D = net.input().size(), n = data.size();
+  if (params.size() != P) throw InputError("train: the parameter store does not have the network's layout");
+  if (data.image_size() != D)
+    throw InputError(fmt::format("train: images of {} pixels for a network that takes {}", data.image_size(), D));
+  if (n == 0) throw InputError("train: no training images");
+  const std::size_t W = o.workers, B = o.batch, batches = (n + B - 1) / B;
+  if (o.tau == 0 && W > static_cast<std::size_t>(kernels::kMaxGrads))
+    throw InputError(fmt::format("--device gpu: at most {} streams with --tau 0", kernels::kMaxGrads));
+  momentum_buffer.resize(P, 0.0f);
+
+  BlockTrainOptions bo = o;
+  const std::uint64_t per_epoch = BlockTrainer::updates_per_epoch(batches, bo);
+  bo.first_update = o.first_epoch * per_epoch;
+  bo.total_updates = static_cast<double>(o.total_epochs ? o.total_epochs : o.first_epoch + o.epochs) *
+                     static_cast<double>(per_epoch);
+
+  Stream copy;
+  DeviceBuffer<float> d_w(P), d_v(P);
+  to_device(d_w.get(), params.data(), P, copy.get());
+  to_device(d_v.get(), momentum_buffer.data(), P, copy.get());
+  const DeviceData train_data = upload(data, copy.get());
+  std::optional<DeviceData> test_data;
+  if (test != nullptr && test->size() > 0) test_data = upload(*test, copy.get());
+  DeviceBuffer<std::uint32_t> d_index(n);
+  std::vector<std::uint32_t> index(n);
+
+  std::vector<std::unique_ptr<Worker>> workers;
+  for (std::size_t w = 0; w < W; ++w) {
+    auto wk = std::make_unique<Worker>();
+    wk->net = std::make_unique<GpuNetwork>(net, B, wk->stream.get(), wk->cublas.get());
+    wk->x.resize(B * D);
+    wk->y.resize(B);
+    wk->grad.resize(P);
+    if (o.tau > 0) wk->view.resize(P);
+    wk->loss.resize(1);
+    workers.push_back(std::move(wk));
+  }
+  std::unique_ptr<GpuNetwork> eval_net;
+  Stream eval_stream;
+  Cublas eval_cublas(eval_stream.get());
+  if (test_data) eval_net = std::make_unique<GpuNetwork>(net, 1000, eval_stream.get(), eval_cublas.get());
+
+  // The order of operations on the shared parameters: every update, and
+  // every copy into a view, waits for the one before (an event chain), so
+  // each is atomic with respect to the others.
+  std::mutex chain;
+  const Event* last = nullptr;
+  std::uint64_t version = 0;  // updates made (guarded by chain)
+  double staleness_mean = 0;  // running mean of the staleness at update, as BlockTrainer keeps it
+  BlockStep current{o.momentum, o.lr};
+  auto after_last = [&](cudaStream_t s) {
+    if (last != nullptr) last->wait_on(s);
+  };
+  auto update = [&](Worker& wk, const kernels::GradSum& g, std::uint64_t staleness) {
+    // Under `chain`.
+    staleness_mean += (static_cast<double>(staleness) - staleness_mean) / static_cast<double>(version + 1);
+    current = block_step(bo, staleness_mean, bo.first_update + version);
+    after_last(wk.stream.get());
+    kernels::sgd_momentum(d_w.get(), d_v.get(), g, P, current.lr, current.momentum, o.weight_decay,
+                          wk.stream.get());
+    wk.update_done.record(wk.stream.get());
+    last = &wk.update_done;
+    ++version;
+  };
+
+  std::vector<dense::EpochReport> reports;
+  for (std::size_t e = 0; e < o.epochs; ++e) {
+    const std::size_t epoch = o.first_epoch + e;
+    const std::vector<std::size_t> order = dense::shuffled_indices(n, dense::epoch_seed(o.seed, epoch));
+    for (std::size_t i = 0; i < n; ++i) index[i] = static_cast<std::uint32_t>(order[i]);
+    to_device(d_index.get(), index.data(), n, copy.get());
+    copy.synchronize();
+    for (auto& wk : workers) {
+      ASGD_CUDA(cudaMemsetAsync(wk->loss.get(), 0, sizeof(double), wk->stream.get()));
+      wk->batches = 0;
+      wk->staleness_sum = 0;
+      wk->max_staleness = wk->max_view_age = 0;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    auto gradient = [&](Worker& wk, std::size_t b, const float* view) {
+      const std::size_t first = b * B, m = std::min(B, n - first);
+      kernels::gather(train_data.images.get(), train_data.labels.get(), d_index.get(), first, m, D, wk.x.get(),
+                      wk.y.get(), wk.stream.get());
+      wk.net->loss_and_gradient(view, wk.x.get(), wk.y.get(), m, wk.grad.get());
+      kernels::accumulate_sum(wk.net->sample_losses(), m, 1.0 / static_cast<double>(m), wk.loss.get(),
+                              wk.stream.get());
+      ++wk.batches;
+      return m;
+    };
+
+    if (o.tau == 0) {
+      // Synchronous rounds, driven from this thread without waiting: the
+      // W streams compute on the same parameters, then one update on
+      // stream 0 uses the sample-weighted mean of their gradients.
+      for (std::size_t round = 0; round * W < batches; ++round) {
+        kernels::GradSum g{};
+        std::size_t total = 0, sizes[kernels::kMaxGrads] = {};
+        for (std::size_t w = 0; w < W && round * W + w < batches; ++w) {
+          Worker& wk = *workers[w];
+          after_last(wk.stream.get());
+          sizes[w] = gradient(wk, round * W + w, d_w.get());
+          wk.grad_done.record(wk.stream.get());
+          total += sizes[w];
+          g.grads[g.count++] = wk.grad.get();
+        }
+        Worker& lead = *workers[0];
+        for (int w = 0; w < g.count; ++w) {
+          g.weights[w] = static_cast<float>(sizes[w]) / static_cast<float>(total);
+          if (w > 0) workers[static_cast<std::size_t>(w)]->grad_done.wait_on(lead.stream.get());
+        }
+        update(lead, g, 0);
+      }
+    } else {
+      // Bounded delay: stream w computes on a view at most tau updates old
+      // (refreshed every step at tau = inf); BoundedDelay keeps each host
+      // thread at most tau steps ahead of the slowest.
+      BoundedDelay gate(W, o.tau);
+      std::atomic<std::size_t> next{0};
+      std::vector<std::exception_ptr> errors(W);
+      std::vector<std::thread> threads;
+      for (std::size_t w = 0; w < W; ++w)
+        threads.emplace_back([&, w] {
+          Worker& wk = *workers[w];
+          try {
+            for (;;) {
+              const std::size_t b = next.fetch_add(1);
+              if (b >= batches) break;
+              if (!gate.enter(w)) break;
+              {
+                std::scoped_lock lock(chain);
+                const std::uint64_t age = version - wk.view_version;
+                if (!wk.has_view || o.tau == kUnbounded || age > o.tau) {
+                  after_last(wk.stream.get());
+                  ASGD_CUDA(cudaMemcpyAsync(wk.view.get(), d_w.get(), P * sizeof(float), cudaMemcpyDeviceToDevice,
+                                            wk.stream.get()));
+                  wk.view_done.record(wk.stream.get());
+                  last = &wk.view_done;  // the next update waits for this copy
+                  wk.view_version = version;
+                  wk.has_view = true;
+                }
+                wk.max_view_age = std::max(wk.max_view_age, version - wk.view_version);
+              }
+              gradient(wk, b, wk.view.get());
+              {
+                std::scoped_lock lock(chain);
+                const std::uint64_t staleness = version - wk.view_version;
+                wk.staleness_sum += static_cast<double>(staleness);
+                wk.max_staleness = std::max(wk.max_staleness, staleness);
+                kernels::GradSum g{};
+                g.grads[0] = wk.grad.get();
+                g.weights[0] = 1.0f;
+                g.count = 1;
+                update(wk, g, staleness);
+              }
+              gate.finish_step(w);
+            }
+          } catch (...) {
+            errors[w] = std::current_exception();
+            gate.cancel();
+          }
+          gate.retire(w);
+        });
+      for (auto& t : threads) t.join();
+      for (auto& err : errors)
+        if (err) std::rethrow_exception(err);
+    }
+
+    double loss_sum = 0;
+    std::size_t batches_done = 0;
+    dense::EpochReport r;
+    for (auto& wk : workers) {
+      double l = 0;
+      to_host(&l, wk->loss.get(), 1, wk->stream.get());
+      wk->stream.synchronize();
+      loss_sum += l;
+      batches_done += wk->batches;
+      r.mean_staleness += wk->staleness_sum;
+      r.max_staleness = std::max(r.max_staleness, wk->max_staleness);
+      r.max_view_age = std::max(r.max_view_age, wk->max_view_age);
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    r.epoch = epoch + 1;
+    r.seconds = seconds;
+    r.images_per_second = static_cast<double>(n) / std::max(seconds, 1e-9);
+    r.train_loss = batches_done ? loss_sum / static_cast<double>(batches_done) : 0.0;
+    if (!std::isfinite(r.train_loss))
+      throw RuntimeError(fmt::format("gpu: the training loss became {} in epoch {} (lower --lr?)", r.train_loss,
+                                     epoch + 1));
+    r.mean_staleness = o.tau == 0 ? 0.0 : r.mean_staleness / static_cast<double>(std::max<std::size_t>(batches_done, 1));
+    r.momentum = current.momentum;
+    r.lr = current.lr;
+    to_host(params.data(), d_w.get(), P, copy.get());
+    to_host(momentum_buffer.data(), d_v.get(), P, copy.get());
+    copy.synchronize();
+    if (test_data) {
+      ASGD_CUDA(cudaDeviceSynchronize());
+      r.test_accuracy = evaluate_on_device(*eval_net, d_w.get(), *test_data, eval_stream.get()).accuracy;
+    }
+    reports.push_back(r);
+    if (on_epoch) on_epoch(r);
+  }
+  return reports;
+}
+
+}  // namespace asgd::gpu

@@ -1,0 +1,63 @@
+// A dense::Network run on the device: the same layers (from its specs), the
+// same parameter layout and activation layouts, cuBLAS SGEMMs for the
+// convolutions (im2col) and linear layers. One GpuNetwork per stream: it owns
+// that stream's activations and scratch; the parameters are the caller's.
+//
+// In a full pass, a conv or linear layer followed by a ReLU adds its bias and
+// applies the ReLU in one kernel, writing straight into the ReLU's output
+// (its backward only needs that output): LeNet-5's step is 37 launches.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "asgd/dense/network.hpp"
+#include "cuda_util.hpp"
+
+namespace asgd::gpu::detail {
+
+class GpuNetwork {
+ public:
+  GpuNetwork(const dense::Network& net, std::size_t capacity, cudaStream_t stream, cublasHandle_t cublas);
+
+  std::size_t capacity() const noexcept { return capacity_; }
+  std::size_t input_size() const noexcept { return specs_.front().in.size(); }
+  std::size_t classes() const noexcept { return specs_.back().out.size(); }
+
+  // Everything below is queued on the stream, nothing waits. Pointers are
+  // device memory; x holds n <= capacity() samples one after another.
+  // Returns the logits [n][classes] (this network's buffer).
+  const float* forward(const float* params, const float* x, std::size_t n);
+  // Forward, softmax cross-entropy averaged over n, backward: writes the
+  // gradient of the mean loss into grad (the whole layout) and each
+  // sample's loss into sample_losses().
+  void loss_and_gradient(const float* params, const float* x, const std::uint8_t* labels, std::size_t n,
+                         float* grad);
+  const float* sample_losses() const noexcept { return loss_.get(); }
+
+  // One layer alone (no fusion), for parity tests; in/out/dout/din in the
+  // layer's layouts, n <= capacity().
+  void layer_forward(std::size_t i, const float* params, const float* in, float* out, std::size_t n);
+  void layer_backward(std::size_t i, const float* params, const float* in, const float* out, const float* dout,
+                      float* din, float* grad, std::size_t n);
+
+ private:
+  void forward_layer(std::size_t i, const float* params, const float* in, float* out, std::size_t n, bool relu);
+  // Row-major C[m x n] = op(A) op(B) with cuBLAS.
+  void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, const float* a, const float* b,
+            float* c) const;
+
+  std::vector<dense::LayerSpec> specs_;
+  std::size_t capacity_;
+  cudaStream_t stream_;
+  cublasHandle_t cublas_;
+  std::vector<DeviceBuffer<float>> act_, delta_;   // act_[i]: input of layer i (act_[L]: logits)
+  std::vector<float*> act_ptr_;                    // act_[i] or, fused, the ReLU's output buffer
+  std::vector<bool> fused_;                        // layer i is a ReLU folded into layer i - 1
+  std::vector<DeviceBuffer<float>> col_, dcol_;    // conv scratch
+  std::vector<DeviceBuffer<std::uint8_t>> choice_; // max-pool winners
+  DeviceBuffer<float> ones_, loss_;
+};
+
+}  // namespace asgd::gpu::detail

@@ -16,6 +16,7 @@
 #include "asgd/engine/bounded_delay.hpp"
 #include "asgd/engine/checkpoint.hpp"
 #include "asgd/engine/errors.hpp"
+#include "asgd/gpu/gpu.hpp"
 #include "cli_common.hpp"
 #include "distributed.hpp"
 
@@ -73,14 +74,22 @@ struct CnnFlags {
   DistributedFlags dist;
 };
 
-void check_device(const std::string& device) {
-  if (device == "cpu" || device == "auto") return;
-  if (device == "gpu")
-    throw InputError("--device gpu: this build has no GPU backend for the CNN yet (gpu/ arrives with the GPU issue); "
-                     "use --device cpu or auto");
-  throw InputError(fmt::format("--device: expected cpu, gpu or auto, got '{}'", device));
+// --device: cpu, gpu (a clear error when none can be used), or auto (the
+// GPU when one can be used, else the CPU, saying which). True for the GPU.
+bool use_gpu(const std::string& device, bool quiet) {
+  if (device == "cpu") return false;
+  if (device != "gpu" && device != "auto")
+    throw InputError(fmt::format("--device: expected cpu, gpu or auto, got '{}'", device));
+  const std::string why = gpu::unavailable();
+  if (device == "gpu" && !why.empty()) throw InputError("--device gpu: " + why + "; use --device cpu or auto");
+  if (!quiet) {
+    if (why.empty())
+      std::printf("device: %s\n", gpu::describe_device().c_str());
+    else
+      std::printf("device: cpu (%s)\n", why.c_str());
+  }
+  return why.empty();
 }
-
 
 void print_confusion(const dense::EvalResult& r, std::size_t k) {
   std::printf("confusion (rows: true label, columns: predicted)\n     ");
@@ -122,7 +131,10 @@ std::vector<dense::EpochReport> train_averaged(Distributed& dist, const dense::N
 }
 
 int train(const CnnFlags& f, Distributed& dist) {
-  check_device(f.device);
+  const bool on_gpu = use_gpu(f.device, f.quiet || !dist.root());
+  if (on_gpu && dist.active())
+    throw InputError("cnn: --device gpu under mpirun is not supported yet (each rank would need its own GPU); "
+                     "use --device cpu");
   dense::TrainOptions o;
   o.epochs = f.epochs;
   o.batch = f.batch;
@@ -187,7 +199,8 @@ int train(const CnnFlags& f, Distributed& dist) {
     }
   };
   const auto reports = dist.active() ? train_averaged(dist, net, store, momentum, tt, o, on_epoch)
-                                     : dense::train(net, store, momentum, tt.train, &tt.test, o, on_epoch);
+                     : on_gpu ? gpu::train(net, store, momentum, tt.train, &tt.test, o, on_epoch)
+                              : dense::train(net, store, momentum, tt.train, &tt.test, o, on_epoch);
   if (csv != nullptr) std::fclose(csv);
   if (!dist.root()) return 0;  // every rank holds the same model; rank 0 reports and writes it
   const auto& last = reports.back();
@@ -208,7 +221,7 @@ int train(const CnnFlags& f, Distributed& dist) {
 }
 
 int eval(const CnnFlags& f) {
-  check_device(f.device);
+  const bool on_gpu = use_gpu(f.device, true);
   if (f.model.empty()) throw InputError("--model FILE is required");
   const dense::Network net = dense::lenet5();
   const CheckpointData ck = read_checkpoint(f.model);
@@ -220,15 +233,17 @@ int eval(const CnnFlags& f) {
   dense::EvalResult r;
   for (std::size_t i = 0; i < std::max<std::size_t>(1, f.repeats); ++i) {
     const auto start = std::chrono::steady_clock::now();
-    r = dense::evaluate(net, ck.params.data(), tt.test, std::max<std::size_t>(1, f.batch),
-                        std::max<std::size_t>(1, f.workers));
+    r = on_gpu ? gpu::evaluate(net, ck.params.data(), tt.test, std::max<std::size_t>(1, f.batch))
+               : dense::evaluate(net, ck.params.data(), tt.test, std::max<std::size_t>(1, f.batch),
+                                 std::max<std::size_t>(1, f.workers));
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     rates.push_back(static_cast<double>(tt.test.size()) / std::max(s, 1e-9));
   }
   std::sort(rates.begin(), rates.end());
-  std::printf("test accuracy %.2f %% (%zu images), mean loss %.4f; inference %.0f images/s (batch %zu, %zu threads, "
+  std::printf("test accuracy %.2f %% (%zu images), mean loss %.4f; inference %.0f images/s (batch %zu, %s, "
               "median of %zu)\n",
-              100.0 * r.accuracy, tt.test.size(), r.loss, rates[rates.size() / 2], f.batch, f.workers, rates.size());
+              100.0 * r.accuracy, tt.test.size(), r.loss, rates[rates.size() / 2], f.batch,
+              on_gpu ? "gpu" : fmt::format("{} threads", f.workers).c_str(), rates.size());
   print_confusion(r, net.classes());
   return 0;
 }
@@ -254,7 +269,8 @@ void add_cnn_commands(CLI::App& app, int& exit_code) {
   t->add_option("--tau", f->tau, "Staleness bound: 0 synchronous, N bounded, inf Hogwild!")->capture_default_str();
   t->add_flag("--compensate", f->compensate, "Lower momentum (then lr) as observed staleness grows");
   t->add_option("--lr-schedule", f->schedule, "constant, or cosine (to 0 over the run)")->capture_default_str();
-  t->add_option("--device", f->device, "cpu, gpu or auto")->capture_default_str();
+  t->add_option("--device", f->device,
+                 "cpu, gpu (CUDA; workers are streams) or auto (the GPU when one can be used)")->capture_default_str();
   t->add_option("--model", f->model, "Write the trained model (checkpoint) here");
   t->add_option("--seed", f->seed, "Seed for initialisation and shuffles")->capture_default_str();
   t->add_option("--limit", f->limit, "Use only the first N training images");

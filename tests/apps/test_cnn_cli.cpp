@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "asgd/gpu/gpu.hpp"
 #include "cli_harness.hpp"
 
 namespace {
@@ -82,9 +83,16 @@ TEST_F(CnnCli, ClearErrors) {
   EXPECT_NE(r.output.find("missing"), std::string::npos) << r.output;
   write_idx("train", 100, 5);
   write_idx("t10k", 50, 6);
-  r = run({"cnn", "train", "--data", path(""), "--device", "gpu"});
-  EXPECT_EQ(r.status, 2) << r.output;
-  EXPECT_NE(r.output.find("--device gpu"), std::string::npos) << r.output;
+  if (!asgd::gpu::unavailable().empty()) {
+    // No usable GPU: --device gpu says why and stops; auto trains on the CPU.
+    r = run({"cnn", "train", "--data", path(""), "--device", "gpu"});
+    EXPECT_EQ(r.status, 2) << r.output;
+    EXPECT_NE(r.output.find("--device gpu: "), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("--device cpu or auto"), std::string::npos) << r.output;
+    r = run({"cnn", "train", "--data", path(""), "--device", "auto", "--epochs", "1", "--batch", "32"});
+    EXPECT_EQ(r.status, 0) << r.output;
+    EXPECT_NE(r.output.find("device: cpu ("), std::string::npos) << r.output;
+  }
   r = run({"cnn", "train", "--data", path(""), "--epochs", "1", "--momentum", "1.5"});
   EXPECT_EQ(r.status, 2) << r.output;
   r = run({"cnn", "eval", "--data", path(""), "--model", path("nope.asgd")});

@@ -1,0 +1,219 @@
+// GPU against CPU: every layer's forward and backward, a full LeNet-5
+// loss-and-gradient, evaluation, and training under each delay rule. On a
+// machine without a usable CUDA device (or a build without CUDA) every test
+// skips with the reason.
+//
+// "Equal within 1e-4 relative" is normwise: max |gpu - cpu| <= 1e-4 *
+// max |cpu| over the tensor (element-wise relative error is meaningless for
+// entries that cancel to near zero). The GEMMs run in FP32 (no TF32).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "asgd/dense/network.hpp"
+#include "asgd/dense/trainer.hpp"
+#include "asgd/engine/bounded_delay.hpp"
+#include "asgd/engine/param_store.hpp"
+#include "asgd/gpu/gpu.hpp"
+
+namespace asgd {
+namespace {
+
+#define SKIP_WITHOUT_GPU()                                        \
+  do {                                                            \
+    const std::string why = gpu::unavailable();                   \
+    if (!why.empty()) GTEST_SKIP() << "no GPU: " << why;          \
+  } while (0)
+
+std::vector<float> random_vector(std::size_t n, std::uint64_t seed, float scale = 1.0f) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+double normwise_error(const std::vector<float>& got, const std::vector<float>& want) {
+  double diff = 0, size = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    diff = std::max(diff, std::abs(static_cast<double>(got[i]) - want[i]));
+    size = std::max(size, std::abs(static_cast<double>(want[i])));
+  }
+  return size > 0 ? diff / size : diff;
+}
+
+// A network of one layer, and the same layer declared alone for the CPU
+// calls (its tensors at the same offsets).
+struct OneLayer {
+  dense::Network net;
+  std::unique_ptr<dense::Layer> cpu;
+  Layout layout;
+  OneLayer(dense::Shape in, std::unique_ptr<dense::Layer> a, std::unique_ptr<dense::Layer> b) : net(in), cpu(std::move(b)) {
+    net.add(std::move(a));
+    cpu->declare(layout, "layer0", in);
+  }
+};
+
+void check_layer(dense::Shape in, std::unique_ptr<dense::Layer> (*make)(), const char* name) {
+  SCOPED_TRACE(name);
+  OneLayer l(in, make(), make());
+  const auto spec = l.net.specs()[0];
+  for (std::size_t n : {1u, 7u, 64u}) {
+    SCOPED_TRACE(testing::Message() << "n " << n);
+    const std::size_t P = l.net.layout().size();
+    const auto params = random_vector(std::max<std::size_t>(P, 1), 1, 0.2f);
+    const auto x = random_vector(n * spec.in.size(), 2);
+    const auto dout = random_vector(n * spec.out.size(), 3);
+    dense::Scratch scratch;
+    std::vector<float> cpu_out(n * spec.out.size()), gpu_out(cpu_out.size());
+    l.cpu->forward(params.data(), x.data(), cpu_out.data(), n, scratch);
+    gpu::layer_forward(l.net, 0, params.data(), x.data(), gpu_out.data(), n);
+    EXPECT_LE(normwise_error(gpu_out, cpu_out), 1e-4) << "forward";
+    std::vector<float> cpu_din(x.size()), gpu_din(x.size()), cpu_grad(P), gpu_grad(P);
+    l.cpu->backward(params.data(), x.data(), cpu_out.data(), dout.data(), cpu_din.data(), cpu_grad.data(), n, scratch);
+    gpu::layer_backward(l.net, 0, params.data(), x.data(), dout.data(), gpu_din.data(), gpu_grad.data(), n);
+    EXPECT_LE(normwise_error(gpu_din, cpu_din), 1e-4) << "input gradient";
+    if (P > 0) {
+      EXPECT_LE(normwise_error(gpu_grad, cpu_grad), 1e-4) << "parameter gradient";
+    }
+  }
+}
+
+TEST(GpuParity, EveryLayerForwardAndBackward) {
+  SKIP_WITHOUT_GPU();
+  check_layer({1, 28, 28}, [] { return dense::conv2d(1, 6, 5, 2); }, "conv 1->6 5x5 pad 2");
+  check_layer({6, 14, 14}, [] { return dense::conv2d(6, 16, 5, 0); }, "conv 6->16 5x5");
+  check_layer({6, 28, 28}, [] { return dense::max_pool2(); }, "max-pool");
+  check_layer({6, 28, 28}, [] { return dense::relu(); }, "relu");
+  check_layer({16, 5, 5}, [] { return dense::flatten(); }, "flatten");
+  check_layer({400, 1, 1}, [] { return dense::linear(400, 120); }, "linear 400->120");
+}
+
+dense::Dataset bars(std::size_t n, std::uint64_t seed) {
+  // Each class a bright bar at its own place over noise (the CLI tests' digits).
+  dense::Dataset d;
+  d.rows = d.cols = 28;
+  d.pixels.resize(n * 784);
+  d.labels.resize(n);
+  std::mt19937_64 rng(seed);
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto c = static_cast<std::uint8_t>(rng() % 10);
+    d.labels[i] = c;
+    for (std::size_t p = 0; p < 784; ++p) d.pixels[i * 784 + p] = static_cast<float>(rng() % 60) / 255.0f;
+    const std::size_t y = 3 + (c / 5) * 12, x = 2 + (c % 5) * 5;
+    for (std::size_t dy = 0; dy < 6; ++dy)
+      for (std::size_t dx = 0; dx < 4; ++dx) d.pixels[i * 784 + (y + dy) * 28 + x + dx] = 250.0f / 255.0f;
+  }
+  dense::normalize(d);
+  return d;
+}
+
+TEST(GpuParity, LenetLossAndGradient) {
+  SKIP_WITHOUT_GPU();
+  const dense::Network net = dense::lenet5();
+  std::vector<float> params(net.layout().size());
+  net.initialize(params, 3);
+  const dense::Dataset d = bars(33, 4);
+  auto ws = net.workspace(d.size());
+  std::vector<float> cpu_grad(params.size()), gpu_grad(params.size());
+  const double cpu = net.loss_and_gradient(params.data(), d.pixels.data(), d.labels.data(), d.size(), cpu_grad.data(), ws);
+  const double got = gpu::loss_and_gradient(net, params.data(), d.pixels.data(), d.labels.data(), d.size(), gpu_grad.data());
+  EXPECT_NEAR(got, cpu, 1e-4 * std::abs(cpu));
+  for (const auto& b : net.blocks()) {
+    const std::vector<float> c(cpu_grad.begin() + static_cast<std::ptrdiff_t>(b.offset),
+                               cpu_grad.begin() + static_cast<std::ptrdiff_t>(b.offset + b.size));
+    const std::vector<float> g(gpu_grad.begin() + static_cast<std::ptrdiff_t>(b.offset),
+                               gpu_grad.begin() + static_cast<std::ptrdiff_t>(b.offset + b.size));
+    EXPECT_LE(normwise_error(g, c), 1e-4) << b.name;
+  }
+}
+
+TEST(GpuParity, EvaluateAgreesWithTheCpu) {
+  SKIP_WITHOUT_GPU();
+  const dense::Network net = dense::lenet5();
+  std::vector<float> params(net.layout().size());
+  net.initialize(params, 5);
+  const dense::Dataset d = bars(1500, 6);
+  const auto cpu = dense::evaluate(net, params.data(), d, 1000, 1);
+  const auto got = gpu::evaluate(net, params.data(), d, 1000);
+  EXPECT_NEAR(got.accuracy, cpu.accuracy, 2.0 / 1500);  // a near-tie may flip
+  EXPECT_NEAR(got.loss, cpu.loss, 1e-4 * cpu.loss);
+}
+
+TEST(GpuParity, OneSynchronousStepEqualsTheCpuStep) {
+  SKIP_WITHOUT_GPU();
+  // One epoch of one minibatch: the same update on both.
+  const dense::Network net = dense::lenet5();
+  std::vector<float> init(net.layout().size());
+  net.initialize(init, 7);
+  const dense::Dataset d = bars(64, 8);
+  dense::TrainOptions o;
+  o.epochs = 1;
+  o.batch = 64;
+  o.lr = 0.05f;
+  ParamStore cpu_store = ParamStore::on_heap(net.layout()), gpu_store = ParamStore::on_heap(net.layout());
+  cpu_store.assign(init);
+  gpu_store.assign(init);
+  std::vector<float> cpu_m, gpu_m;
+  dense::train(net, cpu_store, cpu_m, d, nullptr, o);
+  gpu::train(net, gpu_store, gpu_m, d, nullptr, o);
+  const std::vector<float> c(cpu_store.data(), cpu_store.data() + cpu_store.size());
+  const std::vector<float> g(gpu_store.data(), gpu_store.data() + gpu_store.size());
+  EXPECT_LE(normwise_error(g, c), 1e-4);
+  EXPECT_LE(normwise_error(gpu_m, cpu_m), 1e-4);
+}
+
+TEST(GpuTraining, LearnsUnderEveryDelayRule) {
+  SKIP_WITHOUT_GPU();
+  const dense::Network net = dense::lenet5();
+  const dense::Dataset train = bars(3000, 9), test = bars(500, 10);
+  for (std::uint64_t tau : {std::uint64_t{0}, std::uint64_t{2}, kUnbounded}) {
+    for (std::size_t workers : {1u, 3u}) {
+      SCOPED_TRACE(testing::Message() << "tau " << tau << " workers " << workers);
+      ParamStore store = ParamStore::on_heap(net.layout());
+      std::vector<float> init(store.size()), momentum;
+      net.initialize(init, 11);
+      store.assign(init);
+      dense::TrainOptions o;
+      o.epochs = 2;
+      o.batch = 32;
+      o.workers = workers;
+      o.tau = tau;
+      o.lr = 0.02f;
+      const auto reports = gpu::train(net, store, momentum, train, &test, o);
+      ASSERT_EQ(reports.size(), 2u);
+      EXPECT_LT(reports.back().train_loss, reports.front().train_loss);
+      EXPECT_GT(reports.back().test_accuracy, 0.9);
+      if (tau != kUnbounded) {
+        EXPECT_LE(reports.back().max_view_age, tau);
+      }
+    }
+  }
+}
+
+TEST(GpuApi, UnavailableSaysWhy) {
+  // Runs everywhere: either a device is usable, or the reason is given and
+  // every entry point throws with it.
+  const std::string why = gpu::unavailable();
+  if (why.empty()) {
+    EXPECT_FALSE(gpu::describe_device().empty());
+    return;
+  }
+  const dense::Network net = dense::lenet5();
+  std::vector<float> params(net.layout().size());
+  const dense::Dataset d = bars(4, 1);
+  try {
+    gpu::evaluate(net, params.data(), d);
+    FAIL() << "evaluate ran without a device";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace asgd

@@ -1,0 +1,95 @@
+#!/bin/bash
+# On a machine with an NVIDIA GPU, in one go: build with CUDA, run the GPU
+# tests (and compute-sanitizer memcheck + racecheck over them), train LeNet-5
+# on MNIST with `asgd cnn --device gpu` at batch 64, 256 and 1024 against
+# PyTorch eager on the same GPU, a full-length accuracy run, and the tau sweep
+# over streams with its plot; prints a short table last.
+# Variables: DATA [MNIST IDX dir: <repo>/../shared/data/mnist, else `builtin`],
+#            BUILD [<repo>/build-gpu], OUT [<repo>/bench/results/gpu],
+#            EPOCHS [3 timed epochs per batch size], ACC_EPOCHS [15],
+#            PYTHON [python3 with torch], SANITIZE [1].
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+BUILD="${BUILD:-$root/build-gpu}"; OUT="${OUT:-$root/bench/results/gpu}"
+EPOCHS="${EPOCHS:-3}"; ACC_EPOCHS="${ACC_EPOCHS:-15}"; PYTHON="${PYTHON:-python3}"; SANITIZE="${SANITIZE:-1}"
+DATA="${DATA:-$root/../shared/data/mnist}"; [[ -d "$DATA" ]] || DATA=builtin
+mkdir -p "$OUT"
+log() { echo "== $*" >&2; }
+
+log "build ($BUILD)"
+cmake -S "$root" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DASGD_WITH_CUDA=ON -DASGD_WITH_MPI=OFF \
+  -DASGD_BUILD_TESTS=ON -DASGD_BUILD_BENCH=OFF > "$OUT/configure.log"
+cmake --build "$BUILD" -j "$(nproc)" --target asgd test_gpu > "$OUT/build.log"
+asgd="$BUILD/apps/asgd"
+"$asgd" cnn train --data "$DATA" --device gpu --epochs 1 --limit 1000 -q > /dev/null  # fails loudly without a GPU
+
+log "GPU tests"
+tests=pass
+"$BUILD/tests/gpu/test_gpu" 2>&1 | tee "$OUT/test_gpu.log" | tail -n 3 >&2 || tests=FAIL
+memcheck=skipped; racecheck=skipped
+if [[ "$SANITIZE" == 1 ]] && { command -v compute-sanitizer > /dev/null || [[ -x /usr/local/cuda/bin/compute-sanitizer ]]; }; then
+  cs="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
+  # The parity tests cover every kernel; training under each delay rule covers the streams.
+  log "compute-sanitizer memcheck"
+  "$cs" --tool memcheck --leak-check full --error-exitcode 9 "$BUILD/tests/gpu/test_gpu" \
+    --gtest_filter='GpuParity.*:GpuApi.*' > "$OUT/memcheck.log" 2>&1 && memcheck=clean || memcheck="errors (see memcheck.log)"
+  log "compute-sanitizer racecheck"
+  "$cs" --tool racecheck --error-exitcode 9 "$BUILD/tests/gpu/test_gpu" --gtest_filter='GpuParity.*' \
+    > "$OUT/racecheck.log" 2>&1 && racecheck=clean || racecheck="hazards (see racecheck.log)"
+fi
+
+log "speed: asgd vs PyTorch eager, same GPU, batch 64/256/1024"
+: > "$OUT/speed.tsv"
+for b in 64 256 1024; do
+  "$asgd" cnn train --data "$DATA" --device gpu --epochs $((EPOCHS + 1)) --batch "$b" --lr 0.01 \
+    --csv "$OUT/asgd_b$b.csv" -q > "$OUT/asgd_b$b.log"
+  # median images/s over the epochs after the first (warm-up), accuracy after the last
+  rate=$(awk -F, 'NR > 2 {print $6}' "$OUT/asgd_b$b.csv" | sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}')
+  acc=$(awk -F, 'END {print $9}' "$OUT/asgd_b$b.csv")
+  printf "asgd\t%s\t%s\t%s\n" "$b" "$rate" "$acc" >> "$OUT/speed.tsv"
+done
+if [[ "$DATA" != builtin ]] && "$PYTHON" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
+  "$PYTHON" "$root/bench/peers/cnn_gpu/lenet_torch_gpu.py" --data "$DATA" --epochs "$EPOCHS" > "$OUT/torch.jsonl" \
+    2> "$OUT/torch.log"
+  "$PYTHON" -c '
+import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    print(f"pytorch\t{r[\"batch\"]}\t{r[\"images_per_s_median\"]:.0f}\t{r[\"test_accuracy\"]:.4f}\t{r[\"sgemm_gflops\"]:.0f}")
+' "$OUT/torch.jsonl" >> "$OUT/speed.tsv"
+else
+  log "no PyTorch with CUDA (or builtin data): the peer is skipped"
+fi
+
+log "accuracy: $ACC_EPOCHS epochs, batch 256, cosine schedule"
+"$asgd" cnn train --data "$DATA" --device gpu --epochs "$ACC_EPOCHS" --batch 256 --lr 0.05 --lr-schedule cosine \
+  --csv "$OUT/accuracy.csv" -q > "$OUT/accuracy.log"
+final_acc=$(awk -F, 'END {print $9}' "$OUT/accuracy.csv")
+
+log "tau sweep: 4 streams, tau 0 1 4 16 inf, 5 epochs"
+first=1
+for tau in 0 1 4 16 inf; do
+  "$asgd" cnn train --data "$DATA" --device gpu --workers 4 --tau "$tau" --epochs 5 --batch 64 \
+    --csv "$OUT/tau_$tau.csv" -q > "$OUT/tau_$tau.log"
+  if [[ $first == 1 ]]; then cat "$OUT/tau_$tau.csv"; first=0; else tail -n +2 "$OUT/tau_$tau.csv"; fi
+done > "$OUT/staleness_cnn_gpu.csv"
+"$PYTHON" "$root/bench/plot_staleness.py" "$OUT/staleness_cnn_gpu.csv" "$OUT/staleness_cnn_gpu.png" \
+  "LeNet-5 on the GPU: 4 streams, test error vs seconds per tau" > /dev/null 2>&1 || log "no plot (matplotlib?)"
+
+echo
+echo "device: $("$asgd" cnn train --data "$DATA" --device gpu --epochs 1 --limit 256 2>/dev/null | sed -n 's/^device: //p')"
+echo "tests: $tests; compute-sanitizer memcheck: $memcheck, racecheck: $racecheck"
+echo "LeNet-5, $ACC_EPOCHS epochs at batch 256: test accuracy $final_acc"
+echo
+echo "| batch | asgd img/s | PyTorch eager img/s | asgd/PyTorch | asgd acc | PyTorch acc |"
+echo "|---|---|---|---|---|---|"
+for b in 64 256 1024; do
+  awk -F'\t' -v b="$b" '$2 == b && $1 == "asgd" {a = $3; aa = $4} $2 == b && $1 == "pytorch" {t = $3; ta = $4}
+    END {printf "| %s | %.0f | %s | %s | %.4f | %s |\n", b, a, t ? t : "-", t ? sprintf("%.2fx", a / t) : "-", aa,
+         ta ? ta : "-"}' "$OUT/speed.tsv"
+done
+echo
+echo "tau sweep (4 streams, 5 epochs): final test accuracy and seconds"
+for tau in 0 1 4 16 inf; do
+  awk -F, -v t="$tau" 'END {printf "  tau %s: %.4f in %.1f s\n", t, $9, $5}' "$OUT/tau_$tau.csv"
+done

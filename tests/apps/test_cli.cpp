@@ -103,8 +103,10 @@ TEST_F(Cli, TwoProcessesTrainOneSegmentWhileAThirdReads) {
   generate("s.svm", 30000, 5000);
   const std::string shm = "asgd-cli-test-" + std::to_string(::getpid());
   asgd::ParamStore::remove_shared(shm);
+  // 150 epochs: each trainer runs about a second, so a reader (a process
+  // start plus parsing the data) fits inside the window where both write.
   const std::vector<std::string> train = {"linear", "train", "--data", path("s.svm"), "--shm", shm, "--workers", "1",
-                                          "--epochs", "25", "--quiet", "--reference"};
+                                          "--epochs", "150", "--quiet", "--reference"};
   Child a(train, dir_ / "a.log");
   Child b(train, dir_ / "b.log");
   auto running = [](const Child& c) { return ::waitpid(c.pid(), nullptr, WNOHANG) == 0; };

@@ -115,6 +115,20 @@ void to_host(T* dst, const T* src, std::size_t n, cudaStream_t s) {
   if (n > 0) ASGD_CUDA(cudaMemcpyAsync(dst, src, n * sizeof(T), cudaMemcpyDeviceToHost, s));
 }
 
+// A stream, its cuBLAS handle, a network of `capacity` samples on it and the
+// parameters copied to the device: what each one-off entry point needs.
+struct OneShot {
+  Stream stream;
+  Cublas cublas{stream.get()};
+  GpuNetwork net;
+  DeviceBuffer<float> params;
+  OneShot(const dense::Network& n, std::size_t capacity, const float* host_params)
+      : net(n, std::max<std::size_t>(capacity, 1), stream.get(), cublas.get()), params(n.layout().size()) {
+    to_device(params.get(), host_params, n.layout().size(), stream.get());
+  }
+  cudaStream_t s() const noexcept { return stream.get(); }
+};
+
 // The sizes of a layer's weight and bias tensors.
 std::pair<std::size_t, std::size_t> tensor_sizes(const dense::LayerSpec& s) {
   using Kind = dense::LayerSpec::Kind;
@@ -156,15 +170,12 @@ void layer_forward(const dense::Network& net, std::size_t layer, const float* pa
   require_device();
   check_layer(net, layer);
   const auto spec = net.specs()[layer];
-  Stream stream;
-  Cublas cublas(stream.get());
-  GpuNetwork g(net, std::max<std::size_t>(n, 1), stream.get(), cublas.get());
-  DeviceBuffer<float> d_params(net.layout().size()), d_in(n * spec.in.size() + 1), d_out(n * spec.out.size() + 1);
-  to_device(d_params.get(), params, net.layout().size(), stream.get());
-  to_device(d_in.get(), in, n * spec.in.size(), stream.get());
-  g.layer_forward(layer, d_params.get(), d_in.get(), d_out.get(), n);
-  to_host(out, d_out.get(), n * spec.out.size(), stream.get());
-  stream.synchronize();
+  OneShot g(net, n, params);
+  DeviceBuffer<float> d_in(n * spec.in.size() + 1), d_out(n * spec.out.size() + 1);
+  to_device(d_in.get(), in, n * spec.in.size(), g.s());
+  g.net.layer_forward(layer, g.params.get(), d_in.get(), d_out.get(), n);
+  to_host(out, d_out.get(), n * spec.out.size(), g.s());
+  g.stream.synchronize();
 }
 
 void layer_backward(const dense::Network& net, std::size_t layer, const float* params, const float* in,
@@ -172,25 +183,21 @@ void layer_backward(const dense::Network& net, std::size_t layer, const float* p
   require_device();
   check_layer(net, layer);
   const auto spec = net.specs()[layer];
-  const std::size_t P = net.layout().size();
-  Stream stream;
-  Cublas cublas(stream.get());
-  GpuNetwork g(net, std::max<std::size_t>(n, 1), stream.get(), cublas.get());
-  DeviceBuffer<float> d_params(P), d_grad(P), d_in(n * spec.in.size() + 1), d_out(n * spec.out.size() + 1),
+  OneShot g(net, n, params);
+  DeviceBuffer<float> d_grad(net.layout().size()), d_in(n * spec.in.size() + 1), d_out(n * spec.out.size() + 1),
       d_dout(n * spec.out.size() + 1), d_din(n * spec.in.size() + 1);
-  to_device(d_params.get(), params, P, stream.get());
-  to_device(d_in.get(), in, n * spec.in.size(), stream.get());
-  to_device(d_dout.get(), dout, n * spec.out.size(), stream.get());
-  g.layer_forward(layer, d_params.get(), d_in.get(), d_out.get(), n);  // the scratch backward needs
-  g.layer_backward(layer, d_params.get(), d_in.get(), d_out.get(), d_dout.get(), din ? d_din.get() : nullptr,
-                   d_grad.get(), n);
-  if (din != nullptr) to_host(din, d_din.get(), n * spec.in.size(), stream.get());
+  to_device(d_in.get(), in, n * spec.in.size(), g.s());
+  to_device(d_dout.get(), dout, n * spec.out.size(), g.s());
+  g.net.layer_forward(layer, g.params.get(), d_in.get(), d_out.get(), n);  // the scratch backward needs
+  g.net.layer_backward(layer, g.params.get(), d_in.get(), d_out.get(), d_dout.get(), din ? d_din.get() : nullptr,
+                       d_grad.get(), n);
+  if (din != nullptr) to_host(din, d_din.get(), n * spec.in.size(), g.s());
   const auto [wsize, bsize] = tensor_sizes(spec);
   if (grad != nullptr && wsize > 0) {
-    to_host(grad + spec.weight, d_grad.get() + spec.weight, wsize, stream.get());
-    to_host(grad + spec.bias, d_grad.get() + spec.bias, bsize, stream.get());
+    to_host(grad + spec.weight, d_grad.get() + spec.weight, wsize, g.s());
+    to_host(grad + spec.bias, d_grad.get() + spec.bias, bsize, g.s());
   }
-  stream.synchronize();
+  g.stream.synchronize();
 }
 
 double loss_and_gradient(const dense::Network& net, const float* params, const float* x, const std::uint8_t* labels,
@@ -198,22 +205,19 @@ double loss_and_gradient(const dense::Network& net, const float* params, const f
   require_device();
   if (n == 0) throw InputError("gpu: loss of no samples");
   const std::size_t P = net.layout().size(), D = net.input().size();
-  Stream stream;
-  Cublas cublas(stream.get());
-  GpuNetwork g(net, n, stream.get(), cublas.get());
-  DeviceBuffer<float> d_params(P), d_grad(P), d_x(n * D);
+  OneShot g(net, n, params);
+  DeviceBuffer<float> d_grad(P), d_x(n * D);
   DeviceBuffer<std::uint8_t> d_y(n);
   DeviceBuffer<double> d_loss(1);
-  to_device(d_params.get(), params, P, stream.get());
-  to_device(d_x.get(), x, n * D, stream.get());
-  to_device(d_y.get(), labels, n, stream.get());
-  ASGD_CUDA(cudaMemsetAsync(d_loss.get(), 0, sizeof(double), stream.get()));
-  g.loss_and_gradient(d_params.get(), d_x.get(), d_y.get(), n, d_grad.get());
-  kernels::accumulate_sum(g.sample_losses(), n, 1.0 / static_cast<double>(n), d_loss.get(), stream.get());
+  to_device(d_x.get(), x, n * D, g.s());
+  to_device(d_y.get(), labels, n, g.s());
+  ASGD_CUDA(cudaMemsetAsync(d_loss.get(), 0, sizeof(double), g.s()));
+  g.net.loss_and_gradient(g.params.get(), d_x.get(), d_y.get(), n, d_grad.get());
+  kernels::accumulate_sum(g.net.sample_losses(), n, 1.0 / static_cast<double>(n), d_loss.get(), g.s());
   double loss = 0;
-  to_host(grad, d_grad.get(), P, stream.get());
-  to_host(&loss, d_loss.get(), 1, stream.get());
-  stream.synchronize();
+  to_host(grad, d_grad.get(), P, g.s());
+  to_host(&loss, d_loss.get(), 1, g.s());
+  g.stream.synchronize();
   return loss;
 }
 
@@ -223,14 +227,9 @@ dense::EvalResult evaluate(const dense::Network& net, const float* params, const
   if (data.image_size() != net.input().size())
     throw InputError(fmt::format("evaluate: images of {} pixels for a network that takes {}", data.image_size(),
                                  net.input().size()));
-  Stream stream;
-  Cublas cublas(stream.get());
-  GpuNetwork g(net, std::max<std::size_t>(1, std::min(batch, std::max<std::size_t>(data.size(), 1))), stream.get(),
-               cublas.get());
-  DeviceBuffer<float> d_params(net.layout().size());
-  to_device(d_params.get(), params, net.layout().size(), stream.get());
-  const DeviceData d = upload(data, stream.get());
-  return evaluate_on_device(g, d_params.get(), d, stream.get());
+  OneShot g(net, std::min(batch, std::max<std::size_t>(data.size(), 1)), params);
+  const DeviceData d = upload(data, g.s());
+  return evaluate_on_device(g.net, g.params.get(), d, g.s());
 }
 
 namespace {

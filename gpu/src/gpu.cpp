@@ -17,12 +17,12 @@
 #include "asgd/engine/block_trainer.hpp"
 #include "asgd/engine/bounded_delay.hpp"
 #include "asgd/engine/errors.hpp"
+#include "backend.hpp"
 #include "cuda_util.hpp"
 #include "kernels.hpp"
 #include "network.hpp"
 
-namespace asgd::gpu {
-namespace detail {
+namespace asgd::gpu::detail {
 
 void throw_cuda(cudaError_t rc, const char* call, const char* file, int line) {
   throw RuntimeError(fmt::format("{}:{}: {}: {} ({})", file, line, call, cudaGetErrorString(rc), cudaGetErrorName(rc)));
@@ -32,12 +32,22 @@ void throw_cublas(cublasStatus_t rc, const char* call, const char* file, int lin
   throw RuntimeError(fmt::format("{}:{}: {}: {}", file, line, call, cublasGetStatusString(rc)));
 }
 
+}  // namespace asgd::gpu::detail
+
+// The backend's side of the API (asgd::gpu::cuda): loaded on demand from
+// libasgd_gpu_cuda.so by api.cpp, which forwards asgd::gpu's functions here.
+namespace asgd::gpu::cuda {
+
+using namespace detail;
+
+std::string unavailable();
+
+namespace {
+
 void require_device() {
   const std::string why = unavailable();
   if (!why.empty()) throw RuntimeError("--device gpu: " + why);
 }
-
-namespace {
 
 // A Dataset on the device: images [n][D] and labels, copied once through two
 // pinned staging buffers so that filling one overlaps the copy of the other.
@@ -138,11 +148,6 @@ std::pair<std::size_t, std::size_t> tensor_sizes(const dense::LayerSpec& s) {
 }
 
 }  // namespace
-}  // namespace detail
-
-using namespace detail;
-
-bool built_with_cuda() noexcept { return true; }
 
 std::string unavailable() {
   int count = 0;
@@ -462,4 +467,13 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
   return reports;
 }
 
-}  // namespace asgd::gpu
+}  // namespace asgd::gpu::cuda
+
+// The one symbol the module exports.
+extern "C" ASGD_GPU_BACKEND_EXPORT const asgd::gpu::detail::Backend* asgd_gpu_cuda_backend() {
+  namespace c = asgd::gpu::cuda;
+  static const asgd::gpu::detail::Backend table{asgd::gpu::detail::kBackendAbi, &c::unavailable, &c::describe_device,
+                                                &c::train,  &c::evaluate,      &c::layer_forward,
+                                                &c::layer_backward, &c::loss_and_gradient};
+  return &table;
+}

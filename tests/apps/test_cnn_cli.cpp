@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <random>
 #include <string>
@@ -102,4 +104,36 @@ TEST_F(CnnCli, ClearErrors) {
   r = run({"cnn", "train", "--data", path(""), "--epochs", "1"});
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("t10k-labels-idx1-ubyte"), std::string::npos) << r.output;
+}
+
+// The CUDA backend is a module loaded by the first GPU call: the binary does
+// not link cuBLAS (every command would pay for loading it), a command that
+// uses no GPU runs without the module, and one that needs it says where it
+// looked.
+TEST_F(CnnCli, CudaBackendIsLoadedOnlyByGpuCommands) {
+  if (!asgd::gpu::built_with_cuda()) GTEST_SKIP() << "built without CUDA";
+  std::string deps;
+  if (FILE* p = ::popen("ldd " ASGD_BINARY " 2>&1", "r")) {
+    char buf[4096];
+    while (std::fgets(buf, sizeof buf, p) != nullptr) deps += buf;
+    ::pclose(p);
+  }
+  ASSERT_NE(deps.find("libc.so"), std::string::npos) << deps;
+  EXPECT_EQ(deps.find("libcublas"), std::string::npos) << deps;
+  EXPECT_EQ(deps.find("libcudart"), std::string::npos) << deps;
+
+  write_idx("train", 100, 5);
+  write_idx("t10k", 50, 6);
+  const std::string missing = path("no-such-backend.so");
+  ::setenv("ASGD_GPU_BACKEND", missing.c_str(), 1);
+  auto r = run({"cnn", "train", "--data", path(""), "--epochs", "1", "--batch", "32"});
+  const auto gpu = run({"cnn", "train", "--data", path(""), "--device", "gpu"});
+  const auto automatic = run({"cnn", "train", "--data", path(""), "--device", "auto", "--epochs", "1"});
+  ::unsetenv("ASGD_GPU_BACKEND");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(gpu.status, 2) << gpu.output;
+  EXPECT_NE(gpu.output.find(missing), std::string::npos) << gpu.output;
+  EXPECT_NE(gpu.output.find("ASGD_GPU_BACKEND"), std::string::npos) << gpu.output;
+  EXPECT_EQ(automatic.status, 0) << automatic.output;
+  EXPECT_NE(automatic.output.find("device: cpu (the CUDA backend"), std::string::npos) << automatic.output;
 }

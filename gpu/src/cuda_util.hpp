@@ -54,6 +54,10 @@ class DeviceBuffer {
     p_ = static_cast<T*>(p);
     n_ = n;
   }
+  // All bytes 0, queued on s.
+  void zero(cudaStream_t s) {
+    if (n_ > 0) ASGD_CUDA(cudaMemsetAsync(p_, 0, n_ * sizeof(T), s));
+  }
   T* get() const noexcept { return p_; }
   std::size_t size() const noexcept { return n_; }
 

@@ -191,6 +191,7 @@ void layer_backward(const dense::Network& net, std::size_t layer, const float* p
   OneShot g(net, n, params);
   DeviceBuffer<float> d_grad(net.layout().size()), d_in(n * spec.in.size() + 1), d_out(n * spec.out.size() + 1),
       d_dout(n * spec.out.size() + 1), d_din(n * spec.in.size() + 1);
+  d_grad.zero(g.s());
   to_device(d_in.get(), in, n * spec.in.size(), g.s());
   to_device(d_dout.get(), dout, n * spec.out.size(), g.s());
   g.net.layer_forward(layer, g.params.get(), d_in.get(), d_out.get(), n);  // the scratch backward needs
@@ -214,6 +215,7 @@ double loss_and_gradient(const dense::Network& net, const float* params, const f
   DeviceBuffer<float> d_grad(P), d_x(n * D);
   DeviceBuffer<std::uint8_t> d_y(n);
   DeviceBuffer<double> d_loss(1);
+  d_grad.zero(g.s());  // the layout's padding: the backward pass writes only the tensors
   to_device(d_x.get(), x, n * D, g.s());
   to_device(d_y.get(), labels, n, g.s());
   ASGD_CUDA(cudaMemsetAsync(d_loss.get(), 0, sizeof(double), g.s()));
@@ -296,6 +298,7 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
     wk->x.resize(B * D);
     wk->y.resize(B);
     wk->grad.resize(P);
+    wk->grad.zero(wk->stream.get());  // the layout's padding stays 0 in every update
     if (o.tau > 0) wk->view.resize(P);
     wk->loss.resize(1);
     workers.push_back(std::move(wk));

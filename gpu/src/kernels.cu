@@ -1,10 +1,11 @@
 // The dense layer set as CUDA kernels (the GEMMs are cuBLAS, in network.cpp).
-// Each kernel is a grid-stride loop over its outputs; none uses atomics on
-// floats, so results do not depend on scheduling.
-#include <cfloat>
+// The elementwise kernels are grid-stride loops over kernel_bodies.hpp, which
+// the host emulation runs too; none uses atomics on floats, so results do
+// not depend on scheduling.
 #include <cstdint>
 
 #include "cuda_util.hpp"
+#include "kernel_bodies.hpp"
 #include "kernels.hpp"
 
 namespace asgd::gpu::kernels {
@@ -22,134 +23,45 @@ unsigned blocks_for(std::size_t n) {
        i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
 
 __global__ void im2col_kernel(const float* __restrict__ in, float* __restrict__ col, ConvGeometry g) {
-  const std::size_t plane = static_cast<std::size_t>(g.oh) * g.ow;
-  const std::size_t per_row = static_cast<std::size_t>(g.n) * plane;
-  const std::size_t total = static_cast<std::size_t>(g.c) * g.k * g.k * per_row;
-  ASGD_GRID_LOOP(i, total) {
-    const std::size_t row = i / per_row, rest = i % per_row;
-    const int kx = static_cast<int>(row % g.k), ky = static_cast<int>((row / g.k) % g.k);
-    const int ci = static_cast<int>(row / (static_cast<std::size_t>(g.k) * g.k));
-    const std::size_t s = rest / plane;
-    const int oy = static_cast<int>((rest % plane) / g.ow), ox = static_cast<int>(rest % g.ow);
-    const int iy = oy + ky - g.pad, ix = ox + kx - g.pad;
-    float v = 0.0f;
-    if (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w)
-      v = in[((static_cast<std::size_t>(ci) * g.n + s) * g.h + iy) * g.w + ix];
-    col[i] = v;
-  }
+  ASGD_GRID_LOOP(i, body::im2col_size(g)) body::im2col(i, in, col, g);
 }
 
 __global__ void col2im_kernel(const float* __restrict__ col, float* __restrict__ din, ConvGeometry g) {
-  const std::size_t plane = static_cast<std::size_t>(g.oh) * g.ow;
-  const std::size_t per_row = static_cast<std::size_t>(g.n) * plane;
-  const std::size_t total = static_cast<std::size_t>(g.c) * g.n * g.h * g.w;
-  ASGD_GRID_LOOP(i, total) {
-    const int ix = static_cast<int>(i % g.w), iy = static_cast<int>((i / g.w) % g.h);
-    const std::size_t s = (i / (static_cast<std::size_t>(g.w) * g.h)) % g.n;
-    const int ci = static_cast<int>(i / (static_cast<std::size_t>(g.w) * g.h * g.n));
-    float sum = 0.0f;
-    for (int ky = 0; ky < g.k; ++ky) {
-      const int oy = iy - ky + g.pad;
-      if (oy < 0 || oy >= g.oh) continue;
-      for (int kx = 0; kx < g.k; ++kx) {
-        const int ox = ix - kx + g.pad;
-        if (ox < 0 || ox >= g.ow) continue;
-        const std::size_t row = (static_cast<std::size_t>(ci) * g.k + ky) * g.k + kx;
-        sum += col[row * per_row + s * plane + static_cast<std::size_t>(oy) * g.ow + ox];
-      }
-    }
-    din[i] = sum;
-  }
+  ASGD_GRID_LOOP(i, body::image_size(g)) body::col2im(i, col, din, g);
 }
 
-__global__ void row_bias_kernel(float* y, const float* __restrict__ b, std::size_t rows, std::size_t cols,
-                                bool relu) {
-  ASGD_GRID_LOOP(i, rows * cols) {
-    const float v = y[i] + b[i / cols];
-    y[i] = relu ? fmaxf(v, 0.0f) : v;
-  }
-}
-
-__global__ void col_bias_kernel(float* y, const float* __restrict__ b, std::size_t n, std::size_t cols, bool relu) {
-  ASGD_GRID_LOOP(i, n * cols) {
-    const float v = y[i] + b[i % cols];
-    y[i] = relu ? fmaxf(v, 0.0f) : v;
-  }
+__global__ void bias_kernel(float* y, const float* __restrict__ b, std::size_t m, std::size_t cols, bool per_row,
+                            bool relu) {
+  ASGD_GRID_LOOP(i, m) body::add_bias(i, y, b, cols, per_row, relu);
 }
 
 __global__ void relu_forward_kernel(const float* __restrict__ in, float* __restrict__ out, std::size_t m) {
-  ASGD_GRID_LOOP(i, m) out[i] = fmaxf(in[i], 0.0f);
+  ASGD_GRID_LOOP(i, m) body::relu_forward(i, in, out);
 }
 
 __global__ void relu_backward_kernel(const float* out, const float* dout, float* din, std::size_t m) {
-  ASGD_GRID_LOOP(i, m) din[i] = out[i] > 0.0f ? dout[i] : 0.0f;
+  ASGD_GRID_LOOP(i, m) body::relu_backward(i, out, dout, din);
 }
 
 __global__ void max_pool_forward_kernel(const float* __restrict__ in, float* __restrict__ out,
-                                        std::uint8_t* __restrict__ choice, std::size_t planes, int h, int w) {
-  const int oh = h / 2, ow = w / 2;
-  ASGD_GRID_LOOP(i, planes * oh * ow) {
-    const std::size_t p = i / (static_cast<std::size_t>(oh) * ow);
-    const int y = static_cast<int>((i / ow) % oh), x = static_cast<int>(i % ow);
-    const float* r0 = in + (p * h + 2 * y) * w + 2 * x;
-    const float* r1 = r0 + w;
-    const float a = r0[0], b = r0[1], c = r1[0], d = r1[1];
-    const float top = fmaxf(a, b), bottom = fmaxf(c, d);
-    const std::uint8_t t = b > a ? 1 : 0, u = d > c ? 3 : 2;
-    out[i] = fmaxf(top, bottom);
-    choice[i] = bottom > top ? u : t;
-  }
+                                        std::uint8_t* __restrict__ choice, std::size_t m, int h, int w) {
+  ASGD_GRID_LOOP(i, m) body::max_pool_forward(i, in, out, choice, h, w);
 }
 
 __global__ void max_pool_backward_kernel(const float* __restrict__ dout, const std::uint8_t* __restrict__ choice,
-                                         float* __restrict__ din, std::size_t planes, int h, int w) {
-  const int oh = h / 2, ow = w / 2;
-  ASGD_GRID_LOOP(i, planes * oh * ow) {
-    const std::size_t p = i / (static_cast<std::size_t>(oh) * ow);
-    const int y = static_cast<int>((i / ow) % oh), x = static_cast<int>(i % ow);
-    float* r0 = din + (p * h + 2 * y) * w + 2 * x;
-    float* r1 = r0 + w;
-    const float g = dout[i];
-    const std::uint8_t c = choice[i];
-    r0[0] = c == 0 ? g : 0.0f;
-    r0[1] = c == 1 ? g : 0.0f;
-    r1[0] = c == 2 ? g : 0.0f;
-    r1[1] = c == 3 ? g : 0.0f;
-  }
+                                         float* __restrict__ din, std::size_t m, int h, int w) {
+  ASGD_GRID_LOOP(i, m) body::max_pool_backward(i, dout, choice, din, h, w);
 }
 
-// out[s][c * hw + j] = in[c][s][j]
 __global__ void flatten_kernel(const float* __restrict__ in, float* __restrict__ out, int c, std::size_t n, int hw,
                                bool forward) {
-  const std::size_t f = static_cast<std::size_t>(c) * hw;
-  ASGD_GRID_LOOP(i, n * f) {
-    const std::size_t s = i / f, ch = (i % f) / hw, j = i % hw;
-    const std::size_t src = (ch * n + s) * hw + j;
-    if (forward)
-      out[i] = in[src];
-    else
-      out[src] = in[i];
-  }
+  ASGD_GRID_LOOP(i, n * c * hw) body::flatten(i, in, out, c, n, hw, forward);
 }
 
 __global__ void softmax_xent_kernel(const float* __restrict__ logits, const std::uint8_t* __restrict__ labels,
                                     std::size_t n, int k, float* __restrict__ loss, float* __restrict__ dlogits,
                                     float scale) {
-  ASGD_GRID_LOOP(i, n) {
-    const float* z = logits + i * k;
-    float m = -FLT_MAX;
-    for (int j = 0; j < k; ++j) m = fmaxf(m, z[j]);
-    double sum = 0;
-    for (int j = 0; j < k; ++j) sum += exp(static_cast<double>(z[j] - m));
-    const double log_sum = log(sum) + m;
-    const int label = labels[i];
-    loss[i] = static_cast<float>(log_sum - z[label]);
-    if (dlogits != nullptr) {
-      float* d = dlogits + i * k;
-      for (int j = 0; j < k; ++j) d[j] = static_cast<float>(exp(static_cast<double>(z[j]) - log_sum)) * scale;
-      d[label] -= scale;
-    }
-  }
+  ASGD_GRID_LOOP(i, n) body::softmax_xent(i, logits, labels, k, loss, dlogits, scale);
 }
 
 // One block: sums x into *acc (kThreads partial sums, then a tree in shared memory).
@@ -168,24 +80,13 @@ __global__ void sum_kernel(const float* __restrict__ x, std::size_t n, double sc
 
 __global__ void confusion_kernel(const float* __restrict__ logits, const std::uint8_t* __restrict__ labels,
                                  std::size_t n, int k, unsigned* counts) {
-  ASGD_GRID_LOOP(i, n) {
-    const float* z = logits + i * k;
-    int best = 0;
-    for (int j = 1; j < k; ++j)
-      if (z[j] > z[best]) best = j;
-    atomicAdd(counts + labels[i] * k + best, 1u);
-  }
+  ASGD_GRID_LOOP(i, n) atomicAdd(counts + labels[i] * k + body::argmax(i, logits, k), 1u);
 }
 
 __global__ void gather_kernel(const float* __restrict__ images, const std::uint8_t* __restrict__ labels,
                               const std::uint32_t* __restrict__ index, std::size_t first, std::size_t n,
                               std::size_t dim, float* __restrict__ x, std::uint8_t* __restrict__ y) {
-  ASGD_GRID_LOOP(i, n * dim) {
-    const std::size_t s = i / dim, j = i % dim;
-    const std::size_t src = index[first + s];
-    x[i] = images[src * dim + j];
-    if (j == 0) y[s] = labels[src];
-  }
+  ASGD_GRID_LOOP(i, n * dim) body::gather(i, images, labels, index, first, dim, x, y);
 }
 
 __global__ void fill_kernel(float* x, float value, std::size_t n) {
@@ -194,36 +95,28 @@ __global__ void fill_kernel(float* x, float value, std::size_t n) {
 
 __global__ void sgd_kernel(float* __restrict__ w, float* __restrict__ v, GradSum g, std::size_t n, float lr,
                            float mu, float wd) {
-  ASGD_GRID_LOOP(i, n) {
-    float grad = 0.0f;
-    for (int j = 0; j < g.count; ++j) grad += g.weights[j] * g.grads[j][i];
-    const float vi = mu * v[i] + (grad + wd * w[i]);
-    v[i] = vi;
-    w[i] -= lr * vi;
-  }
+  ASGD_GRID_LOOP(i, n) body::sgd_momentum(i, w, v, g, lr, mu, wd);
 }
 
 }  // namespace
 
 void im2col(const float* in, float* col, const ConvGeometry& g, cudaStream_t s) {
-  const std::size_t total = static_cast<std::size_t>(g.c) * g.k * g.k * g.n * g.oh * g.ow;
-  im2col_kernel<<<blocks_for(total), kThreads, 0, s>>>(in, col, g);
+  im2col_kernel<<<blocks_for(body::im2col_size(g)), kThreads, 0, s>>>(in, col, g);
   ASGD_CUDA_LAUNCHED();
 }
 
 void col2im(const float* col, float* din, const ConvGeometry& g, cudaStream_t s) {
-  const std::size_t total = static_cast<std::size_t>(g.c) * g.n * g.h * g.w;
-  col2im_kernel<<<blocks_for(total), kThreads, 0, s>>>(col, din, g);
+  col2im_kernel<<<blocks_for(body::image_size(g)), kThreads, 0, s>>>(col, din, g);
   ASGD_CUDA_LAUNCHED();
 }
 
 void add_row_bias(float* y, const float* b, std::size_t rows, std::size_t cols, bool relu, cudaStream_t s) {
-  row_bias_kernel<<<blocks_for(rows * cols), kThreads, 0, s>>>(y, b, rows, cols, relu);
+  bias_kernel<<<blocks_for(rows * cols), kThreads, 0, s>>>(y, b, rows * cols, cols, true, relu);
   ASGD_CUDA_LAUNCHED();
 }
 
 void add_col_bias(float* y, const float* b, std::size_t n, std::size_t cols, bool relu, cudaStream_t s) {
-  col_bias_kernel<<<blocks_for(n * cols), kThreads, 0, s>>>(y, b, n, cols, relu);
+  bias_kernel<<<blocks_for(n * cols), kThreads, 0, s>>>(y, b, n * cols, cols, false, relu);
   ASGD_CUDA_LAUNCHED();
 }
 
@@ -239,14 +132,15 @@ void relu_backward(const float* out, const float* dout, float* din, std::size_t 
 
 void max_pool_forward(const float* in, float* out, std::uint8_t* choice, std::size_t planes, int h, int w,
                       cudaStream_t s) {
-  max_pool_forward_kernel<<<blocks_for(planes * (h / 2) * (w / 2)), kThreads, 0, s>>>(in, out, choice, planes, h, w);
+  const std::size_t m = planes * (h / 2) * (w / 2);
+  max_pool_forward_kernel<<<blocks_for(m), kThreads, 0, s>>>(in, out, choice, m, h, w);
   ASGD_CUDA_LAUNCHED();
 }
 
 void max_pool_backward(const float* dout, const std::uint8_t* choice, float* din, std::size_t planes, int h, int w,
                        cudaStream_t s) {
-  max_pool_backward_kernel<<<blocks_for(planes * (h / 2) * (w / 2)), kThreads, 0, s>>>(dout, choice, din, planes, h,
-                                                                                      w);
+  const std::size_t m = planes * (h / 2) * (w / 2);
+  max_pool_backward_kernel<<<blocks_for(m), kThreads, 0, s>>>(dout, choice, din, m, h, w);
   ASGD_CUDA_LAUNCHED();
 }
 

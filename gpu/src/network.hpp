@@ -30,8 +30,9 @@ class GpuNetwork {
   // Returns the logits [n][classes] (this network's buffer).
   const float* forward(const float* params, const float* x, std::size_t n);
   // Forward, softmax cross-entropy averaged over n, backward: writes the
-  // gradient of the mean loss into grad (the whole layout) and each
-  // sample's loss into sample_losses().
+  // gradient of the mean loss into grad's tensors (the layout's padding
+  // between them is left as it is: callers zero it once) and each sample's
+  // loss into sample_losses().
   void loss_and_gradient(const float* params, const float* x, const std::uint8_t* labels, std::size_t n,
                          float* grad);
   const float* sample_losses() const noexcept { return loss_.get(); }

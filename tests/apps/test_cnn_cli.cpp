@@ -137,3 +137,27 @@ TEST_F(CnnCli, CudaBackendIsLoadedOnlyByGpuCommands) {
   EXPECT_EQ(automatic.status, 0) << automatic.output;
   EXPECT_NE(automatic.output.find("device: cpu (the CUDA backend"), std::string::npos) << automatic.output;
 }
+
+#if defined(ASGD_GPU_EMULATED)
+// `--device gpu` end to end on the emulated backend (no GPU needed): the
+// GPU path of the command trains on two streams under a delay bound, writes
+// a model, and both devices evaluate it to the same accuracy.
+TEST_F(CnnCli, GpuCommandsOnTheEmulatedBackend) {
+  write_idx("train", 1000, 7);
+  write_idx("t10k", 300, 8);
+  ::setenv("ASGD_GPU_BACKEND", ASGD_GPU_EMULATED, 1);
+  const auto r = run({"cnn", "train", "--data", path(""), "--device", "gpu", "--epochs", "2", "--workers", "2",
+                      "--tau", "1", "--compensate", "--batch", "32", "--model", path("gpu.asgd")});
+  const auto on_gpu = run({"cnn", "eval", "--data", path(""), "--device", "gpu", "--model", path("gpu.asgd")});
+  ::unsetenv("ASGD_GPU_BACKEND");
+  const auto on_cpu = run({"cnn", "eval", "--data", path(""), "--device", "cpu", "--model", path("gpu.asgd")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("device: asgd host emulation"), std::string::npos) << r.output;
+  const double accuracy = asgd::testing::number_after(r.output, "test accuracy ");
+  EXPECT_GT(accuracy, 90.0) << r.output;
+  ASSERT_EQ(on_gpu.status, 0) << on_gpu.output;
+  ASSERT_EQ(on_cpu.status, 0) << on_cpu.output;
+  EXPECT_NEAR(asgd::testing::number_after(on_gpu.output, "test accuracy "), accuracy, 1e-9) << on_gpu.output;
+  EXPECT_NEAR(asgd::testing::number_after(on_cpu.output, "test accuracy "), accuracy, 1e-9) << on_cpu.output;
+}
+#endif

@@ -1,0 +1,169 @@
+// What one thread of each elementwise kernel does, for element i: the CUDA
+// kernels (kernels.cu) run these in grid-stride loops, and the host
+// emulation (emulator/kernels_host.cpp) runs them in plain loops, so the
+// index arithmetic the GPU uses is the one the CPU-side tests execute.
+#pragma once
+
+#include <cfloat>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels.hpp"
+
+#if defined(__CUDACC__)
+#define ASGD_HD __host__ __device__ __forceinline__
+#else
+#define ASGD_HD inline
+#endif
+
+namespace asgd::gpu::kernels::body {
+
+ASGD_HD std::size_t im2col_size(const ConvGeometry& g) {
+  return static_cast<std::size_t>(g.c) * g.k * g.k * g.n * g.oh * g.ow;
+}
+ASGD_HD std::size_t image_size(const ConvGeometry& g) { return static_cast<std::size_t>(g.c) * g.n * g.h * g.w; }
+
+// col[(ci, ky, kx)][(s, oy, ox)] for i < im2col_size(g).
+ASGD_HD void im2col(std::size_t i, const float* __restrict__ in, float* __restrict__ col, const ConvGeometry& g) {
+  const std::size_t plane = static_cast<std::size_t>(g.oh) * g.ow;
+  const std::size_t per_row = static_cast<std::size_t>(g.n) * plane;
+  const std::size_t row = i / per_row, rest = i % per_row;
+  const int kx = static_cast<int>(row % g.k), ky = static_cast<int>((row / g.k) % g.k);
+  const int ci = static_cast<int>(row / (static_cast<std::size_t>(g.k) * g.k));
+  const std::size_t s = rest / plane;
+  const int oy = static_cast<int>((rest % plane) / g.ow), ox = static_cast<int>(rest % g.ow);
+  const int iy = oy + ky - g.pad, ix = ox + kx - g.pad;
+  float v = 0.0f;
+  if (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w) v = in[((static_cast<std::size_t>(ci) * g.n + s) * g.h + iy) * g.w + ix];
+  col[i] = v;
+}
+
+// din[ci][s][iy][ix] for i < image_size(g): the sum of the col entries it fed.
+ASGD_HD void col2im(std::size_t i, const float* __restrict__ col, float* __restrict__ din, const ConvGeometry& g) {
+  const std::size_t plane = static_cast<std::size_t>(g.oh) * g.ow;
+  const std::size_t per_row = static_cast<std::size_t>(g.n) * plane;
+  const int ix = static_cast<int>(i % g.w), iy = static_cast<int>((i / g.w) % g.h);
+  const std::size_t s = (i / (static_cast<std::size_t>(g.w) * g.h)) % g.n;
+  const int ci = static_cast<int>(i / (static_cast<std::size_t>(g.w) * g.h * g.n));
+  float sum = 0.0f;
+  for (int ky = 0; ky < g.k; ++ky) {
+    const int oy = iy - ky + g.pad;
+    if (oy < 0 || oy >= g.oh) continue;
+    for (int kx = 0; kx < g.k; ++kx) {
+      const int ox = ix - kx + g.pad;
+      if (ox < 0 || ox >= g.ow) continue;
+      const std::size_t row = (static_cast<std::size_t>(ci) * g.k + ky) * g.k + kx;
+      sum += col[row * per_row + s * plane + static_cast<std::size_t>(oy) * g.ow + ox];
+    }
+  }
+  din[i] = sum;
+}
+
+// y[i] += b[i / cols] (row bias) or b[i % cols] (column bias), then ReLU when asked.
+ASGD_HD void add_bias(std::size_t i, float* y, const float* __restrict__ b, std::size_t cols, bool per_row,
+                      bool relu) {
+  const float v = y[i] + b[per_row ? i / cols : i % cols];
+  y[i] = relu ? fmaxf(v, 0.0f) : v;
+}
+
+ASGD_HD void relu_forward(std::size_t i, const float* __restrict__ in, float* __restrict__ out) {
+  out[i] = fmaxf(in[i], 0.0f);
+}
+
+ASGD_HD void relu_backward(std::size_t i, const float* out, const float* dout, float* din) {
+  din[i] = out[i] > 0.0f ? dout[i] : 0.0f;
+}
+
+// Output i of 2x2 max pooling over planes of h x w; the winner 0..3 (the
+// first on ties, as dense/) goes to choice[i].
+ASGD_HD void max_pool_forward(std::size_t i, const float* __restrict__ in, float* __restrict__ out,
+                              std::uint8_t* __restrict__ choice, int h, int w) {
+  const int oh = h / 2, ow = w / 2;
+  const std::size_t p = i / (static_cast<std::size_t>(oh) * ow);
+  const int y = static_cast<int>((i / ow) % oh), x = static_cast<int>(i % ow);
+  const float* r0 = in + (p * h + 2 * y) * w + 2 * x;
+  const float* r1 = r0 + w;
+  const float a = r0[0], b = r0[1], c = r1[0], d = r1[1];
+  const float top = fmaxf(a, b), bottom = fmaxf(c, d);
+  const std::uint8_t t = b > a ? 1 : 0, u = d > c ? 3 : 2;
+  out[i] = fmaxf(top, bottom);
+  choice[i] = bottom > top ? u : t;
+}
+
+// The 2x2 window of output i: the gradient to the winner, zeros elsewhere.
+ASGD_HD void max_pool_backward(std::size_t i, const float* __restrict__ dout, const std::uint8_t* __restrict__ choice,
+                               float* __restrict__ din, int h, int w) {
+  const int oh = h / 2, ow = w / 2;
+  const std::size_t p = i / (static_cast<std::size_t>(oh) * ow);
+  const int y = static_cast<int>((i / ow) % oh), x = static_cast<int>(i % ow);
+  float* r0 = din + (p * h + 2 * y) * w + 2 * x;
+  float* r1 = r0 + w;
+  const float g = dout[i];
+  const std::uint8_t c = choice[i];
+  r0[0] = c == 0 ? g : 0.0f;
+  r0[1] = c == 1 ? g : 0.0f;
+  r1[0] = c == 2 ? g : 0.0f;
+  r1[1] = c == 3 ? g : 0.0f;
+}
+
+// [C][n][hw] -> [n][C * hw] (forward) or back, for i < n * c * hw.
+ASGD_HD void flatten(std::size_t i, const float* __restrict__ in, float* __restrict__ out, int c, std::size_t n,
+                     int hw, bool forward) {
+  const std::size_t f = static_cast<std::size_t>(c) * hw;
+  const std::size_t s = i / f, ch = (i % f) / hw, j = i % hw;
+  const std::size_t src = (ch * n + s) * hw + j;
+  if (forward)
+    out[i] = in[src];
+  else
+    out[src] = in[i];
+}
+
+// Sample i: its loss and, when dlogits is not null, (softmax - onehot) * scale.
+ASGD_HD void softmax_xent(std::size_t i, const float* __restrict__ logits, const std::uint8_t* __restrict__ labels,
+                          int k, float* __restrict__ loss, float* __restrict__ dlogits, float scale) {
+  const float* z = logits + i * k;
+  float m = -FLT_MAX;
+  for (int j = 0; j < k; ++j) m = fmaxf(m, z[j]);
+  double sum = 0;
+  for (int j = 0; j < k; ++j) sum += exp(static_cast<double>(z[j] - m));
+  const double log_sum = log(sum) + m;
+  const int label = labels[i];
+  loss[i] = static_cast<float>(log_sum - z[label]);
+  if (dlogits != nullptr) {
+    float* d = dlogits + i * k;
+    for (int j = 0; j < k; ++j) d[j] = static_cast<float>(exp(static_cast<double>(z[j]) - log_sum)) * scale;
+    d[label] -= scale;
+  }
+}
+
+// The predicted class of sample i (the first maximum).
+ASGD_HD int argmax(std::size_t i, const float* __restrict__ logits, int k) {
+  const float* z = logits + i * k;
+  int best = 0;
+  for (int j = 1; j < k; ++j)
+    if (z[j] > z[best]) best = j;
+  return best;
+}
+
+// Element i of the minibatch x (n x dim) and, at its row's first element, its label.
+ASGD_HD void gather(std::size_t i, const float* __restrict__ images, const std::uint8_t* __restrict__ labels,
+                    const std::uint32_t* __restrict__ index, std::size_t first, std::size_t dim,
+                    float* __restrict__ x, std::uint8_t* __restrict__ y) {
+  const std::size_t s = i / dim, j = i % dim;
+  const std::size_t src = index[first + s];
+  x[i] = images[src * dim + j];
+  if (j == 0) y[s] = labels[src];
+}
+
+// g = sum_j weight[j] grads[j][i];  v = mu v + (g + wd w);  w -= lr v.
+ASGD_HD void sgd_momentum(std::size_t i, float* __restrict__ w, float* __restrict__ v, const GradSum& g, float lr,
+                          float mu, float wd) {
+  float grad = 0.0f;
+  for (int j = 0; j < g.count; ++j) grad += g.weights[j] * g.grads[j][i];
+  const float vi = mu * v[i] + (grad + wd * w[i]);
+  v[i] = vi;
+  w[i] -= lr * vi;
+}
+
+}  // namespace asgd::gpu::kernels::body

@@ -1,35 +1,141 @@
 // The part of the CUDA runtime and cuBLAS that gpu/ calls, implemented on the
 // host, for the emulated backend (libasgd_gpu_emulated.so): CI has no GPU,
 // and this lets the tests run gpu.cpp and network.cpp as they are, with the
-// kernels' own per-element bodies, so the orchestration, the buffer sizes
-// and the cuBLAS argument mapping are executed and checked on every run.
+// kernels' own per-element bodies, so the orchestration, the buffer sizes,
+// the cuBLAS argument mapping and the ordering between streams are executed
+// and checked on every run.
+//
+// Streams are asynchronous as on a GPU: each is a thread running its queue
+// in order, and only events (cudaStreamWaitEvent) and the synchronising
+// calls order work across streams, so a missing wait is a real race here
+// (ThreadSanitizer reports it). Copies keep CUDA's rules for host memory:
+// from pageable memory the source is taken at the call, into pageable memory
+// the call returns when the copy is done, pinned memory is used when the
+// stream gets there. cudaFree waits for the whole device, as it does.
 //
 // It is stricter than it needs to be where that finds bugs: every copy, set
 // and GEMM operand must lie inside one live device allocation, copies must
 // go the way their kind says, and cuBLAS arguments are validated as cuBLAS
-// does (leading dimensions, sizes). Streams run synchronously, so it cannot
-// find missing synchronisation; compute-sanitizer on a GPU does that.
+// does (leading dimensions, sizes).
 #include <Eigen/Core>
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <condition_variable>
 #include <cstring>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
-#include <iterator>
+#include <deque>
+#include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <new>
+#include <set>
+#include <thread>
+#include <vector>
 
-struct CUstream_st {};
+#include "emulator.hpp"
+
+// A stream: one thread running its queue in order.
+struct CUstream_st {
+  std::mutex m;
+  std::condition_variable cv;
+  std::deque<std::function<void()>> queue;
+  bool busy = false, stop = false;
+  std::thread thread{[this] { run(); }};
+
+  ~CUstream_st() {
+    {
+      std::scoped_lock lock(m);
+      stop = true;
+    }
+    cv.notify_all();
+    thread.join();
+  }
+  void run() {
+    for (;;) {
+      std::function<void()> work;
+      {
+        std::unique_lock lock(m);
+        cv.wait(lock, [&] { return stop || !queue.empty(); });
+        if (queue.empty()) return;
+        work = std::move(queue.front());
+        queue.pop_front();
+        busy = true;
+      }
+      work();
+      {
+        std::scoped_lock lock(m);
+        busy = false;
+      }
+      cv.notify_all();
+    }
+  }
+  void push(std::function<void()> work) {
+    {
+      std::scoped_lock lock(m);
+      queue.push_back(std::move(work));
+    }
+    cv.notify_all();
+  }
+  void synchronize() {
+    std::unique_lock lock(m);
+    cv.wait(lock, [&] { return queue.empty() && !busy; });
+  }
+};
+
+// An event counts its records and how many of them the stream has reached;
+// a wait is for the records made before it. State is shared with queued
+// work so that an event may be destroyed while a stream still waits on it.
+struct EventState {
+  std::mutex m;
+  std::condition_variable cv;
+  std::uint64_t recorded = 0, reached = 0;
+  void wait_for(std::uint64_t k) {
+    std::unique_lock lock(m);
+    cv.wait(lock, [&] { return reached >= k; });
+  }
+};
 struct CUevent_st {
-  bool recorded = false;
+  std::shared_ptr<EventState> state = std::make_shared<EventState>();
 };
 struct cublasContext {
   cudaStream_t stream = nullptr;
 };
 
 namespace {
+
+// Live streams, for cudaDeviceSynchronize, cudaFree and the null stream.
+std::mutex streams_mutex;
+std::set<cudaStream_t>& streams() {
+  static std::set<cudaStream_t> s;
+  return s;
+}
+
+void synchronize_device() {
+  std::vector<cudaStream_t> all;
+  {
+    std::scoped_lock lock(streams_mutex);
+    all.assign(streams().begin(), streams().end());
+  }
+  for (cudaStream_t s : all) s->synchronize();
+}
+
+// Pinned host allocations (cudaMallocHost): first byte -> size.
+std::mutex pinned_mutex;
+std::map<std::uintptr_t, std::size_t>& pinned() {
+  static std::map<std::uintptr_t, std::size_t> p;
+  return p;
+}
+bool is_pinned(const void* p, std::size_t bytes) {
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  std::scoped_lock lock(pinned_mutex);
+  auto it = pinned().upper_bound(a);
+  if (it == pinned().begin()) return false;
+  --it;
+  return a + bytes <= it->first + it->second;
+}
 
 // Live device allocations: first byte -> size.
 std::mutex registry_mutex;
@@ -130,6 +236,7 @@ cudaError_t cudaMalloc(void** p, std::size_t bytes) {
 
 cudaError_t cudaFree(void* p) {
   if (p == nullptr) return cudaSuccess;
+  synchronize_device();  // as cudaFree does
   {
     std::scoped_lock lock(registry_mutex);
     if (registry().erase(reinterpret_cast<std::uintptr_t>(p)) == 0) return fail(cudaErrorInvalidValue);
@@ -141,15 +248,24 @@ cudaError_t cudaFree(void* p) {
 cudaError_t cudaMallocHost(void** p, std::size_t bytes) {
   if (p == nullptr) return fail(cudaErrorInvalidValue);
   *p = std::malloc(std::max<std::size_t>(bytes, 1));
-  return *p ? cudaSuccess : fail(cudaErrorMemoryAllocation);
+  if (*p == nullptr) return fail(cudaErrorMemoryAllocation);
+  std::scoped_lock lock(pinned_mutex);
+  pinned()[reinterpret_cast<std::uintptr_t>(*p)] = bytes;
+  return cudaSuccess;
 }
 
 cudaError_t cudaFreeHost(void* p) {
+  if (p == nullptr) return cudaSuccess;
+  synchronize_device();
+  {
+    std::scoped_lock lock(pinned_mutex);
+    if (pinned().erase(reinterpret_cast<std::uintptr_t>(p)) == 0) return fail(cudaErrorInvalidValue);
+  }
   std::free(p);
   return cudaSuccess;
 }
 
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind, cudaStream_t) {
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind, cudaStream_t s) {
   if (bytes == 0) return cudaSuccess;
   bool ok = false;
   switch (kind) {
@@ -159,31 +275,60 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaM
     default: ok = false;  // gpu/ always names the direction
   }
   if (!ok) return fail(cudaErrorInvalidValue);
-  std::memmove(dst, src, bytes);
+  if (kind == cudaMemcpyHostToDevice && !is_pinned(src, bytes)) {
+    // From pageable memory: the source is taken now.
+    auto copy = std::make_shared<std::vector<unsigned char>>(static_cast<const unsigned char*>(src),
+                                                             static_cast<const unsigned char*>(src) + bytes);
+    asgd::gpu::emulator::enqueue(s, [dst, copy] { std::memcpy(dst, copy->data(), copy->size()); });
+    return cudaSuccess;
+  }
+  asgd::gpu::emulator::enqueue(s, [dst, src, bytes] { std::memmove(dst, src, bytes); });
+  // Into pageable memory: returns when the copy is done.
+  if (kind == cudaMemcpyDeviceToHost && !is_pinned(dst, bytes)) {
+    if (s == nullptr) return cudaSuccess;
+    s->synchronize();
+  }
   return cudaSuccess;
 }
 
-cudaError_t cudaMemsetAsync(void* p, int value, std::size_t bytes, cudaStream_t) {
+cudaError_t cudaMemsetAsync(void* p, int value, std::size_t bytes, cudaStream_t s) {
   if (bytes == 0) return cudaSuccess;
   if (!on_device(p, bytes)) return fail(cudaErrorInvalidValue);
-  std::memset(p, value, bytes);
+  asgd::gpu::emulator::enqueue(s, [p, value, bytes] { std::memset(p, value, bytes); });
   return cudaSuccess;
 }
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
   if (s == nullptr) return fail(cudaErrorInvalidValue);
   *s = new CUstream_st;
+  std::scoped_lock lock(streams_mutex);
+  streams().insert(*s);
   return cudaSuccess;
 }
 
 cudaError_t cudaStreamDestroy(cudaStream_t s) {
   if (s == nullptr) return fail(cudaErrorInvalidResourceHandle);
+  {
+    std::scoped_lock lock(streams_mutex);
+    if (streams().erase(s) == 0) return fail(cudaErrorInvalidResourceHandle);
+  }
+  s->synchronize();  // its queued work still runs, as on a GPU
   delete s;
   return cudaSuccess;
 }
 
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
-cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+  if (s == nullptr)
+    synchronize_device();
+  else
+    s->synchronize();
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize() {
+  synchronize_device();
+  return cudaSuccess;
+}
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) {
   if (e == nullptr) return fail(cudaErrorInvalidValue);
@@ -197,18 +342,48 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
   return cudaSuccess;
 }
 
-cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) {
+// Records are reached in the order they were made (gpu/ records each event
+// on one stream only).
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
   if (e == nullptr) return fail(cudaErrorInvalidResourceHandle);
-  e->recorded = true;
+  auto st = e->state;
+  std::uint64_t k = 0;
+  {
+    std::scoped_lock lock(st->m);
+    k = ++st->recorded;
+  }
+  asgd::gpu::emulator::enqueue(s, [st, k] {
+    {
+      std::scoped_lock lock(st->m);
+      st->reached = std::max(st->reached, k);
+    }
+    st->cv.notify_all();
+  });
   return cudaSuccess;
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
-  return e == nullptr ? fail(cudaErrorInvalidResourceHandle) : cudaSuccess;
+  if (e == nullptr) return fail(cudaErrorInvalidResourceHandle);
+  std::uint64_t k = 0;
+  {
+    std::scoped_lock lock(e->state->m);
+    k = e->state->recorded;
+  }
+  e->state->wait_for(k);
+  return cudaSuccess;
 }
 
-cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t e, unsigned) {
-  return e == nullptr ? fail(cudaErrorInvalidResourceHandle) : cudaSuccess;
+// Work queued on s after this waits for the event's last record before it.
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) {
+  if (e == nullptr) return fail(cudaErrorInvalidResourceHandle);
+  auto st = e->state;
+  std::uint64_t k = 0;
+  {
+    std::scoped_lock lock(st->m);
+    k = st->recorded;
+  }
+  if (k > 0) asgd::gpu::emulator::enqueue(s, [st, k] { st->wait_for(k); });
+  return cudaSuccess;
 }
 
 cublasStatus_t cublasCreate_v2(cublasHandle_t* h) {
@@ -279,21 +454,24 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t h, cublasOperation_t ta, cublasOper
   if (!operand_ok(a, ar, ac, lda) || !operand_ok(b, br, bc, ldb) || !operand_ok(c, m, n, ldc))
     return CUBLAS_STATUS_INVALID_VALUE;
   if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
-  const ConstView A(a, ar, ac, Eigen::OuterStride<>(lda)), B(b, br, bc, Eigen::OuterStride<>(ldb));
-  View C(c, m, n, Eigen::OuterStride<>(ldc));
-  Mat product;
-  if (na && nb)
-    product = A * B;
-  else if (na)
-    product = A * B.transpose();
-  else if (nb)
-    product = A.transpose() * B;
-  else
-    product = A.transpose() * B.transpose();
-  if (*beta == 0.0f)
-    C = *alpha * product;
-  else
-    C = *beta * C + *alpha * product;
+  const float al = *alpha, be = *beta;  // host scalars are read at the call
+  asgd::gpu::emulator::enqueue(h->stream, [=] {
+    const ConstView A(a, ar, ac, Eigen::OuterStride<>(lda)), B(b, br, bc, Eigen::OuterStride<>(ldb));
+    View C(c, m, n, Eigen::OuterStride<>(ldc));
+    Mat product;
+    if (na && nb)
+      product = A * B;
+    else if (na)
+      product = A * B.transpose();
+    else if (nb)
+      product = A.transpose() * B;
+    else
+      product = A.transpose() * B.transpose();
+    if (be == 0.0f)
+      C = al * product;
+    else
+      C = be * C + al * product;
+  });
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -309,15 +487,32 @@ cublasStatus_t cublasSgemv_v2(cublasHandle_t h, cublasOperation_t t, int m, int 
   if (!operand_ok(a, m, n, lda) || !operand_ok(x, xl, 1, std::max(1, xl)) || !operand_ok(y, yl, 1, std::max(1, yl)))
     return CUBLAS_STATUS_INVALID_VALUE;
   if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
-  const ConstView A(a, m, n, Eigen::OuterStride<>(lda));
-  const Eigen::Map<const Eigen::VectorXf> X(x, xl);
-  Eigen::Map<Eigen::VectorXf> Y(y, yl);
-  Eigen::VectorXf product = nt ? Eigen::VectorXf(A * X) : Eigen::VectorXf(A.transpose() * X);
-  if (*beta == 0.0f)
-    Y = *alpha * product;
-  else
-    Y = *beta * Y + *alpha * product;
+  const float al = *alpha, be = *beta;
+  asgd::gpu::emulator::enqueue(h->stream, [=] {
+    const ConstView A(a, m, n, Eigen::OuterStride<>(lda));
+    const Eigen::Map<const Eigen::VectorXf> X(x, xl);
+    Eigen::Map<Eigen::VectorXf> Y(y, yl);
+    const Eigen::VectorXf product = nt ? Eigen::VectorXf(A * X) : Eigen::VectorXf(A.transpose() * X);
+    if (be == 0.0f)
+      Y = al * product;
+    else
+      Y = be * Y + al * product;
+  });
   return CUBLAS_STATUS_SUCCESS;
 }
 
 }  // extern "C"
+
+namespace asgd::gpu::emulator {
+
+void enqueue(cudaStream_t s, std::function<void()> work) {
+  if (s == nullptr) {
+    // The legacy null stream: after all other work, before any later work.
+    synchronize_device();
+    work();
+    return;
+  }
+  s->push(std::move(work));
+}
+
+}  // namespace asgd::gpu::emulator

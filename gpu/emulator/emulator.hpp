@@ -1,0 +1,16 @@
+// The emulated backend's streams (cuda_host.cpp): each stream is a host
+// thread running its queue in order, events order work across streams as
+// cudaStreamWaitEvent does, and nothing else does, so work that the code
+// forgot to order really runs concurrently (and ThreadSanitizer sees it).
+#pragma once
+
+#include <cuda_runtime_api.h>
+#include <functional>
+
+namespace asgd::gpu::emulator {
+
+// Queues `work` on stream s (it runs after everything queued on s before
+// it); the null stream runs it at once, after every other stream is idle.
+void enqueue(cudaStream_t s, std::function<void()> work);
+
+}  // namespace asgd::gpu::emulator

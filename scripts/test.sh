@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One command: install what is missing, build in Release with the tests, and
-# run the whole test suite. `--tsan` instead builds the engine tests and the
-# threaded net/ tests (ranks as threads, the averaging thread) with
-# ThreadSanitizer in build-tsan and runs those (CI does both).
+# run the whole test suite. `--tsan` instead builds the engine tests, the
+# threaded net/ tests (ranks as threads, the averaging thread) and the GPU
+# tests on the emulated backend (asynchronous streams: a missing event wait
+# is a race) with ThreadSanitizer in build-tsan and runs those (CI does both).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh --tests
@@ -10,9 +11,13 @@ jobs=$(nproc 2>/dev/null || echo 2)
 if [ "${1:-}" = "--tsan" ]; then
   cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DASGD_SANITIZE=thread \
         -DASGD_BUILD_APPS=OFF -DASGD_BUILD_BENCH=OFF -DASGD_WERROR=ON
-  cmake --build build-tsan -j "$jobs" --target test_engine test_allreduce test_averaging
+  # test_gpu brings the emulated backend with it when CUDA's headers are found.
+  cmake --build build-tsan -j "$jobs" --target test_engine test_allreduce test_averaging test_gpu
   export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp"
-  ctest --test-dir build-tsan -L 'engine|threads' --output-on-failure -j "$jobs"
+  # The CPU side of the GPU tests runs Eigen GEMMs, whose OpenMP threads
+  # ThreadSanitizer cannot follow: one thread there.
+  export OMP_NUM_THREADS=1
+  ctest --test-dir build-tsan -L 'engine|threads|emulated' --output-on-failure -j "$jobs"
 else
   bash scripts/build.sh build -DASGD_BUILD_TESTS=ON -DASGD_BUILD_BENCH=ON -DASGD_WERROR=ON
   ctest --test-dir build --output-on-failure -j "$jobs"

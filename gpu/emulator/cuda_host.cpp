@@ -27,6 +27,7 @@
 #include <cuda_runtime_api.h>
 #include <deque>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -122,50 +123,47 @@ void synchronize_device() {
   for (cudaStream_t s : all) s->synchronize();
 }
 
-// Pinned host allocations (cudaMallocHost): first byte -> size.
-std::mutex pinned_mutex;
-std::map<std::uintptr_t, std::size_t>& pinned() {
-  static std::map<std::uintptr_t, std::size_t> p;
-  return p;
-}
-bool is_pinned(const void* p, std::size_t bytes) {
-  const auto a = reinterpret_cast<std::uintptr_t>(p);
-  std::scoped_lock lock(pinned_mutex);
-  auto it = pinned().upper_bound(a);
-  if (it == pinned().begin()) return false;
-  --it;
-  return a + bytes <= it->first + it->second;
-}
+// A set of live allocations (first byte -> size), safe to use from any thread.
+class Allocations {
+ public:
+  void add(const void* p, std::size_t bytes) {
+    std::scoped_lock lock(m_);
+    map_[key(p)] = bytes;
+  }
+  bool remove(const void* p) {
+    std::scoped_lock lock(m_);
+    return map_.erase(key(p)) > 0;
+  }
+  // Whether [p, p + bytes) lies inside one of them.
+  bool contains(const void* p, std::size_t bytes) const {
+    std::scoped_lock lock(m_);
+    const auto it = last_at_or_before(key(p));
+    return it != map_.end() && key(p) + bytes <= it->first + it->second;
+  }
+  // Whether any byte of [p, p + bytes) lies inside one of them.
+  bool touches(const void* p, std::size_t bytes) const {
+    std::scoped_lock lock(m_);
+    const auto it = last_at_or_before(key(p) + (bytes ? bytes - 1 : 0));
+    return it != map_.end() && it->first + it->second > key(p);
+  }
 
-// Live device allocations: first byte -> size.
-std::mutex registry_mutex;
-std::map<std::uintptr_t, std::size_t>& registry() {
-  static std::map<std::uintptr_t, std::size_t> r;
-  return r;
-}
+ private:
+  using Map = std::map<std::uintptr_t, std::size_t>;
+  static std::uintptr_t key(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
+  Map::const_iterator last_at_or_before(std::uintptr_t a) const {
+    auto it = map_.upper_bound(a);
+    return it == map_.begin() ? map_.end() : std::prev(it);
+  }
+  mutable std::mutex m_;
+  Map map_;
+};
 
-// Whether [p, p + bytes) lies inside one live device allocation.
-bool on_device(const void* p, std::size_t bytes) {
-  const auto a = reinterpret_cast<std::uintptr_t>(p);
-  std::scoped_lock lock(registry_mutex);
-  auto& r = registry();
-  auto it = r.upper_bound(a);
-  if (it == r.begin()) return false;
-  --it;
-  return a >= it->first && a + bytes <= it->first + it->second;
-}
+Allocations device;  // cudaMalloc
+Allocations pinned;  // cudaMallocHost
 
-// Any byte of [p, p + bytes) inside a device allocation (a host pointer
-// must have none).
-bool touches_device(const void* p, std::size_t bytes) {
-  const auto a = reinterpret_cast<std::uintptr_t>(p);
-  std::scoped_lock lock(registry_mutex);
-  auto& r = registry();
-  auto it = r.upper_bound(a + (bytes ? bytes - 1 : 0));
-  if (it == r.begin()) return false;
-  --it;
-  return it->first + it->second > a;
-}
+bool on_device(const void* p, std::size_t bytes) { return device.contains(p, bytes); }
+bool touches_device(const void* p, std::size_t bytes) { return device.touches(p, bytes); }
+bool is_pinned(const void* p, std::size_t bytes) { return pinned.contains(p, bytes); }
 
 thread_local cudaError_t last_error = cudaSuccess;
 cudaError_t fail(cudaError_t e) { return last_error = e; }
@@ -228,8 +226,7 @@ cudaError_t cudaMalloc(void** p, std::size_t bytes) {
   // 256-byte aligned, as cudaMalloc's are.
   void* q = ::operator new(std::max<std::size_t>(bytes, 1), std::align_val_t{256}, std::nothrow);
   if (q == nullptr) return fail(cudaErrorMemoryAllocation);
-  std::scoped_lock lock(registry_mutex);
-  registry()[reinterpret_cast<std::uintptr_t>(q)] = bytes;
+  device.add(q, bytes);
   *p = q;
   return cudaSuccess;
 }
@@ -237,10 +234,7 @@ cudaError_t cudaMalloc(void** p, std::size_t bytes) {
 cudaError_t cudaFree(void* p) {
   if (p == nullptr) return cudaSuccess;
   synchronize_device();  // as cudaFree does
-  {
-    std::scoped_lock lock(registry_mutex);
-    if (registry().erase(reinterpret_cast<std::uintptr_t>(p)) == 0) return fail(cudaErrorInvalidValue);
-  }
+  if (!device.remove(p)) return fail(cudaErrorInvalidValue);
   ::operator delete(p, std::align_val_t{256});
   return cudaSuccess;
 }
@@ -249,18 +243,14 @@ cudaError_t cudaMallocHost(void** p, std::size_t bytes) {
   if (p == nullptr) return fail(cudaErrorInvalidValue);
   *p = std::malloc(std::max<std::size_t>(bytes, 1));
   if (*p == nullptr) return fail(cudaErrorMemoryAllocation);
-  std::scoped_lock lock(pinned_mutex);
-  pinned()[reinterpret_cast<std::uintptr_t>(*p)] = bytes;
+  pinned.add(*p, bytes);
   return cudaSuccess;
 }
 
 cudaError_t cudaFreeHost(void* p) {
   if (p == nullptr) return cudaSuccess;
   synchronize_device();
-  {
-    std::scoped_lock lock(pinned_mutex);
-    if (pinned().erase(reinterpret_cast<std::uintptr_t>(p)) == 0) return fail(cudaErrorInvalidValue);
-  }
+  if (!pinned.remove(p)) return fail(cudaErrorInvalidValue);
   std::free(p);
   return cudaSuccess;
 }

@@ -120,7 +120,9 @@ int train(const TrainFlags& f, Distributed& dist) {
   std::optional<sparse::SparseDataset> shard;
   if (dist.active() && !per_rank_files) shard = select_rows(data, dist.shard(data.rows()));
   const sparse::LogisticProblem problem(shard ? *shard : data, f.l2);
-  const sparse::LogisticProblem whole(data, f.l2);
+  std::optional<sparse::LogisticProblem> all_rows;  // only when this rank trains a shard
+  if (shard) all_rows.emplace(data, f.l2);
+  const sparse::LogisticProblem& whole = shard ? *all_rows : problem;
   options.on_progress = progress_printer("linear", f.quiet);
   options.checkpoint_path = f.checkpoint;
   options.checkpoint_metadata = linear_model_metadata(f.l2, problem.num_features());

@@ -201,7 +201,7 @@ int train_bpr(const MfTrainFlags& f) {
   fmt::print("bpr: {} epochs in {:.2f} s of SGD ({:.3g} updates/s, {} workers)\n", f.epochs, report.seconds,
              static_cast<double>(problem.num_examples()) * static_cast<double>(f.epochs) / report.seconds, f.threads);
   if (f.test_fraction > 0) {
-    const SeenItems train_seen(split.train, positives.users.size());
+    const SeenItems& train_seen = problem.seen();  // what BPR was trained on
     const auto full = evaluate_ranking(store.get(), 0.0f, train_seen, split.test, 10);
     const auto popularity = popularity_scores(split.train, items);
     const auto full_pop = evaluate_ranking_with(popularity_scorer(popularity), items, train_seen, split.test, 10);

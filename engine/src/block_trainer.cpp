@@ -60,12 +60,7 @@ BlockStep block_step(const BlockTrainOptions& o, double staleness, std::uint64_t
   return step;
 }
 
-BlockTrainer::Step BlockTrainer::step_at(double staleness, std::uint64_t update) const noexcept {
-  const BlockStep s = block_step(options_, staleness, update);
-  return {s.momentum, s.lr};
-}
-
-void BlockTrainer::apply(const float* g, std::size_t first, std::size_t last, Step step) noexcept {
+void BlockTrainer::apply(const float* g, std::size_t first, std::size_t last, BlockStep step) noexcept {
   float* w = store_.data();
   float* v = momentum_.data();
   const float wd = options_.weight_decay;
@@ -117,7 +112,7 @@ void BlockTrainer::run_sync(std::size_t batches, const Gradient& gradient) {
       const float* gk = workers_[k].grad.data();
       for (std::size_t i = 0; i < P; ++i) g[i] += sk * gk[i];
     }
-    apply(g, 0, P, step_at(0, version_.load(std::memory_order_relaxed)));
+    apply(g, 0, P, block_step(options_, 0, version_.load(std::memory_order_relaxed)));
     version_.fetch_add(1, std::memory_order_relaxed);
   };
   std::barrier round_end(static_cast<std::ptrdiff_t>(W), update);
@@ -190,7 +185,7 @@ void BlockTrainer::run_async(std::size_t batches, const Gradient& gradient) {
             // diverge in the first steps).
             const double alpha = std::max(1.0 / static_cast<double>(++wk.updates), 0.01);
             wk.staleness_mean += alpha * (static_cast<double>(now - seen) - wk.staleness_mean);
-            const Step step = step_at(wk.staleness_mean, now);
+            const BlockStep step = block_step(options_, wk.staleness_mean, now);
             for (std::size_t k = 0; k < blocks_.size(); ++k) {
               std::lock_guard lock(block_locks[k]);
               apply(wk.grad.data(), blocks_[k].offset, blocks_[k].offset + blocks_[k].size, step);
@@ -235,7 +230,7 @@ BlockEpochStats BlockTrainer::run_epoch(std::size_t batches, const Gradient& gra
   s.mean_loss = count ? loss / static_cast<double>(count) : 0.0;
   s.mean_staleness = all.mean();
   s.max_staleness = all.max();
-  const Step step = step_at(options_.tau == 0 ? 0.0 : staleness, version_.load());
+  const BlockStep step = block_step(options_, options_.tau == 0 ? 0.0 : staleness, version_.load());
   s.momentum = step.momentum;
   s.lr = step.lr;
   return s;

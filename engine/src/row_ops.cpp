@@ -156,11 +156,17 @@ bool has_avx2_fma() noexcept {
 
 }  // namespace
 
+#if defined(ASGD_ROWS_X86) && !defined(ASGD_ROWS_TSAN)
+#define ASGD_ROWS_PICK(fn) (has_avx2_fma() ? fn##_avx2 : fn##_generic)
+#else
+#define ASGD_ROWS_PICK(fn) fn##_generic
+#endif
+
+const char* simd_level() noexcept { return has_avx2_fma() ? "avx2+fma" : "generic"; }
+
 // Each entry point is bound to one kernel: by the dynamic loader (ifunc) on
 // ELF x86-64, else through a pointer chosen on first use.
 #if defined(ASGD_ROWS_X86) && !defined(ASGD_ROWS_TSAN) && defined(__ELF__) && defined(__GNUC__)
-#define ASGD_ROWS_PICK(fn) (has_avx2_fma() ? fn##_avx2 : fn##_generic)
-
 extern "C" {
 // Resolvers: internal linkage, unmangled names for the ifunc attributes.
 static decltype(&load_generic) asgd_rows_pick_load() { return ASGD_ROWS_PICK(load); }
@@ -176,14 +182,7 @@ void bilinear_step(float*, float*, std::size_t, float, float, float, float) noex
     __attribute__((ifunc("asgd_rows_pick_bilinear_step")));
 float dot(const float*, const float*, std::size_t) noexcept __attribute__((ifunc("asgd_rows_pick_dot")));
 void axpy(float, const float*, float*, std::size_t) noexcept __attribute__((ifunc("asgd_rows_pick_axpy")));
-
-const char* simd_level() noexcept { return has_avx2_fma() ? "avx2+fma" : "generic"; }
 #else
-#if defined(ASGD_ROWS_X86) && !defined(ASGD_ROWS_TSAN)
-#define ASGD_ROWS_PICK(fn) (has_avx2_fma() ? fn##_avx2 : fn##_generic)
-#else
-#define ASGD_ROWS_PICK(fn) fn##_generic
-#endif
 
 void load(const float* shared, float* out, std::size_t n) noexcept {
   static const auto fn = ASGD_ROWS_PICK(load);
@@ -205,7 +204,6 @@ void axpy(float s, const float* x, float* y, std::size_t n) noexcept {
   static const auto fn = ASGD_ROWS_PICK(axpy);
   fn(s, x, y, n);
 }
-const char* simd_level() noexcept { return has_avx2_fma() ? "avx2+fma" : "generic"; }
 #endif
 
 }  // namespace asgd::rows

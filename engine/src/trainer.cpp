@@ -77,6 +77,30 @@ void Trainer::close_epoch(Run& run, std::uint64_t epoch) {
   }
 }
 
+float Trainer::rate_now(const Run& run, double before, double total, std::uint64_t staleness) const {
+  const double progress = (before + static_cast<double>(run.examples_done.load(std::memory_order_relaxed))) / total;
+  return options_.schedule.rate(progress, progress * static_cast<double>(options_.epochs), staleness);
+}
+
+void Trainer::record_step(Run& run, std::size_t w, std::uint64_t epoch, std::uint64_t examples, double loss,
+                          std::uint64_t staleness, float lr) {
+  auto& local = run.locals[w];
+  auto& acc = local.epochs[epoch - run.first_epoch];
+  acc.loss_sum += loss;
+  acc.examples += examples;
+  acc.staleness_sum += staleness;
+  acc.steps += 1;
+  acc.staleness_max = std::max(acc.staleness_max, staleness);
+  local.staleness.add(staleness);
+  auto& counters = run.counters[w];
+  counters.examples.fetch_add(examples, std::memory_order_relaxed);
+  counters.loss_sum.store(counters.loss_sum.load(std::memory_order_relaxed) + loss, std::memory_order_relaxed);
+  counters.lr.store(lr, std::memory_order_relaxed);
+  run.examples_done.fetch_add(examples, std::memory_order_relaxed);
+  if (options_.on_step) options_.on_step(examples);
+  if (options_.on_progress) maybe_report(run, false);
+}
+
 void Trainer::epoch_finished(Run& run, std::uint64_t epoch) {
   const std::uint64_t index = epoch - run.first_epoch;
   const std::uint64_t done = epoch + 1;

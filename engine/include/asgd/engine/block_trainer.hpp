@@ -125,11 +125,7 @@ class BlockTrainer {
     std::uint64_t max_view_age = 0;
     StalenessHistogram staleness;
   };
-  struct Step {
-    float momentum, lr;
-  };
-  Step step_at(double staleness, std::uint64_t update) const noexcept;
-  void apply(const float* g, std::size_t first, std::size_t last, Step step) noexcept;
+  void apply(const float* g, std::size_t first, std::size_t last, BlockStep step) noexcept;
   void run_sync(std::size_t batches, const Gradient& gradient);
   void run_async(std::size_t batches, const Gradient& gradient);
 

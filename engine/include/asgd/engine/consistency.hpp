@@ -66,6 +66,11 @@ struct Racy {
   void add_scaled(float* x, const float* d, float scale, std::size_t n) const noexcept {
     rows::add_scaled(x, d, scale, n);
   }
+  // Both rows' bilinear step in one vectorised pass (rows::bilinear_step).
+  // A policy that has this lets UpdateSink skip its copy-and-add fallback.
+  void bilinear_step(float* a, float* b, std::size_t n, float sa, float da, float sb, float db) const noexcept {
+    rows::bilinear_step(a, b, n, sa, da, sb, db);
+  }
 };
 
 // Compare-and-swap add: no lost update.

@@ -145,8 +145,30 @@ class Trainer {
 
  private:
   struct Run;
+  // A worker that leaves, for any reason, never holds the others back.
+  struct Retire {
+    BoundedDelay& gate;
+    std::size_t w;
+    ~Retire() { gate.retire(w); }
+  };
   template <Problem P, class Sink>
   void worker_loop(P& problem, Sink sink, std::size_t w, Run& run);
+  // One step's summed loss over examples example(lo) .. example(hi - 1); a
+  // NaN or Inf loss stops the run with a message naming the example.
+  template <class P, class Sink, class Example>
+  static double step_loss(P& problem, Sink& sink, std::uint64_t lo, std::uint64_t hi, Example example,
+                          std::uint64_t epoch, std::size_t w, float lr) {
+    double loss = 0;
+    for (std::uint64_t k = lo; k < hi; ++k) {
+      const std::uint64_t i = example(k);
+      const double l = problem.gradient(static_cast<std::size_t>(i), sink);
+      if (!std::isfinite(l)) [[unlikely]] {
+        throw RuntimeError(detail::nonfinite_loss_message(l, epoch + 1, i, w, lr));
+      }
+      loss += l;
+    }
+    return loss;
+  }
   template <BlockedProblem P, class Sink>
   void worker_loop_blocks(P& problem, Sink sink, std::size_t w, Run& run);
   void close_epoch(Run& run, std::uint64_t epoch);
@@ -159,6 +181,13 @@ class Trainer {
   TrainReport finish(Run& run);
   void epoch_finished(Run& run, std::uint64_t epoch);
   void maybe_report(Run& run, bool force);
+  // The scheduled rate for the next step of a run that started `before`
+  // examples into a training of `total`.
+  float rate_now(const Run& run, double before, double total, std::uint64_t staleness) const;
+  // Books a finished step of worker w: its epoch's sums, the staleness
+  // histogram, the live counters, then the step and progress callbacks.
+  void record_step(Run& run, std::size_t w, std::uint64_t epoch, std::uint64_t examples, double loss,
+                   std::uint64_t staleness, float lr);
   static std::uint64_t worker_seed(std::uint64_t seed, std::size_t worker, std::uint64_t epoch) noexcept;
 
   ParamStore& store_;
@@ -345,11 +374,7 @@ TrainReport Trainer::run_with(P& problem, const Policy& policy, std::uint64_t un
 
 template <Problem P, class Sink>
 void Trainer::worker_loop(P& problem, Sink sink, std::size_t w, Run& run) {
-  struct Retire {  // a worker that leaves, for any reason, never holds others back
-    BoundedDelay& gate;
-    std::size_t w;
-    ~Retire() { gate.retire(w); }
-  } retire{run.gate, w};
+  const Retire retire{run.gate, w};
   run.started.arrive_and_wait();
   try {
     const std::size_t workers = options_.workers;
@@ -361,8 +386,6 @@ void Trainer::worker_loop(P& problem, Sink sink, std::size_t w, Run& run) {
     const double total = static_cast<double>(n) * static_cast<double>(options_.epochs);
     const double before = static_cast<double>(state_.examples);
     std::vector<std::uint64_t> order(end - begin);
-    auto& counters = run.counters[w];
-    auto& local = run.locals[w];
     for (std::uint64_t epoch = run.first_epoch; epoch < run.last_epoch; ++epoch) {
       for (std::uint64_t k = 0; k < order.size(); ++k) order[k] = begin + k;
       std::mt19937_64 rng(worker_seed(state_.seed, w, epoch));
@@ -371,37 +394,17 @@ void Trainer::worker_loop(P& problem, Sink sink, std::size_t w, Run& run) {
       } else {
         for (std::size_t k = order.size(); k > 1; --k) std::swap(order[k - 1], order[rng() % k]);
       }
-      auto& acc = local.epochs[epoch - run.first_epoch];
       sink.set_run(state_.seed, epoch);
       for (std::uint64_t step = 0; step < steps; ++step) {
         const auto staleness = run.gate.enter(w);
         if (!staleness || run.stop.load(std::memory_order_relaxed)) return;
-        const double progress =
-            (before + static_cast<double>(run.examples_done.load(std::memory_order_relaxed))) / total;
-        const float lr = options_.schedule.rate(progress, progress * static_cast<double>(options_.epochs), *staleness);
+        const float lr = rate_now(run, before, total, *staleness);
         sink.set_learning_rate(lr);
         const std::uint64_t lo = order.size() * step / steps, hi = order.size() * (step + 1) / steps;
-        double loss = 0;
-        for (std::uint64_t k = lo; k < hi; ++k) {
-          const double l = problem.gradient(static_cast<std::size_t>(order[k]), sink);
-          if (!std::isfinite(l)) [[unlikely]] {
-            throw RuntimeError(detail::nonfinite_loss_message(l, epoch + 1, order[k], w, lr));
-          }
-          loss += l;
-        }
+        const double loss =
+            step_loss(problem, sink, lo, hi, [&](std::uint64_t k) { return order[k]; }, epoch, w, lr);
         run.gate.finish_step(w);
-        acc.loss_sum += loss;
-        acc.examples += hi - lo;
-        acc.staleness_sum += *staleness;
-        acc.steps += 1;
-        acc.staleness_max = std::max(acc.staleness_max, *staleness);
-        local.staleness.add(*staleness);
-        counters.examples.fetch_add(hi - lo, std::memory_order_relaxed);
-        counters.loss_sum.store(counters.loss_sum.load(std::memory_order_relaxed) + loss, std::memory_order_relaxed);
-        counters.lr.store(lr, std::memory_order_relaxed);
-        run.examples_done.fetch_add(hi - lo, std::memory_order_relaxed);
-        if (options_.on_step) options_.on_step(hi - lo);
-        if (options_.on_progress) maybe_report(run, false);
+        record_step(run, w, epoch, hi - lo, loss, *staleness, lr);
       }
       epoch_finished(run, epoch);
     }
@@ -412,20 +415,13 @@ void Trainer::worker_loop(P& problem, Sink sink, std::size_t w, Run& run) {
 
 template <BlockedProblem P, class Sink>
 void Trainer::worker_loop_blocks(P& problem, Sink sink, std::size_t w, Run& run) {
-  struct Retire {
-    BoundedDelay& gate;
-    std::size_t w;
-    ~Retire() { gate.retire(w); }
-  } retire{run.gate, w};
+  const Retire retire{run.gate, w};
   run.started.arrive_and_wait();
   try {
     const double total = static_cast<double>(run.examples_per_epoch) * static_cast<double>(options_.epochs);
     const double before = static_cast<double>(state_.examples);
-    auto& counters = run.counters[w];
-    auto& local = run.locals[w];
     for (std::uint64_t epoch = run.first_epoch; epoch < run.last_epoch; ++epoch) {
       sink.set_run(state_.seed, epoch);
-      auto& acc = local.epochs[epoch - run.first_epoch];
       while (const auto block = run.blocks->get()) {
         struct GiveBack {  // the block goes back whatever happens
           BlockScheduler& s;
@@ -433,29 +429,11 @@ void Trainer::worker_loop_blocks(P& problem, Sink sink, std::size_t w, Run& run)
           ~GiveBack() { s.put(b); }
         } give_back{*run.blocks, *block};
         if (run.stop.load(std::memory_order_relaxed)) return;
-        const double progress =
-            (before + static_cast<double>(run.examples_done.load(std::memory_order_relaxed))) / total;
-        const float lr = options_.schedule.rate(progress, progress * static_cast<double>(options_.epochs), 0);
+        const float lr = rate_now(run, before, total, 0);
         sink.set_learning_rate(lr);
         const auto [lo, hi] = problem.block_range(block->row, block->col);
-        double loss = 0;
-        for (std::uint64_t i = lo; i < hi; ++i) {
-          const double l = problem.gradient(static_cast<std::size_t>(i), sink);
-          if (!std::isfinite(l)) [[unlikely]] {
-            throw RuntimeError(detail::nonfinite_loss_message(l, epoch + 1, i, w, lr));
-          }
-          loss += l;
-        }
-        acc.loss_sum += loss;
-        acc.examples += hi - lo;
-        acc.steps += 1;
-        local.staleness.add(0);
-        counters.examples.fetch_add(hi - lo, std::memory_order_relaxed);
-        counters.loss_sum.store(counters.loss_sum.load(std::memory_order_relaxed) + loss, std::memory_order_relaxed);
-        counters.lr.store(lr, std::memory_order_relaxed);
-        run.examples_done.fetch_add(hi - lo, std::memory_order_relaxed);
-        if (options_.on_step) options_.on_step(hi - lo);
-        if (options_.on_progress) maybe_report(run, false);
+        const double loss = step_loss(problem, sink, lo, hi, [](std::uint64_t i) { return i; }, epoch, w, lr);
+        record_step(run, w, epoch, hi - lo, loss, 0, lr);
       }
       if (run.stop.load(std::memory_order_acquire)) return;
       // Every block of the epoch is done once all workers are here.

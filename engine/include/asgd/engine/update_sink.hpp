@@ -65,9 +65,9 @@ class UpdateSink {
   // The gradient of a bilinear term on two rows a, b (not overlapping): for
   // a loss L(x) at x = a . b with L2 weight l2 on both rows, g = L'(x) and
   //   a moves against g b + l2 a,  b moves against g a + l2 b,
-  // both computed from the rows before the step. Racy SGD does it in one
-  // vectorised pass with no copies (rows::bilinear_step): matrix
-  // factorization's whole factor update.
+  // both computed from the rows before the step. A policy with a
+  // bilinear_step (Racy) does it in one vectorised pass with no copies:
+  // matrix factorization's whole factor update.
   void add_bilinear_gradient(std::size_t a, std::size_t b, std::size_t n, float g, float l2) noexcept {
     if (n == 0) return;
     float rate_a = lr_, rate_b = lr_;
@@ -79,8 +79,9 @@ class UpdateSink {
       rate_a = row_rate(a, (g * g * bb + 2 * g * l2 * ab + l2 * l2 * aa) * inv_n);
       rate_b = row_rate(b, (g * g * aa + 2 * g * l2 * ab + l2 * l2 * bb) * inv_n);
     }
-    if constexpr (kRule != StepRule::adagrad && std::is_same_v<Policy, Racy>) {
-      rows::bilinear_step(params_ + a, params_ + b, n, rate_a * g, 1.0f - rate_a * l2, rate_b * g, 1.0f - rate_b * l2);
+    if constexpr (kRule != StepRule::adagrad && requires(float* p) { policy_->bilinear_step(p, p, n, g, g, g, g); }) {
+      policy_->bilinear_step(params_ + a, params_ + b, n, rate_a * g, 1.0f - rate_a * l2, rate_b * g,
+                             1.0f - rate_b * l2);
     } else {
       constexpr std::size_t kChunk = 64;
       float x[kChunk], y[kChunk], gx[kChunk], gy[kChunk];

@@ -70,6 +70,7 @@ struct CnnFlags {
   std::size_t limit = 0;
   std::string csv;
   std::size_t repeats = 1;
+  std::size_t size = 0;  // cnn floor: the SGEMM's n (0: by device)
   bool quiet = false;
   DistributedFlags dist;
 };
@@ -248,6 +249,32 @@ int eval(const CnnFlags& f) {
   return 0;
 }
 
+// The floor: LeNet-5's GEMM FLOPs per training image over the device's
+// measured SGEMM rate, the images/s a step could reach if it did nothing
+// but large GEMMs at full speed (bench/RESULTS.md compares training with it).
+int floor_cmd(CnnFlags f) {
+  f.threads = std::max<std::size_t>(1, f.threads);
+  const bool on_gpu = use_gpu(f.device, f.quiet);
+  const dense::Network net = dense::lenet5();
+  const auto flops = net.flops_per_sample();
+  const std::size_t n = f.size > 0 ? f.size : (on_gpu ? 4096 : 2048);
+  const std::size_t repeats = std::max<std::size_t>(1, f.repeats);
+  const double gflops =
+      on_gpu ? gpu::sgemm_gflops(n, repeats) : dense::sgemm_gflops(n, repeats, f.threads);
+  const double images_per_s = gflops * 1e9 / flops.training;
+  if (f.quiet) {
+    std::printf("%.0f\t%.1f\t%.0f\n", flops.training, gflops, images_per_s);
+    return 0;
+  }
+  std::printf("LeNet-5: %.3f MFLOP forward, %.3f MFLOP per training image (the conv and linear GEMMs)\n",
+              flops.forward / 1e6, flops.training / 1e6);
+  std::printf("SGEMM %zu x %zu x %zu, FP32%s: %.1f GFLOP/s (median of %zu)\n", n, n, n,
+              on_gpu ? "" : fmt::format(", {} thread{}", f.threads, f.threads > 1 ? "s" : "").c_str(), gflops,
+              repeats);
+  std::printf("floor: %.0f training images/s (%.3f us per image)\n", images_per_s, 1e6 / images_per_s);
+  return 0;
+}
+
 }  // namespace
 
 void add_cnn_commands(CLI::App& app, int& exit_code) {
@@ -291,6 +318,19 @@ void add_cnn_commands(CLI::App& app, int& exit_code) {
   ev->add_option("--device", e->device, "cpu, gpu or auto")->capture_default_str();
   ev->add_option("--repeats", e->repeats, "Time this many passes; print the median images/s")->capture_default_str();
   ev->callback([e, &exit_code] { exit_code = run_guarded([&] { return eval(*e); }); });
+
+  auto fl = std::make_shared<CnnFlags>();
+  fl->repeats = 5;
+  fl->threads = 1;
+  auto* fc = cnn->add_subcommand(
+      "floor", "LeNet-5's GEMM FLOPs per training image over the measured SGEMM rate: the images/s ceiling");
+  fc->add_option("--device", fl->device, "cpu, gpu or auto")->capture_default_str();
+  fc->add_option("--size", fl->size, "SGEMM size n (n x n x n; default 4096 on the GPU, 2048 on the CPU)");
+  fc->add_option("--repeats", fl->repeats, "Timed SGEMMs (after a warm-up); the median is used")
+      ->capture_default_str();
+  fc->add_option("--threads", fl->threads, "CPU threads for the SGEMM (one worker's share)")->capture_default_str();
+  fc->add_flag("--quiet,-q", fl->quiet, "One line: FLOPs per training image, GFLOP/s, floor images/s");
+  fc->callback([fl, &exit_code] { exit_code = run_guarded([&] { return floor_cmd(*fl); }); });
 }
 
 }  // namespace asgd::cli

@@ -1,10 +1,13 @@
 // The dense layer set: forward and backward on a minibatch, GEMMs by Eigen.
 #include <Eigen/Core>
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <fmt/format.h>
 #include <limits>
+#include <random>
+#include <vector>
 
 #include "asgd/dense/network.hpp"
 #include "asgd/engine/errors.hpp"
@@ -336,6 +339,28 @@ double softmax_cross_entropy(const float* logits, const std::uint8_t* labels, st
     }
   }
   return total;
+}
+
+double sgemm_gflops(std::size_t n, std::size_t repeats, std::size_t threads) {
+  if (n == 0 || repeats == 0) throw InputError("sgemm_gflops: n and repeats must be positive");
+  const auto N = static_cast<Eigen::Index>(n);
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  MatR a(N, N), b(N, N), c(N, N);
+  for (Eigen::Index i = 0; i < a.size(); ++i) a.data()[i] = u(rng), b.data()[i] = u(rng);
+  const int before = Eigen::nbThreads();
+  Eigen::setNbThreads(static_cast<int>(std::max<std::size_t>(1, threads)));
+  std::vector<double> rates;
+  for (std::size_t r = 0; r <= repeats; ++r) {  // run 0 warms caches and threads
+    const auto t0 = std::chrono::steady_clock::now();
+    c.noalias() = a * b;
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (r > 0) rates.push_back(2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) /
+                               std::max(s, 1e-12) / 1e9);
+  }
+  Eigen::setNbThreads(before);
+  std::sort(rates.begin(), rates.end());
+  return rates[rates.size() / 2];
 }
 
 }  // namespace asgd::dense

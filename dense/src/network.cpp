@@ -52,6 +52,23 @@ std::vector<LayerSpec> Network::specs() const {
   return out;
 }
 
+Network::Flops Network::flops_per_sample() const {
+  Flops f;
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    const LayerSpec s = layers_[i]->spec();
+    double mads = 0;
+    if (s.kind == LayerSpec::Kind::conv2d)
+      mads = static_cast<double>(s.out.c) * static_cast<double>(s.in.c * s.kernel * s.kernel) *
+             static_cast<double>(s.out.h * s.out.w);
+    else if (s.kind == LayerSpec::Kind::linear)
+      mads = static_cast<double>(s.in.size()) * static_cast<double>(s.out.size());
+    f.forward += 2 * mads;
+    // backward: the parameter gradient always, the input gradient past layer 0
+    f.training += 2 * mads * (i == 0 ? 2 : 3);
+  }
+  return f;
+}
+
 void Network::initialize(std::span<float> params, std::uint64_t seed) const {
   if (params.size() < layout_.size())
     throw InputError(fmt::format("initialize: {} floats for a layout of {}", params.size(), layout_.size()));

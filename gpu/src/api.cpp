@@ -122,6 +122,8 @@ dense::EvalResult evaluate(const dense::Network& net, const float* params, const
   return table().evaluate(net, params, data, batch);
 }
 
+double sgemm_gflops(std::size_t n, std::size_t repeats) { return table().sgemm_gflops(n, repeats); }
+
 void layer_forward(const dense::Network& net, std::size_t layer, const float* params, const float* in, float* out,
                    std::size_t n) {
   table().layer_forward(net, layer, params, in, out, n);
@@ -155,6 +157,8 @@ std::vector<dense::EpochReport> train(const dense::Network&, ParamStore&, std::v
 }
 
 dense::EvalResult evaluate(const dense::Network&, const float*, const dense::Dataset&, std::size_t) { no_cuda(); }
+
+double sgemm_gflops(std::size_t, std::size_t) { no_cuda(); }
 
 void layer_forward(const dense::Network&, std::size_t, const float*, const float*, float*, std::size_t) { no_cuda(); }
 

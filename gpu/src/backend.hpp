@@ -22,7 +22,7 @@
 
 namespace asgd::gpu::detail {
 
-inline constexpr std::uint32_t kBackendAbi = 1;
+inline constexpr std::uint32_t kBackendAbi = 2;
 
 struct Backend {
   std::uint32_t abi;
@@ -30,6 +30,7 @@ struct Backend {
   std::string (*describe_device)();
   decltype(&asgd::gpu::train) train;
   decltype(&asgd::gpu::evaluate) evaluate;
+  decltype(&asgd::gpu::sgemm_gflops) sgemm_gflops;
   decltype(&asgd::gpu::layer_forward) layer_forward;
   decltype(&asgd::gpu::layer_backward) layer_backward;
   decltype(&asgd::gpu::loss_and_gradient) loss_and_gradient;

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #include "asgd/engine/block_trainer.hpp"
 #include "asgd/engine/bounded_delay.hpp"
@@ -166,6 +167,7 @@ std::string describe_device() {
   ASGD_CUDA(cudaGetDevice(&device));
   cudaDeviceProp p{};
   ASGD_CUDA(cudaGetDeviceProperties(&p, device));
+  if (p.major == 0) return p.name;  // the emulated backend: no compute capability, no memory size to report
   return fmt::format("{}, sm_{}{}, {:.1f} GiB", p.name, p.major, p.minor,
                      static_cast<double>(p.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0));
 }
@@ -237,6 +239,39 @@ dense::EvalResult evaluate(const dense::Network& net, const float* params, const
   OneShot g(net, std::min(batch, std::max<std::size_t>(data.size(), 1)), params);
   const DeviceData d = upload(data, g.s());
   return evaluate_on_device(g.net, g.params.get(), d, g.s());
+}
+
+double sgemm_gflops(std::size_t n, std::size_t repeats) {
+  require_device();
+  if (n == 0 || repeats == 0) throw InputError("sgemm_gflops: n and repeats must be positive");
+  Stream stream;
+  const Cublas cublas(stream.get());
+  const std::size_t nn = n * n;
+  DeviceBuffer<float> a(nn), b(nn), c(nn);
+  {  // random operands (zeros can let the GPU clock higher than real data does)
+    std::vector<float> host(nn);
+    std::uint32_t x = 2463534242u;
+    for (float& v : host) {
+      x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+      v = static_cast<float>(x >> 8) / 16777216.0f - 0.5f;
+    }
+    to_device(a.get(), host.data(), nn, stream.get());
+    to_device(b.get(), host.data(), nn, stream.get());
+  }
+  const int N = static_cast<int>(n);
+  const float one = 1.0f, zero = 0.0f;
+  std::vector<double> rates;
+  for (std::size_t r = 0; r <= repeats; ++r) {  // run 0 warms up (cuBLAS picks its kernel, clocks rise)
+    stream.synchronize();
+    const auto t0 = std::chrono::steady_clock::now();
+    ASGD_CUBLAS(cublasSgemm(cublas.get(), CUBLAS_OP_N, CUBLAS_OP_N, N, N, N, &one, a.get(), N, b.get(), N, &zero,
+                            c.get(), N));
+    stream.synchronize();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (r > 0) rates.push_back(2.0 * static_cast<double>(n) * static_cast<double>(nn) / std::max(s, 1e-12) / 1e9);
+  }
+  std::sort(rates.begin(), rates.end());
+  return rates[rates.size() / 2];
 }
 
 namespace {
@@ -475,8 +510,9 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
 // The one symbol the module exports.
 extern "C" ASGD_GPU_BACKEND_EXPORT const asgd::gpu::detail::Backend* asgd_gpu_cuda_backend() {
   namespace c = asgd::gpu::cuda;
-  static const asgd::gpu::detail::Backend table{asgd::gpu::detail::kBackendAbi, &c::unavailable, &c::describe_device,
-                                                &c::train,  &c::evaluate,      &c::layer_forward,
-                                                &c::layer_backward, &c::loss_and_gradient};
+  static const asgd::gpu::detail::Backend table{
+      asgd::gpu::detail::kBackendAbi, &c::unavailable,   &c::describe_device,   &c::train,
+      &c::evaluate,                   &c::sgemm_gflops,  &c::layer_forward,     &c::layer_backward,
+      &c::loss_and_gradient};
   return &table;
 }

@@ -138,6 +138,22 @@ TEST_F(CnnCli, CudaBackendIsLoadedOnlyByGpuCommands) {
   EXPECT_NE(automatic.output.find("device: cpu (the CUDA backend"), std::string::npos) << automatic.output;
 }
 
+// `asgd cnn floor`: LeNet-5's FLOPs per training image and the measured
+// SGEMM rate, and their ratio, in the one-line form bench/gpu/run.sh reads.
+TEST_F(CnnCli, FloorIsFlopsOverTheMeasuredSgemmRate) {
+  const auto r = run({"cnn", "floor", "--size", "128", "--repeats", "3", "-q"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  double flops = 0, gflops = 0, images = 0;
+  ASSERT_EQ(std::sscanf(r.output.c_str(), "%lf %lf %lf", &flops, &gflops, &images), 3) << r.output;
+  EXPECT_EQ(flops, 2263920.0);
+  EXPECT_GT(gflops, 0.01);
+  EXPECT_NEAR(images, gflops * 1e9 / flops, 0.001 * images + 1);
+  const auto full = run({"cnn", "floor", "--size", "64", "--repeats", "1"});
+  ASSERT_EQ(full.status, 0) << full.output;
+  EXPECT_NE(full.output.find("2.264 MFLOP per training image"), std::string::npos) << full.output;
+  EXPECT_NE(full.output.find("floor: "), std::string::npos) << full.output;
+}
+
 #if defined(ASGD_GPU_EMULATED)
 // `--device gpu` end to end on the emulated backend (no GPU needed): the
 // GPU path of the command trains on two streams under a delay bound, writes
@@ -159,5 +175,12 @@ TEST_F(CnnCli, GpuCommandsOnTheEmulatedBackend) {
   ASSERT_EQ(on_cpu.status, 0) << on_cpu.output;
   EXPECT_NEAR(asgd::testing::number_after(on_gpu.output, "test accuracy "), accuracy, 1e-9) << on_gpu.output;
   EXPECT_NEAR(asgd::testing::number_after(on_cpu.output, "test accuracy "), accuracy, 1e-9) << on_cpu.output;
+
+  ::setenv("ASGD_GPU_BACKEND", ASGD_GPU_EMULATED, 1);
+  const auto floor = run({"cnn", "floor", "--device", "gpu", "--size", "128", "--repeats", "2"});
+  ::unsetenv("ASGD_GPU_BACKEND");
+  ASSERT_EQ(floor.status, 0) << floor.output;
+  EXPECT_NE(floor.output.find("SGEMM 128 x 128 x 128, FP32: "), std::string::npos) << floor.output;
+  EXPECT_GT(asgd::testing::number_after(floor.output, "floor: "), 0.0) << floor.output;
 }
 #endif

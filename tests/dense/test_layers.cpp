@@ -182,6 +182,29 @@ TEST(DenseLayers, LenetHasTheClassicShapes) {
   EXPECT_NE(net.describe().find("61706 parameters"), std::string::npos);
 }
 
+// The GEMM work the floor divides by, counted by hand: LeNet-5's multiply-
+// adds are conv1 6*25*28*28, conv2 16*150*10*10, fc 400*120 + 120*84 + 84*10.
+// Training repeats each GEMM for the parameter gradient and, past the first
+// layer, for the input gradient (the "about 2.3 MFLOP per image").
+TEST(DenseLayers, FlopsPerSampleCountTheGemms) {
+  const double conv1 = 6.0 * 25 * 784, rest = 16.0 * 150 * 100 + 400 * 120 + 120 * 84 + 84 * 10;
+  const auto f = lenet5().flops_per_sample();
+  EXPECT_DOUBLE_EQ(f.forward, 2 * (conv1 + rest));
+  EXPECT_DOUBLE_EQ(f.training, 2 * (2 * conv1 + 3 * rest));
+  EXPECT_NEAR(f.training / 1e6, 2.264, 0.001);
+  Network mlp(Shape{5, 1, 1});
+  mlp.add(linear(5, 3)).add(relu()).add(linear(3, 2));
+  EXPECT_DOUBLE_EQ(mlp.flops_per_sample().forward, 2.0 * (15 + 6));
+  EXPECT_DOUBLE_EQ(mlp.flops_per_sample().training, 2.0 * (2 * 15 + 3 * 6));
+}
+
+TEST(DenseLayers, SgemmRateIsMeasured) {
+  const double gflops = sgemm_gflops(96, 3, 1);
+  EXPECT_GT(gflops, 0.01);  // a real timing, not a placeholder
+  EXPECT_LT(gflops, 1e5);
+  EXPECT_THROW(sgemm_gflops(0, 3, 1), InputError);
+}
+
 TEST(DenseLayers, ShapeMismatchesAreInputErrors) {
   Network net(Shape{1, 7, 7});
   EXPECT_THROW(net.add(max_pool2()), InputError);  // 7 is odd

@@ -18,6 +18,7 @@
 #include "asgd/dense/network.hpp"
 #include "asgd/dense/trainer.hpp"
 #include "asgd/engine/bounded_delay.hpp"
+#include "asgd/engine/errors.hpp"
 #include "asgd/engine/param_store.hpp"
 #include "asgd/gpu/gpu.hpp"
 
@@ -204,6 +205,15 @@ TEST(GpuTraining, LearnsUnderEveryDelayRule) {
         ASSERT_TRUE(std::isfinite(store.data()[i]) && std::isfinite(momentum[i])) << i;
     }
   }
+}
+
+// What `asgd cnn floor --device gpu` divides by: a timed cuBLAS SGEMM.
+TEST(GpuApi, SgemmRateIsMeasured) {
+  SKIP_WITHOUT_GPU();
+  const double gflops = gpu::sgemm_gflops(256, 3);
+  EXPECT_GT(gflops, 0.01);
+  EXPECT_LT(gflops, 1e7);
+  EXPECT_THROW(gpu::sgemm_gflops(0, 3), InputError);
 }
 
 TEST(GpuApi, UnavailableSaysWhy) {

@@ -119,6 +119,15 @@ class Network {
   };
   std::vector<Block> blocks() const;
   std::vector<LayerSpec> specs() const;  // layer by layer, in order
+  // GEMM work per sample in FLOPs (2 per multiply-add of the conv and linear
+  // layers): the forward pass, and a training step (forward, parameter
+  // gradients, and input gradients for every layer but the first, which
+  // needs none). Bias, ReLU, pooling and the loss are left out: they are a
+  // few element operations per activation, bound by memory, not arithmetic.
+  struct Flops {
+    double forward = 0, training = 0;
+  };
+  Flops flops_per_sample() const;
 
   void initialize(std::span<float> params, std::uint64_t seed) const;
   Workspace workspace(std::size_t capacity) const;
@@ -145,6 +154,12 @@ class Network {
 // LeNet-5 for 28x28 digits: conv 6@5x5 pad 2 -> ReLU -> max-pool 2 -> conv
 // 16@5x5 -> ReLU -> max-pool 2 -> fc 120 -> ReLU -> fc 84 -> ReLU -> fc 10.
 Network lenet5();
+
+// The rate of an n x n x n single-precision GEMM (Eigen, as the layers run
+// them) on `threads` threads, in GFLOP/s: the median of `repeats` timed
+// runs after one warm-up. With the FLOPs per training image it gives the floor
+// (the fastest a step could be if it ran at GEMM speed).
+double sgemm_gflops(std::size_t n, std::size_t repeats, std::size_t threads);
 
 // Softmax cross-entropy of logits [n][k] against labels: returns the summed
 // loss; when dlogits is not null writes (softmax - onehot) * scale into it.

@@ -59,6 +59,11 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
 dense::EvalResult evaluate(const dense::Network& net, const float* params, const dense::Dataset& data,
                            std::size_t batch = 1000);
 
+// The rate of an n x n x n FP32 cuBLAS SGEMM (TF32 off, as training runs
+// them) on device 0, in GFLOP/s: the median of `repeats` timed runs after a
+// warm-up. With dense::Network::flops_per_sample() it gives the floor.
+double sgemm_gflops(std::size_t n, std::size_t repeats);
+
 // For parity tests: one layer (index into net.specs()) on the device, with
 // host buffers in and out, laid out as dense::Layer::forward/backward take
 // them. backward writes `grad` (the layer's parameter gradients, at their

@@ -62,7 +62,7 @@ struct CnnFlags {
   std::size_t threads = 0;  // 0: = workers
   std::string tau = "0";
   float lr = 0.01f, momentum = 0.9f, weight_decay = 0.0f;
-  bool compensate = false;
+  std::string compensate = "auto";  // auto: on for a finite tau > 0 (stale views under momentum)
   std::string schedule = "constant";
   std::string device = "cpu";
   std::string model;
@@ -144,7 +144,9 @@ int train(const CnnFlags& f, Distributed& dist) {
   o.lr = f.lr;
   o.momentum = f.momentum;
   o.weight_decay = f.weight_decay;
-  o.compensate = f.compensate;
+  // Momentum 0.9 on views a few updates old diverges (bench/RESULTS.md, "Accuracy vs tau"), so a bounded
+  // tau compensates unless told not to; tau 0 has no staleness and inf's is set by timing, not the bound.
+  o.compensate = f.compensate == "on" || (f.compensate == "auto" && o.tau > 0 && o.tau != kUnbounded);
   o.seed = f.seed;
   if (f.schedule == "cosine") o.schedule = dense::TrainOptions::Schedule::cosine;
   else if (f.schedule != "constant")
@@ -169,7 +171,7 @@ int train(const CnnFlags& f, Distributed& dist) {
     std::printf("net: %s\n", net.describe().c_str());
     std::printf("workers %zu, batch %zu, tau %s, lr %g (%s), momentum %g, weight decay %g%s\n", f.workers, f.batch,
                 tau_to_string(o.tau).c_str(), f.lr, f.schedule.c_str(), f.momentum, f.weight_decay,
-                f.compensate ? ", staleness compensation on" : "");
+                o.compensate ? ", staleness compensation on" : "");
     std::fflush(stdout);
   }
   std::FILE* csv = nullptr;
@@ -193,7 +195,7 @@ int train(const CnnFlags& f, Distributed& dist) {
     std::fflush(stdout);
     if (csv != nullptr) {
       std::fprintf(csv, "%s,%zu,%s,%zu,%.4f,%.1f,%.6f,%.6f,%.6f,%.4f,%.4f,%.6f\n",
-                   f.compensate ? "compensated" : "plain", f.workers, tau_to_string(o.tau).c_str(), r.epoch, elapsed,
+                   o.compensate ? "compensated" : "plain", f.workers, tau_to_string(o.tau).c_str(), r.epoch, elapsed,
                    r.images_per_second, r.train_loss, 1.0 - r.test_accuracy, r.test_accuracy, r.mean_staleness,
                    r.momentum, r.lr);
       std::fflush(csv);
@@ -294,7 +296,11 @@ void add_cnn_commands(CLI::App& app, int& exit_code) {
                 "Threads in all (default: = workers); more than workers runs each worker's GEMMs on threads/workers "
                 "threads (Eigen + OpenMP)");
   t->add_option("--tau", f->tau, "Staleness bound: 0 synchronous, N bounded, inf Hogwild!")->capture_default_str();
-  t->add_flag("--compensate", f->compensate, "Lower momentum (then lr) as observed staleness grows");
+  auto* on = t->add_flag_callback("--compensate", [f] { f->compensate = "on"; },
+                                  "Lower momentum (then lr) as observed staleness grows (default: on for a finite "
+                                  "tau > 0)");
+  t->add_flag_callback("--no-compensate", [f] { f->compensate = "off"; }, "Keep momentum and lr as given")
+      ->excludes(on);
   t->add_option("--lr-schedule", f->schedule, "constant, or cosine (to 0 over the run)")->capture_default_str();
   t->add_option("--device", f->device,
                  "cpu, gpu (CUDA; workers are streams) or auto (the GPU when one can be used)")->capture_default_str();

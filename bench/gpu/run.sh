@@ -7,11 +7,15 @@
 # Variables: DATA [MNIST IDX dir: <repo>/../shared/data/mnist, else `builtin`],
 #            BUILD [<repo>/build-gpu], OUT [<repo>/bench/results/gpu],
 #            EPOCHS [3 timed epochs per batch size], ACC_EPOCHS [15],
-#            PYTHON [python3 with torch], SANITIZE [1].
+#            TAU_EPOCHS [10], LIMIT [0: all training images], PYTHON [python3 with torch],
+#            SANITIZE [1],
+#            EMULATE [0; 1 runs the whole script on the emulated backend, no GPU
+#                     needed, to check the script itself: its figures mean nothing].
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 BUILD="${BUILD:-$root/build-gpu}"; OUT="${OUT:-$root/bench/results/gpu}"
-EPOCHS="${EPOCHS:-3}"; ACC_EPOCHS="${ACC_EPOCHS:-15}"; PYTHON="${PYTHON:-python3}"; SANITIZE="${SANITIZE:-1}"
+EPOCHS="${EPOCHS:-3}"; ACC_EPOCHS="${ACC_EPOCHS:-15}"; TAU_EPOCHS="${TAU_EPOCHS:-10}"; LIMIT="${LIMIT:-0}"
+PYTHON="${PYTHON:-python3}"; SANITIZE="${SANITIZE:-1}"; EMULATE="${EMULATE:-0}"
 DATA="${DATA:-$root/../shared/data/mnist}"; [[ -d "$DATA" ]] || DATA=builtin
 mkdir -p "$OUT"
 log() { echo "== $*" >&2; }
@@ -19,8 +23,15 @@ log() { echo "== $*" >&2; }
 log "build ($BUILD)"
 cmake -S "$root" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DASGD_WITH_CUDA=ON -DASGD_WITH_MPI=OFF \
   -DASGD_BUILD_TESTS=ON -DASGD_BUILD_BENCH=OFF > "$OUT/configure.log"
-cmake --build "$BUILD" -j "$(nproc)" --target asgd test_gpu > "$OUT/build.log"
+targets=(asgd test_gpu)
+[[ "$EMULATE" == 1 ]] && targets+=(asgd_gpu_emulated)
+cmake --build "$BUILD" -j "$(nproc)" --target "${targets[@]}" > "$OUT/build.log"
+if [[ "$EMULATE" == 1 ]]; then
+  export ASGD_GPU_BACKEND="$BUILD/gpu/libasgd_gpu_emulated.so"; SANITIZE=0
+  log "EMULATE=1: the emulated backend ($ASGD_GPU_BACKEND); the figures below say nothing about a GPU"
+fi
 asgd="$BUILD/apps/asgd"
+train() { "$asgd" cnn train --data "$DATA" --device gpu --limit "$LIMIT" -q "$@"; }
 "$asgd" cnn train --data "$DATA" --device gpu --epochs 1 --limit 1000 -q > /dev/null  # fails loudly without a GPU
 
 log "GPU tests"
@@ -41,14 +52,13 @@ fi
 log "speed: asgd vs PyTorch eager, same GPU, batch 64/256/1024"
 : > "$OUT/speed.tsv"
 for b in 64 256 1024; do
-  "$asgd" cnn train --data "$DATA" --device gpu --epochs $((EPOCHS + 1)) --batch "$b" --lr 0.01 \
-    --csv "$OUT/asgd_b$b.csv" -q > "$OUT/asgd_b$b.log"
+  train --epochs $((EPOCHS + 1)) --batch "$b" --lr 0.01 --csv "$OUT/asgd_b$b.csv" > "$OUT/asgd_b$b.log"
   # median images/s over the epochs after the first (warm-up), accuracy after the last
   rate=$(awk -F, 'NR > 2 {print $6}' "$OUT/asgd_b$b.csv" | sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}')
   acc=$(awk -F, 'END {print $9}' "$OUT/asgd_b$b.csv")
   printf "asgd\t%s\t%s\t%s\n" "$b" "$rate" "$acc" >> "$OUT/speed.tsv"
 done
-if [[ "$DATA" != builtin ]] && "$PYTHON" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
+if [[ "$DATA" != builtin && "$EMULATE" != 1 ]] && "$PYTHON" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
   "$PYTHON" "$root/bench/peers/cnn_gpu/lenet_torch_gpu.py" --data "$DATA" --epochs "$EPOCHS" > "$OUT/torch.jsonl" \
     2> "$OUT/torch.log"
   "$PYTHON" -c '
@@ -61,25 +71,35 @@ else
   log "no PyTorch with CUDA (or builtin data): the peer is skipped"
 fi
 
+log "floor: LeNet-5's FLOPs per training image over the measured cuBLAS SGEMM rate"
+floor_size=4096; [[ "$EMULATE" == 1 ]] && floor_size=256
+read -r flops sgemm floor < <("$asgd" cnn floor --device gpu --size "$floor_size" --repeats 10 -q)
+
 log "accuracy: $ACC_EPOCHS epochs, batch 256, cosine schedule"
-"$asgd" cnn train --data "$DATA" --device gpu --epochs "$ACC_EPOCHS" --batch 256 --lr 0.05 --lr-schedule cosine \
-  --csv "$OUT/accuracy.csv" -q > "$OUT/accuracy.log"
+train --epochs "$ACC_EPOCHS" --batch 256 --lr 0.05 --lr-schedule cosine --csv "$OUT/accuracy.csv" > "$OUT/accuracy.log"
 final_acc=$(awk -F, 'END {print $9}' "$OUT/accuracy.csv")
 
-log "tau sweep: 4 streams, tau 0 1 4 16 inf, 5 epochs"
+log "tau sweep: 4 streams, tau 0 1 4 16 inf (plain; 1 4 16 also with --compensate), $TAU_EPOCHS epochs"
+# The CPU sweep's recipe (bench/RESULTS.md, "Accuracy vs tau"), on 4 streams.
 first=1
-for tau in 0 1 4 16 inf; do
-  "$asgd" cnn train --data "$DATA" --device gpu --workers 4 --tau "$tau" --epochs 5 --batch 64 \
-    --csv "$OUT/tau_$tau.csv" -q > "$OUT/tau_$tau.log"
-  if [[ $first == 1 ]]; then cat "$OUT/tau_$tau.csv"; first=0; else tail -n +2 "$OUT/tau_$tau.csv"; fi
+for run in 0 1 4 16 inf 1c 4c 16c; do
+  tau="${run%c}"; compensate=(); [[ "$run" == *c ]] && compensate=(--compensate)
+  train --workers 4 --tau "$tau" "${compensate[@]}" --epochs "$TAU_EPOCHS" --batch 64 --lr 0.02 --lr-schedule cosine \
+    --weight-decay 5e-4 --csv "$OUT/tau_$run.csv" > "$OUT/tau_$run.log" || log "tau $run failed (see tau_$run.log)"
+  [[ -s "$OUT/tau_$run.csv" ]] || continue
+  if [[ $first == 1 ]]; then cat "$OUT/tau_$run.csv"; first=0; else tail -n +2 "$OUT/tau_$run.csv"; fi
 done > "$OUT/staleness_cnn_gpu.csv"
 "$PYTHON" "$root/bench/plot_staleness.py" "$OUT/staleness_cnn_gpu.csv" "$OUT/staleness_cnn_gpu.png" \
   "LeNet-5 on the GPU: 4 streams, test error vs seconds per tau" > /dev/null 2>&1 || log "no plot (matplotlib?)"
 
 echo
-echo "device: $("$asgd" cnn train --data "$DATA" --device gpu --epochs 1 --limit 256 2>/dev/null | sed -n 's/^device: //p')"
+echo "device: $("$asgd" cnn floor --device gpu --size 64 --repeats 1 | sed -n 's/^device: //p')"
 echo "tests: $tests; compute-sanitizer memcheck: $memcheck, racecheck: $racecheck"
 echo "LeNet-5, $ACC_EPOCHS epochs at batch 256: test accuracy $final_acc"
+awk -v f="$flops" -v g="$sgemm" -v fl="$floor" -v n="$floor_size" \
+  'BEGIN {printf "floor: %.3f MFLOP per training image over SGEMM %d^3 at %.0f GFLOP/s = %.0f images/s\n", f / 1e6, n, g, fl}'
+awk -F'\t' -v fl="$floor" '$1 == "asgd" && $2 == 256 {printf "asgd at batch 256: %.0f images/s, %.2f %% of the floor\n", $3,
+  100 * $3 / fl}' "$OUT/speed.tsv"
 echo
 echo "| batch | asgd img/s | PyTorch eager img/s | asgd/PyTorch | asgd acc | PyTorch acc |"
 echo "|---|---|---|---|---|---|"
@@ -89,7 +109,9 @@ for b in 64 256 1024; do
          ta ? ta : "-"}' "$OUT/speed.tsv"
 done
 echo
-echo "tau sweep (4 streams, 5 epochs): final test accuracy and seconds"
-for tau in 0 1 4 16 inf; do
-  awk -F, -v t="$tau" 'END {printf "  tau %s: %.4f in %.1f s\n", t, $9, $5}' "$OUT/tau_$tau.csv"
+echo "tau sweep (4 streams, $TAU_EPOCHS epochs): final test accuracy, seconds, mean staleness"
+for run in 0 1 4 16 inf 1c 4c 16c; do
+  [[ -s "$OUT/tau_$run.csv" ]] || { echo "  tau $run: failed"; continue; }
+  awk -F, -v t="${run%c}" -v c="$([[ $run == *c ]] && echo ', compensated')" \
+    'END {printf "  tau %s%s: %.4f in %.1f s, staleness %.2f\n", t, c, $9, $5, $10}' "$OUT/tau_$run.csv"
 done

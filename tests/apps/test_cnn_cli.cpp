@@ -71,12 +71,29 @@ TEST_F(CnnCli, TrainSaveEvalWithConfusionMatrix) {
   EXPECT_EQ(lines, 3u);  // header + 2 epochs
 }
 
-TEST_F(CnnCli, StaleTrainingWithCompensationRuns) {
+// A bounded tau > 0 compensates for staleness unless told not to (momentum
+// 0.9 on views a few updates old diverges); tau 0 and inf do not.
+TEST_F(CnnCli, StaleTrainingCompensatesByDefault) {
   write_idx("train", 1000, 3);
   write_idx("t10k", 200, 4);
-  const auto r = run({"cnn", "train", "--data", path(""), "--epochs", "1", "--workers", "2", "--tau", "4",
-                      "--compensate", "-q"});
-  ASSERT_EQ(r.status, 0) << r.output;
+  const auto train = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args{"cnn", "train", "--data", path(""), "--epochs", "1", "--workers", "2", "--limit",
+                                  "300"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run(args);
+  };
+  const auto bounded = train({"--tau", "4"});
+  ASSERT_EQ(bounded.status, 0) << bounded.output;
+  EXPECT_NE(bounded.output.find("tau 4, lr 0.01 (constant), momentum 0.9, weight decay 0, staleness compensation on"),
+            std::string::npos)
+      << bounded.output;
+  for (const auto& plain : {train({"--tau", "4", "--no-compensate"}), train({"--tau", "0"}), train({"--tau", "inf"})}) {
+    ASSERT_EQ(plain.status, 0) << plain.output;
+    EXPECT_EQ(plain.output.find("compensation"), std::string::npos) << plain.output;
+  }
+  const auto forced = train({"--tau", "inf", "--compensate"});
+  EXPECT_NE(forced.output.find("staleness compensation on"), std::string::npos) << forced.output;
+  EXPECT_NE(train({"--compensate", "--no-compensate"}).status, 0);
 }
 
 TEST_F(CnnCli, ClearErrors) {

@@ -103,39 +103,8 @@ void print_confusion(const dense::EvalResult& r, std::size_t k) {
   }
 }
 
-// Under mpirun: each rank trains every P-th image for one epoch, the ranks
-// average their parameters (momentum stays per rank), and rank 0 measures
-// test accuracy. Returns the epoch reports as rank 0 saw them.
-std::vector<dense::EpochReport> train_averaged(Distributed& dist, const dense::Network& net, ParamStore& store,
-                                               std::vector<float>& momentum, const dense::TrainTest& tt,
-                                               const dense::TrainOptions& o,
-                                               const std::function<void(const dense::EpochReport&)>& on_epoch) {
-  if (!dist.every_epoch()) {
-    throw InputError("cnn: under mpirun the CNN averages every epoch (--average-every epoch); its block "
-                     "updates have no step hook for background averaging yet");
-  }
-  const dense::Dataset shard = tt.train.subset(dist.shard(tt.train.size()));
-  dist.start(std::span<float>(store.data(), store.size()));
-  std::vector<dense::EpochReport> reports;
-  for (std::size_t e = 0; e < o.epochs; ++e) {
-    dense::TrainOptions one = o;
-    one.epochs = 1;
-    one.first_epoch = e;
-    one.total_epochs = o.epochs;
-    dense::EpochReport r = dense::train(net, store, momentum, shard, nullptr, one).back();
-    dist.average(static_cast<double>(shard.size()));
-    if (dist.root() && tt.test.size() > 0) r.test_accuracy = dense::evaluate(net, store.data(), tt.test, 1000, o.workers).accuracy;
-    reports.push_back(r);
-    on_epoch(r);
-  }
-  return reports;
-}
-
 int train(const CnnFlags& f, Distributed& dist) {
   const bool on_gpu = use_gpu(f.device, f.quiet || !dist.root());
-  if (on_gpu && dist.active())
-    throw InputError("cnn: --device gpu under mpirun is not supported yet (each rank would need its own GPU); "
-                     "use --device cpu");
   dense::TrainOptions o;
   o.epochs = f.epochs;
   o.batch = f.batch;
@@ -201,9 +170,23 @@ int train(const CnnFlags& f, Distributed& dist) {
       std::fflush(csv);
     }
   };
-  const auto reports = dist.active() ? train_averaged(dist, net, store, momentum, tt, o, on_epoch)
-                     : on_gpu ? gpu::train(net, store, momentum, tt.train, &tt.test, o, on_epoch)
-                              : dense::train(net, store, momentum, tt.train, &tt.test, o, on_epoch);
+  // Under mpirun each rank trains every P-th image and, after each epoch, the ranks average their parameters
+  // (momentum stays per rank) in the trainer's after_epoch hook, so one trainer, with its views and staleness
+  // estimate, runs the whole job; rank 0 measures test accuracy. On the GPU each rank takes the device of its
+  // local rank (modulo the node's devices).
+  dense::Dataset shard;
+  if (dist.active()) {
+    if (!dist.every_epoch())
+      throw InputError("cnn: under mpirun the CNN averages every epoch (--average-every epoch); its block "
+                       "updates have no step hook for background averaging yet");
+    shard = tt.train.subset(dist.shard(tt.train.size()));
+    dist.start(std::span<float>(store.data(), store.size()));
+    o.after_epoch = [&] { dist.average(static_cast<double>(shard.size())); };
+  }
+  const dense::Dataset& data = dist.active() ? shard : tt.train;
+  const dense::Dataset* test = dist.root() ? &tt.test : nullptr;
+  const auto reports = on_gpu ? gpu::train(net, store, momentum, data, test, o, on_epoch)
+                              : dense::train(net, store, momentum, data, test, o, on_epoch);
   if (csv != nullptr) std::fclose(csv);
   if (!dist.root()) return 0;  // every rank holds the same model; rank 0 reports and writes it
   const auto& last = reports.back();

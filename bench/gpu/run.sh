@@ -6,7 +6,7 @@
 # over streams with its plot; prints a short table last.
 # Variables: DATA [MNIST IDX dir: <repo>/../shared/data/mnist, else `builtin`],
 #            BUILD [<repo>/build-gpu], OUT [<repo>/bench/results/gpu],
-#            EPOCHS [3 timed epochs per batch size], ACC_EPOCHS [15],
+#            EPOCHS [3 timed epochs per batch size], ACC_EPOCHS [20],
 #            TAU_EPOCHS [10], LIMIT [0: all training images], PYTHON [python3 with torch],
 #            SANITIZE [1],
 #            EMULATE [0; 1 runs the whole script on the emulated backend, no GPU
@@ -14,7 +14,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 BUILD="${BUILD:-$root/build-gpu}"; OUT="${OUT:-$root/bench/results/gpu}"
-EPOCHS="${EPOCHS:-3}"; ACC_EPOCHS="${ACC_EPOCHS:-15}"; TAU_EPOCHS="${TAU_EPOCHS:-10}"; LIMIT="${LIMIT:-0}"
+EPOCHS="${EPOCHS:-3}"; ACC_EPOCHS="${ACC_EPOCHS:-20}"; TAU_EPOCHS="${TAU_EPOCHS:-10}"; LIMIT="${LIMIT:-0}"
 PYTHON="${PYTHON:-python3}"; SANITIZE="${SANITIZE:-1}"; EMULATE="${EMULATE:-0}"
 DATA="${DATA:-$root/../shared/data/mnist}"; [[ -d "$DATA" ]] || DATA=builtin
 mkdir -p "$OUT"
@@ -75,8 +75,11 @@ log "floor: LeNet-5's FLOPs per training image over the measured cuBLAS SGEMM ra
 floor_size=4096; [[ "$EMULATE" == 1 ]] && floor_size=256
 read -r flops sgemm floor < <("$asgd" cnn floor --device gpu --size "$floor_size" --repeats 10 -q)
 
-log "accuracy: $ACC_EPOCHS epochs, batch 256, cosine schedule"
-train --epochs "$ACC_EPOCHS" --batch 256 --lr 0.05 --lr-schedule cosine --csv "$OUT/accuracy.csv" > "$OUT/accuracy.log"
+# The CPU's recipe for >= 99 % (bench/RESULTS.md): 2 workers (here streams) at batch 64, tau 0, lr 0.02 with a
+# cosine schedule, weight decay 5e-4; on the CPU 20 epochs gave 99.14 / 99.07 / 99.18 % over seeds 1-3.
+log "accuracy: $ACC_EPOCHS epochs, 2 streams x batch 64, tau 0, cosine schedule, weight decay 5e-4"
+train --epochs "$ACC_EPOCHS" --workers 2 --tau 0 --batch 64 --lr 0.02 --lr-schedule cosine --weight-decay 5e-4 \
+  --csv "$OUT/accuracy.csv" > "$OUT/accuracy.log"
 final_acc=$(awk -F, 'END {print $9}' "$OUT/accuracy.csv")
 
 log "tau sweep: 4 streams, tau 0 1 4 16 inf (plain; 1 4 16 also with --compensate), $TAU_EPOCHS epochs"
@@ -95,7 +98,7 @@ done > "$OUT/staleness_cnn_gpu.csv"
 echo
 echo "device: $("$asgd" cnn floor --device gpu --size 64 --repeats 1 | sed -n 's/^device: //p')"
 echo "tests: $tests; compute-sanitizer memcheck: $memcheck, racecheck: $racecheck"
-echo "LeNet-5, $ACC_EPOCHS epochs at batch 256: test accuracy $final_acc"
+echo "LeNet-5, $ACC_EPOCHS epochs (2 streams x 64, tau 0): test accuracy $final_acc (target >= 0.99)"
 awk -v f="$flops" -v g="$sgemm" -v fl="$floor" -v n="$floor_size" \
   'BEGIN {printf "floor: %.3f MFLOP per training image over SGEMM %d^3 at %.0f GFLOP/s = %.0f images/s\n", f / 1e6, n, g, fl}'
 awk -F'\t' -v fl="$floor" '$1 == "asgd" && $2 == 256 {printf "asgd at batch 256: %.0f images/s, %.2f %% of the floor\n", $3,

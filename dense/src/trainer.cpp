@@ -136,6 +136,10 @@ std::vector<EpochReport> train(const Network& net, ParamStore& params, std::vect
     r.max_view_age = st.max_view_age;
     r.momentum = st.momentum;
     r.lr = st.lr;
+    if (o.after_epoch) {
+      o.after_epoch();
+      trainer.refresh_views();
+    }
     if (test != nullptr && test->size() > 0) r.test_accuracy = evaluate(net, params.data(), *test, 1000, W).accuracy;
     reports.push_back(r);
     if (on_epoch) on_epoch(r);

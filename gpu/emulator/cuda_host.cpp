@@ -178,6 +178,8 @@ cudaError_t cudaGetDeviceCount(int* count) {
   return cudaSuccess;
 }
 
+cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : fail(cudaErrorInvalidDevice); }
+
 cudaError_t cudaGetDevice(int* device) {
   if (device == nullptr) return fail(cudaErrorInvalidValue);
   *device = 0;

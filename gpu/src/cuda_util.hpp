@@ -146,7 +146,4 @@ class Cublas {
   cublasHandle_t h_ = nullptr;
 };
 
-// Throws RuntimeError (with unavailable()'s reason) unless a device is usable.
-void require_device();
-
 }  // namespace asgd::gpu::detail

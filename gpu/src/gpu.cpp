@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <exception>
+#include <cstdlib>
 #include <cstring>
 #include <fmt/format.h>
 #include <memory>
@@ -45,9 +46,35 @@ std::string unavailable();
 
 namespace {
 
+// The device this process uses: $ASGD_GPU_DEVICE when set; else, under
+// mpirun (or srun), the rank's local rank modulo the node's devices, so that
+// ranks on one node spread over its GPUs; else device 0. CUDA's current
+// device belongs to each host thread: every thread that issues work calls
+// use_device() first.
+int chosen_device() {
+  static const int device = [] {
+    int count = 0;
+    ASGD_CUDA(cudaGetDeviceCount(&count));
+    if (const char* env = std::getenv("ASGD_GPU_DEVICE")) {
+      char* end = nullptr;
+      const long d = std::strtol(env, &end, 10);
+      if (end == env || *end != '\0' || d < 0 || d >= count)
+        throw InputError(fmt::format("ASGD_GPU_DEVICE={}: expected a device number below {}", env, count));
+      return static_cast<int>(d);
+    }
+    for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
+      if (const char* env = std::getenv(name)) return static_cast<int>(std::strtol(env, nullptr, 10) % count);
+    return 0;
+  }();
+  return device;
+}
+
+void use_device() { ASGD_CUDA(cudaSetDevice(chosen_device())); }
+
 void require_device() {
   const std::string why = unavailable();
   if (!why.empty()) throw RuntimeError("--device gpu: " + why);
+  use_device();
 }
 
 // A Dataset on the device: images [n][D] and labels, copied once through two
@@ -425,6 +452,7 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
         threads.emplace_back([&, w] {
           Worker& wk = *workers[w];
           try {
+            use_device();
             for (;;) {
               const std::size_t b = next.fetch_add(1);
               if (b >= batches) break;
@@ -495,6 +523,12 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
     to_host(params.data(), d_w.get(), P, copy.get());
     to_host(momentum_buffer.data(), d_v.get(), P, copy.get());
     copy.synchronize();
+    if (o.after_epoch) {
+      o.after_epoch();
+      to_device(d_w.get(), params.data(), P, copy.get());
+      copy.synchronize();
+      for (auto& wk : workers) wk->has_view = false;
+    }
     if (test_data) {
       ASGD_CUDA(cudaDeviceSynchronize());
       r.test_accuracy = evaluate_on_device(*eval_net, d_w.get(), *test_data, eval_stream.get()).accuracy;

@@ -185,6 +185,44 @@ TEST(CnnTraining, CosineScheduleEndsAtZeroAndResumesWhereItStopped) {
   for (std::size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-5) << i;
 }
 
+// The after_epoch hook (what averaging under mpirun uses) may replace the
+// parameters between epochs: the test accuracy is measured after it, and the
+// next epoch starts from what it left, even for a worker whose view tau
+// would let it keep (1 worker, tau far above an epoch's updates).
+TEST(CnnTraining, AfterEpochHookReplacesTheParameters) {
+  const Network net = small_net();
+  const Dataset data = squares(640, 13), test = squares(300, 14);
+  TrainOptions o;
+  o.epochs = 2;
+  o.batch = 64;
+  o.lr = 0.05f;
+  o.tau = 1000000;
+  const std::vector<float> other = fresh(net, 99).snapshot();
+  ParamStore hooked = fresh(net, 3);
+  std::vector<float> mh;
+  std::size_t calls = 0;
+  o.after_epoch = [&] {
+    if (++calls == 1) hooked.assign(other);
+  };
+  const auto r = train(net, hooked, mh, data, &test, o);
+  EXPECT_EQ(calls, 2u);
+  // Epoch 1's accuracy is that of the parameters the hook left.
+  EXPECT_DOUBLE_EQ(r[0].test_accuracy, evaluate(net, other.data(), test, 1000).accuracy);
+  // Epoch 2 equals a run resumed at epoch 2 from `other`, with the momentum epoch 1 left.
+  ParamStore baseline = fresh(net, 3);  // its momentum is the hooked run's after epoch 1
+  std::vector<float> mb;
+  TrainOptions one = o;
+  one.after_epoch = {};
+  one.epochs = 1;
+  train(net, baseline, mb, data, nullptr, one);
+  ParamStore expect = fresh(net, 99);
+  one.first_epoch = 1;
+  one.total_epochs = 2;
+  train(net, expect, mb, data, nullptr, one);
+  const auto a = hooked.snapshot(), b = expect.snapshot();
+  for (std::size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-5) << i;
+}
+
 TEST(CnnTraining, DivergenceIsARuntimeError) {
   const Network net = small_net();
   const Dataset data = squares(500, 8);

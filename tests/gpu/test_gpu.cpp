@@ -169,6 +169,44 @@ TEST(GpuParity, OneSynchronousStepEqualsTheCpuStep) {
   EXPECT_LE(normwise_error(gpu_m, cpu_m), 1e-4);
 }
 
+// The after_epoch hook (averaging under mpirun) as on the CPU: the hook sees
+// the epoch's parameters in the host store, what it writes there is what the
+// device trains on next (the stream's view included, though tau would let it
+// keep its old one), and the test accuracy is measured after it.
+TEST(GpuTraining, AfterEpochHookAsOnTheCpu) {
+  SKIP_WITHOUT_GPU();
+  const dense::Network net = dense::lenet5();
+  const dense::Dataset d = bars(256, 12), test = bars(100, 13);
+  std::vector<float> init(net.layout().size()), other(init.size());
+  net.initialize(init, 14);
+  net.initialize(other, 15);
+  dense::TrainOptions o;
+  o.epochs = 2;
+  o.batch = 64;
+  o.lr = 0.05f;
+  o.tau = 1000000;
+  auto run = [&](auto&& trainer, std::vector<float>& seen) {
+    ParamStore store = ParamStore::on_heap(net.layout());
+    store.assign(init);
+    std::vector<float> momentum;
+    dense::TrainOptions hooked = o;
+    hooked.after_epoch = [&] {
+      if (seen.empty()) {
+        seen.assign(store.data(), store.data() + store.size());
+        store.assign(other);
+      }
+    };
+    const auto reports = trainer(net, store, momentum, d, &test, hooked, {});
+    EXPECT_DOUBLE_EQ(reports[0].test_accuracy, dense::evaluate(net, other.data(), test).accuracy);
+    return std::vector<float>(store.data(), store.data() + store.size());
+  };
+  std::vector<float> cpu_seen, gpu_seen;
+  const auto c = run(dense::train, cpu_seen);
+  const auto g = run(gpu::train, gpu_seen);
+  EXPECT_LE(normwise_error(gpu_seen, cpu_seen), 1e-4) << "after epoch 1";
+  EXPECT_LE(normwise_error(g, c), 1e-4) << "after epoch 2";
+}
+
 TEST(GpuTraining, LearnsUnderEveryDelayRule) {
   SKIP_WITHOUT_GPU();
   const dense::Network net = dense::lenet5();

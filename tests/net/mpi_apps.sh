@@ -7,10 +7,12 @@
 #  w2v     2 ranks over a generated corpus: one vectors file with the whole
 #          vocabulary;
 #  cnn     2 ranks over synthetic MNIST-format digits: the model is written
-#          and `cnn eval` on it reports rank 0's accuracy.
-# Usage: mpi_apps.sh ASGD MPIEXEC
+#          and `cnn eval` on it reports rank 0's accuracy; with the emulated
+#          GPU backend, the same job with --device gpu reaches the same
+#          accuracy within a point.
+# Usage: mpi_apps.sh ASGD MPIEXEC [EMULATED_GPU_BACKEND]
 set -uo pipefail
-asgd="$1"; mpiexec="$2"
+asgd="$1"; mpiexec="$2"; emulated="${3:-}"
 work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 fail() { echo "FAIL: $*"; [[ -f "$work/log" ]] && cat "$work/log"; exit 1; }
@@ -71,8 +73,22 @@ perl -e '
 mpi 2 cnn train --data "$work" --epochs 2 --workers 1 --batch 32 --model "$work/lenet.asgd" > "$work/log" 2>&1 ||
   fail "cnn under mpiexec"
 [[ -f "$work/lenet.asgd" ]] || fail "cnn: no model written"
+trained=$(sed -n 's/^test accuracy \([0-9.]*\) % after.*/\1/p' "$work/log")
+[[ $(grep -c '^test accuracy' "$work/log") -eq 1 ]] || fail "cnn: not exactly one rank reported"
 "$asgd" cnn eval --data "$work" --model "$work/lenet.asgd" > "$work/eval" 2>&1 || fail "cnn eval"
-acc=$(grep -o 'accuracy [0-9.]*' "$work/eval" | head -n1)
-[[ -n "$acc" ]] || { cat "$work/eval"; fail "cnn eval printed no accuracy"; }
-echo "cnn, 2 ranks: test $acc"
+acc=$(sed -n 's/^test accuracy \([0-9.]*\) % .*/\1/p' "$work/eval")
+[[ -n "$acc" && "$acc" == "$trained" ]] || { cat "$work/eval"; fail "cnn eval: '$acc' %, rank 0 printed '$trained' %"; }
+awk -v a="$acc" 'BEGIN { exit !(a > 80) }' || fail "cnn: $acc % after 2 epochs (want > 80)"
+echo "cnn, 2 ranks: test accuracy $acc %, read back by cnn eval"
+if [[ -n "$emulated" ]]; then
+  ASGD_GPU_BACKEND="$emulated" mpi 2 cnn train --data "$work" --epochs 2 --workers 1 --batch 32 --device gpu \
+    --model "$work/lenet-gpu.asgd" > "$work/log" 2>&1 || fail "cnn --device gpu under mpiexec"
+  grep -q '^device: asgd host emulation' "$work/log" || fail "cnn --device gpu: not on the emulated backend"
+  gpu=$(sed -n 's/^test accuracy \([0-9.]*\) % after.*/\1/p' "$work/log")
+  "$asgd" cnn eval --data "$work" --model "$work/lenet-gpu.asgd" > "$work/eval" 2>&1 || fail "cnn eval (gpu model)"
+  grep -q "^test accuracy $gpu %" "$work/eval" || { cat "$work/eval"; fail "cnn eval disagrees with rank 0's $gpu %"; }
+  awk -v a="$acc" -v g="$gpu" 'BEGIN { d = a - g; exit !(d <= 1 && d >= -1) }' ||
+    fail "cnn: $gpu % on the (emulated) GPU, $acc % on the CPU"
+  echo "cnn --device gpu (emulated), 2 ranks: test accuracy $gpu %"
+fi
 echo "all four apps trained under mpiexec"

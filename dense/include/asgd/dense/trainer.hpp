@@ -31,6 +31,12 @@ struct TrainOptions : BlockTrainOptions {
   std::size_t total_epochs = 0;  // the run's length for the schedule (0: epochs); set for resumed runs
   std::uint64_t seed = 1;       // epoch shuffles
   std::size_t first_epoch = 0;  // for resumed runs: shuffles continue from here
+  // Called after each epoch's training with every worker idle, before the
+  // test accuracy is measured and the report is made: it may change the
+  // parameters (under mpirun: average them across the ranks), and the next
+  // epoch starts from what it leaves. The GPU trainer copies the parameters
+  // to the host store before it and back after it.
+  std::function<void()> after_epoch;
   void validate() const;        // InputError naming the option
 };
 

@@ -108,6 +108,13 @@ class BlockTrainer {
   // rethrown here.
   BlockEpochStats run_epoch(std::size_t batches, const Gradient& gradient);
 
+  // For a caller that changed the store between epochs (averaged it across
+  // processes, loaded a checkpoint): every worker takes a fresh view before
+  // its next gradient, whatever tau allows.
+  void refresh_views() noexcept {
+    for (auto& w : workers_) w.has_view = false;
+  }
+
   std::uint64_t updates() const noexcept { return version_.load(); }
   // Updates one epoch of `batches` minibatches makes (tau = 0: one per round).
   static std::uint64_t updates_per_epoch(std::size_t batches, const BlockTrainOptions& options) noexcept;

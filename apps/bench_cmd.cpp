@@ -391,7 +391,7 @@ int staleness_cnn(const StalenessFlags& f) {
         stale = r.mean_staleness;
         last = r;
         csv << fmt::format("cnn,{},{},{},{},{:.4f},{:.1f},{:.6f},{:.6f},{:.6f},{:.4f},{},{:.4f},{:.6f}\n", policy,
-                           s.workers, tau_to_string(s.tau), r.epoch, seconds, r.images_per_second, r.train_loss,
+                           s.workers, tau_to_string(s.tau), r.epoch, seconds, r.images_per_second, r.mean_loss,
                            1.0 - r.test_accuracy, r.test_accuracy, r.mean_staleness, r.max_staleness, r.momentum,
                            r.lr);
         csv.flush();

@@ -159,13 +159,13 @@ int train(const CnnFlags& f, Distributed& dist) {
     if (!f.quiet)
       std::printf("epoch %zu/%zu: loss %.4f, test accuracy %.2f %%, %.0f images/s, %.1f s, staleness mean %.2f max "
                   "%llu, momentum %.3g, lr %.3g, ETA %.0f s\n",
-                  r.epoch, f.epochs, r.train_loss, 100.0 * r.test_accuracy, r.images_per_second, r.seconds,
+                  r.epoch, f.epochs, r.mean_loss, 100.0 * r.test_accuracy, r.images_per_second, r.seconds,
                   r.mean_staleness, static_cast<unsigned long long>(r.max_staleness), r.momentum, r.lr, eta);
     std::fflush(stdout);
     if (csv != nullptr) {
       std::fprintf(csv, "%s,%zu,%s,%zu,%.4f,%.1f,%.6f,%.6f,%.6f,%.4f,%.4f,%.6f\n",
                    o.compensate ? "compensated" : "plain", f.workers, tau_to_string(o.tau).c_str(), r.epoch, elapsed,
-                   r.images_per_second, r.train_loss, 1.0 - r.test_accuracy, r.test_accuracy, r.mean_staleness,
+                   r.images_per_second, r.mean_loss, 1.0 - r.test_accuracy, r.test_accuracy, r.mean_staleness,
                    r.momentum, r.lr);
       std::fflush(csv);
     }

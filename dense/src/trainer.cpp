@@ -127,15 +127,9 @@ std::vector<EpochReport> train(const Network& net, ParamStore& params, std::vect
           return {net.loss_and_gradient(view, s.x.data(), s.y.data(), m, grad, s.ws), m};
         });
     EpochReport r;
+    static_cast<BlockEpochStats&>(r) = st;
     r.epoch = epoch + 1;
-    r.seconds = st.seconds;
     r.images_per_second = static_cast<double>(n) / std::max(st.seconds, 1e-9);
-    r.train_loss = st.mean_loss;
-    r.mean_staleness = st.mean_staleness;
-    r.max_staleness = st.max_staleness;
-    r.max_view_age = st.max_view_age;
-    r.momentum = st.momentum;
-    r.lr = st.lr;
     if (o.after_epoch) {
       o.after_epoch();
       trainer.refresh_views();

@@ -513,9 +513,9 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
     r.epoch = epoch + 1;
     r.seconds = seconds;
     r.images_per_second = static_cast<double>(n) / std::max(seconds, 1e-9);
-    r.train_loss = batches_done ? loss_sum / static_cast<double>(batches_done) : 0.0;
-    if (!std::isfinite(r.train_loss))
-      throw RuntimeError(fmt::format("gpu: the training loss became {} in epoch {} (lower --lr?)", r.train_loss,
+    r.mean_loss = batches_done ? loss_sum / static_cast<double>(batches_done) : 0.0;
+    if (!std::isfinite(r.mean_loss))
+      throw RuntimeError(fmt::format("gpu: the training loss became {} in epoch {} (lower --lr?)", r.mean_loss,
                                      epoch + 1));
     r.mean_staleness = o.tau == 0 ? 0.0 : r.mean_staleness / static_cast<double>(std::max<std::size_t>(batches_done, 1));
     r.momentum = current.momentum;

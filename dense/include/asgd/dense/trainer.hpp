@@ -40,16 +40,13 @@ struct TrainOptions : BlockTrainOptions {
   void validate() const;        // InputError naming the option
 };
 
-struct EpochReport {
-  std::size_t epoch = 0;           // 1-based
-  double seconds = 0;              // training time of this epoch (no evaluation)
+// The engine's epoch statistics (seconds of training without evaluation,
+// mean minibatch loss, staleness, view age, the momentum and rate in use at
+// the end) plus what the dense trainers add.
+struct EpochReport : BlockEpochStats {
+  std::size_t epoch = 0;      // 1-based
   double images_per_second = 0;
-  double train_loss = 0;           // mean minibatch loss over the epoch
-  double test_accuracy = -1;       // -1 without a test set
-  double mean_staleness = 0;       // updates between a gradient's view and its update
-  std::uint64_t max_staleness = 0;
-  std::uint64_t max_view_age = 0;  // updates between a view and the start of its gradient (<= tau)
-  float momentum = 0, lr = 0;      // the values in use at the end of the epoch
+  double test_accuracy = -1;  // -1 without a test set
 };
 
 struct EvalResult {

@@ -195,6 +195,9 @@ int train(const CnnFlags& f, Distributed& dist) {
   total_images = static_cast<double>(dist.shard(tt.train.size()).size()) * static_cast<double>(reports.size());
   std::printf("test accuracy %.2f %% after %zu epochs; training %.1f s, %.0f images/s\n", 100.0 * last.test_accuracy,
               f.epochs, elapsed, total_images / std::max(elapsed, 1e-9));
+  if (dist.active())
+    std::printf("mpi: %llu averaging rounds, %.2f s in allreduce\n", static_cast<unsigned long long>(dist.rounds()),
+                dist.communication_seconds());
   if (!f.model.empty()) {
     TrainState state;
     state.epoch = f.epochs;
@@ -243,12 +246,13 @@ int floor_cmd(CnnFlags f) {
   const dense::Network net = dense::lenet5();
   const auto flops = net.flops_per_sample();
   const std::size_t n = f.size > 0 ? f.size : (on_gpu ? 4096 : 2048);
+  if (n > 16384) throw InputError(fmt::format("--size {}: at most 16384 (three n x n matrices)", n));
   const std::size_t repeats = std::max<std::size_t>(1, f.repeats);
   const double gflops =
       on_gpu ? gpu::sgemm_gflops(n, repeats) : dense::sgemm_gflops(n, repeats, f.threads);
   const double images_per_s = gflops * 1e9 / flops.training;
   if (f.quiet) {
-    std::printf("%.0f\t%.1f\t%.0f\n", flops.training, gflops, images_per_s);
+    std::printf("%.0f\t%.6g\t%.6g\n", flops.training, gflops, images_per_s);
     return 0;
   }
   std::printf("LeNet-5: %.3f MFLOP forward, %.3f MFLOP per training image (the conv and linear GEMMs)\n",

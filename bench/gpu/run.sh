@@ -7,7 +7,7 @@
 # Variables: DATA [MNIST IDX dir: <repo>/../shared/data/mnist, else `builtin`],
 #            BUILD [<repo>/build-gpu], OUT [<repo>/bench/results/gpu],
 #            EPOCHS [3 timed epochs per batch size], ACC_EPOCHS [20],
-#            TAU_EPOCHS [10], LIMIT [0: all training images], PYTHON [python3 with torch],
+#            TAU_EPOCHS [10], LIMIT [0: all training images; 2000 with EMULATE=1], PYTHON [python3 with torch],
 #            SANITIZE [1],
 #            EMULATE [0; 1 runs the whole script on the emulated backend, no GPU
 #                     needed, to check the script itself: its figures mean nothing].
@@ -28,6 +28,7 @@ targets=(asgd test_gpu)
 cmake --build "$BUILD" -j "$(nproc)" --target "${targets[@]}" > "$OUT/build.log"
 if [[ "$EMULATE" == 1 ]]; then
   export ASGD_GPU_BACKEND="$BUILD/gpu/libasgd_gpu_emulated.so"; SANITIZE=0
+  [[ "$LIMIT" == 0 ]] && LIMIT=2000  # the emulator trains a few thousand images/s
   log "EMULATE=1: the emulated backend ($ASGD_GPU_BACKEND); the figures below say nothing about a GPU"
 fi
 asgd="$BUILD/apps/asgd"
@@ -73,7 +74,8 @@ fi
 
 log "floor: LeNet-5's FLOPs per training image over the measured cuBLAS SGEMM rate"
 floor_size=4096; [[ "$EMULATE" == 1 ]] && floor_size=256
-read -r flops sgemm floor < <("$asgd" cnn floor --device gpu --size "$floor_size" --repeats 10 -q)
+floor_line=$("$asgd" cnn floor --device gpu --size "$floor_size" --repeats 10 -q)
+read -r flops sgemm floor <<< "$floor_line"
 
 # The CPU's recipe for >= 99 % (bench/RESULTS.md): 2 workers (here streams) at batch 64, tau 0, lr 0.02 with a
 # cosine schedule, weight decay 5e-4; on the CPU 20 epochs gave 99.14 / 99.07 / 99.18 % over seeds 1-3.
@@ -86,7 +88,8 @@ log "tau sweep: 4 streams, tau 0 1 4 16 inf (plain; 1 4 16 also with --compensat
 # The CPU sweep's recipe (bench/RESULTS.md, "Accuracy vs tau"), on 4 streams.
 first=1
 for run in 0 1 4 16 inf 1c 4c 16c; do
-  tau="${run%c}"; compensate=(); [[ "$run" == *c ]] && compensate=(--compensate)
+  tau="${run%c}"; compensate=(--no-compensate); [[ "$run" == *c ]] && compensate=(--compensate)
+  rm -f "$OUT/tau_$run.csv"
   train --workers 4 --tau "$tau" "${compensate[@]}" --epochs "$TAU_EPOCHS" --batch 64 --lr 0.02 --lr-schedule cosine \
     --weight-decay 5e-4 --csv "$OUT/tau_$run.csv" > "$OUT/tau_$run.log" || log "tau $run failed (see tau_$run.log)"
   [[ -s "$OUT/tau_$run.csv" ]] || continue

@@ -1,5 +1,7 @@
 #include "asgd/engine/trainer.hpp"
 
+#include "asgd/engine/random.hpp"
+
 #include <fmt/format.h>
 
 #include <thread>
@@ -44,14 +46,7 @@ std::string Trainer::fmt_until_epoch(std::uint64_t until, std::uint64_t epochs) 
 }
 
 std::uint64_t Trainer::worker_seed(std::uint64_t seed, std::size_t worker, std::uint64_t epoch) noexcept {
-  // splitmix64 over the three inputs: distinct, well-mixed streams.
-  auto mix = [](std::uint64_t z) {
-    z += 0x9e3779b97f4a7c15ULL;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  };
-  return mix(mix(mix(seed) ^ worker) ^ epoch);
+  return FastRng::mix(seed, worker, epoch);
 }
 
 void Trainer::launch(Run& run, const std::function<void(std::size_t)>& body) {

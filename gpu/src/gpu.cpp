@@ -523,9 +523,10 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
     to_host(params.data(), d_w.get(), P, copy.get());
     to_host(momentum_buffer.data(), d_v.get(), P, copy.get());
     copy.synchronize();
-    if (o.after_epoch) {
+    if (o.after_epoch) {  // it may change the parameters and the momentum, as on the CPU
       o.after_epoch();
       to_device(d_w.get(), params.data(), P, copy.get());
+      to_device(d_v.get(), momentum_buffer.data(), P, copy.get());
       copy.synchronize();
       for (auto& wk : workers) wk->has_view = false;
     }

@@ -186,7 +186,7 @@ TEST(Sampling, AliasTableIsExactAndDrawsMatch) {
   double sum = 0;
   for (auto c : counts) sum += std::pow(static_cast<double>(c), 0.75);
   std::vector<double> hits(counts.size(), 0);
-  FastRng rng(3);
+  asgd::FastRng rng(3);
   const int draws = 2000000;
   for (int i = 0; i < draws; ++i) hits[s.sample(rng.next())] += 1;
   for (std::uint32_t i = 0; i < counts.size(); ++i) {

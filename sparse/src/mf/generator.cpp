@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "asgd/engine/errors.hpp"
+#include "asgd/engine/random.hpp"
 #include "asgd/sparse/word2vec/sampling.hpp"
 
 namespace asgd::sparse::mf {
@@ -23,7 +24,7 @@ void RatingsGeneratorOptions::validate() const {
 
 Ratings generate_ratings(const RatingsGeneratorOptions& o) {
   o.validate();
-  w2v::FastRng rng(w2v::FastRng::mix(o.seed, 0x4d46, 0));
+  FastRng rng(FastRng::mix(o.seed, 0x4d46, 0));
   auto normal = [&] {
     // Box-Muller on our own uniform draws: the same numbers on every library.
     const double u1 = (static_cast<double>(rng.next() >> 11) + 1.0) * (1.0 / 9007199254740993.0);

@@ -10,7 +10,7 @@
 
 #include "asgd/engine/errors.hpp"
 #include "asgd/sparse/mf/model.hpp"
-#include "asgd/sparse/word2vec/sampling.hpp"
+#include "asgd/engine/random.hpp"
 
 namespace asgd::sparse::mf {
 
@@ -84,7 +84,7 @@ RankingMetrics reduce_users(std::size_t count, PerUser&& per_user) {
 // `want` distinct items in [0, items) that `user` never interacted with and
 // that are not `positive`, into `out` (fewer when fewer exist).
 void sample_negatives(const SeenItems& all_seen, std::uint32_t user, std::uint32_t positive, std::size_t items,
-                      std::size_t want, w2v::FastRng& rng, std::vector<std::uint32_t>& out) {
+                      std::size_t want, FastRng& rng, std::vector<std::uint32_t>& out) {
   out.clear();
   const auto seen = all_seen.of(user);
   auto excluded = [&](std::uint32_t j) { return j == positive || std::binary_search(seen.begin(), seen.end(), j); };
@@ -202,7 +202,7 @@ RankingMetrics evaluate_sampled_with(const ItemScorer& scorer, std::size_t items
         for (std::size_t r = range.begin(); r < range.end(); ++r) {
           const std::uint32_t u = t.user[r], i = t.item[r];
           if (i >= items) continue;
-          w2v::FastRng rng(w2v::FastRng::mix(seed, r, 0x5a3b1e));
+          FastRng rng(FastRng::mix(seed, r, 0x5a3b1e));
           sample_negatives(all_seen, u, i, items, negatives, rng, negs);
           const float s = scorer(u, i);
           std::size_t rank = 0;

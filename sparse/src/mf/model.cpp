@@ -8,6 +8,7 @@
 
 #include "asgd/engine/consistency.hpp"
 #include "asgd/engine/errors.hpp"
+#include "asgd/engine/random.hpp"
 
 namespace asgd::sparse::mf {
 
@@ -48,14 +49,9 @@ Layout FactorLayout::make(std::size_t users, std::size_t items, std::size_t fact
 
 void initialize_factors(ParamStore& store, std::uint64_t seed, float scale) {
   const FactorLayout f = FactorLayout::of(store.layout());
-  // splitmix64 stream: the same seed gives the same start everywhere.
-  std::uint64_t state = seed * 0x9e3779b97f4a7c15ULL + 1;
-  auto uniform = [&] {
-    std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return static_cast<float>((z ^ (z >> 31)) >> 40) * (1.0f / 16777216.0f);
-  };
+  // The same seed gives the same start everywhere.
+  FastRng rng(seed * 0x9e3779b97f4a7c15ULL + 1);
+  auto uniform = [&] { return rng.uniform(); };
   const float s = scale / std::sqrt(static_cast<float>(f.factors));
   float* data = store.data();
   for (std::size_t r = 0; r < f.users; ++r)

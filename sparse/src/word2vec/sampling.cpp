@@ -8,13 +8,6 @@
 
 namespace asgd::sparse::w2v {
 
-std::uint64_t FastRng::mix(std::uint64_t a, std::uint64_t b, std::uint64_t c) noexcept {
-  FastRng r(a);
-  FastRng s(r.next() ^ b);
-  FastRng t(s.next() ^ c);
-  return t.next();
-}
-
 AliasSampler::AliasSampler(std::span<const double> weights) : size_(weights.size()) {
   if (weights.empty()) throw InputError("alias sampler: no weights");
   double sum = 0;

@@ -33,9 +33,9 @@ struct TrainOptions : BlockTrainOptions {
   std::size_t first_epoch = 0;  // for resumed runs: shuffles continue from here
   // Called after each epoch's training with every worker idle, before the
   // test accuracy is measured and the report is made: it may change the
-  // parameters (under mpirun: average them across the ranks), and the next
-  // epoch starts from what it leaves. The GPU trainer copies the parameters
-  // to the host store before it and back after it.
+  // parameters and the momentum buffer (under mpirun: average the
+  // parameters across the ranks), and the next epoch starts from what it
+  // leaves. The GPU trainer copies both to the host before it and back after.
   std::function<void()> after_epoch;
   void validate() const;        // InputError naming the option
 };

@@ -60,7 +60,7 @@ dense::EvalResult evaluate(const dense::Network& net, const float* params, const
                            std::size_t batch = 1000);
 
 // The rate of an n x n x n FP32 cuBLAS SGEMM (TF32 off, as training runs
-// them) on device 0, in GFLOP/s: the median of `repeats` timed runs after a
+// them) on this process's device, in GFLOP/s: the median of `repeats` timed runs after a
 // warm-up. With dense::Network::flops_per_sample() it gives the floor.
 double sgemm_gflops(std::size_t n, std::size_t repeats);
 

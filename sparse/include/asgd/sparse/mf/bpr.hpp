@@ -20,7 +20,7 @@
 #include "asgd/sparse/mf/model.hpp"
 #include "asgd/sparse/mf/ratings.hpp"
 #include "asgd/sparse/mf/recommend.hpp"
-#include "asgd/sparse/word2vec/sampling.hpp"
+#include "asgd/engine/random.hpp"
 
 namespace asgd::sparse::mf {
 
@@ -49,7 +49,7 @@ class BprMf {
     const Entry& e = entries_[i];
     const std::span<const std::uint32_t> seen = seen_.of(e.user);
     if (seen.size() >= items_) return 0.0;
-    w2v::FastRng rng(w2v::FastRng::mix(sink.seed(), sink.epoch(), i));
+    FastRng rng(FastRng::mix(sink.seed(), sink.epoch(), i));
     std::uint32_t j = 0;
     bool found = false;
     for (int t = 0; t < kNegativeTries && !found; ++t) {

@@ -1,4 +1,4 @@
-// Random numbers for word2vec's hot loop: a small fast generator, and the
+// Random numbers for word2vec's hot loop: the engine's FastRng, and the
 // negative sampler over unigram^0.75 as an alias table (Walker/Vose: O(1) per
 // draw, 8 bytes per word instead of word2vec.c's 400 MB table).
 #pragma once
@@ -7,30 +7,9 @@
 #include <span>
 #include <vector>
 
+#include "asgd/engine/random.hpp"
+
 namespace asgd::sparse::w2v {
-
-// splitmix64: one multiply-xorshift chain per draw, good enough for
-// sampling, seeded per sentence so that runs are reproducible.
-class FastRng {
- public:
-  explicit FastRng(std::uint64_t seed) noexcept : state_(seed) {}
-  static std::uint64_t mix(std::uint64_t a, std::uint64_t b, std::uint64_t c) noexcept;
-  std::uint64_t next() noexcept {
-    std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-  // Uniform in [0, 1) with 24 bits.
-  float uniform() noexcept { return static_cast<float>(next() >> 40) * (1.0f / 16777216.0f); }
-  // Uniform integer in [0, n) (multiply-shift; bias below 2^-32).
-  std::uint32_t below(std::uint32_t n) noexcept {
-    return static_cast<std::uint32_t>(((next() >> 32) * static_cast<std::uint64_t>(n)) >> 32);
-  }
-
- private:
-  std::uint64_t state_;
-};
 
 class AliasSampler {
  public:

@@ -350,15 +350,21 @@ double sgemm_gflops(std::size_t n, std::size_t repeats, std::size_t threads) {
   for (Eigen::Index i = 0; i < a.size(); ++i) a.data()[i] = u(rng), b.data()[i] = u(rng);
   const int before = Eigen::nbThreads();
   Eigen::setNbThreads(static_cast<int>(std::max<std::size_t>(1, threads)));
-  std::vector<double> rates;
-  for (std::size_t r = 0; r <= repeats; ++r) {  // run 0 warms caches and threads
-    const auto t0 = std::chrono::steady_clock::now();
-    c.noalias() = a * b;
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (r > 0) rates.push_back(2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) /
-                               std::max(s, 1e-12) / 1e9);
-  }
+  const double gflops = gemm_gflops(n, repeats, [&] { c.noalias() = a * b; });
   Eigen::setNbThreads(before);
+  return gflops;
+}
+
+double gemm_gflops(std::size_t n, std::size_t repeats, const std::function<void()>& gemm) {
+  if (n == 0 || repeats == 0) throw InputError("gemm_gflops: n and repeats must be positive");
+  const double flops = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
+  std::vector<double> rates;
+  for (std::size_t r = 0; r <= repeats; ++r) {  // run 0 warms caches, threads and clocks
+    const auto t0 = std::chrono::steady_clock::now();
+    gemm();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (r > 0) rates.push_back(flops / std::max(s, 1e-12) / 1e9);
+  }
   std::sort(rates.begin(), rates.end());
   return rates[rates.size() / 2];
 }

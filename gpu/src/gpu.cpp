@@ -19,6 +19,7 @@
 #include "asgd/engine/block_trainer.hpp"
 #include "asgd/engine/bounded_delay.hpp"
 #include "asgd/engine/errors.hpp"
+#include "asgd/engine/random.hpp"
 #include "backend.hpp"
 #include "cuda_util.hpp"
 #include "kernels.hpp"
@@ -277,28 +278,19 @@ double sgemm_gflops(std::size_t n, std::size_t repeats) {
   DeviceBuffer<float> a(nn), b(nn), c(nn);
   {  // random operands (zeros can let the GPU clock higher than real data does)
     std::vector<float> host(nn);
-    std::uint32_t x = 2463534242u;
-    for (float& v : host) {
-      x ^= x << 13, x ^= x >> 17, x ^= x << 5;
-      v = static_cast<float>(x >> 8) / 16777216.0f - 0.5f;
-    }
+    FastRng rng(1);
+    for (float& v : host) v = rng.uniform() - 0.5f;
     to_device(a.get(), host.data(), nn, stream.get());
     to_device(b.get(), host.data(), nn, stream.get());
   }
   const int N = static_cast<int>(n);
   const float one = 1.0f, zero = 0.0f;
-  std::vector<double> rates;
-  for (std::size_t r = 0; r <= repeats; ++r) {  // run 0 warms up (cuBLAS picks its kernel, clocks rise)
-    stream.synchronize();
-    const auto t0 = std::chrono::steady_clock::now();
+  stream.synchronize();
+  return dense::gemm_gflops(n, repeats, [&] {  // the warm-up also lets cuBLAS pick its kernel
     ASGD_CUBLAS(cublasSgemm(cublas.get(), CUBLAS_OP_N, CUBLAS_OP_N, N, N, N, &one, a.get(), N, b.get(), N, &zero,
                             c.get(), N));
     stream.synchronize();
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (r > 0) rates.push_back(2.0 * static_cast<double>(n) * static_cast<double>(nn) / std::max(s, 1e-12) / 1e9);
-  }
-  std::sort(rates.begin(), rates.end());
-  return rates[rates.size() / 2];
+  });
 }
 
 namespace {

@@ -8,19 +8,14 @@
 #include <string>
 #include <vector>
 
+#include "../common/random_vector.hpp"
 #include "asgd/dense/network.hpp"
 #include "asgd/engine/errors.hpp"
 
 namespace asgd::dense {
 namespace {
 
-std::vector<float> random_vector(std::size_t n, std::uint64_t seed, float scale = 1.0f) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = normal(rng);
-  return v;
-}
+using asgd::testing::random_vector;
 
 std::vector<std::uint8_t> random_labels(std::size_t n, std::size_t k, std::uint64_t seed) {
   std::mt19937_64 rng(seed);

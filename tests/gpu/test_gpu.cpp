@@ -15,6 +15,7 @@
 #include <random>
 #include <vector>
 
+#include "../common/random_vector.hpp"
 #include "asgd/dense/network.hpp"
 #include "asgd/dense/trainer.hpp"
 #include "asgd/engine/bounded_delay.hpp"
@@ -31,13 +32,7 @@ namespace {
     if (!why.empty()) GTEST_SKIP() << "no GPU: " << why;          \
   } while (0)
 
-std::vector<float> random_vector(std::size_t n, std::uint64_t seed, float scale = 1.0f) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
+using asgd::testing::random_vector;
 
 double normwise_error(const std::vector<float>& got, const std::vector<float>& want) {
   double diff = 0, size = 0;
@@ -65,7 +60,7 @@ void check_layer(dense::Shape in, std::unique_ptr<dense::Layer> (*make)(), const
   OneLayer l(in, make(), make());
   const auto spec = l.net.specs()[0];
   for (std::size_t n : {1u, 7u, 64u}) {
-    SCOPED_TRACE(testing::Message() << "n " << n);
+    SCOPED_TRACE(::testing::Message() << "n " << n);
     const std::size_t P = l.net.layout().size();
     const auto params = random_vector(std::max<std::size_t>(P, 1), 1, 0.2f);
     const auto x = random_vector(n * spec.in.size(), 2);
@@ -213,7 +208,7 @@ TEST(GpuTraining, LearnsUnderEveryDelayRule) {
   const dense::Dataset train = bars(3000, 9), test = bars(500, 10);
   for (std::uint64_t tau : {std::uint64_t{0}, std::uint64_t{2}, kUnbounded}) {
     for (std::size_t workers : {1u, 3u}) {
-      SCOPED_TRACE(testing::Message() << "tau " << tau << " workers " << workers);
+      SCOPED_TRACE(::testing::Message() << "tau " << tau << " workers " << workers);
       ParamStore store = ParamStore::on_heap(net.layout());
       std::vector<float> init(store.size()), momentum;
       net.initialize(init, 11);

@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <random>
 #include <span>
@@ -160,6 +161,10 @@ Network lenet5();
 // runs after one warm-up. With the FLOPs per training image it gives the floor
 // (the fastest a step could be if it ran at GEMM speed).
 double sgemm_gflops(std::size_t n, std::size_t repeats, std::size_t threads);
+// The rate in GFLOP/s of `gemm`, one n x n x n GEMM that returns when it is
+// done: the median of `repeats` timed runs after one untimed warm-up (what
+// both devices' sgemm_gflops measure with).
+double gemm_gflops(std::size_t n, std::size_t repeats, const std::function<void()>& gemm);
 
 // Softmax cross-entropy of logits [n][k] against labels: returns the summed
 // loss; when dlogits is not null writes (softmax - onehot) * scale into it.

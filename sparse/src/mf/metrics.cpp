@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/enumerable_thread_specific.h>
 #include <oneapi/tbb/parallel_reduce.h>
 
 #include <algorithm>
@@ -167,13 +168,22 @@ RankingMetrics evaluate_ranking_with(const ItemScorer& scorer, std::size_t items
   check_k(k);
   if (!scorer) throw InputError("ranking metrics: no scorer");
   const TestGroups g = group_test(test_positives, std::numeric_limits<std::size_t>::max(), items, train_seen);
+  // Per thread, reused across users: the scores and the candidate list.
+  struct Scratch {
+    std::vector<float> score;
+    std::vector<std::uint32_t> order;
+  };
+  tbb::enumerable_thread_specific<Scratch> scratch;
   return reduce_users(g.users.size(), [&](std::size_t j) {
     const std::uint32_t u = g.users[j];
-    std::vector<float> score(items);
-    std::vector<std::uint32_t> order;
-    order.reserve(items);
+    auto& [score, order] = scratch.local();
+    score.resize(items);
+    order.clear();
+    const auto seen = train_seen.of(u);  // sorted: walked alongside the items
+    auto next_seen = seen.begin();
     for (std::uint32_t i = 0; i < items; ++i) {
-      if (train_seen.contains(u, i)) continue;
+      while (next_seen != seen.end() && *next_seen < i) ++next_seen;
+      if (next_seen != seen.end() && *next_seen == i) continue;
       score[i] = scorer(u, i);
       order.push_back(i);
     }

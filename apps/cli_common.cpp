@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <exception>
+#include <utility>
 
 #include "asgd/engine/errors.hpp"
 
@@ -64,6 +65,12 @@ TrainerOptions to_trainer_options(const EngineFlags& f) {
     throw InputError(fmt::format("bad engine flags: {}", e.what()));
   }
   return o;
+}
+
+TrainingStore open_training_store(const std::string& shm, Layout layout, AttachOptions attach) {
+  if (shm.empty()) return {ParamStore::on_heap(std::move(layout)), true};
+  const bool existed = ParamStore::exists_shared(shm);
+  return {ParamStore::open_or_create_shared(shm, std::move(layout), attach), !existed};
 }
 
 bool stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "asgd/dense/mnist.hpp"
+#include "asgd/engine/param_store.hpp"
 #include "asgd/engine/trainer.hpp"
 
 namespace asgd::cli {
@@ -36,6 +37,16 @@ struct EngineFlags {
 void add_engine_flags(CLI::App& app, EngineFlags& flags);
 // Throws InputError naming the flag that is wrong.
 TrainerOptions to_trainer_options(const EngineFlags& flags);
+
+// Where a model trains: the heap when `shm` is empty, else the shared
+// segment `shm`, attached when it exists (training continues from its
+// parameters) or created. `created` says whether the store is new, so the
+// caller initialises only a new one.
+struct TrainingStore {
+  ParamStore store;
+  bool created = true;
+};
+TrainingStore open_training_store(const std::string& shm, Layout layout, AttachOptions attach = {});
 
 // A progress callback: a live line on a terminal (stderr), nothing in a pipe.
 ProgressCallback progress_printer(std::string label, bool quiet);

@@ -99,12 +99,14 @@ class Distributed {
 int run_distributed(const DistributedFlags& flags, const std::function<int(Distributed&)>& body);
 
 // Trains epochs state().epoch+1 .. until_epoch one at a time with averaging
-// between them (or in the background), merging the reports; a single
-// process trains them in one run.
+// between them (or in the background), merging the reports; `after_epoch`
+// sees each epoch's report after its average (rank 0's checkpoint is
+// written by then). A single process without `after_epoch` trains them in
+// one run.
 template <class P>
 TrainReport run_averaged(Distributed& dist, Trainer& trainer, P& problem, std::uint64_t until_epoch,
                          const std::function<void(const TrainReport&)>& after_epoch = {}) {
-  if (!dist.active()) return trainer.run(problem, until_epoch);
+  if (!dist.active() && !after_epoch) return trainer.run(problem, until_epoch);
   TrainReport total;
   for (std::uint64_t e = trainer.state().epoch + 1; e <= until_epoch; ++e) {
     TrainReport r = trainer.run(problem, e);

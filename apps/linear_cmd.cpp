@@ -127,19 +127,14 @@ int train(const TrainFlags& f, Distributed& dist) {
   options.checkpoint_path = f.checkpoint;
   options.checkpoint_metadata = linear_model_metadata(f.l2, problem.num_features());
 
-  std::optional<ParamStore> store;
-  if (f.shm.empty()) {
-    store.emplace(ParamStore::on_heap(problem.layout()));
-  } else {
-    const bool existed = ParamStore::exists_shared(f.shm);
-    store.emplace(ParamStore::open_or_create_shared(f.shm, problem.layout(), {.recover_stale = f.shm_recover}));
-    if (!f.quiet) {
-      fmt::print("{} shared segment '{}'{}\n", existed ? "attached to" : "created", f.shm,
-                 existed ? " (training continues from the parameters in it)" : "");
-    }
+  TrainingStore t = open_training_store(f.shm, problem.layout(), {.recover_stale = f.shm_recover});
+  ParamStore& store = t.store;
+  if (!f.shm.empty() && !f.quiet) {
+    fmt::print("{} shared segment '{}'{}\n", t.created ? "created" : "attached to", f.shm,
+               t.created ? "" : " (training continues from the parameters in it)");
   }
   dist.prepare(options);
-  Trainer trainer(*store, options);
+  Trainer trainer(store, options);
   if (!f.resume.empty()) {
     trainer.load_checkpoint(f.resume);
     fmt::print("resumed from {} at epoch {}\n", f.resume, trainer.state().epoch);
@@ -148,7 +143,7 @@ int train(const TrainFlags& f, Distributed& dist) {
     throw InputError(fmt::format("--until-epoch {}: past --epochs {}", f.until_epoch, options.epochs));
   }
   if (dist.active()) fmt::print("mpi: {}; rank 0 trains {} of {} examples\n", dist.describe(), problem.num_examples(), data.rows());
-  dist.start(trainer, *store);
+  dist.start(trainer, store);
   const TrainReport report = run_averaged(dist, trainer, problem, f.until_epoch ? f.until_epoch : options.epochs);
   for (const auto& e : report.epochs) {
     if (!f.quiet) {
@@ -162,7 +157,7 @@ int train(const TrainFlags& f, Distributed& dist) {
     fmt::print("mpi: {} averaging rounds, {:.2f} s in allreduce\n", dist.rounds(), dist.communication_seconds());
     if (!dist.root()) return 0;  // every rank holds the same model; rank 0 reports and writes it
   }
-  const auto w = store->snapshot();
+  const auto w = store.snapshot();
   print_quality("train", whole, w);
   if (f.reference) {
     const auto opt = sparse::solve_lbfgs(whole);

@@ -131,26 +131,15 @@ TrainerOptions trainer_options(const MfTrainFlags& f, const char* default_schedu
   return o;
 }
 
-// Where a model trains: the heap, or the shared segment --shm (created and
-// initialised, or an existing one trained further).
-struct ModelStore {
-  std::optional<ParamStore> shared, heap;
-  ParamStore& get() { return shared ? *shared : *heap; }
-};
-
-ModelStore make_store(const MfTrainFlags& f, const Layout& layout, float init_scale) {
-  ModelStore m;
+// Where a model trains (open_training_store), its factors initialised when new.
+ParamStore make_store(const MfTrainFlags& f, const Layout& layout, float init_scale) {
+  TrainingStore t = open_training_store(f.shm, layout);
+  if (t.created) initialize_factors(t.store, f.seed, init_scale);
   if (!f.shm.empty()) {
-    const bool existed = ParamStore::exists_shared(f.shm);
-    m.shared.emplace(ParamStore::open_or_create_shared(f.shm, layout));
-    if (!existed) initialize_factors(*m.shared, f.seed, init_scale);
     fmt::print("mf: {} shared segment '{}' (serve it with: asgd mf recommend MODEL_FILE --shm {})\n",
-               existed ? "training into existing" : "created", f.shm, f.shm);
-  } else {
-    m.heap.emplace(ParamStore::on_heap(layout));
-    initialize_factors(*m.heap, f.seed, init_scale);
+               t.created ? "created" : "training into existing", f.shm, f.shm);
   }
-  return m;
+  return std::move(t.store);
 }
 
 MfOptions model_options(const MfTrainFlags& f) {
@@ -191,18 +180,18 @@ int train_bpr(const MfTrainFlags& f) {
     split.train = positives;
   }
   const BprMf problem(split.train, mo, f.seed);
-  ModelStore store = make_store(f, problem.layout(), mo.init_scale);
+  ParamStore store = make_store(f, problem.layout(), mo.init_scale);
   TrainerOptions o = trainer_options(f, "linear", 0.0f);
   o.checkpoint_metadata = model_metadata(split.train, 0.0f, mo, "bpr");
   o.on_progress = progress_printer("bpr", f.quiet);
-  Trainer trainer(store.get(), o);
+  Trainer trainer(store, o);
   if (!f.shm.empty() && !f.model_file.empty()) trainer.save_checkpoint(f.model_file);
   const auto report = trainer.run(problem);
   fmt::print("bpr: {} epochs in {:.2f} s of SGD ({:.3g} updates/s, {} workers)\n", f.epochs, report.seconds,
              static_cast<double>(problem.num_examples()) * static_cast<double>(f.epochs) / report.seconds, f.threads);
   if (f.test_fraction > 0) {
     const SeenItems& train_seen = problem.seen();  // what BPR was trained on
-    const auto full = evaluate_ranking(store.get(), 0.0f, train_seen, split.test, 10);
+    const auto full = evaluate_ranking(store, 0.0f, train_seen, split.test, 10);
     const auto popularity = popularity_scores(split.train, items);
     const auto full_pop = evaluate_ranking_with(popularity_scorer(popularity), items, train_seen, split.test, 10);
     fmt::print("full ranking, per-user {:g}% held out, {} users: BPR precision@10 {:.4f} recall@10 {:.4f} "
@@ -292,8 +281,7 @@ int train(const MfTrainFlags& f, Distributed& dist) {
   if (dist.active()) shard = train_set.subset(dist.shard(train_set.size()));
   const BiasedMf problem(shard ? *shard : train_set, mo, f.seed);
   const RatingRange range = RatingRange::of(train_set);
-  ModelStore model = make_store(f, problem.layout(), mo.init_scale);
-  ParamStore& store = model.get();
+  ParamStore store = make_store(f, problem.layout(), mo.init_scale);
 
   TrainerOptions o = trainer_options(f, "constant", 0.0f);
   o.blocks = blocks;
@@ -314,24 +302,20 @@ int train(const MfTrainFlags& f, Distributed& dist) {
   }
   dist.start(trainer, store);
   double sgd_seconds = 0;
-  for (std::uint64_t e = 1; e <= f.epochs; ++e) {
-    const auto r = trainer.run(problem, e);
-    dist.epoch_done(r);
+  run_averaged(dist, trainer, problem, f.epochs, [&](const TrainReport& r) {
     sgd_seconds += r.seconds;
-    if (!f.quiet && dist.root()) {
-      std::string line = fmt::format("epoch {:3}: train loss {:.4f}", e, 2.0 * r.epochs.back().loss);
-      if (have_validation) {
-        line += fmt::format("  validation RMSE {:.4f}",
-                            evaluate_errors(store, problem.global_mean(), validation_set, range.lo, range.hi).rmse);
-      }
-      if (have_test) {
-        line += fmt::format("  test RMSE {:.4f}",
-                            evaluate_errors(store, problem.global_mean(), test_set, range.lo, range.hi).rmse);
-      }
-      fmt::print("{}  ({:.2f} s)\n", line, sgd_seconds);
+    if (f.quiet || !dist.root()) return;
+    std::string line = fmt::format("epoch {:3}: train loss {:.4f}", r.epochs.back().epoch, 2.0 * r.epochs.back().loss);
+    if (have_validation) {
+      line += fmt::format("  validation RMSE {:.4f}",
+                          evaluate_errors(store, problem.global_mean(), validation_set, range.lo, range.hi).rmse);
     }
-  }
-  dist.finish();
+    if (have_test) {
+      line += fmt::format("  test RMSE {:.4f}",
+                          evaluate_errors(store, problem.global_mean(), test_set, range.lo, range.hi).rmse);
+    }
+    fmt::print("{}  ({:.2f} s)\n", line, sgd_seconds);
+  });
   if (dist.active()) {
     fmt::print("mpi: {} averaging rounds, {:.2f} s in allreduce\n", dist.rounds(), dist.communication_seconds());
     if (!dist.root()) return 0;  // every rank holds the same model; rank 0 reports and writes it

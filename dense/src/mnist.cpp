@@ -20,6 +20,7 @@
 #include <system_error>
 
 #include "asgd/engine/errors.hpp"
+#include "asgd/engine/random.hpp"
 
 namespace asgd::dense {
 namespace {
@@ -342,18 +343,7 @@ std::vector<std::size_t> shuffled_indices(std::size_t n, std::uint64_t seed) {
   std::vector<std::size_t> order(n);
   std::iota(order.begin(), order.end(), std::size_t{0});
   std::mt19937_64 rng(seed);
-  // Fisher-Yates with our own unbiased draw rather than std::shuffle or
-  // uniform_int_distribution, whose use of the generator differs between
-  // standard libraries: the same seed gives the same order everywhere.
-  for (std::size_t i = n; i > 1; --i) {
-    const std::uint64_t bound = i;
-    // Rejecting the lowest (2^64 mod bound) values leaves a multiple of
-    // `bound` values, so x % bound is uniform.
-    const std::uint64_t reject_below = (std::uint64_t{0} - bound) % bound;
-    std::uint64_t x = rng();
-    while (x < reject_below) x = rng();
-    std::swap(order[i - 1], order[static_cast<std::size_t>(x % bound)]);
-  }
+  shuffle_in_place(std::span<std::size_t>(order), rng);
   return order;
 }
 

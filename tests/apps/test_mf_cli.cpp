@@ -93,6 +93,15 @@ TEST_F(MfCli, LibmfFlagsValidationSplitAndBprModels) {
   EXPECT_NE(r.output.find("mf: 8640 ratings"), std::string::npos) << r.output;  // 12000 * 0.9 * 0.8
   EXPECT_NE(r.output.find("validation: 2160 ratings"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("test: 1200 ratings"), std::string::npos) << r.output;
+  // One line per epoch, each with both sets' RMSE after that epoch.
+  for (const char* epoch : {"epoch   1: train loss", "epoch   2: train loss", "epoch   3: train loss"}) {
+    const auto at = r.output.find(epoch);
+    ASSERT_NE(at, std::string::npos) << r.output;
+    const std::string line = r.output.substr(at, r.output.find('\n', at) - at);
+    EXPECT_NE(line.find("validation RMSE"), std::string::npos) << line;
+    EXPECT_NE(line.find("test RMSE"), std::string::npos) << line;
+  }
+  EXPECT_EQ(r.output.find("epoch   4:"), std::string::npos) << r.output;
   r = run({"mf", "train", "-t", "1", "-v", path("val.txt"), "--validation-fraction", "0.2", path("all.txt")});
   EXPECT_EQ(r.status, 2) << r.output;
   r = run({"mf", "train", "-k", "4", "-t", "5", "--no-biases", "--row-adagrad", "--init", "1", "-r", "0.1",

@@ -3,6 +3,7 @@
 #include <random>
 
 #include "asgd/engine/errors.hpp"
+#include "asgd/engine/random.hpp"
 
 namespace asgd::sparse::mf {
 
@@ -21,7 +22,7 @@ BprMf::BprMf(const Ratings& positives, MfOptions options, std::uint64_t seed)
     entries_[i] = {positives.user[i], positives.item[i]};
   }
   std::mt19937_64 rng(seed);
-  for (std::size_t k = entries_.size(); k > 1; --k) std::swap(entries_[k - 1], entries_[rng() % k]);
+  shuffle_in_place(std::span<Entry>(entries_), rng);
   f_ = FactorLayout::of(layout());
 }
 

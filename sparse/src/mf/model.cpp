@@ -77,7 +77,7 @@ BiasedMf::BiasedMf(const Ratings& train, MfOptions options, std::uint64_t seed)
   entries_.resize(train.size());
   for (std::size_t i = 0; i < train.size(); ++i) entries_[i] = {train.user[i], train.item[i], train.rating[i]};
   std::mt19937_64 rng(seed);
-  for (std::size_t k = entries_.size(); k > 1; --k) std::swap(entries_[k - 1], entries_[rng() % k]);
+  shuffle_in_place(std::span<Entry>(entries_), rng);
   if (options_.bins > 0) {
     // Users and items go to random groups of (nearly) equal size; ratings are
     // then grouped by block, keeping the shuffled order inside each block.
@@ -85,7 +85,7 @@ BiasedMf::BiasedMf(const Ratings& train, MfOptions options, std::uint64_t seed)
     auto groups = [&](std::size_t n) {
       std::vector<std::uint32_t> perm(n);
       for (std::size_t k = 0; k < n; ++k) perm[k] = static_cast<std::uint32_t>(k);
-      for (std::size_t k = n; k > 1; --k) std::swap(perm[k - 1], perm[rng() % k]);
+      shuffle_in_place(std::span<std::uint32_t>(perm), rng);
       std::vector<std::uint16_t> group(n);
       for (std::size_t k = 0; k < n; ++k) group[perm[k]] = static_cast<std::uint16_t>(k * bins / n);
       return group;

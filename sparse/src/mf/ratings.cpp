@@ -14,6 +14,7 @@
 
 #include "asgd/engine/atomic_file.hpp"
 #include "asgd/engine/errors.hpp"
+#include "asgd/engine/random.hpp"
 #include "../text_util.hpp"
 
 namespace asgd::sparse::mf {
@@ -303,7 +304,7 @@ Split random_split_per_user(const Ratings& all, double test_fraction, std::uint6
   std::mt19937_64 rng(seed);
   std::vector<std::size_t> train, test;
   for (auto& rows : by_user) {
-    for (std::size_t k = rows.size(); k > 1; --k) std::swap(rows[k - 1], rows[rng() % k]);
+    shuffle_in_place(std::span<std::size_t>(rows), rng);
     std::size_t n_test = static_cast<std::size_t>(std::llround(test_fraction * static_cast<double>(rows.size())));
     if (n_test == 0 && rows.size() >= 2 && test_fraction > 0) n_test = 1;
     test.insert(test.end(), rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(n_test));

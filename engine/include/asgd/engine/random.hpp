@@ -4,7 +4,10 @@
 // seeded per sentence, example or worker, so runs are reproducible.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <span>
+#include <utility>
 
 namespace asgd {
 
@@ -35,5 +38,25 @@ class FastRng {
  private:
   std::uint64_t state_;
 };
+
+// Fisher-Yates over `v`, drawing from a 64-bit generator (std::mt19937_64):
+// the one shuffle of the engine and the models (shards each epoch, ratings
+// at construction, splits, minibatch orders). It draws its own indices
+// rather than use std::shuffle or uniform_int_distribution, whose use of the
+// generator differs between standard libraries, so a seed gives the same
+// order everywhere. Rejecting the lowest 2^64 mod k draws leaves a multiple
+// of k values, so draw % k is uniform (a rejection is a 1 in 2^64/k event).
+template <class T, class Rng>
+void shuffle_in_place(std::span<T> v, Rng& rng) noexcept(noexcept(rng())) {
+  for (std::size_t k = v.size(); k > 1; --k) {
+    const std::uint64_t bound = k;
+    std::uint64_t x = rng();
+    if (x < bound) {  // 2^64 mod bound < bound: only such draws can be rejected
+      const std::uint64_t reject_below = (std::uint64_t{0} - bound) % bound;
+      while (x < reject_below) x = rng();
+    }
+    std::swap(v[k - 1], v[static_cast<std::size_t>(x % bound)]);
+  }
+}
 
 }  // namespace asgd

@@ -47,6 +47,7 @@
 #include "asgd/engine/errors.hpp"
 #include "asgd/engine/param_store.hpp"
 #include "asgd/engine/problem.hpp"
+#include "asgd/engine/random.hpp"
 #include "asgd/engine/schedule.hpp"
 #include "asgd/engine/update_sink.hpp"
 
@@ -392,7 +393,7 @@ void Trainer::worker_loop(P& problem, Sink sink, std::size_t w, Run& run) {
       if constexpr (ShufflingProblem<P>) {
         problem.shuffle(std::span<std::uint64_t>(order), rng);
       } else {
-        for (std::size_t k = order.size(); k > 1; --k) std::swap(order[k - 1], order[rng() % k]);
+        shuffle_in_place(std::span<std::uint64_t>(order), rng);
       }
       sink.set_run(state_.seed, epoch);
       for (std::uint64_t step = 0; step < steps; ++step) {

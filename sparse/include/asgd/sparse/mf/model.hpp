@@ -22,6 +22,7 @@
 #include "asgd/engine/layout.hpp"
 #include "asgd/engine/param_store.hpp"
 #include "asgd/engine/problem.hpp"
+#include "asgd/engine/random.hpp"
 #include "asgd/engine/row_ops.hpp"
 #include "asgd/sparse/mf/ratings.hpp"
 
@@ -73,7 +74,7 @@ class BiasedMf {
   template <class Rng>
   void shuffle(std::span<std::uint64_t> order, Rng& rng) const noexcept {
     if (entries_.size() > kReshuffleBelow) return;
-    for (std::size_t k = order.size(); k > 1; --k) std::swap(order[k - 1], order[rng() % k]);
+    shuffle_in_place(order, rng);
   }
   static constexpr std::size_t kReshuffleBelow = std::size_t{1} << 18;
 

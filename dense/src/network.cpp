@@ -125,13 +125,26 @@ double Network::loss_and_gradient(const float* params, const float* x, const std
     std::fill_n(grad, layout_.size(), 0.0f);
     return 0;
   }
-  const float* logits = forward(params, x, n, ws);
-  const std::size_t L = layers_.size();
-  const double total =
-      softmax_cross_entropy(logits, labels, n, classes(), ws.delta[L].data(), 1.0f / static_cast<float>(n));
-  for (std::size_t i = L; i-- > 0;)
-    layers_[i]->backward(params, ws.act[i].data(), ws.act[i + 1].data(), ws.delta[i + 1].data(),
-                         i == 0 ? nullptr : ws.delta[i].data(), grad, n, ws.scratch[i]);
+  if (ws.capacity == 0) ws = workspace(std::min(n, kTile));
+  const std::size_t tile = std::min(n, ws.capacity), D = input_.size(), L = layers_.size(), P = layout_.size();
+  const float scale = 1.0f / static_cast<float>(n);  // every tile's share of the batch mean
+  double total = 0;
+  for (std::size_t first = 0; first < n; first += tile) {
+    const std::size_t m = std::min(tile, n - first);
+    // The first tile writes grad; later ones write grad_tile, added after.
+    float* g = grad;
+    if (first > 0) {
+      if (ws.grad_tile.size() < P) ws.grad_tile.assign(P, 0.0f);  // the layout's padding stays 0
+      g = ws.grad_tile.data();
+    }
+    const float* logits = forward(params, x + first * D, m, ws);
+    total += softmax_cross_entropy(logits, labels + first, m, classes(), ws.delta[L].data(), scale);
+    for (std::size_t i = L; i-- > 0;)
+      layers_[i]->backward(params, ws.act[i].data(), ws.act[i + 1].data(), ws.delta[i + 1].data(),
+                           i == 0 ? nullptr : ws.delta[i].data(), g, m, ws.scratch[i]);
+    if (first > 0)
+      for (std::size_t i = 0; i < P; ++i) grad[i] += g[i];
+  }
   return total / static_cast<double>(n);
 }
 

@@ -37,9 +37,8 @@ EvalResult evaluate(const Network& net, const float* params, const Dataset& data
     std::vector<std::jthread> pool;
     for (std::size_t t = 0; t < threads; ++t)
       pool.emplace_back([&, t] {
-        // A batch is run in tiles of at most kTile images: at batch 1000 the
-        // first convolution's im2col alone would be 78 MB, far out of cache.
-        constexpr std::size_t kTile = 128;
+        // A batch is run in tiles of at most Network::kTile images (cache).
+        constexpr std::size_t kTile = Network::kTile;
         Workspace ws = net.workspace(std::min(batch, kTile));
         for (std::size_t b; (b = next.fetch_add(1)) < batches;) {
           const std::size_t end = std::min(n, (b + 1) * batch);
@@ -107,7 +106,7 @@ std::vector<EpochReport> train(const Network& net, ParamStore& params, std::vect
   };
   std::vector<Batch> scratch(W);
   for (auto& s : scratch) {
-    s.ws = net.workspace(B);
+    s.ws = net.workspace(std::min(B, Network::kTile));  // larger batches run in tiles
     s.x.resize(B * D);
     s.y.resize(B);
   }

@@ -320,5 +320,29 @@ TEST(DenseGradients, GradientIsTheMeanOverTheBatch) {
   for (std::size_t i = 0; i < mean.size(); ++i) EXPECT_NEAR(batch[i], mean[i], 1e-5) << i;
 }
 
+TEST(DenseGradients, TiledBatchesGiveTheWholeBatchGradient) {
+  // A batch larger than the workspace runs in tiles (3 + 3 + 1 samples, 1 x 7,
+  // or Network::kTile with an empty workspace): same loss, same gradient.
+  Network net(Shape{2, 6, 6});  // two channels: the input is reordered per tile
+  net.add(conv2d(2, 3, 3, 1)).add(relu()).add(max_pool2()).add(flatten()).add(linear(27, 4));
+  std::vector<float> params(net.layout().size());
+  net.initialize(params, 5);
+  const std::size_t n = 7;
+  const auto x = random_vector(n * 72, 6);
+  const auto y = random_labels(n, 4, 7);
+  Workspace whole = net.workspace(n);
+  std::vector<float> expected(params.size());
+  const double loss = net.loss_and_gradient(params.data(), x.data(), y.data(), n, expected.data(), whole);
+  for (std::size_t capacity : {3u, 1u, 0u}) {
+    Workspace ws = capacity ? net.workspace(capacity) : Workspace{};
+    std::vector<float> grad(params.size(), 123.0f);  // the tensors are overwritten, not added to
+    EXPECT_NEAR(net.loss_and_gradient(params.data(), x.data(), y.data(), n, grad.data(), ws), loss, 1e-6);
+    for (const auto& t : net.layout().tensors())
+      for (std::size_t i = t.offset; i < t.offset + t.elements(); ++i)
+        ASSERT_NEAR(grad[i], expected[i], 1e-6) << capacity << " " << t.name << " " << i;
+    EXPECT_EQ(ws.capacity, capacity ? capacity : std::min(n, Network::kTile));  // tiles never grow it
+  }
+}
+
 }  // namespace
 }  // namespace asgd::dense

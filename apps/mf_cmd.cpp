@@ -159,7 +159,7 @@ MfOptions model_options(const MfTrainFlags& f) {
 // model trained with each user's latest positive left out, ranked against 99
 // sampled negatives (Krichene & Rendle 2020: sampled metrics can mislead;
 // this is for comparison with published numbers).
-int train_bpr(const MfTrainFlags& f) {
+int train_bpr(const MfTrainFlags& f, Distributed& dist) {
   const Ratings all = read_ratings(f.train_file, parse_ratings_format(f.format));
   std::vector<std::size_t> rows;
   for (std::size_t i = 0; i < all.size(); ++i) {
@@ -179,16 +179,30 @@ int train_bpr(const MfTrainFlags& f) {
   } else {
     split.train = positives;
   }
-  const BprMf problem(split.train, mo, f.seed);
+  // Under mpirun each rank trains every P-th training positive, drawing
+  // negatives against all of them; the split is the same on every rank.
+  std::optional<std::vector<std::size_t>> shard;
+  if (dist.active()) shard = dist.shard(split.train.size());
+  const BprMf problem(split.train, mo, f.seed, shard ? &*shard : nullptr);
   ParamStore store = make_store(f, problem.layout(), mo.init_scale);
   TrainerOptions o = trainer_options(f, "linear", 0.0f);
   o.checkpoint_metadata = model_metadata(split.train, 0.0f, mo, "bpr");
   o.on_progress = progress_printer("bpr", f.quiet);
+  dist.prepare(o);
   Trainer trainer(store, o);
   if (!f.shm.empty() && !f.model_file.empty()) trainer.save_checkpoint(f.model_file);
-  const auto report = trainer.run(problem);
+  if (dist.active()) {
+    fmt::print("mpi: {}; rank 0 trains {} of {} positives\n", dist.describe(), problem.num_examples(),
+               split.train.size());
+  }
+  dist.start(trainer, store);
+  const auto report = run_averaged(dist, trainer, problem, f.epochs);
   fmt::print("bpr: {} epochs in {:.2f} s of SGD ({:.3g} updates/s, {} workers)\n", f.epochs, report.seconds,
              static_cast<double>(problem.num_examples()) * static_cast<double>(f.epochs) / report.seconds, f.threads);
+  if (dist.active()) {
+    fmt::print("mpi: {} averaging rounds, {:.2f} s in allreduce\n", dist.rounds(), dist.communication_seconds());
+    if (!dist.root()) return 0;  // every rank holds the same model; rank 0 reports and writes it
+  }
   if (f.test_fraction > 0) {
     const SeenItems& train_seen = problem.seen();  // what BPR was trained on
     const auto full = evaluate_ranking(store, 0.0f, train_seen, split.test, 10);
@@ -225,11 +239,8 @@ int train_bpr(const MfTrainFlags& f) {
 }
 
 int train(const MfTrainFlags& f, Distributed& dist) {
-  if (f.loss == "bpr") {
-    if (dist.active()) throw InputError("--loss bpr: not under mpirun (explicit ratings only)");
-    return train_bpr(f);
-  }
   if (dist.active() && !f.shm.empty()) throw InputError("--shm: not with mpirun (each rank keeps its model)");
+  if (f.loss == "bpr") return train_bpr(f, dist);
   if (f.loss != "squared") throw InputError(fmt::format("--loss {}: expected squared or bpr", f.loss));
   const auto start = std::chrono::steady_clock::now();
   Ratings all = read_ratings(f.train_file, parse_ratings_format(f.format));

@@ -141,6 +141,22 @@ TEST(BprMf, RejectsEmptyInputAndUsesTheImplicitLayout) {
   EXPECT_FALSE(bpr.layout().contains("user_bias"));
 }
 
+TEST(BprMf, TrainsAShardButDrawsNegativesAgainstAllPositives) {
+  // A rank's shard (rows 0 and 2): it trains those, and what counts as seen,
+  // the items a negative may not be, is every positive, the shard's or not.
+  const Ratings all = make_ratings({{0, 0}, {0, 1}, {1, 2}, {1, 0}}, 2, 4);
+  const std::vector<std::size_t> shard = {0, 2};
+  const BprMf bpr(all, MfOptions{}, 1, &shard);
+  EXPECT_EQ(bpr.num_examples(), 2u);
+  EXPECT_TRUE(bpr.seen().contains(0, 1));  // row 1, another rank's
+  EXPECT_TRUE(bpr.seen().contains(1, 0));  // row 3
+  EXPECT_FALSE(bpr.seen().contains(0, 3));
+  EXPECT_EQ(bpr.layout(), BprMf(all, MfOptions{}).layout());  // every rank has the whole model
+  const std::vector<std::size_t> outside = {4}, none;
+  EXPECT_NE(message_of([&] { BprMf(all, MfOptions{}, 1, &outside); }).find("row 4 of 4"), std::string::npos);
+  EXPECT_NE(message_of([&] { BprMf(all, MfOptions{}, 1, &none); }).find("no positives to train"), std::string::npos);
+}
+
 TEST(BprMf, BeatsMostPopularOnGeneratedImplicitData) {
   const auto start = std::chrono::steady_clock::now();
   RatingsGeneratorOptions g;

@@ -7,19 +7,27 @@
 
 namespace asgd::sparse::mf {
 
-BprMf::BprMf(const Ratings& positives, MfOptions options, std::uint64_t seed)
+BprMf::BprMf(const Ratings& positives, MfOptions options, std::uint64_t seed,
+             const std::vector<std::size_t>* train_rows)
     : seen_(positives, positives.users.size()),
       users_(positives.users.size()),
       items_(positives.items.size()),
       options_(options) {
   options_.validate();
   if (positives.size() == 0) throw InputError("bpr: no positive interactions");
-  entries_.resize(positives.size());
-  for (std::size_t i = 0; i < positives.size(); ++i) {
+  const std::size_t n = train_rows ? train_rows->size() : positives.size();
+  if (n == 0) throw InputError("bpr: no positives to train in this shard");
+  entries_.resize(n);
+  for (std::size_t k = 0; k < n; ++k) {
+    const std::size_t i = train_rows ? (*train_rows)[k] : k;
+    if (i >= positives.size()) {
+      throw InputError("bpr: training row " + std::to_string(i) + " of " + std::to_string(positives.size()) +
+                       " positives");
+    }
     if (positives.user[i] >= users_ || positives.item[i] >= items_) {
       throw InputError("bpr: positive " + std::to_string(i) + " has an id outside its id maps");
     }
-    entries_[i] = {positives.user[i], positives.item[i]};
+    entries_[k] = {positives.user[i], positives.item[i]};
   }
   std::mt19937_64 rng(seed);
   shuffle_in_place(std::span<Entry>(entries_), rng);

@@ -27,9 +27,12 @@ namespace asgd::sparse::mf {
 class BprMf {
  public:
   // Every entry of `positives` is a positive (the rating value is ignored);
-  // they are packed in a random order (`seed`). InputError when there are
-  // none or `options` is invalid.
-  BprMf(const Ratings& positives, MfOptions options, std::uint64_t seed = 1);
+  // they are packed in a random order (`seed`). `train_rows`, when given,
+  // are the positives this process trains (a rank's shard under mpirun);
+  // negatives are still drawn against all of `positives`. InputError when
+  // there are none to train, a row is out of range, or `options` is invalid.
+  BprMf(const Ratings& positives, MfOptions options, std::uint64_t seed = 1,
+        const std::vector<std::size_t>* train_rows = nullptr);
 
   Layout layout() const;
   std::size_t num_examples() const noexcept { return entries_.size(); }

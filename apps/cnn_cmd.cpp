@@ -248,9 +248,13 @@ int floor_cmd(CnnFlags f) {
   const std::size_t n = f.size > 0 ? f.size : (on_gpu ? 4096 : 2048);
   if (n > 16384) throw InputError(fmt::format("--size {}: at most 16384 (three n x n matrices)", n));
   const std::size_t repeats = std::max<std::size_t>(1, f.repeats);
+  // CPU workers each run their own GEMMs on their own cores: W of them reach
+  // W times one worker's floor. GPU streams share one device's rate.
+  const std::size_t workers = std::max<std::size_t>(1, f.workers);
+  if (on_gpu && workers > 1) throw InputError("cnn floor --workers: CPU only (GPU streams share the device's floor)");
   const double gflops =
       on_gpu ? gpu::sgemm_gflops(n, repeats) : dense::sgemm_gflops(n, repeats, f.threads);
-  const double images_per_s = gflops * 1e9 / flops.training;
+  const double images_per_s = gflops * 1e9 / flops.training * static_cast<double>(workers);
   if (f.quiet) {
     std::printf("%.0f\t%.6g\t%.6g\n", flops.training, gflops, images_per_s);
     return 0;
@@ -260,7 +264,8 @@ int floor_cmd(CnnFlags f) {
   std::printf("SGEMM %zu x %zu x %zu, FP32%s: %.1f GFLOP/s (median of %zu)\n", n, n, n,
               on_gpu ? "" : fmt::format(", {} thread{}", f.threads, f.threads > 1 ? "s" : "").c_str(), gflops,
               repeats);
-  std::printf("floor: %.0f training images/s (%.3f us per image)\n", images_per_s, 1e6 / images_per_s);
+  std::printf("floor: %.0f training images/s (%.3f us per image)%s\n", images_per_s, 1e6 / images_per_s,
+              workers > 1 ? fmt::format(" for {} workers, {} x one worker's", workers, workers).c_str() : "");
   return 0;
 }
 
@@ -315,6 +320,7 @@ void add_cnn_commands(CLI::App& app, int& exit_code) {
   auto fl = std::make_shared<CnnFlags>();
   fl->repeats = 5;
   fl->threads = 1;
+  fl->workers = 1;
   auto* fc = cnn->add_subcommand(
       "floor", "LeNet-5's GEMM FLOPs per training image over the measured SGEMM rate: the images/s ceiling");
   fc->add_option("--device", fl->device, "cpu, gpu or auto")->capture_default_str();
@@ -322,6 +328,8 @@ void add_cnn_commands(CLI::App& app, int& exit_code) {
   fc->add_option("--repeats", fl->repeats, "Timed SGEMMs (after a warm-up); the median is used")
       ->capture_default_str();
   fc->add_option("--threads", fl->threads, "CPU threads for the SGEMM (one worker's share)")->capture_default_str();
+  fc->add_option("--workers", fl->workers, "CPU workers (one core each, as cnn train --workers): W x the floor")
+      ->capture_default_str();
   fc->add_flag("--quiet,-q", fl->quiet, "One line: FLOPs per training image, GFLOP/s, floor images/s");
   fc->callback([fl, &exit_code] { exit_code = run_guarded([&] { return floor_cmd(*fl); }); });
 }

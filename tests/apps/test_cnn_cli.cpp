@@ -169,6 +169,11 @@ TEST_F(CnnCli, FloorIsFlopsOverTheMeasuredSgemmRate) {
   ASSERT_EQ(full.status, 0) << full.output;
   EXPECT_NE(full.output.find("2.264 MFLOP per training image"), std::string::npos) << full.output;
   EXPECT_NE(full.output.find("floor: "), std::string::npos) << full.output;
+  // Two workers: twice one worker's floor at the rate measured in that run.
+  const auto two = run({"cnn", "floor", "--size", "128", "--repeats", "3", "--workers", "2", "-q"});
+  ASSERT_EQ(two.status, 0) << two.output;
+  ASSERT_EQ(std::sscanf(two.output.c_str(), "%lf %lf %lf", &flops, &gflops, &images), 3) << two.output;
+  EXPECT_NEAR(images, 2 * gflops * 1e9 / flops, 0.001 * images + 1);
 }
 
 #if defined(ASGD_GPU_EMULATED)

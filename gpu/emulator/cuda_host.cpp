@@ -33,13 +33,17 @@
 #include <mutex>
 #include <new>
 #include <set>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "emulator.hpp"
 
-// A stream: one thread running its queue in order.
+// A stream: one thread running its queue in order, on the device that was
+// current when it was made.
 struct CUstream_st {
+  int device = 0;
   std::mutex m;
   std::condition_variable cv;
   std::deque<std::function<void()>> queue;
@@ -103,6 +107,7 @@ struct CUevent_st {
 };
 struct cublasContext {
   cudaStream_t stream = nullptr;
+  int device = 0;  // current at cublasCreate: the handle works on it only
 };
 
 namespace {
@@ -168,26 +173,44 @@ bool is_pinned(const void* p, std::size_t bytes) { return pinned.contains(p, byt
 thread_local cudaError_t last_error = cudaSuccess;
 cudaError_t fail(cudaError_t e) { return last_error = e; }
 
+// Devices: $ASGD_EMULATED_GPUS of them (1 to 16; default 1), so that the
+// choice of a device per rank and per thread can be tested. The current
+// device belongs to each host thread, as in CUDA; work sent to a stream or
+// cuBLAS handle of another device is refused (see launch_on).
+int device_count() {
+  static const int count = [] {
+    const char* env = std::getenv("ASGD_EMULATED_GPUS");
+    const int n = env ? std::atoi(env) : 1;
+    return std::clamp(n, 1, 16);
+  }();
+  return count;
+}
+thread_local int current_device = 0;
+
 }  // namespace
 
 extern "C" {
 
 cudaError_t cudaGetDeviceCount(int* count) {
   if (count == nullptr) return fail(cudaErrorInvalidValue);
-  *count = 1;
+  *count = device_count();
   return cudaSuccess;
 }
 
-cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : fail(cudaErrorInvalidDevice); }
+cudaError_t cudaSetDevice(int device) {
+  if (device < 0 || device >= device_count()) return fail(cudaErrorInvalidDevice);
+  current_device = device;
+  return cudaSuccess;
+}
 
 cudaError_t cudaGetDevice(int* device) {
   if (device == nullptr) return fail(cudaErrorInvalidValue);
-  *device = 0;
+  *device = current_device;
   return cudaSuccess;
 }
 
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int device) {
-  if (p == nullptr || device != 0) return fail(cudaErrorInvalidDevice);
+  if (p == nullptr || device < 0 || device >= device_count()) return fail(cudaErrorInvalidDevice);
   *p = cudaDeviceProp{};
   std::strncpy(p->name, "asgd host emulation (no GPU)", sizeof p->name - 1);
   p->totalGlobalMem = std::size_t{1} << 30;
@@ -293,6 +316,7 @@ cudaError_t cudaMemsetAsync(void* p, int value, std::size_t bytes, cudaStream_t 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
   if (s == nullptr) return fail(cudaErrorInvalidValue);
   *s = new CUstream_st;
+  (*s)->device = current_device;
   std::scoped_lock lock(streams_mutex);
   streams().insert(*s);
   return cudaSuccess;
@@ -381,6 +405,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) {
 cublasStatus_t cublasCreate_v2(cublasHandle_t* h) {
   if (h == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
   *h = new cublasContext;
+  (*h)->device = current_device;
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -447,6 +472,7 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t h, cublasOperation_t ta, cublasOper
     return CUBLAS_STATUS_INVALID_VALUE;
   if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
   const float al = *alpha, be = *beta;  // host scalars are read at the call
+  if (h->device != current_device) return CUBLAS_STATUS_EXECUTION_FAILED;  // another thread's device
   asgd::gpu::emulator::enqueue(h->stream, [=] {
     const ConstView A(a, ar, ac, Eigen::OuterStride<>(lda)), B(b, br, bc, Eigen::OuterStride<>(ldb));
     View C(c, m, n, Eigen::OuterStride<>(ldc));
@@ -480,6 +506,7 @@ cublasStatus_t cublasSgemv_v2(cublasHandle_t h, cublasOperation_t t, int m, int 
     return CUBLAS_STATUS_INVALID_VALUE;
   if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
   const float al = *alpha, be = *beta;
+  if (h->device != current_device) return CUBLAS_STATUS_EXECUTION_FAILED;  // another thread's device
   asgd::gpu::emulator::enqueue(h->stream, [=] {
     const ConstView A(a, m, n, Eigen::OuterStride<>(lda));
     const Eigen::Map<const Eigen::VectorXf> X(x, xl);
@@ -496,6 +523,17 @@ cublasStatus_t cublasSgemv_v2(cublasHandle_t h, cublasOperation_t t, int m, int 
 }  // extern "C"
 
 namespace asgd::gpu::emulator {
+
+void launch(cudaStream_t s, std::function<void()> work) {
+  const int stream_device = s == nullptr ? current_device : s->device;
+  if (stream_device != current_device) {
+    // CUDA refuses a launch into another device's stream; a thread that did
+    // not select the process's device (cudaSetDevice) would do this.
+    throw std::logic_error("emulator: a kernel launched on a stream of device " + std::to_string(stream_device) +
+                           " while this thread's current device is " + std::to_string(current_device));
+  }
+  enqueue(s, std::move(work));
+}
 
 void enqueue(cudaStream_t s, std::function<void()> work) {
   if (s == nullptr) {

@@ -12,5 +12,8 @@ namespace asgd::gpu::emulator {
 // Queues `work` on stream s (it runs after everything queued on s before
 // it); the null stream runs it at once, after every other stream is idle.
 void enqueue(cudaStream_t s, std::function<void()> work);
+// A kernel launch: enqueue, after checking that s belongs to the calling
+// thread's current device (std::logic_error otherwise, as CUDA refuses it).
+void launch(cudaStream_t s, std::function<void()> work);
 
 }  // namespace asgd::gpu::emulator

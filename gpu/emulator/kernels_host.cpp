@@ -11,77 +11,77 @@
 namespace asgd::gpu::kernels {
 
 void im2col(const float* in, float* col, const ConvGeometry& g, cudaStream_t s) {
-  emulator::enqueue(s, [=] {
+  emulator::launch(s, [=] {
     for (std::size_t i = 0, m = body::im2col_size(g); i < m; ++i) body::im2col(i, in, col, g);
   });
 }
 
 void col2im(const float* col, float* din, const ConvGeometry& g, cudaStream_t s) {
-  emulator::enqueue(s, [=] {
+  emulator::launch(s, [=] {
     for (std::size_t i = 0, m = body::image_size(g); i < m; ++i) body::col2im(i, col, din, g);
   });
 }
 
 void add_row_bias(float* y, const float* b, std::size_t rows, std::size_t cols, bool relu, cudaStream_t s) {
-  emulator::enqueue(s, [=] {
+  emulator::launch(s, [=] {
     for (std::size_t i = 0; i < rows * cols; ++i) body::add_bias(i, y, b, cols, true, relu);
   });
 }
 
 void add_col_bias(float* y, const float* b, std::size_t n, std::size_t cols, bool relu, cudaStream_t s) {
-  emulator::enqueue(s, [=] {
+  emulator::launch(s, [=] {
     for (std::size_t i = 0; i < n * cols; ++i) body::add_bias(i, y, b, cols, false, relu);
   });
 }
 
 void relu_forward(const float* in, float* out, std::size_t m, cudaStream_t s) {
-  emulator::enqueue(s, [=] {
+  emulator::launch(s, [=] {
     for (std::size_t i = 0; i < m; ++i) body::relu_forward(i, in, out);
   });
 }
 
 void relu_backward(const float* out, const float* dout, float* din, std::size_t m, cudaStream_t s) {
-  emulator::enqueue(s, [=] {
+  emulator::launch(s, [=] {
     for (std::size_t i = 0; i < m; ++i) body::relu_backward(i, out, dout, din);
   });
 }
 
 void max_pool_forward(const float* in, float* out, std::uint8_t* choice, std::size_t planes, int h, int w,
                       cudaStream_t s) {
-  emulator::enqueue(s, [=] {
+  emulator::launch(s, [=] {
     for (std::size_t i = 0, m = planes * (h / 2) * (w / 2); i < m; ++i) body::max_pool_forward(i, in, out, choice, h, w);
   });
 }
 
 void max_pool_backward(const float* dout, const std::uint8_t* choice, float* din, std::size_t planes, int h, int w,
                        cudaStream_t s) {
-  emulator::enqueue(s, [=] {
+  emulator::launch(s, [=] {
     for (std::size_t i = 0, m = planes * (h / 2) * (w / 2); i < m; ++i)
       body::max_pool_backward(i, dout, choice, din, h, w);
   });
 }
 
 void flatten_forward(const float* in, float* out, int c, std::size_t n, int hw, cudaStream_t s) {
-  emulator::enqueue(s, [=] {
+  emulator::launch(s, [=] {
     for (std::size_t i = 0, m = n * c * hw; i < m; ++i) body::flatten(i, in, out, c, n, hw, true);
   });
 }
 
 void flatten_backward(const float* dout, float* din, int c, std::size_t n, int hw, cudaStream_t s) {
-  emulator::enqueue(s, [=] {
+  emulator::launch(s, [=] {
     for (std::size_t i = 0, m = n * c * hw; i < m; ++i) body::flatten(i, dout, din, c, n, hw, false);
   });
 }
 
 void softmax_xent(const float* logits, const std::uint8_t* labels, std::size_t n, int k, float* loss, float* dlogits,
                   float scale, cudaStream_t s) {
-  emulator::enqueue(s, [=] {
+  emulator::launch(s, [=] {
     for (std::size_t i = 0; i < n; ++i) body::softmax_xent(i, logits, labels, k, loss, dlogits, scale);
   });
 }
 
 void accumulate_sum(const float* x, std::size_t n, double scale, double* acc, cudaStream_t s) {
-  emulator::enqueue(s, [=] {
+  emulator::launch(s, [=] {
     double sum = 0;
     for (std::size_t i = 0; i < n; ++i) sum += x[i];
     *acc += scale * sum;
@@ -90,26 +90,26 @@ void accumulate_sum(const float* x, std::size_t n, double scale, double* acc, cu
 
 void confusion(const float* logits, const std::uint8_t* labels, std::size_t n, int k, unsigned* counts,
                cudaStream_t s) {
-  emulator::enqueue(s, [=] {
+  emulator::launch(s, [=] {
     for (std::size_t i = 0; i < n; ++i) ++counts[labels[i] * k + body::argmax(i, logits, k)];
   });
 }
 
 void gather(const float* images, const std::uint8_t* labels, const std::uint32_t* index, std::size_t first,
             std::size_t n, std::size_t dim, float* x, std::uint8_t* y, cudaStream_t s) {
-  emulator::enqueue(s, [=] {
+  emulator::launch(s, [=] {
     for (std::size_t i = 0; i < n * dim; ++i) body::gather(i, images, labels, index, first, dim, x, y);
   });
 }
 
 void fill(float* x, float value, std::size_t n, cudaStream_t s) {
-  emulator::enqueue(s, [=] {
+  emulator::launch(s, [=] {
     for (std::size_t i = 0; i < n; ++i) x[i] = value;
   });
 }
 
 void sgd_momentum(float* w, float* v, const GradSum& g, std::size_t n, float lr, float mu, float wd, cudaStream_t s) {
-  emulator::enqueue(s, [=] {
+  emulator::launch(s, [=] {
     for (std::size_t i = 0; i < n; ++i) body::sgd_momentum(i, w, v, g, lr, mu, wd);
   });
 }

@@ -195,7 +195,11 @@ std::string describe_device() {
   ASGD_CUDA(cudaGetDevice(&device));
   cudaDeviceProp p{};
   ASGD_CUDA(cudaGetDeviceProperties(&p, device));
-  if (p.major == 0) return p.name;  // the emulated backend: no compute capability, no memory size to report
+  if (p.major == 0) {  // the emulated backend: no compute capability or memory size, but which device
+    int count = 0;
+    ASGD_CUDA(cudaGetDeviceCount(&count));
+    return fmt::format("{}, device {} of {}", p.name, device, count);
+  }
   return fmt::format("{}, sm_{}{}, {:.1f} GiB", p.name, p.major, p.minor,
                      static_cast<double>(p.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0));
 }

@@ -198,7 +198,26 @@ TEST_F(CnnCli, GpuCommandsOnTheEmulatedBackend) {
   EXPECT_NEAR(asgd::testing::number_after(on_gpu.output, "test accuracy "), accuracy, 1e-9) << on_gpu.output;
   EXPECT_NEAR(asgd::testing::number_after(on_cpu.output, "test accuracy "), accuracy, 1e-9) << on_cpu.output;
 
+  // Two emulated devices: a rank takes the device of its local rank modulo
+  // the count (SLURM_LOCALID 3 -> device 1) or ASGD_GPU_DEVICE, and every
+  // stream thread selects it (the emulator refuses a launch into a stream of
+  // a device that is not the thread's current one).
   ::setenv("ASGD_GPU_BACKEND", ASGD_GPU_EMULATED, 1);
+  ::setenv("ASGD_EMULATED_GPUS", "2", 1);
+  ::setenv("SLURM_LOCALID", "3", 1);
+  const auto by_rank = run({"cnn", "train", "--data", path(""), "--device", "gpu", "--epochs", "1", "--workers", "2",
+                            "--tau", "1", "--batch", "32"});
+  ::unsetenv("SLURM_LOCALID");
+  ::setenv("ASGD_GPU_DEVICE", "2", 1);
+  const auto beyond = run({"cnn", "eval", "--data", path(""), "--device", "gpu", "--model", path("gpu.asgd")});
+  ::unsetenv("ASGD_GPU_DEVICE");
+  ::unsetenv("ASGD_EMULATED_GPUS");
+  ASSERT_EQ(by_rank.status, 0) << by_rank.output;
+  EXPECT_NE(by_rank.output.find("device 1 of 2"), std::string::npos) << by_rank.output;
+  EXPECT_EQ(beyond.status, 2) << beyond.output;
+  EXPECT_NE(beyond.output.find("ASGD_GPU_DEVICE=2: expected a device number below 2"), std::string::npos)
+      << beyond.output;
+
   const auto floor = run({"cnn", "floor", "--device", "gpu", "--size", "128", "--repeats", "2"});
   ::unsetenv("ASGD_GPU_BACKEND");
   ASSERT_EQ(floor.status, 0) << floor.output;

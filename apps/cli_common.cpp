@@ -69,8 +69,9 @@ TrainerOptions to_trainer_options(const EngineFlags& f) {
 
 TrainingStore open_training_store(const std::string& shm, Layout layout, AttachOptions attach) {
   if (shm.empty()) return {ParamStore::on_heap(std::move(layout)), true};
-  const bool existed = ParamStore::exists_shared(shm);
-  return {ParamStore::open_or_create_shared(shm, std::move(layout), attach), !existed};
+  bool created = false;
+  ParamStore store = ParamStore::open_or_create_shared(shm, std::move(layout), attach, &created);
+  return {std::move(store), created};
 }
 
 bool stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }

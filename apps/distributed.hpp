@@ -54,9 +54,9 @@ class Distributed {
   std::vector<std::size_t> shard(std::size_t n) const;
   std::string describe() const;  // "4 ranks, ring allreduce, averaging every epoch"
 
-  // Before the Trainer is made: counts steps for step averaging, and leaves
+  // Before the Trainer is made: counts steps for step averaging, leaves
   // checkpoints to rank 0 (written after each epoch's average, see
-  // epoch_done, when averaging per epoch).
+  // epoch_done, when averaging per epoch), and gives rank r the seed + r.
   void prepare(TrainerOptions& options);
   // After the Trainer is made and initialised (or resumed), before training:
   // averages `store` once (ranks start from the same point) and, with

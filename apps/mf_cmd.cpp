@@ -197,8 +197,8 @@ int train_bpr(const MfTrainFlags& f, Distributed& dist) {
   }
   dist.start(trainer, store);
   const auto report = run_averaged(dist, trainer, problem, f.epochs);
-  fmt::print("bpr: {} epochs in {:.2f} s of SGD ({:.3g} updates/s, {} workers)\n", f.epochs, report.seconds,
-             static_cast<double>(problem.num_examples()) * static_cast<double>(f.epochs) / report.seconds, f.threads);
+  fmt::print("bpr: {} epochs in {:.2f} s of SGD ({:.3g} updates/s, {} workers)\n", report.epochs.size(),
+             report.seconds, static_cast<double>(report.examples) / report.seconds, f.threads);
   if (dist.active()) {
     fmt::print("mpi: {} averaging rounds, {:.2f} s in allreduce\n", dist.rounds(), dist.communication_seconds());
     if (!dist.root()) return 0;  // every rank holds the same model; rank 0 reports and writes it
@@ -313,7 +313,7 @@ int train(const MfTrainFlags& f, Distributed& dist) {
   }
   dist.start(trainer, store);
   double sgd_seconds = 0;
-  run_averaged(dist, trainer, problem, f.epochs, [&](const TrainReport& r) {
+  const TrainReport report = run_averaged(dist, trainer, problem, f.epochs, [&](const TrainReport& r) {
     sgd_seconds += r.seconds;
     if (f.quiet || !dist.root()) return;
     std::string line = fmt::format("epoch {:3}: train loss {:.4f}", r.epochs.back().epoch, 2.0 * r.epochs.back().loss);
@@ -331,8 +331,8 @@ int train(const MfTrainFlags& f, Distributed& dist) {
     fmt::print("mpi: {} averaging rounds, {:.2f} s in allreduce\n", dist.rounds(), dist.communication_seconds());
     if (!dist.root()) return 0;  // every rank holds the same model; rank 0 reports and writes it
   }
-  const double updates = static_cast<double>(problem.num_examples()) * static_cast<double>(f.epochs);
-  fmt::print("mf: {} epochs in {:.2f} s of SGD ({:.3g} rating updates/s, {} workers, {}, {})\n", f.epochs,
+  const double updates = static_cast<double>(report.examples);
+  fmt::print("mf: {} epochs in {:.2f} s of SGD ({:.3g} rating updates/s, {} workers, {}, {})\n", report.epochs.size(),
              sgd_seconds, updates / sgd_seconds, f.threads, f.policy,
              blocks ? fmt::format("blocks {}x{}", mo.bins, mo.bins) : std::string("hogwild"));
   if (have_validation) {

@@ -38,12 +38,11 @@ EvalResult evaluate(const Network& net, const float* params, const Dataset& data
     for (std::size_t t = 0; t < threads; ++t)
       pool.emplace_back([&, t] {
         // A batch is run in tiles of at most Network::kTile images (cache).
-        constexpr std::size_t kTile = Network::kTile;
-        Workspace ws = net.workspace(std::min(batch, kTile));
+        Workspace ws = net.workspace(std::min(batch, Network::kTile));
         for (std::size_t b; (b = next.fetch_add(1)) < batches;) {
           const std::size_t end = std::min(n, (b + 1) * batch);
-          for (std::size_t first = b * batch; first < end; first += kTile) {
-            const std::size_t m = std::min(kTile, end - first);
+          for (std::size_t first = b * batch; first < end; first += Network::kTile) {
+            const std::size_t m = std::min(Network::kTile, end - first);
             const float* logits = net.forward(params, data.pixels.data() + first * data.image_size(), m, ws);
             loss[t] += softmax_cross_entropy(logits, data.labels.data() + first, m, k, nullptr, 0.0f);
             for (std::size_t s = 0; s < m; ++s) {

@@ -355,11 +355,15 @@ bool ParamStore::exists_shared(const std::string& name) {
   }
 }
 
-ParamStore ParamStore::open_or_create_shared(const std::string& name, Layout layout, AttachOptions options) {
+ParamStore ParamStore::open_or_create_shared(const std::string& name, Layout layout, AttachOptions options,
+                                             bool* created) {
+  if (created != nullptr) *created = false;
   for (int attempt = 0;; ++attempt) {
     if (exists_shared(name)) return attach_shared(name, layout, Access::read_write, options);
     try {
-      return create_shared(name, layout);
+      ParamStore made = create_shared(name, layout);
+      if (created != nullptr) *created = true;
+      return made;
     } catch (const InputError&) {
       // Another process created it between our check and our create: attach.
       if (attempt >= 2 || !exists_shared(name)) throw;

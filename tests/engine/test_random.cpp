@@ -15,6 +15,8 @@ namespace {
 
 // Replays a fixed list of draws.
 struct ScriptedRng {
+  static constexpr std::uint64_t min() { return 0; }
+  static constexpr std::uint64_t max() { return ~std::uint64_t{0}; }
   std::vector<std::uint64_t> draws;
   std::size_t next = 0;
   std::uint64_t operator()() { return draws.at(next++); }

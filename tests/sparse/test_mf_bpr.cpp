@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -152,6 +153,29 @@ TEST(BprMf, TrainsAShardButDrawsNegativesAgainstAllPositives) {
   EXPECT_TRUE(bpr.seen().contains(1, 0));  // row 3
   EXPECT_FALSE(bpr.seen().contains(0, 3));
   EXPECT_EQ(bpr.layout(), BprMf(all, MfOptions{}).layout());  // every rank has the whole model
+  // Which positives it trains: the rows of P (users) and the positive item's
+  // bias (the one with a gradient below 0) that each example touches.
+  struct Recorder {
+    FactorLayout f;
+    std::set<std::pair<std::uint32_t, std::uint32_t>> pairs;
+    std::uint32_t user = 0;
+    float read(std::size_t) const noexcept { return 0.0f; }
+    void read(std::size_t, float* out, std::size_t n) const noexcept { std::fill_n(out, n, 0.0f); }
+    void add_gradient(std::size_t i, float g) {
+      if (i >= f.item_bias && i < f.item_bias + f.items && g < 0)
+        pairs.insert({user, static_cast<std::uint32_t>(i - f.item_bias)});
+    }
+    void add_gradient(std::size_t offset, const float*, std::size_t, float = 1.0f) {
+      if (offset >= f.p && offset < f.p + f.users * f.stride) user = static_cast<std::uint32_t>((offset - f.p) / f.stride);
+    }
+    float learning_rate() const noexcept { return 0.1f; }
+    std::size_t size() const noexcept { return 0; }
+    void prefetch(std::size_t) const noexcept {}
+    std::uint64_t seed() const noexcept { return 1; }
+    std::uint64_t epoch() const noexcept { return 0; }
+  } sink{FactorLayout::of(bpr.layout()), {}};
+  for (std::size_t i = 0; i < bpr.num_examples(); ++i) bpr.gradient(i, sink);
+  EXPECT_EQ(sink.pairs, (std::set<std::pair<std::uint32_t, std::uint32_t>>{{0, 0}, {1, 2}}));
   const std::vector<std::size_t> outside = {4}, none;
   EXPECT_NE(message_of([&] { BprMf(all, MfOptions{}, 1, &outside); }).find("row 4 of 4"), std::string::npos);
   EXPECT_NE(message_of([&] { BprMf(all, MfOptions{}, 1, &none); }).find("no positives to train"), std::string::npos);

@@ -148,7 +148,9 @@ class Network {
   // that mean loss into grad (layout().size() floats) and returns the mean
   // loss. labels: n values < classes(). A batch larger than ws.capacity runs
   // in tiles of ws.capacity samples whose gradients are summed, so that a
-  // tile's activations and im2col buffers stay in cache (kTile).
+  // tile's activations and im2col buffers stay in cache (kTile); an empty
+  // workspace (capacity 0) is made for min(n, kTile). forward() and loss()
+  // return all n samples' logits, so they grow the workspace to n instead.
   double loss_and_gradient(const float* params, const float* x, const std::uint8_t* labels, std::size_t n,
                            float* grad, Workspace& ws) const;
   // Mean softmax cross-entropy only (no gradient).

@@ -72,8 +72,11 @@ class ParamStore {
   static SegmentInfo inspect_shared(const std::string& name);
   static bool exists_shared(const std::string& name);
   // Attaches read-write when `name` exists, else creates it; safe when
-  // several processes race to start on the same name.
-  static ParamStore open_or_create_shared(const std::string& name, Layout layout, AttachOptions options = {});
+  // several processes race to start on the same name. `created`, when
+  // given, says whether this call made the segment (only then should the
+  // caller initialise it: of racing processes exactly one is told so).
+  static ParamStore open_or_create_shared(const std::string& name, Layout layout, AttachOptions options = {},
+                                          bool* created = nullptr);
   // Returns false when there was nothing to remove. Attached processes keep
   // their mapping; the name is free at once.
   static bool remove_shared(const std::string& name) noexcept;

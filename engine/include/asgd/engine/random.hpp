@@ -1,7 +1,8 @@
-// The engine's small random generator: splitmix64 (Steele, Lea & Flood
-// 2014), one add and two multiply-xorshifts per draw. Fast enough for the
-// hot loops of the sparse models (negative sampling, BPR's item draws) and
-// seeded per sentence, example or worker, so runs are reproducible.
+// The engine's randomness: FastRng, a small generator, splitmix64 (Steele,
+// Lea & Flood 2014), one add and two multiply-xorshifts per draw, fast
+// enough for the hot loops of the sparse models (negative sampling, BPR's
+// item draws) and seeded per sentence, example or worker, so runs are
+// reproducible; and shuffle_in_place, the one Fisher-Yates shuffle.
 #pragma once
 
 #include <cstddef>
@@ -48,6 +49,8 @@ class FastRng {
 // of k values, so draw % k is uniform (a rejection is a 1 in 2^64/k event).
 template <class T, class Rng>
 void shuffle_in_place(std::span<T> v, Rng& rng) noexcept(noexcept(rng())) {
+  static_assert(Rng::min() == 0 && Rng::max() == ~std::uint64_t{0},
+                "shuffle_in_place needs a generator of full 64-bit draws (std::mt19937_64)");
   for (std::size_t k = v.size(); k > 1; --k) {
     const std::uint64_t bound = k;
     std::uint64_t x = rng();

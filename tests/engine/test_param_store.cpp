@@ -6,7 +6,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <optional>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "../common/message_of.hpp"
 #include "asgd/engine/errors.hpp"
@@ -70,6 +74,28 @@ TEST_F(ShmTest, CreateAttachReadOnlyAndRemove) {
   EXPECT_TRUE(ParamStore::remove_shared(name_));
   EXPECT_FALSE(ParamStore::remove_shared(name_));
   EXPECT_EQ(owner.load(3), 1.5f);  // mappings outlive the name
+}
+
+TEST_F(ShmTest, OpenOrCreateSaysWhoCreated) {
+  // Of the processes that start on one name, exactly one is told it made the
+  // segment (and initialises it); here threads race for it.
+  std::atomic<int> created{0};
+  std::vector<std::optional<ParamStore>> stores(4);
+  {
+    std::vector<std::jthread> racers;
+    for (auto& s : stores)
+      racers.emplace_back([&] {
+        bool made = true;
+        s.emplace(ParamStore::open_or_create_shared(name_, small_layout(), {}, &made));
+        created += made ? 1 : 0;
+      });
+  }
+  EXPECT_EQ(created.load(), 1);
+  stores[0]->store(2, 7.0f);
+  for (auto& s : stores) EXPECT_EQ(s->load(2), 7.0f);
+  bool made = true;
+  auto again = ParamStore::open_or_create_shared(name_, small_layout(), {}, &made);
+  EXPECT_FALSE(made);
 }
 
 TEST_F(ShmTest, CreatedOwnerOnlyEvenWithAPermissiveUmask) {

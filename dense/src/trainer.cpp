@@ -17,6 +17,15 @@ void TrainOptions::validate() const {
   BlockTrainOptions::validate();
 }
 
+BlockTrainOptions TrainOptions::block_options(std::size_t batches) const {
+  BlockTrainOptions bo = *this;
+  const std::uint64_t per_epoch = BlockTrainer::updates_per_epoch(batches, bo);
+  bo.first_update = first_epoch * per_epoch;
+  bo.total_updates =
+      static_cast<double>(total_epochs ? total_epochs : first_epoch + epochs) * static_cast<double>(per_epoch);
+  return bo;
+}
+
 EvalResult evaluate(const Network& net, const float* params, const Dataset& data, std::size_t batch,
                     std::size_t threads) {
   const std::size_t k = net.classes(), n = data.size();
@@ -88,11 +97,7 @@ std::vector<EpochReport> train(const Network& net, ParamStore& params, std::vect
   Eigen::setNbThreads(static_cast<int>(o.gemm_threads));
 
   const std::size_t W = o.workers, B = o.batch, batches = (n + B - 1) / B;
-  BlockTrainOptions bo = o;  // the engine's part
-  const std::uint64_t per_epoch = BlockTrainer::updates_per_epoch(batches, bo);
-  bo.first_update = o.first_epoch * per_epoch;
-  bo.total_updates = static_cast<double>(o.total_epochs ? o.total_epochs : o.first_epoch + o.epochs) *
-                     static_cast<double>(per_epoch);
+  const BlockTrainOptions bo = o.block_options(batches);
   std::vector<BlockTrainer::Block> blocks;
   for (const auto& b : net.blocks()) blocks.push_back({b.offset, b.size});
   BlockTrainer trainer(params, momentum_buffer, std::move(blocks), bo);

@@ -333,11 +333,7 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
     throw InputError(fmt::format("--device gpu: at most {} streams with --tau 0", kernels::kMaxGrads));
   momentum_buffer.resize(P, 0.0f);
 
-  BlockTrainOptions bo = o;
-  const std::uint64_t per_epoch = BlockTrainer::updates_per_epoch(batches, bo);
-  bo.first_update = o.first_epoch * per_epoch;
-  bo.total_updates = static_cast<double>(o.total_epochs ? o.total_epochs : o.first_epoch + o.epochs) *
-                     static_cast<double>(per_epoch);
+  const BlockTrainOptions bo = o.block_options(batches);
 
   Stream copy;
   DeviceBuffer<float> d_w(P), d_v(P);

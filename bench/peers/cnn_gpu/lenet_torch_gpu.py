@@ -24,7 +24,7 @@ import torch
 import torch.nn as nn
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cnn"))
-from lenet_torch import lenet5, load_split  # noqa: E402
+from lenet_torch import accuracy, lenet5, load_split  # noqa: E402
 
 
 def sgemm_gflops(device, n=4096, repeats=10):
@@ -38,16 +38,6 @@ def sgemm_gflops(device, n=4096, repeats=10):
         a @ b
     torch.cuda.synchronize()
     return 2.0 * n ** 3 * repeats / (time.perf_counter() - t0) / 1e9
-
-
-def accuracy(model, x, y, batch=1000):
-    model.eval()
-    correct = 0
-    with torch.no_grad():
-        for i in range(0, x.shape[0], batch):
-            correct += int((model(x[i:i + batch]).argmax(1) == y[i:i + batch]).sum())
-    model.train()
-    return correct / x.shape[0]
 
 
 def main(argv):
@@ -99,7 +89,7 @@ def main(argv):
                   file=sys.stderr)
         rec = {"peer": "pytorch-eager", "device": torch.cuda.get_device_name(), "torch": torch.__version__,
                "batch": batch, "epochs": a.epochs + 1, "images_per_s_median": statistics.median(rates),
-               "test_accuracy": accuracy(model, x_test, y_test), "sgemm_gflops": gflops}
+               "test_accuracy": accuracy(model, x_test, y_test, 1000), "sgemm_gflops": gflops}
         print(json.dumps(rec), flush=True)
     return 0
 

@@ -38,6 +38,10 @@ struct TrainOptions : BlockTrainOptions {
   // leaves. The GPU trainer copies both to the host before it and back after.
   std::function<void()> after_epoch;
   void validate() const;        // InputError naming the option
+  // The engine's part for an epoch of `batches` minibatches, with the
+  // schedule's place in the whole run (first_update, total_updates) derived
+  // from first_epoch and total_epochs: what the CPU and GPU trainers run.
+  BlockTrainOptions block_options(std::size_t batches) const;
 };
 
 // The engine's epoch statistics (seconds of training without evaluation,

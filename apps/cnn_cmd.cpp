@@ -65,6 +65,7 @@ struct CnnFlags {
   std::string compensate = "auto";  // auto: on for a finite tau > 0 (stale views under momentum)
   std::string schedule = "constant";
   std::string device = "cpu";
+  bool cuda_graphs = false;
   std::string model;
   std::uint64_t seed = 1;
   std::size_t limit = 0;
@@ -104,8 +105,10 @@ void print_confusion(const dense::EvalResult& r, std::size_t k) {
 }
 
 int train(const CnnFlags& f, Distributed& dist) {
+  if (f.cuda_graphs && f.device == "cpu") throw InputError("--cuda-graphs: only with --device gpu or auto");
   const bool on_gpu = use_gpu(f.device, f.quiet || !dist.root());
-  dense::TrainOptions o;
+  gpu::GpuTrainOptions o;
+  o.cuda_graphs = f.cuda_graphs;  // ignored when auto falls back to the CPU
   o.epochs = f.epochs;
   o.batch = f.batch;
   o.workers = f.workers;
@@ -138,9 +141,9 @@ int train(const CnnFlags& f, Distributed& dist) {
     std::printf("data: %zu train, %zu test images (%zux%zu) from %s\n", tt.train.size(), tt.test.size(),
                 tt.train.rows, tt.train.cols, resolve_mnist_dir(f.data).string().c_str());
     std::printf("net: %s\n", net.describe().c_str());
-    std::printf("workers %zu, batch %zu, tau %s, lr %g (%s), momentum %g, weight decay %g%s\n", f.workers, f.batch,
-                tau_to_string(o.tau).c_str(), f.lr, f.schedule.c_str(), f.momentum, f.weight_decay,
-                o.compensate ? ", staleness compensation on" : "");
+    std::printf("workers %zu, batch %zu, tau %s, lr %g (%s), momentum %g, weight decay %g%s%s\n", f.workers,
+                f.batch, tau_to_string(o.tau).c_str(), f.lr, f.schedule.c_str(), f.momentum, f.weight_decay,
+                o.compensate ? ", staleness compensation on" : "", on_gpu && o.cuda_graphs ? ", CUDA graphs" : "");
     std::fflush(stdout);
   }
   std::FILE* csv = nullptr;
@@ -296,6 +299,8 @@ void add_cnn_commands(CLI::App& app, int& exit_code) {
   t->add_option("--lr-schedule", f->schedule, "constant, or cosine (to 0 over the run)")->capture_default_str();
   t->add_option("--device", f->device,
                  "cpu, gpu (CUDA; workers are streams) or auto (the GPU when one can be used)")->capture_default_str();
+  t->add_flag("--cuda-graphs", f->cuda_graphs,
+              "On the GPU, launch each stream's minibatch step as one captured CUDA graph");
   t->add_option("--model", f->model, "Write the trained model (checkpoint) here");
   t->add_option("--seed", f->seed, "Seed for initialisation and shuffles")->capture_default_str();
   t->add_option("--limit", f->limit, "Use only the first N training images");

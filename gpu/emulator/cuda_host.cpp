@@ -17,8 +17,17 @@
 // and GEMM operand must lie inside one live device allocation, copies must
 // go the way their kind says, and cuBLAS arguments are validated as cuBLAS
 // does (leading dimensions, sizes).
+//
+// Stream capture (CUDA graphs) records what is queued on the capturing
+// stream instead of running it, and a graph launch queues the recording;
+// arguments are bound at capture, as in a real graph. What is unsafe during
+// a global-mode capture fails as CUDA makes it fail and invalidates the
+// capture: allocation and freeing, synchronising with the capturing stream
+// or the device, copies from or to pageable memory. Events inside a capture
+// (graph edges between streams) are not emulated, and gpu/ records none.
 #include <Eigen/Core>
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <condition_variable>
@@ -48,6 +57,10 @@ struct CUstream_st {
   std::condition_variable cv;
   std::deque<std::function<void()>> queue;
   bool busy = false, stop = false;
+  // Between cudaStreamBeginCapture and cudaStreamEndCapture: what is queued
+  // goes to `captured`; `invalidated` once an unsafe call was made.
+  bool capturing = false, invalidated = false;
+  std::vector<std::function<void()>> captured;
   std::thread thread{[this] { run(); }};
 
   ~CUstream_st() {
@@ -80,6 +93,10 @@ struct CUstream_st {
   void push(std::function<void()> work) {
     {
       std::scoped_lock lock(m);
+      if (capturing) {
+        captured.push_back(std::move(work));
+        return;
+      }
       queue.push_back(std::move(work));
     }
     cv.notify_all();
@@ -109,6 +126,15 @@ struct cublasContext {
   cudaStream_t stream = nullptr;
   int device = 0;  // current at cublasCreate: the handle works on it only
 };
+// A captured graph and its executable form: the recorded work, in order.
+struct CUgraph_st {
+  int device = 0;
+  std::vector<std::function<void()>> work;
+};
+struct CUgraphExec_st {
+  int device = 0;
+  std::vector<std::function<void()>> work;
+};
 
 namespace {
 
@@ -117,6 +143,33 @@ std::mutex streams_mutex;
 std::set<cudaStream_t>& streams() {
   static std::set<cudaStream_t> s;
   return s;
+}
+
+// Streams capturing now. A global-mode capture makes unsafe calls from any
+// thread fail (and ends the capture's validity), as CUDA does.
+std::atomic<int> captures{0};
+
+bool is_capturing(cudaStream_t s) {
+  if (s == nullptr) return false;
+  std::scoped_lock lock(s->m);
+  return s->capturing;
+}
+
+// True (and every capture invalidated) when a capture is under way: the
+// caller then fails with cudaErrorStreamCaptureUnsupported.
+bool unsafe_during_capture() {
+  if (captures.load() == 0) return false;
+  std::scoped_lock lock(streams_mutex);
+  for (cudaStream_t s : streams()) {
+    std::scoped_lock slock(s->m);
+    if (s->capturing) s->invalidated = true;
+  }
+  return true;
+}
+
+void invalidate_capture(cudaStream_t s) {
+  std::scoped_lock lock(s->m);
+  s->invalidated = true;
 }
 
 void synchronize_device() {
@@ -230,6 +283,9 @@ const char* cudaGetErrorName(cudaError_t e) {
     case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
     case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
     case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+    case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
+    case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
+    case cudaErrorIllegalState: return "cudaErrorIllegalState";
     default: return "cudaError (emulated)";
   }
 }
@@ -242,12 +298,16 @@ const char* cudaGetErrorString(cudaError_t e) {
     case cudaErrorMemoryAllocation: return "out of memory";
     case cudaErrorInvalidDevice: return "invalid device ordinal";
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
+    case cudaErrorIllegalState: return "the stream is not capturing (or already is)";
     default: return "emulated CUDA error";
   }
 }
 
 cudaError_t cudaMalloc(void** p, std::size_t bytes) {
   if (p == nullptr) return fail(cudaErrorInvalidValue);
+  if (unsafe_during_capture()) return fail(cudaErrorStreamCaptureUnsupported);
   // 256-byte aligned, as cudaMalloc's are.
   void* q = ::operator new(std::max<std::size_t>(bytes, 1), std::align_val_t{256}, std::nothrow);
   if (q == nullptr) return fail(cudaErrorMemoryAllocation);
@@ -258,6 +318,7 @@ cudaError_t cudaMalloc(void** p, std::size_t bytes) {
 
 cudaError_t cudaFree(void* p) {
   if (p == nullptr) return cudaSuccess;
+  if (unsafe_during_capture()) return fail(cudaErrorStreamCaptureUnsupported);
   synchronize_device();  // as cudaFree does
   if (!device.remove(p)) return fail(cudaErrorInvalidValue);
   ::operator delete(p, std::align_val_t{256});
@@ -266,6 +327,7 @@ cudaError_t cudaFree(void* p) {
 
 cudaError_t cudaMallocHost(void** p, std::size_t bytes) {
   if (p == nullptr) return fail(cudaErrorInvalidValue);
+  if (unsafe_during_capture()) return fail(cudaErrorStreamCaptureUnsupported);
   *p = std::malloc(std::max<std::size_t>(bytes, 1));
   if (*p == nullptr) return fail(cudaErrorMemoryAllocation);
   pinned.add(*p, bytes);
@@ -274,6 +336,7 @@ cudaError_t cudaMallocHost(void** p, std::size_t bytes) {
 
 cudaError_t cudaFreeHost(void* p) {
   if (p == nullptr) return cudaSuccess;
+  if (unsafe_during_capture()) return fail(cudaErrorStreamCaptureUnsupported);
   synchronize_device();
   if (!pinned.remove(p)) return fail(cudaErrorInvalidValue);
   std::free(p);
@@ -290,6 +353,11 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaM
     default: ok = false;  // gpu/ always names the direction
   }
   if (!ok) return fail(cudaErrorInvalidValue);
+  if (is_capturing(s) && ((kind == cudaMemcpyHostToDevice && !is_pinned(src, bytes)) ||
+                          (kind == cudaMemcpyDeviceToHost && !is_pinned(dst, bytes)))) {
+    invalidate_capture(s);  // a copy with pageable memory synchronises
+    return fail(cudaErrorStreamCaptureUnsupported);
+  }
   if (kind == cudaMemcpyHostToDevice && !is_pinned(src, bytes)) {
     // From pageable memory: the source is taken now.
     auto copy = std::make_shared<std::vector<unsigned char>>(static_cast<const unsigned char*>(src),
@@ -334,6 +402,10 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+  if (s == nullptr ? unsafe_during_capture() : is_capturing(s)) {
+    if (s != nullptr) invalidate_capture(s);
+    return fail(cudaErrorStreamCaptureUnsupported);
+  }
   if (s == nullptr)
     synchronize_device();
   else
@@ -342,7 +414,73 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s) {
 }
 
 cudaError_t cudaDeviceSynchronize() {
+  if (unsafe_during_capture()) return fail(cudaErrorStreamCaptureUnsupported);
   synchronize_device();
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode) {
+  if (s == nullptr) return fail(cudaErrorStreamCaptureUnsupported);  // not the legacy stream
+  if (mode != cudaStreamCaptureModeGlobal) return fail(cudaErrorInvalidValue);  // the one gpu/ uses
+  {
+    std::scoped_lock lock(s->m);
+    if (s->capturing) return fail(cudaErrorIllegalState);
+    s->capturing = true;
+    s->invalidated = false;
+    s->captured.clear();
+  }
+  ++captures;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t* graph) {
+  if (s == nullptr || graph == nullptr) return fail(cudaErrorInvalidValue);
+  std::vector<std::function<void()>> work;
+  bool invalidated = false;
+  {
+    std::scoped_lock lock(s->m);
+    if (!s->capturing) return fail(cudaErrorIllegalState);
+    s->capturing = false;
+    invalidated = s->invalidated;
+    work.swap(s->captured);
+  }
+  --captures;
+  *graph = nullptr;
+  if (invalidated) return fail(cudaErrorStreamCaptureInvalidated);
+  *graph = new CUgraph_st{s->device, std::move(work)};
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus* status) {
+  if (status == nullptr) return fail(cudaErrorInvalidValue);
+  *status = is_capturing(s) ? cudaStreamCaptureStatusActive : cudaStreamCaptureStatusNone;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long) {
+  if (exec == nullptr || graph == nullptr) return fail(cudaErrorInvalidValue);
+  *exec = new CUgraphExec_st{graph->device, graph->work};
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  if (graph == nullptr) return fail(cudaErrorInvalidValue);
+  delete graph;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+  if (exec == nullptr) return fail(cudaErrorInvalidValue);
+  delete exec;
+  return cudaSuccess;
+}
+
+// The recorded work, queued on s in its captured order (each piece a copy:
+// a graph can be launched again while an earlier launch still runs).
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s) {
+  if (exec == nullptr) return fail(cudaErrorInvalidValue);
+  if (is_capturing(s)) return fail(cudaErrorStreamCaptureUnsupported);  // no nested graphs in gpu/
+  for (const auto& work : exec->work) asgd::gpu::emulator::launch(s, work);
   return cudaSuccess;
 }
 
@@ -362,6 +500,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
 // on one stream only).
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
   if (e == nullptr) return fail(cudaErrorInvalidResourceHandle);
+  if (is_capturing(s)) return fail(cudaErrorStreamCaptureUnsupported);  // not emulated (see the top)
   auto st = e->state;
   std::uint64_t k = 0;
   {
@@ -380,6 +519,7 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
 
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
   if (e == nullptr) return fail(cudaErrorInvalidResourceHandle);
+  if (unsafe_during_capture()) return fail(cudaErrorStreamCaptureUnsupported);
   std::uint64_t k = 0;
   {
     std::scoped_lock lock(e->state->m);
@@ -392,6 +532,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e) {
 // Work queued on s after this waits for the event's last record before it.
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) {
   if (e == nullptr) return fail(cudaErrorInvalidResourceHandle);
+  if (is_capturing(s)) return fail(cudaErrorStreamCaptureUnsupported);  // not emulated (see the top)
   auto st = e->state;
   std::uint64_t k = 0;
   {
@@ -419,6 +560,12 @@ cublasStatus_t cublasSetStream_v2(cublasHandle_t h, cudaStream_t s) {
   if (h == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
   h->stream = s;
   return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t h, void* workspace, std::size_t bytes) {
+  if (h == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (bytes > 0 && !on_device(workspace, bytes)) return CUBLAS_STATUS_INVALID_VALUE;
+  return CUBLAS_STATUS_SUCCESS;  // the emulated GEMMs need none
 }
 
 cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t) {

@@ -22,7 +22,7 @@
 
 namespace asgd::gpu::detail {
 
-inline constexpr std::uint32_t kBackendAbi = 2;
+inline constexpr std::uint32_t kBackendAbi = 3;  // 3: GpuTrainOptions::cuda_graphs
 
 struct Backend {
   std::uint32_t abi;

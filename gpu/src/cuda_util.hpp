@@ -141,9 +141,54 @@ class Cublas {
   Cublas(const Cublas&) = delete;
   Cublas& operator=(const Cublas&) = delete;
   cublasHandle_t get() const noexcept { return h_; }
+  // A workspace of our own for the handle's GEMMs, so that a captured graph
+  // refers to memory this object owns rather than to what cuBLAS would
+  // allocate during the capture (call after the stream is set: setting the
+  // stream resets the workspace).
+  void own_workspace(std::size_t bytes) {
+    workspace_.resize(bytes);
+    ASGD_CUBLAS(cublasSetWorkspace(h_, workspace_.get(), workspace_.size()));
+  }
 
  private:
   cublasHandle_t h_ = nullptr;
+  DeviceBuffer<unsigned char> workspace_;  // freed after the handle is destroyed
+};
+
+// An executable CUDA graph: the work that a function queues on one stream,
+// captured once and then launched as a single unit (one launch instead of
+// one per kernel). Capture records nothing that runs: buffers and scalars
+// are bound at capture, so every launch repeats the same operations on the
+// same memory.
+class Graph {
+ public:
+  template <class Record>
+  Graph(cudaStream_t s, Record&& record) {
+    // Global mode: any call that is unsafe during a capture (cudaMalloc, a
+    // synchronisation), from any thread, fails instead of being recorded.
+    ASGD_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    cudaGraph_t g = nullptr;
+    try {
+      record();
+    } catch (...) {
+      if (cudaStreamEndCapture(s, &g) == cudaSuccess && g != nullptr) cudaGraphDestroy(g);
+      cudaGetLastError();  // the capture's error is reported by the exception
+      throw;
+    }
+    ASGD_CUDA(cudaStreamEndCapture(s, &g));
+    const cudaError_t rc = cudaGraphInstantiate(&exec_, g, 0);
+    cudaGraphDestroy(g);
+    ASGD_CUDA(rc);
+  }
+  ~Graph() {
+    if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
+  }
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+  void launch(cudaStream_t s) const { ASGD_CUDA(cudaGraphLaunch(exec_, s)); }
+
+ private:
+  cudaGraphExec_t exec_ = nullptr;
 };
 
 }  // namespace asgd::gpu::detail

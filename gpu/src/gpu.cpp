@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -313,7 +314,14 @@ struct Worker {
   std::size_t batches = 0;
   double staleness_sum = 0;
   std::uint64_t max_staleness = 0, max_view_age = 0;
+  // With cuda_graphs: the full-batch step on `graph_view`, captured once
+  // (declared last: destroyed before the buffers it refers to).
+  std::optional<Graph> step;
+  const float* graph_view = nullptr;
 };
+
+// cuBLAS's recommended workspace on Hopper; ample for LeNet's GEMMs.
+constexpr std::size_t kCublasWorkspace = std::size_t{32} << 20;
 
 }  // namespace
 
@@ -355,6 +363,26 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
     wk->grad.zero(wk->stream.get());  // the layout's padding stays 0 in every update
     if (o.tau > 0) wk->view.resize(P);
     wk->loss.resize(1);
+    if (o.cuda_graphs && B <= n) {
+      // The step reads the shared parameters at tau = 0 and the stream's
+      // view otherwise: the pointer is bound into the graph.
+      wk->cublas.own_workspace(kCublasWorkspace);
+      wk->graph_view = o.tau == 0 ? d_w.get() : wk->view.get();
+      Worker& w = *wk;
+      // One step kernel by kernel first (on zeros; it leaves nothing behind:
+      // the gradient is overwritten by every step, the loss reset every
+      // epoch), so that what cuBLAS and the runtime set up lazily on first
+      // use is not met inside the capture, where allocating fails.
+      w.x.zero(w.stream.get());
+      w.y.zero(w.stream.get());
+      w.net->loss_and_gradient(d_w.get(), w.x.get(), w.y.get(), B, w.grad.get());
+      w.stream.synchronize();
+      w.step.emplace(w.stream.get(), [&] {
+        w.net->loss_and_gradient(w.graph_view, w.x.get(), w.y.get(), B, w.grad.get());
+        kernels::accumulate_sum(w.net->sample_losses(), B, 1.0 / static_cast<double>(B), w.loss.get(),
+                                w.stream.get());
+      });
+    }
     workers.push_back(std::move(wk));
   }
   std::unique_ptr<GpuNetwork> eval_net;
@@ -403,9 +431,14 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
       const std::size_t first = b * B, m = std::min(B, n - first);
       kernels::gather(train_data.images.get(), train_data.labels.get(), d_index.get(), first, m, D, wk.x.get(),
                       wk.y.get(), wk.stream.get());
-      wk.net->loss_and_gradient(view, wk.x.get(), wk.y.get(), m, wk.grad.get());
-      kernels::accumulate_sum(wk.net->sample_losses(), m, 1.0 / static_cast<double>(m), wk.loss.get(),
-                              wk.stream.get());
+      if (wk.step && m == B) {
+        if (view != wk.graph_view) throw std::logic_error("gpu: a step graph launched on another view");
+        wk.step->launch(wk.stream.get());
+      } else {
+        wk.net->loss_and_gradient(view, wk.x.get(), wk.y.get(), m, wk.grad.get());
+        kernels::accumulate_sum(wk.net->sample_losses(), m, 1.0 / static_cast<double>(m), wk.loss.get(),
+                                wk.stream.get());
+      }
       ++wk.batches;
       return m;
     };

@@ -114,6 +114,9 @@ TEST_F(CnnCli, ClearErrors) {
   }
   r = run({"cnn", "train", "--data", path(""), "--epochs", "1", "--momentum", "1.5"});
   EXPECT_EQ(r.status, 2) << r.output;
+  r = run({"cnn", "train", "--data", path(""), "--epochs", "1", "--device", "cpu", "--cuda-graphs"});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--cuda-graphs: only with --device gpu or auto"), std::string::npos) << r.output;
   r = run({"cnn", "eval", "--data", path(""), "--model", path("nope.asgd")});
   EXPECT_EQ(r.status, 2) << r.output;
   // A file that is not IDX: the reader names it.
@@ -201,12 +204,13 @@ TEST_F(CnnCli, GpuCommandsOnTheEmulatedBackend) {
   // Two emulated devices: a rank takes the device of its local rank modulo
   // the count (SLURM_LOCALID 3 -> device 1) or ASGD_GPU_DEVICE, and every
   // stream thread selects it (the emulator refuses a launch into a stream of
-  // a device that is not the thread's current one).
+  // a device that is not the thread's current one), also for the kernels of
+  // a CUDA graph.
   ::setenv("ASGD_GPU_BACKEND", ASGD_GPU_EMULATED, 1);
   ::setenv("ASGD_EMULATED_GPUS", "2", 1);
   ::setenv("SLURM_LOCALID", "3", 1);
   const auto by_rank = run({"cnn", "train", "--data", path(""), "--device", "gpu", "--epochs", "1", "--workers", "2",
-                            "--tau", "1", "--batch", "32"});
+                            "--tau", "1", "--batch", "32", "--cuda-graphs"});
   ::unsetenv("SLURM_LOCALID");
   ::setenv("ASGD_GPU_DEVICE", "2", 1);
   const auto beyond = run({"cnn", "eval", "--data", path(""), "--device", "gpu", "--model", path("gpu.asgd")});
@@ -214,6 +218,8 @@ TEST_F(CnnCli, GpuCommandsOnTheEmulatedBackend) {
   ::unsetenv("ASGD_EMULATED_GPUS");
   ASSERT_EQ(by_rank.status, 0) << by_rank.output;
   EXPECT_NE(by_rank.output.find("device 1 of 2"), std::string::npos) << by_rank.output;
+  EXPECT_NE(by_rank.output.find(", CUDA graphs"), std::string::npos) << by_rank.output;
+  EXPECT_GT(asgd::testing::number_after(by_rank.output, "test accuracy "), 50.0) << by_rank.output;
   EXPECT_EQ(beyond.status, 2) << beyond.output;
   EXPECT_NE(beyond.output.find("ASGD_GPU_DEVICE=2: expected a device number below 2"), std::string::npos)
       << beyond.output;

@@ -42,7 +42,18 @@ std::string describe_device();
 // refreshed every step). Updates to the shared parameters are ordered by a
 // chain of CUDA events, so each is atomic with respect to the others, as
 // the CPU's block locks make them; no host synchronisation per step.
-using GpuTrainOptions = dense::TrainOptions;
+struct GpuTrainOptions : dense::TrainOptions {
+  GpuTrainOptions() = default;
+  // From the CPU's options (implicit: what trains on the CPU trains here).
+  GpuTrainOptions(const dense::TrainOptions& o) : dense::TrainOptions(o) {}  // NOLINT(google-explicit-constructor)
+  // Capture each stream's minibatch step (forward, backward, loss sum: about
+  // 25 kernels and GEMMs) in a CUDA graph once, then launch the graph per
+  // step: one launch instead of 25, the rest of the step (the gather of the
+  // minibatch, the event waits and the update) as before. Full batches only;
+  // an epoch's short last batch runs kernel by kernel. Same arithmetic
+  // either way (the tests compare the two).
+  bool cuda_graphs = false;
+};
 
 // Trains `params` (net.layout(), initialised by the caller) on `train`, as
 // dense::train does on the CPU: the same options, reports and momentum

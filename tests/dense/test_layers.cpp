@@ -2,6 +2,7 @@
 // layer's gradient against central finite differences.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -268,6 +269,52 @@ TEST(DenseLayers, MaxPoolAndFlattenForward) {
         const float expect = std::max({plane[2 * px], plane[2 * px + 1], plane[4 + 2 * px], plane[4 + 2 * px + 1]});
         EXPECT_EQ(y[s * 4 + c * 2 + px], expect);
       }
+}
+
+// Max-pool sends each window's gradient to its first maximum (top-left,
+// top-right, bottom-left, bottom-right order), as the GPU kernel does: ties
+// are common after a ReLU (zeros). Hand-made windows with every kind of
+// tie, then ReLU'd random planes as wide as LeNet-5's (28 and 10) over
+// several samples and channels, against a direct loop.
+TEST(DenseLayers, MaxPoolRoutesTheGradientToTheFirstMaximum) {
+  auto check = [](Shape shape, std::size_t n, const std::vector<float>& x) {
+    SCOPED_TRACE(::testing::Message() << shape.c << "x" << shape.h << "x" << shape.w << " n " << n);
+    const auto pool = max_pool2();
+    Layout layout;
+    pool->declare(layout, "pool", shape);
+    const std::size_t OH = shape.h / 2, OW = shape.w / 2, outputs = shape.c * n * OH * OW;
+    std::vector<float> out(outputs), dout(outputs), din(x.size(), -7.0f);
+    for (std::size_t i = 0; i < outputs; ++i) dout[i] = 1.0f + static_cast<float>(i);
+    Scratch scratch;
+    pool->forward(nullptr, x.data(), out.data(), n, scratch);
+    pool->backward(nullptr, x.data(), out.data(), dout.data(), din.data(), nullptr, n, scratch);
+    std::vector<float> want(x.size(), 0.0f);
+    for (std::size_t p = 0; p < shape.c * n; ++p)
+      for (std::size_t oy = 0; oy < OH; ++oy)
+        for (std::size_t ox = 0; ox < OW; ++ox) {
+          const std::size_t i = (p * OH + oy) * OW + ox, top = (p * shape.h + 2 * oy) * shape.w + 2 * ox;
+          const std::size_t at[4] = {top, top + 1, top + shape.w, top + shape.w + 1};
+          const float m = std::max({x[at[0]], x[at[1]], x[at[2]], x[at[3]]});
+          ASSERT_EQ(out[i], m) << i;
+          std::size_t first = 0;
+          while (x[at[first]] != m) ++first;
+          want[at[first]] = dout[i];
+        }
+    EXPECT_EQ(din, want);
+  };
+  // Windows [a b; c d] of one 2x12 plane: all equal; b = c; c = d; b = d;
+  // a = c < 0; a = b; no tie.
+  check(Shape{1, 2, 14}, 1,
+        {1, 1, 0, 2, 0, 0, 0, 1, -1, -2, 2, 2, 4, 1,  //
+         1, 1, 2, 0, 3, 3, 0, 1, -1, -3, 0, 0, 3, 2});
+  std::mt19937_64 rng(5);
+  std::normal_distribution<float> normal;
+  for (const Shape shape : {Shape{6, 28, 28}, Shape{16, 10, 10}}) {
+    const std::size_t n = 3;
+    std::vector<float> x(shape.size() * n);
+    for (float& v : x) v = std::max(normal(rng), 0.0f);
+    check(shape, n, x);
+  }
 }
 
 TEST(DenseGradients, LinearReluStack) {

@@ -161,9 +161,10 @@ int train(const CnnFlags& f, Distributed& dist) {
     const double eta = elapsed / static_cast<double>(r.epoch) * static_cast<double>(f.epochs - r.epoch);
     if (!f.quiet)
       std::printf("epoch %zu/%zu: loss %.4f, test accuracy %.2f %%, %.0f images/s, %.1f s, staleness mean %.2f max "
-                  "%llu, momentum %.3g, lr %.3g, ETA %.0f s\n",
+                  "%llu, momentum %.3g, lr %.3g, ETA %.0f s%s\n",
                   r.epoch, f.epochs, r.mean_loss, 100.0 * r.test_accuracy, r.images_per_second, r.seconds,
-                  r.mean_staleness, static_cast<unsigned long long>(r.max_staleness), r.momentum, r.lr, eta);
+                  r.mean_staleness, static_cast<unsigned long long>(r.max_staleness), r.momentum, r.lr, eta,
+                  r.graph_steps ? fmt::format(", CUDA graphs for {} steps", r.graph_steps).c_str() : "");
     std::fflush(stdout);
     if (csv != nullptr) {
       std::fprintf(csv, "%s,%zu,%s,%zu,%.4f,%.1f,%.6f,%.6f,%.6f,%.4f,%.4f,%.6f\n",

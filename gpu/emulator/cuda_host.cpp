@@ -21,10 +21,11 @@
 // Stream capture (CUDA graphs) records what is queued on the capturing
 // stream instead of running it, and a graph launch queues the recording;
 // arguments are bound at capture, as in a real graph. What is unsafe during
-// a global-mode capture fails as CUDA makes it fail and invalidates the
-// capture: allocation and freeing, synchronising with the capturing stream
-// or the device, copies from or to pageable memory. Events inside a capture
-// (graph edges between streams) are not emulated, and gpu/ records none.
+// a global-mode capture fails, at least as strictly as in CUDA, and
+// invalidates every capture under way: allocation and freeing, synchronising
+// with the capturing stream, an event or the device, copies from or to
+// pageable memory. Events inside a capture (graph edges between streams) are
+// not emulated, and gpu/ records none.
 #include <Eigen/Core>
 #include <algorithm>
 #include <atomic>
@@ -448,12 +449,6 @@ cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t* graph) {
   *graph = nullptr;
   if (invalidated) return fail(cudaErrorStreamCaptureInvalidated);
   *graph = new CUgraph_st{s->device, std::move(work)};
-  return cudaSuccess;
-}
-
-cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus* status) {
-  if (status == nullptr) return fail(cudaErrorInvalidValue);
-  *status = is_capturing(s) ? cudaStreamCaptureStatusActive : cudaStreamCaptureStatusNone;
   return cudaSuccess;
 }
 

@@ -143,8 +143,9 @@ class Cublas {
   cublasHandle_t get() const noexcept { return h_; }
   // A workspace of our own for the handle's GEMMs, so that a captured graph
   // refers to memory this object owns rather than to what cuBLAS would
-  // allocate during the capture (call after the stream is set: setting the
-  // stream resets the workspace).
+  // allocate during the capture. cublasSetStream resets the workspace to
+  // cuBLAS's pool: the handle's stream is set once, in the constructor,
+  // before this, and never changed.
   void own_workspace(std::size_t bytes) {
     workspace_.resize(bytes);
     ASGD_CUBLAS(cublasSetWorkspace(h_, workspace_.get(), workspace_.size()));

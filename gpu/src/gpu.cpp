@@ -318,6 +318,15 @@ struct Worker {
   // (declared last: destroyed before the buffers it refers to).
   std::optional<Graph> step;
   const float* graph_view = nullptr;
+  std::size_t graph_steps = 0;  // this epoch's
+
+  // What one minibatch step queues on the stream, for the minibatch of m
+  // samples in x and y: the loss and gradient on `params` into grad, and
+  // the batch's mean loss added to `loss`.
+  void queue_step(const float* params, std::size_t m) {
+    net->loss_and_gradient(params, x.get(), y.get(), m, grad.get());
+    kernels::accumulate_sum(net->sample_losses(), m, 1.0 / static_cast<double>(m), loss.get(), stream.get());
+  }
 };
 
 // cuBLAS's recommended workspace on Hopper; ample for LeNet's GEMMs.
@@ -363,25 +372,23 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
     wk->grad.zero(wk->stream.get());  // the layout's padding stays 0 in every update
     if (o.tau > 0) wk->view.resize(P);
     wk->loss.resize(1);
+    // A workspace of the handle's own for every stream, graphs or not, so
+    // that cuBLAS chooses its GEMMs alike in both modes.
+    wk->cublas.own_workspace(kCublasWorkspace);
     if (o.cuda_graphs && B <= n) {
       // The step reads the shared parameters at tau = 0 and the stream's
       // view otherwise: the pointer is bound into the graph.
-      wk->cublas.own_workspace(kCublasWorkspace);
-      wk->graph_view = o.tau == 0 ? d_w.get() : wk->view.get();
       Worker& w = *wk;
+      w.graph_view = o.tau == 0 ? d_w.get() : w.view.get();
       // One step kernel by kernel first (on zeros; it leaves nothing behind:
       // the gradient is overwritten by every step, the loss reset every
       // epoch), so that what cuBLAS and the runtime set up lazily on first
       // use is not met inside the capture, where allocating fails.
       w.x.zero(w.stream.get());
       w.y.zero(w.stream.get());
-      w.net->loss_and_gradient(d_w.get(), w.x.get(), w.y.get(), B, w.grad.get());
+      w.queue_step(d_w.get(), B);
       w.stream.synchronize();
-      w.step.emplace(w.stream.get(), [&] {
-        w.net->loss_and_gradient(w.graph_view, w.x.get(), w.y.get(), B, w.grad.get());
-        kernels::accumulate_sum(w.net->sample_losses(), B, 1.0 / static_cast<double>(B), w.loss.get(),
-                                w.stream.get());
-      });
+      w.step.emplace(w.stream.get(), [&] { w.queue_step(w.graph_view, B); });
     }
     workers.push_back(std::move(wk));
   }
@@ -423,6 +430,7 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
     for (auto& wk : workers) {
       ASGD_CUDA(cudaMemsetAsync(wk->loss.get(), 0, sizeof(double), wk->stream.get()));
       wk->batches = 0;
+      wk->graph_steps = 0;
       wk->staleness_sum = 0;
       wk->max_staleness = wk->max_view_age = 0;
     }
@@ -434,10 +442,9 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
       if (wk.step && m == B) {
         if (view != wk.graph_view) throw std::logic_error("gpu: a step graph launched on another view");
         wk.step->launch(wk.stream.get());
+        ++wk.graph_steps;
       } else {
-        wk.net->loss_and_gradient(view, wk.x.get(), wk.y.get(), m, wk.grad.get());
-        kernels::accumulate_sum(wk.net->sample_losses(), m, 1.0 / static_cast<double>(m), wk.loss.get(),
-                                wk.stream.get());
+        wk.queue_step(view, m);
       }
       ++wk.batches;
       return m;
@@ -530,6 +537,7 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
       wk->stream.synchronize();
       loss_sum += l;
       batches_done += wk->batches;
+      r.graph_steps += wk->graph_steps;
       r.mean_staleness += wk->staleness_sum;
       r.max_staleness = std::max(r.max_staleness, wk->max_staleness);
       r.max_view_age = std::max(r.max_view_age, wk->max_view_age);

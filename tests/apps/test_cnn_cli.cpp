@@ -219,6 +219,8 @@ TEST_F(CnnCli, GpuCommandsOnTheEmulatedBackend) {
   ASSERT_EQ(by_rank.status, 0) << by_rank.output;
   EXPECT_NE(by_rank.output.find("device 1 of 2"), std::string::npos) << by_rank.output;
   EXPECT_NE(by_rank.output.find(", CUDA graphs"), std::string::npos) << by_rank.output;
+  // 1000 images in batches of 32: 31 full batches, each launched as its graph.
+  EXPECT_EQ(asgd::testing::number_after(by_rank.output, "CUDA graphs for "), 31.0) << by_rank.output;
   EXPECT_GT(asgd::testing::number_after(by_rank.output, "test accuracy "), 50.0) << by_rank.output;
   EXPECT_EQ(beyond.status, 2) << beyond.output;
   EXPECT_NE(beyond.output.find("ASGD_GPU_DEVICE=2: expected a device number below 2"), std::string::npos)

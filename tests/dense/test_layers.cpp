@@ -302,7 +302,7 @@ TEST(DenseLayers, MaxPoolRoutesTheGradientToTheFirstMaximum) {
         }
     EXPECT_EQ(din, want);
   };
-  // Windows [a b; c d] of one 2x12 plane: all equal; b = c; c = d; b = d;
+  // Windows [a b; c d] of one 2x14 plane: all equal; b = c; c = d; b = d;
   // a = c < 0; a = b; no tie.
   check(Shape{1, 2, 14}, 1,
         {1, 1, 0, 2, 0, 0, 0, 1, -1, -2, 2, 2, 4, 1,  //

@@ -235,6 +235,8 @@ TEST(GpuTraining, CudaGraphsTrainAsKernelByKernel) {
   EXPECT_LE(normwise_error(graphs.momentum, eager.momentum), 1e-4);
   ASSERT_EQ(graphs.reports.size(), 2u);
   for (std::size_t e = 0; e < 2; ++e) {
+    EXPECT_EQ(graphs.reports[e].graph_steps, 6u) << e;  // every full batch of 32
+    EXPECT_EQ(eager.reports[e].graph_steps, 0u) << e;
     EXPECT_NEAR(graphs.reports[e].mean_loss, eager.reports[e].mean_loss, 1e-4 * eager.reports[e].mean_loss) << e;
     EXPECT_NEAR(graphs.reports[e].test_accuracy, eager.reports[e].test_accuracy, 2.0 / 100) << e;
   }
@@ -275,6 +277,7 @@ TEST(GpuTraining, LearnsUnderEveryDelayRule) {
     o.compensate = tau != 0;
     const auto reports = gpu::train(net, store, momentum, train, &test, o);
     ASSERT_EQ(reports.size(), 2u);
+    EXPECT_EQ(reports.back().graph_steps, graphs ? 3000u / 32 : 0u);  // the full batches
     EXPECT_LT(reports.back().mean_loss, reports.front().mean_loss);
     EXPECT_GT(reports.back().test_accuracy, 0.9);
     if (tau != kUnbounded) {

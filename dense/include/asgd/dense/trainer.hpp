@@ -51,6 +51,7 @@ struct EpochReport : BlockEpochStats {
   std::size_t epoch = 0;      // 1-based
   double images_per_second = 0;
   double test_accuracy = -1;  // -1 without a test set
+  std::size_t graph_steps = 0;  // GPU with cuda_graphs: minibatch steps launched as one CUDA graph
 };
 
 struct EvalResult {

@@ -1,0 +1,89 @@
+// The emulated backend's stream capture (gpu/emulator/cuda_host.cpp), through
+// the Graph, Stream and DeviceBuffer wrappers the trainer uses: a graph
+// replays what was queued on the capturing stream, and what a global-mode
+// capture forbids fails, ends the capture with an error and leaves the
+// stream usable.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <fmt/format.h>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "../../gpu/emulator/emulator.hpp"
+#include "../../gpu/src/cuda_util.hpp"
+
+// What gpu.cpp defines for the backend; this binary has only the emulator.
+namespace asgd::gpu::detail {
+void throw_cuda(cudaError_t rc, const char* call, const char* file, int line) {
+  throw std::runtime_error(fmt::format("{}:{}: {}: {} ({})", file, line, call, cudaGetErrorString(rc),
+                                       cudaGetErrorName(rc)));
+}
+void throw_cublas(cublasStatus_t rc, const char* call, const char* file, int line) {
+  throw std::runtime_error(fmt::format("{}:{}: {}: {}", file, line, call, cublasGetStatusString(rc)));
+}
+}  // namespace asgd::gpu::detail
+
+namespace asgd::gpu::detail {
+namespace {
+
+TEST(EmulatedCapture, AGraphReplaysTheCapturedWorkInOrder) {
+  Stream s;
+  DeviceBuffer<float> x(4);
+  std::vector<int> seen;
+  const Graph graph(s.get(), [&] {
+    emulator::launch(s.get(), [&] { seen.push_back(1); });
+    x.zero(s.get());
+    emulator::launch(s.get(), [&] { seen.push_back(2); });
+  });
+  s.synchronize();
+  EXPECT_TRUE(seen.empty()) << "captured work ran at capture";
+  graph.launch(s.get());
+  graph.launch(s.get());
+  s.synchronize();
+  EXPECT_EQ(seen, (std::vector<int>{1, 2, 1, 2}));
+}
+
+TEST(EmulatedCapture, WhatACaptureForbidsFailsAndEndsIt) {
+  Stream s;
+  DeviceBuffer<float> d(4);
+  float host[4] = {1, 2, 3, 4};
+  auto fails_in_capture = [&](const char* what, auto&& record) {
+    SCOPED_TRACE(what);
+    try {
+      const Graph graph(s.get(), record);
+      ADD_FAILURE() << "captured";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("cudaErrorStreamCapture"), std::string::npos) << e.what();
+    }
+    // The capture is over: the stream runs work again and allocation works.
+    DeviceBuffer<float> after(4);
+    ASGD_CUDA(cudaMemcpyAsync(after.get(), host, sizeof host, cudaMemcpyHostToDevice, s.get()));
+    float back[4] = {};
+    ASGD_CUDA(cudaMemcpyAsync(back, after.get(), sizeof back, cudaMemcpyDeviceToHost, s.get()));
+    EXPECT_EQ(back[3], 4.0f);
+  };
+  fails_in_capture("allocation", [] { DeviceBuffer<float> tmp(4); });
+  fails_in_capture("stream synchronisation", [&] { s.synchronize(); });
+  fails_in_capture("device synchronisation", [] { ASGD_CUDA(cudaDeviceSynchronize()); });
+  fails_in_capture("copy from pageable memory", [&] {
+    ASGD_CUDA(cudaMemcpyAsync(d.get(), host, sizeof host, cudaMemcpyHostToDevice, s.get()));
+  });
+  fails_in_capture("event record", [&] {
+    const Event e;
+    e.record(s.get());
+  });
+
+  // The failed call invalidates the capture: ending it says so and gives no graph.
+  ASSERT_EQ(cudaStreamBeginCapture(s.get(), cudaStreamCaptureModeGlobal), cudaSuccess);
+  void* p = nullptr;
+  EXPECT_EQ(cudaMalloc(&p, 16), cudaErrorStreamCaptureUnsupported);
+  cudaGraph_t graph = nullptr;
+  EXPECT_EQ(cudaStreamEndCapture(s.get(), &graph), cudaErrorStreamCaptureInvalidated);
+  EXPECT_EQ(graph, nullptr);
+  cudaGetLastError();
+}
+
+}  // namespace
+}  // namespace asgd::gpu::detail

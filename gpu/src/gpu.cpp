@@ -26,18 +26,6 @@
 #include "kernels.hpp"
 #include "network.hpp"
 
-namespace asgd::gpu::detail {
-
-void throw_cuda(cudaError_t rc, const char* call, const char* file, int line) {
-  throw RuntimeError(fmt::format("{}:{}: {}: {} ({})", file, line, call, cudaGetErrorString(rc), cudaGetErrorName(rc)));
-}
-
-void throw_cublas(cublasStatus_t rc, const char* call, const char* file, int line) {
-  throw RuntimeError(fmt::format("{}:{}: {}: {}", file, line, call, cublasGetStatusString(rc)));
-}
-
-}  // namespace asgd::gpu::detail
-
 // The backend's side of the API (asgd::gpu::cuda): loaded on demand from
 // libasgd_gpu_cuda.so by api.cpp, which forwards asgd::gpu's functions here.
 namespace asgd::gpu::cuda {

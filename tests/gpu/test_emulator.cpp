@@ -6,24 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <fmt/format.h>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "../../gpu/emulator/emulator.hpp"
 #include "../../gpu/src/cuda_util.hpp"
-
-// What gpu.cpp defines for the backend; this binary has only the emulator.
-namespace asgd::gpu::detail {
-void throw_cuda(cudaError_t rc, const char* call, const char* file, int line) {
-  throw std::runtime_error(fmt::format("{}:{}: {}: {} ({})", file, line, call, cudaGetErrorString(rc),
-                                       cudaGetErrorName(rc)));
-}
-void throw_cublas(cublasStatus_t rc, const char* call, const char* file, int line) {
-  throw std::runtime_error(fmt::format("{}:{}: {}: {}", file, line, call, cublasGetStatusString(rc)));
-}
-}  // namespace asgd::gpu::detail
+#include "asgd/engine/errors.hpp"
 
 namespace asgd::gpu::detail {
 namespace {
@@ -54,7 +43,7 @@ TEST(EmulatedCapture, WhatACaptureForbidsFailsAndEndsIt) {
     try {
       const Graph graph(s.get(), record);
       ADD_FAILURE() << "captured";
-    } catch (const std::runtime_error& e) {
+    } catch (const RuntimeError& e) {
       EXPECT_NE(std::string(e.what()).find("cudaErrorStreamCapture"), std::string::npos) << e.what();
     }
     // The capture is over: the stream runs work again and allocation works.

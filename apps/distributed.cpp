@@ -110,9 +110,10 @@ void Distributed::prepare(TrainerOptions& options) {
   if (!active()) return;
   // Each rank its own random numbers: the draws of sampling models (BPR's
   // and word2vec's negatives) are seeded by (seed, epoch, local example), so
-  // with one seed rank r's i-th example would draw what rank 0's does. Rank
-  // 0 keeps the seed (its checkpoint records it); shuffles differ per rank.
-  options.seed += static_cast<std::uint64_t>(rank_);
+  // with one stream rank r's i-th example would draw what rank 0's does.
+  // The stream is an option, not part of the checkpoint (which records the
+  // run's seed), so it survives a resume; shuffles differ per rank too.
+  options.stream = static_cast<std::uint64_t>(rank_);
   checkpoint_ = root() ? options.checkpoint_path : std::filesystem::path{};
   checkpoint_every_ = options.checkpoint_every;
   if (every_epoch()) {

@@ -56,7 +56,8 @@ class Distributed {
 
   // Before the Trainer is made: counts steps for step averaging, leaves
   // checkpoints to rank 0 (written after each epoch's average, see
-  // epoch_done, when averaging per epoch), and gives rank r the seed + r.
+  // epoch_done, when averaging per epoch), and gives rank r the random
+  // stream r (TrainerOptions::stream, which a resume keeps).
   void prepare(TrainerOptions& options);
   // After the Trainer is made and initialised (or resumed), before training:
   // averages `store` once (ranks start from the same point) and, with

@@ -208,6 +208,39 @@ TEST(Trainer, ResumingFromACheckpointGivesTheUninterruptedResult) {
   fs::remove(ckpt);
 }
 
+// Rank r of an mpirun job draws stream r. Rank 0 writes the job's checkpoint
+// and every rank resumes from it, so the checkpoint must record the run's
+// seed, not a stream, and a resumed process must go on drawing its own.
+TEST(Trainer, AResumedTrainerKeepsItsRandomStream) {
+  const fs::path ckpt = fs::temp_directory_path() / ("asgd-stream-" + std::to_string(::getpid()));
+  SharedQuadratic p{3000, 6};
+  auto o = options(1, Consistency::racy, kUnbounded, 6);
+  o.schedule.lr = 0.05f;
+  o.seed = 11;
+  const auto stream0 = train(p, o);
+  o.stream = 1;
+  const auto stream1 = train(p, o);
+  EXPECT_NE(stream1, stream0);  // the stream changes the shuffles
+
+  auto first = o;
+  first.checkpoint_path = ckpt;
+  first.on_progress = [](const asgd::Progress& pr) { return pr.epoch < 3; };
+  first.progress_interval_seconds = 1e-6;
+  {
+    auto store = ParamStore::on_heap(p.layout());
+    Trainer t(store, first);
+    ASSERT_TRUE(t.run(p).stopped);
+  }
+  EXPECT_EQ(asgd::read_checkpoint(ckpt).state.seed, 11u);
+  auto store = ParamStore::on_heap(p.layout());
+  Trainer resumed(store, o);
+  resumed.load_checkpoint(ckpt);
+  ASSERT_GE(resumed.state().epoch, 3u);
+  ASSERT_LT(resumed.state().epoch, 6u);
+  resumed.run(p);
+  EXPECT_EQ(store.snapshot(), stream1);
+  fs::remove(ckpt);
+}
 namespace {
 // Every example waits (up to 10 s) until all workers have started one:
 // passes only if the workers really run at the same time.

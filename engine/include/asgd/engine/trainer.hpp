@@ -78,6 +78,12 @@ struct TrainerOptions {
   std::size_t workers = 1;
   std::uint64_t epochs = 1;  // total, counting epochs done before a resume
   std::uint64_t seed = 1;
+  // Which random stream of the run this process draws: shuffles, block
+  // orders and sampled negatives derive from seed + stream. Rank r of a
+  // multi-process job draws stream r, so ranks do not repeat each other's
+  // draws. It is not part of the checkpoint: a checkpoint records the run's
+  // seed, and a resumed process draws its own stream of it again.
+  std::uint64_t stream = 0;
   Consistency consistency = Consistency::racy;
   std::uint64_t tau = kUnbounded;     // BoundedDelay bound, in steps
   std::size_t step_examples = 256;    // examples per step (clock tick)
@@ -190,6 +196,8 @@ class Trainer {
   void record_step(Run& run, std::size_t w, std::uint64_t epoch, std::uint64_t examples, double loss,
                    std::uint64_t staleness, float lr);
   static std::uint64_t worker_seed(std::uint64_t seed, std::size_t worker, std::uint64_t epoch) noexcept;
+  // The seed this process draws from: the run's (checkpointed) seed on its stream.
+  std::uint64_t draw_seed() const noexcept { return state_.seed + options_.stream; }
 
   ParamStore& store_;
   TrainerOptions options_;
@@ -346,7 +354,7 @@ TrainReport Trainer::run_with(P& problem, const Policy& policy, std::uint64_t un
   if (options_.blocks) {
     if constexpr (BlockedProblem<P>) {
       if (problem.bins() == 0) throw InputError("trainer: a block schedule needs the problem split into bins");
-      run.blocks = std::make_unique<BlockScheduler>(problem.bins(), worker_seed(state_.seed, 0x6b, first));
+      run.blocks = std::make_unique<BlockScheduler>(problem.bins(), worker_seed(draw_seed(), 0x6b, first));
     } else {
       throw InputError("trainer: a block schedule needs a problem split into blocks (see BlockedProblem)");
     }
@@ -389,13 +397,13 @@ void Trainer::worker_loop(P& problem, Sink sink, std::size_t w, Run& run) {
     std::vector<std::uint64_t> order(end - begin);
     for (std::uint64_t epoch = run.first_epoch; epoch < run.last_epoch; ++epoch) {
       for (std::uint64_t k = 0; k < order.size(); ++k) order[k] = begin + k;
-      std::mt19937_64 rng(worker_seed(state_.seed, w, epoch));
+      std::mt19937_64 rng(worker_seed(draw_seed(), w, epoch));
       if constexpr (ShufflingProblem<P>) {
         problem.shuffle(std::span<std::uint64_t>(order), rng);
       } else {
         shuffle_in_place(std::span<std::uint64_t>(order), rng);
       }
-      sink.set_run(state_.seed, epoch);
+      sink.set_run(draw_seed(), epoch);
       for (std::uint64_t step = 0; step < steps; ++step) {
         const auto staleness = run.gate.enter(w);
         if (!staleness || run.stop.load(std::memory_order_relaxed)) return;
@@ -422,7 +430,7 @@ void Trainer::worker_loop_blocks(P& problem, Sink sink, std::size_t w, Run& run)
     const double total = static_cast<double>(run.examples_per_epoch) * static_cast<double>(options_.epochs);
     const double before = static_cast<double>(state_.examples);
     for (std::uint64_t epoch = run.first_epoch; epoch < run.last_epoch; ++epoch) {
-      sink.set_run(state_.seed, epoch);
+      sink.set_run(draw_seed(), epoch);
       while (const auto block = run.blocks->get()) {
         struct GiveBack {  // the block goes back whatever happens
           BlockScheduler& s;

@@ -35,6 +35,34 @@ float init_bound(std::size_t fan_in, std::size_t fan_out, bool last) {
   return std::sqrt(6.0f / static_cast<float>(fan_in));
 }
 
+// The bias gradients, summed in an order fixed by the shapes alone. Eigen's
+// rowwise()/colwise() sums peel their vector loops at the operands'
+// alignment, so the same gradient came out with different rounding for
+// differently aligned buffers (and runs of one seed differed between
+// builds, with the heap's layout).
+// out[r] = sum of row r of a rows x cols row-major a: 16 lanes over the
+// columns (lane j % 16), then the lanes added pairwise.
+void row_sums(const float* a, std::size_t rows, std::size_t cols, float* out) {
+  constexpr std::size_t kLanes = 16;
+  for (std::size_t r = 0; r < rows; ++r) {
+    const float* row = a + r * cols;
+    float lane[kLanes] = {};
+    std::size_t j = 0;
+    for (; j + kLanes <= cols; j += kLanes)
+      for (std::size_t l = 0; l < kLanes; ++l) lane[l] += row[j + l];
+    for (std::size_t l = 0; j < cols; ++j, ++l) lane[l] += row[j];
+    for (std::size_t width = kLanes / 2; width > 0; width /= 2)
+      for (std::size_t l = 0; l < width; ++l) lane[l] += lane[l + width];
+    out[r] = lane[0];
+  }
+}
+// out[c] = sum of column c of a rows x cols row-major a, rows in order.
+void column_sums(const float* a, std::size_t rows, std::size_t cols, float* out) {
+  std::fill_n(out, cols, 0.0f);
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t c = 0; c < cols; ++c) out[c] += a[r * cols + c];
+}
+
 class Conv2d final : public Layer {
  public:
   Conv2d(std::size_t in_c, std::size_t out_c, std::size_t k, std::size_t pad)
@@ -89,7 +117,7 @@ class Conv2d final : public Layer {
     CMapR C(col, static_cast<Eigen::Index>(K), static_cast<Eigen::Index>(M));
     MapR dW(grad + w_, static_cast<Eigen::Index>(out_c_), static_cast<Eigen::Index>(K));
     dW.noalias() = dY * C.transpose();
-    MapV(grad + b_, static_cast<Eigen::Index>(out_c_)) = dY.rowwise().sum();
+    row_sums(dout, out_c_, M, grad + b_);
     if (din == nullptr) return;
     float* dcol = s.get(s.b, K * M);
     CMapR W(params + w_, static_cast<Eigen::Index>(out_c_), static_cast<Eigen::Index>(K));
@@ -315,7 +343,7 @@ class Linear final : public Layer {
     CMapR dY(dout, static_cast<Eigen::Index>(n), static_cast<Eigen::Index>(out_f_));
     MapR dW(grad + w_, static_cast<Eigen::Index>(out_f_), static_cast<Eigen::Index>(in_f_));
     dW.noalias() = dY.transpose() * X;
-    MapV(grad + b_, static_cast<Eigen::Index>(out_f_)) = dY.colwise().sum().transpose();
+    column_sums(dout, n, out_f_, grad + b_);
     if (din == nullptr) return;
     CMapR W(params + w_, static_cast<Eigen::Index>(out_f_), static_cast<Eigen::Index>(in_f_));
     MapR dX(din, static_cast<Eigen::Index>(n), static_cast<Eigen::Index>(in_f_));

@@ -126,6 +126,14 @@ double Network::loss_and_gradient(const float* params, const float* x, const std
     return 0;
   }
   if (ws.capacity == 0) ws = workspace(std::min(n, kTile));
+  // The layers write their tensors; the padding between them gets zeros,
+  // whatever the caller's buffer held.
+  std::size_t end = 0;
+  for (const Tensor& t : layout_.tensors()) {
+    std::fill(grad + end, grad + t.offset, 0.0f);
+    end = t.offset + t.span();
+  }
+  std::fill(grad + end, grad + layout_.size(), 0.0f);
   const std::size_t tile = std::min(n, ws.capacity), D = input_.size(), L = layers_.size(), P = layout_.size();
   const float scale = 1.0f / static_cast<float>(n);  // every tile's share of the batch mean
   double total = 0;

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -388,6 +390,44 @@ TEST(DenseGradients, TiledBatchesGiveTheWholeBatchGradient) {
       for (std::size_t i = t.offset; i < t.offset + t.elements(); ++i)
         ASSERT_NEAR(grad[i], expected[i], 1e-6) << capacity << " " << t.name << " " << i;
     EXPECT_EQ(ws.capacity, capacity ? capacity : std::min(n, Network::kTile));  // tiles never grow it
+  }
+}
+
+TEST(DenseGradients, TheGradientDoesNotDependOnWhereTheBuffersLie) {
+  // Bit for bit the same gradient whatever the alignment of the parameters,
+  // the gradient buffer and the workspace: runs of one seed then agree
+  // across builds and heaps. The padding between tensors gets zeros.
+  const Network net = lenet5();
+  const std::size_t P = net.layout().size(), n = 40;  // tiles of 16, 16 and 8
+  std::vector<float> params(P);
+  net.initialize(params, 9);
+  const auto x = random_vector(n * 784, 10);
+  const auto y = random_labels(n, 10, 11);
+  std::vector<float> expected;
+  std::vector<float> p_buf(P + 16), g_buf(P + 16);
+  for (std::size_t shift = 0; shift < 16; shift += 3) {
+    std::copy(params.begin(), params.end(), p_buf.begin() + static_cast<std::ptrdiff_t>(shift));
+    std::fill(g_buf.begin(), g_buf.end(), std::nanf(""));
+    const std::size_t g_shift = (shift * 7) % 16;
+    std::vector<Workspace> keep(shift);  // moves the next workspace's buffers elsewhere on the heap
+    for (std::size_t i = 0; i < shift; ++i) keep[i] = net.workspace(1 + i);
+    Workspace ws;
+    net.loss_and_gradient(p_buf.data() + shift, x.data(), y.data(), n, g_buf.data() + g_shift, ws);
+    const std::vector<float> grad(g_buf.begin() + static_cast<std::ptrdiff_t>(g_shift),
+                                  g_buf.begin() + static_cast<std::ptrdiff_t>(g_shift + P));
+    for (const float g : grad) ASSERT_TRUE(std::isfinite(g)) << "a padding value was left as it was";
+    if (expected.empty()) {
+      expected = grad;
+      continue;
+    }
+    for (std::size_t i = 0; i < P; ++i)
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(grad[i]), std::bit_cast<std::uint32_t>(expected[i]))
+          << "parameters +" << shift << " floats, gradient +" << g_shift << ": entry " << i;
+  }
+  std::size_t end = 0;
+  for (const auto& t : net.layout().tensors()) {
+    for (std::size_t i = end; i < t.offset; ++i) EXPECT_EQ(expected[i], 0.0f) << i;
+    end = t.offset + t.span();
   }
 }
 

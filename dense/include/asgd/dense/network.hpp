@@ -145,7 +145,8 @@ class Network {
   // after another); returns the logits [n][classes] (inside ws).
   const float* forward(const float* params, const float* x, std::size_t n, Workspace& ws) const;
   // Softmax cross-entropy averaged over the n samples: writes the gradient of
-  // that mean loss into grad (layout().size() floats) and returns the mean
+  // that mean loss into grad (layout().size() floats, zeros in the padding
+  // between tensors) and returns the mean
   // loss. labels: n values < classes(). A batch larger than ws.capacity runs
   // in tiles of ws.capacity samples whose gradients are summed, so that a
   // tile's activations and im2col buffers stay in cache (kTile); an empty

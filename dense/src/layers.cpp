@@ -1,4 +1,5 @@
-// The dense layer set: forward and backward on a minibatch, GEMMs by Eigen.
+// The dense layer set: forward and backward on a minibatch, GEMMs by Eigen
+// (and a direct convolution where that wins).
 #include <Eigen/Core>
 #include <algorithm>
 #include <chrono>
@@ -63,6 +64,148 @@ void column_sums(const float* a, std::size_t rows, std::size_t cols, float* out)
     for (std::size_t c = 0; c < cols; ++c) out[c] += a[r * cols + c];
 }
 
+// A direct convolution for layers whose im2col matrix has few rows
+// (K = in_c * k * k <= kDirectMaxK, as LeNet-5's first layer: 1 x 5 x 5):
+// there a GEMM spends its time packing a K x M operand it then uses in a
+// K-long rank update, and the im2col copy itself costs as much. Measured
+// on LeNet-5's tiles of 16 images, one core (bench/RESULTS.md): its first
+// layer's forward went from 91 to 59 us and its backward from 120 to 56 us;
+// its second (K = 150) stays faster as im2col + GEMM (forward 95 against
+// 115 us, weight gradient 52 against 175 us).
+//
+// Vectors of kLanes floats along the output row (GCC/Clang vector types,
+// lowered to whatever the target has); the input is copied once per tile
+// into zero-padded rows of kLanes * ceil(OW / kLanes) + k - 1 floats, so
+// every load is in bounds and no row needs an edge case.
+namespace direct {
+
+constexpr std::size_t kLanes = 16;
+constexpr std::size_t kMaxK = 32;     // im2col rows up to which the direct path runs
+constexpr std::size_t kMaxKernel = 7;  // kernel widths it has code for
+typedef float Vec16 __attribute__((vector_size(kLanes * sizeof(float))));
+
+inline Vec16 load(const float* p) {
+  Vec16 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+struct Geometry {
+  std::size_t in_c, out_c, k, pad, h, w, oh, ow;
+  std::size_t ow_padded() const { return (ow + kLanes - 1) / kLanes * kLanes; }
+  std::size_t row() const { return ow_padded() + k - 1; }  // a padded input row
+  std::size_t rows() const { return h + 2 * pad; }          // padded input rows per plane
+  std::size_t padded_input(std::size_t n) const { return n * in_c * rows() * row(); }
+  std::size_t padded_output(std::size_t n) const { return out_c * n * oh * ow_padded(); }
+};
+
+// in [ci][s][h][w] -> xp [s][ci][h + 2 pad][row()], zeros around.
+void pad_input(const float* in, float* xp, const Geometry& g, std::size_t n) {
+  std::fill_n(xp, g.padded_input(n), 0.0f);
+  for (std::size_t ci = 0; ci < g.in_c; ++ci)
+    for (std::size_t s = 0; s < n; ++s)
+      for (std::size_t y = 0; y < g.h; ++y)
+        std::memcpy(xp + ((s * g.in_c + ci) * g.rows() + y + g.pad) * g.row() + g.pad,
+                    in + ((ci * n + s) * g.h + y) * g.w, g.w * sizeof(float));
+}
+
+// out[c][s][oy][ox] = b[c] + sum over (ci, ky, kx) of w[c][ci][ky][kx] xp[s][ci][oy + ky][ox + kx]
+// for the G output channels from c0: G vector accumulators per kLanes outputs.
+template <int G>
+void forward_channels(const float* xp, const float* w, const float* b, float* out, const Geometry& g,
+                      std::size_t n, std::size_t c0) {
+  const std::size_t K = g.in_c * g.k * g.k;
+  for (std::size_t s = 0; s < n; ++s)
+    for (std::size_t oy = 0; oy < g.oh; ++oy)
+      for (std::size_t x = 0; x < g.ow; x += kLanes) {
+        Vec16 acc[G];
+        for (int c = 0; c < G; ++c) acc[c] = Vec16{} + b[c0 + c];
+        for (std::size_t ci = 0; ci < g.in_c; ++ci)
+          for (std::size_t ky = 0; ky < g.k; ++ky) {
+            const float* in = xp + ((s * g.in_c + ci) * g.rows() + oy + ky) * g.row() + x;
+            const float* wr = w + c0 * K + (ci * g.k + ky) * g.k;
+            for (std::size_t kx = 0; kx < g.k; ++kx) {
+              const Vec16 v = load(in + kx);
+              for (int c = 0; c < G; ++c) acc[c] += wr[c * K + kx] * v;
+            }
+          }
+        const std::size_t m = std::min(kLanes, g.ow - x);
+        for (int c = 0; c < G; ++c)
+          std::memcpy(out + (((c0 + c) * n + s) * g.oh + oy) * g.ow + x, &acc[c], m * sizeof(float));
+      }
+}
+
+void forward(const float* xp, const float* w, const float* b, float* out, const Geometry& g, std::size_t n) {
+  std::size_t c = 0;
+  for (; c + 6 <= g.out_c; c += 6) forward_channels<6>(xp, w, b, out, g, n, c);
+  for (; c < g.out_c; ++c) forward_channels<1>(xp, w, b, out, g, n, c);
+}
+
+// dY [c][s][oh][ow] -> dyp [c][s][oh][ow_padded()], zeros past ow.
+void pad_output_gradient(const float* dy, float* dyp, const Geometry& g, std::size_t n) {
+  const std::size_t owp = g.ow_padded();
+  for (std::size_t r = 0; r < g.out_c * n * g.oh; ++r) {
+    std::memcpy(dyp + r * owp, dy + r * g.ow, g.ow * sizeof(float));
+    std::fill(dyp + r * owp + g.ow, dyp + (r + 1) * owp, 0.0f);
+  }
+}
+
+// dw[c][ci][ky][kx] = sum over (s, oy, ox) of dY[c][s][oy][ox] xp[s][ci][oy + ky][ox + kx], for the G
+// channels from c0: G x KX vector accumulators per (ci, ky), their lanes added pairwise at the end.
+template <int G, int KX>
+void weight_gradient_channels(const float* xp, const float* dyp, float* dw, const Geometry& g, std::size_t n,
+                              std::size_t c0) {
+  const std::size_t K = g.in_c * g.k * g.k, owp = g.ow_padded();
+  for (std::size_t ci = 0; ci < g.in_c; ++ci)
+    for (std::size_t ky = 0; ky < g.k; ++ky) {
+      Vec16 acc[G][KX] = {};
+      for (std::size_t s = 0; s < n; ++s)
+        for (std::size_t oy = 0; oy < g.oh; ++oy) {
+          const float* in = xp + ((s * g.in_c + ci) * g.rows() + oy + ky) * g.row();
+          for (std::size_t x = 0; x < owp; x += kLanes) {
+            Vec16 d[G];
+            for (int c = 0; c < G; ++c) d[c] = load(dyp + (((c0 + c) * n + s) * g.oh + oy) * owp + x);
+            for (int kx = 0; kx < KX; ++kx) {
+              const Vec16 v = load(in + x + static_cast<std::size_t>(kx));
+              for (int c = 0; c < G; ++c) acc[c][kx] += d[c] * v;
+            }
+          }
+        }
+      for (int c = 0; c < G; ++c)
+        for (int kx = 0; kx < KX; ++kx) {
+          float lane[kLanes];
+          std::memcpy(lane, &acc[c][kx], sizeof lane);
+          for (std::size_t width = kLanes / 2; width > 0; width /= 2)
+            for (std::size_t l = 0; l < width; ++l) lane[l] += lane[l + width];
+          dw[(c0 + c) * K + (ci * g.k + ky) * g.k + static_cast<std::size_t>(kx)] = lane[0];
+        }
+    }
+}
+
+// About 16 accumulators (of 32 vector registers on AVX-512): G = 16 / k channels at a time.
+template <int KX>
+void weight_gradient_k(const float* xp, const float* dyp, float* dw, const Geometry& g, std::size_t n) {
+  constexpr int G = std::max(1, 16 / KX);
+  std::size_t c = 0;
+  for (; c + G <= g.out_c; c += G) weight_gradient_channels<G, KX>(xp, dyp, dw, g, n, c);
+  for (; c < g.out_c; ++c) weight_gradient_channels<1, KX>(xp, dyp, dw, g, n, c);
+}
+
+void weight_gradient(const float* xp, const float* dyp, float* dw, const Geometry& g, std::size_t n) {
+  switch (g.k) {
+    case 1: return weight_gradient_k<1>(xp, dyp, dw, g, n);
+    case 2: return weight_gradient_k<2>(xp, dyp, dw, g, n);
+    case 3: return weight_gradient_k<3>(xp, dyp, dw, g, n);
+    case 4: return weight_gradient_k<4>(xp, dyp, dw, g, n);
+    case 5: return weight_gradient_k<5>(xp, dyp, dw, g, n);
+    case 6: return weight_gradient_k<6>(xp, dyp, dw, g, n);
+    case 7: return weight_gradient_k<7>(xp, dyp, dw, g, n);
+    default: throw RuntimeError(fmt::format("conv2d: no direct weight gradient for {}x{} kernels", g.k, g.k));
+  }
+}
+
+}  // namespace direct
+
 class Conv2d final : public Layer {
  public:
   Conv2d(std::size_t in_c, std::size_t out_c, std::size_t k, std::size_t pad)
@@ -99,6 +242,13 @@ class Conv2d final : public Layer {
 
   void forward(const float* params, const float* in, float* out, std::size_t n, Scratch& s) const override {
     const std::size_t K = in_c_ * k_ * k_, M = n * out_.h * out_.w;
+    if (direct()) {
+      const direct::Geometry g = geometry();
+      float* xp = s.get(s.a, g.padded_input(n));  // kept for backward
+      direct::pad_input(in, xp, g, n);
+      direct::forward(xp, params + w_, params + b_, out, g, n);
+      return;
+    }
     float* col = s.get(s.a, K * M);
     im2col(in, col, n);
     CMapR W(params + w_, static_cast<Eigen::Index>(out_c_), static_cast<Eigen::Index>(K));
@@ -112,11 +262,18 @@ class Conv2d final : public Layer {
                 std::size_t n, Scratch& s) const override {
     const std::size_t K = in_c_ * k_ * k_, M = n * out_.h * out_.w;
     (void)in;
-    const float* col = s.a.data();  // im2col(in) from the forward pass
     CMapR dY(dout, static_cast<Eigen::Index>(out_c_), static_cast<Eigen::Index>(M));
-    CMapR C(col, static_cast<Eigen::Index>(K), static_cast<Eigen::Index>(M));
-    MapR dW(grad + w_, static_cast<Eigen::Index>(out_c_), static_cast<Eigen::Index>(K));
-    dW.noalias() = dY * C.transpose();
+    if (direct()) {
+      const direct::Geometry g = geometry();
+      float* dyp = s.get(s.b, g.padded_output(n));
+      direct::pad_output_gradient(dout, dyp, g, n);
+      direct::weight_gradient(s.a.data(), dyp, grad + w_, g, n);  // s.a: the padded input of forward
+    } else {
+      const float* col = s.a.data();  // im2col(in) from the forward pass
+      CMapR C(col, static_cast<Eigen::Index>(K), static_cast<Eigen::Index>(M));
+      MapR dW(grad + w_, static_cast<Eigen::Index>(out_c_), static_cast<Eigen::Index>(K));
+      dW.noalias() = dY * C.transpose();
+    }
     row_sums(dout, out_c_, M, grad + b_);
     if (din == nullptr) return;
     float* dcol = s.get(s.b, K * M);
@@ -179,6 +336,9 @@ class Conv2d final : public Layer {
           }
         }
   }
+
+  bool direct() const noexcept { return in_c_ * k_ * k_ <= direct::kMaxK && k_ <= direct::kMaxKernel; }
+  direct::Geometry geometry() const noexcept { return {in_c_, out_c_, k_, pad_, in_.h, in_.w, out_.h, out_.w}; }
 
   std::size_t in_c_, out_c_, k_, pad_;
   Shape out_{};

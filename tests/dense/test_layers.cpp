@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cmath>
 #include <cstdio>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -226,22 +227,34 @@ TEST(DenseLayers, SoftmaxCrossEntropyKnownValues) {
   EXPECT_NEAR(softmax_cross_entropy(big.data(), one.data(), 1, 2, nullptr, 0.0f), 1000.0, 1e-3);
 }
 
-// The convolution (im2col + GEMM over the channel-major batch) against a
-// direct six-loop convolution, with padding and several channels.
-TEST(DenseLayers, ConvolutionMatchesDirectLoops) {
-  const std::size_t n = 3, ci = 2, co = 3, H = 6, Wd = 5, k = 3, pad = 1;
+// The convolution against six plain loops, on both of its paths: the direct
+// one (in_c * k * k <= 32: output rows in vectors of 16, here rows shorter
+// than, equal to and longer than one vector, channel counts with and
+// without a remainder of its groups of 6) and im2col + GEMM (larger K).
+struct ConvCase {
+  std::size_t n, ci, co, H, Wd, k, pad;
+  friend void PrintTo(const ConvCase& c, std::ostream* os) {
+    *os << c.n << " x " << c.ci << "@" << c.H << "x" << c.Wd << " -> " << c.co << ", " << c.k << "x" << c.k
+        << " pad " << c.pad;
+  }
+};
+class ConvolutionForward : public ::testing::TestWithParam<ConvCase> {};
+
+TEST_P(ConvolutionForward, MatchesDirectLoops) {
+  const auto [n, ci, co, H, Wd, k, pad] = GetParam();
   Network net(Shape{ci, H, Wd});
   net.add(conv2d(ci, co, k, pad));
   std::vector<float> params = random_vector(net.layout().size(), 7);
   const auto x = random_vector(n * ci * H * Wd, 8);  // [n][ci][H][W]
   Workspace ws = net.workspace(n);
-  const float* y = net.forward(params.data(), x.data(), n, ws);  // [co][n][H][W] (same size with pad 1)
+  const float* y = net.forward(params.data(), x.data(), n, ws);  // [co][n][OH][OW]
+  const std::size_t OH = H + 2 * pad - k + 1, OW = Wd + 2 * pad - k + 1;
   const auto& wt = net.layout()["l0.weight"];
   const auto& bt = net.layout()["l0.bias"];
   for (std::size_t s = 0; s < n; ++s)
     for (std::size_t o = 0; o < co; ++o)
-      for (std::size_t oy = 0; oy < H; ++oy)
-        for (std::size_t ox = 0; ox < Wd; ++ox) {
+      for (std::size_t oy = 0; oy < OH; ++oy)
+        for (std::size_t ox = 0; ox < OW; ++ox) {
           double acc = params[bt.offset + o];
           for (std::size_t c = 0; c < ci; ++c)
             for (std::size_t ky = 0; ky < k; ++ky)
@@ -252,9 +265,19 @@ TEST(DenseLayers, ConvolutionMatchesDirectLoops) {
                 acc += params[wt.offset + o * ci * k * k + (c * k + ky) * k + kx] *
                        x[((s * ci + c) * H + static_cast<std::size_t>(iy)) * Wd + static_cast<std::size_t>(ix)];
               }
-          EXPECT_NEAR(y[((o * n + s) * H + oy) * Wd + ox], acc, 1e-4);
+          ASSERT_NEAR(y[((o * n + s) * OH + oy) * OW + ox], acc, 1e-4) << s << " " << o << " " << oy << " " << ox;
         }
 }
+
+INSTANTIATE_TEST_SUITE_P(DenseLayers, ConvolutionForward,
+                         ::testing::Values(ConvCase{3, 2, 3, 6, 5, 3, 1},     // direct, K = 18
+                                           ConvCase{2, 1, 7, 9, 37, 5, 2},    // direct, 37 wide, 6 + 1 channels
+                                           ConvCase{2, 1, 6, 28, 28, 5, 2},   // direct, LeNet-5's first layer
+                                           ConvCase{2, 3, 2, 7, 16, 3, 0},    // direct, 14 wide
+                                           ConvCase{2, 1, 2, 5, 21, 7, 3},    // direct, 7 x 7
+                                           ConvCase{3, 4, 3, 6, 5, 3, 1},     // GEMM, K = 36
+                                           ConvCase{2, 6, 16, 14, 14, 5, 0})  // GEMM, LeNet-5's second
+);
 
 TEST(DenseLayers, MaxPoolAndFlattenForward) {
   Network net(Shape{2, 2, 4});
@@ -333,6 +356,15 @@ TEST(DenseGradients, ConvolutionInputGradientThroughTwoConvolutions) {
   expect_gradient_matches(Shape{1, 8, 8},
                           {{Spec::conv, 1, 2, 3, 2}, {Spec::conv, 2, 3, 5, 0}, {Spec::flat}, {Spec::lin, 3 * 36, 3}},
                           2, 31);
+}
+
+TEST(DenseGradients, DirectConvolutionsWithInputGradientsAndLongRows) {
+  // Both convolutions take the direct path (K = 9 and 18); the second one's
+  // input gradient feeds the first's weight gradient; rows of 20 and 18
+  // outputs span two vectors; 7 channels leave a remainder of every group.
+  expect_gradient_matches(Shape{1, 4, 20},
+                          {{Spec::conv, 1, 2, 3, 1}, {Spec::conv, 2, 7, 3, 0}, {Spec::flat}, {Spec::lin, 7 * 36, 3}},
+                          2, 61);
 }
 
 TEST(DenseGradients, MaxPoolAndRelu) {

@@ -135,10 +135,11 @@ class Network {
   Workspace workspace(std::size_t capacity) const;
   // The samples training and evaluation run at once (the workspace capacity
   // they ask for; loss_and_gradient's tile). At 16 LeNet-5's largest buffer,
-  // the first convolution's im2col, is 1.25 MB and stays in cache; at batch
-  // 256 it would be 20 MB. Measured on MNIST, 2 workers: 16 trains 1.3x
-  // (batch 64) to 1.6x (batch 256) faster than untiled batches and infers
-  // 1.5x faster than tiles of 128 (bench/RESULTS.md).
+  // the second convolution's im2col (the first runs direct), is 0.96 MB and
+  // stays in cache; at batch 256 it would be 15 MB. Measured on MNIST, 2
+  // workers, when both convolutions ran im2col: 16 trained 1.3x (batch 64)
+  // to 1.6x (batch 256) faster than untiled batches and inferred 1.5x faster
+  // than tiles of 128 (bench/RESULTS.md).
   static constexpr std::size_t kTile = 16;
 
   // Forward pass over n samples (x: n * input().size() floats, one sample

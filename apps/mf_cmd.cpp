@@ -495,7 +495,12 @@ void add_mf_commands(CLI::App& app, int& exit_code) {
                         "blocks: users and items split into this many groups (default 2 x threads + 1)");
   train_cmd->add_flag("--quiet,-q", t->quiet, "No per-epoch lines");
   add_distributed_flags(*train_cmd, t->dist);
-  train_cmd->callback([t, &exit_code] {
+  train_cmd->callback([t, train_cmd, &exit_code] {
+    // BPR under mpirun sums the ranks' updates unless told otherwise: the
+    // mean divides every rank's step by the number of ranks, and on the
+    // data of tests/net/mpi_apps.sh (2 ranks, 50 epochs) it reached NDCG@10
+    // 0.175 against the sum's 0.224 and one process's 0.231 (bench/RESULTS.md).
+    if (t->loss == "bpr" && train_cmd->count("--combine") == 0) t->dist.combine = "sum";
     exit_code = run_guarded([&] { return run_distributed(t->dist, [&](Distributed& d) { return train(*t, d); }); });
   });
 

@@ -47,18 +47,19 @@ rmse=$(sed -n 's/^validation: .* RMSE \([0-9.]*\).*/\1/p' "$work/log")
 grep -q "RMSE $rmse" "$work/eval" || { cat "$work/eval"; fail "mf eval disagrees with rank 0's RMSE $rmse"; }
 echo "mf, 2 ranks: validation RMSE $rmse, read back by mf eval"
 
-# mf --loss bpr: implicit feedback over 2 ranks, summing their updates; the
-# full-ranking NDCG@10 of rank 0's averaged model must beat most-popular
-# (one process reaches 0.23 against 0.17 on these data).
+# mf --loss bpr: implicit feedback over 2 ranks, summing their updates (its
+# default under mpirun); the full-ranking NDCG@10 of rank 0's averaged model
+# must beat most-popular (one process reaches 0.23 against 0.17 on these data).
 "$asgd" mf generate "$work/implicit.txt" --users 500 --items 300 --ratings 40000 --rank 4 --noise 0.3 --seed 3 \
   > /dev/null || fail "mf generate (bpr)"
-mpi 2 mf train --loss bpr --positive 4 -k 8 -t 50 -r 0.1 -s 1 --test-fraction 0.2 --combine sum \
+mpi 2 mf train --loss bpr --positive 4 -k 8 -t 50 -r 0.1 -s 1 --test-fraction 0.2 \
   "$work/implicit.txt" "$work/bpr.model" > "$work/log" 2>&1 || fail "mf --loss bpr under mpiexec"
 ndcg=$(sed -n 's/^full ranking.* BPR .*NDCG@10 \([0-9.]*\).*/\1/p' "$work/log")
 pop=$(sed -n 's/^ *most-popular .*NDCG@10 \([0-9.]*\).*/\1/p' "$work/log")
 rounds=$(sed -n 's/^mpi: \([0-9]*\) averaging rounds.*/\1/p' "$work/log")
 [[ -n "$ndcg" && -n "$pop" && -f "$work/bpr.model" ]] || fail "bpr: no NDCG lines or no model"
 grep -q '^mpi: .*rank 0 trains 3517 of 7034 positives' "$work/log" || fail "bpr: rank 0 does not train half"
+grep -q '^mpi: 2 ranks, .* allreduce, summing updates' "$work/log" || fail "bpr: does not sum the ranks' updates by default"
 [[ "$rounds" -eq 51 ]] || fail "bpr: $rounds averaging rounds, expected 51 (a common start and one per epoch)"
 awk -v a="$ndcg" -v b="$pop" 'BEGIN { exit !(a > b + 0.02) }' || fail "bpr: NDCG@10 $ndcg, most-popular $pop"
 echo "mf --loss bpr, 2 ranks: NDCG@10 $ndcg against most-popular $pop, $rounds rounds"

@@ -41,10 +41,18 @@ float init_bound(std::size_t fan_in, std::size_t fan_out, bool last) {
 // alignment, so the same gradient came out with different rounding for
 // differently aligned buffers (and runs of one seed differed between
 // builds, with the heap's layout).
+constexpr std::size_t kLanes = 16;  // the lanes of every fixed-order sum here
+
+// The sum of 16 lanes, added pairwise (l + 8, then l + 4, ...).
+float sum_lanes(float (&lane)[kLanes]) {
+  for (std::size_t width = kLanes / 2; width > 0; width /= 2)
+    for (std::size_t l = 0; l < width; ++l) lane[l] += lane[l + width];
+  return lane[0];
+}
+
 // out[r] = sum of row r of a rows x cols row-major a: 16 lanes over the
-// columns (lane j % 16), then the lanes added pairwise.
+// columns (lane j % 16), then sum_lanes.
 void row_sums(const float* a, std::size_t rows, std::size_t cols, float* out) {
-  constexpr std::size_t kLanes = 16;
   for (std::size_t r = 0; r < rows; ++r) {
     const float* row = a + r * cols;
     float lane[kLanes] = {};
@@ -52,9 +60,7 @@ void row_sums(const float* a, std::size_t rows, std::size_t cols, float* out) {
     for (; j + kLanes <= cols; j += kLanes)
       for (std::size_t l = 0; l < kLanes; ++l) lane[l] += row[j + l];
     for (std::size_t l = 0; j < cols; ++j, ++l) lane[l] += row[j];
-    for (std::size_t width = kLanes / 2; width > 0; width /= 2)
-      for (std::size_t l = 0; l < width; ++l) lane[l] += lane[l + width];
-    out[r] = lane[0];
+    out[r] = sum_lanes(lane);
   }
 }
 // out[c] = sum of column c of a rows x cols row-major a, rows in order.
@@ -65,7 +71,7 @@ void column_sums(const float* a, std::size_t rows, std::size_t cols, float* out)
 }
 
 // A direct convolution for layers whose im2col matrix has few rows
-// (K = in_c * k * k <= kDirectMaxK, as LeNet-5's first layer: 1 x 5 x 5):
+// (K = in_c * k * k <= direct::kMaxK, as LeNet-5's first layer: 1 x 5 x 5):
 // there a GEMM spends its time packing a K x M operand it then uses in a
 // K-long rank update, and the im2col copy itself costs as much. Measured
 // on LeNet-5's tiles of 16 images, one core (bench/RESULTS.md): its first
@@ -79,16 +85,14 @@ void column_sums(const float* a, std::size_t rows, std::size_t cols, float* out)
 // every load is in bounds and no row needs an edge case.
 namespace direct {
 
-constexpr std::size_t kLanes = 16;
-constexpr std::size_t kMaxK = 32;     // im2col rows up to which the direct path runs
-constexpr std::size_t kMaxKernel = 7;  // kernel widths it has code for
+constexpr std::size_t kMaxK = 32;  // im2col rows up to which the direct path runs
+constexpr std::size_t kMaxKernel = 5;  // so kernels up to 5 x 5 (6 x 6 is K = 36)
+static_assert(kMaxKernel * kMaxKernel <= kMaxK && (kMaxKernel + 1) * (kMaxKernel + 1) > kMaxK);
 typedef float Vec16 __attribute__((vector_size(kLanes * sizeof(float))));
 
-inline Vec16 load(const float* p) {
-  Vec16 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
+// An unaligned load. Out-parameter, not a return value: a 64-byte vector
+// returned by value changes the ABI without AVX-512 (GCC's -Wpsabi).
+inline void load(Vec16& v, const float* p) { std::memcpy(&v, p, sizeof v); }
 
 struct Geometry {
   std::size_t in_c, out_c, k, pad, h, w, oh, ow;
@@ -125,7 +129,8 @@ void forward_channels(const float* xp, const float* w, const float* b, float* ou
             const float* in = xp + ((s * g.in_c + ci) * g.rows() + oy + ky) * g.row() + x;
             const float* wr = w + c0 * K + (ci * g.k + ky) * g.k;
             for (std::size_t kx = 0; kx < g.k; ++kx) {
-              const Vec16 v = load(in + kx);
+              Vec16 v;
+              load(v, in + kx);
               for (int c = 0; c < G; ++c) acc[c] += wr[c * K + kx] * v;
             }
           }
@@ -164,9 +169,10 @@ void weight_gradient_channels(const float* xp, const float* dyp, float* dw, cons
           const float* in = xp + ((s * g.in_c + ci) * g.rows() + oy + ky) * g.row();
           for (std::size_t x = 0; x < owp; x += kLanes) {
             Vec16 d[G];
-            for (int c = 0; c < G; ++c) d[c] = load(dyp + (((c0 + c) * n + s) * g.oh + oy) * owp + x);
+            for (int c = 0; c < G; ++c) load(d[c], dyp + (((c0 + c) * n + s) * g.oh + oy) * owp + x);
             for (int kx = 0; kx < KX; ++kx) {
-              const Vec16 v = load(in + x + static_cast<std::size_t>(kx));
+              Vec16 v;
+              load(v, in + x + static_cast<std::size_t>(kx));
               for (int c = 0; c < G; ++c) acc[c][kx] += d[c] * v;
             }
           }
@@ -175,14 +181,14 @@ void weight_gradient_channels(const float* xp, const float* dyp, float* dw, cons
         for (int kx = 0; kx < KX; ++kx) {
           float lane[kLanes];
           std::memcpy(lane, &acc[c][kx], sizeof lane);
-          for (std::size_t width = kLanes / 2; width > 0; width /= 2)
-            for (std::size_t l = 0; l < width; ++l) lane[l] += lane[l + width];
-          dw[(c0 + c) * K + (ci * g.k + ky) * g.k + static_cast<std::size_t>(kx)] = lane[0];
+          dw[(c0 + c) * K + (ci * g.k + ky) * g.k + static_cast<std::size_t>(kx)] = sum_lanes(lane);
         }
     }
 }
 
-// About 16 accumulators (of 32 vector registers on AVX-512): G = 16 / k channels at a time.
+// About 16 accumulators, G = 16 / k channels at a time: sized for AVX-512's
+// 32 vector registers (measured there); with AVX2 a vector takes two of 16
+// registers and some accumulators spill.
 template <int KX>
 void weight_gradient_k(const float* xp, const float* dyp, float* dw, const Geometry& g, std::size_t n) {
   constexpr int G = std::max(1, 16 / KX);
@@ -198,9 +204,8 @@ void weight_gradient(const float* xp, const float* dyp, float* dw, const Geometr
     case 3: return weight_gradient_k<3>(xp, dyp, dw, g, n);
     case 4: return weight_gradient_k<4>(xp, dyp, dw, g, n);
     case 5: return weight_gradient_k<5>(xp, dyp, dw, g, n);
-    case 6: return weight_gradient_k<6>(xp, dyp, dw, g, n);
-    case 7: return weight_gradient_k<7>(xp, dyp, dw, g, n);
-    default: throw RuntimeError(fmt::format("conv2d: no direct weight gradient for {}x{} kernels", g.k, g.k));
+    default:  // Conv2d::direct() admits no other (kMaxKernel)
+      throw RuntimeError(fmt::format("conv2d: no direct weight gradient for {}x{} kernels", g.k, g.k));
   }
 }
 

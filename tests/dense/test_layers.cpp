@@ -228,9 +228,10 @@ TEST(DenseLayers, SoftmaxCrossEntropyKnownValues) {
 }
 
 // The convolution against six plain loops, on both of its paths: the direct
-// one (in_c * k * k <= 32: output rows in vectors of 16, here rows shorter
-// than, equal to and longer than one vector, channel counts with and
-// without a remainder of its groups of 6) and im2col + GEMM (larger K).
+// one (in_c * k * k <= 32, so kernels up to 5 x 5: output rows in vectors of
+// 16, here rows shorter than, equal to and longer than one vector, channel
+// counts with and without a remainder of its groups of 6) and im2col + GEMM
+// (larger K).
 struct ConvCase {
   std::size_t n, ci, co, H, Wd, k, pad;
   friend void PrintTo(const ConvCase& c, std::ostream* os) {
@@ -274,7 +275,12 @@ INSTANTIATE_TEST_SUITE_P(DenseLayers, ConvolutionForward,
                                            ConvCase{2, 1, 7, 9, 37, 5, 2},    // direct, 37 wide, 6 + 1 channels
                                            ConvCase{2, 1, 6, 28, 28, 5, 2},   // direct, LeNet-5's first layer
                                            ConvCase{2, 3, 2, 7, 16, 3, 0},    // direct, 14 wide
-                                           ConvCase{2, 1, 2, 5, 21, 7, 3},    // direct, 7 x 7
+                                           ConvCase{2, 1, 7, 8, 16, 3, 1},    // direct, 16 wide: one vector
+                                           ConvCase{2, 2, 13, 5, 32, 3, 1},   // direct, 32 wide, 2 x 6 + 1
+                                           ConvCase{2, 32, 17, 3, 16, 1, 0},  // direct, 1 x 1, K = 32
+                                           ConvCase{2, 8, 9, 5, 17, 2, 0},    // direct, 2 x 2
+                                           ConvCase{2, 2, 5, 6, 19, 4, 0},    // direct, 4 x 4
+                                           ConvCase{2, 1, 2, 5, 21, 7, 3},    // GEMM, 7 x 7: K = 49
                                            ConvCase{3, 4, 3, 6, 5, 3, 1},     // GEMM, K = 36
                                            ConvCase{2, 6, 16, 14, 14, 5, 0})  // GEMM, LeNet-5's second
 );
@@ -365,6 +371,20 @@ TEST(DenseGradients, DirectConvolutionsWithInputGradientsAndLongRows) {
   expect_gradient_matches(Shape{1, 4, 20},
                           {{Spec::conv, 1, 2, 3, 1}, {Spec::conv, 2, 7, 3, 0}, {Spec::flat}, {Spec::lin, 7 * 36, 3}},
                           2, 61);
+}
+
+TEST(DenseGradients, DirectConvolutionsOfEveryKernelWidth) {
+  // The direct weight gradient keeps 16 / k channels at a time: 1 x 1 (16 +
+  // 1 channels), 2 x 2 (8 + 1) and 4 x 4 (4 + 1), rows of 16 to 36 outputs.
+  expect_gradient_matches(Shape{4, 3, 16},
+                          {{Spec::conv, 4, 4, 1, 0}, {Spec::conv, 4, 17, 1, 1}, {Spec::flat}, {Spec::lin, 17 * 90, 3}},
+                          2, 71);
+  expect_gradient_matches(Shape{2, 4, 17},
+                          {{Spec::conv, 2, 8, 2, 0}, {Spec::conv, 8, 9, 2, 1}, {Spec::flat}, {Spec::lin, 9 * 68, 3}},
+                          2, 72);
+  expect_gradient_matches(Shape{2, 5, 35},
+                          {{Spec::conv, 2, 2, 4, 2}, {Spec::conv, 2, 5, 4, 0}, {Spec::flat}, {Spec::lin, 5 * 99, 3}},
+                          2, 73);
 }
 
 TEST(DenseGradients, MaxPoolAndRelu) {

@@ -233,7 +233,9 @@ TEST(Trainer, AResumedTrainerKeepsItsRandomStream) {
   }
   EXPECT_EQ(asgd::read_checkpoint(ckpt).state.seed, 11u);
   auto store = ParamStore::on_heap(p.layout());
-  Trainer resumed(store, o);
+  auto other = o;
+  other.seed = 99;  // the checkpoint's seed wins over the options'
+  Trainer resumed(store, other);
   resumed.load_checkpoint(ckpt);
   ASSERT_GE(resumed.state().epoch, 3u);
   ASSERT_LT(resumed.state().epoch, 6u);

@@ -8,7 +8,7 @@
 // tasks one after another, or cap their number, and then the gate deadlocks
 // or "Hogwild!" quietly runs serially). Each worker owns a contiguous shard
 // of the examples, reshuffled every epoch with a generator seeded from
-// (seed, worker, epoch), and walks it in steps of `step_examples`; one step
+// (seed + stream, worker, epoch), and walks it in steps of `step_examples`; one step
 // is one tick of its BoundedDelay clock and one learning-rate update. Loss
 // and counts are reduced per worker, never "thread 0's loss". The first
 // error (an exception, a non-finite loss, a failed checkpoint) wins: the

@@ -110,7 +110,8 @@ class UpdateSink {
   // A hint that parameters from offset on will be read soon (a cache prefetch).
   void prefetch(std::size_t offset) const noexcept { __builtin_prefetch(params_ + offset, 1, 3); }
 
-  // The run's seed and the current epoch (0-based): a Problem that draws
+  // The seed of this process's random stream (the run's seed plus
+  // TrainerOptions::stream) and the current epoch (0-based): a Problem that draws
   // random numbers seeds them from (seed(), epoch(), example), so results do
   // not depend on which worker ran the example.
   std::uint64_t seed() const noexcept { return seed_; }

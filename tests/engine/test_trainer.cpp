@@ -179,6 +179,31 @@ TEST(Trainer, ProgressEventsAndStopFromTheCallback) {
   EXPECT_LT(r.state.epoch, 1000u);
 }
 
+namespace {
+// Trains with `o` plus a checkpoint at `ckpt` until a "crash" after epoch 3,
+// then resumes a new trainer made with `resume` from that checkpoint and
+// returns its final parameters.
+std::vector<float> crash_and_resume(SharedQuadratic& p, const TrainerOptions& o, const TrainerOptions& resume,
+                                    const fs::path& ckpt) {
+  auto first = o;
+  first.checkpoint_path = ckpt;
+  first.on_progress = [](const asgd::Progress& pr) { return pr.epoch < 3; };
+  first.progress_interval_seconds = 1e-6;
+  {
+    auto store = ParamStore::on_heap(p.layout());
+    Trainer t(store, first);
+    EXPECT_TRUE(t.run(p).stopped);
+  }
+  auto store = ParamStore::on_heap(p.layout());
+  Trainer resumed(store, resume);
+  resumed.load_checkpoint(ckpt);
+  EXPECT_GE(resumed.state().epoch, 3u);
+  EXPECT_LT(resumed.state().epoch, resume.epochs);
+  resumed.run(p);
+  return store.snapshot();
+}
+}  // namespace
+
 TEST(Trainer, ResumingFromACheckpointGivesTheUninterruptedResult) {
   const fs::path ckpt = fs::temp_directory_path() / ("asgd-resume-" + std::to_string(::getpid()));
   SharedQuadratic p{3000, 6};
@@ -187,24 +212,7 @@ TEST(Trainer, ResumingFromACheckpointGivesTheUninterruptedResult) {
   o.schedule.lr = 0.05f;
   o.schedule.adagrad = true;  // optimizer state must travel too
   const auto uninterrupted = train(p, o);
-
-  auto first = o;
-  first.checkpoint_path = ckpt;
-  first.on_progress = [](const asgd::Progress& pr) { return pr.epoch < 3; };  // "crash" after epoch 3
-  first.progress_interval_seconds = 1e-6;
-  {
-    auto store = ParamStore::on_heap(p.layout());
-    Trainer t(store, first);
-    const auto r = t.run(p);
-    ASSERT_TRUE(r.stopped);
-  }
-  auto store = ParamStore::on_heap(p.layout());
-  Trainer resumed(store, o);
-  resumed.load_checkpoint(ckpt);
-  EXPECT_GE(resumed.state().epoch, 3u);
-  EXPECT_LT(resumed.state().epoch, 6u);
-  resumed.run(p);
-  EXPECT_EQ(store.snapshot(), uninterrupted);
+  EXPECT_EQ(crash_and_resume(p, o, o, ckpt), uninterrupted);
   fs::remove(ckpt);
 }
 
@@ -221,26 +229,10 @@ TEST(Trainer, AResumedTrainerKeepsItsRandomStream) {
   o.stream = 1;
   const auto stream1 = train(p, o);
   EXPECT_NE(stream1, stream0);  // the stream changes the shuffles
-
-  auto first = o;
-  first.checkpoint_path = ckpt;
-  first.on_progress = [](const asgd::Progress& pr) { return pr.epoch < 3; };
-  first.progress_interval_seconds = 1e-6;
-  {
-    auto store = ParamStore::on_heap(p.layout());
-    Trainer t(store, first);
-    ASSERT_TRUE(t.run(p).stopped);
-  }
-  EXPECT_EQ(asgd::read_checkpoint(ckpt).state.seed, 11u);
-  auto store = ParamStore::on_heap(p.layout());
   auto other = o;
   other.seed = 99;  // the checkpoint's seed wins over the options'
-  Trainer resumed(store, other);
-  resumed.load_checkpoint(ckpt);
-  ASSERT_GE(resumed.state().epoch, 3u);
-  ASSERT_LT(resumed.state().epoch, 6u);
-  resumed.run(p);
-  EXPECT_EQ(store.snapshot(), stream1);
+  EXPECT_EQ(crash_and_resume(p, o, other, ckpt), stream1);
+  EXPECT_EQ(asgd::read_checkpoint(ckpt).state.seed, 11u);
   fs::remove(ckpt);
 }
 namespace {

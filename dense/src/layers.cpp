@@ -103,14 +103,23 @@ struct Geometry {
   std::size_t padded_output(std::size_t n) const { return out_c * n * oh * ow_padded(); }
 };
 
-// in [ci][s][h][w] -> xp [s][ci][h + 2 pad][row()], zeros around.
+// in [ci][s][h][w] -> xp [s][ci][h + 2 pad][row()], zeros around (each
+// float written once: the padding rows, then each image row with its edges).
 void pad_input(const float* in, float* xp, const Geometry& g, std::size_t n) {
-  std::fill_n(xp, g.padded_input(n), 0.0f);
+  const std::size_t row = g.row(), plane = g.rows() * row;
   for (std::size_t ci = 0; ci < g.in_c; ++ci)
-    for (std::size_t s = 0; s < n; ++s)
-      for (std::size_t y = 0; y < g.h; ++y)
-        std::memcpy(xp + ((s * g.in_c + ci) * g.rows() + y + g.pad) * g.row() + g.pad,
-                    in + ((ci * n + s) * g.h + y) * g.w, g.w * sizeof(float));
+    for (std::size_t s = 0; s < n; ++s) {
+      float* dst = xp + (s * g.in_c + ci) * plane;
+      const float* src = in + (ci * n + s) * g.h * g.w;
+      std::fill_n(dst, g.pad * row, 0.0f);
+      for (std::size_t y = 0; y < g.h; ++y) {
+        float* r = dst + (y + g.pad) * row;
+        std::fill_n(r, g.pad, 0.0f);
+        std::memcpy(r + g.pad, src + y * g.w, g.w * sizeof(float));
+        std::fill(r + g.pad + g.w, r + row, 0.0f);
+      }
+      std::fill(dst + (g.h + g.pad) * row, dst + plane, 0.0f);
+    }
 }
 
 // out[c][s][oy][ox] = b[c] + sum over (ci, ky, kx) of w[c][ci][ky][kx] xp[s][ci][oy + ky][ox + kx]

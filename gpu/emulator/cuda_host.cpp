@@ -227,6 +227,14 @@ bool is_pinned(const void* p, std::size_t bytes) { return pinned.contains(p, byt
 thread_local cudaError_t last_error = cudaSuccess;
 cudaError_t fail(cudaError_t e) { return last_error = e; }
 
+// A handle's destroy call: `if_null` for a null handle, as CUDA answers.
+template <class Handle>
+cudaError_t destroy(Handle h, cudaError_t if_null) {
+  if (h == nullptr) return fail(if_null);
+  delete h;
+  return cudaSuccess;
+}
+
 // Devices: $ASGD_EMULATED_GPUS of them (1 to 16; default 1), so that the
 // choice of a device per rank and per thread can be tested. The current
 // device belongs to each host thread, as in CUDA; work sent to a stream or
@@ -458,17 +466,9 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsig
   return cudaSuccess;
 }
 
-cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
-  if (graph == nullptr) return fail(cudaErrorInvalidValue);
-  delete graph;
-  return cudaSuccess;
-}
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) { return destroy(graph, cudaErrorInvalidValue); }
 
-cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
-  if (exec == nullptr) return fail(cudaErrorInvalidValue);
-  delete exec;
-  return cudaSuccess;
-}
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) { return destroy(exec, cudaErrorInvalidValue); }
 
 // The recorded work, queued on s in its captured order (each piece a copy:
 // a graph can be launched again while an earlier launch still runs).
@@ -485,11 +485,7 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) {
   return cudaSuccess;
 }
 
-cudaError_t cudaEventDestroy(cudaEvent_t e) {
-  if (e == nullptr) return fail(cudaErrorInvalidResourceHandle);
-  delete e;
-  return cudaSuccess;
-}
+cudaError_t cudaEventDestroy(cudaEvent_t e) { return destroy(e, cudaErrorInvalidResourceHandle); }
 
 // Records are reached in the order they were made (gpu/ records each event
 // on one stream only).

@@ -2,12 +2,14 @@
 // (and a direct convolution where that wins).
 #include <Eigen/Core>
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <fmt/format.h>
 #include <limits>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "asgd/dense/network.hpp"
@@ -43,9 +45,11 @@ float init_bound(std::size_t fan_in, std::size_t fan_out, bool last) {
 // builds, with the heap's layout).
 constexpr std::size_t kLanes = 16;  // the lanes of every fixed-order sum here
 
-// The sum of 16 lanes, added pairwise (l + 8, then l + 4, ...).
-float sum_lanes(float (&lane)[kLanes]) {
-  for (std::size_t width = kLanes / 2; width > 0; width /= 2)
+// The sum of N lanes (a power of 2), added pairwise (l + N / 2, then l + N / 4, ...).
+template <std::size_t N>
+float sum_lanes(float (&lane)[N]) {
+  static_assert(N > 0 && (N & (N - 1)) == 0);
+  for (std::size_t width = N / 2; width > 0; width /= 2)
     for (std::size_t l = 0; l < width; ++l) lane[l] += lane[l + width];
   return lane[0];
 }
@@ -75,28 +79,47 @@ void column_sums(const float* a, std::size_t rows, std::size_t cols, float* out)
 // there a GEMM spends its time packing a K x M operand it then uses in a
 // K-long rank update, and the im2col copy itself costs as much. Measured
 // on LeNet-5's tiles of 16 images, one core (bench/RESULTS.md): its first
-// layer's forward went from 91 to 59 us and its backward from 120 to 56 us;
-// its second (K = 150) stays faster as im2col + GEMM (forward 95 against
-// 115 us, weight gradient 52 against 175 us).
+// layer's forward went from 91 to 59 us and its backward from 120 to 56 us.
+// Its second (K = 150, rows of 10) lost with these row vectors (forward 115
+// against GEMM's 95 us) and takes by_channel below instead.
 //
-// Vectors of kLanes floats along the output row (GCC/Clang vector types,
-// lowered to whatever the target has); the input is copied once per tile
-// into zero-padded rows of kLanes * ceil(OW / kLanes) + k - 1 floats, so
+// Vectors of kVec floats (the target's width, below) along the output row
+// (GCC/Clang vector types); the input is copied once per tile
+// into zero-padded rows of kVec * ceil(OW / kVec) + k - 1 floats, so
 // every load is in bounds and no row needs an edge case.
 namespace direct {
 
 constexpr std::size_t kMaxK = 32;  // im2col rows up to which the direct path runs
 constexpr std::size_t kMaxKernel = 5;  // so kernels up to 5 x 5 (6 x 6 is K = 36)
 static_assert(kMaxKernel * kMaxKernel <= kMaxK && (kMaxKernel + 1) * (kMaxKernel + 1) > kMaxK);
-typedef float Vec16 __attribute__((vector_size(kLanes * sizeof(float))));
+
+// The target's own vector width. A wider GCC vector type than the target
+// has is not split into registers but expanded piecewise (through memory):
+// 16-lane vectors on AVX2 made these kernels 3-5 times slower than GEMM.
+// kRegisters: how many VecN the target holds, which sizes every block of
+// accumulators below.
+#if defined(__AVX512F__)
+constexpr std::size_t kVec = 16;
+constexpr int kRegisters = 32;
+#elif defined(__AVX__)
+constexpr std::size_t kVec = 8;
+constexpr int kRegisters = 16;
+#elif defined(__aarch64__)
+constexpr std::size_t kVec = 4;
+constexpr int kRegisters = 32;
+#else
+constexpr std::size_t kVec = 4;
+constexpr int kRegisters = 16;
+#endif
+typedef float VecN __attribute__((vector_size(kVec * sizeof(float))));
 
 // An unaligned load. Out-parameter, not a return value: a 64-byte vector
 // returned by value changes the ABI without AVX-512 (GCC's -Wpsabi).
-inline void load(Vec16& v, const float* p) { std::memcpy(&v, p, sizeof v); }
+inline void load(VecN& v, const float* p) { std::memcpy(&v, p, sizeof v); }
 
 struct Geometry {
   std::size_t in_c, out_c, k, pad, h, w, oh, ow;
-  std::size_t ow_padded() const { return (ow + kLanes - 1) / kLanes * kLanes; }
+  std::size_t ow_padded() const { return (ow + kVec - 1) / kVec * kVec; }
   std::size_t row() const { return ow_padded() + k - 1; }  // a padded input row
   std::size_t rows() const { return h + 2 * pad; }          // padded input rows per plane
   std::size_t padded_input(std::size_t n) const { return n * in_c * rows() * row(); }
@@ -123,27 +146,27 @@ void pad_input(const float* in, float* xp, const Geometry& g, std::size_t n) {
 }
 
 // out[c][s][oy][ox] = b[c] + sum over (ci, ky, kx) of w[c][ci][ky][kx] xp[s][ci][oy + ky][ox + kx]
-// for the G output channels from c0: G vector accumulators per kLanes outputs.
+// for the G output channels from c0: G vector accumulators per kVec outputs.
 template <int G>
 void forward_channels(const float* xp, const float* w, const float* b, float* out, const Geometry& g,
                       std::size_t n, std::size_t c0) {
   const std::size_t K = g.in_c * g.k * g.k;
   for (std::size_t s = 0; s < n; ++s)
     for (std::size_t oy = 0; oy < g.oh; ++oy)
-      for (std::size_t x = 0; x < g.ow; x += kLanes) {
-        Vec16 acc[G];
-        for (int c = 0; c < G; ++c) acc[c] = Vec16{} + b[c0 + c];
+      for (std::size_t x = 0; x < g.ow; x += kVec) {
+        VecN acc[G];
+        for (int c = 0; c < G; ++c) acc[c] = VecN{} + b[c0 + c];
         for (std::size_t ci = 0; ci < g.in_c; ++ci)
           for (std::size_t ky = 0; ky < g.k; ++ky) {
             const float* in = xp + ((s * g.in_c + ci) * g.rows() + oy + ky) * g.row() + x;
             const float* wr = w + c0 * K + (ci * g.k + ky) * g.k;
             for (std::size_t kx = 0; kx < g.k; ++kx) {
-              Vec16 v;
+              VecN v;
               load(v, in + kx);
               for (int c = 0; c < G; ++c) acc[c] += wr[c * K + kx] * v;
             }
           }
-        const std::size_t m = std::min(kLanes, g.ow - x);
+        const std::size_t m = std::min(kVec, g.ow - x);
         for (int c = 0; c < G; ++c)
           std::memcpy(out + (((c0 + c) * n + s) * g.oh + oy) * g.ow + x, &acc[c], m * sizeof(float));
       }
@@ -172,15 +195,15 @@ void weight_gradient_channels(const float* xp, const float* dyp, float* dw, cons
   const std::size_t K = g.in_c * g.k * g.k, owp = g.ow_padded();
   for (std::size_t ci = 0; ci < g.in_c; ++ci)
     for (std::size_t ky = 0; ky < g.k; ++ky) {
-      Vec16 acc[G][KX] = {};
+      VecN acc[G][KX] = {};
       for (std::size_t s = 0; s < n; ++s)
         for (std::size_t oy = 0; oy < g.oh; ++oy) {
           const float* in = xp + ((s * g.in_c + ci) * g.rows() + oy + ky) * g.row();
-          for (std::size_t x = 0; x < owp; x += kLanes) {
-            Vec16 d[G];
+          for (std::size_t x = 0; x < owp; x += kVec) {
+            VecN d[G];
             for (int c = 0; c < G; ++c) load(d[c], dyp + (((c0 + c) * n + s) * g.oh + oy) * owp + x);
             for (int kx = 0; kx < KX; ++kx) {
-              Vec16 v;
+              VecN v;
               load(v, in + x + static_cast<std::size_t>(kx));
               for (int c = 0; c < G; ++c) acc[c][kx] += d[c] * v;
             }
@@ -188,19 +211,18 @@ void weight_gradient_channels(const float* xp, const float* dyp, float* dw, cons
         }
       for (int c = 0; c < G; ++c)
         for (int kx = 0; kx < KX; ++kx) {
-          float lane[kLanes];
+          float lane[kVec];
           std::memcpy(lane, &acc[c][kx], sizeof lane);
           dw[(c0 + c) * K + (ci * g.k + ky) * g.k + static_cast<std::size_t>(kx)] = sum_lanes(lane);
         }
     }
 }
 
-// About 16 accumulators, G = 16 / k channels at a time: sized for AVX-512's
-// 32 vector registers (measured there); with AVX2 a vector takes two of 16
-// registers and some accumulators spill.
+// About half the registers as accumulators, G = (kRegisters / 2) / k
+// channels at a time (16 / k with AVX-512, where it was measured).
 template <int KX>
 void weight_gradient_k(const float* xp, const float* dyp, float* dw, const Geometry& g, std::size_t n) {
-  constexpr int G = std::max(1, 16 / KX);
+  constexpr int G = std::max(1, kRegisters / 2 / KX);
   std::size_t c = 0;
   for (; c + G <= g.out_c; c += G) weight_gradient_channels<G, KX>(xp, dyp, dw, g, n, c);
   for (; c < g.out_c; ++c) weight_gradient_channels<1, KX>(xp, dyp, dw, g, n, c);
@@ -213,12 +235,256 @@ void weight_gradient(const float* xp, const float* dyp, float* dw, const Geometr
     case 3: return weight_gradient_k<3>(xp, dyp, dw, g, n);
     case 4: return weight_gradient_k<4>(xp, dyp, dw, g, n);
     case 5: return weight_gradient_k<5>(xp, dyp, dw, g, n);
-    default:  // Conv2d::direct() admits no other (kMaxKernel)
+    default:  // Conv2d::path() admits no other (kMaxKernel)
       throw RuntimeError(fmt::format("conv2d: no direct weight gradient for {}x{} kernels", g.k, g.k));
   }
 }
 
 }  // namespace direct
+
+// A direct convolution with the output channels as the vector lanes, for
+// layers with K > direct::kMaxK and a multiple of 16 output channels (as
+// LeNet-5's second layer: 6 -> 16 channels, 5 x 5, rows of 10 outputs, too
+// short for the row vectors above). Forward and weight gradient broadcast
+// one input float against kVec channels' weights or output gradients; the
+// input gradient takes the tile's images as its lanes instead, so no lane
+// and no tap is spent on padding. On LeNet-5's tiles of 16 images, one core
+// (bench/RESULTS.md): forward 84 -> 41 us, backward 157 -> 108 us against
+// im2col + GEMM; the forward and the weight gradient run near the two
+// 16-lane FMAs per cycle the core can issue.
+namespace by_channel {
+
+using direct::kRegisters;
+using direct::kVec;
+using direct::load;
+using direct::VecN;
+constexpr std::size_t kChannels = 16;  // the path takes a multiple of 16 output channels (whatever kVec)
+static_assert(kChannels % kVec == 0);
+constexpr int kMaxPixels = kRegisters >= 32 ? 12 : 10;  // forward: output pixels per block
+// Only where it was measured to win: with AVX2 (8 lanes, FMAs without a
+// broadcast operand) LeNet-5's second layer took 93-112 us forward and
+// 181-213 us backward this way, against im2col + GEMM's 93-98 and 145-148.
+constexpr bool kPays = kVec >= 16;
+constexpr int kMaxGroup = 6;                           // input gradient: input channels per block
+
+struct Geometry {
+  std::size_t in_c, out_c, k, pad, h, w, oh, ow;
+  std::size_t K() const { return in_c * k * k; }
+  std::size_t rows() const { return h + 2 * pad; }  // of a padded input plane
+  std::size_t cols() const { return w + 2 * pad; }
+  std::size_t plane() const { return rows() * cols(); }
+};
+
+// in [ci][s][h][w] -> xp [ci][s][h + 2 pad][w + 2 pad], zeros around.
+void pad_input(const float* in, float* xp, const Geometry& g, std::size_t n) {
+  const std::size_t cols = g.cols();
+  for (std::size_t p = 0; p < g.in_c * n; ++p) {
+    float* dst = xp + p * g.plane();
+    const float* src = in + p * g.h * g.w;
+    std::fill_n(dst, g.pad * cols, 0.0f);
+    for (std::size_t y = 0; y < g.h; ++y) {
+      float* r = dst + (y + g.pad) * cols;
+      std::fill_n(r, g.pad, 0.0f);
+      std::memcpy(r + g.pad, src + y * g.w, g.w * sizeof(float));
+      std::fill_n(r + g.pad + g.w, g.pad, 0.0f);
+    }
+    std::fill_n(dst + (g.h + g.pad) * cols, g.pad * cols, 0.0f);
+  }
+}
+
+// wt[cg][t][c] = w[kVec cg + c][t] for the taps t = (ci, ky, kx): each
+// tap's weights of kVec output channels as one vector.
+void transpose_weights(const float* w, float* wt, const Geometry& g) {
+  const std::size_t K = g.K();
+  for (std::size_t cg = 0; cg < g.out_c / kVec; ++cg)
+    for (std::size_t t = 0; t < K; ++t)
+      for (std::size_t c = 0; c < kVec; ++c) wt[(cg * K + t) * kVec + c] = w[(cg * kVec + c) * K + t];
+}
+
+// Outputs (cg, s, oy, ox0 .. ox0 + P): P accumulators of kVec channels,
+// transposed on the way out.
+template <int P>
+void forward_pixels(const float* xp, const float* wt, const float* b, float* out, const Geometry& g, std::size_t n,
+                    std::size_t cg, std::size_t s, std::size_t oy, std::size_t ox0) {
+  const std::size_t K = g.K(), cols = g.cols();
+  VecN bias;
+  load(bias, b + cg * kVec);
+  VecN acc[P];
+  for (int p = 0; p < P; ++p) acc[p] = bias;
+  for (std::size_t ci = 0; ci < g.in_c; ++ci)
+    for (std::size_t ky = 0; ky < g.k; ++ky) {
+      const float* in = xp + ((ci * n + s) * g.rows() + oy + ky) * cols + ox0;
+      const float* wr = wt + (cg * K + (ci * g.k + ky) * g.k) * kVec;
+      for (std::size_t kx = 0; kx < g.k; ++kx) {
+        VecN wv;
+        load(wv, wr + kx * kVec);
+        for (int p = 0; p < P; ++p) acc[p] += wv * in[static_cast<std::size_t>(p) + kx];
+      }
+    }
+  float lane[P][kVec];
+  std::memcpy(lane, acc, sizeof lane);
+  for (std::size_t c = 0; c < kVec; ++c) {
+    float* o = out + (((cg * kVec + c) * n + s) * g.oh + oy) * g.ow + ox0;
+    for (int p = 0; p < P; ++p) o[p] = lane[p][c];
+  }
+}
+
+using ForwardPixels = void (*)(const float*, const float*, const float*, float*, const Geometry&, std::size_t,
+                               std::size_t, std::size_t, std::size_t, std::size_t);
+template <std::size_t... P>
+constexpr auto forward_table(std::index_sequence<P...>) {
+  return std::array<ForwardPixels, sizeof...(P)>{&forward_pixels<static_cast<int>(P) + 1>...};
+}
+
+void forward(const float* xp, const float* wt, const float* b, float* out, const Geometry& g, std::size_t n) {
+  static constexpr auto pixels = forward_table(std::make_index_sequence<kMaxPixels>{});
+  // Rows in equal blocks (10 -> 10; 28 -> 10 + 9 + 9), not 12 + 12 + 4.
+  const std::size_t blocks = (g.ow + kMaxPixels - 1) / kMaxPixels, P = (g.ow + blocks - 1) / blocks;
+  for (std::size_t cg = 0; cg < g.out_c / kVec; ++cg)
+    for (std::size_t s = 0; s < n; ++s)
+      for (std::size_t oy = 0; oy < g.oh; ++oy)
+        for (std::size_t ox = 0; ox < g.ow; ox += P) pixels[std::min(P, g.ow - ox) - 1](xp, wt, b, out, g, n, cg, s, oy, ox);
+}
+
+// dyt[cg][(s, oy, ox)][c] = dY[kVec cg + c][s][oy][ox].
+void transpose_output_gradient(const float* dy, float* dyt, const Geometry& g, std::size_t n) {
+  const std::size_t M = n * g.oh * g.ow;
+  for (std::size_t cg = 0; cg < g.out_c / kVec; ++cg)
+    for (std::size_t c = 0; c < kVec; ++c) {
+      const float* src = dy + (cg * kVec + c) * M;
+      float* dst = dyt + cg * M * kVec + c;
+      for (std::size_t i = 0; i < M; ++i) dst[i * kVec] = src[i];
+    }
+}
+
+// dw[kVec cg + c][ci][ky][kx] for ky = ky0 .. ky0 + KY: sum over (s, oy, ox) of
+// dyt[cg][(s, oy, ox)][c] * xp[ci][s][oy + ky][ox + kx], KY x KX accumulators.
+// Not inlined: inlined into its caller's loops (GCC 12) it spilled, and the
+// layer's backward took 131 us instead of 108.
+template <int KX, int KY>
+__attribute__((noinline)) void weight_gradient_rows(const float* xp, const float* dyt, float* dw, const Geometry& g, std::size_t n,
+                          std::size_t cg, std::size_t ci, std::size_t ky0) {
+  const std::size_t K = g.K(), cols = g.cols(), M = n * g.oh * g.ow;
+  VecN acc[KY][KX] = {};
+  for (std::size_t s = 0; s < n; ++s)
+    for (std::size_t oy = 0; oy < g.oh; ++oy) {
+      const float* in = xp + ((ci * n + s) * g.rows() + oy + ky0) * cols;
+      const float* d0 = dyt + (cg * M + (s * g.oh + oy) * g.ow) * kVec;
+      for (std::size_t ox = 0; ox < g.ow; ++ox) {
+        VecN d;
+        load(d, d0 + ox * kVec);
+        for (int ky = 0; ky < KY; ++ky)
+          for (int kx = 0; kx < KX; ++kx) acc[ky][kx] += d * in[static_cast<std::size_t>(ky) * cols + ox + static_cast<std::size_t>(kx)];
+      }
+    }
+  for (int ky = 0; ky < KY; ++ky)
+    for (int kx = 0; kx < KX; ++kx) {
+      float lane[kVec];
+      std::memcpy(lane, &acc[ky][kx], sizeof lane);
+      const std::size_t t = (ci * g.k + ky0 + static_cast<std::size_t>(ky)) * g.k + static_cast<std::size_t>(kx);
+      for (std::size_t c = 0; c < kVec; ++c) dw[(cg * kVec + c) * K + t] = lane[c];
+    }
+}
+
+// Kernel rows in blocks of KY (all k with AVX-512: k x k <= 25
+// accumulators), the remainder one row at a time.
+template <int KX>
+void weight_gradient_k(const float* xp, const float* dyt, float* dw, const Geometry& g, std::size_t n) {
+  constexpr int KY = std::max(1, std::min(KX, (kRegisters - 4) / KX));
+  for (std::size_t cg = 0; cg < g.out_c / kVec; ++cg)
+    for (std::size_t ci = 0; ci < g.in_c; ++ci) {
+      std::size_t ky = 0;
+      for (; ky + KY <= g.k; ky += KY) weight_gradient_rows<KX, KY>(xp, dyt, dw, g, n, cg, ci, ky);
+      for (; ky < g.k; ++ky) weight_gradient_rows<KX, 1>(xp, dyt, dw, g, n, cg, ci, ky);
+    }
+}
+
+void weight_gradient(const float* xp, const float* dyt, float* dw, const Geometry& g, std::size_t n) {
+  switch (g.k) {
+    case 1: return weight_gradient_k<1>(xp, dyt, dw, g, n);
+    case 2: return weight_gradient_k<2>(xp, dyt, dw, g, n);
+    case 3: return weight_gradient_k<3>(xp, dyt, dw, g, n);
+    case 4: return weight_gradient_k<4>(xp, dyt, dw, g, n);
+    case 5: return weight_gradient_k<5>(xp, dyt, dw, g, n);
+    default:  // Conv2d::path() admits no other (direct::kMaxKernel)
+      throw RuntimeError(fmt::format("conv2d: no direct weight gradient for {}x{} kernels", g.k, g.k));
+  }
+}
+
+// The input gradient of images s0 .. s0 + m (m <= kVec), one image per lane:
+// dyi[c][oy][ox][l] = dY[c][s0 + l][oy][ox] (zeros for l >= m); then
+// dxi[ci][y][x][l] = sum over (c, ky, kx) of w[c][ci][ky][kx] dyi[c][y + pad - ky][x + pad - kx][l],
+// over the taps whose output is inside the image only; then back to din.
+void spread_output_gradient(const float* dy, float* dyi, const Geometry& g, std::size_t n, std::size_t s0,
+                            std::size_t m) {
+  const std::size_t P = g.oh * g.ow;
+  std::fill_n(dyi, g.out_c * P * kVec, 0.0f);
+  for (std::size_t c = 0; c < g.out_c; ++c)
+    for (std::size_t l = 0; l < m; ++l) {
+      const float* src = dy + (c * n + s0 + l) * P;
+      float* dst = dyi + c * P * kVec + l;
+      for (std::size_t p = 0; p < P; ++p) dst[p * kVec] = src[p];
+    }
+}
+
+template <int G>
+void input_gradient_channels(const float* w, const float* dyi, float* dxi, const Geometry& g, std::size_t ci0) {
+  const std::size_t K = g.K(), kk = g.k * g.k, P = g.oh * g.ow;
+  for (std::size_t y = 0; y < g.h; ++y) {
+    // Padded row y + pad meets output rows y + pad - ky in [0, oh).
+    const std::size_t iy = y + g.pad;
+    const std::size_t ky0 = iy >= g.oh ? iy - g.oh + 1 : 0, ky1 = std::min(g.k - 1, iy);
+    for (std::size_t x = 0; x < g.w; ++x) {
+      const std::size_t ix = x + g.pad;
+      const std::size_t kx0 = ix >= g.ow ? ix - g.ow + 1 : 0, kx1 = std::min(g.k - 1, ix);
+      VecN acc[G] = {};
+      for (std::size_t ky = ky0; ky <= ky1; ++ky)
+        for (std::size_t kx = kx0; kx <= kx1; ++kx) {
+          const float* d0 = dyi + ((iy - ky) * g.ow + ix - kx) * kVec;
+          const float* w0 = w + (ci0 * g.k + ky) * g.k + kx;
+          for (std::size_t c = 0; c < g.out_c; ++c) {
+            VecN d;
+            load(d, d0 + c * P * kVec);
+            for (int j = 0; j < G; ++j) acc[j] += w0[c * K + static_cast<std::size_t>(j) * kk] * d;
+          }
+        }
+      for (int j = 0; j < G; ++j)
+        std::memcpy(dxi + (((ci0 + static_cast<std::size_t>(j)) * g.h + y) * g.w + x) * kVec, &acc[j], sizeof acc[j]);
+    }
+  }
+}
+
+void gather_input_gradient(const float* dxi, float* din, const Geometry& g, std::size_t n, std::size_t s0,
+                           std::size_t m) {
+  const std::size_t P = g.h * g.w;
+  for (std::size_t ci = 0; ci < g.in_c; ++ci)
+    for (std::size_t l = 0; l < m; ++l) {
+      const float* src = dxi + ci * P * kVec + l;
+      float* dst = din + (ci * n + s0 + l) * P;
+      for (std::size_t p = 0; p < P; ++p) dst[p] = src[p * kVec];
+    }
+}
+
+using InputGradientChannels = void (*)(const float*, const float*, float*, const Geometry&, std::size_t);
+template <std::size_t... G>
+constexpr auto input_gradient_table(std::index_sequence<G...>) {
+  return std::array<InputGradientChannels, sizeof...(G)>{&input_gradient_channels<static_cast<int>(G) + 1>...};
+}
+
+// dyi and dxi: out_c * oh * ow * kVec and in_c * h * w * kVec floats.
+void input_gradient(const float* w, const float* dy, float* din, float* dyi, float* dxi, const Geometry& g,
+                    std::size_t n) {
+  static constexpr auto channels = input_gradient_table(std::make_index_sequence<kMaxGroup>{});
+  for (std::size_t s0 = 0; s0 < n; s0 += kVec) {
+    const std::size_t m = std::min(kVec, n - s0);
+    spread_output_gradient(dy, dyi, g, n, s0, m);
+    for (std::size_t ci = 0; ci < g.in_c; ci += kMaxGroup)
+      channels[std::min<std::size_t>(kMaxGroup, g.in_c - ci) - 1](w, dyi, dxi, g, ci);
+    gather_input_gradient(dxi, din, g, n, s0, m);
+  }
+}
+
+}  // namespace by_channel
 
 class Conv2d final : public Layer {
  public:
@@ -256,12 +522,29 @@ class Conv2d final : public Layer {
 
   void forward(const float* params, const float* in, float* out, std::size_t n, Scratch& s) const override {
     const std::size_t K = in_c_ * k_ * k_, M = n * out_.h * out_.w;
-    if (direct()) {
-      const direct::Geometry g = geometry();
-      float* xp = s.get(s.a, g.padded_input(n));  // kept for backward
-      direct::pad_input(in, xp, g, n);
-      direct::forward(xp, params + w_, params + b_, out, g, n);
-      return;
+    switch (path()) {
+      case Path::rows: {
+        const direct::Geometry g = geometry();
+        float* xp = s.get(s.a, g.padded_input(n));  // kept for backward
+        direct::pad_input(in, xp, g, n);
+        direct::forward(xp, params + w_, params + b_, out, g, n);
+        return;
+      }
+      case Path::channels: {
+        const by_channel::Geometry g = channel_geometry();
+        const float* xp = in;
+        if (pad_ > 0) {  // kept for backward
+          float* padded = s.get(s.a, in_c_ * n * g.plane());
+          by_channel::pad_input(in, padded, g, n);
+          xp = padded;
+        }
+        float* wt = s.get(s.b, out_c_ * K);
+        by_channel::transpose_weights(params + w_, wt, g);
+        by_channel::forward(xp, wt, params + b_, out, g, n);
+        return;
+      }
+      case Path::gemm:
+        break;
     }
     float* col = s.get(s.a, K * M);
     im2col(in, col, n);
@@ -275,9 +558,19 @@ class Conv2d final : public Layer {
   void backward(const float* params, const float* in, const float*, const float* dout, float* din, float* grad,
                 std::size_t n, Scratch& s) const override {
     const std::size_t K = in_c_ * k_ * k_, M = n * out_.h * out_.w;
-    (void)in;
     CMapR dY(dout, static_cast<Eigen::Index>(out_c_), static_cast<Eigen::Index>(M));
-    if (direct()) {
+    const Path which = path();
+    if (which == Path::channels) {
+      const by_channel::Geometry g = channel_geometry();
+      const std::size_t dyt_size = out_c_ * M, dyi_size = out_c_ * out_.h * out_.w * direct::kVec;
+      float* dyt = s.get(s.b, dyt_size + dyi_size + in_c_ * in_.h * in_.w * direct::kVec);
+      by_channel::transpose_output_gradient(dout, dyt, g, n);
+      by_channel::weight_gradient(pad_ > 0 ? s.a.data() : in, dyt, grad + w_, g, n);  // s.a: forward's padded input
+      row_sums(dout, out_c_, M, grad + b_);
+      if (din != nullptr) by_channel::input_gradient(params + w_, dout, din, dyt + dyt_size, dyt + dyt_size + dyi_size, g, n);
+      return;
+    }
+    if (which == Path::rows) {
       const direct::Geometry g = geometry();
       float* dyp = s.get(s.b, g.padded_output(n));
       direct::pad_output_gradient(dout, dyp, g, n);
@@ -351,8 +644,19 @@ class Conv2d final : public Layer {
         }
   }
 
-  bool direct() const noexcept { return in_c_ * k_ * k_ <= direct::kMaxK && k_ <= direct::kMaxKernel; }
+  // Which kernels run: direct with rows as vectors (K <= 32), direct with
+  // output channels as vectors (a multiple of 16 of them, on targets where
+  // that pays), or im2col + GEMM.
+  enum class Path { rows, channels, gemm };
+  Path path() const noexcept {
+    if (k_ > direct::kMaxKernel) return Path::gemm;
+    if (in_c_ * k_ * k_ <= direct::kMaxK) return Path::rows;
+    return by_channel::kPays && out_c_ % by_channel::kChannels == 0 ? Path::channels : Path::gemm;
+  }
   direct::Geometry geometry() const noexcept { return {in_c_, out_c_, k_, pad_, in_.h, in_.w, out_.h, out_.w}; }
+  by_channel::Geometry channel_geometry() const noexcept {
+    return {in_c_, out_c_, k_, pad_, in_.h, in_.w, out_.h, out_.w};
+  }
 
   std::size_t in_c_, out_c_, k_, pad_;
   Shape out_{};

@@ -227,11 +227,16 @@ TEST(DenseLayers, SoftmaxCrossEntropyKnownValues) {
   EXPECT_NEAR(softmax_cross_entropy(big.data(), one.data(), 1, 2, nullptr, 0.0f), 1000.0, 1e-3);
 }
 
-// The convolution against six plain loops, on both of its paths: the direct
-// one (in_c * k * k <= 32, so kernels up to 5 x 5: output rows in vectors of
-// 16, here rows shorter than, equal to and longer than one vector, channel
-// counts with and without a remainder of its groups of 6) and im2col + GEMM
-// (larger K).
+// The convolution against plain loops, on each of its three paths: direct
+// with rows as vectors (in_c * k * k <= 32, kernels up to 5 x 5: rows
+// shorter than, equal to and longer than one vector of 16, channel counts
+// with and without a remainder of its groups of 6), direct with output
+// channels as vectors (K > 32, a multiple of 16 output channels: one and
+// two groups of 16, rows of 5 to 28 in one to three pixel blocks, every
+// kernel width, input channels in groups of 6 with a remainder, tiles of
+// more than 16 images for the input gradient's image lanes; built for
+// AVX-512 only, elsewhere these cases run as GEMM), and im2col + GEMM
+// (everything else).
 struct ConvCase {
   std::size_t n, ci, co, H, Wd, k, pad;
   friend void PrintTo(const ConvCase& c, std::ostream* os) {
@@ -270,20 +275,74 @@ TEST_P(ConvolutionForward, MatchesDirectLoops) {
         }
 }
 
-INSTANTIATE_TEST_SUITE_P(DenseLayers, ConvolutionForward,
-                         ::testing::Values(ConvCase{3, 2, 3, 6, 5, 3, 1},     // direct, K = 18
-                                           ConvCase{2, 1, 7, 9, 37, 5, 2},    // direct, 37 wide, 6 + 1 channels
-                                           ConvCase{2, 1, 6, 28, 28, 5, 2},   // direct, LeNet-5's first layer
-                                           ConvCase{2, 3, 2, 7, 16, 3, 0},    // direct, 14 wide
-                                           ConvCase{2, 1, 7, 8, 16, 3, 1},    // direct, 16 wide: one vector
-                                           ConvCase{2, 2, 13, 5, 32, 3, 1},   // direct, 32 wide, 2 x 6 + 1
-                                           ConvCase{2, 32, 17, 3, 16, 1, 0},  // direct, 1 x 1, K = 32
-                                           ConvCase{2, 8, 9, 5, 17, 2, 0},    // direct, 2 x 2
-                                           ConvCase{2, 2, 5, 6, 19, 4, 0},    // direct, 4 x 4
-                                           ConvCase{2, 1, 2, 5, 21, 7, 3},    // GEMM, 7 x 7: K = 49
-                                           ConvCase{3, 4, 3, 6, 5, 3, 1},     // GEMM, K = 36
-                                           ConvCase{2, 6, 16, 14, 14, 5, 0})  // GEMM, LeNet-5's second
-);
+const auto kConvCases = ::testing::Values(ConvCase{3, 2, 3, 6, 5, 3, 1},     // rows, K = 18
+                                          ConvCase{2, 1, 7, 9, 37, 5, 2},    // rows, 37 wide, 6 + 1 channels
+                                          ConvCase{2, 1, 6, 28, 28, 5, 2},   // rows, LeNet-5's first layer
+                                          ConvCase{2, 3, 2, 7, 16, 3, 0},    // rows, 14 wide
+                                          ConvCase{2, 1, 7, 8, 16, 3, 1},    // rows, 16 wide: one vector
+                                          ConvCase{2, 2, 13, 5, 32, 3, 1},   // rows, 32 wide, 2 x 6 + 1
+                                          ConvCase{2, 32, 17, 3, 16, 1, 0},  // rows, 1 x 1, K = 32
+                                          ConvCase{2, 8, 9, 5, 17, 2, 0},    // rows, 2 x 2
+                                          ConvCase{2, 2, 5, 6, 19, 4, 0},    // rows, 4 x 4
+                                          ConvCase{2, 6, 16, 14, 14, 5, 0},  // channels, LeNet-5's second
+                                          ConvCase{19, 6, 16, 14, 14, 5, 0}, // channels, 16 + 3 images
+                                          ConvCase{3, 4, 32, 9, 28, 3, 1},   // channels, 2 groups, 28 wide
+                                          ConvCase{2, 3, 16, 7, 5, 5, 2},    // channels, pad 2, 5 wide
+                                          ConvCase{2, 9, 16, 6, 8, 2, 1},    // channels, 2 x 2, 6 + 3 inputs
+                                          ConvCase{2, 40, 16, 3, 4, 1, 0},   // channels, 1 x 1, K = 40
+                                          ConvCase{17, 3, 16, 7, 9, 4, 0},   // channels, 4 x 4, 16 + 1 images
+                                          ConvCase{2, 1, 2, 5, 21, 7, 3},    // GEMM, 7 x 7: K = 49
+                                          ConvCase{3, 4, 3, 6, 5, 3, 1},     // GEMM, K = 36
+                                          ConvCase{2, 6, 20, 14, 14, 5, 0}); // GEMM, 20 outputs: not 16s
+INSTANTIATE_TEST_SUITE_P(DenseLayers, ConvolutionForward, kConvCases);
+
+// The parameter and input gradients of one layer (backward after forward,
+// as the Network calls them) against the same loops in double: dW[o][c][ky][kx]
+// = sum dY[o][s][oy][ox] x[c][s][iy][ix], db[o] = sum dY[o], and
+// dx[c][s][iy][ix] = sum dY[o][s][oy][ox] W[o][c][ky][kx], with
+// (iy, ix) = (oy + ky - pad, ox + kx - pad) inside the image.
+class ConvolutionBackward : public ::testing::TestWithParam<ConvCase> {};
+
+TEST_P(ConvolutionBackward, MatchesDirectLoops) {
+  const auto [n, ci, co, H, Wd, k, pad] = GetParam();
+  const auto conv = conv2d(ci, co, k, pad);
+  Layout layout;
+  conv->declare(layout, "conv", Shape{ci, H, Wd});
+  const std::size_t OH = H + 2 * pad - k + 1, OW = Wd + 2 * pad - k + 1;
+  const std::vector<float> params = random_vector(layout.size(), 17);
+  const auto x = random_vector(ci * n * H * Wd, 18);    // [ci][n][H][W]
+  const auto dy = random_vector(co * n * OH * OW, 19);  // [co][n][OH][OW]
+  std::vector<float> y(dy.size()), dx(x.size(), 7.0f), grad(layout.size(), 7.0f);
+  Scratch scratch;
+  conv->forward(params.data(), x.data(), y.data(), n, scratch);
+  conv->backward(params.data(), x.data(), y.data(), dy.data(), dx.data(), grad.data(), n, scratch);
+  const std::size_t w0 = layout["conv.weight"].offset, b0 = layout["conv.bias"].offset, K = ci * k * k;
+  std::vector<double> dw(co * K, 0.0), db(co, 0.0), dxr(x.size(), 0.0);
+  for (std::size_t o = 0; o < co; ++o)
+    for (std::size_t s = 0; s < n; ++s)
+      for (std::size_t oy = 0; oy < OH; ++oy)
+        for (std::size_t ox = 0; ox < OW; ++ox) {
+          const double d = dy[((o * n + s) * OH + oy) * OW + ox];
+          db[o] += d;
+          for (std::size_t c = 0; c < ci; ++c)
+            for (std::size_t ky = 0; ky < k; ++ky)
+              for (std::size_t kx = 0; kx < k; ++kx) {
+                const long iy = static_cast<long>(oy + ky) - static_cast<long>(pad);
+                const long ix = static_cast<long>(ox + kx) - static_cast<long>(pad);
+                if (iy < 0 || ix < 0 || iy >= static_cast<long>(H) || ix >= static_cast<long>(Wd)) continue;
+                const std::size_t at = ((c * n + s) * H + static_cast<std::size_t>(iy)) * Wd + static_cast<std::size_t>(ix);
+                const std::size_t t = o * K + (c * k + ky) * k + kx;
+                dw[t] += d * x[at];
+                dxr[at] += d * params[w0 + t];
+              }
+        }
+  const auto near = [](float got, double want) { return std::abs(got - want) <= 1e-4 * std::max(1.0, std::abs(want)); };
+  for (std::size_t t = 0; t < co * K; ++t) ASSERT_PRED2(near, grad[w0 + t], dw[t]) << "weight " << t;
+  for (std::size_t o = 0; o < co; ++o) ASSERT_PRED2(near, grad[b0 + o], db[o]) << "bias " << o;
+  for (std::size_t i = 0; i < x.size(); ++i) ASSERT_PRED2(near, dx[i], dxr[i]) << "input " << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(DenseLayers, ConvolutionBackward, kConvCases);
 
 TEST(DenseLayers, MaxPoolAndFlattenForward) {
   Network net(Shape{2, 2, 4});

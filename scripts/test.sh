@@ -13,8 +13,11 @@ if [ "${1:-}" = "--tsan" ]; then
   # AVX-512 intrinsics at this optimisation level, and speed is not the point.
   cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DASGD_SANITIZE=thread -DASGD_DENSE_NATIVE=OFF \
         -DASGD_BUILD_APPS=OFF -DASGD_BUILD_BENCH=OFF -DASGD_WERROR=ON
-  # test_gpu brings the emulated backend with it when CUDA's headers are found.
-  cmake --build build-tsan -j "$jobs" --target test_engine test_allreduce test_averaging test_gpu
+  # test_gpu brings the emulated backend with it when CUDA's headers are found,
+  # and then the emulator's own tests (its streams are threads) exist too.
+  targets=(test_engine test_allreduce test_averaging test_gpu)
+  if cmake --build build-tsan --target help | grep -qw test_gpu_emulator; then targets+=(test_gpu_emulator); fi
+  cmake --build build-tsan -j "$jobs" --target "${targets[@]}"
   export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp"
   # The CPU side of the GPU tests runs Eigen GEMMs, whose OpenMP threads
   # ThreadSanitizer cannot follow: one thread there.

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # One command: install what is missing, build in Release with the tests, and
 # run the whole test suite. `--tsan` instead builds the engine tests, the
-# threaded net/ tests (ranks as threads, the averaging thread) and the GPU
+# threaded net/ tests (ranks as threads, the averaging thread), the GPU
 # tests on the emulated backend (asynchronous streams: a missing event wait
-# is a race) with ThreadSanitizer in build-tsan and runs those (CI does both).
+# is a race) and the dense layer tests (without -march=native: the direct
+# kernels' narrower vectors) with ThreadSanitizer in build-tsan and runs
+# those (CI does both).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh --tests
@@ -15,14 +17,17 @@ if [ "${1:-}" = "--tsan" ]; then
         -DASGD_BUILD_APPS=OFF -DASGD_BUILD_BENCH=OFF -DASGD_WERROR=ON
   # test_gpu brings the emulated backend with it when CUDA's headers are found,
   # and then the emulator's own tests (its streams are threads) exist too.
-  targets=(test_engine test_allreduce test_averaging test_gpu)
-  if cmake --build build-tsan --target help | grep -qw test_gpu_emulator; then targets+=(test_gpu_emulator); fi
+  # test_layers runs dense/'s direct kernels at this build's narrower vectors.
+  targets=(test_engine test_allreduce test_averaging test_gpu test_layers)
+  # (The list is read whole: `grep -q` would stop early and fail make's pipe.)
+  available=$(cmake --build build-tsan --target help)
+  if grep -qw test_gpu_emulator <<< "$available"; then targets+=(test_gpu_emulator); fi
   cmake --build build-tsan -j "$jobs" --target "${targets[@]}"
   export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp"
   # The CPU side of the GPU tests runs Eigen GEMMs, whose OpenMP threads
   # ThreadSanitizer cannot follow: one thread there.
   export OMP_NUM_THREADS=1
-  ctest --test-dir build-tsan -L 'engine|threads|emulated' --output-on-failure -j "$jobs"
+  ctest --test-dir build-tsan -L 'engine|threads|emulated|dense' --output-on-failure -j "$jobs"
 else
   bash scripts/build.sh build -DASGD_BUILD_TESTS=ON -DASGD_BUILD_BENCH=ON -DASGD_WERROR=ON
   ctest --test-dir build --output-on-failure -j "$jobs"

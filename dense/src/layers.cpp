@@ -43,7 +43,9 @@ float init_bound(std::size_t fan_in, std::size_t fan_out, bool last) {
 // alignment, so the same gradient came out with different rounding for
 // differently aligned buffers (and runs of one seed differed between
 // builds, with the heap's layout).
-constexpr std::size_t kLanes = 16;  // the lanes of every fixed-order sum here
+// (The direct kernels' weight gradients sum in the target's vector lanes,
+// simd::kVec, so their order is fixed per build target.)
+constexpr std::size_t kLanes = 16;  // the lanes of the bias gradients' fixed-order sums
 
 // The sum of N lanes (a power of 2), added pairwise (l + N / 2, then l + N / 4, ...).
 template <std::size_t N>
@@ -74,30 +76,15 @@ void column_sums(const float* a, std::size_t rows, std::size_t cols, float* out)
     for (std::size_t c = 0; c < cols; ++c) out[c] += a[r * cols + c];
 }
 
-// A direct convolution for layers whose im2col matrix has few rows
-// (K = in_c * k * k <= direct::kMaxK, as LeNet-5's first layer: 1 x 5 x 5):
-// there a GEMM spends its time packing a K x M operand it then uses in a
-// K-long rank update, and the im2col copy itself costs as much. Measured
-// on LeNet-5's tiles of 16 images, one core (bench/RESULTS.md): its first
-// layer's forward went from 91 to 59 us and its backward from 120 to 56 us.
-// Its second (K = 150, rows of 10) lost with these row vectors (forward 115
-// against GEMM's 95 us) and takes by_channel below instead.
-//
-// Vectors of kVec floats (the target's width, below) along the output row
-// (GCC/Clang vector types); the input is copied once per tile
-// into zero-padded rows of kVec * ceil(OW / kVec) + k - 1 floats, so
-// every load is in bounds and no row needs an edge case.
-namespace direct {
-
-constexpr std::size_t kMaxK = 32;  // im2col rows up to which the direct path runs
-constexpr std::size_t kMaxKernel = 5;  // so kernels up to 5 x 5 (6 x 6 is K = 36)
-static_assert(kMaxKernel * kMaxKernel <= kMaxK && (kMaxKernel + 1) * (kMaxKernel + 1) > kMaxK);
+// The direct convolutions' common parts: the target's vectors, short-row
+// copies, the geometry, the padded input, and a dispatch on kernel width.
+namespace simd {
 
 // The target's own vector width. A wider GCC vector type than the target
 // has is not split into registers but expanded piecewise (through memory):
-// 16-lane vectors on AVX2 made these kernels 3-5 times slower than GEMM.
-// kRegisters: how many VecN the target holds, which sizes every block of
-// accumulators below.
+// 16-lane vectors on AVX2 made the direct kernels 3-5 times slower than
+// GEMM. kRegisters: how many VecN the target holds, from which the weight
+// gradients' and the channel-lane forward's accumulator blocks are sized.
 #if defined(__AVX512F__)
 constexpr std::size_t kVec = 16;
 constexpr int kRegisters = 32;
@@ -112,53 +99,134 @@ constexpr std::size_t kVec = 4;
 constexpr int kRegisters = 16;
 #endif
 typedef float VecN __attribute__((vector_size(kVec * sizeof(float))));
+typedef float VecHalf __attribute__((vector_size(kVec / 2 * sizeof(float))));
 
-// An unaligned load. Out-parameter, not a return value: a 64-byte vector
-// returned by value changes the ABI without AVX-512 (GCC's -Wpsabi).
+// Unaligned loads and stores. Out-parameters, not return values: a 64-byte
+// vector returned by value changes the ABI without AVX-512 (GCC's -Wpsabi).
 inline void load(VecN& v, const float* p) { std::memcpy(&v, p, sizeof v); }
+inline void store(float* p, const VecN& v) { std::memcpy(p, &v, sizeof v); }
 
-struct Geometry {
-  std::size_t in_c, out_c, k, pad, h, w, oh, ow;
-  std::size_t ow_padded() const { return (ow + kVec - 1) / kVec * kVec; }
-  std::size_t row() const { return ow_padded() + k - 1; }  // a padded input row
-  std::size_t rows() const { return h + 2 * pad; }          // padded input rows per plane
-  std::size_t padded_input(std::size_t n) const { return n * in_c * rows() * row(); }
-  std::size_t padded_output(std::size_t n) const { return out_c * n * oh * ow_padded(); }
-};
+// GCC turns a copy or zeroing loop into a call of memcpy or memset of a
+// run-time length; for LeNet-5's rows of 10 to 36 floats that call costs
+// more than the copy (pool2's forward took 5.2 against 3.7 us per tile).
+#if defined(__GNUC__) && !defined(__clang__)
+#define ASGD_NO_LIBRARY_LOOPS __attribute__((optimize("no-tree-loop-distribute-patterns")))
+#else
+#define ASGD_NO_LIBRARY_LOOPS
+#endif
 
-// in [ci][s][h][w] -> xp [s][ci][h + 2 pad][row()], zeros around (each
-// float written once: the padding rows, then each image row with its edges).
-void pad_input(const float* in, float* xp, const Geometry& g, std::size_t n) {
-  const std::size_t row = g.row(), plane = g.rows() * row;
-  for (std::size_t ci = 0; ci < g.in_c; ++ci)
-    for (std::size_t s = 0; s < n; ++s) {
-      float* dst = xp + (s * g.in_c + ci) * plane;
-      const float* src = in + (ci * n + s) * g.h * g.w;
-      std::fill_n(dst, g.pad * row, 0.0f);
-      for (std::size_t y = 0; y < g.h; ++y) {
-        float* r = dst + (y + g.pad) * row;
-        std::fill_n(r, g.pad, 0.0f);
-        std::memcpy(r + g.pad, src + y * g.w, g.w * sizeof(float));
-        std::fill(r + g.pad + g.w, r + row, 0.0f);
-      }
-      std::fill(dst + (g.h + g.pad) * row, dst + plane, 0.0f);
-    }
+// Copies count floats of a short row in half vectors (32 bytes with
+// AVX-512: whole 64-byte ones, each split across two cache lines when
+// unaligned, were slower for rows of 28), the last one overlapping the one
+// before.
+ASGD_NO_LIBRARY_LOOPS inline void copy_row(float* __restrict dst, const float* __restrict src, std::size_t count) {
+  constexpr std::size_t kHalf = kVec / 2;
+  if (count < kHalf) {
+    for (std::size_t i = 0; i < count; ++i) dst[i] = src[i];
+    return;
+  }
+  VecHalf v;
+  for (std::size_t i = 0; i + kHalf < count; i += kHalf) {
+    std::memcpy(&v, src + i, sizeof v);
+    std::memcpy(dst + i, &v, sizeof v);
+  }
+  std::memcpy(&v, src + count - kHalf, sizeof v);
+  std::memcpy(dst + count - kHalf, &v, sizeof v);
 }
 
-// out[c][s][oy][ox] = b[c] + sum over (ci, ky, kx) of w[c][ci][ky][kx] xp[s][ci][oy + ky][ox + kx]
+// Zeroes count floats: whole vectors, the last one overlapping.
+ASGD_NO_LIBRARY_LOOPS inline void zero_row(float* dst, std::size_t count) {
+  if (count < kVec) {
+    for (std::size_t i = 0; i < count; ++i) dst[i] = 0.0f;
+    return;
+  }
+  const VecN zero{};
+  for (std::size_t i = 0; i + kVec < count; i += kVec) store(dst + i, zero);
+  store(dst + count - kVec, zero);
+}
+
+// A convolution's sizes, and its input padded for the direct kernels:
+// xp [ci][s][h + 2 pad][stride], each row zeros, then the image row at
+// column pad. The row kernels' stride is row() (whole vectors of outputs
+// plus k - 1), the channel-lane kernels' cols() (w + 2 pad).
+struct Geometry {
+  std::size_t in_c, out_c, k, pad, h, w, oh, ow;
+  std::size_t K() const { return in_c * k * k; }
+  std::size_t rows() const { return h + 2 * pad; }
+  std::size_t cols() const { return w + 2 * pad; }
+  std::size_t ow_padded() const { return (ow + kVec - 1) / kVec * kVec; }
+  std::size_t row() const { return ow_padded() + k - 1; }
+  std::size_t padded_input(std::size_t n, std::size_t stride) const { return in_c * n * rows() * stride; }
+};
+
+void pad_input(const float* in, float* xp, const Geometry& g, std::size_t n, std::size_t stride) {
+  for (std::size_t p = 0; p < g.in_c * n; ++p) {  // p = (ci, s)
+    float* dst = xp + p * g.rows() * stride;
+    const float* src = in + p * g.h * g.w;
+    zero_row(dst, g.pad * stride);
+    for (std::size_t y = 0; y < g.h; ++y) {
+      float* r = dst + (y + g.pad) * stride;
+      zero_row(r, stride);
+      copy_row(r + g.pad, src + y * g.w, g.w);
+    }
+    zero_row(dst + (g.h + g.pad) * stride, g.pad * stride);
+  }
+}
+
+// f(std::integral_constant<int, k>{}) for the kernel widths the direct
+// kernels are instantiated for.
+constexpr std::size_t kMaxKernel = 5;
+template <class F>
+void with_kernel_width(std::size_t k, F&& f) {
+  switch (k) {
+    case 1: return f(std::integral_constant<int, 1>{});
+    case 2: return f(std::integral_constant<int, 2>{});
+    case 3: return f(std::integral_constant<int, 3>{});
+    case 4: return f(std::integral_constant<int, 4>{});
+    case 5: return f(std::integral_constant<int, 5>{});
+    default:  // Conv2d::path() admits no other
+      throw RuntimeError(fmt::format("conv2d: no direct kernel for {}x{}", k, k));
+  }
+}
+
+}  // namespace simd
+
+// A direct convolution for layers whose im2col matrix has few rows
+// (K = in_c * k * k <= direct::kMaxK, as LeNet-5's first layer: 1 x 5 x 5):
+// there a GEMM spends its time packing a K x M operand it then uses in a
+// K-long rank update, and the im2col copy itself costs as much. Measured
+// on LeNet-5's tiles of 16 images, one core (bench/RESULTS.md): its first
+// layer's forward went from 91 to 59 us and its backward from 120 to 56 us.
+// Its second (K = 150, rows of 10) lost with these row vectors (forward 115
+// against GEMM's 95 us) and takes by_channel below instead.
+//
+// Vectors of kVec floats along the output row (GCC/Clang vector types);
+// the input is copied once per tile into zero-padded rows of
+// kVec * ceil(OW / kVec) + k - 1 floats, so every load is in bounds.
+namespace direct {
+
+using namespace simd;
+constexpr std::size_t kMaxK = 32;  // im2col rows up to which the direct path runs
+static_assert(kMaxKernel * kMaxKernel <= kMaxK && (kMaxKernel + 1) * (kMaxKernel + 1) > kMaxK);
+
+// out[c][s][oy][ox] = b[c] + sum over (ci, ky, kx) of w[c][ci][ky][kx] xp[ci][s][oy + ky][ox + kx]
 // for the G output channels from c0: G vector accumulators per kVec outputs.
+// A row's last vector ends at its last output (overlapping the one before,
+// which it recomputes bit for bit), so every store is a whole vector; rows
+// shorter than a vector are stored float by float.
 template <int G>
 void forward_channels(const float* xp, const float* w, const float* b, float* out, const Geometry& g,
                       std::size_t n, std::size_t c0) {
-  const std::size_t K = g.in_c * g.k * g.k;
+  const std::size_t K = g.K();
   for (std::size_t s = 0; s < n; ++s)
     for (std::size_t oy = 0; oy < g.oh; ++oy)
-      for (std::size_t x = 0; x < g.ow; x += kVec) {
+      for (std::size_t next = 0; next < g.ow; next += kVec) {
+        const std::size_t x = next + kVec > g.ow && g.ow >= kVec ? g.ow - kVec : next;
         VecN acc[G];
         for (int c = 0; c < G; ++c) acc[c] = VecN{} + b[c0 + c];
         for (std::size_t ci = 0; ci < g.in_c; ++ci)
           for (std::size_t ky = 0; ky < g.k; ++ky) {
-            const float* in = xp + ((s * g.in_c + ci) * g.rows() + oy + ky) * g.row() + x;
+            const float* in = xp + ((ci * n + s) * g.rows() + oy + ky) * g.row() + x;
             const float* wr = w + c0 * K + (ci * g.k + ky) * g.k;
             for (std::size_t kx = 0; kx < g.k; ++kx) {
               VecN v;
@@ -166,39 +234,49 @@ void forward_channels(const float* xp, const float* w, const float* b, float* ou
               for (int c = 0; c < G; ++c) acc[c] += wr[c * K + kx] * v;
             }
           }
-        const std::size_t m = std::min(kVec, g.ow - x);
-        for (int c = 0; c < G; ++c)
-          std::memcpy(out + (((c0 + c) * n + s) * g.oh + oy) * g.ow + x, &acc[c], m * sizeof(float));
+        for (int c = 0; c < G; ++c) {
+          float* o = out + (((c0 + c) * n + s) * g.oh + oy) * g.ow + x;
+          if (g.ow >= kVec) {
+            store(o, acc[c]);
+          } else {
+            float lane[kVec];
+            store(lane, acc[c]);
+            for (std::size_t l = 0; l < g.ow; ++l) o[l] = lane[l];
+          }
+        }
       }
 }
 
+// 6 output channels' accumulators per vector of outputs.
 void forward(const float* xp, const float* w, const float* b, float* out, const Geometry& g, std::size_t n) {
   std::size_t c = 0;
   for (; c + 6 <= g.out_c; c += 6) forward_channels<6>(xp, w, b, out, g, n, c);
   for (; c < g.out_c; ++c) forward_channels<1>(xp, w, b, out, g, n, c);
 }
 
-// dY [c][s][oh][ow] -> dyp [c][s][oh][ow_padded()], zeros past ow.
+// dY [c][s][oh][ow] -> dyp [c][s][oh][ow_padded()], zeros past ow (the
+// row's last vector zeroed, then the row copied over it).
 void pad_output_gradient(const float* dy, float* dyp, const Geometry& g, std::size_t n) {
   const std::size_t owp = g.ow_padded();
+  const VecN zero{};
   for (std::size_t r = 0; r < g.out_c * n * g.oh; ++r) {
-    std::memcpy(dyp + r * owp, dy + r * g.ow, g.ow * sizeof(float));
-    std::fill(dyp + r * owp + g.ow, dyp + (r + 1) * owp, 0.0f);
+    store(dyp + (r + 1) * owp - kVec, zero);
+    copy_row(dyp + r * owp, dy + r * g.ow, g.ow);
   }
 }
 
-// dw[c][ci][ky][kx] = sum over (s, oy, ox) of dY[c][s][oy][ox] xp[s][ci][oy + ky][ox + kx], for the G
+// dw[c][ci][ky][kx] = sum over (s, oy, ox) of dY[c][s][oy][ox] xp[ci][s][oy + ky][ox + kx], for the G
 // channels from c0: G x KX vector accumulators per (ci, ky), their lanes added pairwise at the end.
 template <int G, int KX>
 void weight_gradient_channels(const float* xp, const float* dyp, float* dw, const Geometry& g, std::size_t n,
                               std::size_t c0) {
-  const std::size_t K = g.in_c * g.k * g.k, owp = g.ow_padded();
+  const std::size_t K = g.K(), owp = g.ow_padded();
   for (std::size_t ci = 0; ci < g.in_c; ++ci)
     for (std::size_t ky = 0; ky < g.k; ++ky) {
       VecN acc[G][KX] = {};
       for (std::size_t s = 0; s < n; ++s)
         for (std::size_t oy = 0; oy < g.oh; ++oy) {
-          const float* in = xp + ((s * g.in_c + ci) * g.rows() + oy + ky) * g.row();
+          const float* in = xp + ((ci * n + s) * g.rows() + oy + ky) * g.row();
           for (std::size_t x = 0; x < owp; x += kVec) {
             VecN d[G];
             for (int c = 0; c < G; ++c) load(d[c], dyp + (((c0 + c) * n + s) * g.oh + oy) * owp + x);
@@ -212,7 +290,7 @@ void weight_gradient_channels(const float* xp, const float* dyp, float* dw, cons
       for (int c = 0; c < G; ++c)
         for (int kx = 0; kx < KX; ++kx) {
           float lane[kVec];
-          std::memcpy(lane, &acc[c][kx], sizeof lane);
+          store(lane, acc[c][kx]);
           dw[(c0 + c) * K + (ci * g.k + ky) * g.k + static_cast<std::size_t>(kx)] = sum_lanes(lane);
         }
     }
@@ -220,24 +298,13 @@ void weight_gradient_channels(const float* xp, const float* dyp, float* dw, cons
 
 // About half the registers as accumulators, G = (kRegisters / 2) / k
 // channels at a time (16 / k with AVX-512, where it was measured).
-template <int KX>
-void weight_gradient_k(const float* xp, const float* dyp, float* dw, const Geometry& g, std::size_t n) {
-  constexpr int G = std::max(1, kRegisters / 2 / KX);
-  std::size_t c = 0;
-  for (; c + G <= g.out_c; c += G) weight_gradient_channels<G, KX>(xp, dyp, dw, g, n, c);
-  for (; c < g.out_c; ++c) weight_gradient_channels<1, KX>(xp, dyp, dw, g, n, c);
-}
-
 void weight_gradient(const float* xp, const float* dyp, float* dw, const Geometry& g, std::size_t n) {
-  switch (g.k) {
-    case 1: return weight_gradient_k<1>(xp, dyp, dw, g, n);
-    case 2: return weight_gradient_k<2>(xp, dyp, dw, g, n);
-    case 3: return weight_gradient_k<3>(xp, dyp, dw, g, n);
-    case 4: return weight_gradient_k<4>(xp, dyp, dw, g, n);
-    case 5: return weight_gradient_k<5>(xp, dyp, dw, g, n);
-    default:  // Conv2d::path() admits no other (kMaxKernel)
-      throw RuntimeError(fmt::format("conv2d: no direct weight gradient for {}x{} kernels", g.k, g.k));
-  }
+  with_kernel_width(g.k, [&](auto width) {
+    constexpr int KX = decltype(width)::value, G = std::max(1, kRegisters / 2 / KX);
+    std::size_t c = 0;
+    for (; c + G <= g.out_c; c += G) weight_gradient_channels<G, KX>(xp, dyp, dw, g, n, c);
+    for (; c < g.out_c; ++c) weight_gradient_channels<1, KX>(xp, dyp, dw, g, n, c);
+  });
 }
 
 }  // namespace direct
@@ -247,50 +314,22 @@ void weight_gradient(const float* xp, const float* dyp, float* dw, const Geometr
 // LeNet-5's second layer: 6 -> 16 channels, 5 x 5, rows of 10 outputs, too
 // short for the row vectors above). Forward and weight gradient broadcast
 // one input float against kVec channels' weights or output gradients; the
-// input gradient takes the tile's images as its lanes instead, so no lane
-// and no tap is spent on padding. On LeNet-5's tiles of 16 images, one core
-// (bench/RESULTS.md): forward 84 -> 41 us, backward 157 -> 108 us against
-// im2col + GEMM; the forward and the weight gradient run near the two
-// 16-lane FMAs per cycle the core can issue.
+// input gradient takes the tile's images as its lanes instead, so no tap is
+// spent on padding (and no lane, when the tile is a multiple of kVec). On
+// LeNet-5's tiles of 16 images, one core (bench/RESULTS.md): forward 84 ->
+// 41 us, backward 157 -> 108 us against im2col + GEMM; the forward and the
+// weight gradient run near the two 16-lane FMAs per cycle the core can issue.
 namespace by_channel {
 
-using direct::kRegisters;
-using direct::kVec;
-using direct::load;
-using direct::VecN;
+using namespace simd;
 constexpr std::size_t kChannels = 16;  // the path takes a multiple of 16 output channels (whatever kVec)
 static_assert(kChannels % kVec == 0);
-constexpr int kMaxPixels = kRegisters >= 32 ? 12 : 10;  // forward: output pixels per block
 // Only where it was measured to win: with AVX2 (8 lanes, FMAs without a
 // broadcast operand) LeNet-5's second layer took 93-112 us forward and
 // 181-213 us backward this way, against im2col + GEMM's 93-98 and 145-148.
 constexpr bool kPays = kVec >= 16;
-constexpr int kMaxGroup = 6;                           // input gradient: input channels per block
-
-struct Geometry {
-  std::size_t in_c, out_c, k, pad, h, w, oh, ow;
-  std::size_t K() const { return in_c * k * k; }
-  std::size_t rows() const { return h + 2 * pad; }  // of a padded input plane
-  std::size_t cols() const { return w + 2 * pad; }
-  std::size_t plane() const { return rows() * cols(); }
-};
-
-// in [ci][s][h][w] -> xp [ci][s][h + 2 pad][w + 2 pad], zeros around.
-void pad_input(const float* in, float* xp, const Geometry& g, std::size_t n) {
-  const std::size_t cols = g.cols();
-  for (std::size_t p = 0; p < g.in_c * n; ++p) {
-    float* dst = xp + p * g.plane();
-    const float* src = in + p * g.h * g.w;
-    std::fill_n(dst, g.pad * cols, 0.0f);
-    for (std::size_t y = 0; y < g.h; ++y) {
-      float* r = dst + (y + g.pad) * cols;
-      std::fill_n(r, g.pad, 0.0f);
-      std::memcpy(r + g.pad, src + y * g.w, g.w * sizeof(float));
-      std::fill_n(r + g.pad + g.w, g.pad, 0.0f);
-    }
-    std::fill_n(dst + (g.h + g.pad) * cols, g.pad * cols, 0.0f);
-  }
-}
+constexpr int kMaxPixels = kRegisters >= 32 ? 12 : 10;  // forward: output pixels per block
+constexpr int kMaxGroup = 6;                            // input gradient: input channels per block
 
 // wt[cg][t][c] = w[kVec cg + c][t] for the taps t = (ci, ky, kx): each
 // tap's weights of kVec output channels as one vector.
@@ -329,21 +368,20 @@ void forward_pixels(const float* xp, const float* wt, const float* b, float* out
   }
 }
 
-using ForwardPixels = void (*)(const float*, const float*, const float*, float*, const Geometry&, std::size_t,
-                               std::size_t, std::size_t, std::size_t, std::size_t);
-template <std::size_t... P>
-constexpr auto forward_table(std::index_sequence<P...>) {
-  return std::array<ForwardPixels, sizeof...(P)>{&forward_pixels<static_cast<int>(P) + 1>...};
-}
-
 void forward(const float* xp, const float* wt, const float* b, float* out, const Geometry& g, std::size_t n) {
-  static constexpr auto pixels = forward_table(std::make_index_sequence<kMaxPixels>{});
-  // Rows in equal blocks (10 -> 10; 28 -> 10 + 9 + 9), not 12 + 12 + 4.
-  const std::size_t blocks = (g.ow + kMaxPixels - 1) / kMaxPixels, P = (g.ow + blocks - 1) / blocks;
+  static constexpr auto pixels = []<std::size_t... P>(std::index_sequence<P...>) {
+    return std::array{&forward_pixels<static_cast<int>(P) + 1>...};
+  }(std::make_index_sequence<kMaxPixels>{});
+  // Rows in blocks as equal as can be (10 -> 10; 28 -> 10 + 9 + 9), not 12 + 12 + 4.
+  const std::size_t blocks = (g.ow + kMaxPixels - 1) / kMaxPixels, base = g.ow / blocks, longer = g.ow % blocks;
   for (std::size_t cg = 0; cg < g.out_c / kVec; ++cg)
     for (std::size_t s = 0; s < n; ++s)
       for (std::size_t oy = 0; oy < g.oh; ++oy)
-        for (std::size_t ox = 0; ox < g.ow; ox += P) pixels[std::min(P, g.ow - ox) - 1](xp, wt, b, out, g, n, cg, s, oy, ox);
+        for (std::size_t i = 0, ox = 0; i < blocks; ++i) {
+          const std::size_t P = base + (i < longer ? 1 : 0);
+          pixels[P - 1](xp, wt, b, out, g, n, cg, s, oy, ox);
+          ox += P;
+        }
 }
 
 // dyt[cg][(s, oy, ox)][c] = dY[kVec cg + c][s][oy][ox].
@@ -357,16 +395,20 @@ void transpose_output_gradient(const float* dy, float* dyt, const Geometry& g, s
     }
 }
 
-// dw[kVec cg + c][ci][ky][kx] for ky = ky0 .. ky0 + KY: sum over (s, oy, ox) of
-// dyt[cg][(s, oy, ox)][c] * xp[ci][s][oy + ky][ox + kx], KY x KX accumulators.
+// dw[kVec cg + c][ci][ky][kx] for ky = ky0 .. ky0 + KY: sum over (s, oy, ox)
+// of dyt[cg][(s, oy, ox)][c] * xp[ci][s][oy + ky][ox + kx], KY x KX
+// accumulators per image, added into `total` after each (so that no float
+// sums more than one image's oh * ow products: with one sum over a tile of
+// 256 images the error reached 3e-4, twice GEMM's).
 // Not inlined: inlined into its caller's loops (GCC 12) it spilled, and the
 // layer's backward took 131 us instead of 108.
 template <int KX, int KY>
-__attribute__((noinline)) void weight_gradient_rows(const float* xp, const float* dyt, float* dw, const Geometry& g, std::size_t n,
-                          std::size_t cg, std::size_t ci, std::size_t ky0) {
+__attribute__((noinline)) void weight_gradient_rows(const float* xp, const float* dyt, float* dw, const Geometry& g,
+                                                    std::size_t n, std::size_t cg, std::size_t ci, std::size_t ky0) {
   const std::size_t K = g.K(), cols = g.cols(), M = n * g.oh * g.ow;
-  VecN acc[KY][KX] = {};
-  for (std::size_t s = 0; s < n; ++s)
+  float total[KY][KX][kVec] = {};
+  for (std::size_t s = 0; s < n; ++s) {
+    VecN acc[KY][KX] = {};
     for (std::size_t oy = 0; oy < g.oh; ++oy) {
       const float* in = xp + ((ci * n + s) * g.rows() + oy + ky0) * cols;
       const float* d0 = dyt + (cg * M + (s * g.oh + oy) * g.ow) * kVec;
@@ -374,41 +416,36 @@ __attribute__((noinline)) void weight_gradient_rows(const float* xp, const float
         VecN d;
         load(d, d0 + ox * kVec);
         for (int ky = 0; ky < KY; ++ky)
-          for (int kx = 0; kx < KX; ++kx) acc[ky][kx] += d * in[static_cast<std::size_t>(ky) * cols + ox + static_cast<std::size_t>(kx)];
+          for (int kx = 0; kx < KX; ++kx)
+            acc[ky][kx] += d * in[static_cast<std::size_t>(ky) * cols + ox + static_cast<std::size_t>(kx)];
       }
     }
+    for (int ky = 0; ky < KY; ++ky)
+      for (int kx = 0; kx < KX; ++kx) {
+        VecN t;
+        load(t, total[ky][kx]);
+        store(total[ky][kx], t + acc[ky][kx]);
+      }
+  }
   for (int ky = 0; ky < KY; ++ky)
     for (int kx = 0; kx < KX; ++kx) {
-      float lane[kVec];
-      std::memcpy(lane, &acc[ky][kx], sizeof lane);
       const std::size_t t = (ci * g.k + ky0 + static_cast<std::size_t>(ky)) * g.k + static_cast<std::size_t>(kx);
-      for (std::size_t c = 0; c < kVec; ++c) dw[(cg * kVec + c) * K + t] = lane[c];
+      for (std::size_t c = 0; c < kVec; ++c) dw[(cg * kVec + c) * K + t] = total[ky][kx][c];
     }
 }
 
 // Kernel rows in blocks of KY (all k with AVX-512: k x k <= 25
 // accumulators), the remainder one row at a time.
-template <int KX>
-void weight_gradient_k(const float* xp, const float* dyt, float* dw, const Geometry& g, std::size_t n) {
-  constexpr int KY = std::max(1, std::min(KX, (kRegisters - 4) / KX));
-  for (std::size_t cg = 0; cg < g.out_c / kVec; ++cg)
-    for (std::size_t ci = 0; ci < g.in_c; ++ci) {
-      std::size_t ky = 0;
-      for (; ky + KY <= g.k; ky += KY) weight_gradient_rows<KX, KY>(xp, dyt, dw, g, n, cg, ci, ky);
-      for (; ky < g.k; ++ky) weight_gradient_rows<KX, 1>(xp, dyt, dw, g, n, cg, ci, ky);
-    }
-}
-
 void weight_gradient(const float* xp, const float* dyt, float* dw, const Geometry& g, std::size_t n) {
-  switch (g.k) {
-    case 1: return weight_gradient_k<1>(xp, dyt, dw, g, n);
-    case 2: return weight_gradient_k<2>(xp, dyt, dw, g, n);
-    case 3: return weight_gradient_k<3>(xp, dyt, dw, g, n);
-    case 4: return weight_gradient_k<4>(xp, dyt, dw, g, n);
-    case 5: return weight_gradient_k<5>(xp, dyt, dw, g, n);
-    default:  // Conv2d::path() admits no other (direct::kMaxKernel)
-      throw RuntimeError(fmt::format("conv2d: no direct weight gradient for {}x{} kernels", g.k, g.k));
-  }
+  with_kernel_width(g.k, [&](auto width) {
+    constexpr int KX = decltype(width)::value, KY = std::max(1, std::min(KX, (kRegisters - 4) / KX));
+    for (std::size_t cg = 0; cg < g.out_c / kVec; ++cg)
+      for (std::size_t ci = 0; ci < g.in_c; ++ci) {
+        std::size_t ky = 0;
+        for (; ky + KY <= g.k; ky += KY) weight_gradient_rows<KX, KY>(xp, dyt, dw, g, n, cg, ci, ky);
+        for (; ky < g.k; ++ky) weight_gradient_rows<KX, 1>(xp, dyt, dw, g, n, cg, ci, ky);
+      }
+  });
 }
 
 // The input gradient of images s0 .. s0 + m (m <= kVec), one image per lane:
@@ -418,7 +455,9 @@ void weight_gradient(const float* xp, const float* dyt, float* dw, const Geometr
 void spread_output_gradient(const float* dy, float* dyi, const Geometry& g, std::size_t n, std::size_t s0,
                             std::size_t m) {
   const std::size_t P = g.oh * g.ow;
-  std::fill_n(dyi, g.out_c * P * kVec, 0.0f);
+  // Lanes past m are never read back, but zeros keep stale denormals out of
+  // the FMAs; with m = kVec every lane is written below.
+  if (m < kVec) std::fill_n(dyi, g.out_c * P * kVec, 0.0f);
   for (std::size_t c = 0; c < g.out_c; ++c)
     for (std::size_t l = 0; l < m; ++l) {
       const float* src = dy + (c * n + s0 + l) * P;
@@ -448,8 +487,7 @@ void input_gradient_channels(const float* w, const float* dyi, float* dxi, const
             for (int j = 0; j < G; ++j) acc[j] += w0[c * K + static_cast<std::size_t>(j) * kk] * d;
           }
         }
-      for (int j = 0; j < G; ++j)
-        std::memcpy(dxi + (((ci0 + static_cast<std::size_t>(j)) * g.h + y) * g.w + x) * kVec, &acc[j], sizeof acc[j]);
+      for (int j = 0; j < G; ++j) store(dxi + (((ci0 + static_cast<std::size_t>(j)) * g.h + y) * g.w + x) * kVec, acc[j]);
     }
   }
 }
@@ -465,16 +503,12 @@ void gather_input_gradient(const float* dxi, float* din, const Geometry& g, std:
     }
 }
 
-using InputGradientChannels = void (*)(const float*, const float*, float*, const Geometry&, std::size_t);
-template <std::size_t... G>
-constexpr auto input_gradient_table(std::index_sequence<G...>) {
-  return std::array<InputGradientChannels, sizeof...(G)>{&input_gradient_channels<static_cast<int>(G) + 1>...};
-}
-
 // dyi and dxi: out_c * oh * ow * kVec and in_c * h * w * kVec floats.
 void input_gradient(const float* w, const float* dy, float* din, float* dyi, float* dxi, const Geometry& g,
                     std::size_t n) {
-  static constexpr auto channels = input_gradient_table(std::make_index_sequence<kMaxGroup>{});
+  static constexpr auto channels = []<std::size_t... G>(std::index_sequence<G...>) {
+    return std::array{&input_gradient_channels<static_cast<int>(G) + 1>...};
+  }(std::make_index_sequence<kMaxGroup>{});
   for (std::size_t s0 = 0; s0 < n; s0 += kVec) {
     const std::size_t m = std::min(kVec, n - s0);
     spread_output_gradient(dy, dyi, g, n, s0, m);
@@ -493,7 +527,9 @@ class Conv2d final : public Layer {
     if (in_c == 0 || out_c == 0 || k == 0) throw InputError("conv2d: channels and kernel must be positive");
   }
   std::string describe() const override {
-    return fmt::format("conv {}->{} {}x{} pad {}", in_c_, out_c_, k_, k_, pad_);
+    static constexpr const char* kPathNames[] = {"direct, rows", "direct, channels", "im2col + GEMM"};
+    return fmt::format("conv {}->{} {}x{} pad {} ({})", in_c_, out_c_, k_, k_, pad_,
+                       kPathNames[static_cast<int>(path())]);
   }
   Shape output(Shape in) const override {
     if (in.c != in_c_) throw InputError(fmt::format("conv2d: expected {} input channels, got {}", in_c_, in.c));
@@ -524,18 +560,18 @@ class Conv2d final : public Layer {
     const std::size_t K = in_c_ * k_ * k_, M = n * out_.h * out_.w;
     switch (path()) {
       case Path::rows: {
-        const direct::Geometry g = geometry();
-        float* xp = s.get(s.a, g.padded_input(n));  // kept for backward
-        direct::pad_input(in, xp, g, n);
+        const simd::Geometry g = geometry();
+        float* xp = s.get(s.a, g.padded_input(n, g.row()));  // kept for backward
+        simd::pad_input(in, xp, g, n, g.row());
         direct::forward(xp, params + w_, params + b_, out, g, n);
         return;
       }
       case Path::channels: {
-        const by_channel::Geometry g = channel_geometry();
+        const simd::Geometry g = geometry();
         const float* xp = in;
         if (pad_ > 0) {  // kept for backward
-          float* padded = s.get(s.a, in_c_ * n * g.plane());
-          by_channel::pad_input(in, padded, g, n);
+          float* padded = s.get(s.a, g.padded_input(n, g.cols()));
+          simd::pad_input(in, padded, g, n, g.cols());
           xp = padded;
         }
         float* wt = s.get(s.b, out_c_ * K);
@@ -561,18 +597,20 @@ class Conv2d final : public Layer {
     CMapR dY(dout, static_cast<Eigen::Index>(out_c_), static_cast<Eigen::Index>(M));
     const Path which = path();
     if (which == Path::channels) {
-      const by_channel::Geometry g = channel_geometry();
-      const std::size_t dyt_size = out_c_ * M, dyi_size = out_c_ * out_.h * out_.w * direct::kVec;
-      float* dyt = s.get(s.b, dyt_size + dyi_size + in_c_ * in_.h * in_.w * direct::kVec);
+      const simd::Geometry g = geometry();
+      const std::size_t dyt_size = out_c_ * M, dyi_size = out_c_ * out_.h * out_.w * simd::kVec;
+      float* dyt = s.get(s.b, dyt_size + dyi_size + in_c_ * in_.h * in_.w * simd::kVec);
       by_channel::transpose_output_gradient(dout, dyt, g, n);
-      by_channel::weight_gradient(pad_ > 0 ? s.a.data() : in, dyt, grad + w_, g, n);  // s.a: forward's padded input
+      const float* xp = pad_ > 0 ? s.a.data() : in;  // s.a: forward's padded input
+      by_channel::weight_gradient(xp, dyt, grad + w_, g, n);
       row_sums(dout, out_c_, M, grad + b_);
-      if (din != nullptr) by_channel::input_gradient(params + w_, dout, din, dyt + dyt_size, dyt + dyt_size + dyi_size, g, n);
+      float* dyi = dyt + dyt_size;
+      if (din != nullptr) by_channel::input_gradient(params + w_, dout, din, dyi, dyi + dyi_size, g, n);
       return;
     }
     if (which == Path::rows) {
-      const direct::Geometry g = geometry();
-      float* dyp = s.get(s.b, g.padded_output(n));
+      const simd::Geometry g = geometry();
+      float* dyp = s.get(s.b, out_c_ * n * out_.h * g.ow_padded());
       direct::pad_output_gradient(dout, dyp, g, n);
       direct::weight_gradient(s.a.data(), dyp, grad + w_, g, n);  // s.a: the padded input of forward
     } else {
@@ -649,14 +687,11 @@ class Conv2d final : public Layer {
   // that pays), or im2col + GEMM.
   enum class Path { rows, channels, gemm };
   Path path() const noexcept {
-    if (k_ > direct::kMaxKernel) return Path::gemm;
+    if (k_ > simd::kMaxKernel) return Path::gemm;
     if (in_c_ * k_ * k_ <= direct::kMaxK) return Path::rows;
     return by_channel::kPays && out_c_ % by_channel::kChannels == 0 ? Path::channels : Path::gemm;
   }
-  direct::Geometry geometry() const noexcept { return {in_c_, out_c_, k_, pad_, in_.h, in_.w, out_.h, out_.w}; }
-  by_channel::Geometry channel_geometry() const noexcept {
-    return {in_c_, out_c_, k_, pad_, in_.h, in_.w, out_.h, out_.w};
-  }
+  simd::Geometry geometry() const noexcept { return {in_c_, out_c_, k_, pad_, in_.h, in_.w, out_.h, out_.w}; }
 
   std::size_t in_c_, out_c_, k_, pad_;
   Shape out_{};
@@ -706,14 +741,14 @@ class MaxPool2 final : public Layer {
   // single flat loop over all windows vectorizes (7 to 19 times faster).
   static void split_rows(const float* in, float* tops, float* bottoms, std::size_t rows, std::size_t W) {
     for (std::size_t r = 0; r < rows; ++r) {
-      std::memcpy(tops + r * W, in + 2 * r * W, W * sizeof(float));
-      std::memcpy(bottoms + r * W, in + (2 * r + 1) * W, W * sizeof(float));
+      simd::copy_row(tops + r * W, in + 2 * r * W, W);
+      simd::copy_row(bottoms + r * W, in + (2 * r + 1) * W, W);
     }
   }
   static void join_rows(const float* tops, const float* bottoms, float* din, std::size_t rows, std::size_t W) {
     for (std::size_t r = 0; r < rows; ++r) {
-      std::memcpy(din + 2 * r * W, tops + r * W, W * sizeof(float));
-      std::memcpy(din + (2 * r + 1) * W, bottoms + r * W, W * sizeof(float));
+      simd::copy_row(din + 2 * r * W, tops + r * W, W);
+      simd::copy_row(din + (2 * r + 1) * W, bottoms + r * W, W);
     }
   }
   static void pool(const float* __restrict tops, const float* __restrict bottoms, float* __restrict out,
@@ -839,6 +874,7 @@ std::unique_ptr<Layer> conv2d(std::size_t in_channels, std::size_t out_channels,
                               std::size_t pad) {
   return std::make_unique<Conv2d>(in_channels, out_channels, kernel, pad);
 }
+std::size_t conv2d_vector_lanes() noexcept { return simd::kVec; }
 std::unique_ptr<Layer> max_pool2() { return std::make_unique<MaxPool2>(); }
 std::unique_ptr<Layer> relu() { return std::make_unique<Relu>(); }
 std::unique_ptr<Layer> flatten() { return std::make_unique<Flatten>(); }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <ostream>
 #include <random>
 #include <string>
@@ -232,24 +233,34 @@ TEST(DenseLayers, SoftmaxCrossEntropyKnownValues) {
 // shorter than, equal to and longer than one vector of 16, channel counts
 // with and without a remainder of its groups of 6), direct with output
 // channels as vectors (K > 32, a multiple of 16 output channels: one and
-// two groups of 16, rows of 5 to 28 in one to three pixel blocks, every
+// two groups of 16, rows of 4 to 28 in one to three pixel blocks, every
 // kernel width, input channels in groups of 6 with a remainder, tiles of
-// more than 16 images for the input gradient's image lanes; built for
-// AVX-512 only, elsewhere these cases run as GEMM), and im2col + GEMM
-// (everything else).
+// more than 16 images for the input gradient's image lanes; only in builds
+// with 16-lane vectors, elsewhere these cases must run as GEMM), and im2col
+// + GEMM (everything else). Each case checks the path it took.
 struct ConvCase {
   std::size_t n, ci, co, H, Wd, k, pad;
+  const char* path;  // the layer's describe() names it
   friend void PrintTo(const ConvCase& c, std::ostream* os) {
     *os << c.n << " x " << c.ci << "@" << c.H << "x" << c.Wd << " -> " << c.co << ", " << c.k << "x" << c.k
-        << " pad " << c.pad;
+        << " pad " << c.pad << " (" << c.path << ")";
   }
 };
+constexpr const char* kRows = "direct, rows";
+constexpr const char* kChannels = "direct, channels";
+constexpr const char* kGemm = "im2col + GEMM";
+
+// The path a case must take in this build: the channel cases need 16 lanes.
+std::string expected_path(const ConvCase& c) {
+  return std::string(c.path) == kChannels && conv2d_vector_lanes() != 16 ? kGemm : c.path;
+}
 class ConvolutionForward : public ::testing::TestWithParam<ConvCase> {};
 
 TEST_P(ConvolutionForward, MatchesDirectLoops) {
-  const auto [n, ci, co, H, Wd, k, pad] = GetParam();
+  const auto [n, ci, co, H, Wd, k, pad, path] = GetParam();
   Network net(Shape{ci, H, Wd});
   net.add(conv2d(ci, co, k, pad));
+  EXPECT_NE(net.describe().find("(" + expected_path(GetParam()) + ")"), std::string::npos) << net.describe();
   std::vector<float> params = random_vector(net.layout().size(), 7);
   const auto x = random_vector(n * ci * H * Wd, 8);  // [n][ci][H][W]
   Workspace ws = net.workspace(n);
@@ -275,25 +286,25 @@ TEST_P(ConvolutionForward, MatchesDirectLoops) {
         }
 }
 
-const auto kConvCases = ::testing::Values(ConvCase{3, 2, 3, 6, 5, 3, 1},     // rows, K = 18
-                                          ConvCase{2, 1, 7, 9, 37, 5, 2},    // rows, 37 wide, 6 + 1 channels
-                                          ConvCase{2, 1, 6, 28, 28, 5, 2},   // rows, LeNet-5's first layer
-                                          ConvCase{2, 3, 2, 7, 16, 3, 0},    // rows, 14 wide
-                                          ConvCase{2, 1, 7, 8, 16, 3, 1},    // rows, 16 wide: one vector
-                                          ConvCase{2, 2, 13, 5, 32, 3, 1},   // rows, 32 wide, 2 x 6 + 1
-                                          ConvCase{2, 32, 17, 3, 16, 1, 0},  // rows, 1 x 1, K = 32
-                                          ConvCase{2, 8, 9, 5, 17, 2, 0},    // rows, 2 x 2
-                                          ConvCase{2, 2, 5, 6, 19, 4, 0},    // rows, 4 x 4
-                                          ConvCase{2, 6, 16, 14, 14, 5, 0},  // channels, LeNet-5's second
-                                          ConvCase{19, 6, 16, 14, 14, 5, 0}, // channels, 16 + 3 images
-                                          ConvCase{3, 4, 32, 9, 28, 3, 1},   // channels, 2 groups, 28 wide
-                                          ConvCase{2, 3, 16, 7, 5, 5, 2},    // channels, pad 2, 5 wide
-                                          ConvCase{2, 9, 16, 6, 8, 2, 1},    // channels, 2 x 2, 6 + 3 inputs
-                                          ConvCase{2, 40, 16, 3, 4, 1, 0},   // channels, 1 x 1, K = 40
-                                          ConvCase{17, 3, 16, 7, 9, 4, 0},   // channels, 4 x 4, 16 + 1 images
-                                          ConvCase{2, 1, 2, 5, 21, 7, 3},    // GEMM, 7 x 7: K = 49
-                                          ConvCase{3, 4, 3, 6, 5, 3, 1},     // GEMM, K = 36
-                                          ConvCase{2, 6, 20, 14, 14, 5, 0}); // GEMM, 20 outputs: not 16s
+const auto kConvCases = ::testing::Values(ConvCase{3, 2, 3, 6, 5, 3, 1, kRows},     // rows, K = 18
+                                          ConvCase{2, 1, 7, 9, 37, 5, 2, kRows},    // rows, 37 wide, 6 + 1 channels
+                                          ConvCase{2, 1, 6, 28, 28, 5, 2, kRows},   // rows, LeNet-5's first layer
+                                          ConvCase{2, 3, 2, 7, 16, 3, 0, kRows},    // rows, 14 wide
+                                          ConvCase{2, 1, 7, 8, 16, 3, 1, kRows},    // rows, 16 wide: one vector
+                                          ConvCase{2, 2, 13, 5, 32, 3, 1, kRows},   // rows, 32 wide, 2 x 6 + 1
+                                          ConvCase{2, 32, 17, 3, 16, 1, 0, kRows},  // rows, 1 x 1, K = 32
+                                          ConvCase{2, 8, 9, 5, 17, 2, 0, kRows},    // rows, 2 x 2
+                                          ConvCase{2, 2, 5, 6, 19, 4, 0, kRows},    // rows, 4 x 4
+                                          ConvCase{2, 6, 16, 14, 14, 5, 0, kChannels},  // channels, LeNet-5's second
+                                          ConvCase{19, 6, 16, 14, 14, 5, 0, kChannels}, // channels, 16 + 3 images
+                                          ConvCase{3, 4, 32, 9, 28, 3, 1, kChannels},   // channels, 2 groups, 28 wide
+                                          ConvCase{2, 3, 16, 7, 5, 5, 2, kChannels},    // channels, pad 2, 5 wide
+                                          ConvCase{2, 9, 16, 6, 8, 2, 1, kChannels},    // channels, 2 x 2, 6 + 3 inputs
+                                          ConvCase{2, 40, 16, 3, 4, 1, 0, kChannels},   // channels, 1 x 1, K = 40
+                                          ConvCase{17, 3, 16, 7, 9, 4, 0, kChannels},   // channels, 4 x 4, 16 + 1 images
+                                          ConvCase{2, 1, 2, 5, 21, 7, 3, kGemm},    // GEMM, 7 x 7: K = 49
+                                          ConvCase{3, 4, 3, 6, 5, 3, 1, kGemm},     // GEMM, K = 36
+                                          ConvCase{2, 6, 20, 14, 14, 5, 0, kGemm}); // GEMM, 20 outputs: not 16s
 INSTANTIATE_TEST_SUITE_P(DenseLayers, ConvolutionForward, kConvCases);
 
 // The parameter and input gradients of one layer (backward after forward,
@@ -304,8 +315,9 @@ INSTANTIATE_TEST_SUITE_P(DenseLayers, ConvolutionForward, kConvCases);
 class ConvolutionBackward : public ::testing::TestWithParam<ConvCase> {};
 
 TEST_P(ConvolutionBackward, MatchesDirectLoops) {
-  const auto [n, ci, co, H, Wd, k, pad] = GetParam();
+  const auto [n, ci, co, H, Wd, k, pad, path] = GetParam();
   const auto conv = conv2d(ci, co, k, pad);
+  EXPECT_NE(conv->describe().find("(" + expected_path(GetParam()) + ")"), std::string::npos) << conv->describe();
   Layout layout;
   conv->declare(layout, "conv", Shape{ci, H, Wd});
   const std::size_t OH = H + 2 * pad - k + 1, OW = Wd + 2 * pad - k + 1;
@@ -313,16 +325,23 @@ TEST_P(ConvolutionBackward, MatchesDirectLoops) {
   const auto x = random_vector(ci * n * H * Wd, 18);    // [ci][n][H][W]
   const auto dy = random_vector(co * n * OH * OW, 19);  // [co][n][OH][OW]
   std::vector<float> y(dy.size()), dx(x.size(), 7.0f), grad(layout.size(), 7.0f);
+  // Scratch as a previous, larger tile would leave it: NaN wherever the
+  // layer reads what it did not write this time (padding, stale lanes).
   Scratch scratch;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  scratch.a.assign(4 * (x.size() + dy.size()) + 4096, nan);
+  scratch.b.assign(20 * (x.size() + dy.size()) + 4096, nan);
   conv->forward(params.data(), x.data(), y.data(), n, scratch);
   conv->backward(params.data(), x.data(), y.data(), dy.data(), dx.data(), grad.data(), n, scratch);
   const std::size_t w0 = layout["conv.weight"].offset, b0 = layout["conv.bias"].offset, K = ci * k * k;
-  std::vector<double> dw(co * K, 0.0), db(co, 0.0), dxr(x.size(), 0.0);
+  std::vector<double> yr(y.size(), 0.0), dw(co * K, 0.0), db(co, 0.0), dxr(x.size(), 0.0);
   for (std::size_t o = 0; o < co; ++o)
     for (std::size_t s = 0; s < n; ++s)
       for (std::size_t oy = 0; oy < OH; ++oy)
         for (std::size_t ox = 0; ox < OW; ++ox) {
-          const double d = dy[((o * n + s) * OH + oy) * OW + ox];
+          const std::size_t out = ((o * n + s) * OH + oy) * OW + ox;
+          const double d = dy[out];
+          yr[out] = params[b0 + o];
           db[o] += d;
           for (std::size_t c = 0; c < ci; ++c)
             for (std::size_t ky = 0; ky < k; ++ky)
@@ -332,11 +351,13 @@ TEST_P(ConvolutionBackward, MatchesDirectLoops) {
                 if (iy < 0 || ix < 0 || iy >= static_cast<long>(H) || ix >= static_cast<long>(Wd)) continue;
                 const std::size_t at = ((c * n + s) * H + static_cast<std::size_t>(iy)) * Wd + static_cast<std::size_t>(ix);
                 const std::size_t t = o * K + (c * k + ky) * k + kx;
+                yr[out] += static_cast<double>(params[w0 + t]) * x[at];
                 dw[t] += d * x[at];
                 dxr[at] += d * params[w0 + t];
               }
         }
   const auto near = [](float got, double want) { return std::abs(got - want) <= 1e-4 * std::max(1.0, std::abs(want)); };
+  for (std::size_t i = 0; i < y.size(); ++i) ASSERT_PRED2(near, y[i], yr[i]) << "output " << i;
   for (std::size_t t = 0; t < co * K; ++t) ASSERT_PRED2(near, grad[w0 + t], dw[t]) << "weight " << t;
   for (std::size_t o = 0; o < co; ++o) ASSERT_PRED2(near, grad[b0 + o], db[o]) << "bias " << o;
   for (std::size_t i = 0; i < x.size(); ++i) ASSERT_PRED2(near, dx[i], dxr[i]) << "input " << i;

@@ -86,7 +86,14 @@ class Layer {
 };
 
 // y = W * im2col(x) + b; W [out x in*k*k], stride 1, zero padding `pad`.
+// Computed direct for kernels up to 5 x 5: with output rows as vectors when
+// in*k*k <= 32, with output channels as vectors for a multiple of 16 of them
+// when conv2d_vector_lanes() is 16; else as im2col + GEMM. describe() names
+// the layer's path.
 std::unique_ptr<Layer> conv2d(std::size_t in_channels, std::size_t out_channels, std::size_t kernel, std::size_t pad);
+// The float lanes of the direct kernels in this build: 16 with AVX-512, 8
+// with AVX, else 4 (dense/ builds with -march=native unless told not to).
+std::size_t conv2d_vector_lanes() noexcept;
 // 2x2 max pooling, stride 2 (H and W must be even).
 std::unique_ptr<Layer> max_pool2();
 std::unique_ptr<Layer> relu();
@@ -135,8 +142,10 @@ class Network {
   Workspace workspace(std::size_t capacity) const;
   // The samples training and evaluation run at once (the workspace capacity
   // they ask for; loss_and_gradient's tile). At 16 LeNet-5's largest buffer,
-  // the second convolution's im2col (the first runs direct), is 0.96 MB and
-  // stays in cache; at batch 256 it would be 15 MB. Measured on MNIST, 2
+  // the second convolution's im2col where it runs as GEMM (without AVX-512;
+  // the first always runs direct), is 0.96 MB and stays in cache; at batch
+  // 256 it would be 15 MB. 16 is also the input-gradient lanes of the direct
+  // second convolution (one image per lane). Measured on MNIST, 2
   // workers, when both convolutions ran im2col: 16 trained 1.3x (batch 64)
   // to 1.6x (batch 256) faster than untiled batches and inferred 1.5x faster
   // than tiles of 128 (bench/RESULTS.md).

@@ -254,6 +254,26 @@ constexpr const char* kGemm = "im2col + GEMM";
 std::string expected_path(const ConvCase& c) {
   return std::string(c.path) == kChannels && conv2d_vector_lanes() != 16 ? kGemm : c.path;
 }
+
+// The plain loops: f(o, s, oy, ox, c, iy, ix, t) for every output (o, s,
+// oy, ox) and every tap t = (c, ky, kx) of it whose input pixel (iy, ix) =
+// (oy + ky - pad, ox + kx - pad) lies inside the image (padding adds 0).
+template <class F>
+void for_each_tap(const ConvCase& cc, F&& f) {
+  const std::size_t OH = cc.H + 2 * cc.pad - cc.k + 1, OW = cc.Wd + 2 * cc.pad - cc.k + 1, k = cc.k;
+  for (std::size_t s = 0; s < cc.n; ++s)
+    for (std::size_t o = 0; o < cc.co; ++o)
+      for (std::size_t oy = 0; oy < OH; ++oy)
+        for (std::size_t ox = 0; ox < OW; ++ox)
+          for (std::size_t c = 0; c < cc.ci; ++c)
+            for (std::size_t ky = 0; ky < k; ++ky)
+              for (std::size_t kx = 0; kx < k; ++kx) {
+                const long iy = static_cast<long>(oy + ky) - static_cast<long>(cc.pad);
+                const long ix = static_cast<long>(ox + kx) - static_cast<long>(cc.pad);
+                if (iy < 0 || ix < 0 || iy >= static_cast<long>(cc.H) || ix >= static_cast<long>(cc.Wd)) continue;
+                f(o, s, oy, ox, c, static_cast<std::size_t>(iy), static_cast<std::size_t>(ix), (c * k + ky) * k + kx);
+              }
+}
 class ConvolutionForward : public ::testing::TestWithParam<ConvCase> {};
 
 TEST_P(ConvolutionForward, MatchesDirectLoops) {
@@ -266,24 +286,17 @@ TEST_P(ConvolutionForward, MatchesDirectLoops) {
   Workspace ws = net.workspace(n);
   const float* y = net.forward(params.data(), x.data(), n, ws);  // [co][n][OH][OW]
   const std::size_t OH = H + 2 * pad - k + 1, OW = Wd + 2 * pad - k + 1;
-  const auto& wt = net.layout()["l0.weight"];
-  const auto& bt = net.layout()["l0.bias"];
+  const std::size_t w0 = net.layout()["l0.weight"].offset, b0 = net.layout()["l0.bias"].offset;
+  std::vector<double> yr(co * n * OH * OW);
   for (std::size_t s = 0; s < n; ++s)
     for (std::size_t o = 0; o < co; ++o)
-      for (std::size_t oy = 0; oy < OH; ++oy)
-        for (std::size_t ox = 0; ox < OW; ++ox) {
-          double acc = params[bt.offset + o];
-          for (std::size_t c = 0; c < ci; ++c)
-            for (std::size_t ky = 0; ky < k; ++ky)
-              for (std::size_t kx = 0; kx < k; ++kx) {
-                const long iy = static_cast<long>(oy + ky) - static_cast<long>(pad);
-                const long ix = static_cast<long>(ox + kx) - static_cast<long>(pad);
-                if (iy < 0 || ix < 0 || iy >= static_cast<long>(H) || ix >= static_cast<long>(Wd)) continue;
-                acc += params[wt.offset + o * ci * k * k + (c * k + ky) * k + kx] *
-                       x[((s * ci + c) * H + static_cast<std::size_t>(iy)) * Wd + static_cast<std::size_t>(ix)];
-              }
-          ASSERT_NEAR(y[((o * n + s) * OH + oy) * OW + ox], acc, 1e-4) << s << " " << o << " " << oy << " " << ox;
-        }
+      for (std::size_t p = 0; p < OH * OW; ++p) yr[(o * n + s) * OH * OW + p] = params[b0 + o];
+  for_each_tap(GetParam(), [&](std::size_t o, std::size_t s, std::size_t oy, std::size_t ox, std::size_t c,
+                               std::size_t iy, std::size_t ix, std::size_t t) {
+    yr[((o * n + s) * OH + oy) * OW + ox] +=
+        static_cast<double>(params[w0 + o * ci * k * k + t]) * x[((s * ci + c) * H + iy) * Wd + ix];
+  });
+  for (std::size_t i = 0; i < yr.size(); ++i) ASSERT_NEAR(y[i], yr[i], 1e-4) << "output " << i;
 }
 
 const auto kConvCases = ::testing::Values(ConvCase{3, 2, 3, 6, 5, 3, 1, kRows},     // rows, K = 18
@@ -337,25 +350,19 @@ TEST_P(ConvolutionBackward, MatchesDirectLoops) {
   std::vector<double> yr(y.size(), 0.0), dw(co * K, 0.0), db(co, 0.0), dxr(x.size(), 0.0);
   for (std::size_t o = 0; o < co; ++o)
     for (std::size_t s = 0; s < n; ++s)
-      for (std::size_t oy = 0; oy < OH; ++oy)
-        for (std::size_t ox = 0; ox < OW; ++ox) {
-          const std::size_t out = ((o * n + s) * OH + oy) * OW + ox;
-          const double d = dy[out];
-          yr[out] = params[b0 + o];
-          db[o] += d;
-          for (std::size_t c = 0; c < ci; ++c)
-            for (std::size_t ky = 0; ky < k; ++ky)
-              for (std::size_t kx = 0; kx < k; ++kx) {
-                const long iy = static_cast<long>(oy + ky) - static_cast<long>(pad);
-                const long ix = static_cast<long>(ox + kx) - static_cast<long>(pad);
-                if (iy < 0 || ix < 0 || iy >= static_cast<long>(H) || ix >= static_cast<long>(Wd)) continue;
-                const std::size_t at = ((c * n + s) * H + static_cast<std::size_t>(iy)) * Wd + static_cast<std::size_t>(ix);
-                const std::size_t t = o * K + (c * k + ky) * k + kx;
-                yr[out] += static_cast<double>(params[w0 + t]) * x[at];
-                dw[t] += d * x[at];
-                dxr[at] += d * params[w0 + t];
-              }
-        }
+      for (std::size_t p = 0; p < OH * OW; ++p) {
+        yr[(o * n + s) * OH * OW + p] = params[b0 + o];
+        db[o] += dy[(o * n + s) * OH * OW + p];
+      }
+  for_each_tap(GetParam(), [&](std::size_t o, std::size_t s, std::size_t oy, std::size_t ox, std::size_t c,
+                               std::size_t iy, std::size_t ix, std::size_t tap) {
+    const std::size_t out = ((o * n + s) * OH + oy) * OW + ox, at = ((c * n + s) * H + iy) * Wd + ix;
+    const std::size_t t = o * K + tap;
+    const double d = dy[out];
+    yr[out] += static_cast<double>(params[w0 + t]) * x[at];
+    dw[t] += d * x[at];
+    dxr[at] += d * params[w0 + t];
+  });
   const auto near = [](float got, double want) { return std::abs(got - want) <= 1e-4 * std::max(1.0, std::abs(want)); };
   for (std::size_t i = 0; i < y.size(); ++i) ASSERT_PRED2(near, y[i], yr[i]) << "output " << i;
   for (std::size_t t = 0; t < co * K; ++t) ASSERT_PRED2(near, grad[w0 + t], dw[t]) << "weight " << t;

@@ -199,9 +199,7 @@ int train(const CnnFlags& f, Distributed& dist) {
   total_images = static_cast<double>(dist.shard(tt.train.size()).size()) * static_cast<double>(reports.size());
   std::printf("test accuracy %.2f %% after %zu epochs; training %.1f s, %.0f images/s\n", 100.0 * last.test_accuracy,
               f.epochs, elapsed, total_images / std::max(elapsed, 1e-9));
-  if (dist.active())
-    std::printf("mpi: %llu averaging rounds, %.2f s in allreduce\n", static_cast<unsigned long long>(dist.rounds()),
-                dist.communication_seconds());
+  if (dist.active()) std::printf("mpi: %s\n", dist.traffic().c_str());
   if (!f.model.empty()) {
     TrainState state;
     state.epoch = f.epochs;

@@ -105,6 +105,10 @@ std::string Distributed::describe() const {
                      weighted_ ? " (weighted by examples)" : "");
 }
 
+std::string Distributed::traffic() const {
+  return fmt::format("{} averaging rounds, {:.2f} s in allreduce", rounds(), communication_seconds());
+}
+
 void Distributed::prepare(TrainerOptions& options) {
   if (!active()) return;
   // Each rank its own random numbers: the draws of sampling models (BPR's

@@ -77,6 +77,8 @@ class Distributed {
   void average(double weight);
   double communication_seconds() const noexcept;
   std::uint64_t rounds() const noexcept;
+  // "R averaging rounds, S s in allreduce": what every command prints at the end.
+  std::string traffic() const;
 
   // A multi-rank job cannot return an error from one rank: it ends them all.
   [[noreturn]] void abort(const std::string& message, int code);

@@ -154,7 +154,7 @@ int train(const TrainFlags& f, Distributed& dist) {
   fmt::print("trained: {} ({} workers, {}, tau {}, {})\n", report.summary(), options.workers,
              to_string(options.consistency), tau_to_string(options.tau), options.schedule.describe());
   if (dist.active()) {
-    fmt::print("mpi: {} averaging rounds, {:.2f} s in allreduce\n", dist.rounds(), dist.communication_seconds());
+    fmt::print("mpi: {}\n", dist.traffic());
     if (!dist.root()) return 0;  // every rank holds the same model; rank 0 reports and writes it
   }
   const auto w = store.snapshot();

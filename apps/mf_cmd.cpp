@@ -200,7 +200,7 @@ int train_bpr(const MfTrainFlags& f, Distributed& dist) {
   fmt::print("bpr: {} epochs in {:.2f} s of SGD ({:.3g} updates/s, {} workers)\n", report.epochs.size(),
              report.seconds, static_cast<double>(report.examples) / report.seconds, f.threads);
   if (dist.active()) {
-    fmt::print("mpi: {} averaging rounds, {:.2f} s in allreduce\n", dist.rounds(), dist.communication_seconds());
+    fmt::print("mpi: {}\n", dist.traffic());
     if (!dist.root()) return 0;  // every rank holds the same model; rank 0 reports and writes it
   }
   if (f.test_fraction > 0) {
@@ -328,7 +328,7 @@ int train(const MfTrainFlags& f, Distributed& dist) {
     fmt::print("{}  ({:.2f} s)\n", line, sgd_seconds);
   });
   if (dist.active()) {
-    fmt::print("mpi: {} averaging rounds, {:.2f} s in allreduce\n", dist.rounds(), dist.communication_seconds());
+    fmt::print("mpi: {}\n", dist.traffic());
     if (!dist.root()) return 0;  // every rank holds the same model; rank 0 reports and writes it
   }
   const double updates = static_cast<double>(report.examples);

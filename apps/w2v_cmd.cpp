@@ -350,8 +350,7 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
   if (show_progress) std::fputc('\n', stderr);
   if (dist.active()) {
     if (!dist.root()) return 0;  // every rank holds the same vectors; rank 0 reports and writes them
-    fmt::print(stderr, "asgd w2v: mpi: {}; {} averaging rounds, {:.2f} s in allreduce; rank 0's numbers follow\n",
-               dist.describe(), dist.rounds(), dist.communication_seconds());
+    fmt::print(stderr, "asgd w2v: mpi: {}; {}; rank 0's numbers follow\n", dist.describe(), dist.traffic());
   }
   const double words = static_cast<double>(report.examples) * words_per_sentence;
   const double wps = report.seconds > 0 ? words / report.seconds : 0;

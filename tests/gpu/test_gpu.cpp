@@ -187,13 +187,13 @@ TEST(GpuTraining, AfterEpochHookAsOnTheCpu) {
     dense::TrainOptions hooked = o;
     hooked.after_epoch = [&] {
       if (seen.empty()) {
-        seen.assign(store.data(), store.data() + store.size());
+        seen = store.snapshot();
         store.assign(other);
       }
     };
     const auto reports = trainer(net, store, momentum, d, &test, hooked, {});
     EXPECT_DOUBLE_EQ(reports[0].test_accuracy, dense::evaluate(net, other.data(), test).accuracy);
-    return std::vector<float>(store.data(), store.data() + store.size());
+    return store.snapshot();
   };
   std::vector<float> cpu_seen, gpu_seen;
   const auto c = run(dense::train, cpu_seen);
@@ -227,7 +227,7 @@ TEST(GpuTraining, CudaGraphsTrainAsKernelByKernel) {
     Run r;
     o.cuda_graphs = graphs;
     r.reports = gpu::train(net, store, r.momentum, d, &test, o);
-    r.params.assign(store.data(), store.data() + store.size());
+    r.params = store.snapshot();
     return r;
   };
   const Run eager = run(false), graphs = run(true);

@@ -51,13 +51,12 @@ void initialize_factors(ParamStore& store, std::uint64_t seed, float scale) {
   const FactorLayout f = FactorLayout::of(store.layout());
   // The same seed gives the same start everywhere.
   FastRng rng(seed * 0x9e3779b97f4a7c15ULL + 1);
-  auto uniform = [&] { return rng.uniform(); };
   const float s = scale / std::sqrt(static_cast<float>(f.factors));
   float* data = store.data();
   for (std::size_t r = 0; r < f.users; ++r)
-    for (std::size_t c = 0; c < f.factors; ++c) store_param(data[f.p + r * f.stride + c], uniform() * s);
+    for (std::size_t c = 0; c < f.factors; ++c) store_param(data[f.p + r * f.stride + c], rng.uniform() * s);
   for (std::size_t r = 0; r < f.items; ++r)
-    for (std::size_t c = 0; c < f.factors; ++c) store_param(data[f.q + r * f.stride + c], uniform() * s);
+    for (std::size_t c = 0; c < f.factors; ++c) store_param(data[f.q + r * f.stride + c], rng.uniform() * s);
 }
 
 float predict(const ParamStore& store, const FactorLayout& f, float mean, std::uint32_t user, std::uint32_t item) {

@@ -62,6 +62,7 @@ struct CUstream_st {
   // goes to `captured`; `invalidated` once an unsafe call was made.
   bool capturing = false, invalidated = false;
   std::vector<std::function<void()>> captured;
+  std::size_t pushed = 0;  // operations queued or captured, ever
   std::thread thread{[this] { run(); }};
 
   ~CUstream_st() {
@@ -94,6 +95,7 @@ struct CUstream_st {
   void push(std::function<void()> work) {
     {
       std::scoped_lock lock(m);
+      ++pushed;
       if (capturing) {
         captured.push_back(std::move(work));
         return;
@@ -671,6 +673,11 @@ void launch(cudaStream_t s, std::function<void()> work) {
                            " while this thread's current device is " + std::to_string(current_device));
   }
   enqueue(s, std::move(work));
+}
+
+std::size_t operations(cudaStream_t s) {
+  std::scoped_lock lock(s->m);
+  return s->pushed;
 }
 
 void enqueue(cudaStream_t s, std::function<void()> work) {

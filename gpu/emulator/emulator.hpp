@@ -4,6 +4,7 @@
 // forgot to order really runs concurrently (and ThreadSanitizer sees it).
 #pragma once
 
+#include <cstddef>
 #include <cuda_runtime_api.h>
 #include <functional>
 
@@ -15,5 +16,10 @@ void enqueue(cudaStream_t s, std::function<void()> work);
 // A kernel launch: enqueue, after checking that s belongs to the calling
 // thread's current device (std::logic_error otherwise, as CUDA refuses it).
 void launch(cudaStream_t s, std::function<void()> work);
+// How many operations (kernels, cuBLAS calls, copies, fills, event records
+// and waits)
+// were ever queued on stream s, captured ones included: what a GPU would
+// launch one by one.
+std::size_t operations(cudaStream_t s);
 
 }  // namespace asgd::gpu::emulator

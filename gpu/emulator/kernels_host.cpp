@@ -46,18 +46,17 @@ void relu_backward(const float* out, const float* dout, float* din, std::size_t 
   });
 }
 
-void max_pool_forward(const float* in, float* out, std::uint8_t* choice, std::size_t planes, int h, int w,
-                      cudaStream_t s) {
+void max_pool_forward(const float* in, float* out, std::uint8_t* choice, const PoolGeometry& g, cudaStream_t s) {
   emulator::launch(s, [=] {
-    for (std::size_t i = 0, m = planes * (h / 2) * (w / 2); i < m; ++i) body::max_pool_forward(i, in, out, choice, h, w);
+    for (std::size_t i = 0, m = body::pooled_size(g); i < m; ++i) body::max_pool_forward(i, in, out, choice, g);
   });
 }
 
-void max_pool_backward(const float* dout, const std::uint8_t* choice, float* din, std::size_t planes, int h, int w,
-                       cudaStream_t s) {
+void max_pool_backward(const float* dout, const std::uint8_t* choice, const float* pooled, float* din,
+                       const PoolGeometry& g, cudaStream_t s) {
   emulator::launch(s, [=] {
-    for (std::size_t i = 0, m = planes * (h / 2) * (w / 2); i < m; ++i)
-      body::max_pool_backward(i, dout, choice, din, h, w);
+    for (std::size_t i = 0, m = body::pooled_size(g); i < m; ++i)
+      body::max_pool_backward(i, dout, choice, pooled, din, g);
   });
 }
 

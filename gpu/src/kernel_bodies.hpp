@@ -75,36 +75,51 @@ ASGD_HD void relu_backward(std::size_t i, const float* out, const float* dout, f
   din[i] = out[i] > 0.0f ? dout[i] : 0.0f;
 }
 
-// Output i of 2x2 max pooling over planes of h x w; the winner 0..3 (the
-// first on ties, as dense/) goes to choice[i].
+ASGD_HD std::size_t pooled_size(const PoolGeometry& g) {
+  return static_cast<std::size_t>(g.c) * g.n * (g.h / 2) * (g.w / 2);
+}
+
+// Where pooled output i (counted over the planes [c][n]) is stored: at i,
+// or flattened, at its place in [n][c * plane].
+ASGD_HD std::size_t pooled_at(std::size_t i, const PoolGeometry& g) {
+  if (!g.flatten) return i;
+  const std::size_t plane = static_cast<std::size_t>(g.h / 2) * (g.w / 2);
+  const std::size_t p = i / plane, channel = p / g.n, sample = p % g.n;
+  return (sample * g.c + channel) * plane + i % plane;
+}
+
+// Output i of 2x2 max pooling; the winner 0..3 (the first on ties, as
+// dense/) goes to choice[i].
 ASGD_HD void max_pool_forward(std::size_t i, const float* __restrict__ in, float* __restrict__ out,
-                              std::uint8_t* __restrict__ choice, int h, int w) {
-  const int oh = h / 2, ow = w / 2;
+                              std::uint8_t* __restrict__ choice, const PoolGeometry& g) {
+  const int oh = g.h / 2, ow = g.w / 2;
   const std::size_t p = i / (static_cast<std::size_t>(oh) * ow);
   const int y = static_cast<int>((i / ow) % oh), x = static_cast<int>(i % ow);
-  const float* r0 = in + (p * h + 2 * y) * w + 2 * x;
-  const float* r1 = r0 + w;
+  const float* r0 = in + (p * g.h + 2 * y) * g.w + 2 * x;
+  const float* r1 = r0 + g.w;
   const float a = r0[0], b = r0[1], c = r1[0], d = r1[1];
   const float top = fmaxf(a, b), bottom = fmaxf(c, d);
   const std::uint8_t t = b > a ? 1 : 0, u = d > c ? 3 : 2;
-  out[i] = fmaxf(top, bottom);
+  out[pooled_at(i, g)] = fmaxf(top, bottom);
   choice[i] = bottom > top ? u : t;
 }
 
-// The 2x2 window of output i: the gradient to the winner, zeros elsewhere.
+// The 2x2 window of output i: the gradient to the winner (0 when `pooled`
+// is given and the window's maximum is not above 0), zeros elsewhere.
 ASGD_HD void max_pool_backward(std::size_t i, const float* __restrict__ dout, const std::uint8_t* __restrict__ choice,
-                               float* __restrict__ din, int h, int w) {
-  const int oh = h / 2, ow = w / 2;
+                               const float* __restrict__ pooled, float* __restrict__ din, const PoolGeometry& g) {
+  const int oh = g.h / 2, ow = g.w / 2;
   const std::size_t p = i / (static_cast<std::size_t>(oh) * ow);
   const int y = static_cast<int>((i / ow) % oh), x = static_cast<int>(i % ow);
-  float* r0 = din + (p * h + 2 * y) * w + 2 * x;
-  float* r1 = r0 + w;
-  const float g = dout[i];
+  float* r0 = din + (p * g.h + 2 * y) * g.w + 2 * x;
+  float* r1 = r0 + g.w;
+  const std::size_t at = pooled_at(i, g);
+  const float grad = pooled == nullptr || pooled[at] > 0.0f ? dout[at] : 0.0f;
   const std::uint8_t c = choice[i];
-  r0[0] = c == 0 ? g : 0.0f;
-  r0[1] = c == 1 ? g : 0.0f;
-  r1[0] = c == 2 ? g : 0.0f;
-  r1[1] = c == 3 ? g : 0.0f;
+  r0[0] = c == 0 ? grad : 0.0f;
+  r0[1] = c == 1 ? grad : 0.0f;
+  r1[0] = c == 2 ? grad : 0.0f;
+  r1[1] = c == 3 ? grad : 0.0f;
 }
 
 // [C][n][hw] -> [n][C * hw] (forward) or back, for i < n * c * hw.

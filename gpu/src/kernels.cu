@@ -44,13 +44,13 @@ __global__ void relu_backward_kernel(const float* out, const float* dout, float*
 }
 
 __global__ void max_pool_forward_kernel(const float* __restrict__ in, float* __restrict__ out,
-                                        std::uint8_t* __restrict__ choice, std::size_t m, int h, int w) {
-  ASGD_GRID_LOOP(i, m) body::max_pool_forward(i, in, out, choice, h, w);
+                                        std::uint8_t* __restrict__ choice, PoolGeometry g) {
+  ASGD_GRID_LOOP(i, body::pooled_size(g)) body::max_pool_forward(i, in, out, choice, g);
 }
 
 __global__ void max_pool_backward_kernel(const float* __restrict__ dout, const std::uint8_t* __restrict__ choice,
-                                         float* __restrict__ din, std::size_t m, int h, int w) {
-  ASGD_GRID_LOOP(i, m) body::max_pool_backward(i, dout, choice, din, h, w);
+                                         const float* __restrict__ pooled, float* __restrict__ din, PoolGeometry g) {
+  ASGD_GRID_LOOP(i, body::pooled_size(g)) body::max_pool_backward(i, dout, choice, pooled, din, g);
 }
 
 __global__ void flatten_kernel(const float* __restrict__ in, float* __restrict__ out, int c, std::size_t n, int hw,
@@ -130,17 +130,14 @@ void relu_backward(const float* out, const float* dout, float* din, std::size_t 
   ASGD_CUDA_LAUNCHED();
 }
 
-void max_pool_forward(const float* in, float* out, std::uint8_t* choice, std::size_t planes, int h, int w,
-                      cudaStream_t s) {
-  const std::size_t m = planes * (h / 2) * (w / 2);
-  max_pool_forward_kernel<<<blocks_for(m), kThreads, 0, s>>>(in, out, choice, m, h, w);
+void max_pool_forward(const float* in, float* out, std::uint8_t* choice, const PoolGeometry& g, cudaStream_t s) {
+  max_pool_forward_kernel<<<blocks_for(body::pooled_size(g)), kThreads, 0, s>>>(in, out, choice, g);
   ASGD_CUDA_LAUNCHED();
 }
 
-void max_pool_backward(const float* dout, const std::uint8_t* choice, float* din, std::size_t planes, int h, int w,
-                       cudaStream_t s) {
-  const std::size_t m = planes * (h / 2) * (w / 2);
-  max_pool_backward_kernel<<<blocks_for(m), kThreads, 0, s>>>(dout, choice, din, m, h, w);
+void max_pool_backward(const float* dout, const std::uint8_t* choice, const float* pooled, float* din,
+                       const PoolGeometry& g, cudaStream_t s) {
+  max_pool_backward_kernel<<<blocks_for(body::pooled_size(g)), kThreads, 0, s>>>(dout, choice, pooled, din, g);
   ASGD_CUDA_LAUNCHED();
 }
 

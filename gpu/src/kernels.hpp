@@ -30,12 +30,23 @@ void relu_forward(const float* in, float* out, std::size_t m, cudaStream_t s);
 // din = out > 0 ? dout : 0 (in place allowed: din == dout).
 void relu_backward(const float* out, const float* dout, float* din, std::size_t m, cudaStream_t s);
 
-// 2x2 max pooling, stride 2, over `planes` planes of h x w; choice keeps the
-// winner (0..3, the first on ties) for backward, as dense/ does.
-void max_pool_forward(const float* in, float* out, std::uint8_t* choice, std::size_t planes, int h, int w,
-                      cudaStream_t s);
-void max_pool_backward(const float* dout, const std::uint8_t* choice, float* din, std::size_t planes, int h, int w,
-                       cudaStream_t s);
+// 2x2 max pooling, stride 2, over the planes [c][n] of h x w (c channels of
+// n samples); choice keeps the winner (0..3, the first on ties) for
+// backward, as dense/ does. With `flatten`, the pooled values go to
+// [n][c * (h/2) * (w/2)]: the flatten layer after the pool, in the same pass.
+struct PoolGeometry {
+  int c, h, w;
+  std::size_t n;
+  bool flatten;
+};
+void max_pool_forward(const float* in, float* out, std::uint8_t* choice, const PoolGeometry& g, cudaStream_t s);
+// dout in the forward output's layout. With `pooled` (the forward's output)
+// not null, the backward of a ReLU before the pool is done in the same pass:
+// the window's gradient passes only where its maximum is above 0 (what the
+// ReLU's own backward would give, since the maximum is the ReLU's output at
+// the winner).
+void max_pool_backward(const float* dout, const std::uint8_t* choice, const float* pooled, float* din,
+                       const PoolGeometry& g, cudaStream_t s);
 
 // [C][n][hw] <-> [n][C * hw].
 void flatten_forward(const float* in, float* out, int c, std::size_t n, int hw, cudaStream_t s);

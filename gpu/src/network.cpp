@@ -43,17 +43,36 @@ GpuNetwork::GpuNetwork(const dense::Network& net, std::size_t capacity, cudaStre
       ones = std::max(ones, M);
     }
     if (s.kind == Kind::max_pool2) choice_[i].resize(capacity * s.out.size());
-    if (i > 0 && s.kind == Kind::relu && (specs_[i - 1].kind == Kind::conv2d || specs_[i - 1].kind == Kind::linear))
-      fused_[i] = true;
+    if (i > 0) {
+      const Kind before = specs_[i - 1].kind;
+      fused_[i] = (s.kind == Kind::relu && (before == Kind::conv2d || before == Kind::linear)) ||
+                  (s.kind == Kind::flatten && before == Kind::max_pool2);
+    }
   }
+  // Layer 0 needs no input gradient, so a ReLU there has no backward to fold.
+  relu_in_pool_.assign(L, false);
+  for (std::size_t i = 1; i + 1 < L; ++i)
+    relu_in_pool_[i] = specs_[i].kind == Kind::relu && specs_[i + 1].kind == Kind::max_pool2;
   act_[L].resize(capacity * specs_.back().out.size());
   delta_[L].resize(capacity * specs_.back().out.size());
   act_ptr_.resize(L + 1);
-  for (std::size_t i = 0; i <= L; ++i) act_ptr_[i] = act_[i].get();
-  // A fused layer i - 1 writes its (bias + ReLU) output where the ReLU's
-  // output goes; the ReLU's input buffer then holds the same values.
+  delta_ptr_.resize(L + 1);
+  for (std::size_t i = 0; i <= L; ++i) {
+    act_ptr_[i] = act_[i].get();
+    delta_ptr_[i] = delta_[i].get();
+  }
+  // A layer fused into layer i - 1 has its output written by that layer: its
+  // input buffer then holds the same values (bias + ReLU), or is skipped
+  // (pool + flatten: the pool writes the flattened layout and reads the
+  // flattened gradient).
   for (std::size_t i = L; i-- > 0;)
-    if (fused_[i]) act_ptr_[i] = act_ptr_[i + 1];
+    if (fused_[i]) {
+      act_ptr_[i] = act_ptr_[i + 1];
+      if (specs_[i].kind == Kind::flatten) delta_ptr_[i] = delta_ptr_[i + 1];
+    }
+  // A pool that does its ReLU's backward writes the ReLU's input gradient.
+  for (std::size_t i = 0; i < L; ++i)
+    if (relu_in_pool_[i]) delta_ptr_[i + 1] = delta_ptr_[i];
   ones_.resize(ones);
   kernels::fill(ones_.get(), 1.0f, ones, stream_);
   loss_.resize(capacity);
@@ -71,9 +90,17 @@ void GpuNetwork::gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, 
                           static_cast<int>(n)));
 }
 
-void GpuNetwork::forward_layer(std::size_t i, const float* params, const float* in, float* out, std::size_t n,
-                               bool relu) {
+kernels::PoolGeometry GpuNetwork::pool_geometry(std::size_t i, std::size_t n, bool fused) const {
   const LayerSpec& s = specs_[i];
+  const bool flatten = fused && i + 1 < specs_.size() && fused_[i + 1];
+  return {static_cast<int>(s.in.c), static_cast<int>(s.in.h), static_cast<int>(s.in.w), n, flatten};
+}
+
+void GpuNetwork::forward_layer(std::size_t i, const float* params, const float* in, float* out, std::size_t n,
+                               bool fused) {
+  const LayerSpec& s = specs_[i];
+  // Fused into a conv or linear layer, the next layer is a ReLU.
+  const bool relu = fused && i + 1 < specs_.size() && fused_[i + 1];
   switch (s.kind) {
     case Kind::conv2d: {
       const auto g = geometry(s, n);
@@ -88,10 +115,7 @@ void GpuNetwork::forward_layer(std::size_t i, const float* params, const float* 
       kernels::add_col_bias(out, params + s.bias, n, s.out.size(), relu, stream_);
       break;
     case Kind::relu: kernels::relu_forward(in, out, n * s.in.size(), stream_); break;
-    case Kind::max_pool2:
-      kernels::max_pool_forward(in, out, choice_[i].get(), s.in.c * n, static_cast<int>(s.in.h),
-                                static_cast<int>(s.in.w), stream_);
-      break;
+    case Kind::max_pool2: kernels::max_pool_forward(in, out, choice_[i].get(), pool_geometry(i, n, fused), stream_); break;
     case Kind::flatten:
       kernels::flatten_forward(in, out, static_cast<int>(s.in.c), n, static_cast<int>(s.in.h * s.in.w), stream_);
       break;
@@ -106,6 +130,11 @@ void GpuNetwork::layer_forward(std::size_t i, const float* params, const float* 
 void GpuNetwork::layer_backward(std::size_t i, const float* params, const float* in, const float* out,
                                 const float* dout, float* din, float* grad, std::size_t n) {
   if (i >= specs_.size() || n > capacity_) throw InputError("gpu: layer or batch out of range");
+  backward_layer(i, params, in, out, dout, din, grad, n, false);
+}
+
+void GpuNetwork::backward_layer(std::size_t i, const float* params, const float* in, const float* out,
+                                const float* dout, float* din, float* grad, std::size_t n, bool fused) {
   const LayerSpec& s = specs_[i];
   const float one = 1.0f, zero = 0.0f;
   switch (s.kind) {
@@ -135,9 +164,11 @@ void GpuNetwork::layer_backward(std::size_t i, const float* params, const float*
       if (din != nullptr) kernels::relu_backward(out, dout, din, n * s.in.size(), stream_);
       break;
     case Kind::max_pool2:
-      if (din != nullptr)
-        kernels::max_pool_backward(dout, choice_[i].get(), din, s.in.c * n, static_cast<int>(s.in.h),
-                                   static_cast<int>(s.in.w), stream_);
+      if (din != nullptr) {
+        // `out` is the pooled output, in the layout of dout.
+        const float* mask = fused && i > 0 && relu_in_pool_[i - 1] ? out : nullptr;
+        kernels::max_pool_backward(dout, choice_[i].get(), mask, din, pool_geometry(i, n, fused), stream_);
+      }
       break;
     case Kind::flatten:
       if (din != nullptr)
@@ -153,10 +184,9 @@ const float* GpuNetwork::forward(const float* params, const float* x, std::size_
   const float* in = x;
   for (std::size_t i = 0; i < L; ++i) {
     if (fused_[i]) continue;  // done by layer i - 1
-    const bool fuse = i + 1 < L && fused_[i + 1];
-    float* out = act_ptr_[fuse ? i + 2 : i + 1];
-    forward_layer(i, params, in, out, n, fuse);
-    in = out;
+    // A fused next layer's output: act_ptr_[i + 1] already points there.
+    forward_layer(i, params, in, act_ptr_[i + 1], n, true);
+    in = act_ptr_[i + 1];
   }
   return act_ptr_[L];
 }
@@ -166,13 +196,15 @@ void GpuNetwork::loss_and_gradient(const float* params, const float* x, const st
   const std::size_t L = specs_.size();
   forward(params, x, n);
   const int k = static_cast<int>(classes());
-  kernels::softmax_xent(act_ptr_[L], labels, n, k, loss_.get(), delta_[L].get(), 1.0f / static_cast<float>(n),
+  kernels::softmax_xent(act_ptr_[L], labels, n, k, loss_.get(), delta_ptr_[L], 1.0f / static_cast<float>(n),
                         stream_);
   for (std::size_t i = L; i-- > 0;) {
+    // Done by the layer before (a flatten after a pool) or after (a ReLU before a pool).
+    if ((fused_[i] && specs_[i].kind == Kind::flatten) || relu_in_pool_[i]) continue;
     const float* in = i == 0 ? x : act_ptr_[i];
     // The first layer needs no input gradient.
-    float* din = i == 0 ? nullptr : delta_[i].get();
-    layer_backward(i, params, in, act_ptr_[i + 1], delta_[i + 1].get(), din, grad, n);
+    float* din = i == 0 ? nullptr : delta_ptr_[i];
+    backward_layer(i, params, in, act_ptr_[i + 1], delta_ptr_[i + 1], din, grad, n, true);
   }
 }
 

@@ -3,9 +3,16 @@
 // convolutions (im2col) and linear layers. One GpuNetwork per stream: it owns
 // that stream's activations and scratch; the parameters are the caller's.
 //
-// In a full pass, a conv or linear layer followed by a ReLU adds its bias and
-// applies the ReLU in one kernel, writing straight into the ReLU's output
-// (its backward only needs that output): LeNet-5's step is 37 launches.
+// In a full pass, neighbouring layers share kernels where one pass over the
+// data does both:
+// - a conv or linear layer followed by a ReLU adds its bias and applies the
+//   ReLU in one kernel, writing straight into the ReLU's output;
+// - a max-pool followed by a flatten writes the flattened layout itself, and
+//   its backward reads the flattened gradient;
+// - a max-pool after a ReLU does the ReLU's backward in its own: the ReLU's
+//   output at a window's winner is the pooled value.
+// LeNet-5's loss and gradient is then 34 launches (38 with the first alone;
+// tests/gpu/test_emulator.cpp counts them).
 #pragma once
 
 #include <cstddef>
@@ -14,6 +21,7 @@
 
 #include "asgd/dense/network.hpp"
 #include "cuda_util.hpp"
+#include "kernels.hpp"
 
 namespace asgd::gpu::detail {
 
@@ -44,7 +52,14 @@ class GpuNetwork {
                       float* din, float* grad, std::size_t n);
 
  private:
-  void forward_layer(std::size_t i, const float* params, const float* in, float* out, std::size_t n, bool relu);
+  // x in the first layer's layout (a transposed copy in act_[0] when it differs).
+  const float* first_input(const float* x, std::size_t n);
+  const float* forward_layers(const float* params, const float* x, std::size_t n);
+  // With `fused`, what the layer does for its neighbours (above) too.
+  void forward_layer(std::size_t i, const float* params, const float* in, float* out, std::size_t n, bool fused);
+  void backward_layer(std::size_t i, const float* params, const float* in, const float* out, const float* dout,
+                      float* din, float* grad, std::size_t n, bool fused);
+  kernels::PoolGeometry pool_geometry(std::size_t i, std::size_t n, bool fused) const;
   // Row-major C[m x n] = op(A) op(B) with cuBLAS.
   void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, const float* a, const float* b,
             float* c) const;
@@ -54,8 +69,9 @@ class GpuNetwork {
   cudaStream_t stream_;
   cublasHandle_t cublas_;
   std::vector<DeviceBuffer<float>> act_, delta_;   // act_[i]: input of layer i (act_[L]: logits)
-  std::vector<float*> act_ptr_;                    // act_[i] or, fused, the ReLU's output buffer
-  std::vector<bool> fused_;                        // layer i is a ReLU folded into layer i - 1
+  std::vector<float*> act_ptr_, delta_ptr_;        // act_[i], delta_[i] or, fused, the buffer written instead
+  std::vector<bool> fused_;                        // layer i's forward (a flatten's backward too) is layer i - 1's
+  std::vector<bool> relu_in_pool_;                 // layer i is a ReLU whose backward the pool after it does
   std::vector<DeviceBuffer<float>> col_, dcol_;    // conv scratch
   std::vector<DeviceBuffer<std::uint8_t>> choice_; // max-pool winners
   DeviceBuffer<float> ones_, loss_;

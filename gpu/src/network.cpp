@@ -178,8 +178,23 @@ void GpuNetwork::backward_layer(std::size_t i, const float* params, const float*
   }
 }
 
-const float* GpuNetwork::forward(const float* params, const float* x, std::size_t n) {
+const float* GpuNetwork::first_input(const float* x, std::size_t n) {
   if (n > capacity_) throw InputError(fmt::format("gpu: batch {} above the capacity {}", n, capacity_));
+  // Samples come one after another, [n][C][H][W]; the convolutional layers
+  // take [C][n][H][W] (as dense::Network::forward arranges). With one
+  // channel, or a flat input, the two are the same memory.
+  const dense::Shape in = specs_.front().in;
+  if (in.c == 1 || (in.h == 1 && in.w == 1)) return x;
+  // [n][C * hw] -> [C][n][hw] is the flatten's backward.
+  kernels::flatten_backward(x, act_[0].get(), static_cast<int>(in.c), n, static_cast<int>(in.h * in.w), stream_);
+  return act_[0].get();
+}
+
+const float* GpuNetwork::forward(const float* params, const float* x, std::size_t n) {
+  return forward_layers(params, first_input(x, n), n);
+}
+
+const float* GpuNetwork::forward_layers(const float* params, const float* x, std::size_t n) {
   const std::size_t L = specs_.size();
   const float* in = x;
   for (std::size_t i = 0; i < L; ++i) {
@@ -194,7 +209,8 @@ const float* GpuNetwork::forward(const float* params, const float* x, std::size_
 void GpuNetwork::loss_and_gradient(const float* params, const float* x, const std::uint8_t* labels, std::size_t n,
                                    float* grad) {
   const std::size_t L = specs_.size();
-  forward(params, x, n);
+  x = first_input(x, n);
+  forward_layers(params, x, n);
   const int k = static_cast<int>(classes());
   kernels::softmax_xent(act_ptr_[L], labels, n, k, loss_.get(), delta_ptr_[L], 1.0f / static_cast<float>(n),
                         stream_);

@@ -129,6 +129,52 @@ TEST(GpuParity, LenetLossAndGradient) {
   }
 }
 
+// The device network fuses neighbouring layers (a pool with the flatten
+// after it and the ReLU before it, a conv or linear layer with its ReLU):
+// stacks where only some of those neighbours meet, against the CPU.
+TEST(GpuParity, PartlyFusedStacksLossAndGradient) {
+  SKIP_WITHOUT_GPU();
+  struct Stack {
+    const char* name;
+    dense::Network net;
+  };
+  std::vector<Stack> stacks;
+  {  // pool before its ReLU, which then stands alone; a flatten after a ReLU
+    dense::Network n(dense::Shape{1, 8, 8});
+    n.add(dense::conv2d(1, 4, 3, 1)).add(dense::max_pool2()).add(dense::relu());
+    n.add(dense::flatten()).add(dense::linear(64, 10));
+    stacks.push_back({"conv, pool, relu, flatten, linear", std::move(n)});
+  }
+  {  // a ReLU as layer 0 before a pool (no input gradient to fold), then the LeNet pattern
+    dense::Network n(dense::Shape{1, 12, 12});
+    n.add(dense::relu()).add(dense::max_pool2()).add(dense::conv2d(1, 3, 3, 0)).add(dense::relu());
+    n.add(dense::max_pool2()).add(dense::flatten()).add(dense::linear(12, 10));
+    stacks.push_back({"relu, pool, conv, relu, pool, flatten, linear", std::move(n)});
+  }
+  {  // a pool followed by a conv, not a flatten
+    dense::Network n(dense::Shape{2, 10, 10});
+    n.add(dense::conv2d(2, 4, 3, 1)).add(dense::relu()).add(dense::max_pool2()).add(dense::conv2d(4, 6, 3, 0));
+    n.add(dense::relu()).add(dense::flatten()).add(dense::linear(54, 10));
+    stacks.push_back({"conv, relu, pool, conv, relu, flatten, linear", std::move(n)});
+  }
+  for (const Stack& st : stacks) {
+    SCOPED_TRACE(st.name);
+    const dense::Network& net = st.net;
+    std::vector<float> params(net.layout().size());
+    net.initialize(params, 11);
+    const std::size_t n = 9;
+    const auto x = random_vector(n * net.input().size(), 12);
+    std::vector<std::uint8_t> labels(n);
+    for (std::size_t i = 0; i < n; ++i) labels[i] = static_cast<std::uint8_t>((i * 7) % 10);
+    auto ws = net.workspace(n);
+    std::vector<float> cpu_grad(params.size()), gpu_grad(params.size());
+    const double cpu = net.loss_and_gradient(params.data(), x.data(), labels.data(), n, cpu_grad.data(), ws);
+    const double got = gpu::loss_and_gradient(net, params.data(), x.data(), labels.data(), n, gpu_grad.data());
+    EXPECT_NEAR(got, cpu, 1e-4 * std::abs(cpu));
+    EXPECT_LE(normwise_error(gpu_grad, cpu_grad), 1e-4);
+  }
+}
+
 TEST(GpuParity, EvaluateAgreesWithTheCpu) {
   SKIP_WITHOUT_GPU();
   const dense::Network net = dense::lenet5();

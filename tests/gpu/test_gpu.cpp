@@ -157,6 +157,11 @@ TEST(GpuParity, PartlyFusedStacksLossAndGradient) {
     n.add(dense::relu()).add(dense::flatten()).add(dense::linear(54, 10));
     stacks.push_back({"conv, relu, pool, conv, relu, flatten, linear", std::move(n)});
   }
+  {  // a flat input of several features: linear layers only
+    dense::Network n(dense::Shape{20, 1, 1});
+    n.add(dense::linear(20, 16)).add(dense::relu()).add(dense::linear(16, 10));
+    stacks.push_back({"linear, relu, linear", std::move(n)});
+  }
   for (const Stack& st : stacks) {
     SCOPED_TRACE(st.name);
     const dense::Network& net = st.net;

@@ -1,7 +1,8 @@
 #!/bin/bash
 # Every `train` command under mpiexec on small generated data, end to end:
 #  linear  4 ranks, tree, background averaging every 5 steps: within 1e-3
-#          of the L-BFGS optimum, and every round accounted for;
+#          of the L-BFGS optimum, and every round accounted for; 2 ranks
+#          stopped at a checkpoint and resumed give the uninterrupted model;
 #  mf      2 ranks, per-epoch averaging: rank 0 alone prints and writes the
 #          model, which `mf eval` reads back with the RMSE rank 0 printed;
 #          BPR (--loss bpr) on 2 ranks beats most-popular by NDCG@10;
@@ -33,6 +34,19 @@ awk -v g="$gap" 'BEGIN { exit !(g < 1e-3) }' || fail "linear: $gap above the opt
 # a round at every 5th: at least 32.
 [[ "$rounds" -ge 32 ]] || fail "linear: $rounds rounds, expected at least 32"
 echo "linear, 4 ranks: $gap above the optimum, $rounds rounds"
+
+# linear, stopped and resumed: 2 ranks (one worker each, per-epoch averaging,
+# so a run is deterministic) stop after epoch 3 with rank 0's checkpoint of
+# the averaged model, and a second job resumes from it to epoch 6. The model
+# must be the uninterrupted run's, bit for bit: the checkpoint carries the
+# epoch and seeds, and every rank starts again from the same parameters.
+resume_job() { mpi 2 linear train --data "$work/train.svm" --epochs 6 --workers 1 --features 500 -q "$@"; }
+resume_job --model "$work/whole.bin" > "$work/log" 2>&1 || fail "linear: the uninterrupted run"
+resume_job --checkpoint "$work/ck.bin" --until-epoch 3 > "$work/log" 2>&1 || fail "linear: the run stopped at epoch 3"
+resume_job --resume "$work/ck.bin" --model "$work/resumed.bin" > "$work/log" 2>&1 || fail "linear: the resumed run"
+grep -q "^resumed from .* at epoch 3" "$work/log" || fail "linear: did not resume at epoch 3"
+cmp -s "$work/whole.bin" "$work/resumed.bin" || fail "linear: the resumed model differs from the uninterrupted one"
+echo "linear, 2 ranks: stopped at epoch 3 and resumed, the same model as one run"
 
 # mf
 "$asgd" mf generate "$work/ratings.txt" --users 300 --items 200 --ratings 20000 --seed 3 > /dev/null ||

@@ -137,7 +137,7 @@ int train(const TrainFlags& f, Distributed& dist) {
   Trainer trainer(store, options);
   if (!f.resume.empty()) {
     trainer.load_checkpoint(f.resume);
-    fmt::print("resumed from {} at epoch {}\n", f.resume, trainer.state().epoch);
+    if (dist.root()) fmt::print("resumed from {} at epoch {}\n", f.resume, trainer.state().epoch);
   }
   if (f.until_epoch > options.epochs) {
     throw InputError(fmt::format("--until-epoch {}: past --epochs {}", f.until_epoch, options.epochs));

@@ -44,7 +44,7 @@ resume_job() { mpi 2 linear train --data "$work/train.svm" --epochs 6 --workers 
 resume_job --model "$work/whole.bin" > "$work/log" 2>&1 || fail "linear: the uninterrupted run"
 resume_job --checkpoint "$work/ck.bin" --until-epoch 3 > "$work/log" 2>&1 || fail "linear: the run stopped at epoch 3"
 resume_job --resume "$work/ck.bin" --model "$work/resumed.bin" > "$work/log" 2>&1 || fail "linear: the resumed run"
-grep -q "^resumed from .* at epoch 3" "$work/log" || fail "linear: did not resume at epoch 3"
+[[ $(grep -c "^resumed from .* at epoch 3" "$work/log") -eq 1 ]] || fail "linear: not one 'resumed at epoch 3' line"
 cmp -s "$work/whole.bin" "$work/resumed.bin" || fail "linear: the resumed model differs from the uninterrupted one"
 echo "linear, 2 ranks: stopped at epoch 3 and resumed, the same model as one run"
 

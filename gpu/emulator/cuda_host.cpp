@@ -468,6 +468,13 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsig
   return cudaSuccess;
 }
 
+// Nothing to upload: the recording is launched as it is.
+cudaError_t cudaGraphUpload(cudaGraphExec_t exec, cudaStream_t s) {
+  if (exec == nullptr) return fail(cudaErrorInvalidValue);
+  if (is_capturing(s)) return fail(cudaErrorStreamCaptureUnsupported);
+  return cudaSuccess;
+}
+
 cudaError_t cudaGraphDestroy(cudaGraph_t graph) { return destroy(graph, cudaErrorInvalidValue); }
 
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) { return destroy(exec, cudaErrorInvalidValue); }

@@ -180,6 +180,11 @@ class Graph {
     const cudaError_t rc = cudaGraphInstantiate(&exec_, g, 0);
     cudaGraphDestroy(g);
     ASGD_CUDA(rc);
+    // Ready on the device now, not at the first launch (a timed step).
+    if (const cudaError_t up = cudaGraphUpload(exec_, s); up != cudaSuccess) {
+      cudaGraphExecDestroy(exec_);  // no destructor runs for a throwing constructor
+      ASGD_CUDA(up);
+    }
   }
   ~Graph() {
     if (exec_ != nullptr) cudaGraphExecDestroy(exec_);

@@ -33,7 +33,7 @@ void add_distributed_flags(CLI::App& app, DistributedFlags& flags) {
   app.add_flag("--average-weighted", flags.weighted, "Under mpirun: weight each rank by the examples it trained");
   app.add_option("--combine", flags.combine,
                  "Under mpirun: mean (model averaging) or sum (add every rank's update since the last round: "
-                 "sparse models); default mean, for mf --loss bpr sum");
+                 "sparse models); default mean, for mf --loss bpr sum unless --average-weighted");
 }
 
 namespace {

@@ -73,7 +73,8 @@ Under mpirun -np N (each rank trains 1/N of the sentences; rank 0 writes):
   -allreduce A       tree, ring or native (ring)
   -average-every E   average the ranks' vectors every epoch or every E local steps (epoch)
   -average-weighted 1  weight ranks by the sentences they trained (0)
-  -combine C         mean of the ranks' vectors, or sum of their updates (mean)
+  -combine C         sum of the ranks' updates, or mean of their vectors (sum;
+                     mean with -average-weighted 1)
 With -threads 1 and a fixed -seed, output is the same byte for byte.
 )";
 
@@ -147,6 +148,12 @@ W2vFlags parse_flags(const std::vector<std::string>& args) {
   if (f.train.empty() && f.resume.empty()) throw InputError("w2v: -train FILE is required (see asgd w2v -help)");
   if (f.threads == 0 || f.threads > 1024) throw InputError(fmt::format("-threads {}: expected 1 to 1024", f.threads));
   if (f.iter == 0) throw InputError("-iter 0: expected at least 1 epoch");
+  // Under mpirun the ranks' updates add up unless asked otherwise: averaging
+  // halves each rank's step on the rows both move (text8-prefix, skip-gram,
+  // 2 ranks, 4 seeds: analogies 10.47 % summing against 9.78 % averaging,
+  // WS-353 0.62 against 0.54 for seeds 1 and 2; bench/RESULTS.md). A
+  // weighted mean asks for the mean.
+  if (!f.given.count("combine") && !f.dist.weighted) f.dist.combine = "sum";
   return f;
 }
 

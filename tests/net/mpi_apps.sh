@@ -7,7 +7,7 @@
 #          model, which `mf eval` reads back with the RMSE rank 0 printed;
 #          BPR (--loss bpr) on 2 ranks beats most-popular by NDCG@10;
 #  w2v     2 ranks over a generated corpus: one vectors file with the whole
-#          vocabulary;
+#          vocabulary, the ranks' updates summed by default;
 #  cnn     2 ranks over synthetic MNIST-format digits: the model is written
 #          and `cnn eval` on it reports rank 0's accuracy, after an
 #          averaging round per epoch; with the emulated GPU backend, the job
@@ -86,6 +86,7 @@ mpi 2 w2v -train "$work/corpus.txt" -output "$work/vec.txt" -size 16 -window 3 -
   -min-count 1 -sample 0 -threads 1 -allreduce ring > "$work/log" 2>&1 || fail "w2v under mpiexec"
 read -r words dims < "$work/vec.txt"
 [[ "$words" == 40 && "$dims" == 16 ]] || fail "w2v: header '$words $dims', expected '40 16'"
+grep -q 'mpi: 2 ranks, ring allreduce, summing updates' "$work/log" || fail "w2v: does not sum the ranks' updates by default"
 echo "w2v, 2 ranks: $words words x $dims"
 
 # cnn: 600 training and 200 test digits, each class a bright bar at its own place

@@ -17,9 +17,8 @@ void enqueue(cudaStream_t s, std::function<void()> work);
 // thread's current device (std::logic_error otherwise, as CUDA refuses it).
 void launch(cudaStream_t s, std::function<void()> work);
 // How many operations (kernels, cuBLAS calls, copies, fills, event records
-// and waits)
-// were ever queued on stream s, captured ones included: what a GPU would
-// launch one by one.
+// and waits) were ever queued on stream s, captured ones included: what a
+// GPU would launch one by one.
 std::size_t operations(cudaStream_t s);
 
 }  // namespace asgd::gpu::emulator

@@ -65,14 +65,21 @@ GpuNetwork::GpuNetwork(const dense::Network& net, std::size_t capacity, cudaStre
   // input buffer then holds the same values (bias + ReLU), or is skipped
   // (pool + flatten: the pool writes the flattened layout and reads the
   // flattened gradient).
+  backward_by_neighbour_.assign(L, false);
   for (std::size_t i = L; i-- > 0;)
     if (fused_[i]) {
       act_ptr_[i] = act_ptr_[i + 1];
-      if (specs_[i].kind == Kind::flatten) delta_ptr_[i] = delta_ptr_[i + 1];
+      if (specs_[i].kind == Kind::flatten) {
+        delta_ptr_[i] = delta_ptr_[i + 1];
+        backward_by_neighbour_[i] = true;
+      }
     }
   // A pool that does its ReLU's backward writes the ReLU's input gradient.
   for (std::size_t i = 0; i < L; ++i)
-    if (relu_in_pool_[i]) delta_ptr_[i + 1] = delta_ptr_[i];
+    if (relu_in_pool_[i]) {
+      delta_ptr_[i + 1] = delta_ptr_[i];
+      backward_by_neighbour_[i] = true;
+    }
   ones_.resize(ones);
   kernels::fill(ones_.get(), 1.0f, ones, stream_);
   loss_.resize(capacity);
@@ -92,7 +99,7 @@ void GpuNetwork::gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, 
 
 kernels::PoolGeometry GpuNetwork::pool_geometry(std::size_t i, std::size_t n, bool fused) const {
   const LayerSpec& s = specs_[i];
-  const bool flatten = fused && i + 1 < specs_.size() && fused_[i + 1];
+  const bool flatten = fused && next_fused(i);
   return {static_cast<int>(s.in.c), static_cast<int>(s.in.h), static_cast<int>(s.in.w), n, flatten};
 }
 
@@ -100,7 +107,7 @@ void GpuNetwork::forward_layer(std::size_t i, const float* params, const float* 
                                bool fused) {
   const LayerSpec& s = specs_[i];
   // Fused into a conv or linear layer, the next layer is a ReLU.
-  const bool relu = fused && i + 1 < specs_.size() && fused_[i + 1];
+  const bool relu = fused && next_fused(i);
   switch (s.kind) {
     case Kind::conv2d: {
       const auto g = geometry(s, n);
@@ -215,8 +222,7 @@ void GpuNetwork::loss_and_gradient(const float* params, const float* x, const st
   kernels::softmax_xent(act_ptr_[L], labels, n, k, loss_.get(), delta_ptr_[L], 1.0f / static_cast<float>(n),
                         stream_);
   for (std::size_t i = L; i-- > 0;) {
-    // Done by the layer before (a flatten after a pool) or after (a ReLU before a pool).
-    if ((fused_[i] && specs_[i].kind == Kind::flatten) || relu_in_pool_[i]) continue;
+    if (backward_by_neighbour_[i]) continue;
     const float* in = i == 0 ? x : act_ptr_[i];
     // The first layer needs no input gradient.
     float* din = i == 0 ? nullptr : delta_ptr_[i];

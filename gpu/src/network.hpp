@@ -11,8 +11,8 @@
 //   its backward reads the flattened gradient;
 // - a max-pool after a ReLU does the ReLU's backward in its own: the ReLU's
 //   output at a window's winner is the pooled value.
-// LeNet-5's loss and gradient is then 34 launches (38 with the first alone;
-// tests/gpu/test_emulator.cpp counts them).
+// LeNet-5's loss and gradient is then 34 launches, against 38 with only the
+// bias + ReLU fusion (tests/gpu/test_emulator.cpp counts them).
 #pragma once
 
 #include <cstddef>
@@ -59,6 +59,7 @@ class GpuNetwork {
   void forward_layer(std::size_t i, const float* params, const float* in, float* out, std::size_t n, bool fused);
   void backward_layer(std::size_t i, const float* params, const float* in, const float* out, const float* dout,
                       float* din, float* grad, std::size_t n, bool fused);
+  bool next_fused(std::size_t i) const noexcept { return i + 1 < specs_.size() && fused_[i + 1]; }
   kernels::PoolGeometry pool_geometry(std::size_t i, std::size_t n, bool fused) const;
   // Row-major C[m x n] = op(A) op(B) with cuBLAS.
   void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, const float* a, const float* b,
@@ -72,6 +73,7 @@ class GpuNetwork {
   std::vector<float*> act_ptr_, delta_ptr_;        // act_[i], delta_[i] or, fused, the buffer written instead
   std::vector<bool> fused_;                        // layer i's forward (a flatten's backward too) is layer i - 1's
   std::vector<bool> relu_in_pool_;                 // layer i is a ReLU whose backward the pool after it does
+  std::vector<bool> backward_by_neighbour_;        // that, or a flatten whose backward its pool does
   std::vector<DeviceBuffer<float>> col_, dcol_;    // conv scratch
   std::vector<DeviceBuffer<std::uint8_t>> choice_; // max-pool winners
   DeviceBuffer<float> ones_, loss_;

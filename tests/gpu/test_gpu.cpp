@@ -131,52 +131,131 @@ TEST(GpuParity, LenetLossAndGradient) {
 
 // The device network fuses neighbouring layers (a pool with the flatten
 // after it and the ReLU before it, a conv or linear layer with its ReLU):
-// stacks where only some of those neighbours meet, against the CPU.
+// stacks where only some of those neighbours meet, inputs of several
+// channels (transposed on the device) and flat ones.
+struct Stack {
+  const char* name;
+  dense::Network net;
+};
+
+std::vector<Stack> partly_fused_stacks() {
+  using namespace dense;
+  std::vector<Stack> stacks;
+  auto stack = [&](const char* name, Shape in, auto&&... layers) {
+    Network n(in);
+    (n.add(std::move(layers)), ...);
+    stacks.push_back({name, std::move(n)});
+  };
+  stack("conv, pool, relu, flatten, linear: the ReLU after its pool stands alone", Shape{1, 8, 8}, conv2d(1, 4, 3, 1),
+        max_pool2(), relu(), flatten(), linear(64, 10));
+  stack("relu, pool, conv, relu, pool, flatten, linear: a ReLU as layer 0 has no backward to fold",
+        Shape{1, 12, 12}, relu(), max_pool2(), conv2d(1, 3, 3, 0), relu(), max_pool2(), flatten(), linear(12, 10));
+  stack("conv, relu, pool, conv, relu, flatten, linear: 2 channels in, a pool before a conv", Shape{2, 10, 10},
+        conv2d(2, 4, 3, 1), relu(), max_pool2(), conv2d(4, 6, 3, 0), relu(), flatten(), linear(54, 10));
+  stack("linear, relu, linear: a flat input", Shape{20, 1, 1}, linear(20, 16), relu(), linear(16, 10));
+  stack("conv, relu, conv, pool, flatten, linear: a conv, not a ReLU, before the pool", Shape{1, 8, 8},
+        conv2d(1, 3, 3, 1), relu(), conv2d(3, 4, 3, 1), max_pool2(), flatten(), linear(64, 10));
+  stack("conv, pool, pool, flatten, relu, linear: 2 channels in", Shape{2, 8, 8}, conv2d(2, 10, 3, 1), max_pool2(),
+        max_pool2(), flatten(), relu(), linear(40, 10));
+  stack("pool, flatten, linear: 3 channels in, the pool as layer 0", Shape{3, 8, 8}, max_pool2(), flatten(),
+        linear(48, 10));
+  stack("conv, pool, relu, pool, relu, relu, pool, flatten, linear", Shape{1, 8, 8}, conv2d(1, 4, 3, 1), max_pool2(),
+        relu(), max_pool2(), relu(), relu(), max_pool2(), flatten(), linear(4, 10));
+  stack("flatten, linear: 2 channels in, flattened as layer 0", Shape{2, 4, 4}, flatten(), linear(32, 10));
+  stack("relu, conv, relu, pool, flatten: the logits from the pool", Shape{10, 2, 2}, relu(), conv2d(10, 10, 1, 0),
+        relu(), max_pool2(), flatten());
+  return stacks;
+}
+
+// Random pixels in a Dataset of one row per input value.
+dense::Dataset random_images(std::size_t n, std::size_t dim, std::uint64_t seed) {
+  dense::Dataset d;
+  d.rows = dim;
+  d.cols = 1;
+  d.pixels = random_vector(n * dim, seed);
+  d.labels.resize(n);
+  for (std::size_t i = 0; i < n; ++i) d.labels[i] = static_cast<std::uint8_t>((i * 7 + seed) % 10);
+  return d;
+}
+
 TEST(GpuParity, PartlyFusedStacksLossAndGradient) {
   SKIP_WITHOUT_GPU();
-  struct Stack {
-    const char* name;
-    dense::Network net;
-  };
-  std::vector<Stack> stacks;
-  {  // pool before its ReLU, which then stands alone; a flatten after a ReLU
-    dense::Network n(dense::Shape{1, 8, 8});
-    n.add(dense::conv2d(1, 4, 3, 1)).add(dense::max_pool2()).add(dense::relu());
-    n.add(dense::flatten()).add(dense::linear(64, 10));
-    stacks.push_back({"conv, pool, relu, flatten, linear", std::move(n)});
-  }
-  {  // a ReLU as layer 0 before a pool (no input gradient to fold), then the LeNet pattern
-    dense::Network n(dense::Shape{1, 12, 12});
-    n.add(dense::relu()).add(dense::max_pool2()).add(dense::conv2d(1, 3, 3, 0)).add(dense::relu());
-    n.add(dense::max_pool2()).add(dense::flatten()).add(dense::linear(12, 10));
-    stacks.push_back({"relu, pool, conv, relu, pool, flatten, linear", std::move(n)});
-  }
-  {  // a pool followed by a conv, not a flatten
-    dense::Network n(dense::Shape{2, 10, 10});
-    n.add(dense::conv2d(2, 4, 3, 1)).add(dense::relu()).add(dense::max_pool2()).add(dense::conv2d(4, 6, 3, 0));
-    n.add(dense::relu()).add(dense::flatten()).add(dense::linear(54, 10));
-    stacks.push_back({"conv, relu, pool, conv, relu, flatten, linear", std::move(n)});
-  }
-  {  // a flat input of several features: linear layers only
-    dense::Network n(dense::Shape{20, 1, 1});
-    n.add(dense::linear(20, 16)).add(dense::relu()).add(dense::linear(16, 10));
-    stacks.push_back({"linear, relu, linear", std::move(n)});
-  }
-  for (const Stack& st : stacks) {
+  for (const Stack& st : partly_fused_stacks()) {
     SCOPED_TRACE(st.name);
     const dense::Network& net = st.net;
     std::vector<float> params(net.layout().size());
     net.initialize(params, 11);
-    const std::size_t n = 9;
-    const auto x = random_vector(n * net.input().size(), 12);
-    std::vector<std::uint8_t> labels(n);
-    for (std::size_t i = 0; i < n; ++i) labels[i] = static_cast<std::uint8_t>((i * 7) % 10);
-    auto ws = net.workspace(n);
+    const dense::Dataset d = random_images(9, net.input().size(), 12);
+    auto ws = net.workspace(d.size());
     std::vector<float> cpu_grad(params.size()), gpu_grad(params.size());
-    const double cpu = net.loss_and_gradient(params.data(), x.data(), labels.data(), n, cpu_grad.data(), ws);
-    const double got = gpu::loss_and_gradient(net, params.data(), x.data(), labels.data(), n, gpu_grad.data());
+    const double cpu =
+        net.loss_and_gradient(params.data(), d.pixels.data(), d.labels.data(), d.size(), cpu_grad.data(), ws);
+    const double got =
+        gpu::loss_and_gradient(net, params.data(), d.pixels.data(), d.labels.data(), d.size(), gpu_grad.data());
     EXPECT_NEAR(got, cpu, 1e-4 * std::abs(cpu));
     EXPECT_LE(normwise_error(gpu_grad, cpu_grad), 1e-4);
+  }
+}
+
+// The same stacks through evaluation (forward only) and a training epoch,
+// both with a last batch smaller than the device network's capacity.
+TEST(GpuParity, PartlyFusedStacksEvaluateAndTrainWithShortBatches) {
+  SKIP_WITHOUT_GPU();
+  for (const Stack& st : partly_fused_stacks()) {
+    SCOPED_TRACE(st.name);
+    const dense::Network& net = st.net;
+    std::vector<float> init(net.layout().size());
+    net.initialize(init, 5);
+    const dense::Dataset d = random_images(23, net.input().size(), 3);
+    const auto cpu_eval = dense::evaluate(net, init.data(), d, 10, 1);
+    const auto gpu_eval = gpu::evaluate(net, init.data(), d, 10);
+    EXPECT_NEAR(gpu_eval.loss, cpu_eval.loss, 1e-4 * cpu_eval.loss);
+    EXPECT_EQ(gpu_eval.confusion, cpu_eval.confusion);
+    for (const bool graphs : {false, true}) {
+      SCOPED_TRACE(graphs ? "cuda graphs" : "kernel by kernel");
+      gpu::GpuTrainOptions o;
+      o.epochs = 1;
+      o.batch = 16;
+      o.lr = 0.05f;
+      o.cuda_graphs = graphs;
+      ParamStore cpu = ParamStore::on_heap(net.layout()), dev = ParamStore::on_heap(net.layout());
+      cpu.assign(init);
+      dev.assign(init);
+      std::vector<float> cpu_m, dev_m;
+      dense::train(net, cpu, cpu_m, d, nullptr, o);
+      gpu::train(net, dev, dev_m, d, nullptr, o);
+      EXPECT_LE(normwise_error(dev.snapshot(), cpu.snapshot()), 1e-4);
+      EXPECT_GT(normwise_error(dev.snapshot(), init), 1e-4) << "nothing trained";
+    }
+  }
+}
+
+// gpu::layer_forward/layer_backward run one layer of a whole network alone:
+// LeNet-5's pools (after a ReLU, before a flatten) as the CPU's max-pool.
+TEST(GpuParity, OneLayerOfAFusedNetworkRunsUnfused) {
+  SKIP_WITHOUT_GPU();
+  const dense::Network net = dense::lenet5();
+  const auto specs = net.specs();
+  std::vector<float> params(net.layout().size());
+  net.initialize(params, 1);
+  for (const std::size_t layer : {2u, 5u}) {
+    SCOPED_TRACE(::testing::Message() << "layer " << layer);
+    const auto s = specs[layer];
+    const std::size_t n = 5;
+    auto x = random_vector(n * s.in.size(), 2);
+    for (auto& v : x) v = std::max(v, 0.0f) - 0.1f;  // windows whose maximum is not above 0 too
+    const auto dout = random_vector(n * s.out.size(), 3);
+    const auto pool = dense::max_pool2();
+    Layout layout;
+    pool->declare(layout, "pool", s.in);
+    dense::Scratch scratch;
+    std::vector<float> cpu_out(n * s.out.size()), gpu_out(cpu_out.size()), cpu_din(x.size()), gpu_din(x.size());
+    pool->forward(params.data(), x.data(), cpu_out.data(), n, scratch);
+    pool->backward(params.data(), x.data(), cpu_out.data(), dout.data(), cpu_din.data(), nullptr, n, scratch);
+    gpu::layer_forward(net, layer, params.data(), x.data(), gpu_out.data(), n);
+    gpu::layer_backward(net, layer, params.data(), x.data(), dout.data(), gpu_din.data(), nullptr, n);
+    EXPECT_EQ(gpu_out, cpu_out);
+    EXPECT_EQ(gpu_din, cpu_din);
   }
 }
 

@@ -46,9 +46,9 @@ struct GpuTrainOptions : dense::TrainOptions {
   GpuTrainOptions() = default;
   // From the CPU's options (implicit: what trains on the CPU trains here).
   GpuTrainOptions(const dense::TrainOptions& o) : dense::TrainOptions(o) {}  // NOLINT(google-explicit-constructor)
-  // Capture each stream's minibatch step (forward, backward, loss sum: 39
+  // Capture each stream's minibatch step (forward, backward, loss sum: 35
   // kernels and cuBLAS calls for LeNet-5) in a CUDA graph once, then launch
-  // the graph per step: one launch instead of 39, the rest of the step (the gather of the
+  // the graph per step: one launch instead of 35, the rest of the step (the gather of the
   // minibatch, the event waits and the update) as before. Full batches only;
   // an epoch's short last batch runs kernel by kernel. Same arithmetic
   // either way (the tests compare the two).

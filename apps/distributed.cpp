@@ -36,6 +36,10 @@ void add_distributed_flags(CLI::App& app, DistributedFlags& flags) {
                  "sparse models); default mean, for mf --loss bpr sum unless --average-weighted");
 }
 
+void sum_unless_chosen(DistributedFlags& flags, bool combine_given) {
+  if (!combine_given && !flags.weighted) flags.combine = "sum";
+}
+
 namespace {
 std::uint64_t parse_every(const std::string& s) {
   if (s == "epoch") return 0;

@@ -34,6 +34,11 @@ struct DistributedFlags {
 };
 // --allreduce, --average-every, --average-weighted, --combine.
 void add_distributed_flags(CLI::App& app, DistributedFlags& flags);
+// The default of sparse models (BPR, word2vec): sum the ranks' updates, since
+// the mean divides each rank's step on the rows several ranks move
+// (bench/RESULTS.md). Kept as it is when the user chose --combine, or a
+// weighted mean.
+void sum_unless_chosen(DistributedFlags& flags, bool combine_given);
 
 class Distributed {
  public:

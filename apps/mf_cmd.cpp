@@ -500,7 +500,7 @@ void add_mf_commands(CLI::App& app, int& exit_code) {
     // mean divides every rank's step by the number of ranks, and on the
     // data of tests/net/mpi_apps.sh (2 ranks, 50 epochs) it reached NDCG@10
     // 0.175 against the sum's 0.224 and one process's 0.231 (bench/RESULTS.md).
-    if (t->loss == "bpr" && train_cmd->count("--combine") == 0 && !t->dist.weighted) t->dist.combine = "sum";
+    if (t->loss == "bpr") sum_unless_chosen(t->dist, train_cmd->count("--combine") > 0);
     exit_code = run_guarded([&] { return run_distributed(t->dist, [&](Distributed& d) { return train(*t, d); }); });
   });
 

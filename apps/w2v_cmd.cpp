@@ -148,12 +148,10 @@ W2vFlags parse_flags(const std::vector<std::string>& args) {
   if (f.train.empty() && f.resume.empty()) throw InputError("w2v: -train FILE is required (see asgd w2v -help)");
   if (f.threads == 0 || f.threads > 1024) throw InputError(fmt::format("-threads {}: expected 1 to 1024", f.threads));
   if (f.iter == 0) throw InputError("-iter 0: expected at least 1 epoch");
-  // Under mpirun the ranks' updates add up unless asked otherwise: averaging
-  // halves each rank's step on the rows both move (text8-prefix, skip-gram,
-  // 2 ranks, 4 seeds: analogies 10.47 % summing against 9.78 % averaging,
-  // WS-353 0.62 against 0.54 for seeds 1 and 2; bench/RESULTS.md). A
-  // weighted mean asks for the mean.
-  if (!f.given.count("combine") && !f.dist.weighted) f.dist.combine = "sum";
+  // Under mpirun the ranks' updates add up unless asked otherwise
+  // (text8-prefix, skip-gram, 2 ranks, 4 seeds: analogies 10.47 % summing
+  // against 9.78 % averaging, WS-353 0.62 against 0.54 for seeds 1 and 2).
+  sum_unless_chosen(f.dist, f.given.count("combine") > 0);
   return f;
 }
 

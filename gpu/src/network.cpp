@@ -106,7 +106,7 @@ kernels::PoolGeometry GpuNetwork::pool_geometry(std::size_t i, std::size_t n, bo
 void GpuNetwork::forward_layer(std::size_t i, const float* params, const float* in, float* out, std::size_t n,
                                bool fused) {
   const LayerSpec& s = specs_[i];
-  // Fused into a conv or linear layer, the next layer is a ReLU.
+  // With `fused`, a conv or linear layer also applies the ReLU after it.
   const bool relu = fused && next_fused(i);
   switch (s.kind) {
     case Kind::conv2d: {
@@ -122,7 +122,9 @@ void GpuNetwork::forward_layer(std::size_t i, const float* params, const float* 
       kernels::add_col_bias(out, params + s.bias, n, s.out.size(), relu, stream_);
       break;
     case Kind::relu: kernels::relu_forward(in, out, n * s.in.size(), stream_); break;
-    case Kind::max_pool2: kernels::max_pool_forward(in, out, choice_[i].get(), pool_geometry(i, n, fused), stream_); break;
+    case Kind::max_pool2:
+      kernels::max_pool_forward(in, out, choice_[i].get(), pool_geometry(i, n, fused), stream_);
+      break;
     case Kind::flatten:
       kernels::flatten_forward(in, out, static_cast<int>(s.in.c), n, static_cast<int>(s.in.h * s.in.w), stream_);
       break;

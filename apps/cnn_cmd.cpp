@@ -54,6 +54,8 @@ dense::TrainTest load_mnist(const std::string& data, std::size_t limit) {
 
 namespace {
 
+// A model's metadata: this first line, then the options that trained it
+// ("key value" lines; files from before those lines have the first alone).
 constexpr const char* kModelKind = "asgd-cnn lenet5 v1";
 
 struct CnnFlags {
@@ -66,8 +68,10 @@ struct CnnFlags {
   std::string schedule = "constant";
   std::string device = "cpu";
   bool cuda_graphs = false;
-  std::string model;
+  std::string model, checkpoint, resume;
+  std::size_t until_epoch = 0;
   std::uint64_t seed = 1;
+  bool seed_given = false;
   std::size_t limit = 0;
   std::string csv;
   std::size_t repeats = 1;
@@ -93,6 +97,57 @@ bool use_gpu(const std::string& device, bool quiet) {
   return why.empty();
 }
 
+// A LeNet-5 model or checkpoint written by `asgd cnn train`, or an
+// InputError saying what `path` is not.
+CheckpointData read_lenet(const std::string& path, const dense::Network& net) {
+  CheckpointData ck = read_checkpoint(path);
+  if (ck.metadata.substr(0, ck.metadata.find('\n')) != kModelKind || !(ck.layout == net.layout()))
+    throw InputError(fmt::format("{}: not a LeNet-5 model written by asgd cnn train", path));
+  if (!ck.optimizer_state.empty() && ck.optimizer_state.size() != ck.params.size())
+    throw InputError(fmt::format("{}: {} momentum values for {} parameters", path, ck.optimizer_state.size(),
+                                 ck.params.size()));
+  return ck;
+}
+
+// What a checkpoint records after kModelKind: the options that decide which
+// minibatches a run visits and how it steps, a "key value" line each.
+std::string run_options(const CnnFlags& f, const dense::TrainOptions& o, std::size_t images, std::size_t ranks) {
+  return fmt::format("epochs {}\nbatch {}\nworkers {}\ntau {}\nlr {}\nlr-schedule {}\nmomentum {}\nweight-decay {}\n"
+                     "compensate {}\ntrain-images {}\nranks {}\n",
+                     f.epochs, f.batch, f.workers, tau_to_string(o.tau), f.lr, f.schedule, f.momentum,
+                     f.weight_decay, o.compensate ? "on" : "off", images, ranks);
+}
+
+// A resumed run continues the saved one exactly (the same minibatches in the
+// same order, the same steps) only with the same options: say which differ.
+// --epochs only matters to the cosine schedule (constant: a longer run is
+// the same run, continued).
+void warn_if_changed(const std::string& path, const std::string& saved, const std::string& now) {
+  const auto lines = [](const std::string& text) {
+    std::vector<std::pair<std::string, std::string>> kv;
+    std::size_t at = 0;
+    for (std::size_t end; (end = text.find('\n', at)) != std::string::npos; at = end + 1) {
+      const std::string line = text.substr(at, end - at);
+      const auto space = line.find(' ');
+      if (space != std::string::npos) kv.emplace_back(line.substr(0, space), line.substr(space + 1));
+    }
+    return kv;
+  };
+  const auto before = lines(saved);
+  const bool cosine = now.find("\nlr-schedule cosine\n") != std::string::npos ||
+                      saved.find("\nlr-schedule cosine\n") != std::string::npos;
+  for (const auto& [key, value] : lines(now)) {
+    if (key == "epochs" && !cosine) continue;
+    for (const auto& [k, v] : before)
+      if (k == key && v != value)
+        std::fprintf(stderr,
+                     "asgd cnn: warning: %s %s now, %s in the run %s continues; the result will differ from an "
+                     "uninterrupted run's\n",
+                     key == "train-images" || key == "ranks" ? key.c_str() : ("--" + key).c_str(), value.c_str(),
+                     v.c_str(), path.c_str());
+  }
+}
+
 void print_confusion(const dense::EvalResult& r, std::size_t k) {
   std::printf("confusion (rows: true label, columns: predicted)\n     ");
   for (std::size_t j = 0; j < k; ++j) std::printf("%6zu", j);
@@ -110,6 +165,7 @@ int train(const CnnFlags& f, Distributed& dist) {
   gpu::GpuTrainOptions o;
   o.cuda_graphs = f.cuda_graphs;  // ignored when auto falls back to the CPU
   o.epochs = f.epochs;
+  o.total_epochs = f.epochs;
   o.batch = f.batch;
   o.workers = f.workers;
   o.tau = parse_tau(f.tau);
@@ -124,18 +180,60 @@ int train(const CnnFlags& f, Distributed& dist) {
   else if (f.schedule != "constant")
     throw InputError(fmt::format("--lr-schedule: expected constant or cosine, got '{}'", f.schedule));
   o.validate();
+  // --resume: parameters, momentum, epochs done and seed from the checkpoint; --epochs is the run's total and
+  // --until-epoch stops early (the schedule still spans --epochs), to be resumed later.
+  const dense::Network net = dense::lenet5();
+  CheckpointData resumed;
+  if (!f.resume.empty()) {
+    resumed = read_lenet(f.resume, net);
+    if (f.seed_given && f.seed != resumed.state.seed)
+      throw InputError(fmt::format("--seed {}: {} was trained with seed {}, and a resumed run keeps it", f.seed,
+                                   f.resume, resumed.state.seed));
+    if (resumed.state.epoch >= f.epochs)
+      throw InputError(fmt::format("--resume {}: {} epochs are done already; --epochs is the run's total (give more)",
+                                   f.resume, resumed.state.epoch));
+    o.seed = resumed.state.seed;
+  }
+  const std::size_t done = resumed.state.epoch, stop = f.until_epoch ? f.until_epoch : f.epochs;
+  if (f.until_epoch > f.epochs)
+    throw InputError(fmt::format("--until-epoch {}: past --epochs {}", f.until_epoch, f.epochs));
+  if (f.until_epoch != 0 && f.until_epoch <= done)
+    throw InputError(fmt::format("--until-epoch {}: {} has {} epochs done already", f.until_epoch, f.resume, done));
+  o.first_epoch = done;
+  o.epochs = stop - done;
   if (f.threads != 0) {
     if (f.threads % f.workers != 0)
       throw InputError(fmt::format("--threads {}: must be a multiple of --workers {}", f.threads, f.workers));
     o.gemm_threads = f.threads / f.workers;
   }
   const auto tt = load_mnist(f.data, f.limit);
-  const dense::Network net = dense::lenet5();
   ParamStore store = ParamStore::on_heap(net.layout());
-  std::vector<float> init(store.size());
-  net.initialize(init, f.seed);
-  store.assign(init);
   std::vector<float> momentum;
+  const std::string metadata =
+      std::string(kModelKind) + "\n" + run_options(f, o, tt.train.size(), static_cast<std::size_t>(dist.size()));
+  if (f.resume.empty()) {
+    std::vector<float> init(store.size());
+    net.initialize(init, f.seed);
+    store.assign(init);
+  } else {
+    // Under mpirun every rank reads the file; each continues with rank 0's momentum (the ranks' own were not saved).
+    store.assign(resumed.params);
+    momentum = std::move(resumed.optimizer_state);  // empty: zeros
+    if (dist.root()) {
+      warn_if_changed(f.resume, resumed.metadata, metadata);
+      std::printf("resumed from %s at epoch %zu\n", f.resume.c_str(), done);
+    }
+  }
+  const auto images_per_epoch = static_cast<std::uint64_t>(dist.shard(tt.train.size()).size());
+  // Saved after each epoch (--checkpoint) and at the end (--model): rank 0's parameters (every rank's, after the
+  // average) and momentum, the epochs done and the images this rank trained in them.
+  const auto save = [&](const std::string& path, std::size_t epoch) {
+    TrainState state;
+    state.epoch = epoch;
+    state.examples = resumed.state.examples + images_per_epoch * (epoch - done);
+    state.seed = o.seed;
+    save_checkpoint(path, store, state, momentum, metadata);
+  };
   if (dist.active()) std::printf("mpi: %s; each rank trains %zu images an epoch\n", dist.describe().c_str(), dist.shard(tt.train.size()).size());
   if (!f.quiet) {
     std::printf("data: %zu train, %zu test images (%zux%zu) from %s\n", tt.train.size(), tt.test.size(),
@@ -158,7 +256,7 @@ int train(const CnnFlags& f, Distributed& dist) {
   double elapsed = 0;
   const auto on_epoch = [&](const dense::EpochReport& r) {
     elapsed += r.seconds;
-    const double eta = elapsed / static_cast<double>(r.epoch) * static_cast<double>(f.epochs - r.epoch);
+    const double eta = elapsed / static_cast<double>(r.epoch - done) * static_cast<double>(stop - r.epoch);
     if (!f.quiet)
       std::printf("epoch %zu/%zu: loss %.4f, test accuracy %.2f %%, %.0f images/s, %.1f s, staleness mean %.2f max "
                   "%llu, momentum %.3g, lr %.3g, ETA %.0f s%s\n",
@@ -173,6 +271,7 @@ int train(const CnnFlags& f, Distributed& dist) {
                    r.momentum, r.lr);
       std::fflush(csv);
     }
+    if (!f.checkpoint.empty() && dist.root()) save(f.checkpoint, r.epoch);
   };
   // Under mpirun each rank trains every P-th image and, after each epoch, the ranks average their parameters
   // (momentum stays per rank) in the trainer's after_epoch hook, so one trainer, with its views and staleness
@@ -194,20 +293,18 @@ int train(const CnnFlags& f, Distributed& dist) {
   if (csv != nullptr) std::fclose(csv);
   if (!dist.root()) return 0;  // every rank holds the same model; rank 0 reports and writes it
   const auto& last = reports.back();
-  double total_images = 0;
-  // Images this rank trained (its shard under mpirun).
-  total_images = static_cast<double>(dist.shard(tt.train.size()).size()) * static_cast<double>(reports.size());
+  // Images this rank trained in this run (its shard under mpirun).
+  const double images = static_cast<double>(images_per_epoch) * static_cast<double>(reports.size());
   std::printf("test accuracy %.2f %% after %zu epochs; training %.1f s, %.0f images/s\n", 100.0 * last.test_accuracy,
-              f.epochs, elapsed, total_images / std::max(elapsed, 1e-9));
+              last.epoch, elapsed, images / std::max(elapsed, 1e-9));
   if (dist.active()) std::printf("mpi: %s\n", dist.traffic().c_str());
   if (!f.model.empty()) {
-    TrainState state;
-    state.epoch = f.epochs;
-    state.examples = static_cast<std::uint64_t>(total_images);
-    state.seed = f.seed;
-    save_checkpoint(f.model, store, state, momentum, kModelKind);
+    save(f.model, last.epoch);
     if (!f.quiet) std::printf("model written to %s\n", f.model.c_str());
   }
+  if (stop < f.epochs && !f.quiet)
+    std::printf("stopped after epoch %zu of %zu%s\n", stop, f.epochs,
+                f.checkpoint.empty() ? "" : fmt::format("; continue with --resume {}", f.checkpoint).c_str());
   return 0;
 }
 
@@ -215,9 +312,7 @@ int eval(const CnnFlags& f) {
   const bool on_gpu = use_gpu(f.device, true);
   if (f.model.empty()) throw InputError("--model FILE is required");
   const dense::Network net = dense::lenet5();
-  const CheckpointData ck = read_checkpoint(f.model);
-  if (ck.metadata != kModelKind || !(ck.layout == net.layout()))
-    throw InputError(fmt::format("{}: not a LeNet-5 model written by asgd cnn train", f.model));
+  const CheckpointData ck = read_lenet(f.model, net);
   const auto tt = load_mnist(f.data, 0);
   // Timed over `repeats` passes (the first warms caches); the median is printed.
   std::vector<double> rates;
@@ -301,12 +396,18 @@ void add_cnn_commands(CLI::App& app, int& exit_code) {
   t->add_flag("--cuda-graphs", f->cuda_graphs,
               "On the GPU, launch each stream's minibatch step as one captured CUDA graph");
   t->add_option("--model", f->model, "Write the trained model (checkpoint) here");
-  t->add_option("--seed", f->seed, "Seed for initialisation and shuffles")->capture_default_str();
+  t->add_option("--checkpoint", f->checkpoint, "Write a checkpoint here after every epoch (for --resume)");
+  t->add_option("--resume", f->resume,
+                "Continue from this checkpoint (parameters, momentum, epochs done, seed) up to --epochs");
+  t->add_option("--until-epoch", f->until_epoch,
+                "Stop after this epoch of --epochs (the schedule still spans --epochs); resume later");
+  auto* seed = t->add_option("--seed", f->seed, "Seed for initialisation and shuffles")->capture_default_str();
   t->add_option("--limit", f->limit, "Use only the first N training images");
   t->add_option("--csv", f->csv, "Write one line per epoch (for bench/plot_staleness.py)");
   t->add_flag("--quiet,-q", f->quiet, "Only the final line");
   add_distributed_flags(*t, f->dist);
-  t->callback([f, &exit_code] {
+  t->callback([f, seed, &exit_code] {
+    f->seed_given = seed->count() > 0;
     exit_code = run_guarded([&] { return run_distributed(f->dist, [&](Distributed& d) { return train(*f, d); }); });
   });
 

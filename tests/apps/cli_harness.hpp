@@ -84,6 +84,13 @@ class CliTest : public ::testing::Test {
     return c.wait();
   }
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  // The bytes of file `name` in the test's directory ("" when there is none).
+  std::string slurp(const std::string& name) const {
+    std::ifstream in(path(name), std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
   fs::path dir_;
   int runs_ = 0;
 };

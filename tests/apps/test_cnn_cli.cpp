@@ -96,6 +96,72 @@ TEST_F(CnnCli, StaleTrainingCompensatesByDefault) {
   EXPECT_NE(train({"--compensate", "--no-compensate"}).status, 0);
 }
 
+// --until-epoch stops a run with its --checkpoint, --resume continues it: the
+// model is the uninterrupted run's, bit for bit (two workers under tau 0 are
+// deterministic; the cosine schedule spans --epochs across the stop). A
+// checkpoint is a model `cnn eval` reads; a resume with other options warns,
+// and what cannot continue is refused.
+TEST_F(CnnCli, StoppedAndResumedIsTheUninterruptedRun) {
+  write_idx("train", 600, 11);
+  write_idx("t10k", 100, 12);
+  const auto train = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args{"cnn",     "train", "--data",        path(""), "--epochs", "3", "--workers", "2",
+                                  "--batch", "32",    "--lr-schedule", "cosine"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run(args);
+  };
+  auto r = train({"--seed", "5", "--model", path("whole.asgd")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = train({"--seed", "5", "--until-epoch", "2", "--checkpoint", path("ck.asgd")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("epoch 2/3: "), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("epoch 3/3"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("stopped after epoch 2 of 3; continue with --resume " + path("ck.asgd")), std::string::npos)
+      << r.output;
+  const double at_stop = asgd::testing::number_after(r.output, "test accuracy ");
+  const auto ck = run({"cnn", "eval", "--data", path(""), "--model", path("ck.asgd")});
+  ASSERT_EQ(ck.status, 0) << ck.output;
+  EXPECT_NEAR(asgd::testing::number_after(ck.output, "test accuracy "), at_stop, 1e-9) << ck.output;
+  // The seed comes from the checkpoint.
+  r = train({"--resume", path("ck.asgd"), "--model", path("resumed.asgd")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("resumed from " + path("ck.asgd") + " at epoch 2"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("epoch 3/3: "), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("epoch 2/3"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("warning"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("after 3 epochs"), std::string::npos) << r.output;
+  ASSERT_FALSE(slurp("whole.asgd").empty());
+  EXPECT_EQ(slurp("resumed.asgd"), slurp("whole.asgd"));
+
+  // Other options continue, with a warning naming each (the checkpoint's seed given again is no change).
+  r = run({"cnn", "train", "--data", path(""), "--epochs", "3", "--workers", "2", "--batch", "16", "--lr", "0.02",
+           "--lr-schedule", "cosine", "--seed", "5", "--resume", path("ck.asgd")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("warning: --batch 16 now, 32 in the run " + path("ck.asgd") + " continues"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("warning: --lr 0.02 now, 0.01 in the run"), std::string::npos) << r.output;
+  // Without the cosine schedule a longer run is the same run, continued.
+  r = run({"cnn", "train", "--data", path(""), "--epochs", "1", "--until-epoch", "1", "--limit", "64", "--checkpoint",
+           path("short.asgd")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = run({"cnn", "train", "--data", path(""), "--epochs", "2", "--limit", "64", "--resume", path("short.asgd")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(r.output.find("warning"), std::string::npos) << r.output;
+
+  const auto refused = [&](std::vector<std::string> extra, const std::string& why) {
+    const auto bad = train(std::move(extra));
+    EXPECT_EQ(bad.status, 2) << bad.output;
+    EXPECT_NE(bad.output.find(why), std::string::npos) << bad.output;
+  };
+  refused({"--resume", path("ck.asgd"), "--seed", "6"}, "--seed 6: " + path("ck.asgd") + " was trained with seed 5");
+  refused({"--resume", path("whole.asgd")}, "3 epochs are done already; --epochs is the run's total");
+  refused({"--resume", path("ck.asgd"), "--until-epoch", "2"}, "--until-epoch 2: " + path("ck.asgd") + " has 2 epochs");
+  refused({"--until-epoch", "4"}, "--until-epoch 4: past --epochs 3");
+  std::ofstream(path("not-a-model.asgd")) << "hello";
+  refused({"--resume", path("not-a-model.asgd")}, "not-a-model.asgd");
+}
+
 TEST_F(CnnCli, ClearErrors) {
   auto r = run({"cnn", "train", "--data", path("missing"), "--epochs", "1"});
   EXPECT_EQ(r.status, 2) << r.output;
@@ -226,6 +292,31 @@ TEST_F(CnnCli, GpuCommandsOnTheEmulatedBackend) {
   EXPECT_NE(beyond.output.find("ASGD_GPU_DEVICE=2: expected a device number below 2"), std::string::npos)
       << beyond.output;
 
+  // Stopped and resumed on the device: one stream gives the uninterrupted run's model; a device checkpoint
+  // resumes on the CPU too (the same layout and momentum buffer).
+  ::setenv("ASGD_GPU_BACKEND", ASGD_GPU_EMULATED, 1);
+  const auto gpu_train = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args{"cnn", "train", "--data", path(""), "--device", "gpu", "--epochs", "2", "--batch",
+                                  "32", "--limit", "400", "-q"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run(args);
+  };
+  const auto whole = gpu_train({"--model", path("gpu-whole.asgd")});
+  const auto stopped = gpu_train({"--until-epoch", "1", "--checkpoint", path("gpu-ck.asgd")});
+  const auto resumed = gpu_train({"--resume", path("gpu-ck.asgd"), "--model", path("gpu-resumed.asgd")});
+  ::unsetenv("ASGD_GPU_BACKEND");
+  for (const auto* step : {&whole, &stopped, &resumed}) ASSERT_EQ(step->status, 0) << step->output;
+  ASSERT_FALSE(slurp("gpu-whole.asgd").empty());
+  EXPECT_EQ(slurp("gpu-resumed.asgd"), slurp("gpu-whole.asgd"));
+  const auto on_the_cpu = run({"cnn", "train", "--data", path(""), "--epochs", "2", "--batch", "32", "--limit", "400",
+                               "--resume", path("gpu-ck.asgd")});
+  ASSERT_EQ(on_the_cpu.status, 0) << on_the_cpu.output;
+  EXPECT_NE(on_the_cpu.output.find("at epoch 1"), std::string::npos) << on_the_cpu.output;
+  EXPECT_NEAR(asgd::testing::number_after(on_the_cpu.output, "test accuracy "),
+              asgd::testing::number_after(whole.output, "test accuracy "), 5.0)
+      << on_the_cpu.output << whole.output;
+
+  ::setenv("ASGD_GPU_BACKEND", ASGD_GPU_EMULATED, 1);
   const auto floor = run({"cnn", "floor", "--device", "gpu", "--size", "128", "--repeats", "2"});
   ::unsetenv("ASGD_GPU_BACKEND");
   ASSERT_EQ(floor.status, 0) << floor.output;

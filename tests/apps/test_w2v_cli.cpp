@@ -28,12 +28,6 @@ class W2vCli : public asgd::testing::CliTest {
     std::ofstream(path(name), std::ios::binary) << content;
     return path(name);
   }
-  std::string slurp(const std::string& name) {
-    std::ifstream in(path(name), std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
   Result w2v(std::vector<std::string> args) {
     args.insert(args.begin(), "w2v");
     return run(args);

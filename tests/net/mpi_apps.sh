@@ -10,7 +10,9 @@
 #          vocabulary, the ranks' updates summed by default;
 #  cnn     2 ranks over synthetic MNIST-format digits: the model is written
 #          and `cnn eval` on it reports rank 0's accuracy, after an
-#          averaging round per epoch; with the emulated GPU backend, the job
+#          averaging round per epoch; stopped at a checkpoint and resumed
+#          (without momentum: each rank's own is not saved) it gives the
+#          uninterrupted model; with the emulated GPU backend, the job
 #          on 2 streams per rank with --device gpu reaches the CPU's accuracy
 #          within a point.
 # Usage: mpi_apps.sh ASGD MPIEXEC [EMULATED_GPU_BACKEND]
@@ -115,6 +117,15 @@ acc=$(sed -n 's/^test accuracy \([0-9.]*\) % .*/\1/p' "$work/eval")
 [[ -n "$acc" && "$acc" == "$trained" ]] || { cat "$work/eval"; fail "cnn eval: '$acc' %, rank 0 printed '$trained' %"; }
 awk -v a="$acc" 'BEGIN { exit !(a > 80) }' || fail "cnn: $acc % after 2 epochs (want > 80)"
 echo "cnn, 2 ranks: test accuracy $acc %, read back by cnn eval"
+# Stopped after epoch 1 and resumed to 3: rank 0's checkpoint of the averaged model; momentum 0, since every rank
+# resumes with rank 0's momentum buffer where the uninterrupted ranks keep their own.
+cnn_job() { mpi 2 cnn train --data "$work" --epochs 3 --workers 1 --batch 32 --momentum 0 --lr 0.05 -q "$@"; }
+cnn_job --model "$work/cnn-whole.asgd" > "$work/log" 2>&1 || fail "cnn: the uninterrupted run"
+cnn_job --checkpoint "$work/cnn-ck.asgd" --until-epoch 1 > "$work/log" 2>&1 || fail "cnn: the run stopped at epoch 1"
+cnn_job --resume "$work/cnn-ck.asgd" --model "$work/cnn-resumed.asgd" > "$work/log" 2>&1 || fail "cnn: the resumed run"
+[[ $(grep -c "^resumed from .* at epoch 1" "$work/log") -eq 1 ]] || fail "cnn: not one 'resumed at epoch 1' line"
+cmp -s "$work/cnn-whole.asgd" "$work/cnn-resumed.asgd" || fail "cnn: the resumed model differs from the uninterrupted one"
+echo "cnn, 2 ranks: stopped at epoch 1 and resumed, the same model as one run"
 if [[ -n "$emulated" ]]; then
   # 2 streams under tau 2: the streams' own threads select the rank's device too
   ASGD_GPU_BACKEND="$emulated" mpi 2 cnn train --data "$work" --epochs 2 --workers 2 --tau 2 --batch 32 \

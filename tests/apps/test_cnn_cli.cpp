@@ -316,12 +316,12 @@ TEST_F(CnnCli, GpuCommandsOnTheEmulatedBackend) {
   EXPECT_NE(beyond.output.find("ASGD_GPU_DEVICE=2: expected a device number below 2"), std::string::npos)
       << beyond.output;
 
-  // Stopped and resumed on the device: one stream gives the uninterrupted run's model; a device checkpoint
-  // resumes on the CPU too (the same layout and momentum buffer).
+  // Stopped and resumed on the device: one stream gives the uninterrupted run's model (the cosine schedule
+  // continuing where it stopped); a device checkpoint resumes on the CPU too (the same layout and momentum).
   ::setenv("ASGD_GPU_BACKEND", ASGD_GPU_EMULATED, 1);
   const auto gpu_train = [&](std::vector<std::string> extra) {
-    std::vector<std::string> args{"cnn", "train", "--data", path(""), "--device", "gpu", "--epochs", "2", "--batch",
-                                  "32", "--limit", "400", "-q"};
+    std::vector<std::string> args{"cnn",     "train", "--data",  path(""), "--device",      "gpu",   "--epochs", "2",
+                                  "--batch", "32",    "--limit", "400",    "--lr-schedule", "cosine", "-q"};
     args.insert(args.end(), extra.begin(), extra.end());
     return run(args);
   };
@@ -333,9 +333,10 @@ TEST_F(CnnCli, GpuCommandsOnTheEmulatedBackend) {
   ASSERT_FALSE(slurp("gpu-whole.asgd").empty());
   EXPECT_EQ(slurp("gpu-resumed.asgd"), slurp("gpu-whole.asgd"));
   const auto on_the_cpu = run({"cnn", "train", "--data", path(""), "--epochs", "2", "--batch", "32", "--limit", "400",
-                               "--resume", path("gpu-ck.asgd")});
+                               "--lr-schedule", "cosine", "--resume", path("gpu-ck.asgd")});
   ASSERT_EQ(on_the_cpu.status, 0) << on_the_cpu.output;
   EXPECT_NE(on_the_cpu.output.find("at epoch 1"), std::string::npos) << on_the_cpu.output;
+  EXPECT_EQ(on_the_cpu.output.find("warning"), std::string::npos) << on_the_cpu.output;
   EXPECT_NEAR(asgd::testing::number_after(on_the_cpu.output, "test accuracy "),
               asgd::testing::number_after(whole.output, "test accuracy "), 5.0)
       << on_the_cpu.output << whole.output;

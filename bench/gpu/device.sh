@@ -13,7 +13,8 @@
 #   bash bench/gpu/device.sh sanitize table
 # and unpack each tarball into one folder here for STAGES=table OUT=... run.sh.
 # Variables: as run.sh's (EPOCHS, ACC_EPOCHS, ..., EMULATE); DEPS [/opt/asgd-deps],
-#            RESULTS [<repo>/bench/results/gpu: run.sh's OUT].
+#            RESULTS [<repo>/bench/results/gpu: run.sh's OUT], TIME_LIMIT [540 s: then run.sh and all it
+#            started are stopped, and what they wrote is tarred].
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 pack="$root/.device"; DEPS="${DEPS:-/opt/asgd-deps}"
@@ -21,15 +22,19 @@ dest="${OUT:?device.sh: OUT (the folder the device tool brings back) is not set}
 [[ -d "$pack/debs" && -d "$pack/mnist" ]] ||
   { echo "device.sh: no $pack/debs or $pack/mnist: run bench/gpu/pack.sh first and carry .device" >&2; exit 2; }
 
+unpack() {  # a .deb into $DEPS; without dpkg-deb: an ar archive holding data.tar.{xz,zst,gz}
+  if command -v dpkg-deb > /dev/null; then
+    dpkg-deb -x "$1" "$DEPS"
+  else
+    local member
+    member=$(ar t "$1" | grep '^data\.tar') && ar p "$1" "$member" > "/tmp/$member" &&
+      tar -xf "/tmp/$member" -C "$DEPS" && rm -f "/tmp/$member"
+  fi
+}
 if [[ ! -f "$DEPS/.unpacked" ]]; then
-  mkdir -p "$DEPS"
+  rm -rf "$DEPS"; mkdir -p "$DEPS"
   for deb in "$pack"/debs/*.deb; do
-    if command -v dpkg-deb > /dev/null; then
-      dpkg-deb -x "$deb" "$DEPS"
-    else  # a .deb is an ar archive holding data.tar.{xz,zst,gz}; tar reads each compression from a file
-      member=$(ar t "$deb" | grep '^data\.tar')
-      ar p "$deb" "$member" > "/tmp/$member" && tar -xf "/tmp/$member" -C "$DEPS" && rm -f "/tmp/$member"
-    fi
+    unpack "$deb" || { echo "device.sh: could not unpack $deb" >&2; rm -rf "$DEPS"; exit 1; }
   done
   # zlib1g-dev's libz.so points at Debian 12's libz.so.1.2.13: point it at this machine's libz.so.1, or leave
   # the static libz.a to the linker.
@@ -46,10 +51,25 @@ export LD_LIBRARY_PATH="$DEPS/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LI
 export CMAKE_ARGS="${CMAKE_ARGS:-} -DCMAKE_POLICY_VERSION_MINIMUM=3.5"
 command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 
+# run.sh in its own process group (job control), stopped with all it started once TIME_LIMIT seconds have
+# passed, so that the results are tarred before the tool's own limit (600 s a command) cuts the call off.
 results="${RESULTS:-$root/bench/results/gpu}"
 stages="${*:-tests speed accuracy tau sanitize table}"
-STAGES="$stages" DATA="$pack/mnist" OUT="$results" bash "$root/bench/gpu/run.sh" | tee "$dest/summary.txt"
-status=${PIPESTATUS[0]}
+set -m
+STAGES="$stages" DATA="$pack/mnist" OUT="$results" bash "$root/bench/gpu/run.sh" > "$dest/summary.txt" &
+job=$!
+( sleep "${TIME_LIMIT:-540}"; echo "device.sh: stopped at TIME_LIMIT ${TIME_LIMIT:-540} s" >&2
+  kill -TERM -- "-$job" 2> /dev/null ) &
+watchdog=$!
+wait "$job"; status=$?
+kill -TERM -- "-$watchdog" 2> /dev/null
+set +m
+mkdir -p "$results"
+# Stopped before its table: the table of what the stages left.
+if [[ $status != 0 && " $stages " == *" table "* ]]; then
+  STAGES=table OUT="$results" bash "$root/bench/gpu/run.sh" >> "$dest/summary.txt"
+fi
 tar -czf "$dest/gpu-results.tgz" -C "$results" .
+cat "$dest/summary.txt"
 echo "device.sh: stages '$stages' exit $status; results in gpu-results.tgz ($(du -h "$dest/gpu-results.tgz" | cut -f1))"
 exit "$status"

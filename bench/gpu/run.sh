@@ -24,7 +24,11 @@ EPOCHS="${EPOCHS:-3}"; ACC_EPOCHS="${ACC_EPOCHS:-20}"; TAU_EPOCHS="${TAU_EPOCHS:
 PYTHON="${PYTHON:-python3}"; SANITIZE_TIMEOUT="${SANITIZE_TIMEOUT:-300}"; EMULATE="${EMULATE:-0}"
 STAGES="${STAGES:-tests speed accuracy tau sanitize table}"
 DATA="${DATA:-$root/../shared/data/mnist}"; [[ -d "$DATA" ]] || DATA=builtin
-mkdir -p "$OUT"
+if [[ "$STAGES" == table ]]; then
+  [[ -d "$OUT" ]] || { echo "run.sh: STAGES=table reads OUT=$OUT, which is not there" >&2; exit 2; }
+else
+  mkdir -p "$OUT"
+fi
 log() { echo "== $*" >&2; }
 stage() { [[ " $STAGES " == *" $1 "* ]]; }
 for s in $STAGES; do
@@ -47,6 +51,7 @@ if [[ "$STAGES" != table ]]; then
   fi
   "$BUILD/apps/asgd" cnn train --data "$DATA" --device gpu --epochs 1 --limit 1000 -q > /dev/null  # fails loudly without a GPU
   "$BUILD/apps/asgd" cnn floor --device gpu --size 64 --repeats 1 | sed -n 's/^device: //p' > "$OUT/device.txt"
+  echo "$DATA$([[ -f "$DATA/SOURCE" ]] && echo " (from $(cat "$DATA/SOURCE"))")" > "$OUT/data.txt"
 fi
 asgd="$BUILD/apps/asgd"
 train() { "$asgd" cnn train --data "$DATA" --device gpu --limit "$LIMIT" -q "$@"; }
@@ -65,7 +70,7 @@ if stage speed; then
     for mode in asgd asgd_graphs; do
       graphs=(); [[ "$mode" == asgd_graphs ]] && graphs=(--cuda-graphs)
       train --epochs $((EPOCHS + 1)) --batch "$b" --lr 0.01 "${graphs[@]}" --csv "$OUT/${mode}_b$b.csv" \
-        > "$OUT/${mode}_b$b.log"
+        > "$OUT/${mode}_b$b.log" 2>&1 || { log "$mode at batch $b failed (see ${mode}_b$b.log)"; continue; }
       # median images/s over the epochs after the first (warm-up), accuracy after the last
       rate=$(awk -F, 'NR > 2 {print $6}' "$OUT/${mode}_b$b.csv" | sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}')
       acc=$(awk -F, 'END {print $9}' "$OUT/${mode}_b$b.csv")
@@ -79,15 +84,19 @@ if stage speed; then
 import json, sys
 for line in open(sys.argv[1]):
     r = json.loads(line)
-    print(f"pytorch\t{r[\"batch\"]}\t{r[\"images_per_s_median\"]:.0f}\t{r[\"test_accuracy\"]:.4f}\t{r[\"sgemm_gflops\"]:.0f}")
-  ' "$OUT/torch.jsonl" >> "$OUT/speed.tsv"
+    print("pytorch\t%s\t%.0f\t%.4f\t%.0f" % (r["batch"], r["images_per_s_median"], r["test_accuracy"], r["sgemm_gflops"]))
+  ' "$OUT/torch.jsonl" >> "$OUT/speed.tsv" || log "PyTorch failed (see torch.log)"
   else
     log "no PyTorch with CUDA (or builtin data): the peer is skipped"
   fi
 
   log "floor: LeNet-5's FLOPs per training image over the measured cuBLAS SGEMM rate"
   floor_size=4096; [[ "$EMULATE" == 1 ]] && floor_size=256
-  echo "$floor_size $("$asgd" cnn floor --device gpu --size "$floor_size" --repeats 10 -q)" > "$OUT/floor.txt"
+  if floor_line=$("$asgd" cnn floor --device gpu --size "$floor_size" --repeats 10 -q); then
+    echo "$floor_size $floor_line" > "$OUT/floor.txt"
+  else
+    log "cnn floor failed"; rm -f "$OUT/floor.txt"
+  fi
 fi
 
 if stage accuracy; then
@@ -95,7 +104,7 @@ if stage accuracy; then
   # cosine schedule, weight decay 5e-4; on the CPU 20 epochs gave 99.14 / 99.07 / 99.18 % over seeds 1-3.
   log "accuracy: $ACC_EPOCHS epochs, 2 streams x batch 64, tau 0, cosine schedule, weight decay 5e-4"
   train --epochs "$ACC_EPOCHS" --workers 2 --tau 0 --batch 64 --lr 0.02 --lr-schedule cosine --weight-decay 5e-4 \
-    --csv "$OUT/accuracy.csv" > "$OUT/accuracy.log"
+    --csv "$OUT/accuracy.csv" > "$OUT/accuracy.log" 2>&1 || log "the accuracy run failed (see accuracy.log)"
 fi
 
 if stage tau; then
@@ -136,11 +145,12 @@ stage table || exit 0
 # The table: from the files in OUT alone ("not run" where a stage's are missing).
 or_not_run() { if [[ -s "$1" ]]; then cat "$1"; else echo "${2:-not run}"; fi; }
 echo
-echo "device: $(or_not_run "$OUT/device.txt" unknown)"
+echo "device: $(or_not_run "$OUT/device.txt" unknown); data: $(or_not_run "$OUT/data.txt" unknown)"
 echo "tests: $(or_not_run "$OUT/tests.txt"); $(or_not_run "$OUT/sanitize.txt" "compute-sanitizer: not run")"
 # The epochs as run (column 4 of the last line), not as this call's variables say.
 last_of() { awk -F, -v c="$2" 'END {print $c}' "$OUT/$1"; }
-if [[ -s "$OUT/accuracy.csv" ]]; then
+rows() { if [[ -f "$OUT/$1" ]]; then wc -l < "$OUT/$1"; else echo 0; fi; }
+if [[ $(rows accuracy.csv) -ge 2 ]]; then
   echo "LeNet-5, $(last_of accuracy.csv 4) epochs (2 streams x 64, tau 0): test accuracy $(last_of accuracy.csv 9) (target >= 0.99)"
 else
   echo "LeNet-5 accuracy run: not run"
@@ -151,21 +161,24 @@ if [[ -s "$OUT/floor.txt" ]]; then
   awk -v f="$flops" -v g="$sgemm" -v fl="$floor" -v n="$floor_size" \
     'BEGIN {printf "floor: %.3f MFLOP per training image over SGEMM %d^3 at %.0f GFLOP/s = %.0f images/s\n", f / 1e6, n, g, fl}'
 fi
-[[ -s "$OUT/speed.tsv" ]] || : > "$OUT/speed.tsv"
-awk -F'\t' -v fl="$floor" '$1 ~ /^asgd/ && $2 == 256 && fl > 0 {
-  printf "%s at batch 256: %.0f images/s, %.2f %% of the floor\n", $1, $3, 100 * $3 / fl}' "$OUT/speed.tsv"
+if [[ -s "$OUT/speed.tsv" ]]; then
+  awk -F'\t' -v fl="$floor" '$1 ~ /^asgd/ && $2 == 256 && fl > 0 {
+    printf "%s at batch 256: %.0f images/s, %.2f %% of the floor\n", $1, $3, 100 * $3 / fl}' "$OUT/speed.tsv"
+  echo
+  echo "| batch | asgd img/s | asgd --cuda-graphs img/s | graphs/kernels | PyTorch eager img/s | best asgd/PyTorch | asgd acc | graphs acc | PyTorch acc |"
+  echo "|---|---|---|---|---|---|---|---|---|"
+  for b in 64 256 1024; do
+    awk -F'\t' -v b="$b" '$2 == b && $1 == "asgd" {a = $3; aa = $4} $2 == b && $1 == "asgd_graphs" {g = $3; ga = $4}
+      $2 == b && $1 == "pytorch" {t = $3; ta = $4}
+      END {best = a > g ? a : g
+           printf "| %s | %.0f | %.0f | %s | %s | %s | %.4f | %.4f | %s |\n", b, a, g, a ? sprintf("%.2fx", g / a) : "-",
+             t ? t : "-", t ? sprintf("%.2fx", best / t) : "-", aa, ga, ta ? ta : "-"}' "$OUT/speed.tsv"
+  done
+else
+  echo "speed: not run"
+fi
 echo
-echo "| batch | asgd img/s | asgd --cuda-graphs img/s | graphs/kernels | PyTorch eager img/s | best asgd/PyTorch | asgd acc | graphs acc | PyTorch acc |"
-echo "|---|---|---|---|---|---|---|---|---|"
-for b in 64 256 1024; do
-  awk -F'\t' -v b="$b" '$2 == b && $1 == "asgd" {a = $3; aa = $4} $2 == b && $1 == "asgd_graphs" {g = $3; ga = $4}
-    $2 == b && $1 == "pytorch" {t = $3; ta = $4}
-    END {best = a > g ? a : g
-         printf "| %s | %.0f | %.0f | %s | %s | %s | %.4f | %.4f | %s |\n", b, a, g, a ? sprintf("%.2fx", g / a) : "-",
-           t ? t : "-", t ? sprintf("%.2fx", best / t) : "-", aa, ga, ta ? ta : "-"}' "$OUT/speed.tsv"
-done
-echo
-echo "tau sweep (4 streams, $([[ -s "$OUT/tau_0.csv" ]] && last_of tau_0.csv 4 || echo "$TAU_EPOCHS") epochs): final test accuracy, seconds, mean staleness"
+echo "tau sweep (4 streams, $([[ $(rows tau_0.csv) -ge 2 ]] && last_of tau_0.csv 4 || echo "$TAU_EPOCHS") epochs): final test accuracy, seconds, mean staleness"
 for run in "${taus[@]}"; do
   [[ -s "$OUT/tau_$run.csv" ]] || { echo "  tau $run: failed or not run"; continue; }
   awk -F, -v t="${run%c}" -v c="$([[ $run == *c ]] && echo ', compensated')" \

@@ -113,11 +113,12 @@ CheckpointData read_lenet(const std::string& path, const dense::Network& net) {
 
 // What a checkpoint records after kModelKind: the options that decide which
 // minibatches a run visits and how it steps, a "key value" line each.
-std::string run_options(const CnnFlags& f, const dense::TrainOptions& o, std::size_t images, std::size_t ranks) {
+std::string run_options(const CnnFlags& f, const dense::TrainOptions& o, bool on_gpu, std::size_t images,
+                        std::size_t ranks) {
   return fmt::format("epochs {}\nbatch {}\nworkers {}\ntau {}\nlr {}\nlr-schedule {}\nmomentum {}\nweight-decay {}\n"
-                     "compensate {}\ntrain-images {}\nranks {}\n",
+                     "compensate {}\ndevice {}\ntrain-images {}\nranks {}\n",
                      f.epochs, f.batch, f.workers, tau_to_string(o.tau), f.lr, f.schedule, f.momentum,
-                     f.weight_decay, o.compensate ? "on" : "off", images, ranks);
+                     f.weight_decay, o.compensate ? "on" : "off", on_gpu ? "gpu" : "cpu", images, ranks);
 }
 
 // A resumed run continues the saved one exactly (the same minibatches in the
@@ -223,6 +224,8 @@ int train(const CnnFlags& f, Distributed& dist) {
     throw InputError(fmt::format("--until-epoch {}: past --epochs {}", f.until_epoch, f.epochs));
   if (f.until_epoch != 0 && f.until_epoch <= done)
     throw InputError(fmt::format("--until-epoch {}: {} has {} epochs done already", f.until_epoch, f.resume, done));
+  if (f.until_epoch != 0 && f.checkpoint.empty() && f.model.empty())
+    throw InputError("--until-epoch: give --checkpoint FILE to resume from (or --model), or the run is lost");
   o.first_epoch = done;
   o.epochs = stop - done;
   if (f.threads != 0) {
@@ -234,7 +237,7 @@ int train(const CnnFlags& f, Distributed& dist) {
   ParamStore store = ParamStore::on_heap(net.layout());
   std::vector<float> momentum;
   const std::string metadata =
-      std::string(kModelKind) + "\n" + run_options(f, o, tt.train.size(), static_cast<std::size_t>(dist.size()));
+      std::string(kModelKind) + "\n" + run_options(f, o, on_gpu, tt.train.size(), static_cast<std::size_t>(dist.size()));
   if (f.resume.empty()) {
     std::vector<float> init(store.size());
     net.initialize(init, f.seed);
@@ -245,7 +248,10 @@ int train(const CnnFlags& f, Distributed& dist) {
     momentum = std::move(resumed.optimizer_state);  // empty: zeros
     if (dist.root()) {
       warn_if_changed(f.resume, resumed.metadata, metadata);
-      std::printf("resumed from %s at epoch %zu\n", f.resume.c_str(), done);
+      if (dist.active() && f.momentum > 0)
+        std::fprintf(stderr, "asgd cnn: note: under mpirun every rank resumes with rank 0's momentum buffer, so the "
+                             "result differs from an uninterrupted run's (bit for bit only with --momentum 0)\n");
+      if (!f.quiet) std::printf("resumed from %s at epoch %zu\n", f.resume.c_str(), done);
     }
   }
   const auto images_per_epoch = static_cast<std::uint64_t>(dist.shard(tt.train.size()).size());

@@ -158,13 +158,14 @@ TEST_F(CnnCli, StoppedAndResumedIsTheUninterruptedRun) {
   EXPECT_LT(std::stod(parts_csv[3][4]), 99.0);
 
   // Other options continue, with a warning naming each (the checkpoint's seed given again is no change).
-  r = run({"cnn", "train", "--data", path(""), "--epochs", "3", "--workers", "2", "--batch", "16", "--lr", "0.02",
-           "--lr-schedule", "cosine", "--seed", "5", "--resume", path("ck.asgd")});
+  r = run({"cnn", "train", "--data", path(""), "--epochs", "3", "--workers", "1", "--batch", "16", "--lr", "0.02",
+           "--momentum", "0.5", "--lr-schedule", "cosine", "--seed", "5", "--resume", path("ck.asgd")});
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("warning: --batch 16 now, 32 in the run " + path("ck.asgd") + " continues"),
             std::string::npos)
       << r.output;
-  EXPECT_NE(r.output.find("warning: --lr 0.02 now, 0.01 in the run"), std::string::npos) << r.output;
+  for (const char* changed : {"--lr 0.02 now, 0.01", "--workers 1 now, 2", "--momentum 0.5 now, 0.9"})
+    EXPECT_NE(r.output.find(std::string("warning: ") + changed + " in the run"), std::string::npos) << r.output;
   // Without the cosine schedule a longer run is the same run, continued.
   r = run({"cnn", "train", "--data", path(""), "--epochs", "1", "--until-epoch", "1", "--limit", "64", "--checkpoint",
            path("short.asgd")});
@@ -182,6 +183,7 @@ TEST_F(CnnCli, StoppedAndResumedIsTheUninterruptedRun) {
   refused({"--resume", path("whole.asgd")}, "3 epochs are done already; --epochs is the run's total");
   refused({"--resume", path("ck.asgd"), "--until-epoch", "2"}, "--until-epoch 2: " + path("ck.asgd") + " has 2 epochs");
   refused({"--until-epoch", "4"}, "--until-epoch 4: past --epochs 3");
+  refused({"--until-epoch", "2"}, "--until-epoch: give --checkpoint FILE");
   std::ofstream(path("not-a-model.asgd")) << "hello";
   refused({"--resume", path("not-a-model.asgd")}, "not-a-model.asgd");
 }
@@ -316,12 +318,14 @@ TEST_F(CnnCli, GpuCommandsOnTheEmulatedBackend) {
   EXPECT_NE(beyond.output.find("ASGD_GPU_DEVICE=2: expected a device number below 2"), std::string::npos)
       << beyond.output;
 
-  // Stopped and resumed on the device: one stream gives the uninterrupted run's model (the cosine schedule
-  // continuing where it stopped); a device checkpoint resumes on the CPU too (the same layout and momentum).
+  // Stopped and resumed on the device: two streams under tau 0 give the uninterrupted run's model (the cosine
+  // schedule continuing where it stopped); a device checkpoint resumes on the CPU too (the same layout and
+  // momentum), which says the device changed.
   ::setenv("ASGD_GPU_BACKEND", ASGD_GPU_EMULATED, 1);
   const auto gpu_train = [&](std::vector<std::string> extra) {
     std::vector<std::string> args{"cnn",     "train", "--data",  path(""), "--device",      "gpu",   "--epochs", "2",
-                                  "--batch", "32",    "--limit", "400",    "--lr-schedule", "cosine", "-q"};
+                                  "--batch", "32",    "--limit", "400",    "--lr-schedule", "cosine", "--workers",
+                                  "2",       "-q"};
     args.insert(args.end(), extra.begin(), extra.end());
     return run(args);
   };
@@ -333,10 +337,12 @@ TEST_F(CnnCli, GpuCommandsOnTheEmulatedBackend) {
   ASSERT_FALSE(slurp("gpu-whole.asgd").empty());
   EXPECT_EQ(slurp("gpu-resumed.asgd"), slurp("gpu-whole.asgd"));
   const auto on_the_cpu = run({"cnn", "train", "--data", path(""), "--epochs", "2", "--batch", "32", "--limit", "400",
-                               "--lr-schedule", "cosine", "--resume", path("gpu-ck.asgd")});
+                               "--lr-schedule", "cosine", "--workers", "2", "--resume", path("gpu-ck.asgd")});
   ASSERT_EQ(on_the_cpu.status, 0) << on_the_cpu.output;
   EXPECT_NE(on_the_cpu.output.find("at epoch 1"), std::string::npos) << on_the_cpu.output;
-  EXPECT_EQ(on_the_cpu.output.find("warning"), std::string::npos) << on_the_cpu.output;
+  const auto warned = on_the_cpu.output.find("warning: --device cpu now, gpu in the run");
+  EXPECT_NE(warned, std::string::npos) << on_the_cpu.output;
+  EXPECT_EQ(on_the_cpu.output.find("warning:", warned + 1), std::string::npos) << on_the_cpu.output;
   EXPECT_NEAR(asgd::testing::number_after(on_the_cpu.output, "test accuracy "),
               asgd::testing::number_after(whole.output, "test accuracy "), 5.0)
       << on_the_cpu.output << whole.output;

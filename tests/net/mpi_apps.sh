@@ -119,7 +119,7 @@ awk -v a="$acc" 'BEGIN { exit !(a > 80) }' || fail "cnn: $acc % after 2 epochs (
 echo "cnn, 2 ranks: test accuracy $acc %, read back by cnn eval"
 # Stopped after epoch 1 and resumed to 3: rank 0's checkpoint of the averaged model; momentum 0, since every rank
 # resumes with rank 0's momentum buffer where the uninterrupted ranks keep their own.
-cnn_job() { mpi 2 cnn train --data "$work" --epochs 3 --workers 1 --batch 32 --momentum 0 --lr 0.05 -q "$@"; }
+cnn_job() { mpi 2 cnn train --data "$work" --epochs 3 --workers 1 --batch 32 --momentum 0 --lr 0.05 "$@"; }
 cnn_job --model "$work/cnn-whole.asgd" > "$work/log" 2>&1 || fail "cnn: the uninterrupted run"
 cnn_job --checkpoint "$work/cnn-ck.asgd" --until-epoch 1 > "$work/log" 2>&1 || fail "cnn: the run stopped at epoch 1"
 cnn_job --resume "$work/cnn-ck.asgd" --model "$work/cnn-resumed.asgd" > "$work/log" 2>&1 || fail "cnn: the resumed run"

@@ -42,13 +42,21 @@ echo "linear, 4 ranks: $gap above the optimum, $rounds rounds"
 # the averaged model, and a second job resumes from it to epoch 6. The model
 # must be the uninterrupted run's, bit for bit: the checkpoint carries the
 # epoch and seeds, and every rank starts again from the same parameters.
-resume_job() { mpi 2 linear train --data "$work/train.svm" --epochs 6 --workers 1 --features 500 -q "$@"; }
-resume_job --model "$work/whole.bin" > "$work/log" 2>&1 || fail "linear: the uninterrupted run"
-resume_job --checkpoint "$work/ck.bin" --until-epoch 3 > "$work/log" 2>&1 || fail "linear: the run stopped at epoch 3"
-resume_job --resume "$work/ck.bin" --model "$work/resumed.bin" > "$work/log" 2>&1 || fail "linear: the resumed run"
-[[ $(grep -c "^resumed from .* at epoch 3" "$work/log") -eq 1 ]] || fail "linear: not one 'resumed at epoch 3' line"
-cmp -s "$work/whole.bin" "$work/resumed.bin" || fail "linear: the resumed model differs from the uninterrupted one"
-echo "linear, 2 ranks: stopped at epoch 3 and resumed, the same model as one run"
+# stopped_and_resumed NAME EPOCH JOB: JOB (a function given more flags) runs whole, stopped after EPOCH with
+# --checkpoint, and resumed from it; the resumed model must be the whole run's, bit for bit.
+stopped_and_resumed() {
+  local name="$1" epoch="$2" job="$3"
+  "$job" --model "$work/$name-whole" > "$work/log" 2>&1 || fail "$name: the uninterrupted run"
+  "$job" --checkpoint "$work/$name-ck" --until-epoch "$epoch" > "$work/log" 2>&1 ||
+    fail "$name: the run stopped at epoch $epoch"
+  "$job" --resume "$work/$name-ck" --model "$work/$name-resumed" > "$work/log" 2>&1 || fail "$name: the resumed run"
+  [[ $(grep -c "^resumed from .* at epoch $epoch" "$work/log") -eq 1 ]] ||
+    fail "$name: not one 'resumed at epoch $epoch' line"
+  cmp -s "$work/$name-whole" "$work/$name-resumed" || fail "$name: the resumed model differs from the uninterrupted one"
+  echo "$name, 2 ranks: stopped at epoch $epoch and resumed, the same model as one run"
+}
+linear_job() { mpi 2 linear train --data "$work/train.svm" --epochs 6 --workers 1 --features 500 -q "$@"; }
+stopped_and_resumed linear 3 linear_job
 
 # mf
 "$asgd" mf generate "$work/ratings.txt" --users 300 --items 200 --ratings 20000 --seed 3 > /dev/null ||
@@ -120,12 +128,7 @@ echo "cnn, 2 ranks: test accuracy $acc %, read back by cnn eval"
 # Stopped after epoch 1 and resumed to 3: rank 0's checkpoint of the averaged model; momentum 0, since every rank
 # resumes with rank 0's momentum buffer where the uninterrupted ranks keep their own.
 cnn_job() { mpi 2 cnn train --data "$work" --epochs 3 --workers 1 --batch 32 --momentum 0 --lr 0.05 "$@"; }
-cnn_job --model "$work/cnn-whole.asgd" > "$work/log" 2>&1 || fail "cnn: the uninterrupted run"
-cnn_job --checkpoint "$work/cnn-ck.asgd" --until-epoch 1 > "$work/log" 2>&1 || fail "cnn: the run stopped at epoch 1"
-cnn_job --resume "$work/cnn-ck.asgd" --model "$work/cnn-resumed.asgd" > "$work/log" 2>&1 || fail "cnn: the resumed run"
-[[ $(grep -c "^resumed from .* at epoch 1" "$work/log") -eq 1 ]] || fail "cnn: not one 'resumed at epoch 1' line"
-cmp -s "$work/cnn-whole.asgd" "$work/cnn-resumed.asgd" || fail "cnn: the resumed model differs from the uninterrupted one"
-echo "cnn, 2 ranks: stopped at epoch 1 and resumed, the same model as one run"
+stopped_and_resumed cnn 1 cnn_job
 if [[ -n "$emulated" ]]; then
   # 2 streams under tau 2: the streams' own threads select the rank's device too
   ASGD_GPU_BACKEND="$emulated" mpi 2 cnn train --data "$work" --epochs 2 --workers 2 --tau 2 --batch 32 \

@@ -8,6 +8,7 @@
 #include <functional>
 #include <fmt/format.h>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 
@@ -56,8 +57,8 @@ dense::TrainTest load_mnist(const std::string& data, std::size_t limit) {
 
 namespace {
 
-// A model's metadata: this first line, then the options that trained it
-// ("key value" lines; files from before those lines have the first alone).
+// A model's metadata: JSON {"model": kModelKind, "options": {...}} (see
+// run_options); files from before the options hold the bare kModelKind.
 constexpr const char* kModelKind = "asgd-cnn lenet5 v1";
 
 struct CnnFlags {
@@ -103,7 +104,9 @@ bool use_gpu(const std::string& device, bool quiet) {
 // InputError saying what `path` is not.
 CheckpointData read_lenet(const std::string& path, const dense::Network& net) {
   CheckpointData ck = read_checkpoint(path);
-  if (ck.metadata.substr(0, ck.metadata.find('\n')) != kModelKind || !(ck.layout == net.layout()))
+  const auto j = nlohmann::json::parse(ck.metadata, nullptr, false);
+  const bool ours = ck.metadata == kModelKind || (j.is_object() && j.value("model", "") == kModelKind);
+  if (!ours || !(ck.layout == net.layout()))
     throw InputError(fmt::format("{}: not a LeNet-5 model written by asgd cnn train", path));
   if (!ck.optimizer_state.empty() && ck.optimizer_state.size() != ck.params.size())
     throw InputError(fmt::format("{}: {} momentum values for {} parameters", path, ck.optimizer_state.size(),
@@ -111,43 +114,35 @@ CheckpointData read_lenet(const std::string& path, const dense::Network& net) {
   return ck;
 }
 
-// What a checkpoint records after kModelKind: the options that decide which
-// minibatches a run visits and how it steps, a "key value" line each.
-std::string run_options(const CnnFlags& f, const dense::TrainOptions& o, bool on_gpu, std::size_t images,
-                        std::size_t ranks) {
-  return fmt::format("epochs {}\nbatch {}\nworkers {}\ntau {}\nlr {}\nlr-schedule {}\nmomentum {}\nweight-decay {}\n"
-                     "compensate {}\ndevice {}\ntrain-images {}\nranks {}\n",
-                     f.epochs, f.batch, f.workers, tau_to_string(o.tau), f.lr, f.schedule, f.momentum,
-                     f.weight_decay, o.compensate ? "on" : "off", on_gpu ? "gpu" : "cpu", images, ranks);
+// What a checkpoint records: the options that decide which minibatches a
+// run visits and how it steps, as the flags print them.
+nlohmann::json run_options(const CnnFlags& f, const dense::TrainOptions& o, bool on_gpu, std::size_t images,
+                           std::size_t ranks) {
+  const auto text = [](const auto& v) { return fmt::format("{}", v); };
+  return {{"epochs", text(f.epochs)},      {"batch", text(f.batch)},
+          {"workers", text(f.workers)},    {"tau", tau_to_string(o.tau)},
+          {"lr", text(f.lr)},              {"lr-schedule", f.schedule},
+          {"momentum", text(f.momentum)},  {"weight-decay", text(f.weight_decay)},
+          {"compensate", o.compensate ? "on" : "off"}, {"device", on_gpu ? "gpu" : "cpu"},
+          {"train-images", text(images)},  {"ranks", text(ranks)}};
 }
 
 // A resumed run continues the saved one exactly (the same minibatches in the
 // same order, the same steps) only with the same options: say which differ.
 // --epochs only matters to the cosine schedule (constant: a longer run is
 // the same run, continued).
-void warn_if_changed(const std::string& path, const std::string& saved, const std::string& now) {
-  const auto lines = [](const std::string& text) {
-    std::vector<std::pair<std::string, std::string>> kv;
-    std::size_t at = 0;
-    for (std::size_t end; (end = text.find('\n', at)) != std::string::npos; at = end + 1) {
-      const std::string line = text.substr(at, end - at);
-      const auto space = line.find(' ');
-      if (space != std::string::npos) kv.emplace_back(line.substr(0, space), line.substr(space + 1));
-    }
-    return kv;
-  };
-  const auto before = lines(saved);
-  const bool cosine = now.find("\nlr-schedule cosine\n") != std::string::npos ||
-                      saved.find("\nlr-schedule cosine\n") != std::string::npos;
-  for (const auto& [key, value] : lines(now)) {
-    if (key == "epochs" && !cosine) continue;
-    for (const auto& [k, v] : before)
-      if (k == key && v != value)
-        std::fprintf(stderr,
-                     "asgd cnn: warning: %s %s now, %s in the run %s continues; the result will differ from an "
-                     "uninterrupted run's\n",
-                     key == "train-images" || key == "ranks" ? key.c_str() : ("--" + key).c_str(), value.c_str(),
-                     v.c_str(), path.c_str());
+void warn_if_changed(const std::string& path, const std::string& metadata, const nlohmann::json& now) {
+  const auto saved = nlohmann::json::parse(metadata, nullptr, false);
+  if (!saved.is_object() || !saved.contains("options")) return;  // from before the options were recorded
+  const auto& before = saved["options"];
+  const bool cosine = now.value("lr-schedule", "") == "cosine" || before.value("lr-schedule", "") == "cosine";
+  for (const auto& [key, value] : now.items()) {
+    if ((key == "epochs" && !cosine) || !before.contains(key) || before[key] == value) continue;
+    std::fprintf(stderr,
+                 "asgd cnn: warning: %s %s now, %s in the run %s continues; the result will differ from an "
+                 "uninterrupted run's\n",
+                 key == "train-images" || key == "ranks" ? key.c_str() : ("--" + key).c_str(),
+                 value.get<std::string>().c_str(), before[key].get<std::string>().c_str(), path.c_str());
   }
 }
 
@@ -236,8 +231,8 @@ int train(const CnnFlags& f, Distributed& dist) {
   const auto tt = load_mnist(f.data, f.limit);
   ParamStore store = ParamStore::on_heap(net.layout());
   std::vector<float> momentum;
-  const std::string metadata =
-      std::string(kModelKind) + "\n" + run_options(f, o, on_gpu, tt.train.size(), static_cast<std::size_t>(dist.size()));
+  const auto options = run_options(f, o, on_gpu, tt.train.size(), static_cast<std::size_t>(dist.size()));
+  const std::string metadata = nlohmann::json{{"model", kModelKind}, {"options", options}}.dump();
   if (f.resume.empty()) {
     std::vector<float> init(store.size());
     net.initialize(init, f.seed);
@@ -247,7 +242,7 @@ int train(const CnnFlags& f, Distributed& dist) {
     store.assign(resumed.params);
     momentum = std::move(resumed.optimizer_state);  // empty: zeros
     if (dist.root()) {
-      warn_if_changed(f.resume, resumed.metadata, metadata);
+      warn_if_changed(f.resume, resumed.metadata, options);
       if (dist.active() && f.momentum > 0)
         std::fprintf(stderr, "asgd cnn: note: under mpirun every rank resumes with rank 0's momentum buffer, so the "
                              "result differs from an uninterrupted run's (bit for bit only with --momentum 0)\n");
@@ -264,7 +259,9 @@ int train(const CnnFlags& f, Distributed& dist) {
     state.seed = o.seed;
     save_checkpoint(path, store, state, momentum, metadata);
   };
-  if (dist.active()) std::printf("mpi: %s; each rank trains %zu images an epoch\n", dist.describe().c_str(), dist.shard(tt.train.size()).size());
+  if (dist.active())
+    std::printf("mpi: %s; each rank trains %llu images an epoch\n", dist.describe().c_str(),
+                static_cast<unsigned long long>(images_per_epoch));
   if (!f.quiet) {
     std::printf("data: %zu train, %zu test images (%zux%zu) from %s\n", tt.train.size(), tt.test.size(),
                 tt.train.rows, tt.train.cols, resolve_mnist_dir(f.data).string().c_str());

@@ -10,6 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "asgd/dense/network.hpp"
+#include "asgd/engine/checkpoint.hpp"
+#include "asgd/engine/param_store.hpp"
 #include "asgd/gpu/gpu.hpp"
 #include "cli_harness.hpp"
 
@@ -186,6 +189,24 @@ TEST_F(CnnCli, StoppedAndResumedIsTheUninterruptedRun) {
   refused({"--until-epoch", "2"}, "--until-epoch: give --checkpoint FILE");
   std::ofstream(path("not-a-model.asgd")) << "hello";
   refused({"--resume", path("not-a-model.asgd")}, "not-a-model.asgd");
+
+  // A model from before the options were recorded (its metadata the bare tag) still evaluates and resumes.
+  {
+    const auto net = asgd::dense::lenet5();
+    auto store = asgd::ParamStore::on_heap(net.layout());
+    std::vector<float> init(store.size());
+    net.initialize(init, 3);
+    store.assign(init);
+    asgd::TrainState state;
+    state.epoch = 1;
+    state.seed = 3;
+    asgd::save_checkpoint(path("old.asgd"), store, state, {}, "asgd-cnn lenet5 v1");
+  }
+  r = run({"cnn", "eval", "--data", path(""), "--model", path("old.asgd")});
+  EXPECT_EQ(r.status, 0) << r.output;
+  r = train({"--resume", path("old.asgd"), "--limit", "64"});
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("resumed from " + path("old.asgd") + " at epoch 1"), std::string::npos) << r.output;
 }
 
 TEST_F(CnnCli, ClearErrors) {

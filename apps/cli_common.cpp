@@ -8,6 +8,7 @@
 #include <exception>
 #include <utility>
 
+#include "asgd/engine/atomic_file.hpp"
 #include "asgd/engine/errors.hpp"
 
 namespace asgd::cli {
@@ -97,6 +98,15 @@ ProgressCallback progress_printer(std::string label, bool quiet) {
     std::fflush(stderr);
     return true;
   };
+}
+
+void check_output(std::string_view flag, const std::string& path) {
+  if (path.empty()) return;
+  try {
+    AtomicFile::check(path);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: {}", flag, e.what()));
+  }
 }
 
 int run_guarded(const std::function<int()>& body) {

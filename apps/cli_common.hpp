@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <string_view>
 
 #include "asgd/dense/mnist.hpp"
 #include "asgd/engine/param_store.hpp"
@@ -59,6 +60,11 @@ std::filesystem::path resolve_mnist_dir(const std::string& data);
 // MNIST from `--data DIR|builtin`, normalised; `limit` > 0 keeps the first
 // `limit` training images.
 dense::TrainTest load_mnist(const std::string& data, std::size_t limit = 0);
+
+// Before training: InputError "FLAG: PATH: cannot write here: ..." when the
+// file `path` (empty: none) could not be written, so a typo in an output
+// path costs nothing rather than the whole run (AtomicFile::check).
+void check_output(std::string_view flag, const std::string& path);
 
 // Runs `body`, mapping asgd errors to "asgd: error: ..." and exit codes.
 int run_guarded(const std::function<int()>& body);

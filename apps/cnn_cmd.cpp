@@ -219,6 +219,10 @@ int train(const CnnFlags& f, Distributed& dist) {
     throw InputError(fmt::format("--until-epoch {}: past --epochs {}", f.until_epoch, f.epochs));
   if (f.until_epoch != 0 && f.until_epoch <= done)
     throw InputError(fmt::format("--until-epoch {}: {} has {} epochs done already", f.until_epoch, f.resume, done));
+  if (dist.root()) {
+    check_output("--model", f.model);
+    check_output("--checkpoint", f.checkpoint);
+  }
   if (f.until_epoch != 0 && f.checkpoint.empty() && f.model.empty())
     throw InputError("--until-epoch: give --checkpoint FILE to resume from (or --model), or the run is lost");
   o.first_epoch = done;

@@ -98,6 +98,10 @@ void print_quality(const char* what, const sparse::LogisticProblem& p, std::span
 int train(const TrainFlags& f, Distributed& dist) {
   TrainerOptions options = to_trainer_options(f.engine);
   if (dist.active() && !f.shm.empty()) throw InputError("--shm: not with mpirun (each rank keeps its model)");
+  if (dist.root()) {
+    check_output("--model", f.model);
+    check_output("--checkpoint", f.checkpoint);
+  }
   // --data with {rank}: each rank reads its own, already sharded file.
   std::string path = f.data;
   const auto placeholder = path.find("{rank}");
@@ -123,6 +127,9 @@ int train(const TrainFlags& f, Distributed& dist) {
   std::optional<sparse::LogisticProblem> all_rows;  // only when this rank trains a shard
   if (shard) all_rows.emplace(data, f.l2);
   const sparse::LogisticProblem& whole = shard ? *all_rows : problem;
+  // Read before training, so that a bad --test file fails now rather than after the run.
+  std::optional<sparse::SparseDataset> test;
+  if (!f.test.empty() && dist.root()) test = sparse::read_libsvm(f.test, parse_unsorted(f.unsorted));
   options.on_progress = progress_printer("linear", f.quiet);
   options.checkpoint_path = f.checkpoint;
   options.checkpoint_metadata = linear_model_metadata(f.l2, problem.num_features());
@@ -165,10 +172,7 @@ int train(const TrainFlags& f, Distributed& dist) {
     fmt::print("reference (L-BFGS, {} iterations, |grad| {:.1e}): objective {:.6f}; ours is {:.2e} relative above\n",
                opt.iterations, opt.gradient_norm, opt.objective, (ours - opt.objective) / opt.objective);
   }
-  if (!f.test.empty()) {
-    sparse::SparseDataset test = sparse::read_libsvm(f.test, parse_unsorted(f.unsorted));
-    print_quality("test", sparse::LogisticProblem(test, f.l2), weights_for(test, w));
-  }
+  if (test) print_quality("test", sparse::LogisticProblem(*test, f.l2), weights_for(*test, w));
   if (!f.model.empty()) {
     trainer.save_checkpoint(f.model);
     fmt::print("model written to {}\n", f.model);

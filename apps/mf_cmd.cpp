@@ -240,6 +240,7 @@ int train_bpr(const MfTrainFlags& f, Distributed& dist) {
 
 int train(const MfTrainFlags& f, Distributed& dist) {
   if (dist.active() && !f.shm.empty()) throw InputError("--shm: not with mpirun (each rank keeps its model)");
+  if (dist.root()) check_output("MODEL_FILE", f.model_file);
   if (f.loss == "bpr") return train_bpr(f, dist);
   if (f.loss != "squared") throw InputError(fmt::format("--loss {}: expected squared or bpr", f.loss));
   const auto start = std::chrono::steady_clock::now();

@@ -257,6 +257,11 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
   const auto start = std::chrono::steady_clock::now();
   auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   const bool show_progress = !f.quiet && stderr_is_terminal() && dist.root();
+  if (dist.root()) {
+    check_output("-output", f.output);
+    check_output("-save-vocab", f.save_vocab);
+    check_output("-checkpoint", f.checkpoint);
+  }
 
   // Vocabulary and model shape: from a checkpoint, or from the flags.
   CheckpointData resumed;

@@ -44,7 +44,11 @@ AtomicFile::AtomicFile(std::filesystem::path path) : path_(std::move(path)) {
     return;
   }
   std::error_code ec;
-  if (std::filesystem::is_symlink(path_, ec)) path_ = std::filesystem::weakly_canonical(path_, ec);
+  // What the path names, links followed. A link to something written in
+  // place (/dev/stdout, which links to /proc/self/fd/1 and on to "pipe:[N]"
+  // when the output is a pipe) is opened through the link: only a link to a
+  // file, or to nothing yet, is resolved, so that the rename replaces its
+  // target.
   const auto status = std::filesystem::status(path_, ec);
   if (std::filesystem::is_directory(status)) {
     throw InputError(fmt::format("{}: is a directory, expected a file name to write", path_.string()));
@@ -55,6 +59,16 @@ AtomicFile::AtomicFile(std::filesystem::path path) : path_(std::move(path)) {
     if (fd_ < 0) throw InputError(fmt::format("{}: cannot write: {}", path_.string(), std::strerror(errno)));
     return;
   }
+  // A chain of links is followed to its end, which may not exist yet (a
+  // dangling link gets its target created).
+  if (std::filesystem::is_symlink(path_, ec)) {
+    for (int hops = 0; hops < 40 && std::filesystem::is_symlink(path_, ec); ++hops) {
+      const std::filesystem::path target = std::filesystem::read_symlink(path_, ec);
+      if (ec) break;
+      path_ = target.is_absolute() ? target : path_.parent_path() / target;
+    }
+    path_ = std::filesystem::weakly_canonical(path_, ec);
+  }
   remove_stale_temporaries(path_);
   static std::atomic<unsigned> serial{0};
   temp_ = path_;
@@ -62,6 +76,16 @@ AtomicFile::AtomicFile(std::filesystem::path path) : path_(std::move(path)) {
   // O_EXCL: never follow or clobber something already at the temp name.
   fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd_ < 0) throw InputError(fmt::format("{}: cannot write here: {}", path_.string(), std::strerror(errno)));
+}
+
+void AtomicFile::check(const std::filesystem::path& path) {
+  if (path == "-") return;
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status) &&
+      !std::filesystem::is_directory(status))
+    return;
+  AtomicFile probe(path);  // creates the temp file; its destructor removes it
 }
 
 AtomicFile::~AtomicFile() {

@@ -73,6 +73,35 @@ TEST_F(Cli, BadInputExitsTwoWithWhereAndWhat) {
   EXPECT_NE(r.output.find("not an asgd checkpoint"), std::string::npos) << r.output;
 }
 
+// An output no file can be written to is refused before training, not after
+// it: every command that trains checks its outputs first.
+TEST_F(Cli, UnwritableOutputsFailBeforeTraining) {
+  generate("o.svm", 200, 50);
+  const std::string nowhere = path("no-such-folder") + "/out";
+  struct Case {
+    std::vector<std::string> args;
+    std::string flag;
+  };
+  const std::vector<Case> cases = {
+      {{"linear", "train", "--data", path("o.svm"), "--model", nowhere}, "--model"},
+      {{"linear", "train", "--data", path("o.svm"), "--checkpoint", path("")}, "--checkpoint"},
+      {{"linear", "train", "--data", path("o.svm"), "--test", path("missing.svm")}, path("missing.svm")},
+      {{"mf", "train", path("o.svm"), nowhere}, "MODEL_FILE"},
+      {{"w2v", "-train", path("o.svm"), "-output", nowhere}, "-output"},
+      {{"w2v", "-train", path("o.svm"), "-output", path("v.txt"), "-checkpoint", nowhere}, "-checkpoint"},
+      {{"cnn", "train", "--data", path("no-mnist"), "--model", nowhere}, "--model"},
+      {{"cnn", "train", "--data", path("no-mnist"), "--checkpoint", nowhere}, "--checkpoint"},
+  };
+  for (const auto& c : cases) {
+    const auto r = run(c.args);
+    EXPECT_EQ(r.status, 2) << c.args[0] << ": " << r.output;
+    EXPECT_NE(r.output.find("asgd: error: " + c.flag), std::string::npos) << c.args[0] << ": " << r.output;
+    // Refused before reading the data or training: nothing was trained.
+    EXPECT_EQ(r.output.find("epoch"), std::string::npos) << c.args[0] << ": " << r.output;
+  }
+  EXPECT_FALSE(fs::exists(path("v.txt")));
+}
+
 TEST_F(Cli, DivergenceStopsWithExitOne) {
   generate("d.svm", 2000, 100);
   const auto r = run({"linear", "train", "--data", path("d.svm"), "--lr", "1e30", "--schedule", "constant"});

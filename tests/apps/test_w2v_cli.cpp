@@ -1,4 +1,5 @@
 // End-to-end tests of `asgd w2v` and `asgd w2v-eval` as a user runs them.
+#include <cstdlib>
 #include <filesystem>
 #include <random>
 #include <string>
@@ -115,6 +116,18 @@ TEST_F(W2vCli, OutputToANonRegularFileIsWrittenInPlace) {
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_TRUE(fs::is_symlink(path("link.txt")));
   EXPECT_EQ(slurp("target.txt").substr(0, 5), "60 4\n");
+  // A dangling link gets its target created and stays a link.
+  fs::create_symlink(path("new.txt"), path("dangling.txt"));
+  r = run({"w2v", "-train", corpus, "-size", "4", "-iter", "1", "-min-count", "1", "-output", path("dangling.txt")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(fs::is_symlink(path("dangling.txt")));
+  EXPECT_EQ(slurp("new.txt").substr(0, 5), "60 4\n");
+  // /dev/stdout is a link that ends in "pipe:[N]" when the output is a pipe:
+  // written through the link, not resolved.
+  const std::string piped = std::string(ASGD_BINARY) + " w2v -train " + corpus +
+                            " -size 4 -iter 1 -min-count 1 -quiet 1 -output /dev/stdout | cat > " + path("piped.txt");
+  ASSERT_EQ(std::system(piped.c_str()), 0);
+  EXPECT_EQ(slurp("piped.txt").substr(0, 5), "60 4\n");
 }
 
 TEST_F(W2vCli, BadInputGetsAClearErrorNeverACrash) {

@@ -1,12 +1,16 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <string>
 
+#include "asgd/engine/atomic_file.hpp"
 #include "asgd/engine/checkpoint.hpp"
 #include "asgd/engine/errors.hpp"
 
@@ -144,4 +148,27 @@ TEST_F(CheckpointTest, SigkillDuringSaveLeavesThePreviousCheckpointLoadable) {
   int left = 0;
   for (const auto& e : fs::directory_iterator(dir_)) left += e.path().filename().string().find(".tmp.") != std::string::npos;
   EXPECT_EQ(left, 0);
+}
+
+TEST_F(CheckpointTest, CheckingAnOutputPathWritesNothingAndRefusesWhatCannotBeWritten) {
+  // A file that exists keeps its bytes, and nothing is left beside it.
+  const fs::path kept = dir_ / "model.ckpt";
+  std::ofstream(kept) << "old";
+  asgd::AtomicFile::check(kept);
+  asgd::AtomicFile::check(dir_ / "new.ckpt");
+  EXPECT_FALSE(fs::exists(dir_ / "new.ckpt"));
+  std::ifstream in(kept);
+  std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(content, "old");
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1);
+  // What the real write would refuse, refused now.
+  EXPECT_NE(message_of([&] { asgd::AtomicFile::check(dir_ / "no-such-folder" / "m"); }).find("cannot write here"),
+            std::string::npos);
+  EXPECT_NE(message_of([&] { asgd::AtomicFile::check(dir_); }).find("is a directory"), std::string::npos);
+  // A pipe is not opened (its reader would see the end of its input): this
+  // returns at once although nobody reads the FIFO.
+  const fs::path fifo = dir_ / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  asgd::AtomicFile::check(fifo);
+  asgd::AtomicFile::check("-");
 }

@@ -34,6 +34,14 @@ class AtomicFile {
 
   const std::filesystem::path& path() const noexcept { return path_; }
 
+  // Throws the InputError the constructor would throw for `path`, without
+  // writing it: for commands to check where their output goes before a long
+  // run rather than after it. A temp file is created and removed beside
+  // PATH; "-" and what is written in place (a FIFO, a device) are not opened,
+  // since opening a pipe's writing end and closing it would end its reader's
+  // input.
+  static void check(const std::filesystem::path& path);
+
  private:
   void flush();
   [[noreturn]] void fail(const char* what, int err) const;

@@ -119,12 +119,14 @@ CheckpointData read_lenet(const std::string& path, const dense::Network& net) {
 nlohmann::json run_options(const CnnFlags& f, const dense::TrainOptions& o, bool on_gpu, std::size_t images,
                            std::size_t ranks) {
   const auto text = [](const auto& v) { return fmt::format("{}", v); };
-  return {{"epochs", text(f.epochs)},      {"batch", text(f.batch)},
-          {"workers", text(f.workers)},    {"tau", tau_to_string(o.tau)},
-          {"lr", text(f.lr)},              {"lr-schedule", f.schedule},
-          {"momentum", text(f.momentum)},  {"weight-decay", text(f.weight_decay)},
-          {"compensate", o.compensate ? "on" : "off"}, {"device", on_gpu ? "gpu" : "cpu"},
-          {"train-images", text(images)},  {"ranks", text(ranks)}};
+  nlohmann::json j = {{"epochs", text(f.epochs)},      {"batch", text(f.batch)},
+                      {"workers", text(f.workers)},    {"tau", tau_to_string(o.tau)},
+                      {"lr", text(f.lr)},              {"lr-schedule", f.schedule},
+                      {"momentum", text(f.momentum)},  {"weight-decay", text(f.weight_decay)},
+                      {"compensate", o.compensate ? "on" : "off"}, {"device", on_gpu ? "gpu" : "cpu"},
+                      {"train-images", text(images)},  {"ranks", text(ranks)}};
+  if (ranks > 1) j["average-every"] = f.dist.average_every;
+  return j;
 }
 
 // A resumed run continues the saved one exactly (the same minibatches in the
@@ -253,7 +255,10 @@ int train(const CnnFlags& f, Distributed& dist) {
       if (!f.quiet) std::printf("resumed from %s at epoch %zu\n", f.resume.c_str(), done);
     }
   }
-  const auto images_per_epoch = static_cast<std::uint64_t>(dist.shard(tt.train.size()).size());
+  // Averaging every K updates is a blocking collective, so every rank must make the same updates in an epoch: the
+  // ranks then train floor(n / P) images each (the last n mod P images of the set are left out).
+  const std::size_t sharded = dist.every_epoch() ? tt.train.size() : tt.train.size() - tt.train.size() % static_cast<std::size_t>(dist.size());
+  const auto images_per_epoch = static_cast<std::uint64_t>(dist.shard(sharded).size());
   // Saved after each epoch (--checkpoint) and at the end (--model): rank 0's parameters (every rank's, after the
   // average) and momentum, the epochs done and the images this rank trained in them.
   const auto save = [&](const std::string& path, std::size_t epoch) {
@@ -312,16 +317,24 @@ int train(const CnnFlags& f, Distributed& dist) {
   };
   // Under mpirun each rank trains every P-th image and, after each epoch, the ranks average their parameters
   // (momentum stays per rank) in the trainer's after_epoch hook, so one trainer, with its views and staleness
-  // estimate, runs the whole job; rank 0 measures test accuracy. On the GPU each rank takes the device of its
-  // local rank (modulo the node's devices).
+  // estimate, runs the whole job; rank 0 measures test accuracy. With --average-every K they also average after
+  // every K updates (the trainer's after_updates hook, with no update in flight: a blocking round, not the
+  // background one of the sparse models). At K = 1 and tau 0 that is synchronous data-parallel SGD over all
+  // ranks, as Horovod's: the update is linear in the gradient and the momentum, so the mean of the ranks' models
+  // after a step is the step of the mean gradient with the mean momentum. On the GPU each rank takes the device
+  // of its local rank (modulo the node's devices).
   dense::Dataset shard;
   if (dist.active()) {
-    if (!dist.every_epoch())
-      throw InputError("cnn: under mpirun the CNN averages every epoch (--average-every epoch); its block "
-                       "updates have no step hook for background averaging yet");
-    shard = tt.train.subset(dist.shard(tt.train.size()));
+    shard = tt.train.subset(dist.shard(sharded));
     dist.start(std::span<float>(store.data(), store.size()));
     o.after_epoch = [&] { dist.average(static_cast<double>(shard.size())); };
+    if (!dist.every_epoch()) {
+      const std::size_t batches = (shard.size() + o.batch - 1) / o.batch;
+      dist.same_on_all_ranks(BlockTrainer::updates_per_epoch(batches, o),
+                             "updates per epoch (every rank needs the same --batch, --workers and --tau)");
+      o.every_updates = dist.every_steps();
+      o.after_updates = [&] { dist.average(1.0); };
+    }
   }
   const dense::Dataset& data = dist.active() ? shard : tt.train;
   const dense::Dataset* test = dist.root() ? &tt.test : nullptr;

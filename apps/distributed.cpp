@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <exception>
@@ -161,6 +162,30 @@ void Distributed::epoch_done(const TrainReport& epoch) {
 
 void Distributed::finish() {
   if (averager_) averager_->stop();
+}
+
+void Distributed::same_on_all_ranks(std::uint64_t value, std::string_view what) {
+  if (!active()) return;
+#if ASGD_HAVE_MPI
+  // Each rank writes its value into its own two slots, in 20-bit halves
+  // (exact in floats), and one sum gives every rank all of them.
+  if (value >> 40 != 0) throw InputError(fmt::format("{}: {} is too large to compare across ranks", what, value));
+  const auto P = static_cast<std::size_t>(size_), r = static_cast<std::size_t>(rank_);
+  std::vector<float> slots(2 * P, 0.0f);
+  slots[2 * r] = static_cast<float>(value & 0xFFFFF);
+  slots[2 * r + 1] = static_cast<float>(value >> 20);
+  mpi_->allreduce->sum(slots);
+  std::vector<std::uint64_t> values(P);
+  for (std::size_t i = 0; i < P; ++i)
+    values[i] = static_cast<std::uint64_t>(slots[2 * i]) | static_cast<std::uint64_t>(slots[2 * i + 1]) << 20;
+  if (std::all_of(values.begin(), values.end(), [&](std::uint64_t v) { return v == values[0]; })) return;
+  std::string each;
+  for (std::size_t i = 0; i < P; ++i) each += fmt::format("{}rank {}: {}", i ? ", " : "", i, values[i]);
+  throw InputError(fmt::format("the ranks differ in {}: {}", what, each));
+#else
+  (void)value;
+  (void)what;
+#endif
 }
 
 void Distributed::average(double weight) {

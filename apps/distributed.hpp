@@ -13,6 +13,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "asgd/engine/param_store.hpp"
@@ -55,6 +56,7 @@ class Distributed {
   bool root() const noexcept { return rank_ == 0; }
   bool active() const noexcept { return size_ > 1; }
   bool every_epoch() const noexcept { return every_steps_ == 0; }
+  std::uint64_t every_steps() const noexcept { return every_steps_; }  // K of --average-every K (0: epoch)
   // The indices of [0, n) this rank trains: rank, rank + P, rank + 2P, ...
   std::vector<std::size_t> shard(std::size_t n) const;
   std::string describe() const;  // "4 ranks, ring allreduce, averaging every epoch"
@@ -77,6 +79,10 @@ class Distributed {
   // After the last epoch: stops the communication thread; all ranks then
   // hold the same parameters.
   void finish();
+  // Collective: InputError on every rank, naming each rank's value, unless
+  // all ranks pass the same `value` (below 2^40); `what` says what it is.
+  // Before blocking rounds whose number every rank must agree on.
+  void same_on_all_ranks(std::uint64_t value, std::string_view what);
   // One blocking round over the parameters given to start(); `weight` as in
   // ModelAverager::average.
   void average(double weight);

@@ -60,6 +60,10 @@ BlockStep block_step(const BlockTrainOptions& o, double staleness, std::uint64_t
   return step;
 }
 
+bool BlockTrainer::hook_due(std::uint64_t update) const noexcept {
+  return options_.every_updates != 0 && options_.after_updates && update % options_.every_updates == 0;
+}
+
 void BlockTrainer::apply(const float* g, std::size_t first, std::size_t last, BlockStep step) noexcept {
   float* w = store_.data();
   float* v = momentum_.data();
@@ -113,7 +117,14 @@ void BlockTrainer::run_sync(std::size_t batches, const Gradient& gradient) {
       for (std::size_t i = 0; i < P; ++i) g[i] += sk * gk[i];
     }
     apply(g, 0, P, block_step(options_, 0, version_.load(std::memory_order_relaxed)));
-    version_.fetch_add(1, std::memory_order_relaxed);
+    const std::uint64_t made = version_.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (hook_due(made)) {
+      try {
+        options_.after_updates();
+      } catch (...) {
+        failure.set(std::current_exception());
+      }
+    }
   };
   std::barrier round_end(static_cast<std::ptrdiff_t>(W), update);
   {
@@ -190,7 +201,14 @@ void BlockTrainer::run_async(std::size_t batches, const Gradient& gradient) {
               std::lock_guard lock(block_locks[k]);
               apply(wk.grad.data(), blocks_[k].offset, blocks_[k].offset + blocks_[k].size, step);
             }
-            version_.fetch_add(1, std::memory_order_acq_rel);
+            const std::uint64_t made = version_.fetch_add(1, std::memory_order_acq_rel) + 1;
+            if (hook_due(made)) {
+              // Under every block lock: no update or view copy runs meanwhile.
+              std::vector<std::unique_lock<std::mutex>> all;
+              all.reserve(block_locks.size());
+              for (auto& m : block_locks) all.emplace_back(m);
+              options_.after_updates();
+            }
             gate.finish_step(i);
           }
         } catch (...) {

@@ -22,7 +22,7 @@
 
 namespace asgd::gpu::detail {
 
-inline constexpr std::uint32_t kBackendAbi = 3;  // 3: GpuTrainOptions::cuda_graphs
+inline constexpr std::uint32_t kBackendAbi = 4;  // 4: BlockTrainOptions::every_updates, after_updates
 
 struct Backend {
   std::uint32_t abi;

@@ -396,6 +396,21 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
   auto after_last = [&](cudaStream_t s) {
     if (last != nullptr) last->wait_on(s);
   };
+  // bo.after_updates (under mpirun: the ranks average their models) runs on
+  // the host copy of the parameters: after the last update, the parameters
+  // go to the host, and every later update or view copy waits for their
+  // return. The momentum stays on the device.
+  Event exchanged;
+  auto exchange = [&] {
+    // Under `chain` (or on the one host thread at tau = 0).
+    after_last(copy.get());
+    to_host(params.data(), d_w.get(), P, copy.get());
+    copy.synchronize();
+    bo.after_updates();
+    to_device(d_w.get(), params.data(), P, copy.get());
+    exchanged.record(copy.get());
+    last = &exchanged;
+  };
   auto update = [&](Worker& wk, const kernels::GradSum& g, std::uint64_t staleness) {
     // Under `chain`.
     staleness_mean += (static_cast<double>(staleness) - staleness_mean) / static_cast<double>(version + 1);
@@ -406,6 +421,7 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
     wk.update_done.record(wk.stream.get());
     last = &wk.update_done;
     ++version;
+    if (bo.every_updates != 0 && bo.after_updates && (bo.first_update + version) % bo.every_updates == 0) exchange();
   };
 
   std::vector<dense::EpochReport> reports;

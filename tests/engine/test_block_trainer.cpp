@@ -2,7 +2,10 @@
 // f(w) = 1/2 |w - t_b|^2 for minibatch b, so the gradient is w - t_b.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <barrier>
 #include <cmath>
+#include <thread>
 #include <vector>
 
 #include "asgd/engine/block_trainer.hpp"
@@ -141,6 +144,97 @@ TEST(BlockTrainer, ErrorsStopEveryWorkerAndReachTheCaller) {
   BlockTrainOptions bad;
   bad.momentum = 1.0f;
   EXPECT_THROW(BlockTrainer(store, m, blocks_of(l), bad), InputError);
+}
+
+
+TEST(BlockTrainer, AfterUpdatesRunsEveryKUpdatesOfTheRunWithNoUpdateInFlight) {
+  const Layout l = flat();
+  for (std::uint64_t tau : {std::uint64_t{0}, std::uint64_t{2}, kUnbounded}) {
+    ParamStore store = ParamStore::on_heap(l);
+    std::vector<float> m(l.size());
+    BlockTrainOptions o;
+    o.workers = 3;
+    o.tau = tau;
+    o.lr = 1.0f;
+    o.momentum = 0.0f;
+    o.first_update = 3;  // a resumed run: the rhythm counts the updates made before
+    o.every_updates = 4;
+    int calls = 0;
+    // Each update moves every parameter by -1; the hook puts them back to 0
+    // (it runs under every block lock, so no update lands half way).
+    o.after_updates = [&] {
+      ++calls;
+      std::fill(store.data(), store.data() + store.size(), 0.0f);
+    };
+    BlockTrainer t(store, m, blocks_of(l), o);
+    const auto step = [n = store.size()](std::size_t, std::size_t, const float*, float* g) {
+      std::fill(g, g + n, 1.0f);
+      return BlockTrainer::Minibatch{0, 1};
+    };
+    t.run_epoch(tau == 0 ? 60 : 20, step);  // 20 updates: numbers 4 .. 23
+    EXPECT_EQ(t.updates(), 23u);
+    EXPECT_EQ(calls, 5) << "tau " << tau_to_string(tau);  // after 4, 8, 12, 16, 20
+    // What is left is updates 21 .. 23, or at tau > 0 those of them that
+    // landed after the last reset (the others were applied before the hook
+    // took the locks and reset too). Every parameter moves together: no
+    // update is seen half applied.
+    for (const auto& tensor : l.tensors())
+      for (std::size_t i = tensor.offset; i < tensor.offset + tensor.elements(); ++i) {
+        EXPECT_EQ(store.data()[i], store.data()[0]) << i;
+        EXPECT_LE(store.data()[i], 0.0f) << i;
+        EXPECT_GE(store.data()[i], -3.0f) << i;
+      }
+    if (tau == 0) {
+      EXPECT_EQ(store.data()[0], -3.0f);
+    }
+  }
+}
+
+// What `asgd cnn train --average-every 1` does under mpirun, with two
+// trainers in one process as the two ranks and a barrier as the allreduce:
+// averaging the two models after every update (momentum kept per trainer)
+// is synchronous data-parallel SGD, one update with the mean gradient and the
+// mean momentum, as one trainer with two workers at tau 0 makes.
+TEST(BlockTrainer, AveragingModelsAfterEveryUpdateIsSynchronousDataParallel) {
+  const Layout l = flat();
+  ParamStore a = ParamStore::on_heap(l), b = ParamStore::on_heap(l), one = ParamStore::on_heap(l);
+  std::vector<float> ma(l.size()), mb(l.size()), m1(l.size());
+  BlockTrainOptions o;
+  o.lr = 0.1f;
+  o.momentum = 0.9f;
+  o.weight_decay = 0.01f;
+  o.workers = 2;
+  BlockTrainer single(one, m1, blocks_of(l), o);
+  single.run_epoch(20, quadratic(l));  // rounds r: batches 2r and 2r + 1
+
+  std::barrier average(2, [&]() noexcept {
+    for (std::size_t i = 0; i < l.size(); ++i) a.data()[i] = b.data()[i] = 0.5f * (a.data()[i] + b.data()[i]);
+  });
+  o.workers = 1;
+  o.every_updates = 1;
+  o.after_updates = [&] { average.arrive_and_wait(); };
+  BlockTrainer ta(a, ma, blocks_of(l), o), tb(b, mb, blocks_of(l), o);
+  const auto grad = quadratic(l);
+  {
+    // "Rank" a trains the even batches, b the odd ones.
+    std::jthread rank_b([&] {
+      tb.run_epoch(10, [&](std::size_t w, std::size_t r, const float* v, float* g) { return grad(w, 2 * r + 1, v, g); });
+    });
+    ta.run_epoch(10, [&](std::size_t w, std::size_t r, const float* v, float* g) { return grad(w, 2 * r, v, g); });
+  }
+  for (std::size_t i = 0; i < l.size(); ++i) {
+    EXPECT_EQ(a.data()[i], b.data()[i]) << i;
+    EXPECT_NEAR(a.data()[i], one.data()[i], 1e-5) << i;
+  }
+  // Without the averaging the two models part.
+  ParamStore c = ParamStore::on_heap(l);
+  std::vector<float> mc(l.size());
+  o.every_updates = 0;
+  BlockTrainer tc(c, mc, blocks_of(l), o);
+  tc.run_epoch(10, [&](std::size_t w, std::size_t r, const float* v, float* g) { return grad(w, 2 * r, v, g); });
+  double apart = 0;
+  for (std::size_t i = 0; i < l.size(); ++i) apart = std::max(apart, std::abs(double(c.data()[i]) - one.data()[i]));
+  EXPECT_GT(apart, 1e-3);
 }
 
 }  // namespace

@@ -332,6 +332,51 @@ TEST(GpuTraining, AfterEpochHookAsOnTheCpu) {
   EXPECT_LE(normwise_error(g, c), 1e-4) << "after epoch 2";
 }
 
+// The hook after every K updates (under mpirun: the ranks' averaging) sees
+// the device's parameters and what it leaves is what training continues
+// from, as on the CPU; at tau > 0 it runs as often.
+TEST(GpuTraining, AfterUpdatesHookAsOnTheCpu) {
+  SKIP_WITHOUT_GPU();
+  const dense::Network net = dense::lenet5();
+  const dense::Dataset d = bars(256, 12);
+  std::vector<float> init(net.layout().size()), other(init.size());
+  net.initialize(init, 14);
+  net.initialize(other, 15);
+  dense::TrainOptions o;
+  o.epochs = 2;
+  o.batch = 32;  // 8 updates an epoch: the hook after updates 3, 6, 9, 12, 15
+  o.lr = 0.05f;
+  o.every_updates = 3;
+  auto run = [&](auto&& trainer, std::vector<float>& seen, int& calls) {
+    ParamStore store = ParamStore::on_heap(net.layout());
+    store.assign(init);
+    std::vector<float> momentum;
+    dense::TrainOptions hooked = o;
+    hooked.after_updates = [&] {
+      if (++calls == 2) {
+        seen = store.snapshot();
+        store.assign(other);
+      }
+    };
+    trainer(net, store, momentum, d, nullptr, hooked, {});
+    return store.snapshot();
+  };
+  std::vector<float> cpu_seen, gpu_seen;
+  int cpu_calls = 0, gpu_calls = 0;
+  const auto c = run(dense::train, cpu_seen, cpu_calls);
+  const auto g = run(gpu::train, gpu_seen, gpu_calls);
+  EXPECT_EQ(cpu_calls, 5);
+  EXPECT_EQ(gpu_calls, 5);
+  EXPECT_LE(normwise_error(gpu_seen, cpu_seen), 1e-4) << "after update 6";
+  EXPECT_LE(normwise_error(g, c), 1e-4) << "at the end";
+  o.workers = 2;
+  o.tau = 2;
+  gpu_calls = 0;
+  gpu_seen.clear();
+  run(gpu::train, gpu_seen, gpu_calls);
+  EXPECT_EQ(gpu_calls, 5) << "tau 2, 2 streams";
+}
+
 // A CUDA graph replays the step it captured: training with graphs gives the
 // parameters, momentum and losses of kernel-by-kernel training. Synchronous
 // rounds of 2 streams fix the order of the updates; 200 images in batches of

@@ -12,9 +12,11 @@
 #          and `cnn eval` on it reports rank 0's accuracy, after an
 #          averaging round per epoch; stopped at a checkpoint and resumed
 #          (without momentum: each rank's own is not saved) it gives the
-#          uninterrupted model; with the emulated GPU backend, the job
-#          on 2 streams per rank with --device gpu reaches the CPU's accuracy
-#          within a point.
+#          uninterrupted model; averaging every 4 updates makes the rounds
+#          it should on equal shards, and ranks that would disagree on them
+#          are refused; with the emulated GPU backend, the job on 2 streams
+#          per rank with --device gpu reaches the CPU's accuracy within a
+#          point, and averages every 4 updates too.
 # Usage: mpi_apps.sh ASGD MPIEXEC [EMULATED_GPU_BACKEND]
 set -uo pipefail
 asgd="$1"; mpiexec="$2"; emulated="${3:-}"
@@ -129,6 +131,22 @@ echo "cnn, 2 ranks: test accuracy $acc %, read back by cnn eval"
 # resumes with rank 0's momentum buffer where the uninterrupted ranks keep their own.
 cnn_job() { mpi 2 cnn train --data "$work" --epochs 3 --workers 1 --batch 32 --momentum 0 --lr 0.05 "$@"; }
 stopped_and_resumed cnn 1 cnn_job
+# Averaging every 4 updates, a blocking round: 599 images leave 299 per rank (the ranks must make the same
+# updates), 10 updates an epoch in batches of 32, so after updates 4, 8, ..., 20 of 2 epochs: 5 rounds, one per
+# epoch and the start: 8.
+every_job() { mpi 2 cnn train --data "$work" --limit 599 --epochs 2 --batch 32 --average-every 4 "$@"; }
+every_job --workers 1 > "$work/log" 2>&1 || fail "cnn --average-every 4"
+grep -q "each rank trains 299 images an epoch" "$work/log" || fail "cnn --average-every: the shards are not equal"
+rounds=$(sed -n 's/^mpi: \([0-9]*\) averaging rounds.*/\1/p' "$work/log")
+[[ "$rounds" == 8 ]] || fail "cnn --average-every 4: '$rounds' averaging rounds (want 8)"
+every=$(sed -n 's/^test accuracy \([0-9.]*\) % after.*/\1/p' "$work/log")
+awk -v a="$every" 'BEGIN { exit !(a > 80) }' || fail "cnn --average-every 4: $every % after 2 epochs (want > 80)"
+echo "cnn, 2 ranks averaging every 4 updates: $rounds rounds, test accuracy $every %"
+# Ranks that would make different numbers of updates (and so of rounds) are refused, not left waiting.
+timeout 120 "$mpiexec" --oversubscribe -n 1 "$asgd" cnn train --data "$work" --batch 32 --average-every 4 \
+  --workers 1 : -n 1 "$asgd" cnn train --data "$work" --batch 32 --average-every 4 --workers 2 > "$work/log" 2>&1 &&
+  fail "cnn --average-every with different --workers per rank ran"
+grep -q "the ranks differ in updates per epoch" "$work/log" || fail "cnn: no clear error for unequal ranks"
 if [[ -n "$emulated" ]]; then
   # 2 streams under tau 2: the streams' own threads select the rank's device too
   ASGD_GPU_BACKEND="$emulated" mpi 2 cnn train --data "$work" --epochs 2 --workers 2 --tau 2 --batch 32 \
@@ -142,5 +160,10 @@ if [[ -n "$emulated" ]]; then
   awk -v a="$acc" -v g="$gpu" 'BEGIN { d = a - g; exit !(d <= 1 && d >= -1) }' ||
     fail "cnn: $gpu % on the (emulated) GPU, $acc % on the CPU"
   echo "cnn --device gpu (emulated), 2 ranks: test accuracy $gpu %"
+  ASGD_GPU_BACKEND="$emulated" every_job --workers 2 --tau 2 --device gpu > "$work/log" 2>&1 ||
+    fail "cnn --device gpu --average-every 4"
+  rounds=$(sed -n 's/^mpi: \([0-9]*\) averaging rounds.*/\1/p' "$work/log")
+  [[ "$rounds" == 8 ]] || fail "cnn --device gpu --average-every 4: '$rounds' averaging rounds (want 8)"
+  echo "cnn --device gpu (emulated), 2 ranks averaging every 4 updates: $rounds rounds"
 fi
 echo "all four apps trained under mpiexec"

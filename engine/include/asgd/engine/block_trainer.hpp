@@ -61,6 +61,16 @@ struct BlockTrainOptions {
   enum class Schedule { constant, cosine } schedule = Schedule::constant;
   double total_updates = 0;        // the run's length, for the schedule
   std::uint64_t first_update = 0;  // updates made before (a resumed run)
+  // Called after every `every_updates`-th update of the run (numbered from
+  // the run's start, first_update included, so a resumed run keeps the
+  // rhythm) while no update or view copy is in progress: it may change the
+  // parameters, not the momentum. Under mpirun the ranks average their
+  // models there, a blocking collective: every rank calls it equally often
+  // as long as all make the same updates per epoch. At tau = 0 every worker
+  // waits for it (it runs between rounds); at tau > 0 workers that are
+  // computing a gradient go on, on their own views. 0: never.
+  std::uint64_t every_updates = 0;
+  std::function<void()> after_updates;
   void validate() const;           // InputError naming the option
 };
 
@@ -133,6 +143,7 @@ class BlockTrainer {
     StalenessHistogram staleness;
   };
   void apply(const float* g, std::size_t first, std::size_t last, BlockStep step) noexcept;
+  bool hook_due(std::uint64_t update) const noexcept;  // after_updates runs after update number `update`
   void run_sync(std::size_t batches, const Gradient& gradient);
   void run_async(std::size_t batches, const Gradient& gradient);
 

@@ -29,7 +29,8 @@ void add_distributed_flags(CLI::App& app, DistributedFlags& flags) {
   app.add_option("--allreduce", flags.allreduce, "Under mpirun: tree, ring or native (MPI_Allreduce)")
       ->capture_default_str();
   app.add_option("--average-every", flags.average_every,
-                 "Under mpirun: average the ranks' models every epoch, or every K local steps (in the background)")
+                 "Under mpirun: average the ranks' models every epoch, or every K local steps (in the background; "
+                 "cnn: a blocking round after every K updates)")
       ->capture_default_str();
   app.add_flag("--average-weighted", flags.weighted, "Under mpirun: weight each rank by the examples it trained");
   app.add_option("--combine", flags.combine,

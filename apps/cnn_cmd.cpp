@@ -345,8 +345,8 @@ int train(const CnnFlags& f, Distributed& dist) {
   const auto& last = reports.back();
   // Images this rank trained in this run (its shard under mpirun).
   const double images = static_cast<double>(images_per_epoch) * static_cast<double>(reports.size());
-  std::printf("test accuracy %.2f %% after %zu epochs; training %.1f s, %.0f images/s\n", 100.0 * last.test_accuracy,
-              last.epoch, elapsed, images / std::max(elapsed, 1e-9));
+  std::printf("test accuracy %.2f %% after %zu epoch%s; training %.1f s, %.0f images/s\n", 100.0 * last.test_accuracy,
+              last.epoch, last.epoch == 1 ? "" : "s", elapsed, images / std::max(elapsed, 1e-9));
   if (dist.active()) std::printf("mpi: %s\n", dist.traffic().c_str());
   if (!f.model.empty()) {
     save(f.model, last.epoch);

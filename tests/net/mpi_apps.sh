@@ -134,8 +134,8 @@ stopped_and_resumed cnn 1 cnn_job
 # Averaging every 4 updates, a blocking round: 599 images leave 299 per rank (the ranks must make the same
 # updates), 10 updates an epoch in batches of 32, so after updates 4, 8, ..., 20 of 2 epochs: 5 rounds, one per
 # epoch and the start: 8.
-every_job() { mpi 2 cnn train --data "$work" --limit 599 --epochs 2 --batch 32 --average-every 4 "$@"; }
-every_job --workers 1 > "$work/log" 2>&1 || fail "cnn --average-every 4"
+every_job() { mpi 2 cnn train --data "$work" --limit 599 --batch 32 "$@"; }
+every_job --epochs 2 --average-every 4 --workers 1 > "$work/log" 2>&1 || fail "cnn --average-every 4"
 grep -q "each rank trains 299 images an epoch" "$work/log" || fail "cnn --average-every: the shards are not equal"
 rounds=$(sed -n 's/^mpi: \([0-9]*\) averaging rounds.*/\1/p' "$work/log")
 [[ "$rounds" == 8 ]] || fail "cnn --average-every 4: '$rounds' averaging rounds (want 8)"
@@ -147,6 +147,10 @@ timeout 120 "$mpiexec" --oversubscribe -n 1 "$asgd" cnn train --data "$work" --b
   --workers 1 : -n 1 "$asgd" cnn train --data "$work" --batch 32 --average-every 4 --workers 2 > "$work/log" 2>&1 &&
   fail "cnn --average-every with different --workers per rank ran"
 grep -q "the ranks differ in updates per epoch" "$work/log" || fail "cnn: no clear error for unequal ranks"
+# Resumed, the rounds keep their rhythm (they count the updates of the epochs before): 10 updates an epoch and a
+# round every 3, so the first epoch after the checkpoint has its rounds after updates 12, 15 and 18.
+every_resumed_job() { every_job --epochs 3 --average-every 3 --workers 1 --momentum 0 --lr 0.05 "$@"; }
+stopped_and_resumed cnn-every-3 1 every_resumed_job
 if [[ -n "$emulated" ]]; then
   # 2 streams under tau 2: the streams' own threads select the rank's device too
   ASGD_GPU_BACKEND="$emulated" mpi 2 cnn train --data "$work" --epochs 2 --workers 2 --tau 2 --batch 32 \
@@ -160,7 +164,7 @@ if [[ -n "$emulated" ]]; then
   awk -v a="$acc" -v g="$gpu" 'BEGIN { d = a - g; exit !(d <= 1 && d >= -1) }' ||
     fail "cnn: $gpu % on the (emulated) GPU, $acc % on the CPU"
   echo "cnn --device gpu (emulated), 2 ranks: test accuracy $gpu %"
-  ASGD_GPU_BACKEND="$emulated" every_job --workers 2 --tau 2 --device gpu > "$work/log" 2>&1 ||
+  ASGD_GPU_BACKEND="$emulated" every_job --epochs 2 --average-every 4 --workers 2 --tau 2 --device gpu > "$work/log" 2>&1 ||
     fail "cnn --device gpu --average-every 4"
   rounds=$(sed -n 's/^mpi: \([0-9]*\) averaging rounds.*/\1/p' "$work/log")
   [[ "$rounds" == 8 ]] || fail "cnn --device gpu --average-every 4: '$rounds' averaging rounds (want 8)"

@@ -26,7 +26,7 @@ for r in $(seq 1 "$REPEATS"); do
     "$ASGD" cnn train --data "$DATA" --epochs 1 --batch "$b" --workers 2 --tau 0 --lr 0.01 --momentum 0.9 \
       --model "$OUT/lenet.b$b.model" > "$log"
     train=$(awk '/^epoch 1\/1/ {for (i = 1; i <= NF; ++i) if ($(i) == "images/s,") print $(i-1)}' "$log")
-    acc=$(awk '/after 1 epochs/ {print $3 / 100}' "$log")
+    acc=$(awk '/^test accuracy .* after 1 epoch/ {print $3 / 100}' "$log")
     infer=$("$ASGD" cnn eval --data "$DATA" --model "$OUT/lenet.b$b.model" --batch 1000 --workers 2 --repeats 5 |
       awk '/inference/ {for (i = 1; i <= NF; ++i) if ($(i) == "images/s") print $(i-1)}')
     printf 'asgd\t%s\t%s\t%s\t%s\t%s\n' "$b" "$r" "$train" "$acc" "$infer" >> "$tsv"

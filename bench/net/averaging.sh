@@ -3,10 +3,12 @@
 #   linear  generated 200,000 x 20,000 (30 non-zeros): gap to the L-BFGS optimum, 4 ranks
 #   mf      ml-100k, 90/10 split seed 42, k 32, 20 epochs: test RMSE, 1 rank vs 4
 #   w2v     text8-prefix, skip-gram, 15 epochs: analogy accuracy, 1 rank vs 2
-#   cnn     MNIST (60,000 images), LeNet-5, 10 epochs: test accuracy and seconds, 1 rank x 2 workers at tau 0
-#           against 2 ranks x 1 worker averaging every epoch, every 100, 10 and 1 updates (REPEATS runs each)
+#   cnn     MNIST (60,000 images), LeNet-5, 10 epochs: test accuracy and seconds, 1 rank x P workers at tau 0
+#           against P ranks x 1 worker averaging every epoch, every 100, 10 and 1 updates (REPEATS runs each,
+#           P in CNN_RANKS [2])
 # Variables: ASGD [<repo>/build/apps/asgd], DATA_DIR [<repo>/../shared/data],
-#            OUT [/tmp/asgd-averaging], PARTS ["linear mf w2v"] (cnn: PARTS=cnn), REPEATS [2].
+#            OUT [/tmp/asgd-averaging], PARTS ["linear mf w2v"] (cnn: PARTS=cnn), REPEATS [2],
+#            CNN_RANKS [2].
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 ASGD="${ASGD:-$root/build/apps/asgd}"; DATA_DIR="${DATA_DIR:-$root/../shared/data}"
@@ -47,16 +49,18 @@ for part in $PARTS; do
         echo "w2v 2 ranks x 1 thread, seed $seed: $("$ASGD" w2v-eval --vectors "$OUT/two.vec" --analogies "$q" | grep analogies)"
       done ;;
     cnn)
-      # 2 ranks x batch 64 averaging every update at tau 0 take the steps of 1 rank x 2 workers x batch 64 at
-      # tau 0 (the mean gradient of 128 images), on other minibatches: the same rate fits both.
+      # P ranks x batch 64 averaging every update at tau 0 take the steps of 1 rank x P workers x batch 64 at
+      # tau 0 (the mean gradient of 64 P images), on other minibatches: the same rate fits both.
       c=(cnn train --data "$DATA_DIR/mnist" --epochs 10 --batch 64 --lr 0.02 --momentum 0.9 --lr-schedule cosine
          --weight-decay 5e-4 --tau 0 -q)
       summary() { sed -n 's/^test accuracy \(.*\) after .*; training \([0-9.]*\) s.*/\1, \2 s of training/p'; }
-      for run in $(seq 1 "${REPEATS:-2}"); do
-        echo "cnn, run $run, 1 rank x 2 workers: $("$ASGD" "${c[@]}" --seed "$run" --workers 2 | summary)"
-        for every in epoch 100 10 1; do
-          echo "cnn, run $run, 2 ranks x 1 worker, every $every: $(mpi 2 "${c[@]}" --seed "$run" --workers 1 --average-every "$every" |
-            summary)"
+      for p in ${CNN_RANKS:-2}; do
+        for run in $(seq 1 "${REPEATS:-2}"); do
+          echo "cnn, run $run, 1 rank x $p workers: $("$ASGD" "${c[@]}" --seed "$run" --workers "$p" | summary)"
+          for every in epoch 100 10 1; do
+            echo "cnn, run $run, $p ranks x 1 worker, every $every: $(mpi "$p" "${c[@]}" --seed "$run" --workers 1 \
+              --average-every "$every" | summary)"
+          done
         done
       done ;;
     *) echo "unknown part $part" >&2; exit 2 ;;

@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <string_view>
 
 #include "asgd/engine/errors.hpp"
 
@@ -33,20 +35,40 @@ void remove_stale_temporaries(const std::filesystem::path& path) {
   }
 }
 
+// The descriptor a name for one of this process's open files stands for:
+// "-" and /dev/stdout 1, /dev/stderr 2, /dev/fd/N and /proc/self/fd/N N;
+// -1 for any other path. Written through a copy of the descriptor, such
+// output goes where the shell sent it (appended with >>, into a pipe),
+// rather than replacing the file the descriptor has open.
+int standard_descriptor(const std::filesystem::path& p) {
+  const std::string s = p.string();
+  if (s == "-" || s == "/dev/stdout") return STDOUT_FILENO;
+  if (s == "/dev/stderr") return STDERR_FILENO;
+  for (const std::string_view prefix : {"/dev/fd/", "/proc/self/fd/"}) {
+    if (s.size() <= prefix.size() || s.compare(0, prefix.size(), prefix) != 0) continue;
+    int fd = 0;
+    for (std::size_t i = prefix.size(); i < s.size(); ++i) {
+      if (s[i] < '0' || s[i] > '9' || fd > 100000000) return -1;
+      fd = fd * 10 + (s[i] - '0');
+    }
+    return fd;
+  }
+  return -1;
+}
+
 }  // namespace
 
 AtomicFile::AtomicFile(std::filesystem::path path) : path_(std::move(path)) {
   buffer_.reserve(kFlushAt);
-  if (path_ == "-") {
+  if (const int fd = standard_descriptor(path_); fd >= 0) {
     in_place_ = true;
-    fd_ = ::dup(STDOUT_FILENO);
-    if (fd_ < 0) throw RuntimeError(fmt::format("standard output: {}", std::strerror(errno)));
+    fd_ = ::dup(fd);
+    if (fd_ < 0) throw InputError(fmt::format("{}: cannot write: {}", path_.string(), std::strerror(errno)));
     return;
   }
   std::error_code ec;
   // What the path names, links followed. A link to something written in
-  // place (/dev/stdout, which links to /proc/self/fd/1 and on to "pipe:[N]"
-  // when the output is a pipe) is opened through the link: only a link to a
+  // place (a device, a FIFO) is opened through the link: only a link to a
   // file, or to nothing yet, is resolved, so that the rename replaces its
   // target.
   const auto status = std::filesystem::status(path_, ec);
@@ -62,12 +84,16 @@ AtomicFile::AtomicFile(std::filesystem::path path) : path_(std::move(path)) {
   // A chain of links is followed to its end, which may not exist yet (a
   // dangling link gets its target created).
   if (std::filesystem::is_symlink(path_, ec)) {
-    for (int hops = 0; hops < 40 && std::filesystem::is_symlink(path_, ec); ++hops) {
+    const std::filesystem::path given = path_;
+    for (int hops = 0; std::filesystem::is_symlink(path_, ec); ++hops) {
+      if (hops == 40) throw InputError(fmt::format("{}: too many levels of symbolic links", given.string()));
       const std::filesystem::path target = std::filesystem::read_symlink(path_, ec);
-      if (ec) break;
+      if (ec) throw InputError(fmt::format("{}: {}", given.string(), ec.message()));
       path_ = target.is_absolute() ? target : path_.parent_path() / target;
     }
-    path_ = std::filesystem::weakly_canonical(path_, ec);
+    std::filesystem::path resolved = std::filesystem::weakly_canonical(path_, ec);
+    if (ec || resolved.empty()) throw InputError(fmt::format("{}: {}", given.string(), ec.message()));
+    path_ = std::move(resolved);
   }
   remove_stale_temporaries(path_);
   static std::atomic<unsigned> serial{0};
@@ -79,7 +105,7 @@ AtomicFile::AtomicFile(std::filesystem::path path) : path_(std::move(path)) {
 }
 
 void AtomicFile::check(const std::filesystem::path& path) {
-  if (path == "-") return;
+  if (standard_descriptor(path) >= 0) return;
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
   if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status) &&

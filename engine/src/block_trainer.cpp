@@ -7,6 +7,7 @@
 #include <exception>
 #include <fmt/format.h>
 #include <mutex>
+#include <shared_mutex>
 #include <thread>
 
 #include "asgd/engine/errors.hpp"
@@ -158,6 +159,15 @@ void BlockTrainer::run_async(std::size_t batches, const Gradient& gradient) {
   const std::size_t W = workers_.size();
   const bool live = options_.tau == kUnbounded;
   std::vector<std::mutex> block_locks(blocks_.size());
+  // With a hook: each whole update (with its version) and each whole view
+  // copy holds this shared, the hook exclusively, so that it never sees an
+  // update half applied nor runs in the middle of a copy (the block locks
+  // alone let a worker between two blocks be overtaken).
+  const bool hooked = options_.every_updates != 0 && static_cast<bool>(options_.after_updates);
+  std::shared_mutex whole;
+  const auto share_whole = [&] {
+    return hooked ? std::shared_lock<std::shared_mutex>(whole) : std::shared_lock<std::shared_mutex>();
+  };
   BoundedDelay gate(W, options_.tau);
   std::atomic<std::size_t> next{0};
   Failure failure;
@@ -172,11 +182,15 @@ void BlockTrainer::run_async(std::size_t batches, const Gradient& gradient) {
             const std::size_t b = next.fetch_add(1);
             if (b >= batches) break;
             // Refresh the view when it is more than tau updates old (tau =
-            // inf: every step). Copied block by block under the block locks,
-            // so a model never reads memory another worker is writing.
+            // inf: every step), or older than the hook's last change of the
+            // parameters. Copied block by block under the block locks, so a
+            // model never reads memory another worker is writing.
             const std::uint64_t now_at_start = version_.load(std::memory_order_acquire);
-            if (live || !wk.has_view || now_at_start - wk.view_version > options_.tau) {
+            if (live || !wk.has_view || now_at_start - wk.view_version > options_.tau ||
+                wk.view_hooks != hooks_.load(std::memory_order_acquire)) {
+              const auto in_whole = share_whole();
               wk.view_version = version_.load(std::memory_order_acquire);
+              wk.view_hooks = hooks_.load(std::memory_order_acquire);
               for (std::size_t k = 0; k < blocks_.size(); ++k) {
                 std::lock_guard lock(block_locks[k]);
                 std::copy_n(store_.data() + blocks_[k].offset, blocks_[k].size, wk.view.data() + blocks_[k].offset);
@@ -197,17 +211,21 @@ void BlockTrainer::run_async(std::size_t batches, const Gradient& gradient) {
             const double alpha = std::max(1.0 / static_cast<double>(++wk.updates), 0.01);
             wk.staleness_mean += alpha * (static_cast<double>(now - seen) - wk.staleness_mean);
             const BlockStep step = block_step(options_, wk.staleness_mean, now);
-            for (std::size_t k = 0; k < blocks_.size(); ++k) {
-              std::lock_guard lock(block_locks[k]);
-              apply(wk.grad.data(), blocks_[k].offset, blocks_[k].offset + blocks_[k].size, step);
+            std::uint64_t made = 0;
+            {
+              const auto in_whole = share_whole();
+              for (std::size_t k = 0; k < blocks_.size(); ++k) {
+                std::lock_guard lock(block_locks[k]);
+                apply(wk.grad.data(), blocks_[k].offset, blocks_[k].offset + blocks_[k].size, step);
+              }
+              made = version_.fetch_add(1, std::memory_order_acq_rel) + 1;
             }
-            const std::uint64_t made = version_.fetch_add(1, std::memory_order_acq_rel) + 1;
             if (hook_due(made)) {
-              // Under every block lock: no update or view copy runs meanwhile.
-              std::vector<std::unique_lock<std::mutex>> all;
-              all.reserve(block_locks.size());
-              for (auto& m : block_locks) all.emplace_back(m);
+              // Alone: no update or view copy runs meanwhile. Views taken
+              // before it are refreshed before their next gradient.
+              std::unique_lock alone(whole);
               options_.after_updates();
+              hooks_.fetch_add(1, std::memory_order_acq_rel);
             }
             gate.finish_step(i);
           }

@@ -399,7 +399,8 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
   // bo.after_updates (under mpirun: the ranks average their models) runs on
   // the host copy of the parameters: after the last update, the parameters
   // go to the host, and every later update or view copy waits for their
-  // return. The momentum stays on the device.
+  // return; views taken before are refreshed before their next gradient, as
+  // on the CPU. The momentum stays on the device.
   Event exchanged;
   auto exchange = [&] {
     // Under `chain` (or on the one host thread at tau = 0).
@@ -410,6 +411,7 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
     to_device(d_w.get(), params.data(), P, copy.get());
     exchanged.record(copy.get());
     last = &exchanged;
+    for (auto& wk : workers) wk->has_view = false;
   };
   auto update = [&](Worker& wk, const kernels::GradSum& g, std::uint64_t staleness) {
     // Under `chain`.

@@ -128,6 +128,12 @@ TEST_F(W2vCli, OutputToANonRegularFileIsWrittenInPlace) {
                             " -size 4 -iter 1 -min-count 1 -quiet 1 -output /dev/stdout | cat > " + path("piped.txt");
   ASSERT_EQ(std::system(piped.c_str()), 0);
   EXPECT_EQ(slurp("piped.txt").substr(0, 5), "60 4\n");
+  // Into a file opened for appending, it appends: the file is not replaced.
+  std::ofstream(path("appended.txt")) << "HEADER\n";
+  const std::string appended = std::string(ASGD_BINARY) + " w2v -train " + corpus +
+                               " -size 4 -iter 1 -min-count 1 -quiet 1 -output /dev/stdout >> " + path("appended.txt");
+  ASSERT_EQ(std::system(appended.c_str()), 0);
+  EXPECT_EQ(slurp("appended.txt").substr(0, 12), "HEADER\n60 4\n");
 }
 
 TEST_F(W2vCli, BadInputGetsAClearErrorNeverACrash) {

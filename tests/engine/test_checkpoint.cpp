@@ -171,4 +171,10 @@ TEST_F(CheckpointTest, CheckingAnOutputPathWritesNothingAndRefusesWhatCannotBeWr
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   asgd::AtomicFile::check(fifo);
   asgd::AtomicFile::check("-");
+  asgd::AtomicFile::check("/dev/stdout");
+  // A loop of links, refused before anything is written.
+  fs::create_symlink(dir_ / "loop2", dir_ / "loop1");
+  fs::create_symlink(dir_ / "loop1", dir_ / "loop2");
+  EXPECT_NE(message_of([&] { asgd::AtomicFile::check(dir_ / "loop1"); }).find("too many levels of symbolic links"),
+            std::string::npos);
 }

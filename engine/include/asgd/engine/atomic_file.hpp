@@ -4,10 +4,13 @@
 // the directory is fsync'ed. Temp files left by killed writers are removed
 // the next time PATH is written.
 //
-// What PATH is decides how it is written: a symlink is followed (its target
-// is replaced, the link stays); "-" is standard output; a FIFO, character
-// device (/dev/null, /dev/stdout) or anything else that is not a regular
-// file is written in place, since it cannot be replaced by a rename.
+// What PATH is decides how it is written: "-", /dev/stdout, /dev/stderr,
+// /dev/fd/N and /proc/self/fd/N write to a copy of that descriptor (so
+// `>> log` appends and a pipe gets the bytes); a symlink is followed to its
+// end (its target is replaced, the link stays; a dangling link gets its
+// target; a loop is an InputError); a FIFO, character device (/dev/null) or
+// anything else that is not a regular file is written in place, since it
+// cannot be replaced by a rename.
 #pragma once
 
 #include <filesystem>
@@ -37,9 +40,9 @@ class AtomicFile {
   // Throws the InputError the constructor would throw for `path`, without
   // writing it: for commands to check where their output goes before a long
   // run rather than after it. A temp file is created and removed beside
-  // PATH; "-" and what is written in place (a FIFO, a device) are not opened,
-  // since opening a pipe's writing end and closing it would end its reader's
-  // input.
+  // PATH; descriptors ("-", /dev/stdout, ...) and what is written in place
+  // (a FIFO, a device) are not opened, since opening a pipe's writing end
+  // and closing it would end its reader's input.
   static void check(const std::filesystem::path& path);
 
  private:

@@ -68,7 +68,8 @@ struct BlockTrainOptions {
   // models there, a blocking collective: every rank calls it equally often
   // as long as all make the same updates per epoch. At tau = 0 every worker
   // waits for it (it runs between rounds); at tau > 0 workers that are
-  // computing a gradient go on, on their own views. 0: never.
+  // computing a gradient go on, on their own views, and every view taken
+  // before it is refreshed before its next gradient. 0: never.
   std::uint64_t every_updates = 0;
   std::function<void()> after_updates;
   void validate() const;           // InputError naming the option
@@ -133,6 +134,7 @@ class BlockTrainer {
   struct Worker {
     std::vector<float> grad, view;
     std::uint64_t view_version = 0;
+    std::uint64_t view_hooks = 0;  // after_updates calls made when the view was taken
     bool has_view = false;
     std::size_t samples = 0;  // in the current round (tau = 0)
     double loss_sum = 0;
@@ -153,6 +155,7 @@ class BlockTrainer {
   BlockTrainOptions options_;
   std::vector<Worker> workers_;
   std::atomic<std::uint64_t> version_;
+  std::atomic<std::uint64_t> hooks_{0};  // after_updates calls made (tau > 0: views older are refreshed)
 };
 
 }  // namespace asgd

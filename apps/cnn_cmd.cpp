@@ -244,14 +244,11 @@ int train(const CnnFlags& f, Distributed& dist) {
     net.initialize(init, f.seed);
     store.assign(init);
   } else {
-    // Under mpirun every rank reads the file; each continues with rank 0's momentum (the ranks' own were not saved).
+    // Under mpirun every rank reads the file: the ranks' parameters and momentum were averaged when it was saved.
     store.assign(resumed.params);
     momentum = std::move(resumed.optimizer_state);  // empty: zeros
     if (dist.root()) {
       warn_if_changed(f.resume, resumed.metadata, options);
-      if (dist.active() && f.momentum > 0)
-        std::fprintf(stderr, "asgd cnn: note: under mpirun every rank resumes with rank 0's momentum buffer, so the "
-                             "result differs from an uninterrupted run's (bit for bit only with --momentum 0)\n");
       if (!f.quiet) std::printf("resumed from %s at epoch %zu\n", f.resume.c_str(), done);
     }
   }
@@ -315,9 +312,10 @@ int train(const CnnFlags& f, Distributed& dist) {
     }
     if (!f.checkpoint.empty() && dist.root()) save(f.checkpoint, r.epoch);
   };
-  // Under mpirun each rank trains every P-th image and, after each epoch, the ranks average their parameters
-  // (momentum stays per rank) in the trainer's after_epoch hook, so one trainer, with its views and staleness
-  // estimate, runs the whole job; rank 0 measures test accuracy. With --average-every K they also average after
+  // Under mpirun each rank trains every P-th image and, after each epoch, the ranks average their parameters and
+  // their momentum buffers in the trainer's after_epoch hook, so one trainer, with its views and staleness
+  // estimate, runs the whole job, and every rank ends an epoch in the state rank 0's checkpoint holds (a resumed
+  // job continues the uninterrupted one); rank 0 measures test accuracy. With --average-every K they also average after
   // every K updates (the trainer's after_updates hook, with no update in flight: a blocking round, not the
   // background one of the sparse models). At K = 1 and tau 0 that is synchronous data-parallel SGD over all
   // ranks, as Horovod's: the update is linear in the gradient and the momentum, so the mean of the ranks' models
@@ -326,12 +324,18 @@ int train(const CnnFlags& f, Distributed& dist) {
   dense::Dataset shard;
   if (dist.active()) {
     shard = tt.train.subset(dist.shard(sharded));
+    // Every rank must run as many rounds: the same epochs and, averaging every K updates, the same updates in each.
+    const std::size_t batches = (shard.size() + o.batch - 1) / o.batch;
+    const std::uint64_t per_epoch = dist.every_epoch() ? 0 : BlockTrainer::updates_per_epoch(batches, o);
+    const std::uint64_t plan[] = {done, stop, per_epoch};
+    dist.same_on_all_ranks(plan, "epochs done/last epoch/updates per epoch (every rank needs the same --resume, "
+                                 "--epochs, --until-epoch and, with --average-every K, --batch, --workers and --tau)");
     dist.start(std::span<float>(store.data(), store.size()));
-    o.after_epoch = [&] { dist.average(static_cast<double>(shard.size())); };
+    o.after_epoch = [&] {
+      dist.average(static_cast<double>(shard.size()));
+      dist.mean_of_ranks(momentum);
+    };
     if (!dist.every_epoch()) {
-      const std::size_t batches = (shard.size() + o.batch - 1) / o.batch;
-      dist.same_on_all_ranks(BlockTrainer::updates_per_epoch(batches, o),
-                             "updates per epoch (every rank needs the same --batch, --workers and --tau)");
       o.every_updates = dist.every_steps();
       o.after_updates = [&] { dist.average(1.0); };
     }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cstdio>
 #include <exception>
 
@@ -165,27 +166,52 @@ void Distributed::finish() {
   if (averager_) averager_->stop();
 }
 
-void Distributed::same_on_all_ranks(std::uint64_t value, std::string_view what) {
+void Distributed::same_on_all_ranks(std::span<const std::uint64_t> values, std::string_view what) {
   if (!active()) return;
 #if ASGD_HAVE_MPI
-  // Each rank writes its value into its own two slots, in 20-bit halves
-  // (exact in floats), and one sum gives every rank all of them.
-  if (value >> 40 != 0) throw InputError(fmt::format("{}: {} is too large to compare across ranks", what, value));
-  const auto P = static_cast<std::size_t>(size_), r = static_cast<std::size_t>(rank_);
-  std::vector<float> slots(2 * P, 0.0f);
-  slots[2 * r] = static_cast<float>(value & 0xFFFFF);
-  slots[2 * r + 1] = static_cast<float>(value >> 20);
+  // Each rank writes its values into its own slots, in 20-bit halves (exact
+  // in floats), and one sum gives every rank all of them.
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::size_t P = static_cast<std::size_t>(size_), V = values.size(), me = static_cast<std::size_t>(rank_);
+  for (const std::uint64_t v : values)
+    if (v >> 40 != 0) throw InputError(fmt::format("{}: {} is too large to compare across ranks", what, v));
+  std::vector<float> slots(2 * V * P, 0.0f);
+  for (std::size_t j = 0; j < V; ++j) {
+    slots[2 * (me * V + j)] = static_cast<float>(values[j] & 0xFFFFF);
+    slots[2 * (me * V + j) + 1] = static_cast<float>(values[j] >> 20);
+  }
   mpi_->allreduce->sum(slots);
-  std::vector<std::uint64_t> values(P);
-  for (std::size_t i = 0; i < P; ++i)
-    values[i] = static_cast<std::uint64_t>(slots[2 * i]) | static_cast<std::uint64_t>(slots[2 * i + 1]) << 20;
-  if (std::all_of(values.begin(), values.end(), [&](std::uint64_t v) { return v == values[0]; })) return;
+  other_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const auto value = [&](std::size_t rank, std::size_t j) {
+    const std::size_t at = 2 * (rank * V + j);
+    return static_cast<std::uint64_t>(slots[at]) | static_cast<std::uint64_t>(slots[at + 1]) << 20;
+  };
+  bool same = true;
+  for (std::size_t r = 1; r < P; ++r)
+    for (std::size_t j = 0; j < V; ++j) same = same && value(r, j) == value(0, j);
+  if (same) return;
   std::string each;
-  for (std::size_t i = 0; i < P; ++i) each += fmt::format("{}rank {}: {}", i ? ", " : "", i, values[i]);
+  for (std::size_t r = 0; r < P; ++r) {
+    each += fmt::format("{}rank {}: ", r ? ", " : "", r);
+    for (std::size_t j = 0; j < V; ++j) each += fmt::format("{}{}", j ? "/" : "", value(r, j));
+  }
   throw InputError(fmt::format("the ranks differ in {}: {}", what, each));
 #else
-  (void)value;
+  (void)values;
   (void)what;
+#endif
+}
+
+void Distributed::mean_of_ranks(std::span<float> data) {
+  if (!active()) return;
+#if ASGD_HAVE_MPI
+  const auto t0 = std::chrono::steady_clock::now();
+  mpi_->allreduce->sum(data);
+  const float scale = 1.0f / static_cast<float>(size_);
+  for (float& x : data) x *= scale;
+  other_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+#else
+  (void)data;
 #endif
 }
 
@@ -194,7 +220,7 @@ void Distributed::average(double weight) {
 }
 
 double Distributed::communication_seconds() const noexcept {
-  return averager_ ? averager_->communication_seconds() : 0.0;
+  return (averager_ ? averager_->communication_seconds() : 0.0) + other_seconds_;
 }
 
 std::uint64_t Distributed::rounds() const noexcept { return averager_ ? averager_->rounds() : 0; }

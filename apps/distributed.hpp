@@ -79,10 +79,14 @@ class Distributed {
   // After the last epoch: stops the communication thread; all ranks then
   // hold the same parameters.
   void finish();
-  // Collective: InputError on every rank, naming each rank's value, unless
-  // all ranks pass the same `value` (below 2^40); `what` says what it is.
-  // Before blocking rounds whose number every rank must agree on.
-  void same_on_all_ranks(std::uint64_t value, std::string_view what);
+  // Collective: InputError on every rank, naming each rank's values, unless
+  // all ranks pass the same `values` (each below 2^40; as many on every
+  // rank); `what` names them. Before blocking rounds whose number every rank
+  // must agree on: a job that would wait forever is refused at the start.
+  void same_on_all_ranks(std::span<const std::uint64_t> values, std::string_view what);
+  // Collective and blocking: `data` (as long on every rank) becomes the mean
+  // of the ranks' (the CNN's momentum buffers at the end of an epoch).
+  void mean_of_ranks(std::span<float> data);
   // One blocking round over the parameters given to start(); `weight` as in
   // ModelAverager::average.
   void average(double weight);
@@ -105,6 +109,7 @@ class Distributed {
   std::filesystem::path checkpoint_;
   std::uint64_t checkpoint_every_ = 1;
   std::unique_ptr<net::ModelAverager> averager_;
+  double other_seconds_ = 0;  // in mean_of_ranks and same_on_all_ranks
 };
 
 // Runs `body` with this process's Distributed. In a multi-rank job an error

@@ -11,7 +11,7 @@
 #  cnn     2 ranks over synthetic MNIST-format digits: the model is written
 #          and `cnn eval` on it reports rank 0's accuracy, after an
 #          averaging round per epoch; stopped at a checkpoint and resumed
-#          (without momentum: each rank's own is not saved) it gives the
+#          (the ranks' momentum is averaged with their models) it gives the
 #          uninterrupted model; averaging every 4 updates makes the rounds
 #          it should on equal shards, and ranks that would disagree on them
 #          are refused; with the emulated GPU backend, the job on 2 streams
@@ -127,9 +127,9 @@ acc=$(sed -n 's/^test accuracy \([0-9.]*\) % .*/\1/p' "$work/eval")
 [[ -n "$acc" && "$acc" == "$trained" ]] || { cat "$work/eval"; fail "cnn eval: '$acc' %, rank 0 printed '$trained' %"; }
 awk -v a="$acc" 'BEGIN { exit !(a > 80) }' || fail "cnn: $acc % after 2 epochs (want > 80)"
 echo "cnn, 2 ranks: test accuracy $acc %, read back by cnn eval"
-# Stopped after epoch 1 and resumed to 3: rank 0's checkpoint of the averaged model; momentum 0, since every rank
-# resumes with rank 0's momentum buffer where the uninterrupted ranks keep their own.
-cnn_job() { mpi 2 cnn train --data "$work" --epochs 3 --workers 1 --batch 32 --momentum 0 --lr 0.05 "$@"; }
+# Stopped after epoch 1 and resumed to 3: rank 0's checkpoint holds the averaged model and momentum, which every
+# rank of the uninterrupted job holds at the end of an epoch too.
+cnn_job() { mpi 2 cnn train --data "$work" --epochs 3 --workers 1 --batch 32 --momentum 0.9 --lr 0.02 "$@"; }
 stopped_and_resumed cnn 1 cnn_job
 # Averaging every 4 updates, a blocking round: 599 images leave 299 per rank (the ranks must make the same
 # updates), 10 updates an epoch in batches of 32, so after updates 4, 8, ..., 20 of 2 epochs: 5 rounds, one per
@@ -146,10 +146,15 @@ echo "cnn, 2 ranks averaging every 4 updates: $rounds rounds, test accuracy $eve
 timeout 120 "$mpiexec" --oversubscribe -n 1 "$asgd" cnn train --data "$work" --batch 32 --average-every 4 \
   --workers 1 : -n 1 "$asgd" cnn train --data "$work" --batch 32 --average-every 4 --workers 2 > "$work/log" 2>&1 &&
   fail "cnn --average-every with different --workers per rank ran"
-grep -q "the ranks differ in updates per epoch" "$work/log" || fail "cnn: no clear error for unequal ranks"
+grep -q "the ranks differ in epochs done/last epoch/updates per epoch .*: rank 0: 0/10/10, rank 1: 0/10/5" "$work/log" ||
+  fail "cnn: no clear error for ranks that would make different updates"
+# So are ranks that would train different epochs, averaging every epoch.
+timeout 120 "$mpiexec" --oversubscribe -n 1 "$asgd" cnn train --data "$work" --epochs 1 : -n 1 "$asgd" cnn train \
+  --data "$work" --epochs 2 > "$work/log" 2>&1 && fail "cnn with different --epochs per rank ran"
+grep -q "the ranks differ in epochs done/last epoch" "$work/log" || fail "cnn: no clear error for unequal epochs"
 # Resumed, the rounds keep their rhythm (they count the updates of the epochs before): 10 updates an epoch and a
 # round every 3, so the first epoch after the checkpoint has its rounds after updates 12, 15 and 18.
-every_resumed_job() { every_job --epochs 3 --average-every 3 --workers 1 --momentum 0 --lr 0.05 "$@"; }
+every_resumed_job() { every_job --epochs 3 --average-every 3 --workers 1 --momentum 0.9 --lr 0.02 "$@"; }
 stopped_and_resumed cnn-every-3 1 every_resumed_job
 if [[ -n "$emulated" ]]; then
   # 2 streams under tau 2: the streams' own threads select the rank's device too

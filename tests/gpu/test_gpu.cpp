@@ -369,6 +369,19 @@ TEST(GpuTraining, AfterUpdatesHookAsOnTheCpu) {
   EXPECT_EQ(gpu_calls, 5);
   EXPECT_LE(normwise_error(gpu_seen, cpu_seen), 1e-4) << "after update 6";
   EXPECT_LE(normwise_error(g, c), 1e-4) << "at the end";
+  // The second epoch alone, resumed: the rhythm counts the first epoch's
+  // updates, so the hook runs after updates 9, 12 and 15.
+  dense::TrainOptions resumed = o;
+  resumed.first_epoch = 1;
+  resumed.epochs = 1;
+  resumed.total_epochs = 2;
+  std::swap(o, resumed);
+  cpu_calls = gpu_calls = 0;
+  run(dense::train, cpu_seen, cpu_calls);
+  run(gpu::train, gpu_seen, gpu_calls);
+  EXPECT_EQ(cpu_calls, 3) << "resumed";
+  EXPECT_EQ(gpu_calls, 3) << "resumed";
+  std::swap(o, resumed);
   o.workers = 2;
   o.tau = 2;
   gpu_calls = 0;

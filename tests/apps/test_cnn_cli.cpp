@@ -8,6 +8,8 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <chrono>
 #include <vector>
 
 #include "asgd/dense/network.hpp"
@@ -207,6 +209,34 @@ TEST_F(CnnCli, StoppedAndResumedIsTheUninterruptedRun) {
   r = train({"--resume", path("old.asgd"), "--limit", "64"});
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("resumed from " + path("old.asgd") + " at epoch 1"), std::string::npos) << r.output;
+}
+
+// A checkpoint is written after every epoch and survives a crash: killed at
+// some point after its first checkpoint, the run resumes from whichever
+// epoch the file holds to the uninterrupted run's model.
+TEST_F(CnnCli, KilledMidRunThenResumedEqualsUninterrupted) {
+  write_idx("train", 600, 21);
+  write_idx("t10k", 50, 22);
+  const auto args = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a{"cnn", "train", "--data", path(""), "--epochs", "40", "--workers", "1",
+                               "--batch", "32", "--lr", "0.02", "-q"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  asgd::testing::Child victim(args({"--checkpoint", path("ck.asgd")}), dir_ / "victim.log");
+  for (int i = 0; i < 5000 && !fs::exists(path("ck.asgd")); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(5 + ::getpid() % 40));
+  victim.kill_now();
+  victim.wait();
+  const auto killed_at = asgd::read_checkpoint(path("ck.asgd")).state.epoch;
+  ASSERT_GE(killed_at, 1u);
+  auto r = run(args({"--resume", path("ck.asgd"), "--model", path("resumed.asgd")}));
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = run(args({"--model", path("whole.asgd")}));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(asgd::read_checkpoint(path("resumed.asgd")).params, asgd::read_checkpoint(path("whole.asgd")).params)
+      << "killed after epoch " << killed_at;
 }
 
 TEST_F(CnnCli, ClearErrors) {

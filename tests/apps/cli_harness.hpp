@@ -8,11 +8,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include "asgd/engine/checkpoint.hpp"
 
 namespace asgd::testing {
 
@@ -84,6 +89,19 @@ class CliTest : public ::testing::Test {
     return c.wait();
   }
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  // Starts `args`, which write a checkpoint to file `checkpoint` after every
+  // epoch, and kills it (SIGKILL) a few milliseconds after that file first
+  // appears: in the middle of some later epoch or save, before the run ends
+  // if it has epochs enough. Returns the epoch the checkpoint then holds.
+  std::uint64_t killed_after_first_checkpoint(const std::vector<std::string>& args, const std::string& checkpoint) {
+    Child victim(args, dir_ / ("victim" + std::to_string(runs_++)));
+    for (int i = 0; i < 5000 && !fs::exists(path(checkpoint)); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5 + ::getpid() % 20));
+    victim.kill_now();
+    victim.wait();
+    return asgd::read_checkpoint(path(checkpoint)).state.epoch;
+  }
   // The bytes of file `name` in the test's directory ("" when there is none).
   std::string slurp(const std::string& name) const {
     std::ifstream in(path(name), std::ios::binary);

@@ -173,12 +173,7 @@ TEST_F(Cli, KilledMidRunThenResumedWithOneWorkerEqualsUninterrupted) {
     args.insert(args.end(), extra.begin(), extra.end());
     return args;
   };
-  Child victim(with({"--checkpoint", path("ck")}), dir_ / "victim.log");
-  for (int i = 0; i < 1000 && !fs::exists(path("ck")); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  std::this_thread::sleep_for(std::chrono::milliseconds(5 + ::getpid() % 20));
-  victim.kill_now();
-  victim.wait();
-  const auto killed_at = asgd::read_checkpoint(path("ck")).state.epoch;
+  const auto killed_at = killed_after_first_checkpoint(with({"--checkpoint", path("ck")}), "ck");
   EXPECT_GE(killed_at, 1u);
   auto r = run(with({"--resume", path("ck"), "--model", path("resumed")}));
   ASSERT_EQ(r.status, 0) << r.output;

@@ -8,8 +8,6 @@
 #include <random>
 #include <sstream>
 #include <string>
-#include <thread>
-#include <chrono>
 #include <vector>
 
 #include "asgd/dense/network.hpp"
@@ -223,13 +221,7 @@ TEST_F(CnnCli, KilledMidRunThenResumedEqualsUninterrupted) {
     a.insert(a.end(), extra.begin(), extra.end());
     return a;
   };
-  asgd::testing::Child victim(args({"--checkpoint", path("ck.asgd")}), dir_ / "victim.log");
-  for (int i = 0; i < 5000 && !fs::exists(path("ck.asgd")); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  std::this_thread::sleep_for(std::chrono::milliseconds(5 + ::getpid() % 40));
-  victim.kill_now();
-  victim.wait();
-  const auto killed_at = asgd::read_checkpoint(path("ck.asgd")).state.epoch;
+  const auto killed_at = killed_after_first_checkpoint(args({"--checkpoint", path("ck.asgd")}), "ck.asgd");
   ASSERT_GE(killed_at, 1u);
   auto r = run(args({"--resume", path("ck.asgd"), "--model", path("resumed.asgd")}));
   ASSERT_EQ(r.status, 0) << r.output;

@@ -146,7 +146,6 @@ TEST(BlockTrainer, ErrorsStopEveryWorkerAndReachTheCaller) {
   EXPECT_THROW(BlockTrainer(store, m, blocks_of(l), bad), InputError);
 }
 
-
 TEST(BlockTrainer, AfterUpdatesRunsEveryKUpdatesOfTheRunWithNoUpdateInFlight) {
   const Layout l = flat();
   for (std::uint64_t tau : {std::uint64_t{0}, std::uint64_t{2}, kUnbounded}) {

@@ -327,9 +327,10 @@ int train(const CnnFlags& f, Distributed& dist) {
     // Every rank must run as many rounds: the same epochs and, averaging every K updates, the same updates in each.
     const std::size_t batches = (shard.size() + o.batch - 1) / o.batch;
     const std::uint64_t per_epoch = dist.every_epoch() ? 0 : BlockTrainer::updates_per_epoch(batches, o);
-    const std::uint64_t plan[] = {done, stop, per_epoch};
-    dist.same_on_all_ranks(plan, "epochs done/last epoch/updates per epoch (every rank needs the same --resume, "
-                                 "--epochs, --until-epoch and, with --average-every K, --batch, --workers and --tau)");
+    const std::uint64_t plan[] = {done, stop, dist.every_steps(), per_epoch};
+    dist.same_on_all_ranks(plan, "epochs done/last epoch/K of --average-every (0: epoch)/updates per epoch (every "
+                                 "rank needs the same --resume, --epochs, --until-epoch, --average-every and, with "
+                                 "--average-every K, --batch, --workers and --tau)");
     dist.start(std::span<float>(store.data(), store.size()));
     o.after_epoch = [&] {
       dist.average(static_cast<double>(shard.size()));

@@ -147,7 +147,7 @@ void Distributed::start(std::span<float> params) {
   averager_ = std::make_unique<net::ModelAverager>(
       *mpi_->allreduce, params,
       net::AveragingOptions{.weighted = weighted_, .combine = sum_ ? net::Combine::sum : net::Combine::mean});
-  averager_->average(1);  // a common start, whatever each rank initialised
+  averager_->share(root());  // a common start, rank 0's, whatever each rank initialised or resumed
 #else
   (void)params;
 #endif

@@ -67,11 +67,12 @@ class Distributed {
   // stream r (TrainerOptions::stream, which a resume keeps).
   void prepare(TrainerOptions& options);
   // After the Trainer is made and initialised (or resumed), before training:
-  // averages `store` once (ranks start from the same point) and, with
+  // gives every rank rank 0's parameters, bit for bit (a common start; a
+  // resumed job goes on exactly as the uninterrupted one) and, with
   // --average-every K, starts the communication thread.
   void start(Trainer& trainer, ParamStore& store);
   // The same for a model trained outside the Trainer (the CNN): a common
-  // start now, then average() after each epoch (per-epoch mode only).
+  // start now, then average() after each epoch or K updates.
   void start(std::span<float> params);
   // After each Trainer::run(problem, e) of one epoch: averages (per-epoch
   // mode) and then writes rank 0's checkpoint.

@@ -62,7 +62,7 @@ AtomicFile::AtomicFile(std::filesystem::path path) : path_(std::move(path)) {
   buffer_.reserve(kFlushAt);
   if (const int fd = standard_descriptor(path_); fd >= 0) {
     in_place_ = true;
-    fd_ = ::dup(fd);
+    fd_ = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
     if (fd_ < 0) throw InputError(fmt::format("{}: cannot write: {}", path_.string(), std::strerror(errno)));
     return;
   }
@@ -105,7 +105,13 @@ AtomicFile::AtomicFile(std::filesystem::path path) : path_(std::move(path)) {
 }
 
 void AtomicFile::check(const std::filesystem::path& path) {
-  if (standard_descriptor(path) >= 0) return;
+  if (const int fd = standard_descriptor(path); fd >= 0) {
+    const int flags = ::fcntl(fd, F_GETFL);
+    if (flags < 0) throw InputError(fmt::format("{}: cannot write: {}", path.string(), std::strerror(errno)));
+    if ((flags & O_ACCMODE) == O_RDONLY)
+      throw InputError(fmt::format("{}: cannot write: the descriptor is open for reading only", path.string()));
+    return;
+  }
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
   if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status) &&

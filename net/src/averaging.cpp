@@ -94,6 +94,19 @@ void ModelAverager::average(double weight) {
   round(weight, false, false);
 }
 
+void ModelAverager::share(bool root) {
+  if (thread_.joinable()) throw InputError("ModelAverager::share: the communication thread is running");
+  const std::size_t n = params_.size();
+  for (std::size_t i = 0; i < n; ++i) buffer_[i] = root ? load_param(params_[i]) : -0.0f;
+  const auto t0 = std::chrono::steady_clock::now();
+  allreduce_.sum(std::span<float>(buffer_.data(), n));
+  comm_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count(),
+                     std::memory_order_relaxed);
+  for (std::size_t i = 0; i < n; ++i) store_param(params_[i], buffer_[i]);
+  if (options_.combine == Combine::sum) base_.assign(buffer_.begin(), buffer_.begin() + static_cast<std::ptrdiff_t>(n));
+  rounds_.fetch_add(1, std::memory_order_relaxed);
+}
+
 void ModelAverager::start(std::uint64_t every_steps) {
   if (every_steps == 0) throw InputError("ModelAverager::start: average every 0 steps");
   if (thread_.joinable()) throw InputError("ModelAverager::start: already started");

@@ -122,8 +122,8 @@ TEST_F(W2vCli, OutputToANonRegularFileIsWrittenInPlace) {
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_TRUE(fs::is_symlink(path("dangling.txt")));
   EXPECT_EQ(slurp("new.txt").substr(0, 5), "60 4\n");
-  // /dev/stdout is a link that ends in "pipe:[N]" when the output is a pipe:
-  // written through the link, not resolved.
+  // /dev/stdout is written through a copy of descriptor 1, wherever that
+  // goes (here a pipe: the link would end in "pipe:[N]", no file to replace).
   const std::string piped = std::string(ASGD_BINARY) + " w2v -train " + corpus +
                             " -size 4 -iter 1 -min-count 1 -quiet 1 -output /dev/stdout | cat > " + path("piped.txt");
   ASSERT_EQ(std::system(piped.c_str()), 0);

@@ -160,7 +160,7 @@ TEST(BlockTrainer, AfterUpdatesRunsEveryKUpdatesOfTheRunWithNoUpdateInFlight) {
     o.every_updates = 4;
     int calls = 0;
     // Each update moves every parameter by -1; the hook puts them back to 0
-    // (it runs under every block lock, so no update lands half way).
+    // (it runs alone: no update is half applied when it does).
     o.after_updates = [&] {
       ++calls;
       std::fill(store.data(), store.data() + store.size(), 0.0f);

@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <sys/stat.h>
@@ -172,6 +173,13 @@ TEST_F(CheckpointTest, CheckingAnOutputPathWritesNothingAndRefusesWhatCannotBeWr
   asgd::AtomicFile::check(fifo);
   asgd::AtomicFile::check("-");
   asgd::AtomicFile::check("/dev/stdout");
+  // A descriptor is checked as the write would use it: open, and for writing.
+  const int reading = ::open(kept.c_str(), O_RDONLY);
+  ASSERT_GE(reading, 0);
+  const std::string name = "/dev/fd/" + std::to_string(reading);
+  EXPECT_NE(message_of([&] { asgd::AtomicFile::check(name); }).find("reading only"), std::string::npos);
+  ::close(reading);
+  EXPECT_NE(message_of([&] { asgd::AtomicFile::check(name); }).find("cannot write"), std::string::npos);
   // A loop of links, refused before anything is written.
   fs::create_symlink(dir_ / "loop2", dir_ / "loop1");
   fs::create_symlink(dir_ / "loop1", dir_ / "loop2");

@@ -146,12 +146,18 @@ echo "cnn, 2 ranks averaging every 4 updates: $rounds rounds, test accuracy $eve
 timeout 120 "$mpiexec" --oversubscribe -n 1 "$asgd" cnn train --data "$work" --batch 32 --average-every 4 \
   --workers 1 : -n 1 "$asgd" cnn train --data "$work" --batch 32 --average-every 4 --workers 2 > "$work/log" 2>&1 &&
   fail "cnn --average-every with different --workers per rank ran"
-grep -q "the ranks differ in epochs done/last epoch/updates per epoch .*: rank 0: 0/10/10, rank 1: 0/10/5" "$work/log" ||
+grep -q "the ranks differ in epochs done/last epoch/K .*: rank 0: 0/10/4/10, rank 1: 0/10/4/5" "$work/log" ||
   fail "cnn: no clear error for ranks that would make different updates"
 # So are ranks that would train different epochs, averaging every epoch.
 timeout 120 "$mpiexec" --oversubscribe -n 1 "$asgd" cnn train --data "$work" --epochs 1 : -n 1 "$asgd" cnn train \
   --data "$work" --epochs 2 > "$work/log" 2>&1 && fail "cnn with different --epochs per rank ran"
-grep -q "the ranks differ in epochs done/last epoch" "$work/log" || fail "cnn: no clear error for unequal epochs"
+grep -q "the ranks differ in epochs done/last epoch.*: rank 0: 0/1/0/0, rank 1: 0/2/0/0" "$work/log" ||
+  fail "cnn: no clear error for unequal epochs"
+# And ranks averaging at different K.
+timeout 120 "$mpiexec" --oversubscribe -n 1 "$asgd" cnn train --data "$work" --average-every 4 : -n 1 "$asgd" cnn \
+  train --data "$work" --average-every 3 > "$work/log" 2>&1 && fail "cnn with different --average-every per rank ran"
+grep -q "the ranks differ in epochs done/last epoch.*: rank 0: 0/10/4/5, rank 1: 0/10/3/5" "$work/log" ||
+  fail "cnn: no clear error for unequal --average-every"
 # Resumed, the rounds keep their rhythm (they count the updates of the epochs before): 10 updates an epoch and a
 # round every 3, so the first epoch after the checkpoint has its rounds after updates 12, 15 and 18.
 every_resumed_job() { every_job --epochs 3 --average-every 3 --workers 1 --momentum 0.9 --lr 0.02 "$@"; }

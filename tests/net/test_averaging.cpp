@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -42,6 +44,32 @@ TEST(ModelAverager, BlockingAverageIsTheMean) {
         EXPECT_FLOAT_EQ(x[0], (P + 1) / 2.0f) << "P " << P;
         EXPECT_FLOAT_EQ(x[3], static_cast<float>(P - 1)) << "P " << P;
         EXPECT_FLOAT_EQ(x[1000], (P + 1) / 2.0f);
+      }
+    }
+  }
+}
+
+// The common start: rank 0's parameters on every rank, bit for bit, also
+// where a mean of P equal values would round (P = 3) and for -0.0.
+TEST(ModelAverager, ShareGivesEveryRankTheRootsParametersExactly) {
+  for (int P : {1, 2, 3, 5}) {
+    for (auto algorithm : {Algorithm::tree, Algorithm::ring}) {
+      std::vector<float> root(1001);
+      for (std::size_t i = 0; i < root.size(); ++i) root[i] = 0.1f * static_cast<float>(i) - 37.3f + 1e-7f * i * i;
+      root[5] = -0.0f;
+      std::vector<std::vector<float>> params(static_cast<std::size_t>(P));
+      on_ranks(P, [&](Transport& t, int r) {
+        auto& x = params[static_cast<std::size_t>(r)];
+        x = r == 0 ? root : std::vector<float>(root.size(), static_cast<float>(r));
+        auto allreduce = make_allreduce(algorithm, t, 64);
+        ModelAverager averager(*allreduce, x);
+        averager.share(r == 0);
+        EXPECT_EQ(averager.rounds(), 1u);
+      });
+      for (const auto& x : params) {
+        ASSERT_EQ(x.size(), root.size());
+        for (std::size_t i = 0; i < x.size(); ++i)
+          EXPECT_EQ(std::bit_cast<std::uint32_t>(x[i]), std::bit_cast<std::uint32_t>(root[i])) << "P " << P << " i " << i;
       }
     }
   }

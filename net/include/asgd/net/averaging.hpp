@@ -58,6 +58,14 @@ class ModelAverager {
   // otherwise. Not while the communication thread runs.
   void average(double weight = 1);
 
+  // Collective and blocking: every rank's parameters become those of the one
+  // rank that passes `root` = true, bit for bit (the others add -0.0, the
+  // sum's exact identity; a mean of P equal values is not exact for every P).
+  // The common start of a job (Horovod's broadcast of rank 0's parameters),
+  // and the common point of Combine::sum. Counts as a round. Not while the
+  // communication thread runs.
+  void share(bool root);
+
   // Collective: starts the communication thread, which averages each time
   // this rank has done another `every_steps` = K steps (>= 1): round k
   // starts at step k K of every rank. While a round runs the workers go on

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <barrier>
 #include <cmath>
 #include <thread>
@@ -187,6 +188,36 @@ TEST(BlockTrainer, AfterUpdatesRunsEveryKUpdatesOfTheRunWithNoUpdateInFlight) {
       EXPECT_EQ(store.data()[0], -3.0f);
     }
   }
+}
+
+// A view taken before the hook changed the parameters is not used for a
+// new gradient, however large tau is: the hook (an average across ranks)
+// moved the model by more than the updates count.
+TEST(BlockTrainer, ViewsTakenBeforeTheHookAreRefreshed) {
+  const Layout l = flat();
+  ParamStore store = ParamStore::on_heap(l);
+  std::vector<float> m(l.size());
+  BlockTrainOptions o;
+  o.workers = 3;
+  o.tau = 1000;  // no view would be refreshed for its age
+  o.momentum = 0.0f;
+  o.every_updates = 4;
+  std::atomic<int> hooks{0};
+  o.after_updates = [&] {
+    const int c = hooks.load() + 1;
+    std::fill(store.data(), store.data() + store.size(), static_cast<float>(c));
+    hooks.store(c);
+  };
+  BlockTrainer t(store, m, blocks_of(l), o);
+  std::atomic<int> stale{0};
+  t.run_epoch(60, [&](std::size_t, std::size_t, const float* view, float* g) {
+    // A hook may end between the refresh check and this call: one behind.
+    if (view[0] + 1.0f < static_cast<float>(hooks.load())) stale.fetch_add(1);
+    std::fill(g, g + store.size(), 0.0f);  // updates leave the parameters as they are
+    return BlockTrainer::Minibatch{0, 1};
+  });
+  EXPECT_EQ(hooks.load(), 15);
+  EXPECT_EQ(stale.load(), 0);
 }
 
 // What `asgd cnn train --average-every 1` does under mpirun, with two

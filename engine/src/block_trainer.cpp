@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <barrier>
 #include <chrono>
+#include <condition_variable>
 #include <cmath>
 #include <exception>
 #include <fmt/format.h>
@@ -163,14 +164,43 @@ void BlockTrainer::run_async(std::size_t batches, const Gradient& gradient) {
   // copy holds this shared, the hook exclusively, so that it never sees an
   // update half applied nor runs in the middle of a copy (the block locks
   // alone let a worker between two blocks be overtaken).
+  // A hook that is due goes first: once an update makes one due, no update
+  // or copy starts until it has run (with glibc's lock alone new readers go
+  // ahead of a waiting writer, and at tau = inf with quick gradients a
+  // stream of updates held the hook back by thousands, keeping the other
+  // ranks waiting in their round). It then sees at most the W - 1 updates
+  // that were under way.
   const bool hooked = options_.every_updates != 0 && static_cast<bool>(options_.after_updates);
   std::shared_mutex whole;
+  std::mutex hook_mutex;
+  std::condition_variable hook_done;
+  Failure failure;
+  const std::uint64_t K = std::max<std::uint64_t>(options_.every_updates, 1);
+  // Hooks due so far in this trainer's life (hooks_ counts those made): its
+  // updates started at first_update.
+  const auto hooks_due = [&] { return version_.load(std::memory_order_acquire) / K - options_.first_update / K; };
   const auto share_whole = [&] {
-    return hooked ? std::shared_lock<std::shared_mutex>(whole) : std::shared_lock<std::shared_mutex>();
+    if (!hooked) return std::shared_lock<std::shared_mutex>();
+    {
+      std::unique_lock lock(hook_mutex);
+      hook_done.wait(lock, [&] { return hooks_.load(std::memory_order_acquire) >= hooks_due() || failure.failed.load(); });
+    }
+    return std::shared_lock<std::shared_mutex>(whole);
+  };
+  const auto wake_waiters = [&] {
+    { std::scoped_lock lock(hook_mutex); }
+    hook_done.notify_all();
+  };
+  const auto run_hook = [&] {
+    {
+      std::unique_lock alone(whole);
+      options_.after_updates();
+      hooks_.fetch_add(1, std::memory_order_acq_rel);
+    }
+    wake_waiters();
   };
   BoundedDelay gate(W, options_.tau);
   std::atomic<std::size_t> next{0};
-  Failure failure;
   {
     std::vector<std::jthread> pool;
     for (std::size_t i = 0; i < W; ++i)
@@ -223,15 +253,14 @@ void BlockTrainer::run_async(std::size_t batches, const Gradient& gradient) {
             if (hook_due(made)) {
               // Alone: no update or view copy runs meanwhile. Views taken
               // before it are refreshed before their next gradient.
-              std::unique_lock alone(whole);
-              options_.after_updates();
-              hooks_.fetch_add(1, std::memory_order_acq_rel);
+              run_hook();
             }
             gate.finish_step(i);
           }
         } catch (...) {
           failure.set(std::current_exception());
           gate.cancel();
+          wake_waiters();  // those waiting for a hook that will not come
         }
         gate.retire(i);
       });

@@ -68,8 +68,10 @@ struct BlockTrainOptions {
   // models there, a blocking collective: every rank calls it equally often
   // as long as all make the same updates per epoch. At tau = 0 every worker
   // waits for it (it runs between rounds); at tau > 0 workers that are
-  // computing a gradient go on, on their own views, and every view taken
-  // before it is refreshed before its next gradient. 0: never.
+  // computing a gradient go on, on their own views, no update or view copy
+  // starts while it is due (it runs at most the W - 1 updates under way
+  // late), and every view taken before it is refreshed before its next
+  // gradient. 0: never.
   std::uint64_t every_updates = 0;
   std::function<void()> after_updates;
   void validate() const;           // InputError naming the option

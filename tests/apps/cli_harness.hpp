@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -101,6 +102,20 @@ class CliTest : public ::testing::Test {
     victim.kill_now();
     victim.wait();
     return asgd::read_checkpoint(path(checkpoint)).state.epoch;
+  }
+  // `args(extra)` is a training command line plus `extra`: killed after its
+  // first checkpoint and resumed from it, it must give the uninterrupted
+  // run's parameters.
+  void expect_killed_and_resumed_is_whole(
+      const std::function<std::vector<std::string>(std::vector<std::string>)>& args) {
+    const auto killed_at = killed_after_first_checkpoint(args({"--checkpoint", path("ck")}), "ck");
+    ASSERT_GE(killed_at, 1u);
+    auto r = run(args({"--resume", path("ck"), "--model", path("resumed")}));
+    ASSERT_EQ(r.status, 0) << r.output;
+    r = run(args({"--model", path("whole")}));
+    ASSERT_EQ(r.status, 0) << r.output;
+    EXPECT_EQ(asgd::read_checkpoint(path("resumed")).params, asgd::read_checkpoint(path("whole")).params)
+        << "killed after epoch " << killed_at;
   }
   // The bytes of file `name` in the test's directory ("" when there is none).
   std::string slurp(const std::string& name) const {

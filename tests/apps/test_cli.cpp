@@ -173,14 +173,7 @@ TEST_F(Cli, KilledMidRunThenResumedWithOneWorkerEqualsUninterrupted) {
     args.insert(args.end(), extra.begin(), extra.end());
     return args;
   };
-  const auto killed_at = killed_after_first_checkpoint(with({"--checkpoint", path("ck")}), "ck");
-  EXPECT_GE(killed_at, 1u);
-  auto r = run(with({"--resume", path("ck"), "--model", path("resumed")}));
-  ASSERT_EQ(r.status, 0) << r.output;
-  r = run(with({"--model", path("full")}));
-  ASSERT_EQ(r.status, 0) << r.output;
-  EXPECT_EQ(asgd::read_checkpoint(path("resumed")).params, asgd::read_checkpoint(path("full")).params)
-      << "killed after epoch " << killed_at;
+  expect_killed_and_resumed_is_whole(with);
 }
 
 TEST_F(Cli, AKilledTrainerLeavesASegmentThatIsReportedStale) {

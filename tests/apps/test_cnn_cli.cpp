@@ -221,14 +221,7 @@ TEST_F(CnnCli, KilledMidRunThenResumedEqualsUninterrupted) {
     a.insert(a.end(), extra.begin(), extra.end());
     return a;
   };
-  const auto killed_at = killed_after_first_checkpoint(args({"--checkpoint", path("ck.asgd")}), "ck.asgd");
-  ASSERT_GE(killed_at, 1u);
-  auto r = run(args({"--resume", path("ck.asgd"), "--model", path("resumed.asgd")}));
-  ASSERT_EQ(r.status, 0) << r.output;
-  r = run(args({"--model", path("whole.asgd")}));
-  ASSERT_EQ(r.status, 0) << r.output;
-  EXPECT_EQ(asgd::read_checkpoint(path("resumed.asgd")).params, asgd::read_checkpoint(path("whole.asgd")).params)
-      << "killed after epoch " << killed_at;
+  expect_killed_and_resumed_is_whole(args);
 }
 
 TEST_F(CnnCli, ClearErrors) {

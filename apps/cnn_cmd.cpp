@@ -252,10 +252,10 @@ int train(const CnnFlags& f, Distributed& dist) {
       if (!f.quiet) std::printf("resumed from %s at epoch %zu\n", f.resume.c_str(), done);
     }
   }
-  // Averaging every K updates is a blocking collective, so every rank must make the same updates in an epoch: the
-  // ranks then train floor(n / P) images each (the last n mod P images of the set are left out).
-  const std::size_t sharded = dist.every_epoch() ? tt.train.size() : tt.train.size() - tt.train.size() % static_cast<std::size_t>(dist.size());
-  const auto images_per_epoch = static_cast<std::uint64_t>(dist.shard(sharded).size());
+  // The images this rank trains. Averaging every K updates is a blocking collective, so every rank must make the
+  // same updates in an epoch: the ranks then train equal shards.
+  const std::vector<std::size_t> rows = dist.shard(tt.train.size(), !dist.every_epoch());
+  const auto images_per_epoch = static_cast<std::uint64_t>(rows.size());
   // Saved after each epoch (--checkpoint) and at the end (--model): rank 0's parameters (every rank's, after the
   // average) and momentum, the epochs done and the images this rank trained in them.
   const auto save = [&](const std::string& path, std::size_t epoch) {
@@ -323,7 +323,7 @@ int train(const CnnFlags& f, Distributed& dist) {
   // of its local rank (modulo the node's devices).
   dense::Dataset shard;
   if (dist.active()) {
-    shard = tt.train.subset(dist.shard(sharded));
+    shard = tt.train.subset(rows);
     // Every rank must run as many rounds: the same epochs and, averaging every K updates, the same updates in each.
     const std::size_t batches = (shard.size() + o.batch - 1) / o.batch;
     const std::uint64_t per_epoch = dist.every_epoch() ? 0 : BlockTrainer::updates_per_epoch(batches, o);

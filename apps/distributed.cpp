@@ -98,7 +98,8 @@ Distributed::~Distributed() {
   }
 }
 
-std::vector<std::size_t> Distributed::shard(std::size_t n) const {
+std::vector<std::size_t> Distributed::shard(std::size_t n, bool equal) const {
+  if (equal) n -= n % static_cast<std::size_t>(size_);
   std::vector<std::size_t> rows;
   rows.reserve(n / static_cast<std::size_t>(size_) + 1);
   for (std::size_t i = static_cast<std::size_t>(rank_); i < n; i += static_cast<std::size_t>(size_)) rows.push_back(i);
@@ -166,12 +167,21 @@ void Distributed::finish() {
   if (averager_) averager_->stop();
 }
 
+void Distributed::timed_sum(std::span<float> data) {
+#if ASGD_HAVE_MPI
+  const auto t0 = std::chrono::steady_clock::now();
+  mpi_->allreduce->sum(data);
+  other_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+#else
+  (void)data;
+#endif
+}
+
 void Distributed::same_on_all_ranks(std::span<const std::uint64_t> values, std::string_view what) {
   if (!active()) return;
 #if ASGD_HAVE_MPI
   // Each rank writes its values into its own slots, in 20-bit halves (exact
   // in floats), and one sum gives every rank all of them.
-  const auto t0 = std::chrono::steady_clock::now();
   const std::size_t P = static_cast<std::size_t>(size_), V = values.size(), me = static_cast<std::size_t>(rank_);
   for (const std::uint64_t v : values)
     if (v >> 40 != 0) throw InputError(fmt::format("{}: {} is too large to compare across ranks", what, v));
@@ -180,8 +190,7 @@ void Distributed::same_on_all_ranks(std::span<const std::uint64_t> values, std::
     slots[2 * (me * V + j)] = static_cast<float>(values[j] & 0xFFFFF);
     slots[2 * (me * V + j) + 1] = static_cast<float>(values[j] >> 20);
   }
-  mpi_->allreduce->sum(slots);
-  other_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  timed_sum(slots);
   const auto value = [&](std::size_t rank, std::size_t j) {
     const std::size_t at = 2 * (rank * V + j);
     return static_cast<std::uint64_t>(slots[at]) | static_cast<std::uint64_t>(slots[at + 1]) << 20;
@@ -205,11 +214,9 @@ void Distributed::same_on_all_ranks(std::span<const std::uint64_t> values, std::
 void Distributed::mean_of_ranks(std::span<float> data) {
   if (!active()) return;
 #if ASGD_HAVE_MPI
-  const auto t0 = std::chrono::steady_clock::now();
-  mpi_->allreduce->sum(data);
+  timed_sum(data);
   const float scale = 1.0f / static_cast<float>(size_);
   for (float& x : data) x *= scale;
-  other_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 #else
   (void)data;
 #endif

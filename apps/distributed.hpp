@@ -58,7 +58,9 @@ class Distributed {
   bool every_epoch() const noexcept { return every_steps_ == 0; }
   std::uint64_t every_steps() const noexcept { return every_steps_; }  // K of --average-every K (0: epoch)
   // The indices of [0, n) this rank trains: rank, rank + P, rank + 2P, ...
-  std::vector<std::size_t> shard(std::size_t n) const;
+  // With `equal`, every rank the same number, floor(n / P) (the last n mod P
+  // indices are left out): for blocking rounds every rank must reach alike.
+  std::vector<std::size_t> shard(std::size_t n, bool equal = false) const;
   std::string describe() const;  // "4 ranks, ring allreduce, averaging every epoch"
 
   // Before the Trainer is made: counts steps for step averaging, leaves
@@ -111,6 +113,7 @@ class Distributed {
   std::uint64_t checkpoint_every_ = 1;
   std::unique_ptr<net::ModelAverager> averager_;
   double other_seconds_ = 0;  // in mean_of_ranks and same_on_all_ranks
+  void timed_sum(std::span<float> data);  // the allreduce, its time added to other_seconds_
 };
 
 // Runs `body` with this process's Distributed. In a multi-rank job an error

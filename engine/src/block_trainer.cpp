@@ -62,10 +62,6 @@ BlockStep block_step(const BlockTrainOptions& o, double staleness, std::uint64_t
   return step;
 }
 
-bool BlockTrainer::hook_due(std::uint64_t update) const noexcept {
-  return options_.every_updates != 0 && options_.after_updates && update % options_.every_updates == 0;
-}
-
 void BlockTrainer::apply(const float* g, std::size_t first, std::size_t last, BlockStep step) noexcept {
   float* w = store_.data();
   float* v = momentum_.data();
@@ -120,7 +116,7 @@ void BlockTrainer::run_sync(std::size_t batches, const Gradient& gradient) {
     }
     apply(g, 0, P, block_step(options_, 0, version_.load(std::memory_order_relaxed)));
     const std::uint64_t made = version_.fetch_add(1, std::memory_order_relaxed) + 1;
-    if (hook_due(made)) {
+    if (options_.update_hook_due(made)) {
       try {
         options_.after_updates();
       } catch (...) {
@@ -170,7 +166,6 @@ void BlockTrainer::run_async(std::size_t batches, const Gradient& gradient) {
   // stream of updates held the hook back by thousands, keeping the other
   // ranks waiting in their round). It then sees at most the W - 1 updates
   // that were under way.
-  const bool hooked = options_.every_updates != 0 && static_cast<bool>(options_.after_updates);
   std::shared_mutex whole;
   std::mutex hook_mutex;
   std::condition_variable hook_done;
@@ -180,7 +175,7 @@ void BlockTrainer::run_async(std::size_t batches, const Gradient& gradient) {
   // updates started at first_update.
   const auto hooks_due = [&] { return version_.load(std::memory_order_acquire) / K - options_.first_update / K; };
   const auto share_whole = [&] {
-    if (!hooked) return std::shared_lock<std::shared_mutex>();
+    if (!options_.has_update_hook()) return std::shared_lock<std::shared_mutex>();
     {
       std::unique_lock lock(hook_mutex);
       hook_done.wait(lock, [&] { return hooks_.load(std::memory_order_acquire) >= hooks_due() || failure.failed.load(); });
@@ -250,7 +245,7 @@ void BlockTrainer::run_async(std::size_t batches, const Gradient& gradient) {
               }
               made = version_.fetch_add(1, std::memory_order_acq_rel) + 1;
             }
-            if (hook_due(made)) {
+            if (options_.update_hook_due(made)) {
               // Alone: no update or view copy runs meanwhile. Views taken
               // before it are refreshed before their next gradient.
               run_hook();

@@ -423,7 +423,7 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
     wk.update_done.record(wk.stream.get());
     last = &wk.update_done;
     ++version;
-    if (bo.every_updates != 0 && bo.after_updates && (bo.first_update + version) % bo.every_updates == 0) exchange();
+    if (bo.update_hook_due(bo.first_update + version)) exchange();
   };
 
   std::vector<dense::EpochReport> reports;

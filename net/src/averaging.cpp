@@ -37,6 +37,13 @@ double ModelAverager::communication_seconds() const noexcept {
   return static_cast<double>(comm_ns_.load(std::memory_order_relaxed)) * 1e-9;
 }
 
+void ModelAverager::timed_sum(std::span<float> data) {
+  const auto t0 = std::chrono::steady_clock::now();
+  allreduce_.sum(data);
+  comm_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count(),
+                     std::memory_order_relaxed);
+}
+
 bool ModelAverager::round(double weight, bool finished, bool overlap) {
   const std::size_t n = params_.size();
   const bool weighted = options_.weighted;
@@ -48,10 +55,7 @@ bool ModelAverager::round(double weight, bool finished, bool overlap) {
   buffer_[n] = w;
   buffer_[n + 1] = finished ? 1.0f : 0.0f;
   buffer_[n + 2] = 1.0f;  // sums to the number of ranks
-  const auto t0 = std::chrono::steady_clock::now();
-  allreduce_.sum(buffer_);
-  comm_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count(),
-                     std::memory_order_relaxed);
+  timed_sum(buffer_);
   const float ranks = buffer_[n + 2];
   const bool all_finished = buffer_[n + 1] >= ranks - 0.5f;
   float total = buffer_[n];
@@ -98,10 +102,7 @@ void ModelAverager::share(bool root) {
   if (thread_.joinable()) throw InputError("ModelAverager::share: the communication thread is running");
   const std::size_t n = params_.size();
   for (std::size_t i = 0; i < n; ++i) buffer_[i] = root ? load_param(params_[i]) : -0.0f;
-  const auto t0 = std::chrono::steady_clock::now();
-  allreduce_.sum(std::span<float>(buffer_.data(), n));
-  comm_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count(),
-                     std::memory_order_relaxed);
+  timed_sum(std::span<float>(buffer_.data(), n));
   for (std::size_t i = 0; i < n; ++i) store_param(params_[i], buffer_[i]);
   if (options_.combine == Combine::sum) base_.assign(buffer_.begin(), buffer_.begin() + static_cast<std::ptrdiff_t>(n));
   rounds_.fetch_add(1, std::memory_order_relaxed);

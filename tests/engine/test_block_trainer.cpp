@@ -44,6 +44,15 @@ BlockTrainer::Gradient quadratic(const Layout& l) {
   };
 }
 
+// The same gradient, `value` in each of the store's n floats, for every
+// minibatch: each update moves every parameter alike.
+BlockTrainer::Gradient constant(std::size_t n, float value) {
+  return [n, value](std::size_t, std::size_t, const float*, float* grad) {
+    std::fill(grad, grad + n, value);
+    return BlockTrainer::Minibatch{0, 1};
+  };
+}
+
 TEST(BlockTrainer, SynchronousRoundsAverageTheWorkersGradients) {
   // Two workers at tau 0 make one update per round with the mean of
   // batches 2r and 2r + 1: the same as one worker whose gradient is that mean.
@@ -167,11 +176,7 @@ TEST(BlockTrainer, AfterUpdatesRunsEveryKUpdatesOfTheRunWithNoUpdateInFlight) {
       std::fill(store.data(), store.data() + store.size(), 0.0f);
     };
     BlockTrainer t(store, m, blocks_of(l), o);
-    const auto step = [n = store.size()](std::size_t, std::size_t, const float*, float* g) {
-      std::fill(g, g + n, 1.0f);
-      return BlockTrainer::Minibatch{0, 1};
-    };
-    t.run_epoch(tau == 0 ? 60 : 20, step);  // 20 updates: numbers 4 .. 23
+    t.run_epoch(tau == 0 ? 60 : 20, constant(store.size(), 1.0f));  // 20 updates: numbers 4 .. 23
     EXPECT_EQ(t.updates(), 23u);
     EXPECT_EQ(calls, 5) << "tau " << tau_to_string(tau);  // after 4, 8, 12, 16, 20
     // What is left is updates 21 .. 23, or at tau > 0 those of them that
@@ -241,10 +246,7 @@ TEST(BlockTrainer, ADueHookGoesBeforeNewUpdates) {
   };
   BlockTrainer t(store, m, blocks_of(l), o);
   trainer = &t;
-  t.run_epoch(20000, [n = store.size()](std::size_t, std::size_t, const float*, float* g) {
-    std::fill(g, g + n, 0.0f);
-    return BlockTrainer::Minibatch{0, 1};
-  });
+  t.run_epoch(20000, constant(store.size(), 0.0f));
   EXPECT_EQ(calls, 200u);
   EXPECT_LE(worst, 2u * o.workers) << "updates made past the due one before the hook ran";
 }

@@ -74,6 +74,12 @@ struct BlockTrainOptions {
   // gradient. 0: never.
   std::uint64_t every_updates = 0;
   std::function<void()> after_updates;
+  bool has_update_hook() const noexcept { return every_updates != 0 && static_cast<bool>(after_updates); }
+  // Whether after_updates runs after update number `update` (counted as
+  // first_update is): what every backend asks.
+  bool update_hook_due(std::uint64_t update) const noexcept {
+    return has_update_hook() && update % every_updates == 0;
+  }
   void validate() const;           // InputError naming the option
 };
 
@@ -147,7 +153,6 @@ class BlockTrainer {
     StalenessHistogram staleness;
   };
   void apply(const float* g, std::size_t first, std::size_t last, BlockStep step) noexcept;
-  bool hook_due(std::uint64_t update) const noexcept;  // after_updates runs after update number `update`
   void run_sync(std::size_t batches, const Gradient& gradient);
   void run_async(std::size_t batches, const Gradient& gradient);
 

@@ -91,6 +91,7 @@ class ModelAverager {
  private:
   // One round; `finished`: this rank is done. Returns true when every rank is.
   bool round(double weight, bool finished, bool overlap);
+  void timed_sum(std::span<float> data);  // the allreduce, its time added to comm_ns_
   void comm_loop(std::uint64_t base, std::uint64_t every_steps);
   void release_workers(std::uint64_t limit);
 

@@ -109,6 +109,12 @@ void check_output(std::string_view flag, const std::string& path) {
   }
 }
 
+std::FILE* report_stream(std::initializer_list<std::string_view> outputs) {
+  for (const std::string_view path : outputs)
+    if (!path.empty() && AtomicFile::writes_to(std::string(path), STDOUT_FILENO)) return stderr;
+  return stdout;
+}
+
 int run_guarded(const std::function<int()>& body) {
   try {
     return body();

@@ -4,8 +4,10 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 
@@ -65,6 +67,11 @@ dense::TrainTest load_mnist(const std::string& data, std::size_t limit = 0);
 // file `path` (empty: none) could not be written, so a typo in an output
 // path costs nothing rather than the whole run (AtomicFile::check).
 void check_output(std::string_view flag, const std::string& path);
+
+// Where a command prints its report (what it read, did and reached):
+// stdout, unless one of `outputs` (its data files; "" for none) is written
+// there too, as `--model -` is: then stderr, so the data stays whole.
+std::FILE* report_stream(std::initializer_list<std::string_view> outputs);
 
 // Runs `body`, mapping asgd errors to "asgd: error: ..." and exit codes.
 int run_guarded(const std::function<int()>& body);

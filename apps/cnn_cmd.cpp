@@ -85,7 +85,7 @@ struct CnnFlags {
 
 // --device: cpu, gpu (a clear error when none can be used), or auto (the
 // GPU when one can be used, else the CPU, saying which). True for the GPU.
-bool use_gpu(const std::string& device, bool quiet) {
+bool use_gpu(const std::string& device, bool quiet, std::FILE* out = stdout) {
   if (device == "cpu") return false;
   if (device != "gpu" && device != "auto")
     throw InputError(fmt::format("--device: expected cpu, gpu or auto, got '{}'", device));
@@ -93,9 +93,9 @@ bool use_gpu(const std::string& device, bool quiet) {
   if (device == "gpu" && !why.empty()) throw InputError("--device gpu: " + why + "; use --device cpu or auto");
   if (!quiet) {
     if (why.empty())
-      std::printf("device: %s\n", gpu::describe_device().c_str());
+      std::fprintf(out, "device: %s\n", gpu::describe_device().c_str());
     else
-      std::printf("device: cpu (%s)\n", why.c_str());
+      std::fprintf(out, "device: cpu (%s)\n", why.c_str());
   }
   return why.empty();
 }
@@ -183,7 +183,9 @@ void print_confusion(const dense::EvalResult& r, std::size_t k) {
 
 int train(const CnnFlags& f, Distributed& dist) {
   if (f.cuda_graphs && f.device == "cpu") throw InputError("--cuda-graphs: only with --device gpu or auto");
-  const bool on_gpu = use_gpu(f.device, f.quiet || !dist.root());
+  // The report goes to stderr when the model or checkpoint goes to stdout (--model -).
+  std::FILE* const out = report_stream({f.model, f.checkpoint});
+  const bool on_gpu = use_gpu(f.device, f.quiet || !dist.root(), out);
   gpu::GpuTrainOptions o;
   o.cuda_graphs = f.cuda_graphs;  // ignored when auto falls back to the CPU
   o.epochs = f.epochs;
@@ -249,7 +251,7 @@ int train(const CnnFlags& f, Distributed& dist) {
     momentum = std::move(resumed.optimizer_state);  // empty: zeros
     if (dist.root()) {
       warn_if_changed(f.resume, resumed.metadata, options);
-      if (!f.quiet) std::printf("resumed from %s at epoch %zu\n", f.resume.c_str(), done);
+      if (!f.quiet) std::fprintf(out, "resumed from %s at epoch %zu\n", f.resume.c_str(), done);
     }
   }
   // The images this rank trains. Averaging every K updates is a blocking collective, so every rank must make the
@@ -266,16 +268,16 @@ int train(const CnnFlags& f, Distributed& dist) {
     save_checkpoint(path, store, state, momentum, metadata);
   };
   if (dist.active())
-    std::printf("mpi: %s; each rank trains %llu images an epoch\n", dist.describe().c_str(),
+    std::fprintf(out, "mpi: %s; each rank trains %llu images an epoch\n", dist.describe().c_str(),
                 static_cast<unsigned long long>(images_per_epoch));
   if (!f.quiet) {
-    std::printf("data: %zu train, %zu test images (%zux%zu) from %s\n", tt.train.size(), tt.test.size(),
+    std::fprintf(out, "data: %zu train, %zu test images (%zux%zu) from %s\n", tt.train.size(), tt.test.size(),
                 tt.train.rows, tt.train.cols, resolve_mnist_dir(f.data).string().c_str());
-    std::printf("net: %s\n", net.describe().c_str());
-    std::printf("workers %zu, batch %zu, tau %s, lr %g (%s), momentum %g, weight decay %g%s%s\n", f.workers,
+    std::fprintf(out, "net: %s\n", net.describe().c_str());
+    std::fprintf(out, "workers %zu, batch %zu, tau %s, lr %g (%s), momentum %g, weight decay %g%s%s\n", f.workers,
                 f.batch, tau_to_string(o.tau).c_str(), f.lr, f.schedule.c_str(), f.momentum, f.weight_decay,
                 o.compensate ? ", staleness compensation on" : "", on_gpu && o.cuda_graphs ? ", CUDA graphs" : "");
-    std::fflush(stdout);
+    std::fflush(out);
   }
   std::FILE* csv = nullptr;
   double csv_seconds = 0;  // a resumed run's CSV counts on from the stopped run's seconds
@@ -296,12 +298,12 @@ int train(const CnnFlags& f, Distributed& dist) {
     elapsed += r.seconds;
     const double eta = elapsed / static_cast<double>(r.epoch - done) * static_cast<double>(stop - r.epoch);
     if (!f.quiet)
-      std::printf("epoch %zu/%zu: loss %.4f, test accuracy %.2f %%, %.0f images/s, %.1f s, staleness mean %.2f max "
+      std::fprintf(out, "epoch %zu/%zu: loss %.4f, test accuracy %.2f %%, %.0f images/s, %.1f s, staleness mean %.2f max "
                   "%llu, momentum %.3g, lr %.3g, ETA %.0f s%s\n",
                   r.epoch, f.epochs, r.mean_loss, 100.0 * r.test_accuracy, r.images_per_second, r.seconds,
                   r.mean_staleness, static_cast<unsigned long long>(r.max_staleness), r.momentum, r.lr, eta,
                   r.graph_steps ? fmt::format(", CUDA graphs for {} steps", r.graph_steps).c_str() : "");
-    std::fflush(stdout);
+    std::fflush(out);
     if (csv != nullptr) {
       std::fprintf(csv, "%s,%zu,%s,%zu,%.4f,%.1f,%.6f,%.6f,%.6f,%.4f,%.4f,%.6f\n",
                    o.compensate ? "compensated" : "plain", f.workers, tau_to_string(o.tau).c_str(), r.epoch,
@@ -350,15 +352,15 @@ int train(const CnnFlags& f, Distributed& dist) {
   const auto& last = reports.back();
   // Images this rank trained in this run (its shard under mpirun).
   const double images = static_cast<double>(images_per_epoch) * static_cast<double>(reports.size());
-  std::printf("test accuracy %.2f %% after %zu epoch%s; training %.1f s, %.0f images/s\n", 100.0 * last.test_accuracy,
+  std::fprintf(out, "test accuracy %.2f %% after %zu epoch%s; training %.1f s, %.0f images/s\n", 100.0 * last.test_accuracy,
               last.epoch, last.epoch == 1 ? "" : "s", elapsed, images / std::max(elapsed, 1e-9));
-  if (dist.active()) std::printf("mpi: %s\n", dist.traffic().c_str());
+  if (dist.active()) std::fprintf(out, "mpi: %s\n", dist.traffic().c_str());
   if (!f.model.empty()) {
     save(f.model, last.epoch);
-    if (!f.quiet) std::printf("model written to %s\n", f.model.c_str());
+    if (!f.quiet) std::fprintf(out, "model written to %s\n", f.model.c_str());
   }
   if (stop < f.epochs && !f.quiet)
-    std::printf("stopped after epoch %zu of %zu%s\n", stop, f.epochs,
+    std::fprintf(out, "stopped after epoch %zu of %zu%s\n", stop, f.epochs,
                 f.checkpoint.empty() ? "" : fmt::format("; continue with --resume {}", f.checkpoint).c_str());
   return 0;
 }

@@ -90,12 +90,14 @@ std::vector<float> weights_for(sparse::SparseDataset& data, std::vector<float> w
 }
 
 // Padded weights beyond num_features are ignored by objective/accuracy.
-void print_quality(const char* what, const sparse::LogisticProblem& p, std::span<const float> w) {
-  fmt::print("{}: {} examples, objective {:.6f}, accuracy {:.4f}\n", what, p.num_examples(), p.objective(w),
+void print_quality(std::FILE* out, const char* what, const sparse::LogisticProblem& p, std::span<const float> w) {
+  fmt::print(out, "{}: {} examples, objective {:.6f}, accuracy {:.4f}\n", what, p.num_examples(), p.objective(w),
              p.accuracy(w));
 }
 
 int train(const TrainFlags& f, Distributed& dist) {
+  // The report goes to stderr when the model or checkpoint goes to stdout (--model -).
+  std::FILE* const out = report_stream({f.model, f.checkpoint});
   TrainerOptions options = to_trainer_options(f.engine);
   if (dist.active() && !f.shm.empty()) throw InputError("--shm: not with mpirun (each rank keeps its model)");
   if (dist.root()) {
@@ -137,47 +139,47 @@ int train(const TrainFlags& f, Distributed& dist) {
   TrainingStore t = open_training_store(f.shm, problem.layout(), {.recover_stale = f.shm_recover});
   ParamStore& store = t.store;
   if (!f.shm.empty() && !f.quiet) {
-    fmt::print("{} shared segment '{}'{}\n", t.created ? "created" : "attached to", f.shm,
+    fmt::print(out, "{} shared segment '{}'{}\n", t.created ? "created" : "attached to", f.shm,
                t.created ? "" : " (training continues from the parameters in it)");
   }
   dist.prepare(options);
   Trainer trainer(store, options);
   if (!f.resume.empty()) {
     trainer.load_checkpoint(f.resume);
-    if (dist.root()) fmt::print("resumed from {} at epoch {}\n", f.resume, trainer.state().epoch);
+    if (dist.root()) fmt::print(out, "resumed from {} at epoch {}\n", f.resume, trainer.state().epoch);
   }
   if (f.until_epoch > options.epochs) {
     throw InputError(fmt::format("--until-epoch {}: past --epochs {}", f.until_epoch, options.epochs));
   }
-  if (dist.active()) fmt::print("mpi: {}; rank 0 trains {} of {} examples\n", dist.describe(), problem.num_examples(), data.rows());
+  if (dist.active()) fmt::print(out, "mpi: {}; rank 0 trains {} of {} examples\n", dist.describe(), problem.num_examples(), data.rows());
   dist.start(trainer, store);
   const TrainReport report = run_averaged(dist, trainer, problem, f.until_epoch ? f.until_epoch : options.epochs);
   for (const auto& e : report.epochs) {
     if (!f.quiet) {
-      fmt::print("epoch {:3}: mean loss {:.6f}  {:.2f} s  staleness mean {:.2f} max {}\n", e.epoch, e.loss,
+      fmt::print(out, "epoch {:3}: mean loss {:.6f}  {:.2f} s  staleness mean {:.2f} max {}\n", e.epoch, e.loss,
                  e.seconds, e.mean_staleness, e.max_staleness);
     }
   }
-  fmt::print("trained: {} ({} workers, {}, tau {}, {})\n", report.summary(), options.workers,
+  fmt::print(out, "trained: {} ({} workers, {}, tau {}, {})\n", report.summary(), options.workers,
              to_string(options.consistency), tau_to_string(options.tau), options.schedule.describe());
   if (dist.active()) {
-    fmt::print("mpi: {}\n", dist.traffic());
+    fmt::print(out, "mpi: {}\n", dist.traffic());
     if (!dist.root()) return 0;  // every rank holds the same model; rank 0 reports and writes it
   }
   const auto w = store.snapshot();
-  print_quality("train", whole, w);
+  print_quality(out, "train", whole, w);
   if (f.reference) {
     const auto opt = sparse::solve_lbfgs(whole);
     const double ours = whole.objective(w);
-    fmt::print("reference (L-BFGS, {} iterations, |grad| {:.1e}): objective {:.6f}; ours is {:.2e} relative above\n",
+    fmt::print(out, "reference (L-BFGS, {} iterations, |grad| {:.1e}): objective {:.6f}; ours is {:.2e} relative above\n",
                opt.iterations, opt.gradient_norm, opt.objective, (ours - opt.objective) / opt.objective);
   }
-  if (test) print_quality("test", sparse::LogisticProblem(*test, f.l2), weights_for(*test, w));
+  if (test) print_quality(out, "test", sparse::LogisticProblem(*test, f.l2), weights_for(*test, w));
   if (!f.model.empty()) {
     trainer.save_checkpoint(f.model);
-    fmt::print("model written to {}\n", f.model);
+    fmt::print(out, "model written to {}\n", f.model);
   }
-  if (!f.shm.empty()) fmt::print("parameters stay in shared segment '{}' (asgd shm remove {})\n", f.shm, f.shm);
+  if (!f.shm.empty()) fmt::print(out, "parameters stay in shared segment '{}' (asgd shm remove {})\n", f.shm, f.shm);
   return 0;
 }
 
@@ -209,7 +211,7 @@ int eval(const EvalFlags& f) {
   }
   w = weights_for(data, std::move(w));
   const sparse::LogisticProblem problem(data, l2);
-  print_quality("eval", problem, w);
+  print_quality(stdout, "eval", problem, w);
   return 0;
 }
 
@@ -220,17 +222,18 @@ struct GenerateFlags {
 };
 
 int generate(const GenerateFlags& f) {
+  std::FILE* const out = report_stream({f.out, f.test_out});
   if (f.test_examples > 0 && f.test_out.empty()) throw InputError("--test-examples needs --test-out FILE");
   auto options = f.gen;
   options.examples += f.test_examples;
   const auto g = sparse::generate_sparse(options);
   const std::size_t n = f.gen.examples;
   sparse::write_libsvm(f.out, slice_rows(g.data, 0, n));
-  fmt::print("wrote {} examples, {} features, {} non-zeros each to {}\n", n, options.features,
+  fmt::print(out, "wrote {} examples, {} features, {} non-zeros each to {}\n", n, options.features,
              options.nnz_per_example, f.out);
   if (f.test_examples > 0) {
     sparse::write_libsvm(f.test_out, slice_rows(g.data, n, n + f.test_examples));
-    fmt::print("wrote {} test examples to {}\n", f.test_examples, f.test_out);
+    fmt::print(out, "wrote {} test examples to {}\n", f.test_examples, f.test_out);
   }
   return 0;
 }

@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include <chrono>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -132,11 +131,11 @@ TrainerOptions trainer_options(const MfTrainFlags& f, const char* default_schedu
 }
 
 // Where a model trains (open_training_store), its factors initialised when new.
-ParamStore make_store(const MfTrainFlags& f, const Layout& layout, float init_scale) {
+ParamStore make_store(std::FILE* out, const MfTrainFlags& f, const Layout& layout, float init_scale) {
   TrainingStore t = open_training_store(f.shm, layout);
   if (t.created) initialize_factors(t.store, f.seed, init_scale);
   if (!f.shm.empty()) {
-    fmt::print("mf: {} shared segment '{}' (serve it with: asgd mf recommend MODEL_FILE --shm {})\n",
+    fmt::print(out, "mf: {} shared segment '{}' (serve it with: asgd mf recommend MODEL_FILE --shm {})\n",
                t.created ? "created" : "training into existing", f.shm, f.shm);
   }
   return std::move(t.store);
@@ -159,7 +158,7 @@ MfOptions model_options(const MfTrainFlags& f) {
 // model trained with each user's latest positive left out, ranked against 99
 // sampled negatives (Krichene & Rendle 2020: sampled metrics can mislead;
 // this is for comparison with published numbers).
-int train_bpr(const MfTrainFlags& f, Distributed& dist) {
+int train_bpr(std::FILE* out, const MfTrainFlags& f, Distributed& dist) {
   const Ratings all = read_ratings(f.train_file, parse_ratings_format(f.format));
   std::vector<std::size_t> rows;
   for (std::size_t i = 0; i < all.size(); ++i) {
@@ -170,7 +169,7 @@ int train_bpr(const MfTrainFlags& f, Distributed& dist) {
   if (f.test_fraction < 0 || f.test_fraction >= 1) throw InputError("--test-fraction: expected 0 <= F < 1");
   const MfOptions mo = model_options(f);
   const std::size_t items = positives.items.size();
-  fmt::print("bpr: {} positives (rating >= {}) of {} ratings, {} users, {} items\n", positives.size(),
+  fmt::print(out, "bpr: {} positives (rating >= {}) of {} ratings, {} users, {} items\n", positives.size(),
              f.positive_threshold, all.size(), positives.users.size(), items);
 
   Split split;
@@ -184,7 +183,7 @@ int train_bpr(const MfTrainFlags& f, Distributed& dist) {
   std::optional<std::vector<std::size_t>> shard;
   if (dist.active()) shard = dist.shard(split.train.size());
   const BprMf problem(split.train, mo, f.seed, shard ? &*shard : nullptr);
-  ParamStore store = make_store(f, problem.layout(), mo.init_scale);
+  ParamStore store = make_store(out, f, problem.layout(), mo.init_scale);
   TrainerOptions o = trainer_options(f, "linear", 0.0f);
   o.checkpoint_metadata = model_metadata(split.train, 0.0f, mo, "bpr");
   o.on_progress = progress_printer("bpr", f.quiet);
@@ -192,15 +191,15 @@ int train_bpr(const MfTrainFlags& f, Distributed& dist) {
   Trainer trainer(store, o);
   if (!f.shm.empty() && !f.model_file.empty()) trainer.save_checkpoint(f.model_file);
   if (dist.active()) {
-    fmt::print("mpi: {}; rank 0 trains {} of {} positives\n", dist.describe(), problem.num_examples(),
+    fmt::print(out, "mpi: {}; rank 0 trains {} of {} positives\n", dist.describe(), problem.num_examples(),
                split.train.size());
   }
   dist.start(trainer, store);
   const auto report = run_averaged(dist, trainer, problem, f.epochs);
-  fmt::print("bpr: {} epochs in {:.2f} s of SGD ({:.3g} updates/s, {} workers)\n", report.epochs.size(),
+  fmt::print(out, "bpr: {} epochs in {:.2f} s of SGD ({:.3g} updates/s, {} workers)\n", report.epochs.size(),
              report.seconds, static_cast<double>(report.examples) / report.seconds, f.threads);
   if (dist.active()) {
-    fmt::print("mpi: {}\n", dist.traffic());
+    fmt::print(out, "mpi: {}\n", dist.traffic());
     if (!dist.root()) return 0;  // every rank holds the same model; rank 0 reports and writes it
   }
   if (f.test_fraction > 0) {
@@ -208,16 +207,16 @@ int train_bpr(const MfTrainFlags& f, Distributed& dist) {
     const auto full = evaluate_ranking(store, 0.0f, train_seen, split.test, 10);
     const auto popularity = popularity_scores(split.train, items);
     const auto full_pop = evaluate_ranking_with(popularity_scorer(popularity), items, train_seen, split.test, 10);
-    fmt::print("full ranking, per-user {:g}% held out, {} users: BPR precision@10 {:.4f} recall@10 {:.4f} "
+    fmt::print(out, "full ranking, per-user {:g}% held out, {} users: BPR precision@10 {:.4f} recall@10 {:.4f} "
                "NDCG@10 {:.4f} MAP@10 {:.4f} HR@10 {:.4f}\n",
                100 * f.test_fraction, full.users, full.precision, full.recall, full.ndcg, full.map, full.hit_rate);
-    fmt::print("                                        most-popular precision@10 {:.4f} recall@10 {:.4f} "
+    fmt::print(out, "                                        most-popular precision@10 {:.4f} recall@10 {:.4f} "
                "NDCG@10 {:.4f} MAP@10 {:.4f} HR@10 {:.4f}\n",
                full_pop.precision, full_pop.recall, full_pop.ndcg, full_pop.map, full_pop.hit_rate);
   }
   if (!f.model_file.empty()) {
     trainer.save_checkpoint(f.model_file);
-    fmt::print("model written to {}\n", f.model_file);
+    fmt::print(out, "model written to {}\n", f.model_file);
   }
   if (f.sampled_eval) {
     const Split loo = leave_k_out(positives, 1);
@@ -231,7 +230,7 @@ int train_bpr(const MfTrainFlags& f, Distributed& dist) {
     const auto loo_popularity = popularity_scores(loo.train, items);
     const auto sampled_pop =
         evaluate_sampled_with(popularity_scorer(loo_popularity), items, loo.test, all_seen, 99, 10, f.split_seed);
-    fmt::print("leave-one-out by time vs 99 sampled negatives, {} users: BPR HR@10 {:.4f} NDCG@10 {:.4f}; "
+    fmt::print(out, "leave-one-out by time vs 99 sampled negatives, {} users: BPR HR@10 {:.4f} NDCG@10 {:.4f}; "
                "most-popular HR@10 {:.4f} NDCG@10 {:.4f}\n",
                sampled.users, sampled.hit_rate, sampled.ndcg, sampled_pop.hit_rate, sampled_pop.ndcg);
   }
@@ -239,9 +238,11 @@ int train_bpr(const MfTrainFlags& f, Distributed& dist) {
 }
 
 int train(const MfTrainFlags& f, Distributed& dist) {
+  // The report goes to stderr when the model goes to stdout (MODEL_FILE -).
+  std::FILE* const out = report_stream({f.model_file});
   if (dist.active() && !f.shm.empty()) throw InputError("--shm: not with mpirun (each rank keeps its model)");
   if (dist.root()) check_output("MODEL_FILE", f.model_file);
-  if (f.loss == "bpr") return train_bpr(f, dist);
+  if (f.loss == "bpr") return train_bpr(out, f, dist);
   if (f.loss != "squared") throw InputError(fmt::format("--loss {}: expected squared or bpr", f.loss));
   const auto start = std::chrono::steady_clock::now();
   Ratings all = read_ratings(f.train_file, parse_ratings_format(f.format));
@@ -293,7 +294,7 @@ int train(const MfTrainFlags& f, Distributed& dist) {
   if (dist.active()) shard = train_set.subset(dist.shard(train_set.size()));
   const BiasedMf problem(shard ? *shard : train_set, mo, f.seed);
   const RatingRange range = RatingRange::of(train_set);
-  ParamStore store = make_store(f, problem.layout(), mo.init_scale);
+  ParamStore store = make_store(out, f, problem.layout(), mo.init_scale);
 
   TrainerOptions o = trainer_options(f, "constant", 0.0f);
   o.blocks = blocks;
@@ -306,10 +307,10 @@ int train(const MfTrainFlags& f, Distributed& dist) {
     // `mf recommend MODEL_FILE --shm NAME` reads them here and the factors live.
     trainer.save_checkpoint(f.model_file);
   }
-  fmt::print("mf: {} ratings, {} users, {} items, mean {:.4f}; loaded in {:.2f} s\n", train_set.size(),
+  fmt::print(out, "mf: {} ratings, {} users, {} items, mean {:.4f}; loaded in {:.2f} s\n", train_set.size(),
              train_set.users.size(), train_set.items.size(), problem.global_mean(), load_seconds);
   if (dist.active()) {
-    fmt::print("mpi: {}; rank 0 trains {} of {} ratings\n", dist.describe(), problem.num_examples(),
+    fmt::print(out, "mpi: {}; rank 0 trains {} of {} ratings\n", dist.describe(), problem.num_examples(),
                train_set.size());
   }
   dist.start(trainer, store);
@@ -326,27 +327,27 @@ int train(const MfTrainFlags& f, Distributed& dist) {
       line += fmt::format("  test RMSE {:.4f}",
                           evaluate_errors(store, problem.global_mean(), test_set, range.lo, range.hi).rmse);
     }
-    fmt::print("{}  ({:.2f} s)\n", line, sgd_seconds);
+    fmt::print(out, "{}  ({:.2f} s)\n", line, sgd_seconds);
   });
   if (dist.active()) {
-    fmt::print("mpi: {}\n", dist.traffic());
+    fmt::print(out, "mpi: {}\n", dist.traffic());
     if (!dist.root()) return 0;  // every rank holds the same model; rank 0 reports and writes it
   }
   const double updates = static_cast<double>(report.examples);
-  fmt::print("mf: {} epochs in {:.2f} s of SGD ({:.3g} rating updates/s, {} workers, {}, {})\n", report.epochs.size(),
+  fmt::print(out, "mf: {} epochs in {:.2f} s of SGD ({:.3g} rating updates/s, {} workers, {}, {})\n", report.epochs.size(),
              sgd_seconds, updates / sgd_seconds, f.threads, f.policy,
              blocks ? fmt::format("blocks {}x{}", mo.bins, mo.bins) : std::string("hogwild"));
   if (have_validation) {
     const auto m = evaluate_errors(store, problem.global_mean(), validation_set, range.lo, range.hi);
-    fmt::print("validation: {} ratings, RMSE {:.4f}, MAE {:.4f}\n", m.count, m.rmse, m.mae);
+    fmt::print(out, "validation: {} ratings, RMSE {:.4f}, MAE {:.4f}\n", m.count, m.rmse, m.mae);
   }
   if (have_test) {
     const auto m = evaluate_errors(store, problem.global_mean(), test_set, range.lo, range.hi);
-    fmt::print("test: {} ratings, RMSE {:.4f}, MAE {:.4f}\n", m.count, m.rmse, m.mae);
+    fmt::print(out, "test: {} ratings, RMSE {:.4f}, MAE {:.4f}\n", m.count, m.rmse, m.mae);
   }
   if (!f.model_file.empty()) {
     trainer.save_checkpoint(f.model_file);
-    fmt::print("model written to {}\n", f.model_file);
+    fmt::print(out, "model written to {}\n", f.model_file);
   }
   return 0;
 }
@@ -368,13 +369,9 @@ int predict(const MfPredictFlags& f) {
     }
     out += fmt::format("{:.6g}\n", r);
   }
-  if (f.output_file == "-") {
-    fmt::print("{}", out);
-  } else {
-    std::ofstream file(f.output_file);
-    if (!file) throw InputError(fmt::format("{}: cannot write", f.output_file));
-    file << out;
-  }
+  AtomicFile file(f.output_file);
+  file.write(out);
+  file.commit();
   const auto metrics = evaluate_errors(*m.store, m.mean, test, m.range.lo, m.range.hi);
   fmt::print(stderr, "predicted {} ratings; RMSE {:.4f} MAE {:.4f} on those the model knows ({})\n", test.size(),
              metrics.rmse, metrics.mae, metrics.count);
@@ -400,6 +397,7 @@ struct MfRecommendFlags {
 };
 
 int recommend_cmd(const MfRecommendFlags& f) {
+  std::FILE* const report = report_stream({f.all_users});
   if (f.user.empty() == f.all_users.empty()) throw InputError("recommend: give exactly one of --user U or --all-users FILE");
   LoadedModel m = load_model(f.model_file, f.shm);
   const FactorLayout layout = FactorLayout::of(m.store->layout());
@@ -432,7 +430,7 @@ int recommend_cmd(const MfRecommendFlags& f) {
     }
   }
   out.commit();
-  fmt::print("top-{} for {} users in {:.3f} s (scoring and ranking) written to {}\n", f.k, users.size(), seconds,
+  fmt::print(report, "top-{} for {} users in {:.3f} s (scoring and ranking) written to {}\n", f.k, users.size(), seconds,
              f.all_users);
   return 0;
 }
@@ -443,9 +441,10 @@ struct MfGenerateFlags {
 };
 
 int generate(const MfGenerateFlags& f) {
+  std::FILE* const out = report_stream({f.out});
   const Ratings r = generate_ratings(f.options);
   write_ratings(f.out, r);
-  fmt::print("wrote {} ratings ({} users, {} items, rank {}, Zipf {}) to {}; noise floor (best possible RMSE) {}\n",
+  fmt::print(out, "wrote {} ratings ({} users, {} items, rank {}, Zipf {}) to {}; noise floor (best possible RMSE) {}\n",
              r.size(), r.users.size(), r.items.size(), f.options.rank, f.options.zipf, f.out, f.options.noise);
   return 0;
 }

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -58,12 +59,16 @@ int standard_descriptor(const std::filesystem::path& p) {
 
 }  // namespace
 
+void AtomicFile::write_to_descriptor(int fd, const std::filesystem::path& given) {
+  in_place_ = true;
+  fd_ = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (fd_ < 0) throw InputError(fmt::format("{}: cannot write: {}", given.string(), std::strerror(errno)));
+}
+
 AtomicFile::AtomicFile(std::filesystem::path path) : path_(std::move(path)) {
   buffer_.reserve(kFlushAt);
   if (const int fd = standard_descriptor(path_); fd >= 0) {
-    in_place_ = true;
-    fd_ = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
-    if (fd_ < 0) throw InputError(fmt::format("{}: cannot write: {}", path_.string(), std::strerror(errno)));
+    write_to_descriptor(fd, path_);
     return;
   }
   std::error_code ec;
@@ -90,6 +95,13 @@ AtomicFile::AtomicFile(std::filesystem::path path) : path_(std::move(path)) {
       const std::filesystem::path target = std::filesystem::read_symlink(path_, ec);
       if (ec) throw InputError(fmt::format("{}: {}", given.string(), ec.message()));
       path_ = target.is_absolute() ? target : path_.parent_path() / target;
+      // A link to /dev/stdout (or another descriptor's name) writes where that descriptor goes, as the name
+      // itself does, rather than replacing the file the descriptor has open.
+      if (const int fd = standard_descriptor(path_); fd >= 0) {
+        path_ = given;
+        write_to_descriptor(fd, given);
+        return;
+      }
     }
     std::filesystem::path resolved = std::filesystem::weakly_canonical(path_, ec);
     if (ec || resolved.empty()) throw InputError(fmt::format("{}: {}", given.string(), ec.message()));
@@ -118,6 +130,14 @@ void AtomicFile::check(const std::filesystem::path& path) {
       !std::filesystem::is_directory(status))
     return;
   AtomicFile probe(path);  // creates the temp file; its destructor removes it
+}
+
+bool AtomicFile::writes_to(const std::filesystem::path& path, int fd) {
+  struct stat target {}, open_file {};
+  if (::fstat(fd, &open_file) != 0) return false;
+  const int named = standard_descriptor(path);
+  if (named >= 0 ? ::fstat(named, &target) != 0 : ::stat(path.c_str(), &target) != 0) return false;
+  return target.st_dev == open_file.st_dev && target.st_ino == open_file.st_ino;
 }
 
 AtomicFile::~AtomicFile() {

@@ -32,14 +32,17 @@ struct Result {
 // A child process running `asgd ARGS...`, output to a file.
 class Child {
  public:
-  // stdin comes from `input` (default /dev/null: a test never waits on a terminal).
-  Child(const std::vector<std::string>& args, const fs::path& log, const fs::path& input = "/dev/null") : log_(log) {
+  // stdin comes from `input` (default /dev/null: a test never waits on a terminal); stdout goes to `out` when
+  // given, else with stderr to `log`.
+  Child(const std::vector<std::string>& args, const fs::path& log, const fs::path& input = "/dev/null",
+        const fs::path& out = {})
+      : log_(log) {
     pid_ = ::fork();
     if (pid_ == 0) {
       const int in = ::open(input.c_str(), O_RDONLY);
       ::dup2(in, 0);
       const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(fd, 1);
+      ::dup2(out.empty() ? fd : ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), 1);
       ::dup2(fd, 2);
       std::vector<char*> argv;
       std::string bin = ASGD_BINARY;
@@ -87,6 +90,11 @@ class CliTest : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
   Result run(const std::vector<std::string>& args, const fs::path& input = "/dev/null") {
     Child c(args, dir_ / ("log" + std::to_string(runs_++)), input);
+    return c.wait();
+  }
+  // `args` with stdout to file `out` in the test's directory; the result's output is stderr alone.
+  Result run_to(const std::string& out, const std::vector<std::string>& args) {
+    Child c(args, dir_ / ("log" + std::to_string(runs_++)), "/dev/null", dir_ / out);
     return c.wait();
   }
   std::string path(const std::string& name) const { return (dir_ / name).string(); }

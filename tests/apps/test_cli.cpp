@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -100,6 +101,40 @@ TEST_F(Cli, UnwritableOutputsFailBeforeTraining) {
     EXPECT_EQ(r.output.find("epoch"), std::string::npos) << c.args[0] << ": " << r.output;
   }
   EXPECT_FALSE(fs::exists(path("v.txt")));
+}
+
+// `--model -` puts the model on stdout: the report goes to stderr then, so
+// that what a pipe gets is the model and nothing else.
+TEST_F(Cli, AModelOnStdoutIsTheWholeOfStdout) {
+  generate("s.svm", 500, 50);
+  auto r = run_to("model.out", {"linear", "train", "--data", path("s.svm"), "--epochs", "2", "--model", "-"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("model written to -"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("trained:"), std::string::npos) << r.output;
+  EXPECT_EQ(asgd::read_checkpoint(path("model.out")).state.epoch, 2u);
+  // As for any name of stdout, and for a link to one.
+  fs::create_symlink("/dev/stdout", path("to-stdout"));
+  r = run_to("model2.out", {"linear", "train", "--data", path("s.svm"), "--epochs", "1", "--model", path("to-stdout")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("model written to"), std::string::npos) << r.output;
+  EXPECT_EQ(asgd::read_checkpoint(path("model2.out")).state.epoch, 1u);
+  EXPECT_TRUE(fs::is_symlink(path("to-stdout")));
+  r = run_to("ratings.out", {"mf", "generate", "-", "--users", "40", "--items", "10", "--ratings", "200"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("wrote 200 ratings"), std::string::npos) << r.output;
+  std::ifstream ratings(path("ratings.out"));
+  int lines = 0;
+  for (std::string line; std::getline(ratings, line); ++lines)
+    EXPECT_EQ(std::count(line.begin(), line.end(), '\t') + std::count(line.begin(), line.end(), ' '), 2) << line;
+  EXPECT_EQ(lines, 200);
+  r = run_to("mf.out", {"mf", "train", path("ratings.out"), "-", "-t", "2", "-k", "4"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("model written to -"), std::string::npos) << r.output;
+  EXPECT_EQ(asgd::read_checkpoint(path("mf.out")).state.epoch, 2u);
+  // With the model in a file, the report stays on stdout.
+  r = run_to("report.out", {"linear", "train", "--data", path("s.svm"), "--epochs", "1", "--model", path("m")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(slurp("report.out").find("model written to"), std::string::npos) << slurp("report.out");
 }
 
 TEST_F(Cli, DivergenceStopsWithExitOne) {

@@ -73,6 +73,12 @@ TEST_F(CnnCli, TrainSaveEvalWithConfusionMatrix) {
   std::size_t lines = 0;
   for (std::string line; std::getline(csv, line);) ++lines;
   EXPECT_EQ(lines, 3u);  // header + 2 epochs
+  // --model -: the model is the whole of stdout, and the report goes to stderr.
+  r = run_to("piped.asgd", {"cnn", "train", "--data", path(""), "--epochs", "1", "--limit", "64", "--model", "-"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("model written to -"), std::string::npos) << r.output;
+  r = run({"cnn", "eval", "--data", path(""), "--model", path("piped.asgd")});
+  EXPECT_EQ(r.status, 0) << r.output;
 }
 
 // A bounded tau > 0 compensates for staleness unless told not to (momentum

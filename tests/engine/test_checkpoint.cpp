@@ -186,3 +186,31 @@ TEST_F(CheckpointTest, CheckingAnOutputPathWritesNothingAndRefusesWhatCannotBeWr
   EXPECT_NE(message_of([&] { asgd::AtomicFile::check(dir_ / "loop1"); }).find("too many levels of symbolic links"),
             std::string::npos);
 }
+
+TEST_F(CheckpointTest, WritesToKnowsEveryNameOfAnOpenFile) {
+  const fs::path file = dir_ / "out.txt", other = dir_ / "other.txt";
+  std::ofstream(file) << "HEADER\n";
+  std::ofstream(other) << "x";
+  const int fd = ::open(file.c_str(), O_WRONLY | O_APPEND);
+  ASSERT_GE(fd, 0);
+  const std::string by_fd = "/dev/fd/" + std::to_string(fd);
+  fs::create_symlink(file, dir_ / "link");
+  fs::create_symlink(by_fd, dir_ / "link-to-fd");
+  EXPECT_TRUE(asgd::AtomicFile::writes_to(file, fd));
+  EXPECT_TRUE(asgd::AtomicFile::writes_to(by_fd, fd));
+  EXPECT_TRUE(asgd::AtomicFile::writes_to(dir_ / "link", fd));
+  EXPECT_TRUE(asgd::AtomicFile::writes_to(dir_ / "link-to-fd", fd));
+  EXPECT_FALSE(asgd::AtomicFile::writes_to(other, fd));
+  EXPECT_FALSE(asgd::AtomicFile::writes_to(dir_ / "missing", fd));
+  EXPECT_FALSE(asgd::AtomicFile::writes_to(file, 1000));  // not an open descriptor
+  // A link to a descriptor's name writes through the descriptor, as the name does: appended to what the
+  // descriptor has open, not a new file renamed over it; the link stays.
+  asgd::AtomicFile out(dir_ / "link-to-fd");
+  out.write("body\n");
+  out.commit();
+  ::close(fd);
+  std::ifstream in(file);
+  const std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(content, "HEADER\nbody\n");
+  EXPECT_TRUE(fs::is_symlink(dir_ / "link-to-fd"));
+}

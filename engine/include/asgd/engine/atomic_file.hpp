@@ -5,12 +5,12 @@
 // the next time PATH is written.
 //
 // What PATH is decides how it is written: "-", /dev/stdout, /dev/stderr,
-// /dev/fd/N and /proc/self/fd/N write to a copy of that descriptor (so
-// `>> log` appends and a pipe gets the bytes); a symlink is followed to its
-// end (its target is replaced, the link stays; a dangling link gets its
-// target; a loop is an InputError); a FIFO, character device (/dev/null) or
-// anything else that is not a regular file is written in place, since it
-// cannot be replaced by a rename.
+// /dev/fd/N and /proc/self/fd/N, and links to them, write to a copy of
+// that descriptor (so `>> log` appends and a pipe gets the bytes); any
+// other symlink is followed to its end (its target is replaced, the link
+// stays; a dangling link gets its target; a loop is an InputError); a
+// FIFO, character device (/dev/null) or anything else that is not a
+// regular file is written in place, since it cannot be replaced by a rename.
 #pragma once
 
 #include <filesystem>
@@ -45,7 +45,15 @@ class AtomicFile {
   // and closing it would end its reader's input.
   static void check(const std::filesystem::path& path);
 
+  // True when writing `path` would write to the file, pipe or terminal that
+  // descriptor `fd` has open: `writes_to("-", STDOUT_FILENO)`, and as well
+  // /dev/stdout, a link to it, or the very file stdout was redirected to.
+  // Commands ask it to keep their report off the standard output that
+  // carries their data.
+  static bool writes_to(const std::filesystem::path& path, int fd);
+
  private:
+  void write_to_descriptor(int fd, const std::filesystem::path& given);
   void flush();
   [[noreturn]] void fail(const char* what, int err) const;
 

@@ -132,11 +132,11 @@ void Trainer::maybe_report(Run& run, bool force) {
     }
   }
   const double total = static_cast<double>(run.examples_per_epoch) * static_cast<double>(options_.epochs);
-  const double run_total = total - static_cast<double>(state_.examples);
+  const double run_total = total - static_cast<double>(run.examples_before);
   Progress p;
   p.examples = examples;
-  p.fraction = std::min(1.0, (static_cast<double>(state_.examples) + static_cast<double>(examples)) / total);
-  p.epoch = std::min<std::uint64_t>(options_.epochs, (state_.examples + examples) / run.examples_per_epoch);
+  p.fraction = std::min(1.0, (static_cast<double>(run.examples_before) + static_cast<double>(examples)) / total);
+  p.epoch = std::min<std::uint64_t>(options_.epochs, (run.examples_before + examples) / run.examples_per_epoch);
   p.elapsed_seconds = static_cast<double>(now_ns) * 1e-9;
   p.examples_per_second = p.elapsed_seconds > 0 ? static_cast<double>(examples) / p.elapsed_seconds : 0.0;
   const std::uint64_t new_examples = examples - run.last_report_examples;

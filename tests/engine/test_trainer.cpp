@@ -216,6 +216,34 @@ TEST(Trainer, ResumingFromACheckpointGivesTheUninterruptedResult) {
   fs::remove(ckpt);
 }
 
+// Under mpirun every rank resumes from rank 0's checkpoint, which counts rank
+// 0's examples; a rank whose shard is one example shorter must still take
+// the rates its uninterrupted run took. The schedule's position is the epochs
+// done times this problem's examples per epoch, not the checkpoint's count.
+TEST(Trainer, AResumedScheduleCountsThisProblemsEpochsNotTheCheckpointsExamples) {
+  const fs::path ckpt = fs::temp_directory_path() / ("asgd-count-" + std::to_string(::getpid()));
+  SharedQuadratic p{3000, 6};
+  auto o = options(1, Consistency::racy, kUnbounded, 6);
+  o.schedule.kind = asgd::ScheduleKind::linear;
+  o.schedule.lr = 0.05f;
+  const auto uninterrupted = train(p, o);
+  {
+    auto store = ParamStore::on_heap(p.layout());
+    Trainer t(store, o);
+    t.run(p, 3);
+    auto state = t.state();
+    ASSERT_EQ(state.examples, 3u * 3000u);
+    state.examples += 3;  // another rank's count: its shard had one example more
+    asgd::save_checkpoint(ckpt, store, state, {});
+  }
+  auto store = ParamStore::on_heap(p.layout());
+  Trainer resumed(store, o);
+  resumed.load_checkpoint(ckpt);
+  resumed.run(p);
+  EXPECT_EQ(store.snapshot(), uninterrupted);
+  fs::remove(ckpt);
+}
+
 // Rank r of an mpirun job draws stream r. Rank 0 writes the job's checkpoint
 // and every rank resumes from it, so the checkpoint must record the run's
 // seed, not a stream, and a resumed process must go on drawing its own.

@@ -57,7 +57,11 @@ stopped_and_resumed() {
   cmp -s "$work/$name-whole" "$work/$name-resumed" || fail "$name: the resumed model differs from the uninterrupted one"
   echo "$name, 2 ranks: stopped at epoch $epoch and resumed, the same model as one run"
 }
-linear_job() { mpi 2 linear train --data "$work/train.svm" --epochs 6 --workers 1 --features 500 -q "$@"; }
+# On 20,001 examples the shards are unequal (10,001 and 10,000): rank 1 resumes from rank 0's count of examples
+# and must still take its own rates.
+"$asgd" linear generate --out "$work/odd.svm" --examples 20001 --features 500 --nnz 10 --seed 6 > /dev/null ||
+  fail "linear generate (odd)"
+linear_job() { mpi 2 linear train --data "$work/odd.svm" --epochs 6 --workers 1 --features 500 -q "$@"; }
 stopped_and_resumed linear 3 linear_job
 
 # mf

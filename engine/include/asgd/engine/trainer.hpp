@@ -272,6 +272,7 @@ struct Trainer::Run {
         counters(std::make_unique<WorkerCounters[]>(workers)),
         locals(workers),
         examples_per_epoch(n),
+        examples_before(n * first_epoch),
         first_epoch(first_epoch),
         last_epoch(last_epoch),
         epoch_done(std::make_unique<std::atomic<std::size_t>[]>(last_epoch - first_epoch + 1)),
@@ -306,6 +307,10 @@ struct Trainer::Run {
   std::unique_ptr<WorkerCounters[]> counters;
   std::vector<WorkerLocal> locals;
   std::uint64_t examples_per_epoch;
+  // Where the run starts in the schedule: the epochs done times this problem's examples per epoch, so that a
+  // resumed run takes the rates the uninterrupted one took, whatever count the checkpoint holds (rank 0's, under
+  // mpirun, whose shard may be one example longer; or one with a part-epoch that a stopped run had trained).
+  std::uint64_t examples_before;
   std::uint64_t first_epoch;
   std::uint64_t last_epoch;
   std::unique_ptr<std::atomic<std::size_t>[]> epoch_done;
@@ -393,7 +398,7 @@ void Trainer::worker_loop(P& problem, Sink sink, std::size_t w, Run& run) {
     const std::uint64_t steps = std::max<std::uint64_t>(1, (largest_shard + options_.step_examples - 1) /
                                                                options_.step_examples);
     const double total = static_cast<double>(n) * static_cast<double>(options_.epochs);
-    const double before = static_cast<double>(state_.examples);
+    const double before = static_cast<double>(run.examples_before);
     std::vector<std::uint64_t> order(end - begin);
     for (std::uint64_t epoch = run.first_epoch; epoch < run.last_epoch; ++epoch) {
       for (std::uint64_t k = 0; k < order.size(); ++k) order[k] = begin + k;
@@ -428,7 +433,7 @@ void Trainer::worker_loop_blocks(P& problem, Sink sink, std::size_t w, Run& run)
   run.started.arrive_and_wait();
   try {
     const double total = static_cast<double>(run.examples_per_epoch) * static_cast<double>(options_.epochs);
-    const double before = static_cast<double>(state_.examples);
+    const double before = static_cast<double>(run.examples_before);
     for (std::uint64_t epoch = run.first_epoch; epoch < run.last_epoch; ++epoch) {
       sink.set_run(draw_seed(), epoch);
       while (const auto block = run.blocks->get()) {

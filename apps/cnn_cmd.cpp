@@ -7,6 +7,7 @@
 #include <fstream>
 #include <functional>
 #include <fmt/format.h>
+#include <unistd.h>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -16,6 +17,7 @@
 #include "asgd/dense/mnist.hpp"
 #include "asgd/dense/network.hpp"
 #include "asgd/dense/trainer.hpp"
+#include "asgd/engine/atomic_file.hpp"
 #include "asgd/engine/bounded_delay.hpp"
 #include "asgd/engine/checkpoint.hpp"
 #include "asgd/engine/errors.hpp"
@@ -183,8 +185,8 @@ void print_confusion(const dense::EvalResult& r, std::size_t k) {
 
 int train(const CnnFlags& f, Distributed& dist) {
   if (f.cuda_graphs && f.device == "cpu") throw InputError("--cuda-graphs: only with --device gpu or auto");
-  // The report goes to stderr when the model or checkpoint goes to stdout (--model -).
-  std::FILE* const out = report_stream({f.model, f.checkpoint});
+  // The report goes to stderr when the model, checkpoint or CSV goes to stdout (--model -, --csv -).
+  std::FILE* const out = report_stream({f.model, f.checkpoint, f.csv});
   const bool on_gpu = use_gpu(f.device, f.quiet || !dist.root(), out);
   gpu::GpuTrainOptions o;
   o.cuda_graphs = f.cuda_graphs;  // ignored when auto falls back to the CPU
@@ -226,6 +228,7 @@ int train(const CnnFlags& f, Distributed& dist) {
   if (dist.root()) {
     check_output("--model", f.model);
     check_output("--checkpoint", f.checkpoint);
+    check_output("--csv", f.csv);
   }
   if (f.until_epoch != 0 && f.checkpoint.empty() && f.model.empty())
     throw InputError("--until-epoch: give --checkpoint FILE to resume from (or --model), or the run is lost");
@@ -282,9 +285,14 @@ int train(const CnnFlags& f, Distributed& dist) {
   std::FILE* csv = nullptr;
   double csv_seconds = 0;  // a resumed run's CSV counts on from the stopped run's seconds
   if (!f.csv.empty() && dist.root()) {
-    // A resumed run continues its --csv file (the lines through the checkpoint's epoch).
-    const auto kept = f.resume.empty() ? std::vector<std::string>{} : csv_through(f.csv, done, csv_seconds);
-    csv = std::fopen(f.csv.c_str(), "w");
+    // A resumed run continues its --csv file (the lines through the checkpoint's epoch); stdout, a pipe or a
+    // device is not read back (reading a pipe this process writes would wait for ever), and "-" is stdout.
+    std::error_code ec;
+    const bool on_stdout = AtomicFile::writes_to(f.csv, STDOUT_FILENO);
+    const bool file =
+        !on_stdout && (!std::filesystem::exists(f.csv, ec) || std::filesystem::is_regular_file(f.csv, ec));
+    const auto kept = f.resume.empty() || !file ? std::vector<std::string>{} : csv_through(f.csv, done, csv_seconds);
+    csv = on_stdout ? stdout : std::fopen(f.csv.c_str(), "w");
     if (csv == nullptr) throw InputError(fmt::format("--csv {}: cannot write", f.csv));
     // bench/plot_staleness.py's columns: one panel row per policy (here:
     // with or without compensation), a line per (workers, tau).
@@ -347,7 +355,7 @@ int train(const CnnFlags& f, Distributed& dist) {
   const dense::Dataset* test = dist.root() ? &tt.test : nullptr;
   const auto reports = on_gpu ? gpu::train(net, store, momentum, data, test, o, on_epoch)
                               : dense::train(net, store, momentum, data, test, o, on_epoch);
-  if (csv != nullptr) std::fclose(csv);
+  if (csv != nullptr && csv != stdout) std::fclose(csv);
   if (!dist.root()) return 0;  // every rank holds the same model; rank 0 reports and writes it
   const auto& last = reports.back();
   // Images this rank trained in this run (its shard under mpirun).
@@ -461,7 +469,7 @@ void add_cnn_commands(CLI::App& app, int& exit_code) {
   auto* seed = t->add_option("--seed", f->seed, "Seed for initialisation and shuffles")->capture_default_str();
   t->add_option("--limit", f->limit, "Use only the first N training images");
   t->add_option("--csv", f->csv,
-                "Write one line per epoch (for bench/plot_staleness.py); --resume continues the file");
+                "Write one line per epoch (for bench/plot_staleness.py; - for stdout); --resume continues the file");
   t->add_flag("--quiet,-q", f->quiet, "Only the final line");
   add_distributed_flags(*t, f->dist);
   t->callback([f, seed, &exit_code] {

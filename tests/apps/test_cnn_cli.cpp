@@ -1,6 +1,8 @@
 // End-to-end tests of `asgd cnn` on a small IDX set written by the test.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -79,6 +81,14 @@ TEST_F(CnnCli, TrainSaveEvalWithConfusionMatrix) {
   EXPECT_NE(r.output.find("model written to -"), std::string::npos) << r.output;
   r = run({"cnn", "eval", "--data", path(""), "--model", path("piped.asgd")});
   EXPECT_EQ(r.status, 0) << r.output;
+  // --csv - likewise: stdout is the CSV, a header and a line an epoch.
+  r = run_to("epochs.out", {"cnn", "train", "--data", path(""), "--epochs", "2", "--limit", "64", "--csv", "-"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("test accuracy"), std::string::npos) << r.output;
+  const std::string csv_out = slurp("epochs.out");
+  EXPECT_EQ(csv_out.rfind("policy,workers,tau,epoch,", 0), 0u) << csv_out;
+  EXPECT_EQ(std::count(csv_out.begin(), csv_out.end(), '\n'), 3) << csv_out;
+  EXPECT_FALSE(fs::exists("-"));
 }
 
 // A bounded tau > 0 compensates for staleness unless told not to (momentum

@@ -124,14 +124,20 @@ TEST_F(W2vCli, OutputToANonRegularFileIsWrittenInPlace) {
   EXPECT_EQ(slurp("new.txt").substr(0, 5), "60 4\n");
   // /dev/stdout is written through a copy of descriptor 1, wherever that
   // goes (here a pipe: the link would end in "pipe:[N]", no file to replace).
-  const std::string piped = std::string(ASGD_BINARY) + " w2v -train " + corpus +
-                            " -size 4 -iter 1 -min-count 1 -quiet 1 -output /dev/stdout | cat > " + path("piped.txt");
+  // For the shell: every path in single quotes (TMPDIR may hold spaces).
+  const auto q = [](const std::string& s) {
+    std::string out = "'";
+    for (const char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return out + "'";
+  };
+  const std::string piped = q(ASGD_BINARY) + " w2v -train " + q(corpus) +
+                            " -size 4 -iter 1 -min-count 1 -quiet 1 -output /dev/stdout | cat > " + q(path("piped.txt"));
   ASSERT_EQ(std::system(piped.c_str()), 0);
   EXPECT_EQ(slurp("piped.txt").substr(0, 5), "60 4\n");
   // Into a file opened for appending, it appends: the file is not replaced.
   std::ofstream(path("appended.txt")) << "HEADER\n";
-  const std::string appended = std::string(ASGD_BINARY) + " w2v -train " + corpus +
-                               " -size 4 -iter 1 -min-count 1 -quiet 1 -output /dev/stdout >> " + path("appended.txt");
+  const std::string appended = q(ASGD_BINARY) + " w2v -train " + q(corpus) +
+                               " -size 4 -iter 1 -min-count 1 -quiet 1 -output /dev/stdout >> " + q(path("appended.txt"));
   ASSERT_EQ(std::system(appended.c_str()), 0);
   EXPECT_EQ(slurp("appended.txt").substr(0, 12), "HEADER\n60 4\n");
 }

@@ -202,14 +202,21 @@ std::vector<float> crash_and_resume(SharedQuadratic& p, const TrainerOptions& o,
   resumed.run(p);
   return store.snapshot();
 }
+
+// One worker (a deterministic run), 6 epochs, the linear decay: a schedule whose rates depend on where a resumed
+// run starts.
+TrainerOptions decaying_over_six_epochs() {
+  auto o = options(1, Consistency::racy, kUnbounded, 6);
+  o.schedule.kind = asgd::ScheduleKind::linear;
+  o.schedule.lr = 0.05f;
+  return o;
+}
 }  // namespace
 
 TEST(Trainer, ResumingFromACheckpointGivesTheUninterruptedResult) {
   const fs::path ckpt = fs::temp_directory_path() / ("asgd-resume-" + std::to_string(::getpid()));
   SharedQuadratic p{3000, 6};
-  auto o = options(1, Consistency::racy, kUnbounded, 6);
-  o.schedule.kind = asgd::ScheduleKind::linear;
-  o.schedule.lr = 0.05f;
+  auto o = decaying_over_six_epochs();
   o.schedule.adagrad = true;  // optimizer state must travel too
   const auto uninterrupted = train(p, o);
   EXPECT_EQ(crash_and_resume(p, o, o, ckpt), uninterrupted);
@@ -223,9 +230,7 @@ TEST(Trainer, ResumingFromACheckpointGivesTheUninterruptedResult) {
 TEST(Trainer, AResumedScheduleCountsThisProblemsEpochsNotTheCheckpointsExamples) {
   const fs::path ckpt = fs::temp_directory_path() / ("asgd-count-" + std::to_string(::getpid()));
   SharedQuadratic p{3000, 6};
-  auto o = options(1, Consistency::racy, kUnbounded, 6);
-  o.schedule.kind = asgd::ScheduleKind::linear;
-  o.schedule.lr = 0.05f;
+  const auto o = decaying_over_six_epochs();
   const auto uninterrupted = train(p, o);
   {
     auto store = ParamStore::on_heap(p.layout());

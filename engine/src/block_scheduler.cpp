@@ -44,10 +44,11 @@ void BlockScheduler::put(Block b) {
   freed_.notify_all();
 }
 
-void BlockScheduler::next_epoch() {
+void BlockScheduler::next_epoch(std::uint64_t seed) {
   std::scoped_lock lock(mutex_);
   std::fill(taken_.begin(), taken_.end(), 0);
   handed_out_ = 0;
+  rng_.seed(seed);
 }
 
 void BlockScheduler::cancel() {

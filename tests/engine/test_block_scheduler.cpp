@@ -45,7 +45,7 @@ TEST(BlockScheduler, NeverHandsTwoWorkersTheSameRowsOrColumns) {
     ASSERT_EQ(seen.size(), bins * bins);
     const std::set<std::pair<std::size_t, std::size_t>> distinct(seen.begin(), seen.end());
     EXPECT_EQ(distinct.size(), bins * bins);
-    s.next_epoch();
+    s.next_epoch(static_cast<std::uint64_t>(epoch));
   }
   EXPECT_EQ(violations.load(), 0);
 }

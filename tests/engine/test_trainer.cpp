@@ -232,20 +232,36 @@ TEST(Trainer, AResumedScheduleCountsThisProblemsEpochsNotTheCheckpointsExamples)
   SharedQuadratic p{3000, 6};
   const auto o = decaying_over_six_epochs();
   const auto uninterrupted = train(p, o);
-  {
+  // Three epochs, saved with `count` examples; resumed to the end, reporting progress.
+  const auto resumed_with = [&](std::uint64_t count, asgd::Progress& last) {
+    {
+      auto store = ParamStore::on_heap(p.layout());
+      Trainer t(store, o);
+      t.run(p, 3);
+      auto state = t.state();
+      EXPECT_EQ(state.examples, 3u * 3000u);
+      state.examples = count;
+      asgd::save_checkpoint(ckpt, store, state, {});
+    }
     auto store = ParamStore::on_heap(p.layout());
-    Trainer t(store, o);
-    t.run(p, 3);
-    auto state = t.state();
-    ASSERT_EQ(state.examples, 3u * 3000u);
-    state.examples += 3;  // another rank's count: its shard had one example more
-    asgd::save_checkpoint(ckpt, store, state, {});
-  }
-  auto store = ParamStore::on_heap(p.layout());
-  Trainer resumed(store, o);
-  resumed.load_checkpoint(ckpt);
-  resumed.run(p);
-  EXPECT_EQ(store.snapshot(), uninterrupted);
+    auto with_progress = o;
+    with_progress.on_progress = [&](const asgd::Progress& pr) {
+      last = pr;
+      return true;
+    };
+    Trainer resumed(store, with_progress);
+    resumed.load_checkpoint(ckpt);
+    resumed.run(p);
+    return store.snapshot();
+  };
+  asgd::Progress last;
+  // Another rank's count: its shard had one example more.
+  EXPECT_EQ(resumed_with(3u * 3001u, last), uninterrupted);
+  // Progress too counts from the epochs done: a checkpoint that counts none still ends at the whole run.
+  EXPECT_EQ(resumed_with(0, last), uninterrupted);
+  EXPECT_TRUE(last.last);
+  EXPECT_EQ(last.fraction, 1.0);
+  EXPECT_EQ(last.epoch, 6u);
   fs::remove(ckpt);
 }
 

@@ -214,3 +214,45 @@ TEST(Recommend, TopKIsTheBestUnseenItemsBestFirst) {
   const std::vector<std::uint32_t> one = {0};
   EXPECT_EQ(recommend(store, problem.global_mean(), nullptr, one, 1000)[0].size(), g.items);
 }
+
+// The block schedule resumed from a checkpoint whose example count is not
+// this problem's (rank 0's, under mpirun with unequal shards) takes the
+// uninterrupted run's rates and blocks: the same factors, bit for bit.
+TEST(BiasedMf, ABlockScheduleResumesAsTheUninterruptedRun) {
+  RatingsGeneratorOptions g;
+  g.users = 200;
+  g.items = 100;
+  g.ratings = 5000;
+  MfOptions mo;
+  mo.factors = 4;
+  mo.bins = 3;
+  const BiasedMf problem(generate_ratings(g), mo);
+  asgd::TrainerOptions o;
+  o.workers = 1;  // one worker: a deterministic run
+  o.epochs = 6;
+  o.blocks = true;
+  o.schedule.kind = asgd::ScheduleKind::linear;
+  o.schedule.lr = 0.02f;
+  const auto fresh = [&] {
+    auto store = asgd::ParamStore::on_heap(problem.layout());
+    initialize_factors(store, 1, mo.init_scale);
+    return store;
+  };
+  auto whole = fresh();
+  asgd::Trainer(whole, o).run(problem);
+  const fs::path ckpt = fs::temp_directory_path() / ("asgd-mf-blocks-" + std::to_string(::getpid()));
+  {
+    auto store = fresh();
+    asgd::Trainer t(store, o);
+    t.run(problem, 3);
+    auto state = t.state();
+    state.examples += 7;
+    asgd::save_checkpoint(ckpt, store, state, {});
+  }
+  auto resumed = fresh();
+  asgd::Trainer t(resumed, o);
+  t.load_checkpoint(ckpt);
+  t.run(problem);
+  EXPECT_EQ(resumed.snapshot(), whole.snapshot());
+  fs::remove(ckpt);
+}

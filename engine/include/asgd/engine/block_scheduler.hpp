@@ -23,7 +23,8 @@ struct Block {
 
 class BlockScheduler {
  public:
-  // bins >= workers + 1 keeps every worker busy (LIBMF uses 2 x threads + 1).
+  // bins >= workers + 1 keeps every worker busy (LIBMF uses 2 x threads + 1);
+  // `seed` breaks the first epoch's ties.
   BlockScheduler(std::size_t bins, std::uint64_t seed);
 
   // A free block not yet taken this epoch, waiting while none is free.
@@ -32,8 +33,10 @@ class BlockScheduler {
   std::optional<Block> get();
   // Gives a block back: its row and column groups are free again.
   void put(Block b);
-  // Starts the next epoch (all blocks untaken). Call with no block out.
-  void next_epoch();
+  // Starts the next epoch (all blocks untaken), its ties broken by `seed`:
+  // seeded per epoch, a run resumed at epoch e draws what the uninterrupted
+  // run drew there. Call with no block out.
+  void next_epoch(std::uint64_t seed);
   // Wakes every waiter; get() returns nullopt from now on.
   void cancel();
 

@@ -452,7 +452,7 @@ void Trainer::worker_loop_blocks(P& problem, Sink sink, std::size_t w, Run& run)
       if (run.stop.load(std::memory_order_acquire)) return;
       // Every block of the epoch is done once all workers are here.
       const bool next = run.barrier.arrive_and_wait([&] {
-        run.blocks->next_epoch();
+        run.blocks->next_epoch(worker_seed(draw_seed(), 0x6b, epoch + 1));
         run.epoch_done[epoch - run.first_epoch].store(options_.workers, std::memory_order_release);
         close_epoch(run, epoch);
       });

@@ -1,6 +1,7 @@
 #include "cli_common.hpp"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -109,7 +110,21 @@ void check_output(std::string_view flag, const std::string& path) {
   }
 }
 
+void check_rewritten_output(std::string_view flag, const std::string& path) {
+  check_output(flag, path);
+  if (!path.empty() && !AtomicFile::replaces(path))
+    throw InputError(fmt::format("{}: {}: rewritten during the run, so it must be a file (not stdout, a pipe or a "
+                                 "device, where each write would follow the last)",
+                                 flag, path));
+}
+
 std::FILE* report_stream(std::initializer_list<std::string_view> outputs) {
+  // /dev/null (stdout of every rank but 0 under mpirun) keeps no bytes that the report could spoil, and every
+  // opener of a device shares its inode, so the test below would match any output there.
+  struct stat out {}, null {};
+  if (::fstat(STDOUT_FILENO, &out) == 0 && ::stat("/dev/null", &null) == 0 && S_ISCHR(out.st_mode) &&
+      out.st_rdev == null.st_rdev)
+    return stdout;
   for (const std::string_view path : outputs)
     if (!path.empty() && AtomicFile::writes_to(std::string(path), STDOUT_FILENO)) return stderr;
   return stdout;

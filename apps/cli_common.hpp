@@ -67,10 +67,15 @@ dense::TrainTest load_mnist(const std::string& data, std::size_t limit = 0);
 // file `path` (empty: none) could not be written, so a typo in an output
 // path costs nothing rather than the whole run (AtomicFile::check).
 void check_output(std::string_view flag, const std::string& path);
+// check_output for a file rewritten during the run (a checkpoint after every
+// epoch): InputError too when `path` is stdout, a pipe or a device, where
+// each write would follow the last and none could be read back.
+void check_rewritten_output(std::string_view flag, const std::string& path);
 
 // Where a command prints its report (what it read, did and reached):
 // stdout, unless one of `outputs` (its data files; "" for none) is written
-// there too, as `--model -` is: then stderr, so the data stays whole.
+// there too, as `--model -` is: then stderr, so the data stays whole. A
+// stdout that is /dev/null keeps the report.
 std::FILE* report_stream(std::initializer_list<std::string_view> outputs);
 
 // Runs `body`, mapping asgd errors to "asgd: error: ..." and exit codes.

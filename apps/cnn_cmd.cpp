@@ -185,8 +185,8 @@ void print_confusion(const dense::EvalResult& r, std::size_t k) {
 
 int train(const CnnFlags& f, Distributed& dist) {
   if (f.cuda_graphs && f.device == "cpu") throw InputError("--cuda-graphs: only with --device gpu or auto");
-  // The report goes to stderr when the model, checkpoint or CSV goes to stdout (--model -, --csv -).
-  std::FILE* const out = report_stream({f.model, f.checkpoint, f.csv});
+  // The report goes to stderr when the model or the CSV goes to stdout (--model -, --csv -).
+  std::FILE* const out = report_stream({f.model, f.csv});
   const bool on_gpu = use_gpu(f.device, f.quiet || !dist.root(), out);
   gpu::GpuTrainOptions o;
   o.cuda_graphs = f.cuda_graphs;  // ignored when auto falls back to the CPU
@@ -227,7 +227,7 @@ int train(const CnnFlags& f, Distributed& dist) {
     throw InputError(fmt::format("--until-epoch {}: {} has {} epochs done already", f.until_epoch, f.resume, done));
   if (dist.root()) {
     check_output("--model", f.model);
-    check_output("--checkpoint", f.checkpoint);
+    check_rewritten_output("--checkpoint", f.checkpoint);
     check_output("--csv", f.csv);
   }
   if (f.until_epoch != 0 && f.checkpoint.empty() && f.model.empty())

@@ -96,13 +96,13 @@ void print_quality(std::FILE* out, const char* what, const sparse::LogisticProbl
 }
 
 int train(const TrainFlags& f, Distributed& dist) {
-  // The report goes to stderr when the model or checkpoint goes to stdout (--model -).
-  std::FILE* const out = report_stream({f.model, f.checkpoint});
+  // The report goes to stderr when the model goes to stdout (--model -).
+  std::FILE* const out = report_stream({f.model});
   TrainerOptions options = to_trainer_options(f.engine);
   if (dist.active() && !f.shm.empty()) throw InputError("--shm: not with mpirun (each rank keeps its model)");
   if (dist.root()) {
     check_output("--model", f.model);
-    check_output("--checkpoint", f.checkpoint);
+    check_rewritten_output("--checkpoint", f.checkpoint);
   }
   // --data with {rank}: each rank reads its own, already sharded file.
   std::string path = f.data;

@@ -241,7 +241,13 @@ int train(const MfTrainFlags& f, Distributed& dist) {
   // The report goes to stderr when the model goes to stdout (MODEL_FILE -).
   std::FILE* const out = report_stream({f.model_file});
   if (dist.active() && !f.shm.empty()) throw InputError("--shm: not with mpirun (each rank keeps its model)");
-  if (dist.root()) check_output("MODEL_FILE", f.model_file);
+  if (dist.root()) {
+    // With --shm the model file is written before training too (a server reads its ids), and again at the end.
+    if (f.shm.empty())
+      check_output("MODEL_FILE", f.model_file);
+    else
+      check_rewritten_output("MODEL_FILE (with --shm)", f.model_file);
+  }
   if (f.loss == "bpr") return train_bpr(out, f, dist);
   if (f.loss != "squared") throw InputError(fmt::format("--loss {}: expected squared or bpr", f.loss));
   const auto start = std::chrono::steady_clock::now();

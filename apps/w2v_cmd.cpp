@@ -260,7 +260,7 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
   if (dist.root()) {
     check_output("-output", f.output);
     check_output("-save-vocab", f.save_vocab);
-    check_output("-checkpoint", f.checkpoint);
+    check_rewritten_output("-checkpoint", f.checkpoint);
   }
 
   // Vocabulary and model shape: from a checkpoint, or from the flags.

@@ -57,6 +57,28 @@ int standard_descriptor(const std::filesystem::path& p) {
   return -1;
 }
 
+// The descriptor `p` writes to: standard_descriptor of the name itself, or
+// of the first name along its chain of symlinks that is a descriptor's
+// (a link to /dev/stdout writes where stdout goes, as /dev/stdout does,
+// rather than replacing the file stdout has open, and whatever stdout is:
+// a file, a pipe, a socket). Each name is taken lexically normalised, so a
+// relative link ../../dev/fd/1 counts; "-" is stdout only as the name given
+// (./- and a link to - name a file "-"). -1 when the chain ends elsewhere
+// (or loops: the caller reports that).
+int descriptor_behind(std::filesystem::path p) {
+  if (p == "-") return STDOUT_FILENO;
+  for (int hops = 0; hops <= 40; ++hops) {
+    const std::filesystem::path name = p.lexically_normal();
+    if (const int fd = name.is_absolute() ? standard_descriptor(name) : -1; fd >= 0) return fd;
+    std::error_code ec;
+    if (!std::filesystem::is_symlink(p, ec)) return -1;
+    const std::filesystem::path target = std::filesystem::read_symlink(p, ec);
+    if (ec) return -1;
+    p = target.is_absolute() ? target : p.parent_path() / target;
+  }
+  return -1;
+}
+
 }  // namespace
 
 void AtomicFile::write_to_descriptor(int fd, const std::filesystem::path& given) {
@@ -67,7 +89,7 @@ void AtomicFile::write_to_descriptor(int fd, const std::filesystem::path& given)
 
 AtomicFile::AtomicFile(std::filesystem::path path) : path_(std::move(path)) {
   buffer_.reserve(kFlushAt);
-  if (const int fd = standard_descriptor(path_); fd >= 0) {
+  if (const int fd = descriptor_behind(path_); fd >= 0) {
     write_to_descriptor(fd, path_);
     return;
   }
@@ -95,13 +117,6 @@ AtomicFile::AtomicFile(std::filesystem::path path) : path_(std::move(path)) {
       const std::filesystem::path target = std::filesystem::read_symlink(path_, ec);
       if (ec) throw InputError(fmt::format("{}: {}", given.string(), ec.message()));
       path_ = target.is_absolute() ? target : path_.parent_path() / target;
-      // A link to /dev/stdout (or another descriptor's name) writes where that descriptor goes, as the name
-      // itself does, rather than replacing the file the descriptor has open.
-      if (const int fd = standard_descriptor(path_); fd >= 0) {
-        path_ = given;
-        write_to_descriptor(fd, given);
-        return;
-      }
     }
     std::filesystem::path resolved = std::filesystem::weakly_canonical(path_, ec);
     if (ec || resolved.empty()) throw InputError(fmt::format("{}: {}", given.string(), ec.message()));
@@ -117,7 +132,7 @@ AtomicFile::AtomicFile(std::filesystem::path path) : path_(std::move(path)) {
 }
 
 void AtomicFile::check(const std::filesystem::path& path) {
-  if (const int fd = standard_descriptor(path); fd >= 0) {
+  if (const int fd = descriptor_behind(path); fd >= 0) {
     const int flags = ::fcntl(fd, F_GETFL);
     if (flags < 0) throw InputError(fmt::format("{}: cannot write: {}", path.string(), std::strerror(errno)));
     if ((flags & O_ACCMODE) == O_RDONLY)
@@ -135,9 +150,16 @@ void AtomicFile::check(const std::filesystem::path& path) {
 bool AtomicFile::writes_to(const std::filesystem::path& path, int fd) {
   struct stat target {}, open_file {};
   if (::fstat(fd, &open_file) != 0) return false;
-  const int named = standard_descriptor(path);
+  const int named = descriptor_behind(path);
   if (named >= 0 ? ::fstat(named, &target) != 0 : ::stat(path.c_str(), &target) != 0) return false;
   return target.st_dev == open_file.st_dev && target.st_ino == open_file.st_ino;
+}
+
+bool AtomicFile::replaces(const std::filesystem::path& path) {
+  if (descriptor_behind(path) >= 0) return false;
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  return !std::filesystem::exists(status) || std::filesystem::is_regular_file(status);
 }
 
 AtomicFile::~AtomicFile() {

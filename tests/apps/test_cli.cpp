@@ -92,6 +92,11 @@ TEST_F(Cli, UnwritableOutputsFailBeforeTraining) {
       {{"w2v", "-train", path("o.svm"), "-output", path("v.txt"), "-checkpoint", nowhere}, "-checkpoint"},
       {{"cnn", "train", "--data", path("no-mnist"), "--model", nowhere}, "--model"},
       {{"cnn", "train", "--data", path("no-mnist"), "--checkpoint", nowhere}, "--checkpoint"},
+      // Rewritten after every epoch: a stream would get one checkpoint after another.
+      {{"linear", "train", "--data", path("o.svm"), "--checkpoint", "-"}, "--checkpoint: -: rewritten"},
+      {{"cnn", "train", "--data", path("no-mnist"), "--checkpoint", "/dev/stdout"}, "--checkpoint"},
+      {{"w2v", "-train", path("o.svm"), "-output", path("v.txt"), "-checkpoint", "/dev/null"}, "-checkpoint"},
+      {{"mf", "train", path("o.svm"), "-", "--shm", "asgd-test-never-made"}, "MODEL_FILE (with --shm)"},
   };
   for (const auto& c : cases) {
     const auto r = run(c.args);
@@ -131,6 +136,26 @@ TEST_F(Cli, AModelOnStdoutIsTheWholeOfStdout) {
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("model written to -"), std::string::npos) << r.output;
   EXPECT_EQ(asgd::read_checkpoint(path("mf.out")).state.epoch, 2u);
+  // Every command that writes data: generated examples, BPR models, predictions, recommendations.
+  r = run_to("examples.out", {"linear", "generate", "--out", "-", "--examples", "30", "--features", "20"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("wrote 30 examples"), std::string::npos) << r.output;
+  const std::string examples = slurp("examples.out");
+  EXPECT_EQ(std::count(examples.begin(), examples.end(), '\n'), 30) << examples;
+  EXPECT_EQ(examples.find("wrote"), std::string::npos);
+  r = run_to("bpr.out", {"mf", "train", path("ratings.out"), "-", "--loss", "bpr", "-t", "1", "-k", "4"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("model written to -"), std::string::npos) << r.output;
+  EXPECT_EQ(asgd::read_checkpoint(path("bpr.out")).state.epoch, 1u);
+  r = run_to("predicted.out", {"mf", "predict", path("ratings.out"), path("mf.out"), "-"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string predicted = slurp("predicted.out");
+  EXPECT_EQ(std::count(predicted.begin(), predicted.end(), '\n'), 200) << predicted;
+  EXPECT_EQ(predicted.find_first_not_of("0123456789.e+-\n"), std::string::npos) << predicted;
+  r = run_to("top.out", {"mf", "recommend", path("mf.out"), "--all-users", "-", "-k", "3"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("top-3 for"), std::string::npos) << r.output;
+  EXPECT_EQ(slurp("top.out").find("top-3"), std::string::npos);
   // With the model in a file, the report stays on stdout.
   r = run_to("report.out", {"linear", "train", "--data", path("s.svm"), "--epochs", "1", "--model", path("m")});
   ASSERT_EQ(r.status, 0) << r.output;

@@ -3,9 +3,11 @@
 #include <signal.h>
 #include <sys/wait.h>
 #include <sys/stat.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -213,4 +215,43 @@ TEST_F(CheckpointTest, WritesToKnowsEveryNameOfAnOpenFile) {
   const std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_EQ(content, "HEADER\nbody\n");
   EXPECT_TRUE(fs::is_symlink(dir_ / "link-to-fd"));
+}
+
+TEST_F(CheckpointTest, ALinkToADescriptorsNameIsThatDescriptorWhateverItHasOpen) {
+  // A socket, as stdout may be: not a file or a FIFO, yet written through the descriptor.
+  int ends[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, ends), 0);
+  fs::create_symlink("/dev/fd/" + std::to_string(ends[0]), dir_ / "to-socket");
+  // Relative, with ".." up to the root: the same name.
+  std::string up;
+  for (const auto& part : dir_.relative_path()) up += part.empty() ? "" : "../";
+  fs::create_symlink(up + "dev/fd/" + std::to_string(ends[0]), dir_ / "relative");
+  for (const char* name : {"to-socket", "relative"}) {
+    EXPECT_TRUE(asgd::AtomicFile::writes_to(dir_ / name, ends[0])) << name;
+    EXPECT_FALSE(asgd::AtomicFile::replaces(dir_ / name)) << name;
+    asgd::AtomicFile out(dir_ / name);
+    out.write(name);
+    out.commit();
+    char got[16] = {};
+    ASSERT_EQ(::read(ends[1], got, sizeof got), static_cast<ssize_t>(std::strlen(name)));
+    EXPECT_STREQ(got, name);
+  }
+  ::close(ends[0]);
+  ::close(ends[1]);
+  // A link to a descriptor open for reading only is refused as its name is, before anything is written.
+  const fs::path kept = dir_ / "kept";
+  std::ofstream(kept) << "old";
+  const int reading = ::open(kept.c_str(), O_RDONLY);
+  ASSERT_GE(reading, 0);
+  fs::create_symlink("/dev/fd/" + std::to_string(reading), dir_ / "to-reading");
+  EXPECT_NE(message_of([&] { asgd::AtomicFile::check(dir_ / "to-reading"); }).find("reading only"),
+            std::string::npos);
+  ::close(reading);
+  // "-" is stdout as the name given only: ./- is a file of that name.
+  EXPECT_FALSE(asgd::AtomicFile::writes_to("./-", STDOUT_FILENO));
+  EXPECT_TRUE(asgd::AtomicFile::replaces("./-"));
+  EXPECT_FALSE(asgd::AtomicFile::replaces("-"));
+  EXPECT_FALSE(asgd::AtomicFile::replaces("/dev/null"));
+  EXPECT_TRUE(asgd::AtomicFile::replaces(kept));
+  EXPECT_TRUE(asgd::AtomicFile::replaces(dir_ / "new"));
 }

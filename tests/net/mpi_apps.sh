@@ -39,6 +39,15 @@ awk -v g="$gap" 'BEGIN { exit !(g < 1e-3) }' || fail "linear: $gap above the opt
 [[ "$rounds" -ge 32 ]] || fail "linear: $rounds rounds, expected at least 32"
 echo "linear, 4 ranks: $gap above the optimum, $rounds rounds"
 
+# --model -: rank 0's model is the whole of the job's stdout, and its report alone goes to stderr (the other ranks'
+# stdout is /dev/null, and their reports stay there).
+mpi 2 linear train --data "$work/train.svm" --epochs 2 --workers 1 --model - > "$work/piped.asgd" 2> "$work/log" ||
+  fail "linear --model - under mpiexec"
+[[ $(grep -c '^trained:' "$work/log") -eq 1 ]] || fail "linear --model -: not one 'trained:' line on stderr"
+"$asgd" linear eval --data "$work/train.svm" --model "$work/piped.asgd" > /dev/null 2>&1 ||
+  fail "linear --model -: stdout is not the model"
+echo "linear, 2 ranks, --model -: stdout is the model, stderr rank 0's report"
+
 # linear, stopped and resumed: 2 ranks (one worker each, per-epoch averaging,
 # so a run is deterministic) stop after epoch 3 with rank 0's checkpoint of
 # the averaged model, and a second job resumes from it to epoch 6. The model

@@ -52,6 +52,11 @@ class AtomicFile {
   // carries their data.
   static bool writes_to(const std::filesystem::path& path, int fd);
 
+  // False when `path` is written in place (a descriptor's name, a pipe, a
+  // device): a second write there follows the first rather than replacing
+  // it. A file rewritten during a run (a checkpoint) needs true.
+  static bool replaces(const std::filesystem::path& path);
+
  private:
   void write_to_descriptor(int fd, const std::filesystem::path& given);
   void flush();

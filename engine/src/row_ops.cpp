@@ -165,8 +165,18 @@ bool has_avx2_fma() noexcept {
 const char* simd_level() noexcept { return has_avx2_fma() ? "avx2+fma" : "generic"; }
 
 // Each entry point is bound to one kernel: by the dynamic loader (ifunc) on
-// ELF x86-64, else through a pointer chosen on first use.
-#if defined(ASGD_ROWS_X86) && !defined(ASGD_ROWS_TSAN) && defined(__ELF__) && defined(__GNUC__)
+// ELF x86-64, else through a pointer chosen on first use. Not under
+// AddressSanitizer: the loader runs the resolvers before the sanitizer has
+// set up its shadow memory, and their instrumented code then faults.
+#if defined(__SANITIZE_ADDRESS__)
+#define ASGD_ROWS_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ASGD_ROWS_ASAN 1
+#endif
+#endif
+#if defined(ASGD_ROWS_X86) && !defined(ASGD_ROWS_TSAN) && !defined(ASGD_ROWS_ASAN) && defined(__ELF__) && \
+    defined(__GNUC__)
 extern "C" {
 // Resolvers: internal linkage, unmangled names for the ifunc attributes.
 static decltype(&load_generic) asgd_rows_pick_load() { return ASGD_ROWS_PICK(load); }

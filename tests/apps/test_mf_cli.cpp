@@ -1,4 +1,5 @@
 // End-to-end tests of `asgd mf` as a LIBMF user runs it.
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -120,4 +121,38 @@ TEST_F(MfCli, LibmfFlagsValidationSplitAndBprModels) {
   std::size_t rows = 0;
   for (char c : r.output) rows += c == '\n';
   EXPECT_EQ(rows, 4u) << r.output;
+}
+
+// Inputs a user may well have, each with a clear answer: ids in any bytes, an --exclude file that repeats pairs
+// or names items the model lacks, and values or flags out of range refused up front (exit 2), never a hang.
+TEST_F(MfCli, OddInputsTrainOrGetAClearRefusal) {
+  const std::string cafe = "caf\xe9";  // Latin-1, not UTF-8
+  std::ofstream(path("ids.txt")) << cafe << " apple 5\n" << cafe << " plum 1\nbob apple 4\nbob pear 2\nann plum 3\n"
+                                 << "ann pear 5\nann fig 4\nbob fig 1\n";
+  auto r = run({"mf", "train", "-k", "2", "-t", "5", path("ids.txt"), path("m")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = run({"mf", "recommend", path("m"), "--user", cafe, "-k", "4"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 4) << r.output;
+  // Excluded: apple twice, and items the model never saw; plum, pear and fig remain.
+  std::ofstream(path("exclude.txt")) << cafe << " apple 5\n" << cafe << " apple 5\n" << cafe << " ghost 1\n"
+                                     << cafe << " ghost2 1\n";
+  r = run({"mf", "recommend", path("m"), "--user", cafe, "-k", "10", "--exclude", path("exclude.txt")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 3) << r.output;
+  EXPECT_EQ(r.output.find("apple"), std::string::npos) << r.output;
+  std::ofstream(path("huge.txt")) << "1 10 4\n1 11 1e39\n2 10 3\n";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> refused = {
+      {{"mf", "train", path("huge.txt")}, "huge.txt:2:"},
+      {{"mf", "train", "--test-fraction", "-0.1", path("ids.txt")}, "--test-fraction -0.1"},
+      {{"mf", "train", "--validation-fraction", "1", path("ids.txt")}, "--validation-fraction 1"},
+      {{"mf", "train", "--schedule", "blocks", "-n", "4096", path("ids.txt")}, "--bins 4096: at most"},
+      {{"mf", "generate", path("g.txt"), "--users", "10", "--items", "1000", "--ratings", "5000", "--zipf", "4"},
+       "--zipf 4"},
+  };
+  for (const auto& [args, expect] : refused) {
+    r = run(args);
+    EXPECT_EQ(r.status, 2) << r.output;
+    EXPECT_NE(r.output.find(expect), std::string::npos) << r.output;
+  }
 }

@@ -256,3 +256,23 @@ TEST(BiasedMf, ABlockScheduleResumesAsTheUninterruptedRun) {
   EXPECT_EQ(resumed.snapshot(), whole.snapshot());
   fs::remove(ckpt);
 }
+
+// BPR's per-user split holds out about the fraction of each user's
+// positives, yet always leaves one to train on: a user with none would be
+// scored on its random start.
+TEST(Ratings, APerUserSplitLeavesEveryUserSomethingToTrainOn) {
+  Ratings all;
+  for (int u = 0; u < 50; ++u) {
+    for (int k = 0; k <= u % 4; ++k) {  // 1 to 4 positives each
+      all.user.push_back(all.users.intern("u" + std::to_string(u)));
+      all.item.push_back(all.items.intern("i" + std::to_string(k)));
+      all.rating.push_back(5.0f);
+    }
+  }
+  for (const double fraction : {0.2, 0.5, 0.9}) {
+    const Split s = random_split_per_user(all, fraction, 7);
+    EXPECT_EQ(s.train.size() + s.test.size(), all.size());
+    std::set<std::uint32_t> trained(s.train.user.begin(), s.train.user.end());
+    EXPECT_EQ(trained.size(), 50u) << "fraction " << fraction;
+  }
+}

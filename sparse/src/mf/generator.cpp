@@ -50,7 +50,14 @@ Ratings generate_ratings(const RatingsGeneratorOptions& o) {
   r.item.reserve(o.ratings);
   r.rating.reserve(o.ratings);
   r.timestamp.reserve(o.ratings);
-  while (r.size() < o.ratings) {
+  // A steep Zipf over few users concentrates the draws on pairs already drawn: past 100 draws a rating, the
+  // distinct pairs asked for are out of reach (--zipf 4 over 10 users: the rarest item has chance 1e-12).
+  const std::uint64_t most_draws = 100 * static_cast<std::uint64_t>(o.ratings) + 1000000;
+  for (std::uint64_t draws = 0; r.size() < o.ratings; ++draws) {
+    if (draws == most_draws)
+      throw InputError(fmt::format("generate: --zipf {} makes {} distinct (user, item) pairs of {} x {} out of reach "
+                                   "({} found in {} draws); lower --zipf or --ratings",
+                                   o.zipf, o.ratings, o.users, o.items, r.size(), draws));
     const auto u = rng.below(static_cast<std::uint32_t>(o.users));
     const auto i = item_sampler.sample(rng.next());
     if (!seen.insert(static_cast<std::uint64_t>(u) * o.items + i).second) continue;

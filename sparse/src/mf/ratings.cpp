@@ -225,7 +225,9 @@ Ratings parse_ratings(std::string_view text, std::string_view source, RatingsFor
     {
       const auto& f = fields[2];
       const auto [p, ec] = std::from_chars(f.data(), f.data() + f.size(), value);
-      if (ec != std::errc() || p != f.data() + f.size() || !std::isfinite(value)) fail("a numeric rating in field 3");
+      // Finite as a float too: 1e39 would train as inf.
+      if (ec != std::errc() || p != f.data() + f.size() || !std::isfinite(static_cast<float>(value)))
+        fail("a numeric rating in field 3 (finite, within float range)");
     }
     if (fields[0].empty() || fields[1].empty()) fail("non-empty user and item ids");
     if (with_time) {
@@ -307,6 +309,8 @@ Split random_split_per_user(const Ratings& all, double test_fraction, std::uint6
     shuffle_in_place(std::span<std::size_t>(rows), rng);
     std::size_t n_test = static_cast<std::size_t>(std::llround(test_fraction * static_cast<double>(rows.size())));
     if (n_test == 0 && rows.size() >= 2 && test_fraction > 0) n_test = 1;
+    // At least one positive to train on: a user with none would be scored with its random start.
+    n_test = std::min(n_test, rows.size() - std::min<std::size_t>(rows.size(), 1));
     test.insert(test.end(), rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(n_test));
     train.insert(train.end(), rows.begin() + static_cast<std::ptrdiff_t>(n_test), rows.end());
   }

@@ -22,10 +22,20 @@ SeenItems::SeenItems(const Ratings& r, std::size_t users) : begin_(users + 1, 0)
   for (std::size_t i = 0; i < r.size(); ++i) {
     if (r.user[i] < users) items_[next[r.user[i]]++] = r.item[i];
   }
+  // Each user's items sorted, once each (a ratings file may repeat a pair): counts of what is excluded are
+  // counts of distinct items.
+  std::uint64_t kept = 0;
   for (std::size_t u = 0; u < users; ++u) {
-    std::sort(items_.begin() + static_cast<std::ptrdiff_t>(begin_[u]),
-              items_.begin() + static_cast<std::ptrdiff_t>(begin_[u + 1]));
+    const auto first = items_.begin() + static_cast<std::ptrdiff_t>(begin_[u]);
+    const auto last = items_.begin() + static_cast<std::ptrdiff_t>(begin_[u + 1]);
+    std::sort(first, last);
+    const auto end = std::unique(first, last);
+    begin_[u] = kept;
+    kept = static_cast<std::uint64_t>(std::copy(first, end, items_.begin() + static_cast<std::ptrdiff_t>(kept)) -
+                                      items_.begin());
   }
+  begin_[users] = kept;
+  items_.resize(kept);
 }
 
 std::span<const std::uint32_t> SeenItems::of(std::uint32_t user) const noexcept {
@@ -73,7 +83,15 @@ std::vector<std::vector<Recommendation>> recommend(const ParamStore& store, floa
             if (i < f.items) row[i] = -std::numeric_limits<float>::infinity();
           }
         }
-        const std::size_t unseen = f.items - (seen ? std::min(f.items, seen->of(u).size()) : 0);
+        // Excluded items the model has (an --exclude file may name others).
+        std::size_t excluded = 0;
+        if (seen) {
+          const auto s = seen->of(u);
+          excluded = static_cast<std::size_t>(
+              std::lower_bound(s.begin(), s.end(), static_cast<std::uint32_t>(std::min<std::size_t>(f.items, UINT32_MAX))) -
+              s.begin());
+        }
+        const std::size_t unseen = f.items - std::min(f.items, excluded);
         const std::size_t take = std::min(k, unseen);
         for (std::uint32_t i = 0; i < f.items; ++i) order[i] = i;
         std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(take), order.end(),

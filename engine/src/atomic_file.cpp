@@ -65,6 +65,13 @@ int standard_descriptor(const std::filesystem::path& p) {
 // relative link ../../dev/fd/1 counts; "-" is stdout only as the name given
 // (./- and a link to - name a file "-"). -1 when the chain ends elsewhere
 // (or loops: the caller reports that).
+// What the link `link` points at, as a path from here (a relative target is
+// relative to the link's folder); `ec` says why not.
+std::filesystem::path link_target(const std::filesystem::path& link, std::error_code& ec) {
+  const std::filesystem::path target = std::filesystem::read_symlink(link, ec);
+  return target.is_absolute() ? target : link.parent_path() / target;
+}
+
 int descriptor_behind(std::filesystem::path p) {
   if (p == "-") return STDOUT_FILENO;
   for (int hops = 0; hops <= 40; ++hops) {
@@ -72,9 +79,8 @@ int descriptor_behind(std::filesystem::path p) {
     if (const int fd = name.is_absolute() ? standard_descriptor(name) : -1; fd >= 0) return fd;
     std::error_code ec;
     if (!std::filesystem::is_symlink(p, ec)) return -1;
-    const std::filesystem::path target = std::filesystem::read_symlink(p, ec);
+    p = link_target(p, ec);
     if (ec) return -1;
-    p = target.is_absolute() ? target : p.parent_path() / target;
   }
   return -1;
 }
@@ -114,9 +120,8 @@ AtomicFile::AtomicFile(std::filesystem::path path) : path_(std::move(path)) {
     const std::filesystem::path given = path_;
     for (int hops = 0; std::filesystem::is_symlink(path_, ec); ++hops) {
       if (hops == 40) throw InputError(fmt::format("{}: too many levels of symbolic links", given.string()));
-      const std::filesystem::path target = std::filesystem::read_symlink(path_, ec);
+      path_ = link_target(path_, ec);
       if (ec) throw InputError(fmt::format("{}: {}", given.string(), ec.message()));
-      path_ = target.is_absolute() ? target : path_.parent_path() / target;
     }
     std::filesystem::path resolved = std::filesystem::weakly_canonical(path_, ec);
     if (ec || resolved.empty()) throw InputError(fmt::format("{}: {}", given.string(), ec.message()));
@@ -140,10 +145,7 @@ void AtomicFile::check(const std::filesystem::path& path) {
     return;
   }
   std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status) &&
-      !std::filesystem::is_directory(status))
-    return;
+  if (!replaces(path) && !std::filesystem::is_directory(path, ec)) return;  // a FIFO or device, written in place
   AtomicFile probe(path);  // creates the temp file; its destructor removes it
 }
 

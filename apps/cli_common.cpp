@@ -33,10 +33,12 @@ void add_engine_flags(CLI::App& app, EngineFlags& f) {
 
 TrainerOptions to_trainer_options(const EngineFlags& f) {
   // Checked here first so that the message names the flag.
-  if (f.workers == 0 || f.workers > 1024) throw InputError(fmt::format("--workers {}: expected 1 to 1024", f.workers));
-  if (f.epochs == 0) throw InputError("--epochs 0: expected at least 1");
+  if (f.workers == 0 || f.workers > 1024) {
+    throw InputError(fmt::format("{} {}: expected 1 to 1024", f.names.workers, f.workers));
+  }
+  if (f.epochs == 0) throw InputError(fmt::format("{} 0: expected at least 1", f.names.epochs));
   if (f.step_examples == 0) throw InputError("--step 0: expected at least 1 example per step");
-  if (!(f.lr > 0.0f) || !std::isfinite(f.lr)) throw InputError(fmt::format("--lr {}: expected > 0", f.lr));
+  if (!(f.lr > 0.0f) || !std::isfinite(f.lr)) throw InputError(fmt::format("{} {}: expected > 0", f.names.lr, f.lr));
   if (!(f.lr_floor >= 0.0f && f.lr_floor <= 1.0f)) {
     throw InputError(fmt::format("--lr-floor {}: expected 0 to 1", f.lr_floor));
   }
@@ -54,7 +56,7 @@ TrainerOptions to_trainer_options(const EngineFlags& f) {
   };
   o.consistency = flag("--policy", [&] { return parse_consistency(f.policy); });
   o.tau = flag("--tau", [&] { return parse_tau(f.tau); });
-  o.schedule.kind = flag("--schedule", [&] { return parse_schedule_kind(f.schedule); });
+  o.schedule.kind = flag(f.names.schedule, [&] { return parse_schedule_kind(f.schedule); });
   o.step_examples = f.step_examples;
   o.schedule.lr = f.lr;
   o.schedule.floor = f.lr_floor;

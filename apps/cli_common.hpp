@@ -35,6 +35,13 @@ struct EngineFlags {
   float warmup = 0.0f;
   bool staleness_aware = false;
   bool adagrad = false;
+  // How the command spells these flags, for its error messages (mf: -s, -t, -r, --lr-schedule).
+  struct Names {
+    const char* workers = "--workers";
+    const char* epochs = "--epochs";
+    const char* lr = "--lr";
+    const char* schedule = "--schedule";
+  } names;
 };
 
 void add_engine_flags(CLI::App& app, EngineFlags& flags);

@@ -3,10 +3,12 @@
 // -v validation file), trained by the engine.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <tuple>
 
 #include "asgd/engine/atomic_file.hpp"
 #include "asgd/engine/checkpoint.hpp"
@@ -91,24 +93,38 @@ std::vector<std::string> get_names(const nlohmann::json& j, const std::string& k
   return names;
 }
 
-std::string model_metadata(const Ratings& r, float mean, const MfOptions& o, const std::string& loss) {
+// `positive`: bpr's threshold (what `mf eval` counts as a positive).
+std::string model_metadata(const Ratings& r, float mean, const MfOptions& o, const std::string& loss,
+                           float positive = 0) {
   const RatingRange range = RatingRange::of(r);
   nlohmann::json j{{"model", "mf"},   {"loss", loss},         {"mean", mean},
                    {"factors", o.factors}, {"l2", o.l2}, {"bias_l2", o.bias_l2}};
   if (loss == "squared") {
     j["min_rating"] = range.lo;
     j["max_rating"] = range.hi;
+  } else {
+    j["positive"] = positive;
   }
   put_names(j, "users", r.users.names());
   put_names(j, "items", r.items.names());
+  // Ids with no training rating (first seen in a validation or test file): zero rows, never recommended.
+  FactorLayout sizes;
+  sizes.users = r.users.size();
+  sizes.items = r.items.size();
+  const ColdIds cold = cold_ids(sizes, r);
+  if (!cold.users.empty()) j["cold_users"] = cold.users;
+  if (!cold.items.empty()) j["cold_items"] = cold.items;
   return j.dump();
 }
 
 struct LoadedModel {
   std::optional<ParamStore> store;
+  std::string loss = "squared";
+  float positive = 4.0f;  // bpr: ratings at or above are positives
   float mean = 0;
   RatingRange range;
   IdMap users, items;
+  ColdIds cold;  // sorted
 };
 
 // With `shm`, the factors come live from that segment (attached read-only;
@@ -121,11 +137,17 @@ LoadedModel load_model(const std::string& path, const std::string& shm = {}) {
   }
   LoadedModel m;
   m.mean = j.at("mean").get<float>();
+  m.loss = j.value("loss", "squared");
+  m.positive = j.value("positive", m.positive);
   if (j.contains("min_rating") && j.contains("max_rating")) {
     m.range = {j.at("min_rating").get<float>(), j.at("max_rating").get<float>()};
   }
   m.users = IdMap::from_names(get_names(j, "users", path));
   m.items = IdMap::from_names(get_names(j, "items", path));
+  for (auto [key, ids] : {std::pair{"cold_users", &m.cold.users}, std::pair{"cold_items", &m.cold.items}}) {
+    if (j.contains(key)) *ids = j.at(key).get<std::vector<std::uint32_t>>();
+    std::sort(ids->begin(), ids->end());
+  }
   if (!shm.empty()) {
     m.store.emplace(ParamStore::attach_shared(shm, d.layout, Access::read_only));
   } else {
@@ -157,6 +179,7 @@ TrainerOptions trainer_options(const MfTrainFlags& f, const char* default_schedu
   ef.lr = f.rate;
   ef.lr_floor = floor;
   ef.adagrad = f.adagrad;
+  ef.names = {"-s", "-t", "-r", "--lr-schedule"};
   TrainerOptions o = to_trainer_options(ef);
   o.schedule.row_adagrad = f.row_adagrad;
   o.schedule.validate();
@@ -165,9 +188,11 @@ TrainerOptions trainer_options(const MfTrainFlags& f, const char* default_schedu
 }
 
 // Where a model trains (open_training_store), its factors initialised when new.
-ParamStore make_store(std::FILE* out, const MfTrainFlags& f, const Layout& layout, float init_scale) {
+// Ids without a rating in `trained` start as zero rows.
+ParamStore make_store(std::FILE* out, const MfTrainFlags& f, const Layout& layout, float init_scale,
+                      const Ratings& trained) {
   TrainingStore t = open_training_store(f.shm, layout);
-  if (t.created) initialize_factors(t.store, f.seed, init_scale);
+  if (t.created) initialize_factors(t.store, f.seed, init_scale, &trained);
   if (!f.shm.empty()) {
     fmt::print(out, "mf: {} shared segment '{}' (serve it with: asgd mf recommend MODEL_FILE --shm {})\n",
                t.created ? "created" : "training into existing", f.shm, f.shm);
@@ -216,9 +241,9 @@ int train_bpr(std::FILE* out, const MfTrainFlags& f, Distributed& dist) {
   std::optional<std::vector<std::size_t>> shard;
   if (dist.active()) shard = dist.shard(split.train.size());
   const BprMf problem(split.train, mo, f.seed, shard ? &*shard : nullptr);
-  ParamStore store = make_store(out, f, problem.layout(), mo.init_scale);
+  ParamStore store = make_store(out, f, problem.layout(), mo.init_scale, split.train);
   TrainerOptions o = trainer_options(f, "linear", 0.0f);
-  o.checkpoint_metadata = model_metadata(split.train, 0.0f, mo, "bpr");
+  o.checkpoint_metadata = model_metadata(split.train, 0.0f, mo, "bpr", f.positive_threshold);
   o.on_progress = progress_printer("bpr", f.quiet);
   dist.prepare(o);
   Trainer trainer(store, o);
@@ -340,7 +365,7 @@ int train(const MfTrainFlags& f, Distributed& dist) {
   if (dist.active()) shard = train_set.subset(dist.shard(train_set.size()));
   const BiasedMf problem(shard ? *shard : train_set, mo, f.seed);
   const RatingRange range = RatingRange::of(train_set);
-  ParamStore store = make_store(out, f, problem.layout(), mo.init_scale);
+  ParamStore store = make_store(out, f, problem.layout(), mo.init_scale, train_set);
 
   TrainerOptions o = trainer_options(f, "constant", 0.0f);
   o.blocks = blocks;
@@ -365,11 +390,11 @@ int train(const MfTrainFlags& f, Distributed& dist) {
     sgd_seconds += r.seconds;
     if (f.quiet || !dist.root()) return;
     std::string line = fmt::format("epoch {:3}: train loss {:.4f}", r.epochs.back().epoch, 2.0 * r.epochs.back().loss);
-    if (have_validation) {
+    if (have_validation && validation_set.size() > 0) {
       line += fmt::format("  validation RMSE {:.4f}",
                           evaluate_errors(store, problem.global_mean(), validation_set, range.lo, range.hi).rmse);
     }
-    if (have_test) {
+    if (have_test && test_set.size() > 0) {
       line += fmt::format("  test RMSE {:.4f}",
                           evaluate_errors(store, problem.global_mean(), test_set, range.lo, range.hi).rmse);
     }
@@ -383,13 +408,14 @@ int train(const MfTrainFlags& f, Distributed& dist) {
   fmt::print(out, "mf: {} epochs in {:.2f} s of SGD ({:.3g} rating updates/s, {} workers, {}, {})\n", report.epochs.size(),
              sgd_seconds, updates / sgd_seconds, f.threads, f.policy,
              blocks ? fmt::format("blocks {}x{}", mo.bins, mo.bins) : std::string("hogwild"));
-  if (have_validation) {
-    const auto m = evaluate_errors(store, problem.global_mean(), validation_set, range.lo, range.hi);
-    fmt::print(out, "validation: {} ratings, RMSE {:.4f}, MAE {:.4f}\n", m.count, m.rmse, m.mae);
-  }
-  if (have_test) {
-    const auto m = evaluate_errors(store, problem.global_mean(), test_set, range.lo, range.hi);
-    fmt::print(out, "test: {} ratings, RMSE {:.4f}, MAE {:.4f}\n", m.count, m.rmse, m.mae);
+  for (const auto& [name, set, have] : {std::tuple{"validation", &validation_set, have_validation},
+                                        std::tuple{"test", &test_set, have_test}}) {
+    if (!have) continue;
+    const auto m = evaluate_errors(store, problem.global_mean(), *set, range.lo, range.hi);
+    if (m.count == 0)
+      fmt::print(out, "{}: no ratings (the fraction held out is too small for this file)\n", name);
+    else
+      fmt::print(out, "{}: {} ratings, RMSE {:.4f}, MAE {:.4f}\n", name, m.count, m.rmse, m.mae);
   }
   if (!f.model_file.empty()) {
     trainer.save_checkpoint(f.model_file);
@@ -408,32 +434,67 @@ int predict(const MfPredictFlags& f) {
   const FactorLayout layout = FactorLayout::of(m.store->layout());
   std::string out;
   for (std::size_t i = 0; i < test.size(); ++i) {
-    // Unknown users or items: fall back to the global mean plus what is known.
-    float r = m.mean;
-    if (test.user[i] < layout.users && test.item[i] < layout.items) {
-      r = m.range.clip(predict(*m.store, layout, m.mean, test.user[i], test.item[i]));
-    }
+    // Unknown users or items: the global mean plus the bias of the side that is known.
+    const float r = m.range.clip(predict_or_fallback(*m.store, layout, m.mean, test.user[i], test.item[i]));
     out += fmt::format("{:.6g}\n", r);
   }
   AtomicFile file(f.output_file);
   file.write(out);
   file.commit();
   const auto metrics = evaluate_errors(*m.store, m.mean, test, m.range.lo, m.range.hi);
-  fmt::print(stderr, "predicted {} ratings; RMSE {:.4f} MAE {:.4f} on those the model knows ({})\n", test.size(),
-             metrics.rmse, metrics.mae, metrics.count);
+  fmt::print(stderr, "predicted {} ratings ({} with a known user and item); RMSE {:.4f} MAE {:.4f}\n", test.size(),
+             metrics.known, metrics.rmse, metrics.mae);
   return 0;
 }
 
 struct MfEvalFlags {
-  std::string test_file, model_file, format = "detect";
+  std::string test_file, model_file, exclude, format = "detect";
+  std::size_t k = 10;
 };
+
+// The ratings of `r` at or above `threshold`.
+Ratings positives_of(const Ratings& r, float threshold) {
+  std::vector<std::size_t> rows;
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    if (r.rating[i] >= threshold) rows.push_back(i);
+  }
+  return r.subset(rows);
+}
+
+// A BPR model ranks: full-ranking metrics at k on the test file's positives,
+// the training positives (--exclude) left out of each user's list as in
+// `mf train --loss bpr --test-fraction`, against most-popular by the same file.
+int eval_ranking(const MfEvalFlags& f, const LoadedModel& m) {
+  if (f.exclude.empty()) {
+    throw InputError("a bpr model is scored by ranking: give --exclude TRAIN_FILE (its positives are not ranked "
+                     "again, and most-popular counts them)");
+  }
+  const FactorLayout layout = FactorLayout::of(m.store->layout());
+  const Ratings test = positives_of(read_with_ids_of(m, f.test_file, f.format), m.positive);
+  const Ratings train = positives_of(read_with_ids_of(m, f.exclude, f.format), m.positive);
+  if (test.size() == 0) throw InputError(fmt::format("{}: no rating >= {} (the model's positives)", f.test_file, m.positive));
+  const SeenItems seen(train, layout.users);
+  const auto ours = evaluate_ranking(*m.store, 0.0f, seen, test, f.k);
+  const auto popularity = popularity_scores(train, layout.items);
+  const auto popular = evaluate_ranking_with(popularity_scorer(popularity), layout.items, seen, test, f.k);
+  fmt::print("eval: {} test positives (rating >= {}), {} users ranked over {} items; BPR precision@{} {:.4f} "
+             "recall@{} {:.4f} NDCG@{} {:.4f} MAP@{} {:.4f} HR@{} {:.4f}\n",
+             test.size(), m.positive, ours.users, layout.items, f.k, ours.precision, f.k, ours.recall, f.k, ours.ndcg,
+             f.k, ours.map, f.k, ours.hit_rate);
+  fmt::print("      most-popular precision@{} {:.4f} recall@{} {:.4f} NDCG@{} {:.4f} MAP@{} {:.4f} HR@{} {:.4f}\n", f.k,
+             popular.precision, f.k, popular.recall, f.k, popular.ndcg, f.k, popular.map, f.k, popular.hit_rate);
+  return 0;
+}
 
 int eval(const MfEvalFlags& f) {
   LoadedModel m = load_model(f.model_file);
+  if (m.loss == "bpr") return eval_ranking(f, m);
+  if (!f.exclude.empty()) throw InputError("--exclude: only for a bpr model (a squared model is scored by RMSE)");
   const Ratings test = read_with_ids_of(m, f.test_file, f.format);
   const auto metrics = evaluate_errors(*m.store, m.mean, test, m.range.lo, m.range.hi);
-  fmt::print("eval: {} ratings ({} with a known user and item), RMSE {:.4f}, MAE {:.4f}\n", test.size(),
-             metrics.count, metrics.rmse, metrics.mae);
+  fmt::print("eval: {} ratings ({} with a known user and item; the rest from the mean and known biases), RMSE {:.4f}, "
+             "MAE {:.4f}\n",
+             test.size(), metrics.known, metrics.rmse, metrics.mae);
   return 0;
 }
 
@@ -455,12 +516,16 @@ int recommend_cmd(const MfRecommendFlags& f) {
   if (!f.user.empty()) {
     const auto id = m.users.find(f.user);
     if (!id || *id >= layout.users) throw InputError(fmt::format("--user {}: not a user of this model", f.user));
+    if (std::binary_search(m.cold.users.begin(), m.cold.users.end(), *id)) {
+      fmt::print(stderr, "--user {}: no training ratings; ranked by item biases alone\n", f.user);
+    }
     users.push_back(*id);
   } else {
     for (std::uint32_t u = 0; u < layout.users; ++u) users.push_back(u);
   }
   const auto start = std::chrono::steady_clock::now();
-  const auto lists = recommend(*m.store, m.mean, seen ? &*seen : nullptr, users, f.k);
+  // Items without a training rating have no learnt factors: never recommended.
+  const auto lists = recommend(*m.store, m.mean, seen ? &*seen : nullptr, users, f.k, 128, m.cold.items);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!f.user.empty()) {
     for (const auto& r : lists[0]) fmt::print("{}\t{:.4f}\n", m.items.name(r.item), r.score);
@@ -559,9 +624,12 @@ void add_mf_commands(CLI::App& app, int& exit_code) {
   predict_cmd->callback([p, &exit_code] { exit_code = run_guarded([&] { return predict(*p); }); });
 
   auto e = std::make_shared<MfEvalFlags>();
-  auto* eval_cmd = mf->add_subcommand("eval", "asgd mf eval TEST_FILE MODEL_FILE: RMSE and MAE");
+  auto* eval_cmd = mf->add_subcommand(
+      "eval", "asgd mf eval TEST_FILE MODEL_FILE: RMSE and MAE (bpr: ranking metrics, with --exclude TRAIN_FILE)");
   eval_cmd->add_option("test_file", e->test_file, "Ratings to score")->required();
   eval_cmd->add_option("model_file", e->model_file, "Model from mf train")->required();
+  eval_cmd->add_option("--exclude", e->exclude, "bpr: the training ratings (their positives are not ranked again)");
+  eval_cmd->add_option("-k", e->k, "bpr: metrics at k")->capture_default_str();
   eval_cmd->add_option("--format", e->format, "detect, udata, dat, csv, libmf")->capture_default_str();
   eval_cmd->callback([e, &exit_code] { exit_code = run_guarded([&] { return eval(*e); }); });
 

@@ -156,3 +156,66 @@ TEST_F(MfCli, OddInputsTrainOrGetAClearRefusal) {
     EXPECT_NE(r.output.find(expect), std::string::npos) << r.output;
   }
 }
+
+// What a LIBMF or implicit user gets beyond the happy path: a test file with users and items the model lacks is
+// scored in full (the unknown from the mean and known biases), a held-out set too small to hold a rating says so,
+// errors name mf's own flags, and `mf eval` ranks a BPR model against most-popular.
+TEST_F(MfCli, EvalScoresEveryRatingAndRanksABprModel) {
+  auto r = run({"mf", "generate", path("all.txt"), "--users", "200", "--items", "100", "--ratings", "8000", "--rank",
+                "4", "--noise", "0.3"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::ofstream(path("test.txt")) << "u1 i1 4\nu1 i2 3\nstranger i1 5\nu2 newcomer 2\nstranger newcomer 1\n";
+  r = run({"mf", "train", "-k", "4", "-t", "5", path("all.txt"), path("m")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = run({"mf", "eval", path("test.txt"), path("m")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("eval: 5 ratings (2 with a known user and item"), std::string::npos) << r.output;
+  r = run_to(path("pred.txt"), {"mf", "predict", path("test.txt"), path("m"), "-"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::ifstream in(path("pred.txt"));
+  std::vector<double> pred;
+  for (double x; in >> x;) pred.push_back(x);
+  ASSERT_EQ(pred.size(), 5u);
+  const double mean = asgd::testing::number_after(
+      run({"mf", "train", "-k", "4", "-t", "1", "-q", path("all.txt")}).output, "mean ");
+  EXPECT_NEAR(pred[4], mean, 1e-3);  // neither known: the mean
+  EXPECT_NE(pred[2], pred[4]);       // the item is known: its bias
+  EXPECT_NE(pred[3], pred[4]);       // the user is known: its bias
+
+  // Flags under mf's names; a held-out part with no rating in it.
+  for (const auto& [args, expect] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"mf", "train", "-t", "0", path("all.txt")}, "-t 0:"},
+           {{"mf", "train", "-s", "0", path("all.txt")}, "-s 0:"},
+           {{"mf", "train", "-r", "0", path("all.txt")}, "-r 0:"},
+           {{"mf", "train", "--lr-schedule", "cosine", path("all.txt")}, "--lr-schedule:"},
+           {{"mf", "eval", path("test.txt"), path("m"), "--exclude", path("all.txt")}, "--exclude: only for a bpr"}}) {
+    r = run(args);
+    EXPECT_EQ(r.status, 2) << r.output;
+    EXPECT_NE(r.output.find(expect), std::string::npos) << r.output;
+  }
+  r = run({"mf", "train", "-t", "1", "--test-fraction", "0.00001", path("all.txt")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("test: no ratings"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("RMSE 0.0000"), std::string::npos) << r.output;
+
+  // A BPR model is scored by ranking, with the training file's positives left out of each list.
+  std::ifstream all(path("all.txt"));
+  std::ofstream train(path("train.txt")), held(path("held.txt"));
+  std::size_t line_no = 0;
+  for (std::string line; std::getline(all, line); ++line_no) (line_no % 5 == 0 ? held : train) << line << '\n';
+  train.close();
+  held.close();
+  r = run({"mf", "train", "--loss", "bpr", "--positive", "3", "-k", "8", "-t", "20", path("train.txt"), path("b")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = run({"mf", "eval", path("held.txt"), path("b")});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--exclude TRAIN_FILE"), std::string::npos) << r.output;
+  r = run({"mf", "eval", path("held.txt"), path("b"), "--exclude", path("train.txt"), "-k", "5"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("rating >= 3"), std::string::npos) << r.output;  // the model's threshold
+  const double ours = asgd::testing::number_after(r.output, "BPR precision@5 ");
+  const double popular = asgd::testing::number_after(r.output, "most-popular precision@5 ");
+  EXPECT_GT(ours, 0.0) << r.output;
+  EXPECT_GT(popular, 0.0) << r.output;
+  EXPECT_LE(ours, 1.0) << r.output;
+}

@@ -49,10 +49,10 @@ TEST(Ratings, ReadsEveryFormatAndDetectsIt) {
 TEST(Ratings, MalformedLinesNameFileLineAndExpectation) {
   auto msg = message_of([] { parse_ratings("1\t2\t3\t4\n1\t2\tx\t4\n", "u.data", RatingsFormat::udata); });
   EXPECT_NE(msg.find("u.data:2: expected a numeric rating"), std::string::npos) << msg;
-  msg = message_of([] { parse_ratings("1::2::3\n", "r.dat", RatingsFormat::dat); });
-  EXPECT_NE(msg.find("r.dat:1: expected 4 fields"), std::string::npos) << msg;
+  msg = message_of([] { parse_ratings("1::2::3::4\n1::2::3\n", "r.dat", RatingsFormat::dat); });
+  EXPECT_NE(msg.find("r.dat:2: expected 4 fields"), std::string::npos) << msg;
   msg = message_of([] { parse_ratings("userId,movieId,rating,timestamp\n1,2,3,soon\n", "r.csv", RatingsFormat::csv); });
-  EXPECT_NE(msg.find("r.csv:2: expected an integer timestamp"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("r.csv:2: expected a numeric timestamp"), std::string::npos) << msg;
   msg = message_of([] { parse_ratings("a b\n", "m.txt", RatingsFormat::libmf); });
   EXPECT_NE(msg.find("m.txt:1: expected 3 fields"), std::string::npos) << msg;
   msg = message_of([] { parse_ratings("a b nan\n", "m.txt", RatingsFormat::libmf); });
@@ -61,6 +61,34 @@ TEST(Ratings, MalformedLinesNameFileLineAndExpectation) {
             std::string::npos);
   EXPECT_THROW(read_ratings("/nonexistent/ratings"), asgd::InputError);
   EXPECT_THROW(parse_ratings_format("xml"), asgd::InputError);
+}
+
+// What exports of ratings look like beyond MovieLens: no timestamps, a header with other names, a byte-order
+// mark, timestamps as floats; each is read as the same ratings.
+TEST(Ratings, TimestampsAreOptionalAndHeadersMayNameAnything) {
+  const std::vector<std::pair<std::string, RatingsFormat>> same = {
+      {"a\tx\t4\nb\ty\t2.5\n", RatingsFormat::detect},
+      {"a::x::4\nb::y::2.5\n", RatingsFormat::detect},
+      {"\xEF\xBB\xBFuser,item,stars\na,x,4\nb,y,2.5\n", RatingsFormat::detect},
+  };
+  for (std::size_t k = 0; k < same.size(); ++k) {
+    const Ratings r = parse_ratings(same[k].first, "r", same[k].second);
+    ASSERT_EQ(r.size(), 2u) << k;
+    EXPECT_FALSE(r.has_timestamps()) << k;
+    EXPECT_EQ(r.users.name(r.user[1]), "b") << k;
+    EXPECT_EQ(r.items.name(r.item[0]), "x") << k;
+    EXPECT_EQ(r.rating[1], 2.5f) << k;
+  }
+  const Ratings tsv = parse_ratings("user\titem\trating\ttime\na\tx\t4\t978300760.0\nb\ty\t2\t1.2e9\n", "r",
+                                    RatingsFormat::detect);
+  ASSERT_EQ(tsv.size(), 2u);
+  EXPECT_EQ(tsv.timestamp, (std::vector<std::int64_t>{978300760, 1200000000}));
+  // Every line as the first: a timestamp on one line and not the next is an error, not a guess.
+  const auto msg = message_of([] { parse_ratings("a,x,4,5\nb,y,3\n", "r.csv", RatingsFormat::detect); });
+  EXPECT_NE(msg.find("r.csv:2: expected 4 fields"), std::string::npos) << msg;
+  // A header is only a first line (a later non-numeric rating is an error), and not in LIBMF text.
+  EXPECT_THROW(parse_ratings("a,x,4\nb,y,good\n", "r", RatingsFormat::detect), asgd::InputError);
+  EXPECT_THROW(parse_ratings("user item rating\na x 4\n", "r", RatingsFormat::libmf), asgd::InputError);
 }
 
 // Numeric ids take an indexed fast path; names that only look numeric
@@ -275,4 +303,69 @@ TEST(Ratings, APerUserSplitLeavesEveryUserSomethingToTrainOn) {
     std::set<std::uint32_t> trained(s.train.user.begin(), s.train.user.end());
     EXPECT_EQ(trained.size(), 50u) << "fraction " << fraction;
   }
+}
+
+// Ids first seen in a validation file (rows in the model, no training rating) and ids outside the model both
+// predict from the mean and the biases that are known, every test rating counts in the errors, and items never
+// trained are never recommended.
+TEST(BiasedMf, UntrainedAndUnknownIdsPredictFromTheMeanAndKnownBiases) {
+  const Ratings train = parse_ratings("a x 5\na y 3\nb x 4\nb y 1\nc y 2\n", "train", RatingsFormat::libmf);
+  // d and z only in the validation file: rows, never trained.
+  const Ratings validation = parse_ratings("d x 4\na z 3\n", "val", RatingsFormat::libmf, &train);
+  Ratings with_rows = train;
+  with_rows.users = validation.users;
+  with_rows.items = validation.items;
+  MfOptions mo;
+  mo.factors = 4;
+  const BiasedMf problem(with_rows, mo, 1);
+  auto store = asgd::ParamStore::on_heap(problem.layout());
+  initialize_factors(store, 1, mo.init_scale, &with_rows);
+  const FactorLayout f = FactorLayout::of(store.layout());
+  ASSERT_EQ(f.users, 4u);
+  ASSERT_EQ(f.items, 3u);
+  const ColdIds cold = cold_ids(f, with_rows);
+  EXPECT_EQ(cold.users, std::vector<std::uint32_t>{3});  // d
+  EXPECT_EQ(cold.items, std::vector<std::uint32_t>{2});  // z
+  for (std::size_t c = 0; c < f.factors; ++c) {
+    EXPECT_EQ(store.load(f.p + 3 * f.stride + c), 0.0f);
+    EXPECT_EQ(store.load(f.q + 2 * f.stride + c), 0.0f);
+    EXPECT_NE(store.load(f.p + 0 * f.stride + c), 0.0f);
+  }
+  // The trained rows start as they would without `trained`.
+  auto plain = asgd::ParamStore::on_heap(problem.layout());
+  initialize_factors(plain, 1, mo.init_scale);
+  for (std::size_t c = 0; c < f.factors; ++c) EXPECT_EQ(plain.load(f.q + 1 * f.stride + c), store.load(f.q + 1 * f.stride + c));
+
+  asgd::TrainerOptions o;
+  o.workers = 1;
+  o.epochs = 30;
+  o.schedule.lr = 0.05f;
+  asgd::Trainer(store, o).run(problem);
+  const float mean = problem.global_mean();
+  const float b_x = store.load(f.item_bias + 0), b_a = store.load(f.user_bias + 0);
+  EXPECT_NE(b_x, 0.0f);
+  EXPECT_FLOAT_EQ(predict(store, f, mean, 3, 0), mean + b_x);  // d (a zero row) rates x
+  EXPECT_FLOAT_EQ(predict_or_fallback(store, f, mean, 7, 0), mean + b_x);  // a user outside the model
+  EXPECT_FLOAT_EQ(predict_or_fallback(store, f, mean, 0, 9), mean + b_a);  // an item outside the model
+  EXPECT_FLOAT_EQ(predict_or_fallback(store, f, mean, 7, 9), mean);
+
+  // Every rating counts; `known` says how many pairs the model has.
+  const Ratings test = parse_ratings("a x 5\nnew x 4\na new 3\n", "test", RatingsFormat::libmf, &with_rows);
+  const ErrorMetrics e = evaluate_errors(store, mean, test);
+  EXPECT_EQ(e.count, 3u);
+  EXPECT_EQ(e.known, 1u);
+  const double e0 = predict(store, f, mean, 0, 0) - 5.0, e1 = mean + b_x - 4.0, e2 = mean + b_a - 3.0;
+  EXPECT_NEAR(e.rmse, std::sqrt((e0 * e0 + e1 * e1 + e2 * e2) / 3), 1e-5);
+  Ratings empty = test.subset({});
+  EXPECT_TRUE(std::isnan(evaluate_errors(store, mean, empty).rmse));
+
+  // z is never recommended; with x excluded for a, only y is left.
+  const std::vector<std::uint32_t> users = {0, 3};
+  const auto lists = recommend(store, mean, nullptr, users, 10, 128, cold.items);
+  ASSERT_EQ(lists[0].size(), 2u);
+  for (const auto& r : lists[1]) EXPECT_NE(r.item, 2u);
+  const SeenItems seen(parse_ratings("a x 1\na z 1\na z 1\n", "seen", RatingsFormat::libmf, &with_rows), f.users);
+  const auto without = recommend(store, mean, &seen, users, 10, 128, cold.items);
+  ASSERT_EQ(without[0].size(), 1u);
+  EXPECT_EQ(without[0][0].item, 1u);
 }

@@ -4,6 +4,7 @@
 #include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/parallel_reduce.h>
 
+#include <limits>
 #include <random>
 
 #include "asgd/engine/consistency.hpp"
@@ -47,16 +48,45 @@ Layout FactorLayout::make(std::size_t users, std::size_t items, std::size_t fact
   return l;
 }
 
-void initialize_factors(ParamStore& store, std::uint64_t seed, float scale) {
+void initialize_factors(ParamStore& store, std::uint64_t seed, float scale, const Ratings* trained) {
   const FactorLayout f = FactorLayout::of(store.layout());
-  // The same seed gives the same start everywhere.
+  std::vector<char> user_trained(f.users, 1), item_trained(f.items, 1);
+  if (trained) {
+    std::fill(user_trained.begin(), user_trained.end(), 0);
+    std::fill(item_trained.begin(), item_trained.end(), 0);
+    for (std::size_t i = 0; i < trained->size(); ++i) {
+      if (trained->user[i] < f.users) user_trained[trained->user[i]] = 1;
+      if (trained->item[i] < f.items) item_trained[trained->item[i]] = 1;
+    }
+  }
+  // The same seed gives the same start everywhere; a zeroed row still draws its values.
   FastRng rng(seed * 0x9e3779b97f4a7c15ULL + 1);
   const float s = scale / std::sqrt(static_cast<float>(f.factors));
   float* data = store.data();
-  for (std::size_t r = 0; r < f.users; ++r)
-    for (std::size_t c = 0; c < f.factors; ++c) store_param(data[f.p + r * f.stride + c], rng.uniform() * s);
-  for (std::size_t r = 0; r < f.items; ++r)
-    for (std::size_t c = 0; c < f.factors; ++c) store_param(data[f.q + r * f.stride + c], rng.uniform() * s);
+  auto fill = [&](std::size_t first, std::size_t rows, const std::vector<char>& trained_row) {
+    for (std::size_t r = 0; r < rows; ++r) {
+      for (std::size_t c = 0; c < f.factors; ++c) {
+        const float v = rng.uniform() * s;
+        store_param(data[first + r * f.stride + c], trained_row[r] ? v : 0.0f);
+      }
+    }
+  };
+  fill(f.p, f.users, user_trained);
+  fill(f.q, f.items, item_trained);
+}
+
+ColdIds cold_ids(const FactorLayout& f, const Ratings& trained) {
+  std::vector<char> user_seen(f.users, 0), item_seen(f.items, 0);
+  for (std::size_t i = 0; i < trained.size(); ++i) {
+    if (trained.user[i] < f.users) user_seen[trained.user[i]] = 1;
+    if (trained.item[i] < f.items) item_seen[trained.item[i]] = 1;
+  }
+  ColdIds cold;
+  for (std::uint32_t u = 0; u < f.users; ++u)
+    if (!user_seen[u]) cold.users.push_back(u);
+  for (std::uint32_t i = 0; i < f.items; ++i)
+    if (!item_seen[i]) cold.items.push_back(i);
+  return cold;
 }
 
 float predict(const ParamStore& store, const FactorLayout& f, float mean, std::uint32_t user, std::uint32_t item) {
@@ -65,6 +95,16 @@ float predict(const ParamStore& store, const FactorLayout& f, float mean, std::u
   rows::load(store.data() + f.q + item * f.stride, q, f.factors);
   float r = mean + rows::dot(p, q, f.factors) + store.load(f.item_bias + item);
   if (store.layout().contains("user_bias")) r += store.load(f.user_bias + user);
+  return r;
+}
+
+float predict_or_fallback(const ParamStore& store, const FactorLayout& f, float mean, std::uint32_t user,
+                          std::uint32_t item) {
+  const bool user_known = user < f.users, item_known = item < f.items;
+  if (user_known && item_known) return predict(store, f, mean, user, item);
+  float r = mean;
+  if (item_known) r += store.load(f.item_bias + item);
+  if (user_known && store.layout().contains("user_bias")) r += store.load(f.user_bias + user);
   return r;
 }
 
@@ -108,15 +148,14 @@ ErrorMetrics evaluate_errors(const ParamStore& store, float mean, const Ratings&
   const FactorLayout f = FactorLayout::of(store.layout());
   struct Sums {
     double squared = 0, absolute = 0;
-    std::size_t count = 0;
+    std::size_t count = 0, known = 0;
   };
   const Sums s = tbb::parallel_reduce(
       tbb::blocked_range<std::size_t>(0, test.size(), 4096), Sums{},
       [&](const tbb::blocked_range<std::size_t>& range, Sums acc) {
         for (std::size_t i = range.begin(); i < range.end(); ++i) {
-          // Users or items never seen in training predict from what exists.
-          if (test.user[i] >= f.users || test.item[i] >= f.items) continue;
-          float r = predict(store, f, mean, test.user[i], test.item[i]);
+          if (test.user[i] < f.users && test.item[i] < f.items) ++acc.known;
+          float r = predict_or_fallback(store, f, mean, test.user[i], test.item[i]);
           if (lo < hi) r = std::clamp(r, lo, hi);
           const double e = static_cast<double>(r) - test.rating[i];
           acc.squared += e * e;
@@ -129,10 +168,13 @@ ErrorMetrics evaluate_errors(const ParamStore& store, float mean, const Ratings&
         a.squared += b.squared;
         a.absolute += b.absolute;
         a.count += b.count;
+        a.known += b.known;
         return a;
       });
   ErrorMetrics m;
   m.count = s.count;
+  m.known = s.known;
+  m.rmse = m.mae = std::numeric_limits<double>::quiet_NaN();
   if (s.count > 0) {
     m.rmse = std::sqrt(s.squared / static_cast<double>(s.count));
     m.mae = s.absolute / static_cast<double>(s.count);

@@ -198,7 +198,10 @@ Ratings parse_ratings(std::string_view text, std::string_view source, RatingsFor
     r.items = id_maps_from->items;
   }
   std::size_t line_no = 0, pos = 0;
+  if (text.starts_with("\xEF\xBB\xBF")) pos = 3;  // a UTF-8 byte-order mark
   bool first = true;
+  // Whether lines carry a timestamp: LIBMF text never; the others as their first line does (all lines alike).
+  bool with_time = false;
   std::string_view fields[5];
   while (pos < text.size()) {
     const auto eol = text.find('\n', pos);
@@ -207,19 +210,30 @@ Ratings parse_ratings(std::string_view text, std::string_view source, RatingsFor
     ++line_no;
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
+    auto is_number = [](std::string_view f) {
+      double v = 0;
+      const auto [p, ec] = std::from_chars(f.data(), f.data() + f.size(), v);
+      return ec == std::errc() && p == f.data() + f.size();
+    };
     if (first) {
       first = false;
       if (format == RatingsFormat::detect) format = detect(line);
-      if (format == RatingsFormat::csv && line.rfind("userId", 0) == 0) continue;  // the header
+      const std::size_t n = split_fields(line, format, fields);
+      with_time = format != RatingsFormat::libmf && n == 4;
+      // A CSV or TSV header (userId,movieId,rating,timestamp or any names): its third field is not a number.
+      if ((format == RatingsFormat::csv || format == RatingsFormat::udata) && (n == 3 || n == 4) &&
+          !is_number(fields[2])) {
+        continue;
+      }
     }
     auto fail = [&](const std::string& what) {
       throw InputError(fmt::format("{}:{}: expected {}, got {}", source, line_no, what, text::quote_token(line, 80)));
     };
     const std::size_t n = split_fields(line, format, fields);
-    const bool with_time = format != RatingsFormat::libmf;
     if (n != (with_time ? 4u : 3u)) {
-      fail(fmt::format("{} fields ({}) in {} format, found {}", with_time ? 4 : 3,
-                       with_time ? "user item rating timestamp" : "user item rating", to_string(format), n));
+      const std::string_view hint = format == RatingsFormat::libmf ? "" : " as the first line";
+      fail(fmt::format("{} fields ({}) in {} format{}, found {}", with_time ? 4 : 3,
+                       with_time ? "user item rating timestamp" : "user item rating", to_string(format), hint, n));
     }
     double value = 0;
     {
@@ -234,7 +248,14 @@ Ratings parse_ratings(std::string_view text, std::string_view source, RatingsFor
       std::int64_t ts = 0;
       const auto& f = fields[3];
       const auto [p, ec] = std::from_chars(f.data(), f.data() + f.size(), ts);
-      if (ec != std::errc() || p != f.data() + f.size()) fail("an integer timestamp in field 4");
+      if (ec != std::errc() || p != f.data() + f.size()) {
+        // A timestamp written as a float (978300760.0, 1.2e9): its whole seconds.
+        double seconds = 0;
+        const auto [q, ec2] = std::from_chars(f.data(), f.data() + f.size(), seconds);
+        if (ec2 != std::errc() || q != f.data() + f.size() || !(std::abs(seconds) < 9.2e18))
+          fail("a numeric timestamp in field 4");
+        ts = static_cast<std::int64_t>(seconds);
+      }
       r.timestamp.push_back(ts);
     }
     r.user.push_back(r.users.intern(fields[0]));

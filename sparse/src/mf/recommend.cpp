@@ -50,7 +50,7 @@ bool SeenItems::contains(std::uint32_t user, std::uint32_t item) const noexcept 
 
 std::vector<std::vector<Recommendation>> recommend(const ParamStore& store, float mean, const SeenItems* seen,
                                                    std::span<const std::uint32_t> users, std::size_t k,
-                                                   std::size_t batch) {
+                                                   std::size_t batch, std::span<const std::uint32_t> never) {
   const FactorLayout f = FactorLayout::of(store.layout());
   using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   const Eigen::Map<const RowMajor, 0, Eigen::OuterStride<>> q(store.data() + f.q, static_cast<Eigen::Index>(f.items),
@@ -58,6 +58,11 @@ std::vector<std::vector<Recommendation>> recommend(const ParamStore& store, floa
                                                               Eigen::OuterStride<>(static_cast<Eigen::Index>(f.stride)));
   const Eigen::Map<const Eigen::VectorXf> item_bias(store.data() + f.item_bias, static_cast<Eigen::Index>(f.items));
   const bool user_bias = store.layout().contains("user_bias");
+  // The items of `never` the model has, once each.
+  std::vector<std::uint32_t> never_here;
+  for (const std::uint32_t i : never) {
+    if (i < f.items && (never_here.empty() || never_here.back() != i)) never_here.push_back(i);
+  }
   std::vector<std::vector<Recommendation>> out(users.size());
   batch = std::max<std::size_t>(1, batch);
   const std::size_t batches = (users.size() + batch - 1) / batch;
@@ -83,13 +88,16 @@ std::vector<std::vector<Recommendation>> recommend(const ParamStore& store, floa
             if (i < f.items) row[i] = -std::numeric_limits<float>::infinity();
           }
         }
-        // Excluded items the model has (an --exclude file may name others).
-        std::size_t excluded = 0;
+        for (const std::uint32_t i : never_here) row[i] = -std::numeric_limits<float>::infinity();
+        // Excluded items the model has (an --exclude file may name others), each once.
+        std::size_t excluded = never_here.size();
         if (seen) {
           const auto s = seen->of(u);
-          excluded = static_cast<std::size_t>(
-              std::lower_bound(s.begin(), s.end(), static_cast<std::uint32_t>(std::min<std::size_t>(f.items, UINT32_MAX))) -
-              s.begin());
+          const auto end =
+              std::lower_bound(s.begin(), s.end(), static_cast<std::uint32_t>(std::min<std::size_t>(f.items, UINT32_MAX)));
+          for (auto it = s.begin(); it != end; ++it) {
+            if (!std::binary_search(never_here.begin(), never_here.end(), *it)) ++excluded;
+          }
         }
         const std::size_t unseen = f.items - std::min(f.items, excluded);
         const std::size_t take = std::min(k, unseen);

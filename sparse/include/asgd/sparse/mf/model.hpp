@@ -51,11 +51,26 @@ struct FactorLayout {
   static Layout make(std::size_t users, std::size_t items, std::size_t factors, bool user_bias);
 };
 
-// Fills P and Q with small random values (biases 0), from `seed`.
-void initialize_factors(ParamStore& store, std::uint64_t seed, float scale);
+// Fills P and Q with small random values (biases 0), from `seed`. With
+// `trained`, the rows of users and items without a rating in it (ids first
+// seen in a validation or test file) are zero instead, so that they predict
+// from the mean and the biases that are known, as an unknown id does (LIBMF
+// marks such rows NaN and predicts its global mean for them); the random
+// values of the other rows are the same either way.
+void initialize_factors(ParamStore& store, std::uint64_t seed, float scale, const Ratings* trained = nullptr);
+
+// The users and items (indices) of a layout's rows that have no rating in `trained`, sorted.
+struct ColdIds {
+  std::vector<std::uint32_t> users, items;
+};
+ColdIds cold_ids(const FactorLayout& f, const Ratings& trained);
 
 // mu + b_u + b_i + p_u . q_i from a store (any thread, racy reads).
 float predict(const ParamStore& store, const FactorLayout& f, float mean, std::uint32_t user, std::uint32_t item);
+// The same for any ids: a user or item outside the model adds nothing, so an
+// unknown pair predicts the mean plus the bias of whichever side is known.
+float predict_or_fallback(const ParamStore& store, const FactorLayout& f, float mean, std::uint32_t user,
+                          std::uint32_t item);
 
 class BiasedMf {
  public:
@@ -137,11 +152,14 @@ class BiasedMf {
 static_assert(Problem<BiasedMf>);
 static_assert(BlockedProblem<BiasedMf>);
 
-// RMSE and MAE of a store's predictions on `test` (parallel), predictions
-// clipped to [lo, hi] when lo < hi.
+// RMSE and MAE of a store's predictions on all of `test` (parallel),
+// predictions clipped to [lo, hi] when lo < hi; pairs with a user or item
+// outside the model count too, predicted by predict_or_fallback (as LIBMF and
+// Surprise score them). `known`: the pairs whose user and item are both in
+// the model. count 0: no ratings, and rmse and mae are NaN.
 struct ErrorMetrics {
   double rmse = 0, mae = 0;
-  std::size_t count = 0;
+  std::size_t count = 0, known = 0;
 };
 ErrorMetrics evaluate_errors(const ParamStore& store, float mean, const Ratings& test, float lo = 0, float hi = 0);
 

@@ -69,10 +69,14 @@ struct Ratings {
   Ratings subset(std::span<const std::size_t> rows) const;
 };
 
+// udata, dat and csv take the timestamp or leave it out, as the first line
+// does (every line alike); a timestamp may be a float (its whole seconds).
+// A first line whose rating field is not a number is a header in csv and
+// udata (any names); a UTF-8 byte-order mark is skipped.
 enum class RatingsFormat {
-  detect,    // by the first line: header / "::" / tabs / spaces
-  udata,     // MovieLens 100K u.data: user \t item \t rating \t timestamp
-  dat,       // MovieLens 1M/10M ratings.dat: user::item::rating::timestamp
+  detect,    // by the first line: "userId" or a comma / "::" / tabs / spaces
+  udata,     // MovieLens 100K u.data: user \t item \t rating [\t timestamp]
+  dat,       // MovieLens 1M/10M ratings.dat: user::item::rating[::timestamp]
   csv,       // MovieLens ratings.csv: header userId,movieId,rating,timestamp
   libmf,     // LIBMF text: user item rating (whitespace)
 };

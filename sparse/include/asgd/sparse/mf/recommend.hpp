@@ -33,9 +33,11 @@ struct Recommendation {
 // The k best unseen items for each of `users`, best first. `seen` may be
 // null (nothing excluded). Reads the store with plain loads: a trainer may be
 // writing it at the same time (Hogwild! serving), then scores are a snapshot
-// as good as the reads. Batches run in parallel (oneTBB).
+// as good as the reads. Batches run in parallel (oneTBB). Items in `never`
+// (sorted; e.g. those the model was never trained on) are left out for every
+// user.
 std::vector<std::vector<Recommendation>> recommend(const ParamStore& store, float mean, const SeenItems* seen,
                                                    std::span<const std::uint32_t> users, std::size_t k,
-                                                   std::size_t batch = 128);
+                                                   std::size_t batch = 128, std::span<const std::uint32_t> never = {});
 
 }  // namespace asgd::sparse::mf

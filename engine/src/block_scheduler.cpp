@@ -7,30 +7,39 @@
 namespace asgd {
 
 BlockScheduler::BlockScheduler(std::size_t bins, std::uint64_t seed)
-    : bins_(bins), row_busy_(bins, 0), col_busy_(bins, 0), taken_(bins * bins, 0), rng_(seed) {
+    : bins_(bins), row_busy_(bins, 0), col_busy_(bins, 0), rng_(seed) {
   if (bins == 0 || bins > 4096) throw InputError(fmt::format("block scheduler: {} bins, expected 1 to 4096", bins));
+  next_epoch(seed);
+}
+
+Block BlockScheduler::take(std::size_t at) {
+  const std::uint32_t b = untaken_[at];
+  untaken_[at] = untaken_.back();
+  untaken_.pop_back();
+  const Block block{b / bins_, b % bins_};
+  row_busy_[block.row] = col_busy_[block.col] = 1;
+  return block;
 }
 
 std::optional<Block> BlockScheduler::get() {
   std::unique_lock lock(mutex_);
   for (;;) {
-    if (cancelled_ || handed_out_ == bins_ * bins_) return std::nullopt;
-    // Free, untaken blocks; pick one at random.
-    std::size_t candidates = 0;
-    Block chosen;
-    for (std::size_t r = 0; r < bins_; ++r) {
-      if (row_busy_[r]) continue;
-      for (std::size_t c = 0; c < bins_; ++c) {
-        if (col_busy_[c] || taken_[r * bins_ + c]) continue;
-        // Reservoir sampling: each candidate equally likely.
-        if (rng_() % ++candidates == 0) chosen = {r, c};
-      }
+    if (cancelled_ || untaken_.empty()) return std::nullopt;
+    // Uniform over the free untaken blocks: untaken blocks drawn at random until one is free (each accepted draw
+    // is uniform over the free ones) ...
+    constexpr int kDraws = 32;
+    for (int d = 0; d < kDraws; ++d) {
+      const std::size_t at = rng_() % untaken_.size();
+      if (free(untaken_[at])) return take(at);
     }
+    // ... and when free ones are rare (workers hold most rows and columns, or the epoch is ending), one counted pass.
+    std::size_t candidates = 0;
+    for (const std::uint32_t b : untaken_) candidates += free(b);
     if (candidates > 0) {
-      row_busy_[chosen.row] = col_busy_[chosen.col] = 1;
-      taken_[chosen.row * bins_ + chosen.col] = 1;
-      ++handed_out_;
-      return chosen;
+      std::size_t pick = rng_() % candidates;
+      for (std::size_t at = 0;; ++at) {
+        if (free(untaken_[at]) && pick-- == 0) return take(at);
+      }
     }
     freed_.wait(lock);  // the one wait point: until a block is put back
   }
@@ -46,8 +55,8 @@ void BlockScheduler::put(Block b) {
 
 void BlockScheduler::next_epoch(std::uint64_t seed) {
   std::scoped_lock lock(mutex_);
-  std::fill(taken_.begin(), taken_.end(), 0);
-  handed_out_ = 0;
+  untaken_.resize(bins_ * bins_);
+  for (std::size_t b = 0; b < untaken_.size(); ++b) untaken_[b] = static_cast<std::uint32_t>(b);
   rng_.seed(seed);
 }
 

@@ -146,7 +146,7 @@ TEST_F(MfCli, OddInputsTrainOrGetAClearRefusal) {
       {{"mf", "train", path("huge.txt")}, "huge.txt:2:"},
       {{"mf", "train", "--test-fraction", "-0.1", path("ids.txt")}, "--test-fraction -0.1"},
       {{"mf", "train", "--validation-fraction", "1", path("ids.txt")}, "--validation-fraction 1"},
-      {{"mf", "train", "--schedule", "blocks", "-n", "4096", path("ids.txt")}, "--bins 4096: at most"},
+      {{"mf", "train", "--schedule", "blocks", "-n", "4097", path("ids.txt")}, "--bins 4097: at most"},
       {{"mf", "generate", path("g.txt"), "--users", "10", "--items", "1000", "--ratings", "5000", "--zipf", "4"},
        "--zipf 4"},
   };

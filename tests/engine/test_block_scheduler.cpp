@@ -70,3 +70,44 @@ TEST(BlockScheduler, CancelWakesWaitersAndBadBinsAreRefused) {
   EXPECT_TRUE(returned.load());
   EXPECT_THROW(asgd::BlockScheduler(0, 1), asgd::InputError);
 }
+
+// Many bins: an epoch of 512 x 512 blocks hands out each block once, and picks stay cheap (each used to scan
+// every block, so this epoch took hours; now well under a second). Workers holding most rows and columns
+// (bins = workers + 1) are the hard case for a pick: checked for a correct, complete epoch too.
+TEST(BlockScheduler, ManyBinsMakeAFullEpochQuickly) {
+  const std::size_t bins = 512;
+  asgd::BlockScheduler s(bins, 3);
+  std::vector<char> seen(bins * bins, 0);
+  const auto start = std::chrono::steady_clock::now();
+  std::size_t handed = 0;
+  while (auto b = s.get()) {
+    ASSERT_EQ(seen[b->row * bins + b->col], 0) << "block handed out twice";
+    seen[b->row * bins + b->col] = 1;
+    ++handed;
+    s.put(*b);
+  }
+  EXPECT_EQ(handed, bins * bins);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 30.0);
+
+  // 3 workers, 4 bins: three of four rows busy whenever all hold a block.
+  asgd::BlockScheduler tight(4, 5);
+  std::atomic<int> handed_tight{0}, violations{0};
+  std::vector<std::atomic<int>> rows(4), cols(4);
+  std::vector<std::thread> pool;
+  for (int w = 0; w < 3; ++w) {
+    pool.emplace_back([&] {
+      while (auto b = tight.get()) {
+        if (rows[b->row].fetch_add(1) != 0) ++violations;
+        if (cols[b->col].fetch_add(1) != 0) ++violations;
+        std::this_thread::yield();
+        rows[b->row].fetch_sub(1);
+        cols[b->col].fetch_sub(1);
+        ++handed_tight;
+        tight.put(*b);
+      }
+    });
+  }
+  for (auto& t : pool) t.join();
+  EXPECT_EQ(handed_tight.load(), 16);
+  EXPECT_EQ(violations.load(), 0);
+}

@@ -5,7 +5,10 @@
 // and each works on a cache-sized piece. Among free blocks it hands out the
 // one taken least often in this epoch (ties at random), so an epoch visits
 // every block once. get() has the one wait point: a condition variable, no
-// spinning.
+// spinning. A pick costs O(1) expected while free untaken blocks are common
+// (it draws untaken blocks at random until one is free, so the choice is
+// uniform over the free untaken blocks), and at most a pass over the blocks
+// still untaken when they are not.
 #pragma once
 
 #include <condition_variable>
@@ -43,12 +46,15 @@ class BlockScheduler {
   std::size_t bins() const noexcept { return bins_; }
 
  private:
+  // Whether block (r, c), r * bins + c, may be handed out now.
+  bool free(std::uint32_t block) const noexcept { return !row_busy_[block / bins_] && !col_busy_[block % bins_]; }
+  Block take(std::size_t at);  // untaken_[at] out, its row and column busy
+
   std::size_t bins_;
   std::mutex mutex_;
   std::condition_variable freed_;
   std::vector<char> row_busy_, col_busy_;
-  std::vector<char> taken_;  // bins x bins, this epoch
-  std::size_t handed_out_ = 0;
+  std::vector<std::uint32_t> untaken_;  // the blocks not yet handed out this epoch, in no order
   bool cancelled_ = false;
   std::mt19937_64 rng_;
 };

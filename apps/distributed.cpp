@@ -48,8 +48,8 @@ std::uint64_t parse_every(const std::string& s) {
   if (s == "epoch") return 0;
   std::uint64_t k = 0;
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), k);
-  if (ec != std::errc{} || end != s.data() + s.size() || k == 0) {
-    throw InputError(fmt::format("--average-every '{}': expected epoch or a number of steps >= 1", s));
+  if (ec != std::errc{} || end != s.data() + s.size() || k == 0 || k > net::ModelAverager::kMostEverySteps) {
+    throw InputError(fmt::format("--average-every '{}': expected epoch or a number of steps from 1 to 2^40", s));
   }
   return k;
 }
@@ -125,15 +125,23 @@ void Distributed::prepare(TrainerOptions& options) {
   // The stream is an option, not part of the checkpoint (which records the
   // run's seed), so it survives a resume; shuffles differ per rank too.
   options.stream = static_cast<std::uint64_t>(rank_);
-  checkpoint_ = root() ? options.checkpoint_path : std::filesystem::path{};
+  const bool writes = root() || own_checkpoint(options.checkpoint_path, options) != options.checkpoint_path;
+  checkpoint_ = writes ? own_checkpoint(options.checkpoint_path, options) : std::filesystem::path{};
   checkpoint_every_ = options.checkpoint_every;
   if (every_epoch()) {
     options.checkpoint_path.clear();  // written after the average instead
   } else {
-    if (!root()) options.checkpoint_path.clear();
+    options.checkpoint_path = checkpoint_;
     options.on_step = [this](std::uint64_t examples) { averager_->step_done(examples); };
   }
   if (!root()) options.on_progress = nullptr;
+}
+
+std::filesystem::path Distributed::own_checkpoint(const std::filesystem::path& path,
+                                                  const TrainerOptions& options) const {
+  const bool own_state = options.schedule.adagrad || options.schedule.row_adagrad;
+  if (!active() || root() || !own_state || path.empty()) return path;
+  return std::filesystem::path(path.string() + fmt::format(".rank{}", rank_));
 }
 
 void Distributed::start(Trainer& trainer, ParamStore& store) {

@@ -68,6 +68,12 @@ class Distributed {
   // epoch_done, when averaging per epoch), and gives rank r the random
   // stream r (TrainerOptions::stream, which a resume keeps).
   void prepare(TrainerOptions& options);
+  // The checkpoint this rank writes and resumes from, for `path` as given.
+  // Each rank keeps its own AdaGrad sums (per parameter or per row), so a
+  // run with them under mpirun checkpoints every rank: rank r > 0 in
+  // PATH.rank<r>, beside rank 0's PATH. Otherwise `path` (rank 0 writes it;
+  // every rank resumes from it).
+  std::filesystem::path own_checkpoint(const std::filesystem::path& path, const TrainerOptions& options) const;
   // After the Trainer is made and initialised (or resumed), before training:
   // gives every rank rank 0's parameters, bit for bit (a common start; a
   // resumed job goes on exactly as the uninterrupted one) and, with
@@ -130,6 +136,12 @@ template <class P>
 TrainReport run_averaged(Distributed& dist, Trainer& trainer, P& problem, std::uint64_t until_epoch,
                          const std::function<void(const TrainReport&)>& after_epoch = {}) {
   if (!dist.active() && !after_epoch) return trainer.run(problem, until_epoch);
+  if (dist.active()) {
+    // Every rank must run as many blocking rounds: a job whose ranks were given different plans would wait forever.
+    const std::uint64_t plan[] = {trainer.state().epoch, until_epoch, trainer.options().epochs, dist.every_steps()};
+    dist.same_on_all_ranks(plan, "epochs done/last epoch/--epochs/K of --average-every (0: epoch) (every rank needs "
+                                 "the same --resume, --epochs, --until-epoch and --average-every)");
+  }
   TrainReport total;
   for (std::uint64_t e = trainer.state().epoch + 1; e <= until_epoch; ++e) {
     TrainReport r = trainer.run(problem, e);

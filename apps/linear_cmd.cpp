@@ -145,7 +145,13 @@ int train(const TrainFlags& f, Distributed& dist) {
   dist.prepare(options);
   Trainer trainer(store, options);
   if (!f.resume.empty()) {
-    trainer.load_checkpoint(f.resume);
+    const std::filesystem::path own = dist.own_checkpoint(f.resume, options);
+    if (own != f.resume && !std::filesystem::exists(own)) {
+      throw InputError(fmt::format("--resume: {} is missing (under mpirun an AdaGrad run checkpoints each rank's sums, "
+                                   "rank r's beside the file given; resume with as many ranks as wrote them)",
+                                   own.string()));
+    }
+    trainer.load_checkpoint(own);
     if (dist.root()) fmt::print(out, "resumed from {} at epoch {}\n", f.resume, trainer.state().epoch);
   }
   if (f.until_epoch > options.epochs) {

@@ -1,5 +1,7 @@
 #include "asgd/net/averaging.hpp"
 
+#include <fmt/format.h>
+
 #include <chrono>
 #include <limits>
 #include <utility>
@@ -48,9 +50,13 @@ bool ModelAverager::round(double weight, bool finished, bool overlap) {
   const std::size_t n = params_.size();
   const bool weighted = options_.weighted;
   const float w = weighted ? static_cast<float>(weight) : 1.0f;
+  // Combine::sum after its first round sums each rank's update x_r - b, not x_r: the sum of the x_r is about
+  // P b, and rounding it at that size lost small updates (8 ranks adding 1e-4 a round to values near 100: 6.8 %
+  // too much in all after 1,000 rounds).
+  const bool updates = options_.combine == Combine::sum && !base_.empty();
   for (std::size_t i = 0; i < n; ++i) {
     snapshot_[i] = load_param(params_[i]);
-    buffer_[i] = w * snapshot_[i];
+    buffer_[i] = updates ? snapshot_[i] - base_[i] : w * snapshot_[i];
   }
   buffer_[n] = w;
   buffer_[n + 1] = finished ? 1.0f : 0.0f;
@@ -68,12 +74,12 @@ bool ModelAverager::round(double weight, bool finished, bool overlap) {
   }
   const float inv = 1.0f / total;
   if (options_.combine == Combine::sum) {
-    // Target b + P (mean - b); the first round has no b and takes the mean.
-    if (base_.empty()) {
+    // Target b + sum_r (x_r - b); the first round has no b and takes the mean.
+    if (!updates) {
       base_.resize(n);
       for (std::size_t i = 0; i < n; ++i) base_[i] = buffer_[i] * inv;
     } else {
-      for (std::size_t i = 0; i < n; ++i) base_[i] += buffer_[i] - ranks * base_[i];
+      for (std::size_t i = 0; i < n; ++i) base_[i] += buffer_[i];
     }
     for (std::size_t i = 0; i < n; ++i) buffer_[i] = base_[i];
   }
@@ -109,7 +115,9 @@ void ModelAverager::share(bool root) {
 }
 
 void ModelAverager::start(std::uint64_t every_steps) {
-  if (every_steps == 0) throw InputError("ModelAverager::start: average every 0 steps");
+  if (every_steps == 0 || every_steps > kMostEverySteps) {
+    throw InputError(fmt::format("ModelAverager::start: average every {} steps, expected 1 to 2^40", every_steps));
+  }
   if (thread_.joinable()) throw InputError("ModelAverager::start: already started");
   finishing_ = false;
   error_ = nullptr;

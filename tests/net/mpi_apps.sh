@@ -39,6 +39,15 @@ awk -v g="$gap" 'BEGIN { exit !(g < 1e-3) }' || fail "linear: $gap above the opt
 [[ "$rounds" -ge 32 ]] || fail "linear: $rounds rounds, expected at least 32"
 echo "linear, 4 ranks: $gap above the optimum, $rounds rounds"
 
+# Ranks given different plans (here --epochs 2 and 3: one more blocking round on rank 1) are refused at the start,
+# naming each rank's plan, instead of waiting forever.
+timeout 60 "$mpiexec" --oversubscribe -n 1 "$asgd" linear train --data "$work/train.svm" --epochs 2 --workers 1 -q : \
+  -n 1 "$asgd" linear train --data "$work/train.svm" --epochs 3 --workers 1 -q > "$work/log" 2>&1
+status=$?
+[[ $status -ne 0 && $status -ne 124 ]] || fail "linear: ranks with different --epochs (exit $status; 124: it hung)"
+grep -q 'the ranks differ in epochs done/last epoch/--epochs' "$work/log" || fail "linear: no message naming the plans"
+echo "linear, 2 ranks given different --epochs: refused at the start"
+
 # --model -: rank 0's model is the whole of the job's stdout, and its report alone goes to stderr (the other ranks'
 # stdout is /dev/null, and their reports stay there).
 mpi 2 linear train --data "$work/train.svm" --epochs 2 --workers 1 --model - > "$work/piped.asgd" 2> "$work/log" ||
@@ -72,6 +81,11 @@ stopped_and_resumed() {
   fail "linear generate (odd)"
 linear_job() { mpi 2 linear train --data "$work/odd.svm" --epochs 6 --workers 1 --features 500 -q "$@"; }
 stopped_and_resumed linear 3 linear_job
+# With AdaGrad each rank keeps its own sums: every rank checkpoints them (rank 1's in CK.rank1) and resumes from
+# its own (before: every rank resumed from rank 0's sums, and the model differed).
+linear_adagrad_job() { linear_job --adagrad "$@"; }
+stopped_and_resumed linear-adagrad 3 linear_adagrad_job
+[[ -f "$work/linear-adagrad-ck.rank1" ]] || fail "linear-adagrad: no rank-1 checkpoint"
 
 # mf
 "$asgd" mf generate "$work/ratings.txt" --users 300 --items 200 --ratings 20000 --seed 3 > /dev/null ||

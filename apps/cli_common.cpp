@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <exception>
 #include <utility>
 
@@ -137,6 +138,10 @@ int run_guarded(const std::function<int()>& body) {
     return body();
   } catch (const InputError& e) {
     std::fprintf(stderr, "asgd: error: %s\n", e.what());
+    return kExitInput;
+  } catch (const nlohmann::json::exception& e) {
+    // JSON is only read from model files' metadata: a value of the wrong kind there is bad input.
+    std::fprintf(stderr, "asgd: error: a model file's metadata is malformed: %s\n", e.what());
     return kExitInput;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "asgd: error: %s\n", e.what());

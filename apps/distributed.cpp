@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <exception>
+#include <nlohmann/json.hpp>
 
 #include "asgd/config.hpp"
 #include "asgd/engine/errors.hpp"
@@ -257,6 +258,8 @@ int run_distributed(const DistributedFlags& flags, const std::function<int(Distr
     return rc;
   } catch (const InputError& e) {
     dist.abort(fmt::format("error: {}", e.what()), 2);
+  } catch (const nlohmann::json::exception& e) {
+    dist.abort(fmt::format("error: a model file's metadata is malformed: {}", e.what()), 2);
   } catch (const std::exception& e) {
     dist.abort(fmt::format("error: {}", e.what()), 1);
   }

@@ -43,6 +43,7 @@ struct MfTrainFlags {
   float init_scale = MfOptions{}.init_scale;
   double test_fraction = 0, validation_fraction = 0;
   bool no_biases = false;
+  bool shm_recover = false;  // take over a segment whose writer was killed
   bool adagrad = false, row_adagrad = false, quiet = false, sampled_eval = false;
 };
 
@@ -191,7 +192,7 @@ TrainerOptions trainer_options(const MfTrainFlags& f, const char* default_schedu
 // Ids without a rating in `trained` start as zero rows.
 ParamStore make_store(std::FILE* out, const MfTrainFlags& f, const Layout& layout, float init_scale,
                       const Ratings& trained) {
-  TrainingStore t = open_training_store(f.shm, layout);
+  TrainingStore t = open_training_store(f.shm, layout, {.recover_stale = f.shm_recover});
   if (t.created) initialize_factors(t.store, f.seed, init_scale, &trained);
   if (!f.shm.empty()) {
     fmt::print(out, "mf: {} shared segment '{}' (serve it with: asgd mf recommend MODEL_FILE --shm {})\n",
@@ -598,6 +599,7 @@ void add_mf_commands(CLI::App& app, int& exit_code) {
   train_cmd->add_option("--schedule", t->schedule, "hogwild (racy updates anywhere) or blocks (LIBMF's grid)")
       ->capture_default_str();
   train_cmd->add_option("--shm", t->shm, "Train in shared segment NAME; with MODEL_FILE, ids are written first for serving");
+  train_cmd->add_flag("--shm-recover", t->shm_recover, "Take over a segment whose writer was killed");
   train_cmd->add_option("--loss", t->loss, "squared (explicit ratings) or bpr (implicit: ratings >= --positive)")
       ->capture_default_str();
   train_cmd->add_option("--positive", t->positive_threshold, "bpr: ratings at or above this are positives")

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -24,15 +25,29 @@ std::filesystem::path folder_of(const std::filesystem::path& p) {
   return p.parent_path().empty() ? std::filesystem::path(".") : p.parent_path();
 }
 
-// PATH.tmp.PID.N of processes that no longer run.
-void remove_stale_temporaries(const std::filesystem::path& path) {
+// What the temp file's name starts with: PATH itself, or for a name too near the file system's 255-byte limit
+// to take the suffix, a short name in the same folder.
+std::filesystem::path temp_base(const std::filesystem::path& path) {
+  if (path.filename().string().size() > 200) return folder_of(path) / ".asgd-long-name";
+  return path;
+}
+
+// BASE.tmp.PID.N (digits only, exactly) of processes that no longer run; any other name is the user's.
+void remove_stale_temporaries(const std::filesystem::path& base) {
   std::error_code ec;
-  const std::string prefix = path.filename().string() + ".tmp.";
-  for (const auto& entry : std::filesystem::directory_iterator(folder_of(path), ec)) {
+  const std::string prefix = base.filename().string() + ".tmp.";
+  for (const auto& entry : std::filesystem::directory_iterator(folder_of(base), ec)) {
     const std::string name = entry.path().filename().string();
     if (name.rfind(prefix, 0) != 0) continue;
-    const int pid = std::atoi(name.c_str() + prefix.size());
-    if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH) std::filesystem::remove(entry.path(), ec);
+    const std::string_view rest = std::string_view(name).substr(prefix.size());
+    const auto dot = rest.find('.');
+    const auto digits = [](std::string_view v) {
+      return !v.empty() && v.size() <= 18 && v.find_first_not_of("0123456789") == std::string_view::npos;
+    };
+    if (dot == std::string_view::npos || !digits(rest.substr(0, dot)) || !digits(rest.substr(dot + 1))) continue;
+    const long long pid = std::atoll(std::string(rest.substr(0, dot)).c_str());
+    if (pid > 0 && pid <= INT32_MAX && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
+      std::filesystem::remove(entry.path(), ec);
   }
 }
 
@@ -127,13 +142,16 @@ AtomicFile::AtomicFile(std::filesystem::path path) : path_(std::move(path)) {
     if (ec || resolved.empty()) throw InputError(fmt::format("{}: {}", given.string(), ec.message()));
     path_ = std::move(resolved);
   }
-  remove_stale_temporaries(path_);
+  remove_stale_temporaries(temp_base(path_));
   static std::atomic<unsigned> serial{0};
-  temp_ = path_;
+  temp_ = temp_base(path_);
   temp_ += fmt::format(".tmp.{}.{}", ::getpid(), serial.fetch_add(1));
   // O_EXCL: never follow or clobber something already at the temp name.
   fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd_ < 0) throw InputError(fmt::format("{}: cannot write here: {}", path_.string(), std::strerror(errno)));
+  // A file replaced keeps its permissions (a private model stays private); a new one has the umask's.
+  struct stat existing {};
+  if (::stat(path_.c_str(), &existing) == 0 && S_ISREG(existing.st_mode)) ::fchmod(fd_, existing.st_mode & 07777);
 }
 
 void AtomicFile::check(const std::filesystem::path& path) {

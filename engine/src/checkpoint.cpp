@@ -139,6 +139,16 @@ CheckpointData read_checkpoint(const std::filesystem::path& path) {
   if (d.layout.hash() != h.layout_hash || d.layout.size() != h.elements) {
     throw InputError(fmt::format("checkpoint {}: layout does not match its hash", path.string()));
   }
+  // What save_checkpoint never writes: a file holding NaN or inf was made elsewhere, and training from it would
+  // only fail later as "diverged".
+  for (const auto* values : {&d.params, &d.optimizer_state}) {
+    for (std::size_t i = 0; i < values->size(); ++i) {
+      if (!std::isfinite((*values)[i])) {
+        throw InputError(fmt::format("checkpoint {}: {} {} is {} (not a model asgd saved)", path.string(),
+                                     values == &d.params ? "parameter" : "optimizer value", i, (*values)[i]));
+      }
+    }
+  }
   d.state = TrainState{h.epoch, h.examples, h.seed};
   return d;
 }

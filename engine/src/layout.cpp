@@ -44,6 +44,8 @@ Layout& Layout::add(std::string name, std::vector<std::size_t> shape, RowPadding
     cols *= shape[k];
   }
   if (shape[0] == 0 || cols == 0) throw InputError(fmt::format("layout: tensor '{}' has a zero dimension", name));
+  // Every count below 2^40 floats, before any is rounded up (a forged 2^64 - 1 wrapped to 0 and divided by it).
+  if (shape[0] > (std::size_t{1} << 40)) throw InputError(fmt::format("layout: tensor '{}' is too large", name));
   if (shape.size() == 1) cols = shape[0];
   Tensor t;
   t.name = std::move(name);

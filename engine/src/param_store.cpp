@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <signal.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -208,7 +209,13 @@ ParamStore ParamStore::create_shared(const std::string& name, Layout layout, Cre
   ::fchmod(s->shm.get_mapping_handle().handle, 0600);
   const std::size_t n = layout.size();
   try {
-    s->shm.truncate(static_cast<bip::offset_t>(kHeaderBytes + n * sizeof(float)));
+    const auto bytes = static_cast<bip::offset_t>(kHeaderBytes + n * sizeof(float));
+    s->shm.truncate(bytes);
+    // truncate() only sizes a sparse file: reserve its pages now, so a full /dev/shm is this error and not a
+    // SIGBUS at the first write to a page that cannot be had.
+    if (const int err = ::posix_fallocate(s->shm.get_mapping_handle().handle, 0, bytes); err != 0) {
+      throw bip::interprocess_exception(std::strerror(err));
+    }
     s->region = bip::mapped_region(s->shm, bip::read_write);
   } catch (const bip::interprocess_exception& e) {
     bip::shared_memory_object::remove(name.c_str());
@@ -287,7 +294,8 @@ SegmentInfo open_segment(const std::string& name, Access access, bip::shared_mem
 
 }  // namespace
 
-ParamStore ParamStore::attach_shared_any(const std::string& name, Access access, AttachOptions options) {
+ParamStore ParamStore::attach(const std::string& name, const Layout* expected, Access access,
+                              AttachOptions options) {
   auto s = std::make_unique<Storage>();
   SegmentInfo info = open_segment(name, access, s->shm, s->region);
   s->header = static_cast<SegmentHeader*>(s->region.get_address());
@@ -295,6 +303,12 @@ ParamStore ParamStore::attach_shared_any(const std::string& name, Access access,
   s->layout = Layout::parse(info.layout);
   if (s->layout.hash() != info.layout_hash || s->layout.size() != info.elements) {
     throw InputError(fmt::format("shared segment '{}' is corrupt: its layout text does not match its hash", name));
+  }
+  // Checked on the mapping we keep (the name could be replaced between a separate check and the attach), and
+  // before anything below changes the segment.
+  if (expected && s->layout.hash() != expected->hash()) {
+    throw InputError(fmt::format("shared segment '{}' holds another layout:\n{}expected:\n{}", name,
+                                 s->layout.describe(), expected->describe()));
   }
   if (access == Access::read_write) {
     if (!info.dead_writers.empty()) {
@@ -314,16 +328,13 @@ ParamStore ParamStore::attach_shared_any(const std::string& name, Access access,
   return ParamStore(std::move(s), data, n, access == Access::read_write);
 }
 
+ParamStore ParamStore::attach_shared_any(const std::string& name, Access access, AttachOptions options) {
+  return attach(name, nullptr, access, options);
+}
+
 ParamStore ParamStore::attach_shared(const std::string& name, const Layout& expected, Access access,
                                      AttachOptions options) {
-  // Checked on the mapping we keep: the name could be replaced between a
-  // separate check and the attach.
-  ParamStore store = attach_shared_any(name, access, options);
-  if (store.layout().hash() != expected.hash()) {
-    throw InputError(fmt::format("shared segment '{}' holds another layout:\n{}expected:\n{}", name,
-                                 store.layout().describe(), expected.describe()));
-  }
-  return store;
+  return attach(name, &expected, access, options);
 }
 
 SegmentInfo ParamStore::inspect_shared(const std::string& name) {

@@ -45,6 +45,12 @@ std::string Trainer::fmt_until_epoch(std::uint64_t until, std::uint64_t epochs) 
   return fmt::format("trainer: cannot train until epoch {} of {}", until, epochs);
 }
 
+std::string Trainer::fmt_past_epoch(std::uint64_t done, std::uint64_t until) {
+  return fmt::format("trainer: {} epochs are done already, past epoch {} (a checkpoint resumed with fewer epochs "
+                     "than it holds)",
+                     done, until);
+}
+
 std::uint64_t Trainer::worker_seed(std::uint64_t seed, std::size_t worker, std::uint64_t epoch) noexcept {
   return FastRng::mix(seed, worker, epoch);
 }

@@ -186,6 +186,22 @@ TEST_F(Cli, ResumedTrainingEqualsUninterrupted) {
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
   EXPECT_EQ(asgd::read_checkpoint(path("again")).params, asgd::read_checkpoint(path("full")).params);
+  // Fewer epochs than the checkpoint holds: refused, nothing written (before: it wrote epoch 2 and trained
+  // epochs 3 on again next time).
+  r = with({"--epochs", "6", "--until-epoch", "2", "--resume", path("ck"), "--model", path("back")});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("3 epochs are done already, past epoch 2"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(path("back")));
+  r = with({"--epochs", "2", "--resume", path("ck"), "--model", path("back")});
+  EXPECT_EQ(r.status, 2) << r.output;
+  // A model whose metadata holds a value of the wrong kind: exit 2 and say so (before: exit 1, a JSON exception).
+  const auto d = asgd::read_checkpoint(path("full"));
+  auto store = asgd::ParamStore::on_heap(d.layout);
+  store.assign(d.params);
+  asgd::save_checkpoint(path("odd"), store, d.state, {}, R"({"model": "logistic", "l2": "abc", "features": 2000})");
+  r = run({"linear", "eval", "--data", path("r.svm"), "--model", path("odd")});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("metadata is malformed"), std::string::npos) << r.output;
 }
 
 TEST_F(Cli, TwoProcessesTrainOneSegmentWhileAThirdReads) {

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <boost/crc.hpp>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -254,4 +255,51 @@ TEST_F(CheckpointTest, ALinkToADescriptorsNameIsThatDescriptorWhateverItHasOpen)
   EXPECT_FALSE(asgd::AtomicFile::replaces("/dev/null"));
   EXPECT_TRUE(asgd::AtomicFile::replaces(kept));
   EXPECT_TRUE(asgd::AtomicFile::replaces(dir_ / "new"));
+}
+
+// A file written with a valid checksum but holding NaN (made by some other program) is refused on loading, as
+// saving refuses it.
+TEST_F(CheckpointTest, LoadingRefusesNonFiniteValuesEvenUnderAValidChecksum) {
+  const fs::path path = dir_ / "forged.ckpt";
+  auto s = ParamStore::on_heap(layout_of(8));
+  s.fill(1.0f);
+  save_checkpoint(path, s, {1, 1, 1});
+  // The end of the file: params (no optimizer state), CRC-32 of everything before it, "ASGDEND!".
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  in.close();
+  const std::size_t crc_at = bytes.size() - 12, n = asgd::Layout(layout_of(8)).size();
+  const float nan = std::nanf("");
+  std::memcpy(bytes.data() + crc_at - 4 * n, &nan, 4);
+  boost::crc_32_type crc;
+  crc.process_bytes(bytes.data(), crc_at);
+  const std::uint32_t sum = crc.checksum();
+  std::memcpy(bytes.data() + crc_at, &sum, 4);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  const auto msg = message_of([&] { (void)asgd::read_checkpoint(path); });
+  EXPECT_NE(msg.find("parameter 0 is nan"), std::string::npos) << msg;
+}
+
+// Replacing a file: a private one stays private; names that only look like our temp files are the user's and
+// stay; a name near the file system's limit still gets written (its temp name is short).
+TEST_F(CheckpointTest, ReplacingAFileKeepsItsModeAndNeighbours) {
+  const fs::path model = dir_ / "model";
+  std::ofstream(model) << "old";
+  ASSERT_EQ(::chmod(model.c_str(), 0600), 0);
+  const fs::path notes = dir_ / "model.tmp.2024-notes", odd = dir_ / "model.tmp.999999999.x";
+  std::ofstream(notes) << "mine";
+  std::ofstream(odd) << "mine too";
+  auto s = ParamStore::on_heap(layout_of(4));
+  save_checkpoint(model, s, {1, 1, 1});
+  struct stat st {};
+  ASSERT_EQ(::stat(model.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_TRUE(fs::exists(notes));
+  EXPECT_TRUE(fs::exists(odd));
+  const fs::path long_name = dir_ / std::string(250, 'm');
+  save_checkpoint(long_name, s, {2, 2, 2});
+  EXPECT_EQ(asgd::read_checkpoint(long_name).state.epoch, 2u);
+  for (const auto& e : fs::directory_iterator(dir_)) {
+    EXPECT_EQ(e.path().filename().string().find(".asgd-long-name"), std::string::npos) << "left behind";
+  }
 }

@@ -67,4 +67,9 @@ TEST(Layout, RejectsBadTensors) {
   }
   EXPECT_THROW(Layout::parse("w sideways 3\n"), asgd::InputError);
   EXPECT_THROW(Layout::parse("w dense 3x\n"), asgd::InputError);
+  // Counts a forged file may hold: too large, never a wrap to zero (that divided by zero: SIGFPE).
+  for (const char* text : {"w padded 18446744073709551615\n", "w dense 18446744073709551615\n",
+                           "w padded 18446744073709551615x2\n", "w padded 2x18446744073709551615\n"}) {
+    EXPECT_THROW(Layout::parse(text), asgd::InputError) << text;
+  }
 }

@@ -157,6 +157,11 @@ TEST_F(ShmTest, AKilledWriterIsDetectedAndRecoverable) {
   EXPECT_NE(msg.find("pid " + std::to_string(child) + " died"), std::string::npos) << msg;
   // Reading is still allowed; taking over needs recovery.
   EXPECT_EQ(ParamStore::attach_shared(name_, small_layout(), Access::read_only).load(0), 42.0f);
+  // A recovery refused for its layout leaves the mark: the next plain attach still hears of the dead writer.
+  Layout other;
+  other.add("v", {3});
+  EXPECT_THROW(ParamStore::attach_shared(name_, other, Access::read_write, {.recover_stale = true}), asgd::InputError);
+  EXPECT_EQ(ParamStore::inspect_shared(name_).dead_writers.size(), 1u);
   auto recovered = ParamStore::attach_shared(name_, small_layout(), Access::read_write, {.recover_stale = true});
   EXPECT_EQ(recovered.load(0), 42.0f);
   EXPECT_TRUE(ParamStore::inspect_shared(name_).dead_writers.empty());

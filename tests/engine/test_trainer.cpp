@@ -384,3 +384,31 @@ TEST(Trainer, EpochByEpochEqualsOneRun) {
   EXPECT_EQ(store.snapshot(), whole);
   EXPECT_THROW(t.run(p, 5), asgd::InputError);
 }
+
+// A run never goes back: a checkpoint of 4 epochs resumed with fewer asked for is refused (it used to record
+// the smaller epoch, and the next resume trained the epochs in between again); as many as it holds is a run of
+// nothing.
+TEST(Trainer, ResumingPastTheEpochsAskedForIsRefused) {
+  const fs::path ckpt = fs::temp_directory_path() / ("asgd-past-" + std::to_string(::getpid()));
+  SharedQuadratic p{500, 4};
+  auto o = decaying_over_six_epochs();
+  {
+    auto store = ParamStore::on_heap(p.layout());
+    Trainer t(store, o);
+    t.run(p, 4);
+    t.save_checkpoint(ckpt);
+  }
+  auto store = ParamStore::on_heap(p.layout());
+  Trainer resumed(store, o);
+  resumed.load_checkpoint(ckpt);
+  EXPECT_THROW(resumed.run(p, 3), asgd::InputError);
+  EXPECT_EQ(resumed.state().epoch, 4u);
+  const auto before = store.snapshot();
+  EXPECT_EQ(resumed.run(p, 4).examples, 0u);
+  EXPECT_EQ(store.snapshot(), before);
+  o.epochs = 3;
+  Trainer fewer(store, o);
+  fewer.load_checkpoint(ckpt);
+  EXPECT_THROW(fewer.run(p), asgd::InputError);
+  fs::remove(ckpt);
+}

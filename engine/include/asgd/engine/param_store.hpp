@@ -111,6 +111,9 @@ class ParamStore {
  private:
   struct Storage;
   ParamStore(std::unique_ptr<Storage> storage, float* data, std::size_t size, bool writable);
+  // Both attaches: the layout is checked against `expected` (when given) before a writer registers or a stale
+  // mark is cleared, so a refused attach changes nothing in the segment.
+  static ParamStore attach(const std::string& name, const Layout* expected, Access access, AttachOptions options);
 
   std::unique_ptr<Storage> storage_;
   float* data_ = nullptr;

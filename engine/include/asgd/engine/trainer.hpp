@@ -138,6 +138,7 @@ class Trainer {
   }
   // Trains from state().epoch to until_epoch (<= options.epochs), so a caller
   // can evaluate between epochs; schedules still span options.epochs.
+  // InputError when state().epoch is past until_epoch.
   template <Problem P>
   TrainReport run(P& problem, std::uint64_t until_epoch);
 
@@ -182,6 +183,7 @@ class Trainer {
   template <Problem P, ConsistencyPolicy Policy>
   TrainReport run_with(P& problem, const Policy& policy, std::uint64_t until_epoch);
   static std::string fmt_until_epoch(std::uint64_t until, std::uint64_t epochs);
+  static std::string fmt_past_epoch(std::uint64_t done, std::uint64_t until);
 
   // Non-template parts, in trainer.cpp.
   void launch(Run& run, const std::function<void(std::size_t)>& body);
@@ -354,7 +356,10 @@ TrainReport Trainer::run_with(P& problem, const Policy& policy, std::uint64_t un
   if ((options_.schedule.adagrad || options_.schedule.row_adagrad) && adagrad_sums_.size() != store_.size()) {
     adagrad_sums_.assign(store_.size(), 0.0f);
   }
-  const std::uint64_t first = std::min(state_.epoch, until_epoch);
+  // A run never goes back: resumed past until_epoch, it would record the earlier epoch and train the epochs in
+  // between again on the next resume.
+  if (state_.epoch > until_epoch) throw InputError(fmt_past_epoch(state_.epoch, until_epoch));
+  const std::uint64_t first = state_.epoch;
   Run run(options_.workers, options_.tau, n, first, until_epoch);
   if (options_.blocks) {
     if constexpr (BlockedProblem<P>) {

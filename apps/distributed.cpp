@@ -50,7 +50,7 @@ std::uint64_t parse_every(const std::string& s) {
   std::uint64_t k = 0;
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), k);
   if (ec != std::errc{} || end != s.data() + s.size() || k == 0 || k > net::ModelAverager::kMostEverySteps) {
-    throw InputError(fmt::format("--average-every '{}': expected epoch or a number of steps from 1 to 2^40", s));
+    throw InputError(fmt::format("--average-every '{}': expected epoch or a number of steps from 1 to 2^40 - 1", s));
   }
   return k;
 }

@@ -142,6 +142,8 @@ TrainReport run_averaged(Distributed& dist, Trainer& trainer, P& problem, std::u
     dist.same_on_all_ranks(plan, "epochs done/last epoch/--epochs/K of --average-every (0: epoch) (every rank needs "
                                  "the same --resume, --epochs, --until-epoch and --average-every)");
   }
+  // Resumed past until_epoch: the Trainer refuses it (InputError naming both), as without mpirun.
+  if (trainer.state().epoch > until_epoch) return trainer.run(problem, until_epoch);
   TrainReport total;
   for (std::uint64_t e = trainer.state().epoch + 1; e <= until_epoch; ++e) {
     TrainReport r = trainer.run(problem, e);

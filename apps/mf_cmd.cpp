@@ -471,16 +471,25 @@ int eval_ranking(const MfEvalFlags& f, const LoadedModel& m) {
                      "again, and most-popular counts them)");
   }
   const FactorLayout layout = FactorLayout::of(m.store->layout());
-  const Ratings test = positives_of(read_with_ids_of(m, f.test_file, f.format), m.positive);
+  // Test positives of users and items the model has: both rankings score the same users, over the same items.
+  const Ratings test_all = positives_of(read_with_ids_of(m, f.test_file, f.format), m.positive);
+  std::vector<std::size_t> known;
+  for (std::size_t i = 0; i < test_all.size(); ++i) {
+    if (test_all.user[i] < layout.users && test_all.item[i] < layout.items) known.push_back(i);
+  }
+  const Ratings test = test_all.subset(known);
   const Ratings train = positives_of(read_with_ids_of(m, f.exclude, f.format), m.positive);
-  if (test.size() == 0) throw InputError(fmt::format("{}: no rating >= {} (the model's positives)", f.test_file, m.positive));
+  if (test.size() == 0) {
+    throw InputError(fmt::format("{}: no rating >= {} (the model's positives) of a user and item the model has",
+                                 f.test_file, m.positive));
+  }
   const SeenItems seen(train, layout.users);
   const auto ours = evaluate_ranking(*m.store, 0.0f, seen, test, f.k);
   const auto popularity = popularity_scores(train, layout.items);
   const auto popular = evaluate_ranking_with(popularity_scorer(popularity), layout.items, seen, test, f.k);
-  fmt::print("eval: {} test positives (rating >= {}), {} users ranked over {} items; BPR precision@{} {:.4f} "
-             "recall@{} {:.4f} NDCG@{} {:.4f} MAP@{} {:.4f} HR@{} {:.4f}\n",
-             test.size(), m.positive, ours.users, layout.items, f.k, ours.precision, f.k, ours.recall, f.k, ours.ndcg,
+  fmt::print("eval: {} test positives (rating >= {}; {} more of users or items the model lacks), {} users ranked "
+             "over {} items; BPR precision@{} {:.4f} recall@{} {:.4f} NDCG@{} {:.4f} MAP@{} {:.4f} HR@{} {:.4f}\n",
+             test.size(), m.positive, test_all.size() - test.size(), ours.users, layout.items, f.k, ours.precision, f.k, ours.recall, f.k, ours.ndcg,
              f.k, ours.map, f.k, ours.hit_rate);
   fmt::print("      most-popular precision@{} {:.4f} recall@{} {:.4f} NDCG@{} {:.4f} MAP@{} {:.4f} HR@{} {:.4f}\n", f.k,
              popular.precision, f.k, popular.recall, f.k, popular.ndcg, f.k, popular.map, f.k, popular.hit_rate);

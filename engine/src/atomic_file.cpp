@@ -151,7 +151,7 @@ AtomicFile::AtomicFile(std::filesystem::path path) : path_(std::move(path)) {
   if (fd_ < 0) throw InputError(fmt::format("{}: cannot write here: {}", path_.string(), std::strerror(errno)));
   // A file replaced keeps its permissions (a private model stays private); a new one has the umask's.
   struct stat existing {};
-  if (::stat(path_.c_str(), &existing) == 0 && S_ISREG(existing.st_mode)) ::fchmod(fd_, existing.st_mode & 07777);
+  if (::stat(path_.c_str(), &existing) == 0 && S_ISREG(existing.st_mode)) ::fchmod(fd_, existing.st_mode & 0777);
 }
 
 void AtomicFile::check(const std::filesystem::path& path) {

@@ -116,7 +116,7 @@ void ModelAverager::share(bool root) {
 
 void ModelAverager::start(std::uint64_t every_steps) {
   if (every_steps == 0 || every_steps > kMostEverySteps) {
-    throw InputError(fmt::format("ModelAverager::start: average every {} steps, expected 1 to 2^40", every_steps));
+    throw InputError(fmt::format("ModelAverager::start: average every {} steps, expected 1 to 2^40 - 1", every_steps));
   }
   if (thread_.joinable()) throw InputError("ModelAverager::start: already started");
   finishing_ = false;

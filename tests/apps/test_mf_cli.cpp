@@ -218,4 +218,15 @@ TEST_F(MfCli, EvalScoresEveryRatingAndRanksABprModel) {
   EXPECT_GT(ours, 0.0) << r.output;
   EXPECT_GT(popular, 0.0) << r.output;
   EXPECT_LE(ours, 1.0) << r.output;
+  // Positives of users and items the model lacks are left out of both rankings alike: the same figures.
+  {
+    std::ifstream in(path("held.txt"));
+    std::ofstream more(path("held-more.txt"));
+    more << in.rdbuf() << "stranger i1 5\nstranger i2 5\nu1 newcomer 5\n";
+  }
+  const auto more = run({"mf", "eval", path("held-more.txt"), path("b"), "--exclude", path("train.txt"), "-k", "5"});
+  ASSERT_EQ(more.status, 0) << more.output;
+  EXPECT_NE(more.output.find("3 more of users or items the model lacks"), std::string::npos) << more.output;
+  EXPECT_EQ(asgd::testing::number_after(more.output, "most-popular precision@5 "), popular) << more.output;
+  EXPECT_EQ(asgd::testing::number_after(more.output, "BPR precision@5 "), ours) << more.output;
 }

@@ -86,6 +86,12 @@ stopped_and_resumed linear 3 linear_job
 linear_adagrad_job() { linear_job --adagrad "$@"; }
 stopped_and_resumed linear-adagrad 3 linear_adagrad_job
 [[ -f "$work/linear-adagrad-ck.rank1" ]] || fail "linear-adagrad: no rank-1 checkpoint"
+# Resumed with fewer epochs than the checkpoint holds: refused on every rank, as in one process.
+linear_job --resume "$work/linear-ck" --until-epoch 2 --model "$work/back" > "$work/log" 2>&1 &&
+  fail "linear: resumed past --until-epoch and went on"
+grep -q '3 epochs are done already, past epoch 2' "$work/log" || fail "linear: no message for a resume past the end"
+[[ ! -e "$work/back" ]] || fail "linear: a model written after a resume past the end"
+echo "linear, 2 ranks: a resume past --until-epoch is refused"
 
 # mf
 "$asgd" mf generate "$work/ratings.txt" --users 300 --items 200 --ratings 20000 --seed 3 > /dev/null ||

@@ -86,6 +86,11 @@ TEST(Ratings, TimestampsAreOptionalAndHeadersMayNameAnything) {
   // Every line as the first: a timestamp on one line and not the next is an error, not a guess.
   const auto msg = message_of([] { parse_ratings("a,x,4,5\nb,y,3\n", "r.csv", RatingsFormat::detect); });
   EXPECT_NE(msg.find("r.csv:2: expected 4 fields"), std::string::npos) << msg;
+  // A first data line with a bad rating is an error, not a header: a header has no number in it.
+  for (const char* text : {"1,10,,100\n1,11,4,101\n", "1\t10\tNA\t100\n1\t11\t4\t101\n", "1,10,4.0x\n1,11,4\n"}) {
+    const auto bad = message_of([&] { parse_ratings(text, "r", RatingsFormat::detect); });
+    EXPECT_NE(bad.find("r:1: expected a numeric rating"), std::string::npos) << text << bad;
+  }
   // A header is only a first line (a later non-numeric rating is an error), and not in LIBMF text.
   EXPECT_THROW(parse_ratings("a,x,4\nb,y,good\n", "r", RatingsFormat::detect), asgd::InputError);
   EXPECT_THROW(parse_ratings("user item rating\na x 4\n", "r", RatingsFormat::libmf), asgd::InputError);

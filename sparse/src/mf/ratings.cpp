@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -220,10 +221,13 @@ Ratings parse_ratings(std::string_view text, std::string_view source, RatingsFor
       if (format == RatingsFormat::detect) format = detect(line);
       const std::size_t n = split_fields(line, format, fields);
       with_time = format != RatingsFormat::libmf && n == 4;
-      // A CSV or TSV header (userId,movieId,rating,timestamp or any names): its third field is not a number.
-      if ((format == RatingsFormat::csv || format == RatingsFormat::udata) && (n == 3 || n == 4) &&
-          !is_number(fields[2])) {
-        continue;
+      // A CSV or TSV header (userId,movieId,rating,timestamp or any names): no field a number, the rating's a
+      // word. A data line with a bad rating (1,10,NA,100 or 1,10,,100) is still an error, not a header.
+      if ((format == RatingsFormat::csv || format == RatingsFormat::udata) && (n == 3 || n == 4)) {
+        bool any_number = false;
+        for (std::size_t k = 0; k < n; ++k) any_number = any_number || is_number(fields[k]);
+        const bool word = !fields[2].empty() && std::isalpha(static_cast<unsigned char>(fields[2][0]));
+        if (!any_number && word) continue;
       }
     }
     auto fail = [&](const std::string& what) {

@@ -2,9 +2,9 @@
 // are cut into `bins` groups each, giving bins x bins blocks; a worker takes
 // a block whose row group and column group no other worker holds, trains on
 // it and puts it back, so two workers never touch the same rows of P or Q
-// and each works on a cache-sized piece. Among free blocks it hands out the
-// one taken least often in this epoch (ties at random), so an epoch visits
-// every block once. get() has the one wait point: a condition variable, no
+// and each works on a cache-sized piece. It hands out a free block not yet
+// taken in this epoch, chosen uniformly at random, so an epoch visits every
+// block once. get() has the one wait point: a condition variable, no
 // spinning. A pick costs O(1) expected while free untaken blocks are common
 // (it draws untaken blocks at random until one is free, so the choice is
 // uniform over the free untaken blocks), and at most a pass over the blocks

@@ -74,9 +74,10 @@ class ModelAverager {
   // and no rank gets more than about 2 K steps ahead of the slowest (a
   // bounded delay across ranks; without it, a rank that finished early
   // would leave the others to pull the model toward their own shards).
-  // InputError for 0 or more than kMostEverySteps (step counts must not wrap).
+  // InputError for 0 or more than kMostEverySteps (step counts must not wrap; below 2^40, as
+  // the apps compare K across ranks).
   void start(std::uint64_t every_steps);
-  static constexpr std::uint64_t kMostEverySteps = std::uint64_t{1} << 40;
+  static constexpr std::uint64_t kMostEverySteps = (std::uint64_t{1} << 40) - 1;
   // A worker finished a step of `examples` examples. Cheap, any thread; it
   // blocks only when this rank is a period ahead of the round in flight.
   void step_done(std::uint64_t examples) noexcept;

@@ -126,8 +126,9 @@ void Distributed::prepare(TrainerOptions& options) {
   // The stream is an option, not part of the checkpoint (which records the
   // run's seed), so it survives a resume; shuffles differ per rank too.
   options.stream = static_cast<std::uint64_t>(rank_);
-  const bool writes = root() || own_checkpoint(options.checkpoint_path, options) != options.checkpoint_path;
-  checkpoint_ = writes ? own_checkpoint(options.checkpoint_path, options) : std::filesystem::path{};
+  // Rank 0 writes the checkpoint; another rank only its own AdaGrad sums' (own_checkpoint names another file).
+  const std::filesystem::path own = own_checkpoint(options.checkpoint_path, options);
+  checkpoint_ = root() || own != options.checkpoint_path ? own : std::filesystem::path{};
   checkpoint_every_ = options.checkpoint_every;
   if (every_epoch()) {
     options.checkpoint_path.clear();  // written after the average instead

@@ -60,6 +60,15 @@ struct RatingRange {
   float clip(float x) const { return lo < hi ? std::clamp(x, lo, hi) : x; }
 };
 
+// The ratings of `r` at or above `threshold`.
+Ratings positives_of(const Ratings& r, float threshold) {
+  std::vector<std::size_t> rows;
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    if (r.rating[i] >= threshold) rows.push_back(i);
+  }
+  return r.subset(rows);
+}
+
 // Ids are any bytes, JSON strings UTF-8: a list holding a name that is not
 // UTF-8 is kept as hex, under KEY_hex, and read back byte for byte.
 void put_names(nlohmann::json& j, const std::string& key, const std::vector<std::string>& names) {
@@ -109,10 +118,7 @@ std::string model_metadata(const Ratings& r, float mean, const MfOptions& o, con
   put_names(j, "users", r.users.names());
   put_names(j, "items", r.items.names());
   // Ids with no training rating (first seen in a validation or test file): zero rows, never recommended.
-  FactorLayout sizes;
-  sizes.users = r.users.size();
-  sizes.items = r.items.size();
-  const ColdIds cold = cold_ids(sizes, r);
+  const ColdIds cold = cold_ids(r.users.size(), r.items.size(), r);
   if (!cold.users.empty()) j["cold_users"] = cold.users;
   if (!cold.items.empty()) j["cold_items"] = cold.items;
   return j.dump();
@@ -220,11 +226,7 @@ MfOptions model_options(const MfTrainFlags& f) {
 // this is for comparison with published numbers).
 int train_bpr(std::FILE* out, const MfTrainFlags& f, Distributed& dist) {
   const Ratings all = read_ratings(f.train_file, parse_ratings_format(f.format));
-  std::vector<std::size_t> rows;
-  for (std::size_t i = 0; i < all.size(); ++i) {
-    if (all.rating[i] >= f.positive_threshold) rows.push_back(i);
-  }
-  const Ratings positives = all.subset(rows);
+  const Ratings positives = positives_of(all, f.positive_threshold);
   if (positives.size() == 0) throw InputError(fmt::format("no rating >= {} (--positive)", f.positive_threshold));
   const MfOptions mo = model_options(f);
   const std::size_t items = positives.items.size();
@@ -452,15 +454,6 @@ struct MfEvalFlags {
   std::string test_file, model_file, exclude, format = "detect";
   std::size_t k = 10;
 };
-
-// The ratings of `r` at or above `threshold`.
-Ratings positives_of(const Ratings& r, float threshold) {
-  std::vector<std::size_t> rows;
-  for (std::size_t i = 0; i < r.size(); ++i) {
-    if (r.rating[i] >= threshold) rows.push_back(i);
-  }
-  return r.subset(rows);
-}
 
 // A BPR model ranks: full-ranking metrics at k on the test file's positives,
 // the training positives (--exclude) left out of each user's list as in

@@ -328,7 +328,7 @@ TEST(BiasedMf, UntrainedAndUnknownIdsPredictFromTheMeanAndKnownBiases) {
   const FactorLayout f = FactorLayout::of(store.layout());
   ASSERT_EQ(f.users, 4u);
   ASSERT_EQ(f.items, 3u);
-  const ColdIds cold = cold_ids(f, with_rows);
+  const ColdIds cold = cold_ids(f.users, f.items, with_rows);
   EXPECT_EQ(cold.users, std::vector<std::uint32_t>{3});  // d
   EXPECT_EQ(cold.items, std::vector<std::uint32_t>{2});  // z
   for (std::size_t c = 0; c < f.factors; ++c) {

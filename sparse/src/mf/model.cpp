@@ -48,17 +48,23 @@ Layout FactorLayout::make(std::size_t users, std::size_t items, std::size_t fact
   return l;
 }
 
-void initialize_factors(ParamStore& store, std::uint64_t seed, float scale, const Ratings* trained) {
-  const FactorLayout f = FactorLayout::of(store.layout());
-  std::vector<char> user_trained(f.users, 1), item_trained(f.items, 1);
-  if (trained) {
-    std::fill(user_trained.begin(), user_trained.end(), 0);
-    std::fill(item_trained.begin(), item_trained.end(), 0);
-    for (std::size_t i = 0; i < trained->size(); ++i) {
-      if (trained->user[i] < f.users) user_trained[trained->user[i]] = 1;
-      if (trained->item[i] < f.items) item_trained[trained->item[i]] = 1;
+namespace {
+// Which of `users` and `items` have a rating in `r` (1) or none (0); all 1 without `r`.
+struct RatedRows {
+  std::vector<char> users, items;
+  RatedRows(std::size_t user_count, std::size_t item_count, const Ratings* r)
+      : users(user_count, r ? 0 : 1), items(item_count, r ? 0 : 1) {
+    for (std::size_t i = 0; r && i < r->size(); ++i) {
+      if (r->user[i] < user_count) users[r->user[i]] = 1;
+      if (r->item[i] < item_count) items[r->item[i]] = 1;
     }
   }
+};
+}  // namespace
+
+void initialize_factors(ParamStore& store, std::uint64_t seed, float scale, const Ratings* trained) {
+  const FactorLayout f = FactorLayout::of(store.layout());
+  const RatedRows rated(f.users, f.items, trained);
   // The same seed gives the same start everywhere; a zeroed row still draws its values.
   FastRng rng(seed * 0x9e3779b97f4a7c15ULL + 1);
   const float s = scale / std::sqrt(static_cast<float>(f.factors));
@@ -71,21 +77,17 @@ void initialize_factors(ParamStore& store, std::uint64_t seed, float scale, cons
       }
     }
   };
-  fill(f.p, f.users, user_trained);
-  fill(f.q, f.items, item_trained);
+  fill(f.p, f.users, rated.users);
+  fill(f.q, f.items, rated.items);
 }
 
-ColdIds cold_ids(const FactorLayout& f, const Ratings& trained) {
-  std::vector<char> user_seen(f.users, 0), item_seen(f.items, 0);
-  for (std::size_t i = 0; i < trained.size(); ++i) {
-    if (trained.user[i] < f.users) user_seen[trained.user[i]] = 1;
-    if (trained.item[i] < f.items) item_seen[trained.item[i]] = 1;
-  }
+ColdIds cold_ids(std::size_t users, std::size_t items, const Ratings& trained) {
+  const RatedRows rated(users, items, &trained);
   ColdIds cold;
-  for (std::uint32_t u = 0; u < f.users; ++u)
-    if (!user_seen[u]) cold.users.push_back(u);
-  for (std::uint32_t i = 0; i < f.items; ++i)
-    if (!item_seen[i]) cold.items.push_back(i);
+  for (std::uint32_t u = 0; u < users; ++u)
+    if (!rated.users[u]) cold.users.push_back(u);
+  for (std::uint32_t i = 0; i < items; ++i)
+    if (!rated.items[i]) cold.items.push_back(i);
   return cold;
 }
 

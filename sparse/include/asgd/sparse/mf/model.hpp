@@ -59,11 +59,11 @@ struct FactorLayout {
 // values of the other rows are the same either way.
 void initialize_factors(ParamStore& store, std::uint64_t seed, float scale, const Ratings* trained = nullptr);
 
-// The users and items (indices) of a layout's rows that have no rating in `trained`, sorted.
+// Of users 0..users-1 and items 0..items-1, those with no rating in `trained`, sorted.
 struct ColdIds {
   std::vector<std::uint32_t> users, items;
 };
-ColdIds cold_ids(const FactorLayout& f, const Ratings& trained);
+ColdIds cold_ids(std::size_t users, std::size_t items, const Ratings& trained);
 
 // mu + b_u + b_i + p_u . q_i from a store (any thread, racy reads).
 float predict(const ParamStore& store, const FactorLayout& f, float mean, std::uint32_t user, std::uint32_t item);

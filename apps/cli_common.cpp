@@ -72,11 +72,24 @@ TrainerOptions to_trainer_options(const EngineFlags& f) {
   return o;
 }
 
-TrainingStore open_training_store(const std::string& shm, Layout layout, AttachOptions attach) {
-  if (shm.empty()) return {ParamStore::on_heap(std::move(layout)), true};
+RemoveOnFailure::~RemoveOnFailure() {
+  if (name_.empty() || std::uncaught_exceptions() <= exceptions_) return;
+  try {
+    if (ParamStore::inspect_shared(name_).writers.empty()) ParamStore::remove_shared(name_);
+  } catch (...) {  // gone already, or no longer ours: leave it
+  }
+}
+
+TrainingStore open_training_store(const std::string& shm, Layout layout, AttachOptions attach,
+                                  const std::function<void(ParamStore&)>& initialize) {
+  if (shm.empty()) {
+    ParamStore store = ParamStore::on_heap(std::move(layout));
+    if (initialize) initialize(store);
+    return {RemoveOnFailure(), std::move(store), true};
+  }
   bool created = false;
-  ParamStore store = ParamStore::open_or_create_shared(shm, std::move(layout), attach, &created);
-  return {std::move(store), created};
+  ParamStore store = ParamStore::open_or_create_shared(shm, std::move(layout), attach, &created, initialize);
+  return {RemoveOnFailure(created ? shm : std::string()), std::move(store), created};
 }
 
 bool stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }

@@ -5,11 +5,13 @@
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <functional>
 #include <initializer_list>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "asgd/dense/mnist.hpp"
 #include "asgd/engine/param_store.hpp"
@@ -48,15 +50,35 @@ void add_engine_flags(CLI::App& app, EngineFlags& flags);
 // Throws InputError naming the flag that is wrong.
 TrainerOptions to_trainer_options(const EngineFlags& flags);
 
+// Removes a shared segment this command created when the command fails: it is
+// destroyed while an exception unwinds the scope that holds it, and nobody else
+// is attached as a writer. A killed command leaves its segment (stale, for
+// --shm-recover or `asgd shm remove`); a finished one keeps it for serving.
+class RemoveOnFailure {
+ public:
+  explicit RemoveOnFailure(std::string name = {}) : name_(std::move(name)) {}
+  RemoveOnFailure(RemoveOnFailure&& other) noexcept : name_(std::exchange(other.name_, {})) {}
+  RemoveOnFailure& operator=(RemoveOnFailure&&) = delete;
+  ~RemoveOnFailure();
+
+ private:
+  std::string name_;  // empty: nothing to remove
+  int exceptions_ = std::uncaught_exceptions();
+};
+
 // Where a model trains: the heap when `shm` is empty, else the shared
 // segment `shm`, attached when it exists (training continues from its
-// parameters) or created. `created` says whether the store is new, so the
-// caller initialises only a new one.
+// parameters) or created. `initialize`, when given, fills a new store (on the
+// heap, or a segment before another process may attach it); `created` says
+// whether the store is new. Keep the TrainingStore for the whole command: a
+// segment it created is removed if the command fails (RemoveOnFailure).
 struct TrainingStore {
+  RemoveOnFailure cleanup;  // declared first, so the store detaches before it runs
   ParamStore store;
   bool created = true;
 };
-TrainingStore open_training_store(const std::string& shm, Layout layout, AttachOptions attach = {});
+TrainingStore open_training_store(const std::string& shm, Layout layout, AttachOptions attach = {},
+                                  const std::function<void(ParamStore&)>& initialize = {});
 
 // A progress callback: a live line on a terminal (stderr), nothing in a pipe.
 ProgressCallback progress_printer(std::string label, bool quiet);

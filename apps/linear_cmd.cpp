@@ -136,6 +136,10 @@ int train(const TrainFlags& f, Distributed& dist) {
   options.checkpoint_path = f.checkpoint;
   options.checkpoint_metadata = linear_model_metadata(f.l2, problem.num_features());
 
+  if (f.until_epoch > options.epochs) {
+    throw InputError(fmt::format("--until-epoch {}: past --epochs {}", f.until_epoch, options.epochs));
+  }
+
   TrainingStore t = open_training_store(f.shm, problem.layout(), {.recover_stale = f.shm_recover});
   ParamStore& store = t.store;
   if (!f.shm.empty() && !f.quiet) {
@@ -153,9 +157,6 @@ int train(const TrainFlags& f, Distributed& dist) {
     }
     trainer.load_checkpoint(own);
     if (dist.root()) fmt::print(out, "resumed from {} at epoch {}\n", f.resume, trainer.state().epoch);
-  }
-  if (f.until_epoch > options.epochs) {
-    throw InputError(fmt::format("--until-epoch {}: past --epochs {}", f.until_epoch, options.epochs));
   }
   if (dist.active()) fmt::print(out, "mpi: {}; rank 0 trains {} of {} examples\n", dist.describe(), problem.num_examples(), data.rows());
   dist.start(trainer, store);

@@ -194,17 +194,18 @@ TrainerOptions trainer_options(const MfTrainFlags& f, const char* default_schedu
   return o;
 }
 
-// Where a model trains (open_training_store), its factors initialised when new.
-// Ids without a rating in `trained` start as zero rows.
-ParamStore make_store(std::FILE* out, const MfTrainFlags& f, const Layout& layout, float init_scale,
-                      const Ratings& trained) {
-  TrainingStore t = open_training_store(f.shm, layout, {.recover_stale = f.shm_recover});
-  if (t.created) initialize_factors(t.store, f.seed, init_scale, &trained);
+// Where a model trains (open_training_store), its factors initialised when new (a new segment before another
+// process may attach it). Ids without a rating in `trained` start as zero rows.
+TrainingStore make_store(std::FILE* out, const MfTrainFlags& f, const Layout& layout, float init_scale,
+                         const Ratings& trained) {
+  TrainingStore t = open_training_store(f.shm, layout, {.recover_stale = f.shm_recover}, [&](ParamStore& s) {
+    initialize_factors(s, f.seed, init_scale, &trained);
+  });
   if (!f.shm.empty()) {
     fmt::print(out, "mf: {} shared segment '{}' (serve it with: asgd mf recommend MODEL_FILE --shm {})\n",
                t.created ? "created" : "training into existing", f.shm, f.shm);
   }
-  return std::move(t.store);
+  return t;
 }
 
 MfOptions model_options(const MfTrainFlags& f) {
@@ -244,7 +245,8 @@ int train_bpr(std::FILE* out, const MfTrainFlags& f, Distributed& dist) {
   std::optional<std::vector<std::size_t>> shard;
   if (dist.active()) shard = dist.shard(split.train.size());
   const BprMf problem(split.train, mo, f.seed, shard ? &*shard : nullptr);
-  ParamStore store = make_store(out, f, problem.layout(), mo.init_scale, split.train);
+  TrainingStore t = make_store(out, f, problem.layout(), mo.init_scale, split.train);
+  ParamStore& store = t.store;
   TrainerOptions o = trainer_options(f, "linear", 0.0f);
   o.checkpoint_metadata = model_metadata(split.train, 0.0f, mo, "bpr", f.positive_threshold);
   o.on_progress = progress_printer("bpr", f.quiet);
@@ -368,7 +370,8 @@ int train(const MfTrainFlags& f, Distributed& dist) {
   if (dist.active()) shard = train_set.subset(dist.shard(train_set.size()));
   const BiasedMf problem(shard ? *shard : train_set, mo, f.seed);
   const RatingRange range = RatingRange::of(train_set);
-  ParamStore store = make_store(out, f, problem.layout(), mo.init_scale, train_set);
+  TrainingStore t = make_store(out, f, problem.layout(), mo.init_scale, train_set);
+  ParamStore& store = t.store;
 
   TrainerOptions o = trainer_options(f, "constant", 0.0f);
   o.blocks = blocks;

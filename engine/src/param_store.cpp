@@ -166,7 +166,8 @@ ParamStore ParamStore::on_heap(Layout layout) {
   return ParamStore(std::move(s), data, n, true);
 }
 
-ParamStore ParamStore::create_shared(const std::string& name, Layout layout, CreateOptions options) {
+ParamStore ParamStore::create_shared(const std::string& name, Layout layout, CreateOptions options,
+                                     const std::function<void(ParamStore&)>& initialize) {
   check_name(name);
   const std::string text = layout.serialize();
   if (text.size() > kLayoutTextMax) {
@@ -193,7 +194,7 @@ ParamStore ParamStore::create_shared(const std::string& name, Layout layout, Cre
     const bool nobody_alive = info.writers.empty() && !(!info.ready && process_alive(info.creator_pid));
     if (options.replace_stale && info.stale() && nobody_alive) {
       remove_shared(name);
-      return create_shared(name, std::move(layout), CreateOptions{false});
+      return create_shared(name, std::move(layout), CreateOptions{false}, initialize);
     }
     if (info.stale() && nobody_alive) {
       throw InputError(fmt::format("shared segment '{}' exists but is stale (left by a killed process{}); "
@@ -235,9 +236,20 @@ ParamStore ParamStore::create_shared(const std::string& name, Layout layout, Cre
   s->layout = std::move(layout);
   std::atomic_ref<std::uint64_t>(h->magic).store(kMagic, std::memory_order_release);
   s->register_writer();
-  std::atomic_ref<std::uint32_t>(h->state).store(kStateReady, std::memory_order_release);
   float* data = reinterpret_cast<float*>(static_cast<char*>(s->region.get_address()) + kHeaderBytes);
-  return ParamStore(std::move(s), data, n, true);
+  ParamStore made(std::move(s), data, n, true);
+  if (initialize) {
+    // Attachers wait for the ready state below, so nobody sees the segment half initialised; a failed
+    // initialisation leaves nothing behind.
+    try {
+      initialize(made);
+    } catch (...) {
+      bip::shared_memory_object::remove(name.c_str());
+      throw;
+    }
+  }
+  std::atomic_ref<std::uint32_t>(h->state).store(kStateReady, std::memory_order_release);
+  return made;
 }
 
 namespace {
@@ -257,20 +269,24 @@ SegmentInfo open_segment(const std::string& name, Access access, bip::shared_mem
   }
   // A creator may be between shm_open and writing its magic: until the
   // deadline, a short segment or a zero magic means "still initialising".
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  auto wait_or_fail = [&](const std::string& what) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      throw InputError(fmt::format("shared segment '{}' {} after 2 s: not an asgd segment, or its creator died "
-                                   "while making it; remove it (asgd shm remove {})",
-                                   name, what, name));
+  // Once the header is there, a live creator may take longer (it fills the
+  // parameters before marking the segment ready): wait for it up to 10 min.
+  const auto start = std::chrono::steady_clock::now();
+  auto wait_or_fail = [&](const std::string& what, std::chrono::seconds limit) {
+    if (std::chrono::steady_clock::now() - start > limit) {
+      throw InputError(fmt::format("shared segment '{}' {} after {} s: not an asgd segment, or its creator died "
+                                   "or hangs while making it; remove it (asgd shm remove {})",
+                                   name, what, limit.count(), name));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   };
+  constexpr std::chrono::seconds kHeaderWait{2};
+  constexpr std::chrono::seconds kInitialiseWait{600};
   for (;;) {
     bip::offset_t bytes = 0;
     shm.get_size(bytes);
     if (static_cast<std::size_t>(bytes) < kHeaderBytes) {
-      wait_or_fail(fmt::format("is only {} bytes", bytes));
+      wait_or_fail(fmt::format("is only {} bytes", bytes), kHeaderWait);
       continue;
     }
     region = bip::mapped_region(shm, mode);
@@ -278,7 +294,7 @@ SegmentInfo open_segment(const std::string& name, Access access, bip::shared_mem
     const auto magic =
         std::atomic_ref<std::uint64_t>(const_cast<std::uint64_t&>(h->magic)).load(std::memory_order_acquire);
     if (magic == 0) {
-      wait_or_fail("has no header");
+      wait_or_fail("has no header", kHeaderWait);
       continue;
     }
     SegmentInfo info = read_info(name, h, region.get_size());
@@ -288,7 +304,7 @@ SegmentInfo open_segment(const std::string& name, Access access, bip::shared_mem
                                    "remove it (asgd shm remove {})",
                                    name, info.creator_pid, name));
     }
-    wait_or_fail(fmt::format("is still being initialised by pid {}", info.creator_pid));
+    wait_or_fail(fmt::format("is still being initialised by pid {}", info.creator_pid), kInitialiseWait);
   }
 }
 
@@ -367,12 +383,12 @@ bool ParamStore::exists_shared(const std::string& name) {
 }
 
 ParamStore ParamStore::open_or_create_shared(const std::string& name, Layout layout, AttachOptions options,
-                                             bool* created) {
+                                             bool* created, const std::function<void(ParamStore&)>& initialize) {
   if (created != nullptr) *created = false;
   for (int attempt = 0;; ++attempt) {
     if (exists_shared(name)) return attach_shared(name, layout, Access::read_write, options);
     try {
-      ParamStore made = create_shared(name, layout);
+      ParamStore made = create_shared(name, layout, {}, initialize);
       if (created != nullptr) *created = true;
       return made;
     } catch (const InputError&) {

@@ -278,6 +278,27 @@ TEST_F(Cli, AKilledTrainerLeavesASegmentThatIsReportedStale) {
   EXPECT_FALSE(asgd::ParamStore::exists_shared(shm));
 }
 
+TEST_F(Cli, AFailedRunRemovesTheSegmentItCreatedOnly) {
+  generate("f.svm", 2000, 300);
+  const std::string shm = "asgd-cli-fail-" + std::to_string(::getpid());
+  asgd::ParamStore::remove_shared(shm);
+  // It fails after making the segment (the checkpoint to resume from is missing): nothing is left behind.
+  const std::vector<std::string> failing = {"linear", "train", "--data", path("f.svm"), "--shm", shm, "--epochs", "1",
+                                            "--quiet", "--resume", path("missing.ckpt")};
+  auto r = run(failing);
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_FALSE(asgd::ParamStore::exists_shared(shm)) << r.output;
+  // A segment it only attached to stays, with what an earlier run trained into it.
+  r = run({"linear", "train", "--data", path("f.svm"), "--shm", shm, "--epochs", "1", "--quiet"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto before = asgd::ParamStore::attach_shared_any(shm).snapshot();
+  r = run(failing);
+  EXPECT_EQ(r.status, 2) << r.output;
+  ASSERT_TRUE(asgd::ParamStore::exists_shared(shm)) << r.output;
+  EXPECT_EQ(asgd::ParamStore::attach_shared_any(shm).snapshot(), before);
+  asgd::ParamStore::remove_shared(shm);
+}
+
 TEST_F(Cli, StalenessBenchWritesCsvAndPlot) {
   const auto r = run({"bench", "staleness", "--examples", "5000", "--features", "2000", "--nnz", "10", "--epochs",
                       "8", "--workers", "1,2", "--taus", "0,inf", "--policies", "racy,locked", "--l2", "2e-4", "--out", path("st")});

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <optional>
 #include <string>
 #include <thread>
@@ -96,6 +97,39 @@ TEST_F(ShmTest, OpenOrCreateSaysWhoCreated) {
   bool made = true;
   auto again = ParamStore::open_or_create_shared(name_, small_layout(), {}, &made);
   EXPECT_FALSE(made);
+}
+
+TEST_F(ShmTest, AttachWaitsUntilTheCreatorHasInitialisedIt) {
+  // The creator fills its parameters before the segment is ready: a process attaching meanwhile (here a thread,
+  // racing through open_or_create_shared as a second `asgd mf train --shm` would) waits and sees them all.
+  std::atomic<bool> filling{false};
+  std::optional<ParamStore> attached;
+  bool made = true;
+  std::jthread creator([&] {
+    auto s = ParamStore::create_shared(name_, small_layout(), {}, [&](ParamStore& p) {
+      filling = true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      p.fill(2.5f);
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // keep it attached while the other reads
+  });
+  while (!filling) std::this_thread::yield();
+  EXPECT_FALSE(ParamStore::inspect_shared(name_).ready);
+  attached.emplace(ParamStore::open_or_create_shared(name_, small_layout(), {}, &made,
+                                                     [](ParamStore&) { FAIL() << "initialised twice"; }));
+  EXPECT_FALSE(made);
+  for (std::size_t i = 0; i < attached->size(); ++i) ASSERT_EQ(attached->load(i), 2.5f) << i;
+}
+
+TEST_F(ShmTest, AFailedInitialisationLeavesNoSegment) {
+  const std::string message = message_of([&] {
+    ParamStore::create_shared(name_, small_layout(), {}, [](ParamStore&) { throw asgd::InputError("cannot fill"); });
+  });
+  EXPECT_EQ(message, "cannot fill");
+  EXPECT_FALSE(ParamStore::exists_shared(name_));
+  bool made = false;
+  auto again = ParamStore::open_or_create_shared(name_, small_layout(), {}, &made);
+  EXPECT_TRUE(made);
 }
 
 TEST_F(ShmTest, CreatedOwnerOnlyEvenWithAPermissiveUmask) {

@@ -7,6 +7,8 @@
 //  * no such segment                  -> InputError ("no shared segment ...")
 //  * not an asgd segment / other
 //    version / other layout           -> InputError naming what differs
+//  * creator still initialising       -> attach waits while the creator lives
+//    (at most 10 minutes), then goes on as below
 //  * creator died before it was ready -> InputError: stale, remove it
 //  * a writer died without detaching  -> InputError naming the pid, unless
 //    AttachOptions::recover_stale: then the dead writer's slot is cleared and
@@ -19,6 +21,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -61,7 +64,12 @@ class ParamStore {
   static ParamStore on_heap(Layout layout);
 
   // Creates segment `name` (zero-filled) and attaches it read-write.
-  static ParamStore create_shared(const std::string& name, Layout layout, CreateOptions options = {});
+  // `initialize`, when given, fills the parameters before the segment is
+  // marked ready, so a process attaching meanwhile waits and never sees it
+  // half made; when it throws, the segment is removed and the exception
+  // passes on.
+  static ParamStore create_shared(const std::string& name, Layout layout, CreateOptions options = {},
+                                  const std::function<void(ParamStore&)>& initialize = {});
   // Attaches an existing segment; its layout must equal `expected`.
   static ParamStore attach_shared(const std::string& name, const Layout& expected,
                                   Access access = Access::read_write, AttachOptions options = {});
@@ -75,8 +83,11 @@ class ParamStore {
   // several processes race to start on the same name. `created`, when
   // given, says whether this call made the segment (only then should the
   // caller initialise it: of racing processes exactly one is told so).
+  // `initialize`, when given, runs on a segment this call creates before any
+  // other process may attach (as in create_shared).
   static ParamStore open_or_create_shared(const std::string& name, Layout layout, AttachOptions options = {},
-                                          bool* created = nullptr);
+                                          bool* created = nullptr,
+                                          const std::function<void(ParamStore&)>& initialize = {});
   // Returns false when there was nothing to remove. Attached processes keep
   // their mapping; the name is free at once.
   static bool remove_shared(const std::string& name) noexcept;

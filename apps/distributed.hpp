@@ -139,8 +139,17 @@ TrainReport run_averaged(Distributed& dist, Trainer& trainer, P& problem, std::u
   if (dist.active()) {
     // Every rank must run as many blocking rounds: a job whose ranks were given different plans would wait forever.
     const std::uint64_t plan[] = {trainer.state().epoch, until_epoch, trainer.options().epochs, dist.every_steps()};
-    dist.same_on_all_ranks(plan, "epochs done/last epoch/--epochs/K of --average-every (0: epoch) (every rank needs "
-                                 "the same --resume, --epochs, --until-epoch and --average-every)");
+    const auto& schedule = trainer.options().schedule;
+    const bool own_files = schedule.adagrad || schedule.row_adagrad;
+    dist.same_on_all_ranks(plan, own_files ? "epochs done/last epoch/--epochs/K of --average-every (0: epoch) (every "
+                                             "rank needs the same --resume, --epochs, --until-epoch and "
+                                             "--average-every; with AdaGrad each rank resumes from its own file, "
+                                             "CHECKPOINT.rank<r> beside rank 0's, and a job killed between the "
+                                             "ranks' checkpoint writes leaves them at different epochs: resume "
+                                             "from an earlier copy of all of them, or start again)"
+                                           : "epochs done/last epoch/--epochs/K of --average-every (0: epoch) (every "
+                                             "rank needs the same --resume, --epochs, --until-epoch and "
+                                             "--average-every)");
   }
   // Resumed past until_epoch: the Trainer refuses it (InputError naming both), as without mpirun.
   if (trainer.state().epoch > until_epoch) return trainer.run(problem, until_epoch);

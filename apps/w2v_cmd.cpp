@@ -317,6 +317,11 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
                saved.corpus_tokens, corpus.stats.kept_tokens);
   }
   const Word2Vec model(corpus, vocab, m);
+  // Before the parameters are allocated: a checkpoint whose metadata does not describe its own parameters
+  // (forged, or from another build) must not size them.
+  if (!f.resume.empty() && resumed.layout.hash() != model.layout().hash()) {
+    throw InputError(fmt::format("{}: its layout does not match the model", f.resume));
+  }
   auto store = ParamStore::on_heap(model.layout());
 
   TrainerOptions o;
@@ -347,9 +352,6 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
   dist.prepare(o);
   Trainer trainer(store, o);
   if (!f.resume.empty()) {
-    if (resumed.layout.hash() != store.layout().hash()) {
-      throw InputError(fmt::format("{}: its layout does not match the model", f.resume));
-    }
     trainer.load_checkpoint(f.resume);
   } else {
     model.initialize(store, f.seed);

@@ -56,6 +56,9 @@ void check_name(const std::string& name) {
   if (name.empty() || name.size() > 200) {
     throw InputError(fmt::format("shared segment '{}': name must have 1 to 200 characters", name));
   }
+  if (name == "." || name == "..") {
+    throw InputError(fmt::format("shared segment '{}': not a name (it is the shared-memory directory)", name));
+  }
   for (char ch : name) {
     const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
                     ch == '-' || ch == '_' || ch == '.';

@@ -153,6 +153,11 @@ TEST_F(ShmTest, ClearErrorsForMissingForeignAndOtherLayout) {
   EXPECT_NE(message_of([&] { ParamStore::create_shared(name_, small_layout()); }).find("already exists"),
             std::string::npos);
   EXPECT_THROW(ParamStore::create_shared("bad/name", small_layout()), asgd::InputError);
+  for (const char* dots : {".", ".."}) {
+    EXPECT_NE(message_of([&] { ParamStore::create_shared(dots, small_layout()); }).find("not a name"),
+              std::string::npos);
+    EXPECT_NE(message_of([&] { ParamStore::inspect_shared(dots); }).find("not a name"), std::string::npos);
+  }
 }
 
 TEST_F(ShmTest, NotAnAsgdSegment) {

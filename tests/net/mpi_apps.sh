@@ -86,6 +86,16 @@ stopped_and_resumed linear 3 linear_job
 linear_adagrad_job() { linear_job --adagrad "$@"; }
 stopped_and_resumed linear-adagrad 3 linear_adagrad_job
 [[ -f "$work/linear-adagrad-ck.rank1" ]] || fail "linear-adagrad: no rank-1 checkpoint"
+# A job killed between the ranks' checkpoint writes leaves their files at different epochs (here rank 1's is put
+# back to epoch 3 after a run to epoch 4): the resume is refused, and the message says why.
+cp "$work/linear-adagrad-ck.rank1" "$work/rank1-at-3"
+linear_adagrad_job --resume "$work/linear-adagrad-ck" --checkpoint "$work/linear-adagrad-ck" --until-epoch 4 \
+  > "$work/log" 2>&1 || fail "linear-adagrad: the run to epoch 4"
+cp "$work/rank1-at-3" "$work/linear-adagrad-ck.rank1"
+linear_adagrad_job --resume "$work/linear-adagrad-ck" > "$work/log" 2>&1 && fail "linear-adagrad: a torn resume ran"
+grep -q 'rank 0: 4/6/6/0, rank 1: 3/6/6/0' "$work/log" && grep -q 'killed between the ranks. checkpoint writes' \
+  "$work/log" || fail "linear-adagrad: no message naming the ranks' epochs and a torn checkpoint"
+echo "linear-adagrad, 2 ranks: checkpoints at different epochs are refused, and said to be torn"
 # Resumed with fewer epochs than the checkpoint holds: refused on every rank, as in one process.
 linear_job --resume "$work/linear-ck" --until-epoch 2 --model "$work/back" > "$work/log" 2>&1 &&
   fail "linear: resumed past --until-epoch and went on"

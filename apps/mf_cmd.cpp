@@ -267,12 +267,17 @@ int train_bpr(std::FILE* out, const MfTrainFlags& f, Distributed& dist) {
   }
   if (f.test_fraction > 0) {
     const SeenItems& train_seen = problem.seen();  // what BPR was trained on
-    const auto full = evaluate_ranking(store, 0.0f, train_seen, split.test, 10);
+    // Items with no training positive (all of theirs held out) are never ranked, by either: misses, as in
+    // `mf recommend` and `mf eval`.
+    const std::vector<std::uint32_t> cold = cold_ids(positives.users.size(), items, split.train).items;
+    const auto full = evaluate_ranking(store, 0.0f, train_seen, split.test, 10, cold);
     const auto popularity = popularity_scores(split.train, items);
-    const auto full_pop = evaluate_ranking_with(popularity_scorer(popularity), items, train_seen, split.test, 10);
-    fmt::print(out, "full ranking, per-user {:g}% held out, {} users: BPR precision@10 {:.4f} recall@10 {:.4f} "
-               "NDCG@10 {:.4f} MAP@10 {:.4f} HR@10 {:.4f}\n",
-               100 * f.test_fraction, full.users, full.precision, full.recall, full.ndcg, full.map, full.hit_rate);
+    const auto full_pop =
+        evaluate_ranking_with(popularity_scorer(popularity), items, train_seen, split.test, 10, cold);
+    fmt::print(out, "full ranking, per-user {:g}% held out, {} users, {} items never ranked (no training "
+               "positive): BPR precision@10 {:.4f} recall@10 {:.4f} NDCG@10 {:.4f} MAP@10 {:.4f} HR@10 {:.4f}\n",
+               100 * f.test_fraction, full.users, cold.size(), full.precision, full.recall, full.ndcg, full.map,
+               full.hit_rate);
     fmt::print(out, "                                        most-popular precision@10 {:.4f} recall@10 {:.4f} "
                "NDCG@10 {:.4f} MAP@10 {:.4f} HR@10 {:.4f}\n",
                full_pop.precision, full_pop.recall, full_pop.ndcg, full_pop.map, full_pop.hit_rate);
@@ -480,9 +485,11 @@ int eval_ranking(const MfEvalFlags& f, const LoadedModel& m) {
                                  f.test_file, m.positive));
   }
   const SeenItems seen(train, layout.users);
-  const auto ours = evaluate_ranking(*m.store, 0.0f, seen, test, f.k);
+  // The model's cold items (no training positive, zero rows) are never ranked, by either: misses.
+  const auto ours = evaluate_ranking(*m.store, 0.0f, seen, test, f.k, m.cold.items);
   const auto popularity = popularity_scores(train, layout.items);
-  const auto popular = evaluate_ranking_with(popularity_scorer(popularity), layout.items, seen, test, f.k);
+  const auto popular =
+      evaluate_ranking_with(popularity_scorer(popularity), layout.items, seen, test, f.k, m.cold.items);
   fmt::print("eval: {} test positives (rating >= {}; {} more of users or items the model lacks), {} users ranked "
              "over {} items; BPR precision@{} {:.4f} recall@{} {:.4f} NDCG@{} {:.4f} MAP@{} {:.4f} HR@{} {:.4f}\n",
              test.size(), m.positive, test_all.size() - test.size(), ours.users, layout.items, f.k, ours.precision, f.k, ours.recall, f.k, ours.ndcg,

@@ -113,6 +113,31 @@ TEST(RankingMetrics, FullRankingExcludesTrainingItems) {
   EXPECT_EQ(by_pop.hit_rate, 0.0);
 }
 
+TEST(RankingMetrics, NeverRankedItemsAreMisses) {
+  // Item 1 scores highest for user 0 and is its only test positive: ranked, it is a hit at the top; never ranked
+  // (a cold item), the top 2 is {2, 3}, a miss, and the user still counts. Both evaluations agree.
+  auto store = one_factor_store({1.0f}, {0.1f, 0.4f, 0.3f, 0.2f});
+  const auto train = make_ratings({}, 1, 4);
+  const auto test = make_ratings({{0, 1}}, 1, 4);
+  const SeenItems seen(train, 1);
+  const auto ranked = evaluate_ranking(store, 0.0f, seen, test, 2);
+  EXPECT_DOUBLE_EQ(ranked.ndcg, 1.0);
+  const std::vector<std::uint32_t> never = {1};
+  const auto m = evaluate_ranking(store, 0.0f, seen, test, 2, never);
+  EXPECT_EQ(m.users, 1u);
+  EXPECT_EQ(m.precision + m.recall + m.ndcg + m.map + m.hit_rate, 0.0);
+  const auto scorer = [&](std::uint32_t u, std::uint32_t i) {
+    return predict(store, FactorLayout::of(store.layout()), 0, u, i);
+  };
+  EXPECT_DOUBLE_EQ(evaluate_ranking_with(scorer, 4, seen, test, 2).ndcg, 1.0);
+  const auto by_scorer = evaluate_ranking_with(scorer, 4, seen, test, 2, never);
+  EXPECT_EQ(by_scorer.users, 1u);
+  EXPECT_EQ(by_scorer.hit_rate, 0.0);
+  const std::vector<std::uint32_t> unsorted = {2, 1};
+  EXPECT_NE(message_of([&] { evaluate_ranking_with(scorer, 4, seen, test, 2, unsorted); }).find("sorted"),
+            std::string::npos);
+}
+
 TEST(RankingMetrics, SampledRanksThePositiveAmongNegatives) {
   // Items 0..5, scores descending; user 0 interacted with 0 (the test item) and 1.
   auto store = one_factor_store({1.0f}, {0.3f, 0.9f, 0.8f, 0.7f, 0.1f, 0.05f});

@@ -273,10 +273,15 @@ TEST(W2vSimilarity, MalformedFilesSayWhere) {
   EXPECT_NE(message.find("/a:2: expected 'word1 word2 score', found 2 fields"), std::string::npos) << message;
   message = input_error([&] { (void)read_similarity_pairs(write_text(dir / "b", "a b 1\nc d high\n")); });
   EXPECT_NE(message.find("/b:2: expected a finite number as the score, found 'high'"), std::string::npos) << message;
-  message = input_error([&] { (void)read_similarity_pairs(write_text(dir / "c", "#\na b nan\n")); });
-  EXPECT_EQ(message, "");  // a non-numeric first line is the header...
+  message = input_error([&] { (void)read_similarity_pairs(write_text(dir / "c", "#\nx y score\na b 1\n")); });
+  EXPECT_EQ(message, "");  // a first line with a word for the score is the header...
   message = input_error([&] { (void)read_similarity_pairs(write_text(dir / "d", "x y z\na b nan\n")); });
-  EXPECT_NE(message.find("/d:2:"), std::string::npos) << message;  // ...but only the first
+  EXPECT_NE(message.find("/d:2:"), std::string::npos) << message;  // ...but only the first,
+  // and a number gone wrong is not a header, on the first line too.
+  for (const char* first : {"a b 7.35x\n", "a b 7,35\n", "a b nan\n", "a b -\n"}) {
+    message = input_error([&] { (void)read_similarity_pairs(write_text(dir / "e", first)); });
+    EXPECT_NE(message.find("/e:1: expected a finite number as the score"), std::string::npos) << first << message;
+  }
 }
 
 // ---- neighbours ------------------------------------------------------------

@@ -151,11 +151,11 @@ RankingMetrics score_ranking(std::span<const std::uint32_t> ranked, std::span<co
 }
 
 RankingMetrics evaluate_ranking(const ParamStore& store, float mean, const SeenItems& train_seen,
-                                const Ratings& test_positives, std::size_t k) {
+                                const Ratings& test_positives, std::size_t k, std::span<const std::uint32_t> never) {
   check_k(k);
   const FactorLayout f = FactorLayout::of(store.layout());
   const TestGroups g = group_test(test_positives, f.users, f.items, train_seen);
-  const auto lists = recommend(store, mean, &train_seen, g.users, k);
+  const auto lists = recommend(store, mean, &train_seen, g.users, k, 128, never);
   return reduce_users(g.users.size(), [&](std::size_t j) {
     std::vector<std::uint32_t> ranked(lists[j].size());
     for (std::size_t r = 0; r < ranked.size(); ++r) ranked[r] = lists[j][r].item;
@@ -164,9 +164,11 @@ RankingMetrics evaluate_ranking(const ParamStore& store, float mean, const SeenI
 }
 
 RankingMetrics evaluate_ranking_with(const ItemScorer& scorer, std::size_t items, const SeenItems& train_seen,
-                                     const Ratings& test_positives, std::size_t k) {
+                                     const Ratings& test_positives, std::size_t k,
+                                     std::span<const std::uint32_t> never) {
   check_k(k);
   if (!scorer) throw InputError("ranking metrics: no scorer");
+  if (!std::is_sorted(never.begin(), never.end())) throw InputError("ranking metrics: `never` must be sorted");
   const TestGroups g = group_test(test_positives, std::numeric_limits<std::size_t>::max(), items, train_seen);
   // Per thread, reused across users: the scores and the candidate list.
   struct Scratch {
@@ -179,11 +181,14 @@ RankingMetrics evaluate_ranking_with(const ItemScorer& scorer, std::size_t items
     auto& [score, order] = scratch.local();
     score.resize(items);
     order.clear();
-    const auto seen = train_seen.of(u);  // sorted: walked alongside the items
+    const auto seen = train_seen.of(u);  // sorted: walked alongside the items, as `never` is
     auto next_seen = seen.begin();
+    auto next_never = never.begin();
     for (std::uint32_t i = 0; i < items; ++i) {
       while (next_seen != seen.end() && *next_seen < i) ++next_seen;
       if (next_seen != seen.end() && *next_seen == i) continue;
+      while (next_never != never.end() && *next_never < i) ++next_never;
+      if (next_never != never.end() && *next_never == i) continue;
       score[i] = scorer(u, i);
       order.push_back(i);
     }

@@ -6,6 +6,7 @@
 #include <tbb/partitioner.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -42,6 +43,12 @@ bool parse_double(std::string_view field, double& value) {
   if (field.size() >= 2 && field[0] == '+' && field[1] != '-' && field[1] != '+') field.remove_prefix(1);
   const auto [end, ec] = std::from_chars(field.data(), field.data() + field.size(), value);
   return ec == std::errc() && end == field.data() + field.size() && std::isfinite(value);
+}
+
+// True when `field` begins with something from_chars reads as a number (nan and inf included).
+bool starts_a_number(std::string_view field) {
+  double value = 0;
+  return std::from_chars(field.data(), field.data() + field.size(), value).ec == std::errc();
 }
 
 double ratio(std::size_t num, std::size_t den) noexcept {
@@ -362,7 +369,11 @@ std::vector<SimilarityPair> read_similarity_pairs(const fs::path& path) {
     }
     double score = 0.0;
     const bool numeric = parse_double(fields[2], score);
-    const bool header = first_data_line && !numeric;
+    // A header names its columns ("Word 1,Word 2,Human (mean)"): a score that starts with a letter and is no
+    // number at all. A mistyped or non-finite number on the first line ("7.35x", "7,35", "nan") is an error
+    // like anywhere else, not a header to drop.
+    const bool header = first_data_line && !numeric &&
+                        std::isalpha(static_cast<unsigned char>(fields[2].front())) && !starts_a_number(fields[2]);
     first_data_line = false;
     if (header) continue;
     if (!numeric) {

@@ -38,13 +38,19 @@ RankingMetrics score_ranking(std::span<const std::uint32_t> ranked, std::span<co
 // Full ranking from a factor model (recommend(): every item the user has
 // not seen in training, the top k), for each user with at least one test
 // positive that is not a training item and that the model knows. `mean` only
-// shifts scores (pass 0 for BPR). Parallel over users.
+// shifts scores (pass 0 for BPR). Parallel over users. Items in `never`
+// (sorted; the cold items, which have no training positive and so no learnt
+// factors) are not ranked, but stay relevant: a test positive on one is a
+// miss. Ranking them would leak the split (their zero rows mark exactly the
+// items that only the test set has).
 RankingMetrics evaluate_ranking(const ParamStore& store, float mean, const SeenItems& train_seen,
-                                const Ratings& test_positives, std::size_t k);
+                                const Ratings& test_positives, std::size_t k,
+                                std::span<const std::uint32_t> never = {});
 
 // The same, with scores from `scorer` over items 0..items-1.
 RankingMetrics evaluate_ranking_with(const ItemScorer& scorer, std::size_t items, const SeenItems& train_seen,
-                                     const Ratings& test_positives, std::size_t k);
+                                     const Ratings& test_positives, std::size_t k,
+                                     std::span<const std::uint32_t> never = {});
 
 // NCF-style sampled evaluation (He et al. 2017): for each test (u, i), i is
 // ranked among `negatives` distinct items u never interacted with (drawn

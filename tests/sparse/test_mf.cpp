@@ -83,6 +83,13 @@ TEST(Ratings, TimestampsAreOptionalAndHeadersMayNameAnything) {
                                     RatingsFormat::detect);
   ASSERT_EQ(tsv.size(), 2u);
   EXPECT_EQ(tsv.timestamp, (std::vector<std::int64_t>{978300760, 1200000000}));
+  // The data decide, not the header: three names over four fields, and four over three.
+  const Ratings three = parse_ratings("user,item,rating\na,x,4,100\nb,y,2,101\n", "r", RatingsFormat::detect);
+  ASSERT_EQ(three.size(), 2u);
+  EXPECT_EQ(three.timestamp, (std::vector<std::int64_t>{100, 101}));
+  const Ratings four = parse_ratings("user\titem\trating\ttime\na\tx\t4\nb\ty\t2\n", "r", RatingsFormat::detect);
+  ASSERT_EQ(four.size(), 2u);
+  EXPECT_FALSE(four.has_timestamps());
   // Every line as the first: a timestamp on one line and not the next is an error, not a guess.
   const auto msg = message_of([] { parse_ratings("a,x,4,5\nb,y,3\n", "r.csv", RatingsFormat::detect); });
   EXPECT_NE(msg.find("r.csv:2: expected 4 fields"), std::string::npos) << msg;

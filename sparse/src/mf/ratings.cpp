@@ -201,8 +201,9 @@ Ratings parse_ratings(std::string_view text, std::string_view source, RatingsFor
   std::size_t line_no = 0, pos = 0;
   if (text.starts_with("\xEF\xBB\xBF")) pos = 3;  // a UTF-8 byte-order mark
   bool first = true;
-  // Whether lines carry a timestamp: LIBMF text never; the others as their first line does (all lines alike).
-  bool with_time = false;
+  // Whether lines carry a timestamp: LIBMF text never; the others as their first data line does (all lines
+  // alike; a header's names do not decide it).
+  bool with_time = false, time_decided = false;
   std::string_view fields[5];
   while (pos < text.size()) {
     const auto eol = text.find('\n', pos);
@@ -220,7 +221,6 @@ Ratings parse_ratings(std::string_view text, std::string_view source, RatingsFor
       first = false;
       if (format == RatingsFormat::detect) format = detect(line);
       const std::size_t n = split_fields(line, format, fields);
-      with_time = format != RatingsFormat::libmf && n == 4;
       // A CSV or TSV header (userId,movieId,rating,timestamp or any names): no field a number, the rating's a
       // word. A data line with a bad rating (1,10,NA,100 or 1,10,,100) is still an error, not a header.
       if ((format == RatingsFormat::csv || format == RatingsFormat::udata) && (n == 3 || n == 4)) {
@@ -234,8 +234,12 @@ Ratings parse_ratings(std::string_view text, std::string_view source, RatingsFor
       throw InputError(fmt::format("{}:{}: expected {}, got {}", source, line_no, what, text::quote_token(line, 80)));
     };
     const std::size_t n = split_fields(line, format, fields);
+    if (!time_decided) {
+      time_decided = true;
+      with_time = format != RatingsFormat::libmf && n == 4;
+    }
     if (n != (with_time ? 4u : 3u)) {
-      const std::string_view hint = format == RatingsFormat::libmf ? "" : " as the first line";
+      const std::string_view hint = format == RatingsFormat::libmf ? "" : " as the first data line";
       fail(fmt::format("{} fields ({}) in {} format{}, found {}", with_time ? 4 : 3,
                        with_time ? "user item rating timestamp" : "user item rating", to_string(format), hint, n));
     }

@@ -69,8 +69,8 @@ struct Ratings {
   Ratings subset(std::span<const std::size_t> rows) const;
 };
 
-// udata, dat and csv take the timestamp or leave it out, as the first line
-// does (every line alike); a timestamp may be a float (its whole seconds).
+// udata, dat and csv take the timestamp or leave it out, as the first data
+// line does (every line alike; a header's names do not count); a timestamp may be a float (its whole seconds).
 // A first line whose rating field is not a number is a header in csv and
 // udata (any names); a UTF-8 byte-order mark is skipped.
 enum class RatingsFormat {

@@ -72,6 +72,20 @@ TrainerOptions to_trainer_options(const EngineFlags& f) {
   return o;
 }
 
+void refuse_negative_unsigned(CLI::App& app) {
+  const CLI::Validator no_minus(
+      [](std::string& value) {
+        return value.find_first_not_of(" \t") != std::string::npos && value[value.find_first_not_of(" \t")] == '-'
+                   ? std::string("expected a non-negative integer, got ") + value
+                   : std::string();
+      },
+      "");  // no description: the help's type column stays UINT
+  for (CLI::Option* option : app.get_options()) {
+    if (option->get_type_name().starts_with("UINT")) option->check(no_minus);
+  }
+  for (CLI::App* sub : app.get_subcommands({})) refuse_negative_unsigned(*sub);
+}
+
 RemoveOnFailure::~RemoveOnFailure() {
   if (name_.empty() || std::uncaught_exceptions() <= exceptions_) return;
   try {

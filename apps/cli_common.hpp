@@ -46,6 +46,10 @@ struct EngineFlags {
   } names;
 };
 
+// CLI11 reads "-1" into an unsigned option as 2^64 - 1: every unsigned
+// option of `app` and its subcommands refuses a value with a minus sign.
+void refuse_negative_unsigned(CLI::App& app);
+
 void add_engine_flags(CLI::App& app, EngineFlags& flags);
 // Throws InputError naming the flag that is wrong.
 TrainerOptions to_trainer_options(const EngineFlags& flags);

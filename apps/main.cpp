@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   asgd::cli::add_cnn_commands(app, exit_code);
   asgd::cli::add_bench_commands(app, exit_code);
   asgd::cli::add_shm_commands(app, exit_code);
+  asgd::cli::refuse_negative_unsigned(app);
   // LIBMF spells its L2 flag with one dash and several letters (-l2 0.05),
   // which CLI11 would read as -l with the value 2: spell it --l2 for mf.
   std::vector<std::string> args(argv, argv + argc);

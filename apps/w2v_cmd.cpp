@@ -67,7 +67,7 @@ const char* kUsage = R"(usage: asgd w2v -train FILE [options]   (FILE may be - f
   -policy P          how updates land: racy (Hogwild!), atomic, locked (racy)
   -tau T             bounded delay in sentences (inf)
   -checkpoint FILE   save parameters, vocabulary and epoch after every epoch
-  -resume FILE       continue a checkpointed run up to -iter epochs
+  -resume FILE       continue a checkpointed run up to -iter epochs (default: the run's own)
   -quiet 1           no progress line
 Under mpirun -np N (each rank trains 1/N of the sentences; rank 0 writes):
   -allreduce A       tree, ring or native (ring)
@@ -174,13 +174,14 @@ ModelOptions model_options(const W2vFlags& f) {
 struct ResumeInfo {
   float alpha = 0;
   std::uint64_t corpus_tokens = 0;
+  std::uint64_t iter = 0;  // the run's -iter: a resume without -iter finishes that run (0: not recorded)
 };
 
 std::string metadata(const ModelOptions& m, const Vocabulary& vocab, const ResumeInfo& r) {
   const nlohmann::json j{{"model", "word2vec"}, {"cbow", m.cbow},     {"dim", m.dim},
                          {"window", m.window},  {"negative", m.negative}, {"hs", m.hs},
                          {"sample", m.sample},  {"batch", m.batch},       {"words", vocab.size()},
-                         {"alpha", r.alpha},    {"corpus_tokens", r.corpus_tokens}};
+                         {"alpha", r.alpha},    {"corpus_tokens", r.corpus_tokens}, {"iter", r.iter}};
   std::string out = j.dump() + "\n";
   for (std::uint32_t i = 0; i < vocab.size(); ++i) {
     out += vocab.word(i);
@@ -225,7 +226,8 @@ Resumed from_metadata(const std::string& path, const std::string& text) {
       at = end == std::string::npos ? text.size() : end + 1;
     }
     if (words.size() != j.at("words").get<std::size_t>()) throw InputError("vocabulary size differs from header");
-    const ResumeInfo info{j.value("alpha", 0.0f), j.value("corpus_tokens", std::uint64_t{0})};
+    const ResumeInfo info{j.value("alpha", 0.0f), j.value("corpus_tokens", std::uint64_t{0}),
+                          j.value("iter", std::uint64_t{0})};
     return {m, Vocabulary(std::move(words), std::move(counts)), info};
   } catch (const std::exception& e) {
     throw InputError(fmt::format("{}: corrupt word2vec checkpoint metadata: {}", path, e.what()));
@@ -326,7 +328,8 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
 
   TrainerOptions o;
   o.workers = f.threads;
-  o.epochs = f.iter;
+  // -resume without -iter finishes the checkpointed run's epochs (on its schedule), as -alpha defaults to its rate.
+  o.epochs = !f.resume.empty() && !f.given.count("iter") && saved.iter > 0 ? saved.iter : f.iter;
   o.seed = f.seed;
   o.consistency = parse_consistency(f.policy);
   o.tau = parse_tau(f.tau);
@@ -336,7 +339,7 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
   if (!(o.schedule.lr > 0)) throw InputError(fmt::format("-alpha {}: expected > 0", o.schedule.lr));
   o.schedule.floor = 1e-4f;
   o.checkpoint_path = f.checkpoint;
-  o.checkpoint_metadata = metadata(m, vocab, ResumeInfo{o.schedule.lr, corpus.stats.kept_tokens});
+  o.checkpoint_metadata = metadata(m, vocab, ResumeInfo{o.schedule.lr, corpus.stats.kept_tokens, o.epochs});
   const double words_per_sentence = model.words_per_example();
   if (show_progress) {
     o.progress_interval_seconds = 0.25;

@@ -68,8 +68,8 @@ int run_w2v_eval(const W2vEvalFlags& f) {
   std::vector<w2v::SimilarityPair> pairs;
   if (!f.similarity.empty()) pairs = w2v::read_similarity_pairs(f.similarity);
 
-  const bool binary = w2v::is_word2vec_binary(f.vectors);
-  auto embeddings = w2v::read_word2vec(f.vectors);
+  auto embeddings = w2v::read_word2vec(f.vectors);  // once: --vectors may be a pipe
+  const bool binary = embeddings.binary;
   if (embeddings.size() == 0) throw InputError(fmt::format("{}: no word vectors in the file", f.vectors));
   const w2v::EmbeddingIndex index(std::move(embeddings));
   std::vector<std::size_t> neighbour_ids;

@@ -69,6 +69,16 @@ TEST_F(Cli, BadInputExitsTwoWithWhereAndWhat) {
   EXPECT_EQ(r.status, 2) << r.output;
   r = run({"linear", "train", "--no-such-flag"});
   EXPECT_EQ(r.status, 2) << r.output;
+  // A negative count for an unsigned option is refused in every command (CLI11 read -1 as 2^64 - 1: cnn trained
+  // with --batch -1, w2v-eval -k -1 printed every neighbour).
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"cnn", "train", "--batch", "-1"}, {"linear", "train", "--workers", "-2"},
+        {"mf", "train", path("ok.svm"), path("m"), "-k", "-1"}, {"w2v-eval", "--vectors", path("v"), "-k", "-1"},
+        {"w2v-eval", "--vectors", path("v"), "--restrict", "-30000"}}) {
+    r = run(args);
+    EXPECT_EQ(r.status, 2) << args[0] << ": " << r.output;
+    EXPECT_NE(r.output.find("expected a non-negative integer"), std::string::npos) << args[0] << ": " << r.output;
+  }
   r = run({"linear", "eval", "--data", path("ok.svm"), "--model", path("bad.svm")});
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("not an asgd checkpoint"), std::string::npos) << r.output;

@@ -210,6 +210,10 @@ TEST_F(W2vCli, CheckpointLetsTrainingGoOnForMoreEpochs) {
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("epochs 3-5"), std::string::npos) << r.output;
   EXPECT_NE(slurp("two.txt"), slurp("five.txt"));
+  // Without -iter a resume finishes the checkpointed run (its -iter 2: nothing left), not a default of 5 epochs.
+  r = w2v({"-train", corpus, "-threads", "1", "-resume", path("ck"), "-output", path("own.txt")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(slurp("own.txt"), slurp("two.txt")) << r.output;
   // Flags that would change the model are refused on resume.
   r = w2v({"-train", corpus, "-iter", "5", "-resume", path("ck"), "-size", "300"});
   EXPECT_EQ(r.status, 2) << r.output;

@@ -4,6 +4,7 @@
 #include "asgd/sparse/word2vec/embeddings.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -18,6 +19,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "asgd/engine/errors.hpp"
@@ -90,6 +92,54 @@ TEST(W2vEmbeddings, BinaryRoundTripsExactly) {
     EXPECT_EQ(std::memcmp(&back.vectors[k], &e.vectors[k], 4), 0) << k;  // -0.0 included
   }
   EXPECT_EQ(dir.entries(), std::vector<std::string>{"v.bin"});  // no temporary left
+}
+
+// A pipe is read once: the format is told from the bytes read for the records (Embeddings::binary), and a header
+// that promises more words than arrive reserves no more than a little (before: std::bad_alloc).
+TEST(W2vEmbeddings, ReadsAPipeOnceInEitherFormat) {
+  ScratchDir dir;
+  const auto e = random_embeddings(20, 5, 3);
+  write_word2vec_binary(dir / "v.bin", e);
+  write_word2vec_text(dir / "v.txt", e);
+  const auto through_pipe = [&](const std::string& bytes) {
+    const fs::path fifo = dir / "fifo";
+    fs::remove(fifo);
+    EXPECT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    std::thread writer([&] {
+      std::ofstream out(fifo, std::ios::binary);
+      out << bytes;
+    });
+    Embeddings got;
+    std::string error = input_error([&] { got = read_word2vec(fifo); });
+    writer.join();
+    return std::pair{got, error};
+  };
+  for (const char* name : {"v.bin", "v.txt"}) {
+    const auto [got, error] = through_pipe(read_bytes(dir / name));
+    ASSERT_EQ(error, "") << name;
+    EXPECT_EQ(got.binary, std::string(name) == "v.bin") << name;
+    EXPECT_EQ(got.words, e.words) << name;
+    EXPECT_EQ(got.vectors.size(), e.vectors.size()) << name;
+  }
+  const auto [none, error] = through_pipe("4000000000 1\nw 1\n");
+  EXPECT_NE(error.find("the header says 4000000000 words"), std::string::npos) << error;
+}
+
+// Dimension 1, a value whose four bytes read "A75A" (11.33): number-like bytes and no 0x0a inside, word2vec.c's
+// newline right after them. Binary, as written (before: misread as text with the value 'A75A').
+TEST(W2vEmbeddings, ATinyBinaryVectorOfNumberLikeBytesIsBinary) {
+  ScratchDir dir;
+  float v = 0;
+  std::memcpy(&v, "A75A", 4);
+  Embeddings e;
+  e.dim = 1;
+  e.words = {"w0", "w1"};
+  e.vectors = {v, -0.5f};
+  write_word2vec_binary(dir / "d1.bin", e);
+  EXPECT_EQ(read_bytes(dir / "d1.bin").substr(0, 11), "2 1\nw0 A75A");
+  const auto back = read_word2vec(dir / "d1.bin");
+  EXPECT_TRUE(back.binary);
+  EXPECT_EQ(back.vectors, e.vectors);
 }
 
 TEST(W2vEmbeddings, TextRoundTripsToSixDecimals) {

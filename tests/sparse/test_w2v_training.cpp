@@ -72,8 +72,22 @@ TEST(Vocabulary, SaveReadRoundTripAndBadFiles) {
   const auto back = Vocabulary::read(dir / "v.txt");
   EXPECT_EQ(back.words(), v.words());
   EXPECT_EQ(back.counts(), v.counts());
-  // word2vec.c writes a "</s>" line first: skipped.
+  // word2vec.c writes a "</s>" line first: skipped; so does save(), for word2vec.c's sake.
   EXPECT_EQ(Vocabulary::read(dir.file("w.txt", "</s> 0\nthe 10\n"), {1, 0}).size(), 1u);
+  std::ifstream saved(dir / "v.txt");
+  std::string first;
+  std::getline(saved, first);
+  EXPECT_EQ(first, "</s> 0");
+  // A "</s>" that is a word of the corpus (not first) survives the round trip.
+  Vocabulary marked({"the", "</s>", "of"}, {10, 8, 7});
+  marked.save(dir / "m.txt");
+  EXPECT_EQ(Vocabulary::read(dir / "m.txt").words(), marked.words());
+  // Whitespace the corpus reader splits on cannot be in a word.
+  for (const char* odd : {"odd\vword 5\n", "odd\fword 5\n", "odd\rword 5\n"}) {
+    EXPECT_NE(message_of([&] { Vocabulary::read(dir.file("ws", std::string("the 9\n") + odd)); }).find("ws:2:"),
+              std::string::npos)
+        << odd;
+  }
   EXPECT_NE(message_of([&] { Vocabulary::read(dir.file("b1", "the ten\n")); }).find("b1:1: expected a positive"),
             std::string::npos);
   EXPECT_NE(message_of([&] { Vocabulary::read(dir.file("b2", "the 3\nof -2\n")); }).find("b2:2:"), std::string::npos);

@@ -229,16 +229,18 @@ bool detect_binary(ByteSource& in, const Header& h) {
     return false;
   }
   const std::size_t vector_bytes = 4 * h.dim;
-  return newline < vector_bytes && rest.size() > vector_bytes && rest[vector_bytes] == '\n';
+  // newline == vector_bytes: the vector's bytes hold no 0x0a and word2vec.c's "\n" follows them.
+  return newline <= vector_bytes && rest.size() > vector_bytes && rest[vector_bytes] == '\n';
 }
 
 std::size_t reserve_hint(const fs::path& path, const Header& h, std::size_t max_words) {
   std::error_code ec;
   const auto bytes = fs::file_size(path, ec);
   // Every record takes at least D + 1 bytes, so a lying header cannot make
-  // us allocate more than the file could hold.
+  // us allocate more than the file could hold. A pipe has no size: reserve a
+  // little and let the vectors grow as records arrive.
   std::uint64_t n = std::min<std::uint64_t>(h.words, max_words);
-  if (!ec) n = std::min<std::uint64_t>(n, bytes / (h.dim + 1) + 1);
+  n = std::min<std::uint64_t>(n, ec ? std::uint64_t{1} << 16 : bytes / (h.dim + 1) + 1);
   return static_cast<std::size_t>(std::min<std::uint64_t>(n, std::uint64_t{1} << 32));
 }
 
@@ -403,7 +405,8 @@ Embeddings read_word2vec(const fs::path& path, std::size_t max_words) {
   const auto hint = reserve_hint(path, h, max_words);
   out.words.reserve(hint);
   out.vectors.reserve(hint * h.dim);
-  if (h.words > 0 && detect_binary(in, h)) {
+  out.binary = h.words > 0 && detect_binary(in, h);
+  if (out.binary) {
     read_binary_records(in, h, wanted, out);
   } else {
     read_text_records(in, h, wanted, out);

@@ -10,8 +10,13 @@
 
 #include "asgd/engine/atomic_file.hpp"
 #include "asgd/engine/errors.hpp"
+#include "../text_util.hpp"
 
 namespace asgd::sparse::w2v {
+
+namespace {
+constexpr std::string_view kSentenceMarker = "</s>";
+}  // namespace
 
 void Vocabulary::Counter::add(std::string_view token) {
   ++tokens_;
@@ -78,7 +83,10 @@ std::optional<std::uint32_t> Vocabulary::find(std::string_view word) const noexc
 
 void Vocabulary::save(const std::filesystem::path& path) const {
   AtomicFile out(path);
-  std::string line;
+  // word2vec.c's first entry is its sentence marker: its -read-vocab takes whatever comes first as one (a word
+  // that would end every sentence and never be drawn as a negative), so ours is written with count 0.
+  std::string line = std::string(kSentenceMarker) + " 0\n";
+  out.write(line);
   for (std::size_t i = 0; i < words_.size(); ++i) {
     line = words_[i];
     line += ' ';
@@ -96,6 +104,7 @@ Vocabulary Vocabulary::read(const std::filesystem::path& path, const VocabOption
   std::string line;
   std::size_t line_no = 0;
   std::uint64_t previous = std::numeric_limits<std::uint64_t>::max();
+  bool first_entry = true;
   while (std::getline(in, line)) {
     ++line_no;
     if (!line.empty() && line.back() == '\r') line.pop_back();
@@ -110,12 +119,16 @@ Vocabulary Vocabulary::read(const std::filesystem::path& path, const VocabOption
     const std::string_view count_text = std::string_view(line).substr(space + 1);
     std::uint64_t count = 0;
     const auto [p, ec] = std::from_chars(count_text.data(), count_text.data() + count_text.size(), count);
-    const bool sentence_marker = word == "</s>";  // word2vec.c's; its count may be 0
+    // word2vec.c's sentence marker as the first entry (its count may be 0); later, "</s>" is a word of the corpus.
+    const bool sentence_marker = first_entry && word == kSentenceMarker;
+    first_entry = false;
     if (ec != std::errc() || p != count_text.data() + count_text.size() || (count == 0 && !sentence_marker)) {
       throw InputError(fmt::format("{}: expected a positive integer count, got '{}'", where(), count_text));
     }
-    if (word.empty() || word.find_first_of(" \t") != std::string::npos) {
-      throw InputError(fmt::format("{}: a word may not contain spaces or tabs", where()));
+    // The corpus reader's whitespace: a word holding any of it could never match a token.
+    if (word.empty() || std::any_of(word.begin(), word.end(), text::is_whitespace)) {
+      throw InputError(fmt::format("{}: a word may not be empty or contain whitespace (spaces, tabs, \\v, \\f, \\r)",
+                                   where()));
     }
     if (sentence_marker) continue;
     if (count > previous) {

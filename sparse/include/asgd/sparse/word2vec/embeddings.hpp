@@ -30,6 +30,7 @@ struct Embeddings {
   std::vector<std::string> words;
   std::size_t dim = 0;
   std::vector<float> vectors;  // words.size() x dim, row-major
+  bool binary = false;         // the format read_word2vec found (writing takes it as an argument)
 
   std::size_t size() const noexcept { return words.size(); }
   std::span<const float> row(std::size_t id) const noexcept { return {vectors.data() + id * dim, dim}; }
@@ -64,7 +65,9 @@ Embeddings read_word2vec(const std::filesystem::path& path,
                          std::size_t max_words = std::numeric_limits<std::size_t>::max());
 
 // True when read_word2vec would read `path` as binary (false for V = 0);
-// the same InputError as read_word2vec for a bad header.
+// the same InputError as read_word2vec for a bad header. It reads the start
+// of the file, so a pipe is then spent: read it once with read_word2vec and
+// ask Embeddings::binary instead.
 bool is_word2vec_binary(const std::filesystem::path& path);
 
 }  // namespace asgd::sparse::w2v

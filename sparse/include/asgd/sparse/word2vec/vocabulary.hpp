@@ -46,11 +46,14 @@ class Vocabulary {
   Vocabulary(std::vector<std::string> words, std::vector<std::uint64_t> counts);
   Vocabulary() = default;
 
-  // word2vec.c's -save-vocab / -read-vocab format: "word count" per line.
-  // read() skips a "</s>" line (word2vec.c's sentence marker), then applies
+  // word2vec.c's -save-vocab / -read-vocab format: "word count" per line,
+  // its sentence marker "</s>" first (save() writes "</s> 0" there, so that
+  // word2vec.c does not take our most frequent word for it). read() skips a
+  // first "</s>" line (a later one is a word), then applies
   // min_count/max_size; it throws InputError with file:line for a line that
-  // is not "word count", a count that is not a positive integer, a duplicate
-  // word, or counts that are not in descending order.
+  // is not "word count", a word with whitespace in it, a count that is not a
+  // positive integer, a duplicate word, or counts that are not in descending
+  // order.
   void save(const std::filesystem::path& path) const;
   static Vocabulary read(const std::filesystem::path& path, const VocabOptions& options = {});
 

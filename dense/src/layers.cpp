@@ -882,6 +882,7 @@ std::unique_ptr<Layer> linear(std::size_t in, std::size_t out) { return std::mak
 
 double softmax_cross_entropy(const float* logits, const std::uint8_t* labels, std::size_t n, std::size_t k,
                              float* dlogits, float scale) {
+  check_labels({labels, n}, k, "softmax cross-entropy");
   double total = 0;
   for (std::size_t s = 0; s < n; ++s) {
     const float* z = logits + s * k;

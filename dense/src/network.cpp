@@ -156,6 +156,15 @@ double Network::loss_and_gradient(const float* params, const float* x, const std
   return total / static_cast<double>(n);
 }
 
+void check_labels(std::span<const std::uint8_t> labels, std::size_t classes, std::string_view what) {
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    if (labels[i] >= classes) {
+      throw InputError(fmt::format("{}: sample {} has label {}, but the network has {} classes (labels 0 to {})", what,
+                                   i, labels[i], classes, classes - 1));
+    }
+  }
+}
+
 Network lenet5() {
   Network net(Shape{1, 28, 28});
   net.add(conv2d(1, 6, 5, 2)).add(relu()).add(max_pool2());

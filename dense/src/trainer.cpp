@@ -32,6 +32,7 @@ EvalResult evaluate(const Network& net, const float* params, const Dataset& data
   if (data.image_size() != net.input().size())
     throw InputError(fmt::format("evaluate: images of {} pixels for a network that takes {}", data.image_size(),
                                  net.input().size()));
+  check_labels(data.labels, k, "evaluate");
   batch = std::max<std::size_t>(1, batch);
   threads = std::max<std::size_t>(1, std::min(threads, (n + batch - 1) / std::max<std::size_t>(1, batch)));
   const std::size_t batches = (n + batch - 1) / batch;

@@ -322,6 +322,9 @@ cudaError_t cudaMalloc(void** p, std::size_t bytes) {
   // 256-byte aligned, as cudaMalloc's are.
   void* q = ::operator new(std::max<std::size_t>(bytes, 1), std::align_val_t{256}, std::nothrow);
   if (q == nullptr) return fail(cudaErrorMemoryAllocation);
+  // Stricter than a GPU, whose fresh memory holds whatever it held: 0xFF bytes (a NaN in every float), so that a
+  // kernel reading what nothing wrote makes NaNs, where zeroed pages would pass unnoticed.
+  std::memset(q, 0xFF, bytes);
   device.add(q, bytes);
   *p = q;
   return cudaSuccess;
@@ -680,6 +683,13 @@ void launch(cudaStream_t s, std::function<void()> work) {
                            " while this thread's current device is " + std::to_string(current_device));
   }
   enqueue(s, std::move(work));
+}
+
+void require_operand(const void* p, std::size_t bytes, const char* what) {
+  if (bytes > 0 && !on_device(p, bytes)) {
+    throw std::logic_error(std::string("emulator: kernel operand ") + what + " (" + std::to_string(bytes) +
+                           " bytes) is not inside one device allocation");
+  }
 }
 
 std::size_t operations(cudaStream_t s) {

@@ -16,6 +16,11 @@ void enqueue(cudaStream_t s, std::function<void()> work);
 // A kernel launch: enqueue, after checking that s belongs to the calling
 // thread's current device (std::logic_error otherwise, as CUDA refuses it).
 void launch(cudaStream_t s, std::function<void()> work);
+// A kernel's pointer operand, before its launch: `bytes` from p must lie
+// inside one live device allocation (std::logic_error naming `what`
+// otherwise). Stricter than a GPU, which would read or write out of bounds,
+// or fault on a host pointer, only when the kernel runs.
+void require_operand(const void* p, std::size_t bytes, const char* what);
 // How many operations (kernels, cuBLAS calls, copies, fills, event records
 // and waits) were ever queued on stream s, captured ones included: what a
 // GPU would launch one by one.

@@ -27,6 +27,13 @@ namespace asgd::gpu::detail {
 // After a kernel launch: launch errors (bad configuration) surface here.
 #define ASGD_CUDA_LAUNCHED() ASGD_CUDA(cudaGetLastError())
 
+// For the calls whose failure cannot be reported (destructors, clean-up on an
+// error path): the error is cleared from the thread's last error too, so that
+// the next ASGD_CUDA_LAUNCHED() does not blame a later kernel for it.
+inline void ignore_error(cudaError_t rc) noexcept {
+  if (rc != cudaSuccess) (void)cudaGetLastError();
+}
+
 // n elements of T in device memory.
 template <class T>
 class DeviceBuffer {
@@ -63,7 +70,7 @@ class DeviceBuffer {
 
  private:
   void release() noexcept {
-    if (p_ != nullptr) cudaFree(p_);
+    if (p_ != nullptr) ignore_error(cudaFree(p_));
     p_ = nullptr;
     n_ = 0;
   }
@@ -81,7 +88,7 @@ class PinnedBuffer {
     p_ = static_cast<T*>(p);
   }
   ~PinnedBuffer() {
-    if (p_ != nullptr) cudaFreeHost(p_);
+    if (p_ != nullptr) ignore_error(cudaFreeHost(p_));
   }
   PinnedBuffer(const PinnedBuffer&) = delete;
   PinnedBuffer& operator=(const PinnedBuffer&) = delete;
@@ -97,7 +104,7 @@ class Stream {
  public:
   Stream() { ASGD_CUDA(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
   ~Stream() {
-    if (s_ != nullptr) cudaStreamDestroy(s_);
+    if (s_ != nullptr) ignore_error(cudaStreamDestroy(s_));
   }
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
@@ -113,7 +120,7 @@ class Event {
  public:
   Event() { ASGD_CUDA(cudaEventCreateWithFlags(&e_, cudaEventDisableTiming)); }
   ~Event() {
-    if (e_ != nullptr) cudaEventDestroy(e_);
+    if (e_ != nullptr) ignore_error(cudaEventDestroy(e_));
   }
   Event(const Event&) = delete;
   Event& operator=(const Event&) = delete;
@@ -136,7 +143,7 @@ class Cublas {
     ASGD_CUBLAS(cublasSetMathMode(h_, CUBLAS_DEFAULT_MATH));
   }
   ~Cublas() {
-    if (h_ != nullptr) cublasDestroy(h_);
+    if (h_ != nullptr && cublasDestroy(h_) != CUBLAS_STATUS_SUCCESS) (void)cudaGetLastError();
   }
   Cublas(const Cublas&) = delete;
   Cublas& operator=(const Cublas&) = delete;
@@ -172,22 +179,22 @@ class Graph {
     try {
       record();
     } catch (...) {
-      if (cudaStreamEndCapture(s, &g) == cudaSuccess && g != nullptr) cudaGraphDestroy(g);
+      if (cudaStreamEndCapture(s, &g) == cudaSuccess && g != nullptr) ignore_error(cudaGraphDestroy(g));
       cudaGetLastError();  // the capture's error is reported by the exception
       throw;
     }
     ASGD_CUDA(cudaStreamEndCapture(s, &g));
     const cudaError_t rc = cudaGraphInstantiate(&exec_, g, 0);
-    cudaGraphDestroy(g);
+    ignore_error(cudaGraphDestroy(g));
     ASGD_CUDA(rc);
     // Ready on the device now, not at the first launch (a timed step).
     if (const cudaError_t up = cudaGraphUpload(exec_, s); up != cudaSuccess) {
-      cudaGraphExecDestroy(exec_);  // no destructor runs for a throwing constructor
+      ignore_error(cudaGraphExecDestroy(exec_));  // no destructor runs for a throwing constructor
       ASGD_CUDA(up);
     }
   }
   ~Graph() {
-    if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
+    if (exec_ != nullptr) ignore_error(cudaGraphExecDestroy(exec_));
   }
   Graph(const Graph&) = delete;
   Graph& operator=(const Graph&) = delete;

@@ -201,7 +201,8 @@ void layer_forward(const dense::Network& net, std::size_t layer, const float* pa
   OneShot g(net, n, params);
   DeviceBuffer<float> d_in(n * spec.in.size() + 1), d_out(n * spec.out.size() + 1);
   to_device(d_in.get(), in, n * spec.in.size(), g.s());
-  g.net.layer_forward(layer, g.params.get(), d_in.get(), d_out.get(), n);
+  // No samples: nothing to compute (cuBLAS refuses a GEMM with a leading dimension of 0).
+  if (n > 0) g.net.layer_forward(layer, g.params.get(), d_in.get(), d_out.get(), n);
   to_host(out, d_out.get(), n * spec.out.size(), g.s());
   g.stream.synchronize();
 }
@@ -217,9 +218,11 @@ void layer_backward(const dense::Network& net, std::size_t layer, const float* p
   d_grad.zero(g.s());
   to_device(d_in.get(), in, n * spec.in.size(), g.s());
   to_device(d_dout.get(), dout, n * spec.out.size(), g.s());
-  g.net.layer_forward(layer, g.params.get(), d_in.get(), d_out.get(), n);  // the scratch backward needs
-  g.net.layer_backward(layer, g.params.get(), d_in.get(), d_out.get(), d_dout.get(), din ? d_din.get() : nullptr,
-                       d_grad.get(), n);
+  if (n > 0) {  // else the gradient of no samples: the zeros above
+    g.net.layer_forward(layer, g.params.get(), d_in.get(), d_out.get(), n);  // the scratch backward needs
+    g.net.layer_backward(layer, g.params.get(), d_in.get(), d_out.get(), d_dout.get(), din ? d_din.get() : nullptr,
+                         d_grad.get(), n);
+  }
   if (din != nullptr) to_host(din, d_din.get(), n * spec.in.size(), g.s());
   const auto [wsize, bsize] = tensor_sizes(spec);
   if (grad != nullptr && wsize > 0) {
@@ -233,6 +236,7 @@ double loss_and_gradient(const dense::Network& net, const float* params, const f
                          std::size_t n, float* grad) {
   require_device();
   if (n == 0) throw InputError("gpu: loss of no samples");
+  dense::check_labels({labels, n}, net.classes(), "gpu loss");
   const std::size_t P = net.layout().size(), D = net.input().size();
   OneShot g(net, n, params);
   DeviceBuffer<float> d_grad(P), d_x(n * D);
@@ -257,6 +261,7 @@ dense::EvalResult evaluate(const dense::Network& net, const float* params, const
   if (data.image_size() != net.input().size())
     throw InputError(fmt::format("evaluate: images of {} pixels for a network that takes {}", data.image_size(),
                                  net.input().size()));
+  dense::check_labels(data.labels, net.classes(), "evaluate");
   OneShot g(net, std::min(batch, std::max<std::size_t>(data.size(), 1)), params);
   const DeviceData d = upload(data, g.s());
   return evaluate_on_device(g.net, g.params.get(), d, g.s());
@@ -333,6 +338,8 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
   if (data.image_size() != D)
     throw InputError(fmt::format("train: images of {} pixels for a network that takes {}", data.image_size(), D));
   if (n == 0) throw InputError("train: no training images");
+  dense::check_labels(data.labels, net.classes(), "train");
+  if (test != nullptr) dense::check_labels(test->labels, net.classes(), "train (test set)");
   const std::size_t W = o.workers, B = o.batch, batches = (n + B - 1) / B;
   if (o.tau == 0 && W > static_cast<std::size_t>(kernels::kMaxGrads))
     throw InputError(fmt::format("--device gpu: at most {} streams with --tau 0", kernels::kMaxGrads));
@@ -360,6 +367,7 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
     wk->grad.zero(wk->stream.get());  // the layout's padding stays 0 in every update
     if (o.tau > 0) wk->view.resize(P);
     wk->loss.resize(1);
+    wk->loss.zero(wk->stream.get());  // the graph's warm-up step adds to it before the first epoch resets it
     // A workspace of the handle's own for every stream, graphs or not, so
     // that cuBLAS chooses its GEMMs alike in both modes.
     wk->cublas.own_workspace(kCublasWorkspace);

@@ -60,15 +60,20 @@ ASGD_HD void col2im(std::size_t i, const float* __restrict__ col, float* __restr
   din[i] = sum;
 }
 
+// std::max's rule, as dense/ computes: a < b ? b : a. A NaN in `a` passes on, so a NaN activation reaches the
+// loss and stops training as on the CPU; fmaxf would turn it into the other operand (IEEE maxNum), and a run
+// with NaN weights would go on looking healthy.
+ASGD_HD float max_as_cpu(float a, float b) { return a < b ? b : a; }
+
 // y[i] += b[i / cols] (row bias) or b[i % cols] (column bias), then ReLU when asked.
 ASGD_HD void add_bias(std::size_t i, float* y, const float* __restrict__ b, std::size_t cols, bool per_row,
                       bool relu) {
   const float v = y[i] + b[per_row ? i / cols : i % cols];
-  y[i] = relu ? fmaxf(v, 0.0f) : v;
+  y[i] = relu ? max_as_cpu(v, 0.0f) : v;
 }
 
 ASGD_HD void relu_forward(std::size_t i, const float* __restrict__ in, float* __restrict__ out) {
-  out[i] = fmaxf(in[i], 0.0f);
+  out[i] = max_as_cpu(in[i], 0.0f);
 }
 
 ASGD_HD void relu_backward(std::size_t i, const float* out, const float* dout, float* din) {
@@ -98,9 +103,9 @@ ASGD_HD void max_pool_forward(std::size_t i, const float* __restrict__ in, float
   const float* r0 = in + (p * g.h + 2 * y) * g.w + 2 * x;
   const float* r1 = r0 + g.w;
   const float a = r0[0], b = r0[1], c = r1[0], d = r1[1];
-  const float top = fmaxf(a, b), bottom = fmaxf(c, d);
+  const float top = max_as_cpu(a, b), bottom = max_as_cpu(c, d);
   const std::uint8_t t = b > a ? 1 : 0, u = d > c ? 3 : 2;
-  out[pooled_at(i, g)] = fmaxf(top, bottom);
+  out[pooled_at(i, g)] = max_as_cpu(top, bottom);
   choice[i] = bottom > top ? u : t;
 }
 

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <random>
 #include <vector>
@@ -59,7 +60,7 @@ void check_layer(dense::Shape in, std::unique_ptr<dense::Layer> (*make)(), const
   SCOPED_TRACE(name);
   OneLayer l(in, make(), make());
   const auto spec = l.net.specs()[0];
-  for (std::size_t n : {1u, 7u, 64u}) {
+  for (std::size_t n : {0u, 1u, 7u, 64u}) {
     SCOPED_TRACE(::testing::Message() << "n " << n);
     const std::size_t P = l.net.layout().size();
     const auto params = random_vector(std::max<std::size_t>(P, 1), 1, 0.2f);
@@ -257,6 +258,76 @@ TEST(GpuParity, OneLayerOfAFusedNetworkRunsUnfused) {
     EXPECT_EQ(gpu_out, cpu_out);
     EXPECT_EQ(gpu_din, cpu_din);
   }
+}
+
+// A NaN passes through ReLU and max-pool as on the CPU (std::max's rule; fmaxf dropped it), so a NaN input or
+// activation makes the loss NaN on both devices and training stops instead of going on with NaN weights.
+TEST(GpuParity, NanPassesThroughReluAndPoolAsOnTheCpu) {
+  SKIP_WITHOUT_GPU();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (auto make : {+[] { return dense::relu(); }, +[] { return dense::max_pool2(); }}) {
+    OneLayer l({2, 4, 4}, make(), make());
+    const auto spec = l.net.specs()[0];
+    SCOPED_TRACE(l.cpu->describe());
+    const std::size_t n = 3;
+    auto x = random_vector(n * spec.in.size(), 4);
+    for (std::size_t i = 0; i < x.size(); i += 5) x[i] = nan;
+    dense::Scratch scratch;
+    std::vector<float> cpu_out(n * spec.out.size()), gpu_out(cpu_out.size());
+    l.cpu->forward(nullptr, x.data(), cpu_out.data(), n, scratch);
+    gpu::layer_forward(l.net, 0, nullptr, x.data(), gpu_out.data(), n);
+    std::size_t nans = 0;
+    for (std::size_t i = 0; i < cpu_out.size(); ++i) {
+      nans += std::isnan(cpu_out[i]) ? 1 : 0;
+      if (std::isnan(cpu_out[i]))
+        EXPECT_TRUE(std::isnan(gpu_out[i])) << i;
+      else
+        EXPECT_EQ(gpu_out[i], cpu_out[i]) << i;
+    }
+    EXPECT_GT(nans, 0u);
+  }
+  // Through LeNet-5 (its ReLUs fused into the layers before them on the GPU): the loss is NaN on both.
+  const dense::Network net = dense::lenet5();
+  std::vector<float> params(net.layout().size()), grad(params.size());
+  net.initialize(params, 1);
+  const dense::Dataset d = bars(4, 9);
+  std::vector<float> x = d.pixels;
+  x[300] = nan;
+  auto ws = net.workspace(d.size());
+  EXPECT_TRUE(std::isnan(net.loss_and_gradient(params.data(), x.data(), d.labels.data(), 4, grad.data(), ws)));
+  EXPECT_TRUE(std::isnan(gpu::loss_and_gradient(net, params.data(), x.data(), d.labels.data(), 4, grad.data())));
+}
+
+// A label past the network's outputs is refused on both devices (it would index past the logits: on the GPU an
+// out-of-bounds write).
+TEST(GpuParity, LabelsPastTheClassesAreRefused) {
+  SKIP_WITHOUT_GPU();
+  dense::Network net({1, 4, 4});
+  net.add(dense::flatten()).add(dense::linear(16, 3));
+  std::vector<float> params(net.layout().size()), grad(params.size());
+  net.initialize(params, 1);
+  dense::Dataset d;
+  d.rows = d.cols = 4;
+  d.pixels = random_vector(2 * 16, 5);
+  d.labels = {1, 3};
+  auto ws = net.workspace(2);
+  const auto message = [](auto&& f) -> std::string {
+    try {
+      f();
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(message([&] { net.loss_and_gradient(params.data(), d.pixels.data(), d.labels.data(), 2, grad.data(), ws); })
+                .find("sample 1 has label 3, but the network has 3 classes"),
+            std::string::npos);
+  EXPECT_NE(message([&] { gpu::loss_and_gradient(net, params.data(), d.pixels.data(), d.labels.data(), 2, grad.data()); })
+                .find("sample 1 has label 3"),
+            std::string::npos);
+  EXPECT_NE(message([&] { gpu::evaluate(net, params.data(), d); }).find("sample 1 has label 3"), std::string::npos);
+  EXPECT_NE(message([&] { dense::evaluate(net, params.data(), d, 2, 1); }).find("sample 1 has label 3"),
+            std::string::npos);
 }
 
 TEST(GpuParity, EvaluateAgreesWithTheCpu) {

@@ -21,6 +21,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "asgd/engine/layout.hpp"
@@ -189,8 +190,14 @@ double sgemm_gflops(std::size_t n, std::size_t repeats, std::size_t threads);
 // both devices' sgemm_gflops measure with).
 double gemm_gflops(std::size_t n, std::size_t repeats, const std::function<void()>& gemm);
 
-// Softmax cross-entropy of logits [n][k] against labels: returns the summed
-// loss; when dlogits is not null writes (softmax - onehot) * scale into it.
+// InputError naming `what`, the sample and the label unless every label is
+// below `classes` (a label past the network's outputs would index past the
+// logits on either device).
+void check_labels(std::span<const std::uint8_t> labels, std::size_t classes, std::string_view what);
+
+// Softmax cross-entropy of logits [n][k] against labels (each < k, checked):
+// returns the summed loss; when dlogits is not null writes
+// (softmax - onehot) * scale into it.
 double softmax_cross_entropy(const float* logits, const std::uint8_t* labels, std::size_t n, std::size_t k,
                              float* dlogits, float scale);
 

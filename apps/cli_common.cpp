@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <exception>
+#include <filesystem>
 #include <utility>
 
 #include "asgd/engine/atomic_file.hpp"
@@ -137,6 +138,35 @@ void check_output(std::string_view flag, const std::string& path) {
     AtomicFile::check(path);
   } catch (const InputError& e) {
     throw InputError(fmt::format("{}: {}", flag, e.what()));
+  }
+}
+
+namespace {
+// Whether two paths name one regular file: the same inode when both exist, else the same canonical path.
+bool same_regular_file(const std::filesystem::path& a, const std::filesystem::path& b) {
+  std::error_code ec;
+  const auto status_a = std::filesystem::status(a, ec), status_b = std::filesystem::status(b, ec);
+  const bool a_there = std::filesystem::exists(status_a), b_there = std::filesystem::exists(status_b);
+  if (a_there && b_there) {
+    return std::filesystem::is_regular_file(status_a) && std::filesystem::is_regular_file(status_b) &&
+           std::filesystem::equivalent(a, b, ec) && !ec;
+  }
+  if (a_there || b_there) return false;
+  const auto ca = std::filesystem::weakly_canonical(a, ec);
+  if (ec) return false;
+  const auto cb = std::filesystem::weakly_canonical(b, ec);
+  return !ec && ca == cb;
+}
+}  // namespace
+
+void check_distinct(std::string_view flag, const std::string& path,
+                    std::initializer_list<std::pair<std::string_view, std::string_view>> others) {
+  if (path.empty() || path == "-") return;
+  for (const auto& [other_flag, other] : others) {
+    if (other.empty() || other == "-") continue;
+    if (same_regular_file(path, std::filesystem::path(other))) {
+      throw InputError(fmt::format("{}: {} is also {}'s file (give each its own)", flag, path, other_flag));
+    }
   }
 }
 

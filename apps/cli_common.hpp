@@ -100,6 +100,15 @@ dense::TrainTest load_mnist(const std::string& data, std::size_t limit = 0);
 // file `path` (empty: none) could not be written, so a typo in an output
 // path costs nothing rather than the whole run (AtomicFile::check).
 void check_output(std::string_view flag, const std::string& path);
+// Before reading or training: InputError "FLAG: PATH is also OTHER's file
+// (...)" when the output `path` names the same file as one of `others`
+// (flag, path) pairs: an input it would destroy, or another output of a
+// different format. Through links and other spellings too (the same inode,
+// or for files not there yet the same canonical path); empty paths, "-" and
+// what is not a regular file (stdin, stdout, a pipe, a terminal) are never
+// the same.
+void check_distinct(std::string_view flag, const std::string& path,
+                    std::initializer_list<std::pair<std::string_view, std::string_view>> others);
 // check_output for a file rewritten during the run (a checkpoint after every
 // epoch): InputError too when `path` is stdout, a pipe or a device, where
 // each write would follow the last and none could be read back.

@@ -229,6 +229,7 @@ int train(const CnnFlags& f, Distributed& dist) {
     check_output("--model", f.model);
     check_rewritten_output("--checkpoint", f.checkpoint);
     check_output("--csv", f.csv);
+    check_distinct("--csv", f.csv, {{"--model", f.model}, {"--checkpoint", f.checkpoint}, {"--resume", f.resume}});
   }
   if (f.until_epoch != 0 && f.checkpoint.empty() && f.model.empty())
     throw InputError("--until-epoch: give --checkpoint FILE to resume from (or --model), or the run is lost");

@@ -103,6 +103,8 @@ int train(const TrainFlags& f, Distributed& dist) {
   if (dist.root()) {
     check_output("--model", f.model);
     check_rewritten_output("--checkpoint", f.checkpoint);
+    check_distinct("--model", f.model, {{"--data", f.data}, {"--test", f.test}});
+    check_distinct("--checkpoint", f.checkpoint, {{"--data", f.data}, {"--test", f.test}});
   }
   // --data with {rank}: each rank reads its own, already sharded file.
   std::string path = f.data;

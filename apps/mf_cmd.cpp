@@ -319,6 +319,7 @@ int train(const MfTrainFlags& f, Distributed& dist) {
       check_output("MODEL_FILE", f.model_file);
     else
       check_rewritten_output("MODEL_FILE (with --shm)", f.model_file);
+    check_distinct("MODEL_FILE", f.model_file, {{"TRAIN_FILE", f.train_file}, {"-v", f.validation_file}});
   }
   if (f.loss == "bpr") return train_bpr(out, f, dist);
   if (f.loss != "squared") throw InputError(fmt::format("--loss {}: expected squared or bpr", f.loss));
@@ -440,6 +441,8 @@ struct MfPredictFlags {
 };
 
 int predict(const MfPredictFlags& f) {
+  check_output("output_file", f.output_file);
+  check_distinct("output_file", f.output_file, {{"test_file", f.test_file}, {"model_file", f.model_file}});
   LoadedModel m = load_model(f.model_file);
   const Ratings test = read_with_ids_of(m, f.test_file, f.format);
   const FactorLayout layout = FactorLayout::of(m.store->layout());

@@ -263,6 +263,14 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
     check_output("-output", f.output);
     check_output("-save-vocab", f.save_vocab);
     check_rewritten_output("-checkpoint", f.checkpoint);
+    // -checkpoint may be the -resume file (a run that goes on in one file); nothing else may be shared.
+    check_distinct("-output", f.output,
+                   {{"-train", f.train}, {"-read-vocab", f.read_vocab}, {"-checkpoint", f.checkpoint},
+                    {"-resume", f.resume}, {"-save-vocab", f.save_vocab}});
+    check_distinct("-save-vocab", f.save_vocab,
+                   {{"-train", f.train}, {"-read-vocab", f.read_vocab}, {"-checkpoint", f.checkpoint},
+                    {"-resume", f.resume}});
+    check_distinct("-checkpoint", f.checkpoint, {{"-train", f.train}, {"-read-vocab", f.read_vocab}});
   }
 
   // Vocabulary and model shape: from a checkpoint, or from the flags.

@@ -107,7 +107,16 @@ TEST_F(Cli, UnwritableOutputsFailBeforeTraining) {
       {{"cnn", "train", "--data", path("no-mnist"), "--checkpoint", "/dev/stdout"}, "--checkpoint"},
       {{"w2v", "-train", path("o.svm"), "-output", path("v.txt"), "-checkpoint", "/dev/null"}, "-checkpoint"},
       {{"mf", "train", path("o.svm"), "-", "--shm", "asgd-test-never-made"}, "MODEL_FILE (with --shm)"},
+      // An output that is an input (here through a link too), or another output of another format.
+      {{"linear", "train", "--data", path("o.svm"), "--model", path("o.svm")}, "--model: " + path("o.svm") + " is also --data's"},
+      {{"w2v", "-train", path("o.svm"), "-output", path("link.svm")}, "-output: " + path("link.svm") + " is also -train's"},
+      {{"w2v", "-train", path("o.svm"), "-output", path("v.txt"), "-checkpoint", path("v.txt")}, "-output"},
+      {{"mf", "train", path("o.svm"), path("o.svm")}, "MODEL_FILE: " + path("o.svm") + " is also TRAIN_FILE's"},
+      {{"mf", "predict", path("o.svm"), path("m"), path("o.svm")}, "output_file"},
+      {{"cnn", "train", "--data", path("no-mnist"), "--model", path("m"), "--csv", path("m")}, "--csv"},
   };
+  fs::create_symlink(path("o.svm"), path("link.svm"));
+  const std::string data_before = slurp("o.svm");
   for (const auto& c : cases) {
     const auto r = run(c.args);
     EXPECT_EQ(r.status, 2) << c.args[0] << ": " << r.output;
@@ -116,6 +125,7 @@ TEST_F(Cli, UnwritableOutputsFailBeforeTraining) {
     EXPECT_EQ(r.output.find("epoch"), std::string::npos) << c.args[0] << ": " << r.output;
   }
   EXPECT_FALSE(fs::exists(path("v.txt")));
+  EXPECT_EQ(slurp("o.svm"), data_before);
 }
 
 // `--model -` puts the model on stdout: the report goes to stderr then, so

@@ -150,8 +150,9 @@ struct OneShot {
   Cublas cublas{stream.get()};
   GpuNetwork net;
   DeviceBuffer<float> params;
-  OneShot(const dense::Network& n, std::size_t capacity, const float* host_params)
-      : net(n, std::max<std::size_t>(capacity, 1), stream.get(), cublas.get()), params(n.layout().size()) {
+  OneShot(const dense::Network& n, std::size_t capacity, const float* host_params,
+          GpuNetwork::Pass pass = GpuNetwork::Pass::forward_and_backward)
+      : net(n, std::max<std::size_t>(capacity, 1), stream.get(), cublas.get(), pass), params(n.layout().size()) {
     to_device(params.get(), host_params, n.layout().size(), stream.get());
   }
   cudaStream_t s() const noexcept { return stream.get(); }
@@ -198,7 +199,7 @@ void layer_forward(const dense::Network& net, std::size_t layer, const float* pa
   require_device();
   check_layer(net, layer);
   const auto spec = net.specs()[layer];
-  OneShot g(net, n, params);
+  OneShot g(net, n, params, GpuNetwork::Pass::forward);
   DeviceBuffer<float> d_in(n * spec.in.size() + 1), d_out(n * spec.out.size() + 1);
   to_device(d_in.get(), in, n * spec.in.size(), g.s());
   // No samples: nothing to compute (cuBLAS refuses a GEMM with a leading dimension of 0).
@@ -262,7 +263,7 @@ dense::EvalResult evaluate(const dense::Network& net, const float* params, const
     throw InputError(fmt::format("evaluate: images of {} pixels for a network that takes {}", data.image_size(),
                                  net.input().size()));
   dense::check_labels(data.labels, net.classes(), "evaluate");
-  OneShot g(net, std::min(batch, std::max<std::size_t>(data.size(), 1)), params);
+  OneShot g(net, std::min(batch, std::max<std::size_t>(data.size(), 1)), params, GpuNetwork::Pass::forward);
   const DeviceData d = upload(data, g.s());
   return evaluate_on_device(g.net, g.params.get(), d, g.s());
 }
@@ -391,7 +392,8 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
   std::unique_ptr<GpuNetwork> eval_net;
   Stream eval_stream;
   Cublas eval_cublas(eval_stream.get());
-  if (test_data) eval_net = std::make_unique<GpuNetwork>(net, 1000, eval_stream.get(), eval_cublas.get());
+  if (test_data)
+    eval_net = std::make_unique<GpuNetwork>(net, 1000, eval_stream.get(), eval_cublas.get(), GpuNetwork::Pass::forward);
 
   // The order of operations on the shared parameters: every update, and
   // every copy into a view, waits for the one before (an event chain), so

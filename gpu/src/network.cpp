@@ -20,8 +20,10 @@ kernels::ConvGeometry geometry(const LayerSpec& s, std::size_t n) {
 
 }  // namespace
 
-GpuNetwork::GpuNetwork(const dense::Network& net, std::size_t capacity, cudaStream_t stream, cublasHandle_t cublas)
-    : specs_(net.specs()), capacity_(capacity), stream_(stream), cublas_(cublas) {
+GpuNetwork::GpuNetwork(const dense::Network& net, std::size_t capacity, cudaStream_t stream, cublasHandle_t cublas,
+                       Pass pass)
+    : specs_(net.specs()), capacity_(capacity), backward_(pass == Pass::forward_and_backward), stream_(stream),
+      cublas_(cublas) {
   if (specs_.empty()) throw InputError("gpu: the network has no layers");
   if (capacity == 0) throw InputError("gpu: a batch of at least one sample");
   const std::size_t L = specs_.size();
@@ -35,11 +37,11 @@ GpuNetwork::GpuNetwork(const dense::Network& net, std::size_t capacity, cudaStre
   for (std::size_t i = 0; i < L; ++i) {
     const LayerSpec& s = specs_[i];
     act_[i].resize(capacity * s.in.size());
-    delta_[i].resize(capacity * s.in.size());
+    if (backward_) delta_[i].resize(capacity * s.in.size());
     if (s.kind == Kind::conv2d) {
       const std::size_t K = s.in.c * s.kernel * s.kernel, M = capacity * s.out.h * s.out.w;
       col_[i].resize(K * M);
-      dcol_[i].resize(K * M);
+      if (backward_) dcol_[i].resize(K * M);
       ones = std::max(ones, M);
     }
     if (s.kind == Kind::max_pool2) choice_[i].resize(capacity * s.out.size());
@@ -54,7 +56,7 @@ GpuNetwork::GpuNetwork(const dense::Network& net, std::size_t capacity, cudaStre
   for (std::size_t i = 1; i + 1 < L; ++i)
     relu_in_pool_[i] = specs_[i].kind == Kind::relu && specs_[i + 1].kind == Kind::max_pool2;
   act_[L].resize(capacity * specs_.back().out.size());
-  delta_[L].resize(capacity * specs_.back().out.size());
+  if (backward_) delta_[L].resize(capacity * specs_.back().out.size());
   act_ptr_.resize(L + 1);
   delta_ptr_.resize(L + 1);
   for (std::size_t i = 0; i <= L; ++i) {
@@ -136,9 +138,14 @@ void GpuNetwork::layer_forward(std::size_t i, const float* params, const float* 
   forward_layer(i, params, in, out, n, false);
 }
 
+void GpuNetwork::require_backward() const {
+  if (!backward_) throw RuntimeError("gpu: a backward pass on a network made for forward passes only");
+}
+
 void GpuNetwork::layer_backward(std::size_t i, const float* params, const float* in, const float* out,
                                 const float* dout, float* din, float* grad, std::size_t n) {
   if (i >= specs_.size() || n > capacity_) throw InputError("gpu: layer or batch out of range");
+  require_backward();
   backward_layer(i, params, in, out, dout, din, grad, n, false);
 }
 
@@ -217,6 +224,7 @@ const float* GpuNetwork::forward_layers(const float* params, const float* x, std
 
 void GpuNetwork::loss_and_gradient(const float* params, const float* x, const std::uint8_t* labels, std::size_t n,
                                    float* grad) {
+  require_backward();
   const std::size_t L = specs_.size();
   x = first_input(x, n);
   forward_layers(params, x, n);

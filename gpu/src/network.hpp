@@ -27,7 +27,12 @@ namespace asgd::gpu::detail {
 
 class GpuNetwork {
  public:
-  GpuNetwork(const dense::Network& net, std::size_t capacity, cudaStream_t stream, cublasHandle_t cublas);
+  // `Pass::forward` allocates no gradient buffers (for evaluation: at
+  // capacity 1000, conv1's column gradient alone is 80 MB); the backward
+  // calls then throw.
+  enum class Pass { forward, forward_and_backward };
+  GpuNetwork(const dense::Network& net, std::size_t capacity, cudaStream_t stream, cublasHandle_t cublas,
+             Pass pass = Pass::forward_and_backward);
 
   std::size_t capacity() const noexcept { return capacity_; }
   std::size_t input_size() const noexcept { return specs_.front().in.size(); }
@@ -67,6 +72,8 @@ class GpuNetwork {
 
   std::vector<dense::LayerSpec> specs_;
   std::size_t capacity_;
+  bool backward_;  // gradient buffers allocated (Pass::forward_and_backward)
+  void require_backward() const;
   cudaStream_t stream_;
   cublasHandle_t cublas_;
   std::vector<DeviceBuffer<float>> act_, delta_;   // act_[i]: input of layer i (act_[L]: logits)

@@ -49,16 +49,9 @@ TrainerOptions to_trainer_options(const EngineFlags& f) {
   o.workers = f.workers;
   o.epochs = f.epochs;
   o.seed = f.seed;
-  auto flag = [](const char* name, auto parse) {
-    try {
-      return parse();
-    } catch (const InputError& e) {
-      throw InputError(fmt::format("{}: {}", name, e.what()));
-    }
-  };
-  o.consistency = flag("--policy", [&] { return parse_consistency(f.policy); });
-  o.tau = flag("--tau", [&] { return parse_tau(f.tau); });
-  o.schedule.kind = flag(f.names.schedule, [&] { return parse_schedule_kind(f.schedule); });
+  o.consistency = parse_flag("--policy", [&] { return parse_consistency(f.policy); });
+  o.tau = parse_flag("--tau", [&] { return parse_tau(f.tau); });
+  o.schedule.kind = parse_flag(f.names.schedule, [&] { return parse_schedule_kind(f.schedule); });
   o.step_examples = f.step_examples;
   o.schedule.lr = f.lr;
   o.schedule.floor = f.lr_floor;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
@@ -14,6 +15,7 @@
 #include <utility>
 
 #include "asgd/dense/mnist.hpp"
+#include "asgd/engine/errors.hpp"
 #include "asgd/engine/param_store.hpp"
 #include "asgd/engine/trainer.hpp"
 
@@ -45,6 +47,16 @@ struct EngineFlags {
     const char* schedule = "--schedule";
   } names;
 };
+
+// parse()'s value; its InputError says which flag was wrong ("--tau: ...").
+template <class Parse>
+auto parse_flag(std::string_view name, Parse&& parse) {
+  try {
+    return parse();
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: {}", name, e.what()));
+  }
+}
 
 // CLI11 reads "-1" into an unsigned option as 2^64 - 1: every unsigned
 // option of `app` and its subcommands refuses a value with a minus sign.

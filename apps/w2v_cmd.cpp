@@ -273,6 +273,10 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
     check_distinct("-checkpoint", f.checkpoint, {{"-train", f.train}, {"-read-vocab", f.read_vocab}});
   }
 
+  // Before the corpus is read: the flags that need parsing.
+  const Consistency consistency = parse_flag("-policy", [&] { return parse_consistency(f.policy); });
+  const std::uint64_t tau = parse_flag("-tau", [&] { return parse_tau(f.tau); });
+
   // Vocabulary and model shape: from a checkpoint, or from the flags.
   CheckpointData resumed;
   ModelOptions m;
@@ -339,8 +343,8 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
   // -resume without -iter finishes the checkpointed run's epochs (on its schedule), as -alpha defaults to its rate.
   o.epochs = !f.resume.empty() && !f.given.count("iter") && saved.iter > 0 ? saved.iter : f.iter;
   o.seed = f.seed;
-  o.consistency = parse_consistency(f.policy);
-  o.tau = parse_tau(f.tau);
+  o.consistency = consistency;
+  o.tau = tau;
   o.step_examples = model.sentences_per_step();  // ~10,000 words a step, as word2vec.c's rate updates
   o.schedule.kind = ScheduleKind::linear;
   o.schedule.lr = f.alpha ? *f.alpha : saved.alpha > 0 ? saved.alpha : (m.cbow ? 0.05f : 0.025f);

@@ -159,6 +159,8 @@ TEST_F(W2vCli, BadInputGetsAClearErrorNeverACrash) {
       {{"-train", good, "-cbow", "2"}, "-cbow"},
       {{"-train", good, "-threads", "0"}, "-threads 0"},
       {{"-train", good, "-alpha", "x"}, "-alpha"},
+      {{"-train", good, "-policy", "optimistic"}, "-policy: consistency 'optimistic'"},
+      {{"-train", good, "-tau", "-2"}, "-tau: "},
       {{"-train", good, "-read-vocab", write("v.txt", "a 5\nb x\n")}, "v.txt:2"},
       {{"-train", good, "-bogus", "1"}, "unknown flag"},
       {{"-train", good, "-size"}, "expects a value"},

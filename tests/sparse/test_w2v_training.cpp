@@ -74,6 +74,8 @@ TEST(Vocabulary, SaveReadRoundTripAndBadFiles) {
   EXPECT_EQ(back.counts(), v.counts());
   // word2vec.c writes a "</s>" line first: skipped; so does save(), for word2vec.c's sake.
   EXPECT_EQ(Vocabulary::read(dir.file("w.txt", "</s> 0\nthe 10\n"), {1, 0}).size(), 1u);
+  EXPECT_EQ(Vocabulary::read(dir.file("t.txt", "the 10 \nof 7\t\r\n"), {1, 0}).counts(),
+            (std::vector<std::uint64_t>{10, 7}));  // blanks after a count
   std::ifstream saved(dir / "v.txt");
   std::string first;
   std::getline(saved, first);

@@ -107,7 +107,8 @@ Vocabulary Vocabulary::read(const std::filesystem::path& path, const VocabOption
   bool first_entry = true;
   while (std::getline(in, line)) {
     ++line_no;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
+    // Blanks after the count (a trailing space, a CRLF line end) are no part of it.
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
     if (line.empty()) continue;
     const auto space = line.find_last_of(" \t");
     auto where = [&] { return fmt::format("{}:{}", path.string(), line_no); };

@@ -1,5 +1,6 @@
-// `asgd linear train|eval|generate`: L2-regularised logistic regression on
-// libsvm files, the engine's convex reference problem.
+// `asgd linear train|eval|generate`: L2-regularised linear classifiers
+// (logistic regression, the squared-hinge and hinge SVMs) on libsvm files, the
+// engine's convex reference problem.
 #include <fmt/format.h>
 
 #include <memory>
@@ -50,8 +51,18 @@ sparse::SparseDataset select_rows(const sparse::SparseDataset& data, std::span<c
   return out;
 }
 
-std::string linear_model_metadata(double l2, std::uint32_t features) {
-  return nlohmann::json{{"model", "logistic"}, {"l2", l2}, {"features", features}}.dump();
+std::string linear_model_metadata(double l2, std::uint32_t features, sparse::LinearLoss loss) {
+  if (loss == sparse::LinearLoss::logistic)
+    return nlohmann::json{{"model", "logistic"}, {"l2", l2}, {"features", features}}.dump();
+  return nlohmann::json{{"model", "linear"}, {"loss", sparse::to_string(loss)}, {"l2", l2}, {"features", features}}
+      .dump();
+}
+
+sparse::LinearLoss linear_model_loss(const std::string& metadata) {
+  const auto j = nlohmann::json::parse(metadata, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("loss")) return sparse::LinearLoss::logistic;
+  if (!j["loss"].is_string()) throw InputError("the model's loss is not a name");
+  return sparse::parse_linear_loss(j["loss"].get<std::string>());
 }
 
 double linear_model_l2(const std::string& metadata, double fallback) {
@@ -71,6 +82,7 @@ struct TrainFlags {
   std::uint64_t until_epoch = 0;
   bool quiet = false;
   double l2 = 1e-4;
+  std::string loss = "logistic";
   std::uint32_t features = 0;
   std::string unsorted = "sort";
 };
@@ -90,7 +102,7 @@ std::vector<float> weights_for(sparse::SparseDataset& data, std::vector<float> w
 }
 
 // Padded weights beyond num_features are ignored by objective/accuracy.
-void print_quality(std::FILE* out, const char* what, const sparse::LogisticProblem& p, std::span<const float> w) {
+void print_quality(std::FILE* out, const char* what, const sparse::LinearProblem& p, std::span<const float> w) {
   fmt::print(out, "{}: {} examples, objective {:.6f}, accuracy {:.4f}\n", what, p.num_examples(), p.objective(w),
              p.accuracy(w));
 }
@@ -127,16 +139,20 @@ int train(const TrainFlags& f, Distributed& dist) {
   // quality is reported on the whole set (rank 0's file).
   std::optional<sparse::SparseDataset> shard;
   if (dist.active() && !per_rank_files) shard = select_rows(data, dist.shard(data.rows()));
-  const sparse::LogisticProblem problem(shard ? *shard : data, f.l2);
-  std::optional<sparse::LogisticProblem> all_rows;  // only when this rank trains a shard
-  if (shard) all_rows.emplace(data, f.l2);
-  const sparse::LogisticProblem& whole = shard ? *all_rows : problem;
+  const sparse::LinearLoss loss = parse_flag("--loss", [&] { return sparse::parse_linear_loss(f.loss); });
+  if (f.reference && loss == sparse::LinearLoss::hinge)
+    throw InputError("--reference: not with --loss hinge (not smooth: L-BFGS has no optimum to give; squared-hinge "
+                     "has)");
+  const sparse::LinearProblem problem(shard ? *shard : data, f.l2, loss);
+  std::optional<sparse::LinearProblem> all_rows;  // only when this rank trains a shard
+  if (shard) all_rows.emplace(data, f.l2, loss);
+  const sparse::LinearProblem& whole = shard ? *all_rows : problem;
   // Read before training, so that a bad --test file fails now rather than after the run.
   std::optional<sparse::SparseDataset> test;
   if (!f.test.empty() && dist.root()) test = sparse::read_libsvm(f.test, parse_unsorted(f.unsorted));
   options.on_progress = progress_printer("linear", f.quiet);
   options.checkpoint_path = f.checkpoint;
-  options.checkpoint_metadata = linear_model_metadata(f.l2, problem.num_features());
+  options.checkpoint_metadata = linear_model_metadata(f.l2, problem.num_features(), loss);
 
   if (f.until_epoch > options.epochs) {
     throw InputError(fmt::format("--until-epoch {}: past --epochs {}", f.until_epoch, options.epochs));
@@ -156,6 +172,10 @@ int train(const TrainFlags& f, Distributed& dist) {
       throw InputError(fmt::format("--resume: {} is missing (under mpirun an AdaGrad run checkpoints each rank's sums, "
                                    "rank r's beside the file given; resume with as many ranks as wrote them)",
                                    own.string()));
+    }
+    if (const auto saved = linear_model_loss(read_checkpoint(own).metadata); saved != loss) {
+      throw InputError(fmt::format("--resume {}: trained with --loss {}, not {}", f.resume, sparse::to_string(saved),
+                                   sparse::to_string(loss)));
     }
     trainer.load_checkpoint(own);
     if (dist.root()) fmt::print(out, "resumed from {} at epoch {}\n", f.resume, trainer.state().epoch);
@@ -183,7 +203,7 @@ int train(const TrainFlags& f, Distributed& dist) {
     fmt::print(out, "reference (L-BFGS, {} iterations, |grad| {:.1e}): objective {:.6f}; ours is {:.2e} relative above\n",
                opt.iterations, opt.gradient_norm, opt.objective, (ours - opt.objective) / opt.objective);
   }
-  if (test) print_quality(out, "test", sparse::LogisticProblem(*test, f.l2), weights_for(*test, w));
+  if (test) print_quality(out, "test", sparse::LinearProblem(*test, f.l2, loss), weights_for(*test, w));
   if (!f.model.empty()) {
     trainer.save_checkpoint(f.model);
     fmt::print(out, "model written to {}\n", f.model);
@@ -193,7 +213,7 @@ int train(const TrainFlags& f, Distributed& dist) {
 }
 
 struct EvalFlags {
-  std::string data, model, shm;
+  std::string data, model, shm, loss;  // loss: empty, the model's (logistic for a segment)
   double l2 = -1;
   std::string unsorted = "sort";
 };
@@ -203,11 +223,14 @@ int eval(const EvalFlags& f) {
   sparse::SparseDataset data = sparse::read_libsvm(f.data, parse_unsorted(f.unsorted));
   std::vector<float> w;
   double l2 = f.l2;
+  sparse::LinearLoss loss = sparse::LinearLoss::logistic;
+  if (!f.loss.empty()) loss = parse_flag("--loss", [&] { return sparse::parse_linear_loss(f.loss); });
   if (!f.model.empty()) {
     const CheckpointData d = read_checkpoint(f.model);
     if (!d.layout.contains("weights")) throw InputError(fmt::format("{}: not a linear model", f.model));
     w = d.params;
     if (l2 < 0) l2 = linear_model_l2(d.metadata, 1e-4);
+    if (f.loss.empty()) loss = linear_model_loss(d.metadata);
   } else {
     const ParamStore store = ParamStore::attach_shared_any(f.shm, Access::read_only);
     if (!store.layout().contains("weights")) throw InputError(fmt::format("segment {}: not a linear model", f.shm));
@@ -219,7 +242,7 @@ int eval(const EvalFlags& f) {
     }
   }
   w = weights_for(data, std::move(w));
-  const sparse::LogisticProblem problem(data, l2);
+  const sparse::LinearProblem problem(data, l2, loss);
   print_quality(stdout, "eval", problem, w);
   return 0;
 }
@@ -250,7 +273,8 @@ int generate(const GenerateFlags& f) {
 }  // namespace
 
 void add_linear_commands(CLI::App& app, int& exit_code) {
-  auto* linear = app.add_subcommand("linear", "Logistic regression on libsvm files (the engine's reference problem)");
+  auto* linear = app.add_subcommand("linear", "Logistic regression or a linear SVM on libsvm files (the engine's "
+                                               "reference problem)");
   linear->require_subcommand(1);
 
   auto tf = std::make_shared<TrainFlags>();
@@ -262,6 +286,10 @@ void add_linear_commands(CLI::App& app, int& exit_code) {
       ->required();
   train_cmd->add_option("--test", tf->test, "Test file to report accuracy on");
   train_cmd->add_option("--l2", tf->l2, "L2 regularisation strength")->capture_default_str();
+  train_cmd->add_option("--loss", tf->loss,
+                        "logistic (regression), squared-hinge (L2-loss SVM) or hinge (L1-loss SVM, subgradient); "
+                        "--lr is 0.1 for the hinges unless given")
+      ->capture_default_str();
   train_cmd->add_option("--features", tf->features,
                         "Model width (default: largest feature id + 1); give it when processes train shards");
   train_cmd->add_option("--model", tf->model, "Write the trained model here");
@@ -277,7 +305,10 @@ void add_linear_commands(CLI::App& app, int& exit_code) {
   train_cmd->add_flag("--quiet,-q", tf->quiet, "No progress or per-epoch lines");
   add_engine_flags(*train_cmd, tf->engine);
   add_distributed_flags(*train_cmd, tf->dist);
-  train_cmd->callback([tf, &exit_code] {
+  train_cmd->callback([tf, train_cmd, &exit_code] {
+    // The hinges' gradients grow with the violation (the squared one's curvature is 8x the logistic's): without
+    // --lr they start at 0.1, where SGD is stable on the reference data (bench/RESULTS.md).
+    if (train_cmd->count("--lr") == 0 && tf->loss != "logistic") tf->engine.lr = 0.1f;
     exit_code = run_guarded([&] { return run_distributed(tf->dist, [&](Distributed& d) { return train(*tf, d); }); });
   });
 
@@ -287,6 +318,7 @@ void add_linear_commands(CLI::App& app, int& exit_code) {
   eval_cmd->add_option("--model", ef->model, "Model file from train --model");
   eval_cmd->add_option("--shm", ef->shm, "Shared segment to read (attached read-only)");
   eval_cmd->add_option("--l2", ef->l2, "L2 strength for the objective (default: the model's)");
+  eval_cmd->add_option("--loss", ef->loss, "Loss for the objective (default: the model's; logistic for --shm)");
   eval_cmd->add_option("--unsorted", ef->unsorted, "Unsorted feature ids: sort or reject")->capture_default_str();
   eval_cmd->callback([ef, &exit_code] { exit_code = run_guarded([&] { return eval(*ef); }); });
 

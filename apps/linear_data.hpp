@@ -9,6 +9,7 @@
 
 #include "asgd/engine/param_store.hpp"
 #include "asgd/sparse/libsvm.hpp"
+#include "asgd/sparse/linear.hpp"
 
 namespace asgd::cli {
 
@@ -17,9 +18,12 @@ sparse::SparseDataset slice_rows(const sparse::SparseDataset& data, std::size_t 
 // The rows `rows` of `data`, in that order (same num_features).
 sparse::SparseDataset select_rows(const sparse::SparseDataset& data, std::span<const std::size_t> rows);
 
-// The metadata stored with a linear model file.
-std::string linear_model_metadata(double l2, std::uint32_t features);
+// The metadata stored with a linear model file ({"model": "logistic"} for
+// the logistic loss, as before there was a choice; else "linear" and "loss").
+std::string linear_model_metadata(double l2, std::uint32_t features, sparse::LinearLoss loss);
 // l2 from a model's metadata, or `fallback` when absent.
 double linear_model_l2(const std::string& metadata, double fallback);
+// The loss a model trained with (logistic when the metadata names none).
+sparse::LinearLoss linear_model_loss(const std::string& metadata);
 
 }  // namespace asgd::cli

@@ -54,13 +54,30 @@ double dot(const std::vector<double>& a, const std::vector<double>& b) {
 
 }  // namespace
 
-LogisticProblem::LogisticProblem(const SparseDataset& data, double l2) : data_(&data), l2_(l2) {
+LinearLoss parse_linear_loss(std::string_view name) {
+  if (name == "logistic") return LinearLoss::logistic;
+  if (name == "squared-hinge") return LinearLoss::squared_hinge;
+  if (name == "hinge") return LinearLoss::hinge;
+  throw InputError(fmt::format("loss '{}': expected logistic, squared-hinge or hinge", name));
+}
+
+std::string_view to_string(LinearLoss loss) noexcept {
+  switch (loss) {
+    case LinearLoss::squared_hinge: return "squared-hinge";
+    case LinearLoss::hinge: return "hinge";
+    case LinearLoss::logistic: break;
+  }
+  return "logistic";
+}
+
+LinearProblem::LinearProblem(const SparseDataset& data, double l2, LinearLoss loss)
+    : data_(&data), l2_(l2), loss_(loss) {
   if (!std::isfinite(l2) || l2 < 0.0) {
-    throw InputError(fmt::format("logistic regression: l2 must be finite and >= 0, got {}", l2));
+    throw InputError(fmt::format("linear model: l2 must be finite and >= 0, got {}", l2));
   }
   data.validate();
-  if (data.rows() == 0) throw InputError("logistic regression: the dataset has no examples");
-  if (data.num_features == 0) throw InputError("logistic regression: the dataset has no features");
+  if (data.rows() == 0) throw InputError("linear model: the dataset has no examples");
+  if (data.num_features == 0) throw InputError("linear model: the dataset has no features");
 
   std::vector<std::uint64_t> count(data.num_features, 0);
   for (const auto u : data.index) ++count[u];
@@ -71,34 +88,34 @@ LogisticProblem::LogisticProblem(const SparseDataset& data, double l2) : data_(&
   }
 }
 
-Layout LogisticProblem::layout() const {
+Layout LinearProblem::layout() const {
   Layout layout;
   layout.add("weights", {data_->num_features});
   return layout;
 }
 
-void LogisticProblem::check_width(std::size_t size, const char* what) const {
+void LinearProblem::check_width(std::size_t size, const char* what) const {
   if (size < data_->num_features) {
-    throw InputError(fmt::format("logistic regression: {} has {} entries, expected at least num_features {}",
+    throw InputError(fmt::format("linear model: {} has {} entries, expected at least num_features {}",
                                  what, size, data_->num_features));
   }
 }
 
 template <class T>
-double LogisticProblem::objective_impl(std::span<const T> w) const {
+double LinearProblem::objective_impl(std::span<const T> w) const {
   check_width(w.size(), "the weight vector");
   const SparseDataset& data = *data_;
   const std::size_t n = data.rows();
   const double loss = deterministic_sum(n, [&](std::size_t i) {
-    return log1p_exp(-static_cast<double>(data.label[i]) * margin_of(data, i, w));
+    return loss_at(loss_, static_cast<double>(data.label[i]) * margin_of(data, i, w)).loss;
   });
   return loss / static_cast<double>(n) + 0.5 * l2_ * squared_norm(w.first(data.num_features));
 }
 
-double LogisticProblem::objective(std::span<const float> w) const { return objective_impl(w); }
-double LogisticProblem::objective(std::span<const double> w) const { return objective_impl(w); }
+double LinearProblem::objective(std::span<const float> w) const { return objective_impl(w); }
+double LinearProblem::objective(std::span<const double> w) const { return objective_impl(w); }
 
-double LogisticProblem::accuracy(std::span<const float> w) const {
+double LinearProblem::accuracy(std::span<const float> w) const {
   check_width(w.size(), "the weight vector");
   const SparseDataset& data = *data_;
   const double correct = deterministic_sum(data.rows(), [&](std::size_t i) {
@@ -108,7 +125,7 @@ double LogisticProblem::accuracy(std::span<const float> w) const {
   return correct / static_cast<double>(data.rows());
 }
 
-double LogisticProblem::objective_and_gradient(std::span<const double> w, std::span<double> grad) const {
+double LinearProblem::objective_and_gradient(std::span<const double> w, std::span<double> grad) const {
   check_width(w.size(), "the weight vector");
   check_width(grad.size(), "the gradient");
   const SparseDataset& data = *data_;
@@ -120,9 +137,9 @@ double LogisticProblem::objective_and_gradient(std::span<const double> w, std::s
   std::vector<double> slope(n);
   const double loss = deterministic_sum(n, [&](std::size_t i) {
     const double y = data.label[i];
-    const double y_margin = y * margin_of(data, i, w);
-    slope[i] = -y * sigmoid(-y_margin);
-    return log1p_exp(-y_margin);
+    const LossAt at = loss_at(loss_, y * margin_of(data, i, w));
+    slope[i] = y * at.slope;
+    return at.loss;
   });
   std::fill(grad.begin(), grad.begin() + static_cast<std::ptrdiff_t>(d), 0.0);
   for (std::size_t i = 0; i < n; ++i) {
@@ -135,16 +152,20 @@ double LogisticProblem::objective_and_gradient(std::span<const double> w, std::s
   return loss * inv_n + 0.5 * l2_ * squared_norm(w.first(d));
 }
 
-void LogisticProblem::full_gradient(std::span<const double> w, std::span<double> grad) const {
+void LinearProblem::full_gradient(std::span<const double> w, std::span<double> grad) const {
   objective_and_gradient(w, grad);
 }
 
-LbfgsResult solve_lbfgs(const LogisticProblem& problem, double gradient_tolerance, int max_iterations) {
+LbfgsResult solve_lbfgs(const LinearProblem& problem, double gradient_tolerance, int max_iterations) {
   if (!std::isfinite(gradient_tolerance) || gradient_tolerance < 0.0) {
     throw InputError(fmt::format("L-BFGS: gradient tolerance must be finite and >= 0, got {}", gradient_tolerance));
   }
   if (max_iterations < 0) {
     throw InputError(fmt::format("L-BFGS: max_iterations must be >= 0, got {}", max_iterations));
+  }
+  if (!problem.smooth()) {
+    throw InputError(fmt::format("L-BFGS: the {} loss is not smooth (no reference optimum; squared-hinge is)",
+                                 to_string(problem.loss())));
   }
   constexpr std::size_t kMemory = 10;
   constexpr double kArmijo = 1e-4;

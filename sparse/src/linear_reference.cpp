@@ -13,7 +13,7 @@ Schedule reference_schedule() {
 }
 
 namespace {
-LbfgsResult timed_solve(const LogisticProblem& problem, double& seconds) {
+LbfgsResult timed_solve(const LinearProblem& problem, double& seconds) {
   const auto start = std::chrono::steady_clock::now();
   LbfgsResult r = solve_lbfgs(problem, 1e-9, 3000);
   seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

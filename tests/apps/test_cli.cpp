@@ -182,6 +182,36 @@ TEST_F(Cli, AModelOnStdoutIsTheWholeOfStdout) {
   EXPECT_NE(slurp("report.out").find("model written to"), std::string::npos) << slurp("report.out");
 }
 
+// The linear SVMs: the squared hinge ends near its L-BFGS optimum; a hinge model's file says its loss, so eval
+// scores it with the hinge; a resume with another loss is refused, and L-BFGS has no reference for the hinge.
+TEST_F(Cli, LinearSvmLosses) {
+  generate("svm.svm", 5000, 1000);
+  // One worker: the result does not depend on how the machine schedules two (measured: 1.8e-4).
+  auto r = run({"linear", "train", "--data", path("svm.svm"), "--loss", "squared-hinge", "--epochs", "20",
+                "--workers", "1", "--reference", "-q"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("lr 0.1 "), std::string::npos) << r.output;  // the hinges' default rate
+  EXPECT_LT(number_after(r.output, "ours is "), 2e-3) << r.output;
+  r = run({"linear", "train", "--data", path("svm.svm"), "--loss", "hinge", "--epochs", "5", "-q", "--model",
+           path("hinge.asgd")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  const double trained = number_after(r.output, "train: 5000 examples, objective ");
+  r = run({"linear", "eval", "--data", path("svm.svm"), "--model", path("hinge.asgd")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(number_after(r.output, "objective "), trained) << r.output;
+  r = run({"linear", "eval", "--data", path("svm.svm"), "--model", path("hinge.asgd"), "--loss", "logistic"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(number_after(r.output, "objective "), trained) << r.output;
+  r = run({"linear", "train", "--data", path("svm.svm"), "--epochs", "6", "--resume", path("hinge.asgd")});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("trained with --loss hinge, not logistic"), std::string::npos) << r.output;
+  r = run({"linear", "train", "--data", path("svm.svm"), "--loss", "hinge", "--reference"});
+  EXPECT_EQ(r.status, 2) << r.output;
+  r = run({"linear", "train", "--data", path("svm.svm"), "--loss", "svm"});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--loss: loss 'svm'"), std::string::npos) << r.output;
+}
+
 TEST_F(Cli, DivergenceStopsWithExitOne) {
   generate("d.svm", 2000, 100);
   const auto r = run({"linear", "train", "--data", path("d.svm"), "--lr", "1e30", "--schedule", "constant"});

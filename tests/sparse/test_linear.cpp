@@ -22,7 +22,7 @@
 namespace asgd::sparse {
 namespace {
 
-static_assert(!std::is_constructible_v<LogisticProblem, SparseDataset&&, double>,
+static_assert(!std::is_constructible_v<LinearProblem, SparseDataset&&, double>,
               "a problem over a temporary dataset would dangle");
 
 // Reads fixed weights and sums the gradients it is given, in double, without
@@ -69,9 +69,9 @@ std::vector<float> random_weights(const SparseDataset& d, std::uint64_t seed) {
 
 double norm(const std::vector<double>& v) { return std::sqrt(std::inner_product(v.begin(), v.end(), v.begin(), 0.0)); }
 
-TEST(LogisticProblem, IsOneWeightTensorIndexedByFeatureId) {
+TEST(LinearProblem, IsOneWeightTensorIndexedByFeatureId) {
   const auto g = small_data(100, 37, 3, 1);
-  const LogisticProblem problem(g.data, 0.01);
+  const LinearProblem problem(g.data, 0.01);
   const Layout layout = problem.layout();
   ASSERT_EQ(layout.tensors().size(), 1u);
   EXPECT_EQ(layout["weights"].offset, 0u);
@@ -81,37 +81,38 @@ TEST(LogisticProblem, IsOneWeightTensorIndexedByFeatureId) {
   EXPECT_EQ(problem.num_features(), 37u);
 }
 
-TEST(LogisticProblem, RejectsBadRegularisationAndData) {
+TEST(LinearProblem, RejectsBadRegularisationAndData) {
   const auto g = small_data(100, 37, 3, 1);
-  EXPECT_THROW(LogisticProblem(g.data, -1e-3), InputError);
-  EXPECT_THROW(LogisticProblem(g.data, std::nan("")), InputError);
-  EXPECT_THROW(LogisticProblem(g.data, INFINITY), InputError);
+  EXPECT_THROW(LinearProblem(g.data, -1e-3), InputError);
+  EXPECT_THROW(LinearProblem(g.data, std::nan("")), InputError);
+  EXPECT_THROW(LinearProblem(g.data, INFINITY), InputError);
   const SparseDataset empty = parse_libsvm("", "empty.svm");
-  EXPECT_THROW(LogisticProblem(empty, 0.1), InputError);
+  EXPECT_THROW(LinearProblem(empty, 0.1), InputError);
   const SparseDataset no_features = parse_libsvm("1\n-1\n", "nf.svm");
-  EXPECT_THROW(LogisticProblem(no_features, 0.1), InputError);
+  EXPECT_THROW(LinearProblem(no_features, 0.1), InputError);
   SparseDataset bad_label = g.data;
   bad_label.label[5] = 0.0f;
-  EXPECT_THROW(LogisticProblem(bad_label, 0.1), InputError);
+  EXPECT_THROW(LinearProblem(bad_label, 0.1), InputError);
 
-  const LogisticProblem problem(g.data, 0.1);
+  const LinearProblem problem(g.data, 0.1);
   const std::vector<float> too_short(36, 0.0f);
   EXPECT_THROW(problem.objective(std::span<const float>(too_short)), InputError);
   EXPECT_THROW(solve_lbfgs(problem, -1.0), InputError);
   EXPECT_THROW(solve_lbfgs(problem, 1e-8, -1), InputError);
 }
 
-TEST(LogisticProblem, ObjectiveAtZeroIsLog2AndPaddingIsIgnored) {
+TEST(LinearProblem, ObjectiveAtZeroIsLog2AndPaddingIsIgnored) {
   const auto g = small_data(500, 100, 5, 2);
-  const LogisticProblem problem(g.data, 0.3);
+  const LinearProblem problem(g.data, 0.3);
   const std::vector<float> padded(problem.layout().size() + 16, 0.0f);
   EXPECT_NEAR(problem.objective(std::span<const float>(padded)), std::log(2.0), 1e-12);
   EXPECT_DOUBLE_EQ(problem.accuracy(padded), 1.0 * std::count(g.data.label.begin(), g.data.label.end(), 1.0f) / 500);
 }
 
-TEST(LogisticProblem, FullGradientMatchesFiniteDifferences) {
+// The full gradient (a subgradient for the hinge) against central differences.
+void check_full_gradient(LinearLoss loss) {
   const auto g = small_data(300, 40, 6, 3);
-  const LogisticProblem problem(g.data, 0.05);
+  const LinearProblem problem(g.data, 0.05, loss);
   const auto wf = random_weights(g.data, 9);
   std::vector<double> w(wf.begin(), wf.end());
   std::vector<double> grad(w.size());
@@ -128,17 +129,43 @@ TEST(LogisticProblem, FullGradientMatchesFiniteDifferences) {
   }
 }
 
+TEST(LinearProblem, FullGradientMatchesFiniteDifferences) {
+  for (const LinearLoss loss : {LinearLoss::logistic, LinearLoss::squared_hinge, LinearLoss::hinge}) {
+    SCOPED_TRACE(std::string(to_string(loss)));
+    check_full_gradient(loss);
+  }
+}
+
+TEST(LinearProblem, LossesAndSlopesAtTheirKinks) {
+  // m = y w.x: the hinges are 0 from m = 1 on, their slopes too (the hinge's subgradient is 0 at the kink).
+  EXPECT_EQ(loss_at(LinearLoss::hinge, 1.0).loss, 0.0);
+  EXPECT_EQ(loss_at(LinearLoss::hinge, 1.0).slope, 0.0);
+  EXPECT_EQ(loss_at(LinearLoss::hinge, 0.25).loss, 0.75);
+  EXPECT_EQ(loss_at(LinearLoss::hinge, 0.25).slope, -1.0);
+  EXPECT_EQ(loss_at(LinearLoss::squared_hinge, -1.0).loss, 4.0);
+  EXPECT_EQ(loss_at(LinearLoss::squared_hinge, -1.0).slope, -4.0);
+  EXPECT_EQ(loss_at(LinearLoss::squared_hinge, 3.0).slope, 0.0);
+  EXPECT_NEAR(loss_at(LinearLoss::logistic, 0.0).loss, std::log(2.0), 1e-15);
+  EXPECT_NEAR(loss_at(LinearLoss::logistic, 0.0).slope, -0.5, 1e-15);
+  for (const LinearLoss loss : {LinearLoss::logistic, LinearLoss::squared_hinge, LinearLoss::hinge})
+    EXPECT_EQ(parse_linear_loss(to_string(loss)), loss);
+  EXPECT_THROW(parse_linear_loss("svm"), InputError);
+}
+
+
 // The Hogwild! split of the regulariser is exact: the mean over all examples
 // of the sparse per-example gradients is the full gradient, and the mean
 // returned loss plus (l2/2)||w||^2 is the objective.
-TEST(LogisticProblem, PerExampleGradientsAverageToTheFullGradient) {
+TEST(LinearProblem, PerExampleGradientsAverageToTheFullGradient) {
   const auto g = small_data(200, 300, 5, 4);
   std::vector<bool> occurs(g.data.num_features, false);
   for (auto u : g.data.index) occurs[u] = true;
   ASSERT_NE(std::count(occurs.begin(), occurs.end(), false), 0) << "want some features that never occur";
 
-  for (const double l2 : {0.0, 1e-3, 0.5}) {
-    const LogisticProblem problem(g.data, l2);
+  for (const auto& [l2, kind] : {std::pair{0.0, LinearLoss::logistic}, std::pair{1e-3, LinearLoss::logistic},
+                                 std::pair{0.5, LinearLoss::logistic}, std::pair{1e-3, LinearLoss::squared_hinge},
+                                 std::pair{1e-3, LinearLoss::hinge}}) {
+    const LinearProblem problem(g.data, l2, kind);
     const auto wf = random_weights(g.data, 5);
     std::vector<double> sum(wf.size(), 0.0);
     SummingSink sink(wf, sum);
@@ -161,7 +188,7 @@ TEST(LogisticProblem, PerExampleGradientsAverageToTheFullGradient) {
   }
 }
 
-TEST(LogisticProblem, HugeMarginsStayFinite) {
+TEST(LinearProblem, HugeMarginsStayFinite) {
   EXPECT_EQ(log1p_exp(-1000.0), 0.0);
   EXPECT_EQ(log1p_exp(1000.0), 1000.0);
   EXPECT_NEAR(log1p_exp(0.0), std::log(2.0), 1e-16);
@@ -170,7 +197,7 @@ TEST(LogisticProblem, HugeMarginsStayFinite) {
   EXPECT_EQ(sigmoid(1000.0), 1.0);
 
   const SparseDataset d = parse_libsvm("1 0:1\n-1 0:1\n", "two.svm");
-  const LogisticProblem problem(d, 0.0);
+  const LinearProblem problem(d, 0.0);
   std::vector<float> w(problem.layout().size(), 0.0f);
   w[0] = -1000.0f;  // example 0 is badly wrong, example 1 very right
   const Racy policy;
@@ -183,9 +210,9 @@ TEST(LogisticProblem, HugeMarginsStayFinite) {
   EXPECT_TRUE(std::isfinite(problem.objective(std::span<const float>(w))));
 }
 
-TEST(LogisticProblem, ObjectiveIsTheSameWithOneThreadOrMany) {
+TEST(LinearProblem, ObjectiveIsTheSameWithOneThreadOrMany) {
   const auto g = small_data(60000, 5000, 10, 6);
-  const LogisticProblem problem(g.data, 1e-4);
+  const LinearProblem problem(g.data, 1e-4);
   const auto w = random_weights(g.data, 7);
   double many = 0.0, one = 0.0, many_acc = 0.0, one_acc = 0.0;
   {
@@ -207,7 +234,7 @@ constexpr double kReferenceL2 = 1e-4;
 
 TEST(Lbfgs, ReachesTheOptimumToTolerance) {
   const auto g = reference_data();
-  const LogisticProblem problem(g.data, kReferenceL2);
+  const LinearProblem problem(g.data, kReferenceL2);
   const LbfgsResult result = solve_lbfgs(problem);
   ASSERT_EQ(result.weights.size(), problem.num_features());
   EXPECT_TRUE(result.converged);
@@ -230,9 +257,24 @@ TEST(Lbfgs, ReachesTheOptimumToTolerance) {
   EXPECT_GT(problem.accuracy(wf), 0.7);
 }
 
+// The L2-loss SVM: L-BFGS converges there too (its objective has a gradient everywhere), and Hogwild! SGD ends
+// near it. The hinge has no gradient at its kink: L-BFGS refuses it.
+TEST(Lbfgs, SolvesTheSquaredHingeAndRefusesTheHinge) {
+  const auto g = reference_data();
+  const LinearProblem problem(g.data, kReferenceL2, LinearLoss::squared_hinge);
+  const LbfgsResult result = solve_lbfgs(problem, 1e-9, 3000);
+  EXPECT_TRUE(result.converged);
+  std::vector<double> grad(result.weights.size());
+  problem.full_gradient(result.weights, grad);
+  EXPECT_LT(norm(grad), 1e-8);
+  const LinearProblem hinge(g.data, kReferenceL2, LinearLoss::hinge);
+  EXPECT_FALSE(hinge.smooth());
+  EXPECT_THROW(solve_lbfgs(hinge), InputError);
+}
+
 TEST(Lbfgs, StopsAtTheIterationLimit) {
   const auto g = reference_data();
-  const LogisticProblem problem(g.data, kReferenceL2);
+  const LinearProblem problem(g.data, kReferenceL2);
   const LbfgsResult result = solve_lbfgs(problem, 1e-10, 3);
   EXPECT_EQ(result.iterations, 3);
   EXPECT_FALSE(result.converged);
@@ -247,7 +289,7 @@ TEST(Lbfgs, StopsAtTheIterationLimit) {
 // about 2e-2 away on this problem.
 TEST(Sgd, ThroughTheUpdateSinkReachesTheLbfgsOptimum) {
   const auto g = reference_data();
-  const LogisticProblem problem(g.data, kReferenceL2);
+  const LinearProblem problem(g.data, kReferenceL2);
   const double optimum = solve_lbfgs(problem).objective;
 
   std::vector<float> w(problem.layout().size(), 0.0f);
@@ -276,7 +318,7 @@ TEST(Sgd, ThroughTheUpdateSinkReachesTheLbfgsOptimum) {
 // sink). Collisions are rare on sparse data, so the result is as good.
 TEST(Sgd, HogwildWithFourThreadsReachesTheLbfgsOptimum) {
   const auto g = reference_data();
-  const LogisticProblem problem(g.data, kReferenceL2);
+  const LinearProblem problem(g.data, kReferenceL2);
   const double optimum = solve_lbfgs(problem).objective;
 
   std::vector<float> w(problem.layout().size(), 0.0f);

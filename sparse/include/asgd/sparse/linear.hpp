@@ -1,15 +1,20 @@
-// L2-regularised logistic regression on a SparseDataset as an asgd Problem,
-// plus exact full-data evaluation and an L-BFGS solver for its reference optimum.
+// L2-regularised linear classifiers on a SparseDataset as an asgd Problem:
+// logistic regression, the L2-loss SVM (squared hinge) and the L1-loss SVM
+// (hinge), plus exact full-data evaluation and an L-BFGS solver for the
+// reference optimum of the smooth ones.
 //
-// Objective, with labels y_i in {+1, -1}:
-//   f(w) = (1/n) sum_i log(1 + exp(-y_i w.x_i)) + (l2/2) ||w||^2.
+// Objective, with labels y_i in {+1, -1} and m_i = y_i w.x_i:
+//   f(w) = (1/n) sum_i loss(m_i) + (l2/2) ||w||^2,
+//   loss(m) = log(1 + exp(-m))   (logistic)
+//           = max(0, 1 - m)^2    (squared hinge, LIBLINEAR's L2-loss SVM)
+//           = max(0, 1 - m)      (hinge; SGD takes a subgradient, 0 at m = 1).
 // Parameter index == feature id (one tensor "weights" of num_features floats
 // at offset 0), so the model takes 4 bytes x num_features.
 //
 // Per-example split for Hogwild! (Niu et al. 2011, sec. 5): a per-example
 // gradient may touch only that example's features, so the regulariser is
 // spread over the examples that contain each feature,
-//   f_i(w) = loss_i(w) + (n l2 / 2) sum_{u in x_i} w_u^2 / d_u,
+//   f_i(w) = loss(m_i) + (n l2 / 2) sum_{u in x_i} w_u^2 / d_u,
 // d_u = number of examples containing u. Then (1/n) sum_i f_i(w) = f(w)
 // exactly for every w that is 0 on features that never occur; those features
 // get no gradient, stay at their initial value and should start at 0, their
@@ -20,6 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "asgd/engine/layout.hpp"
@@ -40,25 +46,51 @@ inline double sigmoid(double z) noexcept {
   return e / (1.0 + e);
 }
 
-class LogisticProblem {
+enum class LinearLoss { logistic, squared_hinge, hinge };
+// "logistic", "squared-hinge" or "hinge"; InputError otherwise.
+LinearLoss parse_linear_loss(std::string_view name);
+std::string_view to_string(LinearLoss loss) noexcept;
+
+// loss(m) and its slope d loss / d m (for the hinge, the subgradient that is
+// 0 at m = 1), m = y w.x.
+struct LossAt {
+  double loss, slope;
+};
+inline LossAt loss_at(LinearLoss loss, double m) noexcept {
+  switch (loss) {
+    case LinearLoss::squared_hinge: {
+      const double gap = m < 1.0 ? 1.0 - m : 0.0;
+      return {gap * gap, -2.0 * gap};
+    }
+    case LinearLoss::hinge: return m < 1.0 ? LossAt{1.0 - m, -1.0} : LossAt{0.0, 0.0};
+    case LinearLoss::logistic: break;
+  }
+  // d/dm log(1 + exp(-m)) = -sigmoid(-m)
+  return {log1p_exp(-m), -sigmoid(-m)};
+}
+
+class LinearProblem {
  public:
   // Keeps a reference to `data`, which must outlive the problem. Validates the
   // data (SparseDataset::validate; at least one example and one feature) and
   // l2 (finite, >= 0); throws InputError naming what is wrong.
-  LogisticProblem(const SparseDataset& data, double l2);
+  LinearProblem(const SparseDataset& data, double l2, LinearLoss loss = LinearLoss::logistic);
   // A temporary dataset would dangle.
-  LogisticProblem(SparseDataset&& data, double l2) = delete;
+  LinearProblem(SparseDataset&& data, double l2, LinearLoss loss = LinearLoss::logistic) = delete;
 
   // One tensor "weights" of num_features floats.
   Layout layout() const;
   std::size_t num_examples() const noexcept { return data_->rows(); }
   std::uint32_t num_features() const noexcept { return data_->num_features; }
   double l2() const noexcept { return l2_; }
+  LinearLoss loss() const noexcept { return loss_; }
+  // Whether f has a gradient everywhere (all but the hinge): what L-BFGS needs.
+  bool smooth() const noexcept { return loss_ != LinearLoss::hinge; }
   const SparseDataset& data() const noexcept { return *data_; }
 
   // Adds the gradient of f_i (see the top of this file) at the sink's current
-  // weights and returns loss_i = log(1 + exp(-y_i w.x_i)) (the logistic part
-  // only, so that averages over an epoch read as the data loss). Reads each
+  // weights and returns loss(m_i) (the data part only, so that averages over
+  // an epoch read as the data loss). Reads each
   // weight of the example twice (margin, then regulariser): under Hogwild!
   // the two reads may differ, which is part of the bargain. Safe to call
   // concurrently; allocates nothing.
@@ -74,16 +106,15 @@ class LogisticProblem {
     for (std::uint64_t k = begin; k < end; ++k) {
       margin += static_cast<double>(sink.read(ids[k])) * values[k];
     }
-    const double y_margin = y * margin;
-    // d/dm log(1 + exp(-y m)) = -y sigmoid(-y m)
-    const double slope = -y * sigmoid(-y_margin);
+    const LossAt at = loss_at(loss_, y * margin);
+    const double slope = y * at.slope;  // d loss / d (w.x)
     const float* reg = regulariser_.data();
     for (std::uint64_t k = begin; k < end; ++k) {
       const std::uint32_t u = ids[k];
       const double g = slope * values[k] + static_cast<double>(reg[u]) * sink.read(u);
       sink.add_gradient(u, static_cast<float>(g));
     }
-    return log1p_exp(-y_margin);
+    return at.loss;
   }
 
   // Exact f(w), in double, parallel and deterministic (the same w gives the
@@ -94,7 +125,8 @@ class LogisticProblem {
   double objective(std::span<const double> w) const;
   // Fraction of examples whose sign of w.x (0 counts as +1) equals the label.
   double accuracy(std::span<const float> w) const;
-  // grad = gradient of f at w, over num_features entries (w as above).
+  // grad = gradient of f at w (a subgradient for the hinge), over
+  // num_features entries (w as above).
   void full_gradient(std::span<const double> w, std::span<double> grad) const;
   // f(w) and its gradient in one pass over the data (what L-BFGS needs).
   double objective_and_gradient(std::span<const double> w, std::span<double> grad) const;
@@ -110,10 +142,11 @@ class LogisticProblem {
 
   const SparseDataset* data_;
   double l2_;
+  LinearLoss loss_;
   std::vector<float> regulariser_;
 };
 
-static_assert(Problem<LogisticProblem>);
+static_assert(Problem<LinearProblem>);
 
 struct LbfgsResult {
   std::vector<double> weights;  // num_features entries
@@ -128,8 +161,9 @@ struct LbfgsResult {
 // `gradient_tolerance`, after `max_iterations`, or when no step decreases f
 // any more (round-off; `converged` then says whether the tolerance was met).
 // With l2 > 0 the optimum is unique. Throws InputError for a negative or
-// non-finite tolerance or negative max_iterations.
-LbfgsResult solve_lbfgs(const LogisticProblem& problem, double gradient_tolerance = 1e-10,
+// non-finite tolerance, negative max_iterations, or the hinge loss (not
+// smooth: L-BFGS's line search and curvature pairs assume a gradient).
+LbfgsResult solve_lbfgs(const LinearProblem& problem, double gradient_tolerance = 1e-10,
                         int max_iterations = 2000);
 
 }  // namespace asgd::sparse

@@ -22,7 +22,7 @@ Schedule reference_schedule();
 
 struct LinearReference {
   GeneratedData generated;
-  LogisticProblem problem;  // refers to generated.data
+  LinearProblem problem;  // refers to generated.data
   LbfgsResult optimum;
   double lbfgs_seconds = 0;
 

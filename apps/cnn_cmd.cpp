@@ -47,6 +47,11 @@ std::filesystem::path resolve_mnist_dir(const std::string& data) {
 // first `limit` training images.
 dense::TrainTest load_mnist(const std::string& data, std::size_t limit) {
   dense::TrainTest tt = dense::read_mnist_dir(resolve_mnist_dir(data));
+  // An empty set would report its accuracy as the "no test set" marker (-100 %), or train nothing.
+  for (const auto& [set, name] : {std::pair{&tt.train, "train"}, std::pair{&tt.test, "t10k"}}) {
+    if (set->size() == 0)
+      throw InputError(fmt::format("{}: the {} files hold no images", resolve_mnist_dir(data).string(), name));
+  }
   if (limit > 0 && limit < tt.train.size()) {
     std::vector<std::size_t> first(limit);
     for (std::size_t i = 0; i < limit; ++i) first[i] = i;
@@ -205,6 +210,11 @@ int train(const CnnFlags& f, Distributed& dist) {
   if (f.schedule == "cosine") o.schedule = dense::TrainOptions::Schedule::cosine;
   else if (f.schedule != "constant")
     throw InputError(fmt::format("--lr-schedule: expected constant or cosine, got '{}'", f.schedule));
+  if (f.threads != 0) {
+    if (f.threads % f.workers != 0)
+      throw InputError(fmt::format("--threads {}: must be a multiple of --workers {}", f.threads, f.workers));
+    o.gemm_threads = f.threads / f.workers;
+  }
   o.validate();
   // --resume: parameters, momentum, epochs done and seed from the checkpoint; --epochs is the run's total and
   // --until-epoch stops early (the schedule still spans --epochs), to be resumed later.
@@ -230,16 +240,14 @@ int train(const CnnFlags& f, Distributed& dist) {
     check_rewritten_output("--checkpoint", f.checkpoint);
     check_output("--csv", f.csv);
     check_distinct("--csv", f.csv, {{"--model", f.model}, {"--checkpoint", f.checkpoint}, {"--resume", f.resume}});
+    if (!f.csv.empty() && !f.model.empty() && AtomicFile::writes_to(f.csv, STDOUT_FILENO) &&
+        AtomicFile::writes_to(f.model, STDOUT_FILENO))
+      throw InputError("--csv: stdout is --model's already (the model's bytes would follow the table)");
   }
   if (f.until_epoch != 0 && f.checkpoint.empty() && f.model.empty())
     throw InputError("--until-epoch: give --checkpoint FILE to resume from (or --model), or the run is lost");
   o.first_epoch = done;
   o.epochs = stop - done;
-  if (f.threads != 0) {
-    if (f.threads % f.workers != 0)
-      throw InputError(fmt::format("--threads {}: must be a multiple of --workers {}", f.threads, f.workers));
-    o.gemm_threads = f.threads / f.workers;
-  }
   const auto tt = load_mnist(f.data, f.limit);
   ParamStore store = ParamStore::on_heap(net.layout());
   std::vector<float> momentum;
@@ -395,7 +403,8 @@ int eval(const CnnFlags& f) {
   std::printf("test accuracy %.2f %% (%zu images), mean loss %.4f; inference %.0f images/s (batch %zu, %s, "
               "median of %zu)\n",
               100.0 * r.accuracy, tt.test.size(), r.loss, rates[rates.size() / 2], f.batch,
-              on_gpu ? "gpu" : fmt::format("{} threads", f.workers).c_str(), rates.size());
+              on_gpu ? "gpu" : fmt::format("{} thread{}", r.threads, r.threads > 1 ? "s" : "").c_str(),
+              rates.size());
   print_confusion(r, net.classes());
   return 0;
 }

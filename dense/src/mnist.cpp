@@ -190,6 +190,11 @@ Header read_header(Source& src, Kind kind) {
         throw InputError(fmt::format("{}: truncated data: expected {} bytes after the {}-byte header ({}), got {}",
                                      src.name(), h.data_bytes, header_size, what, held));
       }
+      if (h.data_bytes < held) {
+        throw InputError(fmt::format("{}: {} bytes after the {}-byte header, but the header says {} ({} bytes): "
+                                     "its count is wrong, or something was appended",
+                                     src.name(), held, header_size, what, h.data_bytes));
+      }
     } else if (h.data_bytes > *size * kMaxDeflateRatio + 1024) {
       throw InputError(fmt::format(
           "{}: absurd dimensions: {} need {} bytes, but a gzip file of {} bytes decompresses to at most about {}",
@@ -203,9 +208,12 @@ Header read_header(Source& src, Kind kind) {
 }
 
 // Reads exactly `bytes` data bytes in chunks, handing each to `take`; throws
-// "truncated data" if the file ends first. Bytes after them are not read: a
-// limit needs only the front of the file.
-void read_data(Source& src, std::size_t header_size, const std::string& what, std::uint64_t bytes, auto&& take) {
+// "truncated data" if the file ends first. With `whole`, the file must end
+// there too (a raw file's size was checked with its header; this finds more
+// data in a gzip one); without, bytes after them are not read: a limit needs
+// only the front of the file.
+void read_data(Source& src, std::size_t header_size, const std::string& what, std::uint64_t bytes, bool whole,
+               auto&& take) {
   std::vector<unsigned char> chunk(static_cast<std::size_t>(std::min<std::uint64_t>(bytes, kChunk)));
   std::uint64_t done = 0;
   while (done < bytes) {
@@ -217,6 +225,12 @@ void read_data(Source& src, std::size_t header_size, const std::string& what, st
       throw InputError(fmt::format("{}: truncated data: expected {} bytes after the {}-byte header ({}), got {}{}",
                                    src.name(), bytes, header_size, what, done, src.why_short()));
     }
+  }
+  unsigned char more = 0;
+  if (whole && (src.gzip() || !src.file_size()) && src.read(&more, 1) != 0) {
+    throw InputError(fmt::format("{}: data after the {} bytes the header says ({}): its count is wrong, or "
+                                 "something was appended",
+                                 src.name(), bytes, what));
   }
 }
 
@@ -271,7 +285,8 @@ Dataset read_idx(const fs::path& images, const fs::path& labels, std::size_t lim
   const std::string label_what = fmt::format("{} labels", kept);
 
   data.labels.reserve(reserve_for(label_src, kept));
-  read_data(label_src, kLabelHeader, label_what, kept, [&](std::span<const unsigned char> bytes) {
+  const bool whole = kept == ih.count;
+  read_data(label_src, kLabelHeader, label_what, kept, whole, [&](std::span<const unsigned char> bytes) {
     data.labels.insert(data.labels.end(), bytes.begin(), bytes.end());
   });
   for (std::size_t i = 0; i < data.labels.size(); ++i) {
@@ -287,7 +302,7 @@ Dataset read_idx(const fs::path& images, const fs::path& labels, std::size_t lim
   const std::uint64_t pixel_bytes = std::uint64_t{kept} * ih.rows * ih.cols;
   const std::string image_what = fmt::format("{} images of {}x{}", kept, ih.rows, ih.cols);
   data.pixels.reserve(reserve_for(image_src, pixel_bytes));
-  read_data(image_src, kImageHeader, image_what, pixel_bytes, [&](std::span<const unsigned char> bytes) {
+  read_data(image_src, kImageHeader, image_what, pixel_bytes, whole, [&](std::span<const unsigned char> bytes) {
     const std::size_t old = data.pixels.size();
     data.pixels.resize(old + bytes.size());
     float* out = data.pixels.data() + old;

@@ -13,7 +13,9 @@ namespace asgd::dense {
 void TrainOptions::validate() const {
   if (epochs == 0) throw InputError("--epochs: must be at least 1");
   if (batch == 0) throw InputError("--batch: must be at least 1");
-  if (gemm_threads == 0 || gemm_threads > 256) throw InputError("--threads: must be a multiple of --workers");
+  if (gemm_threads == 0 || gemm_threads > 256)
+    throw InputError(fmt::format("--threads: {} GEMM threads per worker (--threads / --workers): expected 1 to 256",
+                                 gemm_threads));
   BlockTrainOptions::validate();
 }
 
@@ -26,16 +28,23 @@ BlockTrainOptions TrainOptions::block_options(std::size_t batches) const {
   return bo;
 }
 
+void check_images(const Network& net, const Dataset& data, std::string_view what) {
+  const Shape in = net.input();
+  // One channel: the images' own rows and columns, not only their number of pixels (14x56 is no 28x28).
+  const bool fits = in.c == 1 ? data.rows == in.h && data.cols == in.w : data.image_size() == in.size();
+  if (!fits)
+    throw InputError(fmt::format("{}: images of {}x{} ({} pixels) for a network that takes {}x{}x{}", what,
+                                 data.rows, data.cols, data.image_size(), in.c, in.h, in.w));
+  check_labels(data.labels, net.classes(), what);
+}
+
 EvalResult evaluate(const Network& net, const float* params, const Dataset& data, std::size_t batch,
                     std::size_t threads) {
   const std::size_t k = net.classes(), n = data.size();
-  if (data.image_size() != net.input().size())
-    throw InputError(fmt::format("evaluate: images of {} pixels for a network that takes {}", data.image_size(),
-                                 net.input().size()));
-  check_labels(data.labels, k, "evaluate");
-  batch = std::max<std::size_t>(1, batch);
-  threads = std::max<std::size_t>(1, std::min(threads, (n + batch - 1) / std::max<std::size_t>(1, batch)));
+  check_images(net, data, "evaluate");
+  batch = std::clamp<std::size_t>(batch, 1, std::max<std::size_t>(n, 1));  // (n + batch - 1) cannot wrap
   const std::size_t batches = (n + batch - 1) / batch;
+  threads = std::max<std::size_t>(1, std::min(threads, batches));
   // The evaluation threads are the parallelism: GEMMs on one thread each
   // (Eigen's OpenMP threads on top oversubscribe the cores: 6x slower).
   const int gemm_threads = Eigen::nbThreads();
@@ -73,6 +82,7 @@ EvalResult evaluate(const Network& net, const float* params, const Dataset& data
     r.loss += loss[t];
   }
   for (std::size_t c = 0; c < k; ++c) right += r.confusion[c * k + c];
+  r.threads = threads;
   r.accuracy = n ? static_cast<double>(right) / static_cast<double>(n) : 0.0;
   r.loss = n ? r.loss / static_cast<double>(n) : 0.0;
   return r;
@@ -89,15 +99,16 @@ std::vector<EpochReport> train(const Network& net, ParamStore& params, std::vect
   const std::size_t P = net.layout().size(), D = net.input().size(), n = data.size();
   if (params.size() != P || params.layout() != net.layout())
     throw InputError("train: the parameter store does not have the network's layout");
-  if (data.image_size() != D)
-    throw InputError(fmt::format("train: images of {} pixels for a network that takes {}", data.image_size(), D));
+  check_images(net, data, "train");
+  if (test != nullptr) check_images(net, *test, "train (test set)");
   if (n == 0) throw InputError("train: no training images");
   momentum_buffer.resize(P, 0.0f);
   // By default workers are the parallelism and each runs single-threaded
   // GEMMs (measured faster at LeNet-5's sizes: RESULTS.md).
   Eigen::setNbThreads(static_cast<int>(o.gemm_threads));
 
-  const std::size_t W = o.workers, B = o.batch, batches = (n + B - 1) / B;
+  // No minibatch holds more than the n images: a larger --batch allocates no more than they take.
+  const std::size_t W = o.workers, B = std::min(o.batch, n), batches = (n + B - 1) / B;
   const BlockTrainOptions bo = o.block_options(batches);
   std::vector<BlockTrainer::Block> blocks;
   for (const auto& b : net.blocks()) blocks.push_back({b.offset, b.size});

@@ -259,10 +259,7 @@ double loss_and_gradient(const dense::Network& net, const float* params, const f
 dense::EvalResult evaluate(const dense::Network& net, const float* params, const dense::Dataset& data,
                            std::size_t batch) {
   require_device();
-  if (data.image_size() != net.input().size())
-    throw InputError(fmt::format("evaluate: images of {} pixels for a network that takes {}", data.image_size(),
-                                 net.input().size()));
-  dense::check_labels(data.labels, net.classes(), "evaluate");
+  dense::check_images(net, data, "evaluate");
   OneShot g(net, std::min(batch, std::max<std::size_t>(data.size(), 1)), params, GpuNetwork::Pass::forward);
   const DeviceData d = upload(data, g.s());
   return evaluate_on_device(g.net, g.params.get(), d, g.s());
@@ -336,12 +333,11 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
   o.validate();
   const std::size_t P = net.layout().size(), D = net.input().size(), n = data.size();
   if (params.size() != P) throw InputError("train: the parameter store does not have the network's layout");
-  if (data.image_size() != D)
-    throw InputError(fmt::format("train: images of {} pixels for a network that takes {}", data.image_size(), D));
+  dense::check_images(net, data, "train");
+  if (test != nullptr) dense::check_images(net, *test, "train (test set)");
   if (n == 0) throw InputError("train: no training images");
-  dense::check_labels(data.labels, net.classes(), "train");
-  if (test != nullptr) dense::check_labels(test->labels, net.classes(), "train (test set)");
-  const std::size_t W = o.workers, B = o.batch, batches = (n + B - 1) / B;
+  // No minibatch holds more than the n images: a larger --batch allocates no more than they take.
+  const std::size_t W = o.workers, B = std::min(o.batch, n), batches = (n + B - 1) / B;
   if (o.tau == 0 && W > static_cast<std::size_t>(kernels::kMaxGrads))
     throw InputError(fmt::format("--device gpu: at most {} streams with --tau 0", kernels::kMaxGrads));
   momentum_buffer.resize(P, 0.0f);

@@ -263,6 +263,27 @@ TEST_F(CnnCli, ClearErrors) {
   EXPECT_NE(r.output.find("--cuda-graphs: only with --device gpu or auto"), std::string::npos) << r.output;
   r = run({"cnn", "eval", "--data", path(""), "--model", path("nope.asgd")});
   EXPECT_EQ(r.status, 2) << r.output;
+  // --threads past 256 per worker says so, before the data is read (before: "must be a multiple of --workers" for
+  // 600 with 2 workers).
+  r = run({"cnn", "train", "--data", path(""), "--workers", "2", "--threads", "600"});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("300 GEMM threads per worker"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("data:"), std::string::npos) << r.output;
+  // The table and the model both on stdout: refused (the model's bytes would follow the table).
+  r = run({"cnn", "train", "--data", path(""), "--epochs", "1", "--csv", "-", "--model", "-"});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--csv: stdout is --model's"), std::string::npos) << r.output;
+  // eval says how many threads ran: 50 images in one batch of 1000 is one.
+  r = run({"cnn", "train", "--data", path(""), "--epochs", "1", "--model", path("m.asgd"), "-q"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = run({"cnn", "eval", "--data", path(""), "--model", path("m.asgd"), "--workers", "2", "--batch", "1000"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("(batch 1000, 1 thread,"), std::string::npos) << r.output;
+  // An empty test set is refused (before: "test accuracy -100.00 %").
+  write_idx("t10k", 0, 6);
+  r = run({"cnn", "train", "--data", path(""), "--epochs", "1"});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("the t10k files hold no images"), std::string::npos) << r.output;
   // A file that is not IDX: the reader names it.
   std::ofstream(path("t10k-labels-idx1-ubyte")) << "not an idx file";
   r = run({"cnn", "train", "--data", path(""), "--epochs", "1"});

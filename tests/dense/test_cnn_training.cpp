@@ -3,6 +3,8 @@
 // mode learns, and a saved model predicts exactly as before.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <cmath>
 #include <filesystem>
 #include <random>
@@ -249,6 +251,37 @@ TEST(CnnTraining, BadOptionsAreInputErrors) {
   Dataset wrong = data;
   wrong.rows = wrong.cols = 4;
   EXPECT_THROW(train(net, store, momentum, wrong, nullptr, o), InputError);
+  // As many pixels in another shape (4x16 for 8x8) are not the network's images either, in training or evaluation.
+  Dataset reshaped = data;
+  reshaped.rows = 4;
+  reshaped.cols = 16;
+  EXPECT_THROW(train(net, store, momentum, reshaped, nullptr, o), InputError);
+  EXPECT_THROW(train(net, store, momentum, data, &reshaped, o), InputError);
+  EXPECT_THROW(evaluate(net, store.snapshot().data(), reshaped), InputError);
+}
+
+// A batch beyond the data: one full-batch step an epoch, allocating no more than the images (before: 2^40 x 64
+// floats per worker, std::bad_alloc); evaluation with a batch near 2^64 scores every image (before: 0 batches).
+TEST(CnnTraining, ABatchLargerThanTheDataIsTheWholeData) {
+  const Network net = small_net();
+  const Dataset data = squares(50, 12);
+  std::vector<float> m1, m2;
+  ParamStore whole = fresh(net, 5), huge = fresh(net, 5);
+  TrainOptions o;
+  o.epochs = 2;
+  o.batch = data.size();
+  train(net, whole, m1, data, nullptr, o);
+  o.batch = std::size_t{1} << 40;
+  train(net, huge, m2, data, nullptr, o);
+  EXPECT_EQ(whole.snapshot(), huge.snapshot());
+  const auto w = whole.snapshot();
+  const EvalResult all = evaluate(net, w.data(), data, data.size(), 1);
+  const EvalResult wrapped = evaluate(net, w.data(), data, std::numeric_limits<std::size_t>::max(), 4);
+  EXPECT_EQ(wrapped.confusion, all.confusion);
+  EXPECT_EQ(wrapped.threads, 1u);  // one batch: one thread, whatever was asked
+  std::size_t counted = 0;
+  for (const auto c : wrapped.confusion) counted += c;
+  EXPECT_EQ(counted, data.size());
 }
 
 TEST(CnnTraining, SavedModelPredictsIdentically) {

@@ -297,6 +297,23 @@ TEST(ReadIdxErrors, TruncatedDataRaw) {
                   {"cut-lbl", "truncated data", "expected 3 bytes", "got 1"});
 }
 
+// A header whose count understates the data (or data appended after it) is refused, raw or gzip: the file is not
+// what its header says (before: the first `count` records were read and the rest ignored). A limit reads only the
+// front, and the rest is not looked at.
+TEST(ReadIdxErrors, MoreDataThanTheHeaderSays) {
+  ScratchDir dir;
+  const auto labels = dir.file("lbl", idx_labels(kLabels));
+  const auto images = dir.file("img", idx_images(2, 3, kPixels));
+  const auto long_images = dir.file("long-img", idx_images(2, 3, kPixels) + std::string(6, '\x01'));
+  expect_mentions(input_error([&] { read_idx(long_images, labels); }),
+                  {"long-img", "24 bytes after the 16-byte header", "3 images of 2x3 (18 bytes)", "count is wrong"});
+  const auto long_labels = dir.file("long-lbl", idx_labels(kLabels) + std::string(1, '\x02'));
+  expect_mentions(input_error([&] { read_idx(images, long_labels); }), {"long-lbl", "count is wrong"});
+  const auto long_gz = dir.file("long-img.gz", gzip_stored(idx_images(2, 3, kPixels) + std::string(6, '\x01')));
+  expect_mentions(input_error([&] { read_idx(long_gz, labels); }), {"long-img.gz", "data after the 18 bytes"});
+  EXPECT_EQ(read_idx(long_gz, labels, 2).size(), 2u);
+}
+
 TEST(ReadIdxErrors, TruncatedDataGzip) {
   ScratchDir dir;
   const auto labels = dir.file("lbl", idx_labels(kLabels));

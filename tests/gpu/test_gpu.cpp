@@ -168,11 +168,12 @@ std::vector<Stack> partly_fused_stacks() {
   return stacks;
 }
 
-// Random pixels in a Dataset of one row per input value.
-dense::Dataset random_images(std::size_t n, std::size_t dim, std::uint64_t seed) {
+// Random pixels in a Dataset shaped for `in`: its rows and columns for one channel, else one row per input value.
+dense::Dataset random_images(std::size_t n, dense::Shape in, std::uint64_t seed) {
   dense::Dataset d;
-  d.rows = dim;
-  d.cols = 1;
+  d.rows = in.c == 1 ? in.h : in.size();
+  d.cols = in.c == 1 ? in.w : 1;
+  const std::size_t dim = in.size();
   d.pixels = random_vector(n * dim, seed);
   d.labels.resize(n);
   for (std::size_t i = 0; i < n; ++i) d.labels[i] = static_cast<std::uint8_t>((i * 7 + seed) % 10);
@@ -186,7 +187,7 @@ TEST(GpuParity, PartlyFusedStacksLossAndGradient) {
     const dense::Network& net = st.net;
     std::vector<float> params(net.layout().size());
     net.initialize(params, 11);
-    const dense::Dataset d = random_images(9, net.input().size(), 12);
+    const dense::Dataset d = random_images(9, net.input(), 12);
     auto ws = net.workspace(d.size());
     std::vector<float> cpu_grad(params.size()), gpu_grad(params.size());
     const double cpu =
@@ -207,7 +208,7 @@ TEST(GpuParity, PartlyFusedStacksEvaluateAndTrainWithShortBatches) {
     const dense::Network& net = st.net;
     std::vector<float> init(net.layout().size());
     net.initialize(init, 5);
-    const dense::Dataset d = random_images(23, net.input().size(), 3);
+    const dense::Dataset d = random_images(23, net.input(), 3);
     const auto cpu_eval = dense::evaluate(net, init.data(), d, 10, 1);
     const auto gpu_eval = gpu::evaluate(net, init.data(), d, 10);
     EXPECT_NEAR(gpu_eval.loss, cpu_eval.loss, 1e-4 * cpu_eval.loss);

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "asgd/dense/mnist.hpp"
@@ -57,7 +58,13 @@ struct EpochReport : BlockEpochStats {
 struct EvalResult {
   double accuracy = 0, loss = 0;
   std::vector<std::size_t> confusion;  // classes x classes, row = true label
+  std::size_t threads = 1;             // what ran (no more than there were batches)
 };
+
+// InputError naming `what` unless `data` fits `net`: one-channel images of the
+// network's rows and columns (for several channels, as many pixels), labels
+// below its classes.
+void check_images(const Network& net, const Dataset& data, std::string_view what);
 
 // The seed of epoch `epoch`'s shuffle (shuffled_indices), shared by the
 // CPU and GPU trainers so both visit the same minibatches.

@@ -66,16 +66,20 @@ void add_engine_flags(CLI::App& app, EngineFlags& flags);
 // Throws InputError naming the flag that is wrong.
 TrainerOptions to_trainer_options(const EngineFlags& flags);
 
-// Removes a shared segment this command created when the command fails: it is
-// destroyed while an exception unwinds the scope that holds it, and nobody else
-// is attached as a writer. A killed command leaves its segment (stale, for
-// --shm-recover or `asgd shm remove`); a finished one keeps it for serving.
+// Removes a shared segment this command created when the command fails before
+// training: it is destroyed while an exception unwinds the scope that holds it,
+// release() was not called (the command calls it as training starts: from then
+// on the segment holds work worth keeping), and nobody else is attached as a
+// writer. A killed command leaves its segment (stale, for --shm-recover or
+// `asgd shm remove`); a finished one keeps it for serving.
 class RemoveOnFailure {
  public:
   explicit RemoveOnFailure(std::string name = {}) : name_(std::move(name)) {}
-  RemoveOnFailure(RemoveOnFailure&& other) noexcept : name_(std::exchange(other.name_, {})) {}
+  RemoveOnFailure(RemoveOnFailure&& other) noexcept
+      : name_(std::exchange(other.name_, {})), exceptions_(other.exceptions_) {}
   RemoveOnFailure& operator=(RemoveOnFailure&&) = delete;
   ~RemoveOnFailure();
+  void release() noexcept { name_.clear(); }
 
  private:
   std::string name_;  // empty: nothing to remove
@@ -87,7 +91,8 @@ class RemoveOnFailure {
 // parameters) or created. `initialize`, when given, fills a new store (on the
 // heap, or a segment before another process may attach it); `created` says
 // whether the store is new. Keep the TrainingStore for the whole command: a
-// segment it created is removed if the command fails (RemoveOnFailure).
+// segment it created is removed if the command fails before training starts
+// (cleanup.release() then; RemoveOnFailure).
 struct TrainingStore {
   RemoveOnFailure cleanup;  // declared first, so the store detaches before it runs
   ParamStore store;

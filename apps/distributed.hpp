@@ -141,15 +141,14 @@ TrainReport run_averaged(Distributed& dist, Trainer& trainer, P& problem, std::u
     const std::uint64_t plan[] = {trainer.state().epoch, until_epoch, trainer.options().epochs, dist.every_steps()};
     const auto& schedule = trainer.options().schedule;
     const bool own_files = schedule.adagrad || schedule.row_adagrad;
-    dist.same_on_all_ranks(plan, own_files ? "epochs done/last epoch/--epochs/K of --average-every (0: epoch) (every "
-                                             "rank needs the same --resume, --epochs, --until-epoch and "
-                                             "--average-every; with AdaGrad each rank resumes from its own file, "
-                                             "CHECKPOINT.rank<r> beside rank 0's, and a job killed between the "
-                                             "ranks' checkpoint writes leaves them at different epochs: resume "
-                                             "from an earlier copy of all of them, or start again)"
-                                           : "epochs done/last epoch/--epochs/K of --average-every (0: epoch) (every "
-                                             "rank needs the same --resume, --epochs, --until-epoch and "
-                                             "--average-every)");
+    const std::string what =
+        std::string("epochs done/last epoch/--epochs/K of --average-every (0: epoch) (every rank needs the same "
+                    "--resume, --epochs, --until-epoch and --average-every") +
+        (own_files ? "; with AdaGrad each rank resumes from its own file, CHECKPOINT.rank<r> beside rank 0's, and a "
+                     "job killed between the ranks' checkpoint writes leaves them at different epochs: resume from "
+                     "an earlier copy of all of them, or start again)"
+                   : ")");
+    dist.same_on_all_ranks(plan, what);
   }
   // Resumed past until_epoch: the Trainer refuses it (InputError naming both), as without mpirun.
   if (trainer.state().epoch > until_epoch) return trainer.run(problem, until_epoch);

@@ -182,6 +182,7 @@ int train(const TrainFlags& f, Distributed& dist) {
   }
   if (dist.active()) fmt::print(out, "mpi: {}; rank 0 trains {} of {} examples\n", dist.describe(), problem.num_examples(), data.rows());
   dist.start(trainer, store);
+  t.cleanup.release();  // from here on the segment holds training: kept whatever happens next
   const TrainReport report = run_averaged(dist, trainer, problem, f.until_epoch ? f.until_epoch : options.epochs);
   for (const auto& e : report.epochs) {
     if (!f.quiet) {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "asgd/config.hpp"
+#include "asgd/engine/param_store.hpp"
 #include "cli_common.hpp"
 
 int main(int argc, char** argv) {
@@ -21,6 +22,7 @@ int main(int argc, char** argv) {
   asgd::cli::add_bench_commands(app, exit_code);
   asgd::cli::add_shm_commands(app, exit_code);
   asgd::cli::refuse_negative_unsigned(app);
+  asgd::ParamStore::set_wait_notice([](const std::string& note) { std::fprintf(stderr, "asgd: %s\n", note.c_str()); });
   // LIBMF spells its L2 flag with one dash and several letters (-l2 0.05),
   // which CLI11 would read as -l with the value 2: spell it --l2 for mf.
   std::vector<std::string> args(argv, argv + argc);

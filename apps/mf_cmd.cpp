@@ -258,6 +258,7 @@ int train_bpr(std::FILE* out, const MfTrainFlags& f, Distributed& dist) {
                split.train.size());
   }
   dist.start(trainer, store);
+  t.cleanup.release();  // from here on the segment holds training: kept whatever happens next
   const auto report = run_averaged(dist, trainer, problem, f.epochs);
   fmt::print(out, "bpr: {} epochs in {:.2f} s of SGD ({:.3g} updates/s, {} workers)\n", report.epochs.size(),
              report.seconds, static_cast<double>(report.examples) / report.seconds, f.threads);
@@ -397,6 +398,7 @@ int train(const MfTrainFlags& f, Distributed& dist) {
                train_set.size());
   }
   dist.start(trainer, store);
+  t.cleanup.release();  // from here on the segment holds training: kept whatever happens next
   double sgd_seconds = 0;
   const TrainReport report = run_averaged(dist, trainer, problem, f.epochs, [&](const TrainReport& r) {
     sgd_seconds += r.seconds;

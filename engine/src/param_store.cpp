@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <signal.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <thread>
 
 #include "asgd/engine/consistency.hpp"
@@ -257,6 +259,24 @@ ParamStore ParamStore::create_shared(const std::string& name, Layout layout, Cre
 
 namespace {
 
+// Whether `name` still names the object `shm` has open (the same inode).
+bool same_object(const bip::shared_memory_object& shm, const std::string& name) {
+  struct stat held {}, now {};
+  if (::fstat(shm.get_mapping_handle().handle, &held) != 0) return false;
+  const int fd = ::shm_open(("/" + name).c_str(), O_RDONLY, 0);
+  if (fd < 0) return false;
+  const bool same = ::fstat(fd, &now) == 0 && now.st_ino == held.st_ino && now.st_dev == held.st_dev;
+  ::close(fd);
+  return same;
+}
+
+std::mutex wait_notice_mutex;
+std::function<void(const std::string&)> wait_notice_fn;
+std::function<void(const std::string&)> wait_notice() {
+  std::scoped_lock lock(wait_notice_mutex);
+  return wait_notice_fn;
+}
+
 // Opens and maps `name`, waiting briefly for a creator that is still initialising.
 SegmentInfo open_segment(const std::string& name, Access access, bip::shared_memory_object& shm,
                          bip::mapped_region& region) {
@@ -285,6 +305,7 @@ SegmentInfo open_segment(const std::string& name, Access access, bip::shared_mem
   };
   constexpr std::chrono::seconds kHeaderWait{2};
   constexpr std::chrono::seconds kInitialiseWait{600};
+  bool told = false;
   for (;;) {
     bip::offset_t bytes = 0;
     shm.get_size(bytes);
@@ -304,8 +325,20 @@ SegmentInfo open_segment(const std::string& name, Access access, bip::shared_mem
     if (info.ready) return info;
     if (!process_alive(info.creator_pid)) {
       throw InputError(fmt::format("shared segment '{}' is stale: its creator (pid {}) died before it was ready; "
-                                   "remove it (asgd shm remove {})",
+                                   "remove it (asgd shm remove {}), or replace it (asgd: --shm-recover)",
                                    name, info.creator_pid, name));
+    }
+    // A creator whose initialisation failed removes the name (and may live on): what we hold is then no segment
+    // anyone will finish.
+    if (!same_object(shm, name)) {
+      throw InputError(fmt::format("shared segment '{}' was removed while pid {} initialised it", name,
+                                   info.creator_pid));
+    }
+    if (!told && std::chrono::steady_clock::now() - start > kHeaderWait) {
+      told = true;
+      if (const auto notice = wait_notice()) notice(fmt::format("waiting for pid {} to finish initialising shared "
+                                                                "segment '{}' (at most {} s)",
+                                                                info.creator_pid, name, kInitialiseWait.count()));
     }
     wait_or_fail(fmt::format("is still being initialised by pid {}", info.creator_pid), kInitialiseWait);
   }
@@ -385,11 +418,39 @@ bool ParamStore::exists_shared(const std::string& name) {
   }
 }
 
+void ParamStore::set_wait_notice(std::function<void(const std::string&)> notice) {
+  std::scoped_lock lock(wait_notice_mutex);
+  wait_notice_fn = std::move(notice);
+}
+
 ParamStore ParamStore::open_or_create_shared(const std::string& name, Layout layout, AttachOptions options,
                                              bool* created, const std::function<void(ParamStore&)>& initialize) {
   if (created != nullptr) *created = false;
   for (int attempt = 0;; ++attempt) {
-    if (exists_shared(name)) return attach_shared(name, layout, Access::read_write, options);
+    if (exists_shared(name)) {
+      // With recovery, a segment whose creator died before making it ready holds nothing: make it again.
+      if (options.recover_stale) {
+        SegmentInfo info;
+        bool unfinished = false;
+        try {
+          info = inspect_shared(name);
+          unfinished = !info.ready && !process_alive(info.creator_pid) && info.writers.empty();
+        } catch (const InputError&) {  // not ours, or gone: attach says which
+        }
+        if (unfinished) {
+          ParamStore made = create_shared(name, layout, CreateOptions{true}, initialize);
+          if (created != nullptr) *created = true;
+          return made;
+        }
+      }
+      try {
+        return attach_shared(name, layout, Access::read_write, options);
+      } catch (const InputError&) {
+        // Removed while we waited for its creator (its initialisation failed): start over, create it ourselves.
+        if (attempt >= 2 || exists_shared(name)) throw;
+        continue;
+      }
+    }
     try {
       ParamStore made = create_shared(name, layout, {}, initialize);
       if (created != nullptr) *created = true;

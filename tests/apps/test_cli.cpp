@@ -347,6 +347,14 @@ TEST_F(Cli, AFailedRunRemovesTheSegmentItCreatedOnly) {
   ASSERT_TRUE(asgd::ParamStore::exists_shared(shm)) << r.output;
   EXPECT_EQ(asgd::ParamStore::attach_shared_any(shm).snapshot(), before);
   asgd::ParamStore::remove_shared(shm);
+  // A run that fails after training (here its model cannot be written: /dev/full) keeps the segment it made: it
+  // holds the trained parameters.
+  r = run({"linear", "train", "--data", path("f.svm"), "--shm", shm, "--epochs", "1", "--quiet", "--model",
+           "/dev/full"});
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("trained:"), std::string::npos) << r.output;
+  EXPECT_TRUE(asgd::ParamStore::exists_shared(shm)) << r.output;
+  asgd::ParamStore::remove_shared(shm);
 }
 
 TEST_F(Cli, StalenessBenchWritesCsvAndPlot) {

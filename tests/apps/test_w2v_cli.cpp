@@ -1,8 +1,12 @@
 // End-to-end tests of `asgd w2v` and `asgd w2v-eval` as a user runs them.
+#include <sys/stat.h>
+
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <string>
+#include <thread>
 
 #include "asgd/sparse/word2vec/embeddings.hpp"
 #include "cli_harness.hpp"
@@ -240,6 +244,16 @@ TEST_F(W2vCli, EvalReportsAndErrors) {
   EXPECT_NE(r.output.find("analogies: accuracy"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("Questions seen / total: 1 2"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("similarity: Spearman rho"), std::string::npos) << r.output;
+  // --vectors through a pipe: read once (before, the format sniff ate the pipe and the reader found it empty).
+  ASSERT_EQ(::mkfifo(path("fifo").c_str(), 0600), 0);
+  {
+    const std::string vectors = slurp("v.txt");
+    std::jthread writer([&] { std::ofstream(path("fifo"), std::ios::binary) << vectors; });
+    r = run({"w2v-eval", "--vectors", path("fifo"), "--neighbours", "w0"});
+  }
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("(text)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("w0:"), std::string::npos) << r.output;
   r = run({"w2v-eval", "--vectors", path("c.txt"), "--neighbours", "w0"});
   EXPECT_EQ(r.status, 2) << r.output;
   r = run({"w2v-eval", "--vectors", path("v.txt"), "--neighbours", "unknownword"});

@@ -132,6 +132,65 @@ TEST_F(ShmTest, AFailedInitialisationLeavesNoSegment) {
   EXPECT_TRUE(made);
 }
 
+TEST_F(ShmTest, AWaitIsToldAndAFailedCreatorsSegmentIsMadeAgain) {
+  // The creator fills for 2.5 s and then fails (its segment goes): the waiter hears of the wait after 2 s, sees the
+  // name go, and makes the segment itself.
+  std::vector<std::string> notes;
+  ParamStore::set_wait_notice([&](const std::string& note) { notes.push_back(note); });
+  std::atomic<bool> filling{false};
+  std::jthread creator([&] {
+    try {
+      ParamStore::create_shared(name_, small_layout(), {}, [&](ParamStore&) {
+        filling = true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+        throw asgd::InputError("cannot fill");
+      });
+    } catch (const asgd::InputError&) {
+    }
+  });
+  while (!filling) std::this_thread::yield();
+  bool made = false;
+  auto store = ParamStore::open_or_create_shared(name_, small_layout(), {}, &made, [](ParamStore& p) {
+    p.fill(1.0f);
+  });
+  ParamStore::set_wait_notice({});
+  EXPECT_TRUE(made);
+  EXPECT_EQ(store.load(0), 1.0f);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("waiting for pid " + std::to_string(::getpid()) + " to finish initialising"),
+            std::string::npos)
+      << notes[0];
+}
+
+TEST_F(ShmTest, RecoveryReplacesASegmentWhoseCreatorDiedBeforeItWasReady) {
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ParamStore::create_shared(name_, small_layout(), {}, [](ParamStore& p) {
+      p.fill(5.0f);
+      ::pause();  // killed here, mid-initialisation
+    });
+    ::_exit(0);
+  }
+  for (int i = 0; i < 500; ++i) {
+    try {
+      if (!ParamStore::inspect_shared(name_).writers.empty()) break;
+    } catch (const asgd::InputError&) {
+    }
+    ::usleep(2000);
+  }
+  ASSERT_EQ(::kill(child, SIGKILL), 0);
+  ASSERT_EQ(::waitpid(child, nullptr, 0), child);
+  EXPECT_NE(message_of([&] { ParamStore::open_or_create_shared(name_, small_layout()); }).find("--shm-recover"),
+            std::string::npos);
+  bool made = false;
+  auto store = ParamStore::open_or_create_shared(name_, small_layout(), {.recover_stale = true}, &made,
+                                                 [](ParamStore& p) { p.fill(2.0f); });
+  EXPECT_TRUE(made);
+  EXPECT_EQ(store.load(0), 2.0f);
+  EXPECT_TRUE(ParamStore::inspect_shared(name_).ready);
+}
+
 TEST_F(ShmTest, CreatedOwnerOnlyEvenWithAPermissiveUmask) {
   const mode_t old = ::umask(0);
   auto s = ParamStore::create_shared(name_, small_layout());

@@ -123,6 +123,9 @@ TEST(W2vEmbeddings, ReadsAPipeOnceInEitherFormat) {
   }
   const auto [none, error] = through_pipe("4000000000 1\nw 1\n");
   EXPECT_NE(error.find("the header says 4000000000 words"), std::string::npos) << error;
+  // Many words of a large dimension: 64 MB reserved, not words x dimension floats.
+  const auto [few, big_dim] = through_pipe("100000 16000000\nw 1\n");
+  EXPECT_NE(big_dim.find("expected 16000000 values"), std::string::npos) << big_dim;
 }
 
 // Dimension 1, a value whose four bytes read "A75A" (11.33): number-like bytes and no 0x0a inside, word2vec.c's
@@ -140,6 +143,11 @@ TEST(W2vEmbeddings, ATinyBinaryVectorOfNumberLikeBytesIsBinary) {
   const auto back = read_word2vec(dir / "d1.bin");
   EXPECT_TRUE(back.binary);
   EXPECT_EQ(back.vectors, e.vectors);
+  // Text with the wrong number of values that happens to fill 4 x D bytes ("1.5 2 3." for D = 2) stays text, whose
+  // reader says what is wrong.
+  const auto wrong = dir / "wrong.txt";
+  write_bytes(wrong, "1 2\nw 1.5 2 3.\n");
+  EXPECT_NE(input_error([&] { read_word2vec(wrong); }).find("expected 2 values"), std::string::npos);
 }
 
 TEST(W2vEmbeddings, TextRoundTripsToSixDecimals) {

@@ -275,6 +275,8 @@ TEST(W2vSimilarity, MalformedFilesSayWhere) {
   EXPECT_NE(message.find("/b:2: expected a finite number as the score, found 'high'"), std::string::npos) << message;
   message = input_error([&] { (void)read_similarity_pairs(write_text(dir / "c", "#\nx y score\na b 1\n")); });
   EXPECT_EQ(message, "");  // a first line with a word for the score is the header...
+  message = input_error([&] { (void)read_similarity_pairs(write_text(dir / "i", "w1 w2 Information\na b 1\n")); });
+  EXPECT_EQ(message, "");  // (a word that starts as "inf" does too)
   message = input_error([&] { (void)read_similarity_pairs(write_text(dir / "d", "x y z\na b nan\n")); });
   EXPECT_NE(message.find("/d:2:"), std::string::npos) << message;  // ...but only the first,
   // and a number gone wrong is not a header, on the first line too.

@@ -84,12 +84,14 @@ TEST(Vocabulary, SaveReadRoundTripAndBadFiles) {
   Vocabulary marked({"the", "</s>", "of"}, {10, 8, 7});
   marked.save(dir / "m.txt");
   EXPECT_EQ(Vocabulary::read(dir / "m.txt").words(), marked.words());
-  // Whitespace the corpus reader splits on cannot be in a word.
-  for (const char* odd : {"odd\vword 5\n", "odd\fword 5\n", "odd\rword 5\n"}) {
-    EXPECT_NE(message_of([&] { Vocabulary::read(dir.file("ws", std::string("the 9\n") + odd)); }).find("ws:2:"),
-              std::string::npos)
+  // Words with whitespace the corpus reader splits on, which word2vec.c keeps, are left out: no token matches them.
+  for (const char* odd : {"odd\vword 5\n", "\fchapter 5\n", "odd\rword 5\n"}) {
+    EXPECT_EQ(Vocabulary::read(dir.file("ws", std::string("the 9\n") + odd + "of 5\n")).words(),
+              (std::vector<std::string>{"the", "of"}))
         << odd;
   }
+  EXPECT_NE(message_of([&] { Vocabulary::read(dir.file("sp", "the 9\nodd\tword 5\n")); }).find("sp:2:"),
+            std::string::npos);
   EXPECT_NE(message_of([&] { Vocabulary::read(dir.file("b1", "the ten\n")); }).find("b1:1: expected a positive"),
             std::string::npos);
   EXPECT_NE(message_of([&] { Vocabulary::read(dir.file("b2", "the 3\nof -2\n")); }).find("b2:2:"), std::string::npos);

@@ -169,6 +169,7 @@ RankingMetrics evaluate_ranking_with(const ItemScorer& scorer, std::size_t items
   check_k(k);
   if (!scorer) throw InputError("ranking metrics: no scorer");
   if (!std::is_sorted(never.begin(), never.end())) throw InputError("ranking metrics: `never` must be sorted");
+  // (evaluate_ranking leaves the check to recommend().)
   const TestGroups g = group_test(test_positives, std::numeric_limits<std::size_t>::max(), items, train_seen);
   // Per thread, reused across users: the scores and the candidate list.
   struct Scratch {

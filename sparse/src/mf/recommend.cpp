@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "asgd/engine/errors.hpp"
 #include "asgd/engine/row_ops.hpp"
 #include "asgd/sparse/mf/model.hpp"
 
@@ -58,6 +59,7 @@ std::vector<std::vector<Recommendation>> recommend(const ParamStore& store, floa
                                                               Eigen::OuterStride<>(static_cast<Eigen::Index>(f.stride)));
   const Eigen::Map<const Eigen::VectorXf> item_bias(store.data() + f.item_bias, static_cast<Eigen::Index>(f.items));
   const bool user_bias = store.layout().contains("user_bias");
+  if (!std::is_sorted(never.begin(), never.end())) throw InputError("recommend: `never` must be sorted");
   // The items of `never` the model has, once each.
   std::vector<std::uint32_t> never_here;
   for (const std::uint32_t i : never) {

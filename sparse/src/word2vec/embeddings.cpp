@@ -229,8 +229,12 @@ bool detect_binary(ByteSource& in, const Header& h) {
     return false;
   }
   const std::size_t vector_bytes = 4 * h.dim;
-  // newline == vector_bytes: the vector's bytes hold no 0x0a and word2vec.c's "\n" follows them.
-  return newline <= vector_bytes && rest.size() > vector_bytes && rest[vector_bytes] == '\n';
+  // newline == vector_bytes: the vector's bytes hold no 0x0a and word2vec.c's "\n" follows them. Unless they hold
+  // a blank: text with the wrong number of values, whose reader then says so (a binary vector with a 0x20 or 0x09
+  // byte among number-like ones is then misread as text too, and refused: an error, never a silent misread).
+  const bool blank = line.find_first_of(" \t") != std::string_view::npos;
+  return (newline < vector_bytes || (newline == vector_bytes && !blank)) && rest.size() > vector_bytes &&
+         rest[vector_bytes] == '\n';
 }
 
 std::size_t reserve_hint(const fs::path& path, const Header& h, std::size_t max_words) {
@@ -238,9 +242,9 @@ std::size_t reserve_hint(const fs::path& path, const Header& h, std::size_t max_
   const auto bytes = fs::file_size(path, ec);
   // Every record takes at least D + 1 bytes, so a lying header cannot make
   // us allocate more than the file could hold. A pipe has no size: reserve a
-  // little and let the vectors grow as records arrive.
+  // little (64 MB of vectors) and let the vectors grow as records arrive.
   std::uint64_t n = std::min<std::uint64_t>(h.words, max_words);
-  n = std::min<std::uint64_t>(n, ec ? std::uint64_t{1} << 16 : bytes / (h.dim + 1) + 1);
+  n = std::min<std::uint64_t>(n, ec ? (std::uint64_t{1} << 24) / h.dim + 1 : bytes / (h.dim + 1) + 1);
   return static_cast<std::size_t>(std::min<std::uint64_t>(n, std::uint64_t{1} << 32));
 }
 

@@ -126,12 +126,13 @@ Vocabulary Vocabulary::read(const std::filesystem::path& path, const VocabOption
     if (ec != std::errc() || p != count_text.data() + count_text.size() || (count == 0 && !sentence_marker)) {
       throw InputError(fmt::format("{}: expected a positive integer count, got '{}'", where(), count_text));
     }
-    // The corpus reader's whitespace: a word holding any of it could never match a token.
-    if (word.empty() || std::any_of(word.begin(), word.end(), text::is_whitespace)) {
-      throw InputError(fmt::format("{}: a word may not be empty or contain whitespace (spaces, tabs, \\v, \\f, \\r)",
-                                   where()));
+    if (word.empty() || word.find_first_of(" \t") != std::string::npos) {
+      throw InputError(fmt::format("{}: a word may not be empty or contain spaces or tabs", where()));
     }
     if (sentence_marker) continue;
+    // Other whitespace of the corpus reader's (\v, \f, \r: word2vec.c splits on spaces, tabs and newlines only,
+    // so its vocab files may hold such words): no token could ever match the word, so it is left out.
+    if (std::any_of(word.begin(), word.end(), text::is_whitespace)) continue;
     if (count > previous) {
       throw InputError(fmt::format("{}: counts must be in descending order ({} after {})", where(), count, previous));
     }

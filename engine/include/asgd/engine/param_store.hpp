@@ -8,7 +8,8 @@
 //  * not an asgd segment / other
 //    version / other layout           -> InputError naming what differs
 //  * creator still initialising       -> attach waits while the creator lives
-//    (at most 10 minutes), then goes on as below
+//    (at most 10 minutes; set_wait_notice hears of it after 2 s), then goes
+//    on as below; InputError if the name is removed meanwhile
 //  * creator died before it was ready -> InputError: stale, remove it
 //  * a writer died without detaching  -> InputError naming the pid, unless
 //    AttachOptions::recover_stale: then the dead writer's slot is cleared and
@@ -84,10 +85,15 @@ class ParamStore {
   // given, says whether this call made the segment (only then should the
   // caller initialise it: of racing processes exactly one is told so).
   // `initialize`, when given, runs on a segment this call creates before any
-  // other process may attach (as in create_shared).
+  // other process may attach (as in create_shared). With
+  // AttachOptions::recover_stale, a segment whose creator died before making
+  // it ready is replaced by a new one (it holds nothing).
   static ParamStore open_or_create_shared(const std::string& name, Layout layout, AttachOptions options = {},
                                           bool* created = nullptr,
                                           const std::function<void(ParamStore&)>& initialize = {});
+  // Called once per attach that has waited 2 s for a creator to finish
+  // initialising (the command line prints it on stderr); none by default.
+  static void set_wait_notice(std::function<void(const std::string&)> notice);
   // Returns false when there was nothing to remove. Attached processes keep
   // their mapping; the name is free at once.
   static bool remove_shared(const std::string& name) noexcept;

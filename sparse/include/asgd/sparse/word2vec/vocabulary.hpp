@@ -51,9 +51,11 @@ class Vocabulary {
   // word2vec.c does not take our most frequent word for it). read() skips a
   // first "</s>" line (a later one is a word), then applies
   // min_count/max_size; it throws InputError with file:line for a line that
-  // is not "word count", a word with whitespace in it, a count that is not a
-  // positive integer, a duplicate word, or counts that are not in descending
-  // order.
+  // is not "word count", a word with a space or tab in it, a count that is
+  // not a positive integer, a duplicate word, or counts that are not in
+  // descending order. A word with other whitespace the corpus reader splits
+  // on (\v, \f, \r; word2vec.c's files may hold them) is left out: no
+  // token could match it.
   void save(const std::filesystem::path& path) const;
   static Vocabulary read(const std::filesystem::path& path, const VocabOptions& options = {});
 

@@ -39,6 +39,18 @@ class ShmTest : public ::testing::Test {
     ParamStore::remove_shared(name_);
   }
   void TearDown() override { ParamStore::remove_shared(name_); }
+  // Waits (up to 1 s) until the forked `child` has registered as a writer of the segment, then kills it.
+  void kill_when_writing(pid_t child) {
+    for (int i = 0; i < 500; ++i) {
+      try {
+        if (!ParamStore::inspect_shared(name_).writers.empty()) break;
+      } catch (const asgd::InputError&) {  // not made yet
+      }
+      ::usleep(2000);
+    }
+    ASSERT_EQ(::kill(child, SIGKILL), 0);
+    ASSERT_EQ(::waitpid(child, nullptr, 0), child);
+  }
   std::string name_;
 };
 
@@ -172,15 +184,7 @@ TEST_F(ShmTest, RecoveryReplacesASegmentWhoseCreatorDiedBeforeItWasReady) {
     });
     ::_exit(0);
   }
-  for (int i = 0; i < 500; ++i) {
-    try {
-      if (!ParamStore::inspect_shared(name_).writers.empty()) break;
-    } catch (const asgd::InputError&) {
-    }
-    ::usleep(2000);
-  }
-  ASSERT_EQ(::kill(child, SIGKILL), 0);
-  ASSERT_EQ(::waitpid(child, nullptr, 0), child);
+  kill_when_writing(child);
   EXPECT_NE(message_of([&] { ParamStore::open_or_create_shared(name_, small_layout()); }).find("--shm-recover"),
             std::string::npos);
   bool made = false;
@@ -242,10 +246,7 @@ TEST_F(ShmTest, AKilledWriterIsDetectedAndRecoverable) {
     ::pause();  // killed here, still attached
     ::_exit(0);
   }
-  // Wait until the child registered, then kill it.
-  for (int i = 0; i < 500 && ParamStore::inspect_shared(name_).writers.empty(); ++i) ::usleep(2000);
-  ASSERT_EQ(::kill(child, SIGKILL), 0);
-  ASSERT_EQ(::waitpid(child, nullptr, 0), child);
+  kill_when_writing(child);
 
   const auto info = ParamStore::inspect_shared(name_);
   ASSERT_EQ(info.dead_writers.size(), 1u);
@@ -274,15 +275,7 @@ TEST_F(ShmTest, ReplaceStaleMakesAFreshSegment) {
     ::pause();
     ::_exit(0);
   }
-  for (int i = 0; i < 500; ++i) {
-    try {
-      if (!ParamStore::inspect_shared(name_).writers.empty()) break;
-    } catch (const asgd::InputError&) {
-    }
-    ::usleep(2000);
-  }
-  ASSERT_EQ(::kill(child, SIGKILL), 0);
-  ASSERT_EQ(::waitpid(child, nullptr, 0), child);
+  kill_when_writing(child);
   EXPECT_NE(message_of([&] { ParamStore::create_shared(name_, small_layout()); }).find("stale"), std::string::npos);
   auto fresh = ParamStore::create_shared(name_, small_layout(), {.replace_stale = true});
   EXPECT_EQ(fresh.load(0), 0.0f);

@@ -69,7 +69,8 @@ TrainerOptions to_trainer_options(const EngineFlags& f) {
 void refuse_negative_unsigned(CLI::App& app) {
   const CLI::Validator no_minus(
       [](std::string& value) {
-        return value.find_first_not_of(" \t") != std::string::npos && value[value.find_first_not_of(" \t")] == '-'
+        const auto first = value.find_first_not_of(" \t");
+        return first != std::string::npos && value[first] == '-'
                    ? std::string("expected a non-negative integer, got ") + value
                    : std::string();
       },

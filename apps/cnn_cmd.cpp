@@ -46,11 +46,11 @@ std::filesystem::path resolve_mnist_dir(const std::string& data) {
 // Read and normalised (MNIST's mean and deviation); `limit` > 0 keeps the
 // first `limit` training images.
 dense::TrainTest load_mnist(const std::string& data, std::size_t limit) {
-  dense::TrainTest tt = dense::read_mnist_dir(resolve_mnist_dir(data));
+  const std::filesystem::path dir = resolve_mnist_dir(data);
+  dense::TrainTest tt = dense::read_mnist_dir(dir);
   // An empty set would report its accuracy as the "no test set" marker (-100 %), or train nothing.
   for (const auto& [set, name] : {std::pair{&tt.train, "train"}, std::pair{&tt.test, "t10k"}}) {
-    if (set->size() == 0)
-      throw InputError(fmt::format("{}: the {} files hold no images", resolve_mnist_dir(data).string(), name));
+    if (set->size() == 0) throw InputError(fmt::format("{}: the {} files hold no images", dir.string(), name));
   }
   if (limit > 0 && limit < tt.train.size()) {
     std::vector<std::size_t> first(limit);

@@ -141,7 +141,7 @@ void Distributed::prepare(TrainerOptions& options) {
 
 std::filesystem::path Distributed::own_checkpoint(const std::filesystem::path& path,
                                                   const TrainerOptions& options) const {
-  const bool own_state = options.schedule.adagrad || options.schedule.row_adagrad;
+  const bool own_state = options.schedule.has_adagrad();
   if (!active() || root() || !own_state || path.empty()) return path;
   return std::filesystem::path(path.string() + fmt::format(".rank{}", rank_));
 }

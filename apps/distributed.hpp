@@ -139,8 +139,7 @@ TrainReport run_averaged(Distributed& dist, Trainer& trainer, P& problem, std::u
   if (dist.active()) {
     // Every rank must run as many blocking rounds: a job whose ranks were given different plans would wait forever.
     const std::uint64_t plan[] = {trainer.state().epoch, until_epoch, trainer.options().epochs, dist.every_steps()};
-    const auto& schedule = trainer.options().schedule;
-    const bool own_files = schedule.adagrad || schedule.row_adagrad;
+    const bool own_files = trainer.options().schedule.has_adagrad();
     const std::string what =
         std::string("epochs done/last epoch/--epochs/K of --average-every (0: epoch) (every rank needs the same "
                     "--resume, --epochs, --until-epoch and --average-every") +

@@ -140,10 +140,12 @@ int train(const TrainFlags& f, Distributed& dist) {
   std::optional<sparse::SparseDataset> shard;
   if (dist.active() && !per_rank_files) shard = select_rows(data, dist.shard(data.rows()));
   const sparse::LinearLoss loss = parse_flag("--loss", [&] { return sparse::parse_linear_loss(f.loss); });
-  if (f.reference && loss == sparse::LinearLoss::hinge)
-    throw InputError("--reference: not with --loss hinge (not smooth: L-BFGS has no optimum to give; squared-hinge "
-                     "has)");
   const sparse::LinearProblem problem(shard ? *shard : data, f.l2, loss);
+  // Before training, what solve_lbfgs would refuse after it.
+  if (f.reference && !problem.smooth())
+    throw InputError(fmt::format("--reference: not with --loss {} (not smooth: L-BFGS has no optimum to give; "
+                                 "squared-hinge has)",
+                                 f.loss));
   std::optional<sparse::LinearProblem> all_rows;  // only when this rank trains a shard
   if (shard) all_rows.emplace(data, f.l2, loss);
   const sparse::LinearProblem& whole = shard ? *all_rows : problem;
@@ -173,11 +175,12 @@ int train(const TrainFlags& f, Distributed& dist) {
                                    "rank r's beside the file given; resume with as many ranks as wrote them)",
                                    own.string()));
     }
-    if (const auto saved = linear_model_loss(read_checkpoint(own).metadata); saved != loss) {
-      throw InputError(fmt::format("--resume {}: trained with --loss {}, not {}", f.resume, sparse::to_string(saved),
-                                   sparse::to_string(loss)));
+    CheckpointData saved = read_checkpoint(own);  // its loss looked at before anything is loaded
+    if (const auto saved_loss = linear_model_loss(saved.metadata); saved_loss != loss) {
+      throw InputError(fmt::format("--resume {}: trained with --loss {}, not {}", f.resume,
+                                   sparse::to_string(saved_loss), sparse::to_string(loss)));
     }
-    trainer.load_checkpoint(own);
+    trainer.load_checkpoint(std::move(saved), own);
     if (dist.root()) fmt::print(out, "resumed from {} at epoch {}\n", f.resume, trainer.state().epoch);
   }
   if (dist.active()) fmt::print(out, "mpi: {}; rank 0 trains {} of {} examples\n", dist.describe(), problem.num_examples(), data.rows());

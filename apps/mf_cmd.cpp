@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "asgd/engine/atomic_file.hpp"
+#include "asgd/engine/block_scheduler.hpp"
 #include "asgd/engine/checkpoint.hpp"
 #include "asgd/engine/errors.hpp"
 #include "asgd/engine/trainer.hpp"
@@ -104,8 +105,9 @@ std::vector<std::string> get_names(const nlohmann::json& j, const std::string& k
 }
 
 // `positive`: bpr's threshold (what `mf eval` counts as a positive).
-std::string model_metadata(const Ratings& r, float mean, const MfOptions& o, const std::string& loss,
-                           float positive = 0) {
+// `cold`: cold_ids of `r` (ids with no training rating).
+std::string model_metadata(const Ratings& r, const ColdIds& cold, float mean, const MfOptions& o,
+                           const std::string& loss, float positive = 0) {
   const RatingRange range = RatingRange::of(r);
   nlohmann::json j{{"model", "mf"},   {"loss", loss},         {"mean", mean},
                    {"factors", o.factors}, {"l2", o.l2}, {"bias_l2", o.bias_l2}};
@@ -118,7 +120,6 @@ std::string model_metadata(const Ratings& r, float mean, const MfOptions& o, con
   put_names(j, "users", r.users.names());
   put_names(j, "items", r.items.names());
   // Ids with no training rating (first seen in a validation or test file): zero rows, never recommended.
-  const ColdIds cold = cold_ids(r.users.size(), r.items.size(), r);
   if (!cold.users.empty()) j["cold_users"] = cold.users;
   if (!cold.items.empty()) j["cold_items"] = cold.items;
   return j.dump();
@@ -218,6 +219,25 @@ MfOptions model_options(const MfTrainFlags& f) {
   return mo;
 }
 
+// Full-ranking metrics at k of a factor model and of most-popular (counted over `train`) on the same test
+// positives, each user's training items and the `never` items left out of both rankings.
+struct RankedAgainstPopular {
+  RankingMetrics ours, popular;
+};
+RankedAgainstPopular rank_against_popular(const ParamStore& store, const SeenItems& seen, const Ratings& train,
+                                          const Ratings& test, std::size_t items, std::size_t k,
+                                          std::span<const std::uint32_t> never) {
+  const auto popularity = popularity_scores(train, items);
+  return {evaluate_ranking(store, 0.0f, seen, test, k, never),
+          evaluate_ranking_with(popularity_scorer(popularity), items, seen, test, k, never)};
+}
+
+// "precision@K p recall@K r NDCG@K n MAP@K m HR@K h", as both rankings print.
+std::string metrics_text(const RankingMetrics& m, std::size_t k) {
+  return fmt::format("precision@{} {:.4f} recall@{} {:.4f} NDCG@{} {:.4f} MAP@{} {:.4f} HR@{} {:.4f}", k, m.precision,
+                     k, m.recall, k, m.ndcg, k, m.map, k, m.hit_rate);
+}
+
 // Implicit feedback: ratings >= the threshold are positives, trained with
 // BPR-MF on all of them, or on a per-user random split when --test-fraction
 // is given (then full-ranking precision/recall/NDCG/MAP/HR@10 on the held-out
@@ -248,7 +268,9 @@ int train_bpr(std::FILE* out, const MfTrainFlags& f, Distributed& dist) {
   TrainingStore t = make_store(out, f, problem.layout(), mo.init_scale, split.train);
   ParamStore& store = t.store;
   TrainerOptions o = trainer_options(f, "linear", 0.0f);
-  o.checkpoint_metadata = model_metadata(split.train, 0.0f, mo, "bpr", f.positive_threshold);
+  // Items with no training positive (all of theirs held out): zero rows, never recommended nor ranked.
+  const ColdIds cold = cold_ids(positives.users.size(), items, split.train);
+  o.checkpoint_metadata = model_metadata(split.train, cold, 0.0f, mo, "bpr", f.positive_threshold);
   o.on_progress = progress_printer("bpr", f.quiet);
   dist.prepare(o);
   Trainer trainer(store, o);
@@ -267,21 +289,13 @@ int train_bpr(std::FILE* out, const MfTrainFlags& f, Distributed& dist) {
     if (!dist.root()) return 0;  // every rank holds the same model; rank 0 reports and writes it
   }
   if (f.test_fraction > 0) {
-    const SeenItems& train_seen = problem.seen();  // what BPR was trained on
-    // Items with no training positive (all of theirs held out) are never ranked, by either: misses, as in
-    // `mf recommend` and `mf eval`.
-    const std::vector<std::uint32_t> cold = cold_ids(positives.users.size(), items, split.train).items;
-    const auto full = evaluate_ranking(store, 0.0f, train_seen, split.test, 10, cold);
-    const auto popularity = popularity_scores(split.train, items);
-    const auto full_pop =
-        evaluate_ranking_with(popularity_scorer(popularity), items, train_seen, split.test, 10, cold);
+    // The cold items are never ranked, by either: misses, as in `mf recommend` and `mf eval`.
+    const RankedAgainstPopular r = rank_against_popular(store, problem.seen(), split.train, split.test, items, 10,
+                                                        cold.items);
     fmt::print(out, "full ranking, per-user {:g}% held out, {} users, {} items never ranked (no training "
-               "positive): BPR precision@10 {:.4f} recall@10 {:.4f} NDCG@10 {:.4f} MAP@10 {:.4f} HR@10 {:.4f}\n",
-               100 * f.test_fraction, full.users, cold.size(), full.precision, full.recall, full.ndcg, full.map,
-               full.hit_rate);
-    fmt::print(out, "                                        most-popular precision@10 {:.4f} recall@10 {:.4f} "
-               "NDCG@10 {:.4f} MAP@10 {:.4f} HR@10 {:.4f}\n",
-               full_pop.precision, full_pop.recall, full_pop.ndcg, full_pop.map, full_pop.hit_rate);
+               "positive): BPR {}\n",
+               100 * f.test_fraction, r.ours.users, cold.items.size(), metrics_text(r.ours, 10));
+    fmt::print(out, "                                        most-popular {}\n", metrics_text(r.popular, 10));
   }
   if (!f.model_file.empty()) {
     trainer.save_checkpoint(f.model_file);
@@ -365,9 +379,8 @@ int train(const MfTrainFlags& f, Distributed& dist) {
     throw InputError(fmt::format("--schedule {}: expected hogwild or blocks", f.schedule));
   }
   const bool blocks = f.schedule == "blocks";
-  // An epoch hands out bins^2 blocks, each pick O(1) expected: on 5 ratings, 0.07 s an epoch at 1024 bins, 6.6 s
-  // and 270 MB at 4096 (the block offsets and the scheduler's list: 12 bytes a block).
-  constexpr std::size_t kMostBins = 4096;
+  // Checked with hogwild too, where --bins has no use: a typo is not ignored.
+  constexpr std::size_t kMostBins = BlockScheduler::kMostBins;
   if (f.bins > kMostBins) throw InputError(fmt::format("--bins {}: at most {}", f.bins, kMostBins));
   if (blocks) mo.bins = f.bins ? f.bins : std::min(2 * f.threads + 1, kMostBins);
   // Under mpirun each rank trains every P-th rating, around the whole
@@ -382,7 +395,8 @@ int train(const MfTrainFlags& f, Distributed& dist) {
 
   TrainerOptions o = trainer_options(f, "constant", 0.0f);
   o.blocks = blocks;
-  o.checkpoint_metadata = model_metadata(train_set, problem.global_mean(), mo, "squared");
+  o.checkpoint_metadata = model_metadata(train_set, cold_ids(train_set.users.size(), train_set.items.size(), train_set),
+                                         problem.global_mean(), mo, "squared");
   o.on_progress = progress_printer("mf", f.quiet);
   dist.prepare(o);
   Trainer trainer(store, o);
@@ -489,18 +503,14 @@ int eval_ranking(const MfEvalFlags& f, const LoadedModel& m) {
     throw InputError(fmt::format("{}: no rating >= {} (the model's positives) of a user and item the model has",
                                  f.test_file, m.positive));
   }
-  const SeenItems seen(train, layout.users);
   // The model's cold items (no training positive, zero rows) are never ranked, by either: misses.
-  const auto ours = evaluate_ranking(*m.store, 0.0f, seen, test, f.k, m.cold.items);
-  const auto popularity = popularity_scores(train, layout.items);
-  const auto popular =
-      evaluate_ranking_with(popularity_scorer(popularity), layout.items, seen, test, f.k, m.cold.items);
+  const RankedAgainstPopular r = rank_against_popular(*m.store, SeenItems(train, layout.users), train, test,
+                                                      layout.items, f.k, m.cold.items);
   fmt::print("eval: {} test positives (rating >= {}; {} more of users or items the model lacks), {} users ranked "
-             "over {} items; BPR precision@{} {:.4f} recall@{} {:.4f} NDCG@{} {:.4f} MAP@{} {:.4f} HR@{} {:.4f}\n",
-             test.size(), m.positive, test_all.size() - test.size(), ours.users, layout.items, f.k, ours.precision, f.k, ours.recall, f.k, ours.ndcg,
-             f.k, ours.map, f.k, ours.hit_rate);
-  fmt::print("      most-popular precision@{} {:.4f} recall@{} {:.4f} NDCG@{} {:.4f} MAP@{} {:.4f} HR@{} {:.4f}\n", f.k,
-             popular.precision, f.k, popular.recall, f.k, popular.ndcg, f.k, popular.map, f.k, popular.hit_rate);
+             "over {} items; BPR {}\n",
+             test.size(), m.positive, test_all.size() - test.size(), r.ours.users, layout.items,
+             metrics_text(r.ours, f.k));
+  fmt::print("      most-popular {}\n", metrics_text(r.popular, f.k));
   return 0;
 }
 

@@ -367,7 +367,7 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
   dist.prepare(o);
   Trainer trainer(store, o);
   if (!f.resume.empty()) {
-    trainer.load_checkpoint(f.resume);
+    trainer.load_checkpoint(std::move(resumed), f.resume);  // read once, above
   } else {
     model.initialize(store, f.seed);
   }

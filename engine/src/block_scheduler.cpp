@@ -8,7 +8,8 @@ namespace asgd {
 
 BlockScheduler::BlockScheduler(std::size_t bins, std::uint64_t seed)
     : bins_(bins), row_busy_(bins, 0), col_busy_(bins, 0), rng_(seed) {
-  if (bins == 0 || bins > 4096) throw InputError(fmt::format("block scheduler: {} bins, expected 1 to 4096", bins));
+  if (bins == 0 || bins > kMostBins)
+    throw InputError(fmt::format("block scheduler: {} bins, expected 1 to {}", bins, kMostBins));
   next_epoch(seed);
 }
 

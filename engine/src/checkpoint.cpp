@@ -155,7 +155,11 @@ CheckpointData read_checkpoint(const std::filesystem::path& path) {
 
 TrainState load_checkpoint(const std::filesystem::path& path, ParamStore& store, std::vector<float>* optimizer_state,
                            std::string* metadata) {
-  CheckpointData d = read_checkpoint(path);
+  return load_checkpoint(read_checkpoint(path), path, store, optimizer_state, metadata);
+}
+
+TrainState load_checkpoint(CheckpointData d, const std::filesystem::path& path, ParamStore& store,
+                           std::vector<float>* optimizer_state, std::string* metadata) {
   if (d.layout.hash() != store.layout().hash()) {
     throw InputError(fmt::format("checkpoint {} holds another model:\n{}expected:\n{}", path.string(),
                                  d.layout.describe(), store.layout().describe()));

@@ -418,6 +418,18 @@ bool ParamStore::exists_shared(const std::string& name) {
   }
 }
 
+namespace {
+// Whether segment `name` is an asgd segment whose creator died before making it ready, with no writer left.
+bool never_finished(const std::string& name) {
+  try {
+    const SegmentInfo info = ParamStore::inspect_shared(name);
+    return !info.ready && !process_alive(info.creator_pid) && info.writers.empty();
+  } catch (const InputError&) {  // not ours, or gone: attach says which
+    return false;
+  }
+}
+}  // namespace
+
 void ParamStore::set_wait_notice(std::function<void(const std::string&)> notice) {
   std::scoped_lock lock(wait_notice_mutex);
   wait_notice_fn = std::move(notice);
@@ -429,19 +441,10 @@ ParamStore ParamStore::open_or_create_shared(const std::string& name, Layout lay
   for (int attempt = 0;; ++attempt) {
     if (exists_shared(name)) {
       // With recovery, a segment whose creator died before making it ready holds nothing: make it again.
-      if (options.recover_stale) {
-        SegmentInfo info;
-        bool unfinished = false;
-        try {
-          info = inspect_shared(name);
-          unfinished = !info.ready && !process_alive(info.creator_pid) && info.writers.empty();
-        } catch (const InputError&) {  // not ours, or gone: attach says which
-        }
-        if (unfinished) {
-          ParamStore made = create_shared(name, layout, CreateOptions{true}, initialize);
-          if (created != nullptr) *created = true;
-          return made;
-        }
+      if (options.recover_stale && never_finished(name)) {
+        ParamStore made = create_shared(name, layout, CreateOptions{true}, initialize);
+        if (created != nullptr) *created = true;
+        return made;
       }
       try {
         return attach_shared(name, layout, Access::read_write, options);

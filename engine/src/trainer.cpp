@@ -221,9 +221,11 @@ void Trainer::save_checkpoint(const std::filesystem::path& path) const {
   ::asgd::save_checkpoint(path, store_, state_, adagrad_sums_, options_.checkpoint_metadata);
 }
 
-void Trainer::load_checkpoint(const std::filesystem::path& path) {
+void Trainer::load_checkpoint(const std::filesystem::path& path) { load_checkpoint(read_checkpoint(path), path); }
+
+void Trainer::load_checkpoint(CheckpointData data, const std::filesystem::path& path) {
   std::vector<float> sums;
-  state_ = ::asgd::load_checkpoint(path, store_, &sums);
+  state_ = ::asgd::load_checkpoint(std::move(data), path, store_, &sums);
   if (!sums.empty() && sums.size() != store_.size()) {
     throw InputError(fmt::format("checkpoint {}: optimizer state has {} values for {} parameters", path.string(),
                                  sums.size(), store_.size()));

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,6 +26,13 @@ inline std::vector<std::string_view> split_fields(std::string_view line) {
     if (k > start) fields.push_back(line.substr(start, k - start));
   }
   return fields;
+}
+
+// True when from_chars reads all of `field` as a number, nan and inf included ("Information" is a word).
+inline bool is_any_number(std::string_view field) {
+  double value = 0;
+  const auto [end, ec] = std::from_chars(field.data(), field.data() + field.size(), value);
+  return ec == std::errc() && end == field.data() + field.size();
 }
 
 // A token as it appears in an error message: quoted, control and non-ASCII

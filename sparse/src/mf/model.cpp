@@ -7,6 +7,7 @@
 #include <limits>
 #include <random>
 
+#include "asgd/engine/block_scheduler.hpp"
 #include "asgd/engine/consistency.hpp"
 #include "asgd/engine/errors.hpp"
 #include "asgd/engine/random.hpp"
@@ -20,7 +21,8 @@ void MfOptions::validate() const {
   if (!(l2 >= 0) || !std::isfinite(l2)) throw InputError(fmt::format("-l2 {}: expected >= 0", l2));
   if (!(bias_l2 >= 0) || !std::isfinite(bias_l2)) throw InputError(fmt::format("bias l2 {}: expected >= 0", bias_l2));
   if (!(init_scale > 0) || !std::isfinite(init_scale)) throw InputError("init scale: expected > 0");
-  if (bins > 4096) throw InputError(fmt::format("--bins {}: expected at most 4096", bins));
+  if (bins > BlockScheduler::kMostBins)
+    throw InputError(fmt::format("--bins {}: expected at most {}", bins, BlockScheduler::kMostBins));
 }
 
 FactorLayout FactorLayout::of(const Layout& l) {

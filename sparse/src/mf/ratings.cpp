@@ -212,11 +212,6 @@ Ratings parse_ratings(std::string_view text, std::string_view source, RatingsFor
     ++line_no;
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
-    auto is_number = [](std::string_view f) {
-      double v = 0;
-      const auto [p, ec] = std::from_chars(f.data(), f.data() + f.size(), v);
-      return ec == std::errc() && p == f.data() + f.size();
-    };
     if (first) {
       first = false;
       if (format == RatingsFormat::detect) format = detect(line);
@@ -225,7 +220,7 @@ Ratings parse_ratings(std::string_view text, std::string_view source, RatingsFor
       // word. A data line with a bad rating (1,10,NA,100 or 1,10,,100) is still an error, not a header.
       if ((format == RatingsFormat::csv || format == RatingsFormat::udata) && (n == 3 || n == 4)) {
         bool any_number = false;
-        for (std::size_t k = 0; k < n; ++k) any_number = any_number || is_number(fields[k]);
+        for (std::size_t k = 0; k < n; ++k) any_number = any_number || text::is_any_number(fields[k]);
         const bool word = !fields[2].empty() && std::isalpha(static_cast<unsigned char>(fields[2][0]));
         if (!any_number && word) continue;
       }

@@ -85,20 +85,17 @@ std::vector<std::vector<Recommendation>> recommend(const ParamStore& store, floa
         const float offset = mean + (user_bias ? store.load(f.user_bias + u) : 0.0f);
         float* row = scores.row(static_cast<Eigen::Index>(r)).data();
         for (std::size_t i = 0; i < f.items; ++i) row[i] += item_bias[static_cast<Eigen::Index>(i)] + offset;
-        if (seen) {
-          for (const std::uint32_t i : seen->of(u)) {
-            if (i < f.items) row[i] = -std::numeric_limits<float>::infinity();
-          }
-        }
-        for (const std::uint32_t i : never_here) row[i] = -std::numeric_limits<float>::infinity();
-        // Excluded items the model has (an --exclude file may name others), each once.
+        // Excluded items the model has (an --exclude file may name others), each counted once: a score is
+        // -inf only once excluded (the model's scores are finite).
+        constexpr float kExcluded = -std::numeric_limits<float>::infinity();
+        for (const std::uint32_t i : never_here) row[i] = kExcluded;
         std::size_t excluded = never_here.size();
         if (seen) {
-          const auto s = seen->of(u);
-          const auto end =
-              std::lower_bound(s.begin(), s.end(), static_cast<std::uint32_t>(std::min<std::size_t>(f.items, UINT32_MAX)));
-          for (auto it = s.begin(); it != end; ++it) {
-            if (!std::binary_search(never_here.begin(), never_here.end(), *it)) ++excluded;
+          for (const std::uint32_t i : seen->of(u)) {
+            if (i < f.items && row[i] != kExcluded) {
+              row[i] = kExcluded;
+              ++excluded;
+            }
           }
         }
         const std::size_t unseen = f.items - std::min(f.items, excluded);

@@ -45,13 +45,6 @@ bool parse_double(std::string_view field, double& value) {
   return ec == std::errc() && end == field.data() + field.size() && std::isfinite(value);
 }
 
-// True when from_chars reads all of `field` as a number, nan and inf included ("Information" is a word).
-bool is_any_number(std::string_view field) {
-  double value = 0;
-  const auto [end, ec] = std::from_chars(field.data(), field.data() + field.size(), value);
-  return ec == std::errc() && end == field.data() + field.size();
-}
-
 double ratio(std::size_t num, std::size_t den) noexcept {
   return den ? static_cast<double>(num) / static_cast<double>(den) : 0.0;
 }
@@ -374,7 +367,7 @@ std::vector<SimilarityPair> read_similarity_pairs(const fs::path& path) {
     // number at all. A mistyped or non-finite number on the first line ("7.35x", "7,35", "nan") is an error
     // like anywhere else, not a header to drop.
     const bool header = first_data_line && !numeric &&
-                        std::isalpha(static_cast<unsigned char>(fields[2].front())) && !is_any_number(fields[2]);
+                        std::isalpha(static_cast<unsigned char>(fields[2].front())) && !text::is_any_number(fields[2]);
     first_data_line = false;
     if (header) continue;
     if (!numeric) {

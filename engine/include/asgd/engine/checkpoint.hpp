@@ -50,5 +50,9 @@ CheckpointData read_checkpoint(const std::filesystem::path& path);
 // Reads `path` into `store`, whose layout must match; returns the state.
 TrainState load_checkpoint(const std::filesystem::path& path, ParamStore& store,
                            std::vector<float>* optimizer_state = nullptr, std::string* metadata = nullptr);
+// The same for a checkpoint already read (its metadata looked at first), so
+// the file is not read twice; `path` names it in errors.
+TrainState load_checkpoint(CheckpointData data, const std::filesystem::path& path, ParamStore& store,
+                           std::vector<float>* optimizer_state = nullptr, std::string* metadata = nullptr);
 
 }  // namespace asgd

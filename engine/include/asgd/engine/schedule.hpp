@@ -40,6 +40,8 @@ struct Schedule {
   // of one), rate lr / sqrt(1 + G_row), G_row += the step's mean squared
   // gradient. Exclusive with `adagrad`.
   bool row_adagrad = false;
+  // Whether the run keeps AdaGrad sums (either kind): state a checkpoint carries.
+  bool has_adagrad() const noexcept { return adagrad || row_adagrad; }
 
   // progress: fraction of all training done, in [0, 1]; epochs_elapsed: the
   // same in epochs; staleness: steps this worker runs ahead of the slowest.

@@ -150,6 +150,8 @@ class Trainer {
   // Parameters + state + AdaGrad sums; resume with load_checkpoint + run().
   void save_checkpoint(const std::filesystem::path& path) const;
   void load_checkpoint(const std::filesystem::path& path);
+  // The same from a checkpoint already read (read_checkpoint); `path` names it in errors.
+  void load_checkpoint(CheckpointData data, const std::filesystem::path& path);
 
  private:
   struct Run;
@@ -353,7 +355,7 @@ TrainReport Trainer::run_with(P& problem, const Policy& policy, std::uint64_t un
                        "expected:\n" + problem.layout().describe());
     }
   }
-  if ((options_.schedule.adagrad || options_.schedule.row_adagrad) && adagrad_sums_.size() != store_.size()) {
+  if (options_.schedule.has_adagrad() && adagrad_sums_.size() != store_.size()) {
     adagrad_sums_.assign(store_.size(), 0.0f);
   }
   // A run never goes back: resumed past until_epoch, it would record the earlier epoch and train the epochs in

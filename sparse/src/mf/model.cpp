@@ -36,7 +36,8 @@ FactorLayout FactorLayout::of(const Layout& l) {
   f.p = p.offset;
   f.q = q.offset;
   if (q.row_stride != f.stride || q.cols != f.factors) throw InputError("layout: P and Q differ in width");
-  if (l.contains("user_bias")) f.user_bias = l["user_bias"].offset;
+  f.has_user_bias = l.contains("user_bias");
+  if (f.has_user_bias) f.user_bias = l["user_bias"].offset;
   f.item_bias = l["item_bias"].offset;
   return f;
 }
@@ -98,7 +99,7 @@ float predict(const ParamStore& store, const FactorLayout& f, float mean, std::u
   rows::load(store.data() + f.p + user * f.stride, p, f.factors);
   rows::load(store.data() + f.q + item * f.stride, q, f.factors);
   float r = mean + rows::dot(p, q, f.factors) + store.load(f.item_bias + item);
-  if (store.layout().contains("user_bias")) r += store.load(f.user_bias + user);
+  if (f.has_user_bias) r += store.load(f.user_bias + user);
   return r;
 }
 
@@ -108,7 +109,7 @@ float predict_or_fallback(const ParamStore& store, const FactorLayout& f, float 
   if (user_known && item_known) return predict(store, f, mean, user, item);
   float r = mean;
   if (item_known) r += store.load(f.item_bias + item);
-  if (user_known && store.layout().contains("user_bias")) r += store.load(f.user_bias + user);
+  if (user_known && f.has_user_bias) r += store.load(f.user_bias + user);
   return r;
 }
 

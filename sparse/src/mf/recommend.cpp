@@ -58,7 +58,7 @@ std::vector<std::vector<Recommendation>> recommend(const ParamStore& store, floa
                                                               static_cast<Eigen::Index>(f.factors),
                                                               Eigen::OuterStride<>(static_cast<Eigen::Index>(f.stride)));
   const Eigen::Map<const Eigen::VectorXf> item_bias(store.data() + f.item_bias, static_cast<Eigen::Index>(f.items));
-  const bool user_bias = store.layout().contains("user_bias");
+  const bool user_bias = f.has_user_bias;
   if (!std::is_sorted(never.begin(), never.end())) throw InputError("recommend: `never` must be sorted");
   // The items of `never` the model has, once each.
   std::vector<std::uint32_t> never_here;

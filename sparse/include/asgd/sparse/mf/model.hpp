@@ -47,6 +47,7 @@ struct MfOptions {
 struct FactorLayout {
   std::size_t users = 0, items = 0, factors = 0, stride = 0;
   std::size_t p = 0, q = 0, user_bias = 0, item_bias = 0;
+  bool has_user_bias = false;  // BPR has none (user_bias is then 0)
   static FactorLayout of(const Layout& l);
   static Layout make(std::size_t users, std::size_t items, std::size_t factors, bool user_bias);
 };

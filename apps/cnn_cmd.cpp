@@ -123,7 +123,7 @@ CheckpointData read_lenet(const std::string& path, const dense::Network& net) {
 
 // What a checkpoint records: the options that decide which minibatches a
 // run visits and how it steps, as the flags print them.
-nlohmann::json run_options(const CnnFlags& f, const dense::TrainOptions& o, bool on_gpu, std::size_t images,
+nlohmann::json run_options(const CnnFlags& f, const dense::TrainOptions& o, bool on_gpu, const dense::Dataset& train,
                            std::size_t ranks) {
   const auto text = [](const auto& v) { return fmt::format("{}", v); };
   nlohmann::json j = {{"epochs", text(f.epochs)},      {"batch", text(f.batch)},
@@ -131,7 +131,8 @@ nlohmann::json run_options(const CnnFlags& f, const dense::TrainOptions& o, bool
                       {"lr", text(f.lr)},              {"lr-schedule", f.schedule},
                       {"momentum", text(f.momentum)},  {"weight-decay", text(f.weight_decay)},
                       {"compensate", o.compensate ? "on" : "off"}, {"device", on_gpu ? "gpu" : "cpu"},
-                      {"train-images", text(images)},  {"ranks", text(ranks)}};
+                      {"train-images", text(train.size())},
+                      {"train-data", fmt::format("{:016x}", train.checksum())}, {"ranks", text(ranks)}};
   if (ranks > 1) j["average-every"] = f.dist.average_every;
   return j;
 }
@@ -147,6 +148,14 @@ void warn_if_changed(const std::string& path, const std::string& metadata, const
   const bool cosine = now.value("lr-schedule", "") == "cosine" || before.value("lr-schedule", "") == "cosine";
   for (const auto& [key, value] : now.items()) {
     if ((key == "epochs" && !cosine) || !before.contains(key) || before[key] == value) continue;
+    if (key == "train-data") {  // a digest: its value means nothing to the reader
+      if (before.value("train-images", "") == now.value("train-images", ""))
+        std::fprintf(stderr,
+                     "asgd cnn: warning: the training images differ from those of the run %s continues (same "
+                     "number); the result will differ from an uninterrupted run's\n",
+                     path.c_str());
+      continue;  // a different number is said by train-images
+    }
     std::fprintf(stderr,
                  "asgd cnn: warning: %s %s now, %s in the run %s continues; the result will differ from an "
                  "uninterrupted run's\n",
@@ -204,8 +213,9 @@ int train(const CnnFlags& f, Distributed& dist) {
   o.momentum = f.momentum;
   o.weight_decay = f.weight_decay;
   // Momentum 0.9 on views a few updates old diverges (bench/RESULTS.md, "Accuracy vs tau"), so a bounded
-  // tau compensates unless told not to; tau 0 has no staleness and inf's is set by timing, not the bound.
-  o.compensate = f.compensate == "on" || (f.compensate == "auto" && o.tau > 0 && o.tau != kUnbounded);
+  // tau compensates unless told not to; inf's staleness is set by timing, not the bound. Tau 0 has no
+  // staleness, so there compensation is off whatever was asked (the CSV and checkpoint say "plain"/"off").
+  o.compensate = o.tau > 0 && (f.compensate == "on" || (f.compensate == "auto" && o.tau != kUnbounded));
   o.seed = f.seed;
   if (f.schedule == "cosine") o.schedule = dense::TrainOptions::Schedule::cosine;
   else if (f.schedule != "constant")
@@ -251,7 +261,7 @@ int train(const CnnFlags& f, Distributed& dist) {
   const auto tt = load_mnist(f.data, f.limit);
   ParamStore store = ParamStore::on_heap(net.layout());
   std::vector<float> momentum;
-  const auto options = run_options(f, o, on_gpu, tt.train.size(), static_cast<std::size_t>(dist.size()));
+  const auto options = run_options(f, o, on_gpu, tt.train, static_cast<std::size_t>(dist.size()));
   const std::string metadata = nlohmann::json{{"model", kModelKind}, {"options", options}}.dump();
   if (f.resume.empty()) {
     std::vector<float> init(store.size());
@@ -462,7 +472,7 @@ void add_cnn_commands(CLI::App& app, int& exit_code) {
   t->add_option("--tau", f->tau, "Staleness bound: 0 synchronous, N bounded, inf Hogwild!")->capture_default_str();
   auto* on = t->add_flag_callback("--compensate", [f] { f->compensate = "on"; },
                                   "Lower momentum (then lr) as observed staleness grows (default: on for a finite "
-                                  "tau > 0)");
+                                  "tau > 0; off at tau 0, which has no staleness)");
   t->add_flag_callback("--no-compensate", [f] { f->compensate = "off"; }, "Keep momentum and lr as given")
       ->excludes(on);
   t->add_option("--lr-schedule", f->schedule, "constant, or cosine (to 0 over the run)")->capture_default_str();
@@ -492,7 +502,8 @@ void add_cnn_commands(CLI::App& app, int& exit_code) {
   auto* ev = cnn->add_subcommand("eval", "Accuracy and confusion matrix of a saved model on the test images");
   ev->add_option("--data", e->data, "DIR with MNIST IDX files, or builtin")->capture_default_str();
   ev->add_option("--model", e->model, "Model from asgd cnn train")->required();
-  ev->add_option("--batch", e->batch, "Images per forward pass")->capture_default_str();
+  ev->add_option("--batch", e->batch,
+                 "Images a thread takes at a time (the CPU runs them in tiles of 16; the GPU in one pass)")->capture_default_str();
   ev->add_option("--workers", e->workers, "Threads")->capture_default_str();
   ev->add_option("--device", e->device, "cpu, gpu or auto")->capture_default_str();
   ev->add_option("--repeats", e->repeats, "Time this many passes; print the median images/s")->capture_default_str();

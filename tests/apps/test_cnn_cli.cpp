@@ -92,7 +92,8 @@ TEST_F(CnnCli, TrainSaveEvalWithConfusionMatrix) {
 }
 
 // A bounded tau > 0 compensates for staleness unless told not to (momentum
-// 0.9 on views a few updates old diverges); tau 0 and inf do not.
+// 0.9 on views a few updates old diverges); tau 0 and inf do not, and tau 0
+// has no staleness to compensate even when asked.
 TEST_F(CnnCli, StaleTrainingCompensatesByDefault) {
   write_idx("train", 1000, 3);
   write_idx("t10k", 200, 4);
@@ -107,7 +108,8 @@ TEST_F(CnnCli, StaleTrainingCompensatesByDefault) {
   EXPECT_NE(bounded.output.find("tau 4, lr 0.01 (constant), momentum 0.9, weight decay 0, staleness compensation on"),
             std::string::npos)
       << bounded.output;
-  for (const auto& plain : {train({"--tau", "4", "--no-compensate"}), train({"--tau", "0"}), train({"--tau", "inf"})}) {
+  for (const auto& plain : {train({"--tau", "4", "--no-compensate"}), train({"--tau", "0"}), train({"--tau", "inf"}),
+                           train({"--tau", "0", "--compensate"})}) {
     ASSERT_EQ(plain.status, 0) << plain.output;
     EXPECT_EQ(plain.output.find("compensation"), std::string::npos) << plain.output;
   }
@@ -223,6 +225,16 @@ TEST_F(CnnCli, StoppedAndResumedIsTheUninterruptedRun) {
   r = train({"--resume", path("old.asgd"), "--limit", "64"});
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("resumed from " + path("old.asgd") + " at epoch 1"), std::string::npos) << r.output;
+
+  // Other images of the same number: the checkpoint's digest of its data tells them apart.
+  write_idx("train", 600, 99);
+  r = train({"--resume", path("ck.asgd")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("warning: the training images differ from those of the run " + path("ck.asgd") +
+                          " continues (same number)"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("train-data"), std::string::npos) << r.output;
 }
 
 // A checkpoint is written after every epoch and survives a crash: killed at

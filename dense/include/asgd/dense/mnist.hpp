@@ -28,6 +28,10 @@ struct Dataset {
   // The images at `indices`, in that order (repeats allowed); an index
   // >= size() throws std::out_of_range.
   Dataset subset(std::span<const std::size_t> indices) const;
+  // A 64-bit digest of the shape, pixels and labels, for a checkpoint to say
+  // which data it was trained on (not cryptographic: it tells data sets
+  // apart, it does not authenticate them).
+  std::uint64_t checksum() const noexcept;
 };
 
 // Reads an IDX image file (magic 0x00000803, uint8 pixels, scaled to [0, 1])

@@ -302,9 +302,11 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
   if (f.train.empty()) throw InputError("w2v: -train FILE is required to continue training");
   TokenReader reader(f.train);
   CorpusStats counted;
+  std::size_t vocab_left_out = 0;  // -read-vocab's words with \v, \f or \r, which no token matches
   if (f.resume.empty()) {
     const VocabOptions vo{f.min_count, f.max_vocab};
-    vocab = f.read_vocab.empty() ? count_vocabulary(reader, vo, &counted) : Vocabulary::read(f.read_vocab, vo);
+    vocab = f.read_vocab.empty() ? count_vocabulary(reader, vo, &counted)
+                                 : Vocabulary::read(f.read_vocab, vo, &vocab_left_out);
   }
   if (!f.save_vocab.empty()) vocab.save(f.save_vocab);
   // Every rank reads the whole corpus (one vocabulary, one noise
@@ -322,6 +324,10 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
   }
   if (corpus.stats.truncated_tokens > 0) {
     notes += fmt::format("; {} token(s) cut to {} bytes", corpus.stats.truncated_tokens, kMaxTokenBytes);
+  }
+  if (vocab_left_out > 0) {
+    notes += fmt::format("; {} -read-vocab word(s) with \\v, \\f or \\r left out (no token can match)",
+                         vocab_left_out);
   }
 
   if (!f.resume.empty() && saved.corpus_tokens != 0 && saved.corpus_tokens != corpus.stats.kept_tokens) {

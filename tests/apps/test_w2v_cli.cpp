@@ -186,6 +186,12 @@ TEST_F(W2vCli, OddButValidInputHasDocumentedBehaviour) {
   auto r = w2v({"-train", write("long.txt", line + "\n"), "-size", "8", "-iter", "1", "-output", path("o.txt")});
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("1 line(s) split at 1000 words"), std::string::npos) << r.output;
+  // A -read-vocab word with \v in it (word2vec.c writes such words) is left out, and the count is said.
+  r = w2v({"-train", write("short.txt", "w1 w2 w1 w2\n"), "-read-vocab", write("v.txt", "w1 2\nw\v3 2\nw2 2\n"),
+           "-min-count", "1", "-size", "4", "-iter", "1", "-output", path("v.vec")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("vocabulary 2 words"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("1 -read-vocab word(s) with \\v, \\f or \\r left out"), std::string::npos) << r.output;
   // Invalid UTF-8 is kept as bytes: the word appears in the output as it was.
   r = w2v({"-train", write("utf.txt", std::string(20, ' ') + "caf\xc3 ok\n" + "caf\xc3 ok\ncaf\xc3 ok\n"), "-size", "4",
            "-iter", "1", "-min-count", "1", "-output", path("u.txt")});

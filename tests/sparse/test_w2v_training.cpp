@@ -86,9 +86,11 @@ TEST(Vocabulary, SaveReadRoundTripAndBadFiles) {
   EXPECT_EQ(Vocabulary::read(dir / "m.txt").words(), marked.words());
   // Words with whitespace the corpus reader splits on, which word2vec.c keeps, are left out: no token matches them.
   for (const char* odd : {"odd\vword 5\n", "\fchapter 5\n", "odd\rword 5\n"}) {
-    EXPECT_EQ(Vocabulary::read(dir.file("ws", std::string("the 9\n") + odd + "of 5\n")).words(),
+    std::size_t left_out = 7;
+    EXPECT_EQ(Vocabulary::read(dir.file("ws", std::string("the 9\n") + odd + "of 5\n"), {}, &left_out).words(),
               (std::vector<std::string>{"the", "of"}))
         << odd;
+    EXPECT_EQ(left_out, 1u) << odd;
   }
   EXPECT_NE(message_of([&] { Vocabulary::read(dir.file("sp", "the 9\nodd\tword 5\n")); }).find("sp:2:"),
             std::string::npos);

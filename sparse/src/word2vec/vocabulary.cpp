@@ -97,7 +97,8 @@ void Vocabulary::save(const std::filesystem::path& path) const {
   out.commit();
 }
 
-Vocabulary Vocabulary::read(const std::filesystem::path& path, const VocabOptions& options) {
+Vocabulary Vocabulary::read(const std::filesystem::path& path, const VocabOptions& options, std::size_t* left_out) {
+  if (left_out != nullptr) *left_out = 0;
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(fmt::format("{}: cannot open the vocabulary file", path.string()));
   std::vector<std::pair<std::string, std::uint64_t>> entries;
@@ -132,7 +133,10 @@ Vocabulary Vocabulary::read(const std::filesystem::path& path, const VocabOption
     if (sentence_marker) continue;
     // Other whitespace of the corpus reader's (\v, \f, \r: word2vec.c splits on spaces, tabs and newlines only,
     // so its vocab files may hold such words): no token could ever match the word, so it is left out.
-    if (std::any_of(word.begin(), word.end(), text::is_whitespace)) continue;
+    if (std::any_of(word.begin(), word.end(), text::is_whitespace)) {
+      if (left_out != nullptr) ++*left_out;
+      continue;
+    }
     if (count > previous) {
       throw InputError(fmt::format("{}: counts must be in descending order ({} after {})", where(), count, previous));
     }

@@ -55,9 +55,10 @@ class Vocabulary {
   // not a positive integer, a duplicate word, or counts that are not in
   // descending order. A word with other whitespace the corpus reader splits
   // on (\v, \f, \r; word2vec.c's files may hold them) is left out: no
-  // token could match it.
+  // token could match it; `left_out`, when given, counts those words.
   void save(const std::filesystem::path& path) const;
-  static Vocabulary read(const std::filesystem::path& path, const VocabOptions& options = {});
+  static Vocabulary read(const std::filesystem::path& path, const VocabOptions& options = {},
+                         std::size_t* left_out = nullptr);
 
   std::size_t size() const noexcept { return words_.size(); }
   const std::string& word(std::uint32_t id) const noexcept { return words_[id]; }

@@ -10,49 +10,62 @@
 #include <boost/interprocess/mapped_region.hpp>
 #include <boost/interprocess/shared_memory_object.hpp>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "asgd/engine/consistency.hpp"
 #include "asgd/engine/errors.hpp"
+#include "segment_format.hpp"
 
 namespace asgd {
 namespace bip = boost::interprocess;
 
 namespace {
 
-// "ASGDPARM" read as a little-endian integer. Written last, with release
-// order, so an attacher that sees it sees a complete header.
-constexpr std::uint64_t kMagic = 0x4d52415044475341ULL;
-constexpr std::uint32_t kFormatVersion = 1;
-constexpr std::size_t kMaxWriters = 64;
-constexpr std::size_t kHeaderBytes = 16384;  // data starts here: page- and cache-aligned
-constexpr std::uint32_t kStateInitialising = 0;
-constexpr std::uint32_t kStateReady = 1;
+using segment::kFormatVersion;
+using segment::kHeaderBytes;
+using segment::kLayoutTextMax;
+using segment::kMagic;
+using segment::kMaxWriters;
+using segment::kStateReady;
+using segment::SegmentHeader;
 
-// Lives at the start of the segment. Fields written by several processes are
-// touched only through std::atomic_ref (lock-free, so valid across processes).
-struct SegmentHeader {
-  std::uint64_t magic;
-  std::uint32_t format_version;
-  std::uint32_t header_bytes;
-  std::uint64_t layout_hash;
-  std::uint64_t elements;
-  std::uint64_t layout_text_bytes;
-  std::int32_t creator_pid;
-  std::uint32_t state;
-  std::int32_t writers[kMaxWriters];
-  char layout_text[1];  // layout_text_bytes, up to the end of the header
-};
-constexpr std::size_t kLayoutTextMax = kHeaderBytes - offsetof(SegmentHeader, layout_text);
+// When process `pid` started (/proc/PID/stat's starttime, clock ticks since
+// boot); 0 when it cannot be read (no such process, no /proc).
+std::uint64_t process_start(int pid) {
+  if (pid <= 0) return 0;
+  std::ifstream in(fmt::format("/proc/{}/stat", pid));
+  std::string line;
+  if (!std::getline(in, line)) return 0;
+  // "pid (comm) state ppid ...": comm may hold spaces and ')', so the fields count from the last ')'.
+  const auto close = line.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream fields(line.substr(close + 1));
+  std::string field;
+  for (int i = 3; i <= 22; ++i) {  // field 3 is the state, 22 the start time
+    if (!(fields >> field)) return 0;
+  }
+  std::uint64_t ticks = 0;
+  const auto [p, ec] = std::from_chars(field.data(), field.data() + field.size(), ticks);
+  return ec == std::errc() && p == field.data() + field.size() ? ticks : 0;
+}
 
-static_assert(std::atomic_ref<std::int32_t>::is_always_lock_free);
-static_assert(std::atomic_ref<std::uint32_t>::is_always_lock_free);
-
-bool process_alive(int pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM); }
+// Whether the process that wrote (`pid`, `started`) into a segment is alive: a
+// process of that pid exists and, when both start times are known, started
+// when the writer did, so a dead writer's pid reused by another process is
+// not taken for the writer.
+bool process_alive(int pid, std::uint64_t started) {
+  if (pid <= 0 || (::kill(pid, 0) != 0 && errno != EPERM)) return false;
+  if (started == 0) return true;
+  const std::uint64_t now = process_start(pid);
+  return now == 0 || now == started;
+}
 
 void check_name(const std::string& name) {
   if (name.empty() || name.size() > 200) {
@@ -90,6 +103,7 @@ SegmentInfo read_info(const std::string& name, const SegmentHeader* h, std::size
   info.layout_hash = h->layout_hash;
   info.elements = h->elements;
   info.creator_pid = h->creator_pid;
+  info.creator_alive = process_alive(h->creator_pid, h->creator_start);
   info.ready = std::atomic_ref<std::uint32_t>(const_cast<std::uint32_t&>(h->state)).load(std::memory_order_acquire) ==
                kStateReady;
   if (info.ready) {
@@ -103,7 +117,9 @@ SegmentInfo read_info(const std::string& name, const SegmentHeader* h, std::size
     const int pid =
         std::atomic_ref<std::int32_t>(const_cast<std::int32_t&>(h->writers[i])).load(std::memory_order_acquire);
     if (pid == 0) continue;
-    (process_alive(pid) ? info.writers : info.dead_writers).push_back(pid);
+    const std::uint64_t started =
+        std::atomic_ref<std::uint64_t>(const_cast<std::uint64_t&>(h->writer_starts[i])).load(std::memory_order_acquire);
+    (process_alive(pid, started) ? info.writers : info.dead_writers).push_back(pid);
   }
   return info;
 }
@@ -124,18 +140,24 @@ struct ParamStore::Storage {
   Storage& operator=(const Storage&) = delete;
   ~Storage() {
     if (header != nullptr && writer_slot >= 0) {
+      // The start time goes first: whoever takes the slot next never reads ours with its pid.
+      std::atomic_ref<std::uint64_t>(header->writer_starts[writer_slot]).store(0, std::memory_order_release);
       std::int32_t me = ::getpid();
       std::atomic_ref<std::int32_t>(header->writers[writer_slot])
           .compare_exchange_strong(me, 0, std::memory_order_acq_rel);
     }
   }
 
+  // A slot is taken by its pid; its start time follows (a reader that sees the pid before it checks the pid
+  // alone for that moment).
   void register_writer() {
     const std::int32_t me = ::getpid();
+    const std::uint64_t started = process_start(me);
     for (std::size_t i = 0; i < kMaxWriters; ++i) {
       std::int32_t expected = 0;
       if (std::atomic_ref<std::int32_t>(header->writers[i])
               .compare_exchange_strong(expected, me, std::memory_order_acq_rel)) {
+        std::atomic_ref<std::uint64_t>(header->writer_starts[i]).store(started, std::memory_order_release);
         writer_slot = static_cast<int>(i);
         return;
       }
@@ -146,8 +168,12 @@ struct ParamStore::Storage {
   void clear_dead_writers() {
     for (std::size_t i = 0; i < kMaxWriters; ++i) {
       std::int32_t pid = std::atomic_ref<std::int32_t>(header->writers[i]).load(std::memory_order_acquire);
-      if (pid != 0 && !process_alive(pid)) {
-        std::atomic_ref<std::int32_t>(header->writers[i]).compare_exchange_strong(pid, 0, std::memory_order_acq_rel);
+      auto started = std::atomic_ref<std::uint64_t>(header->writer_starts[i]);
+      const std::uint64_t when = started.load(std::memory_order_acquire);
+      if (pid != 0 && !process_alive(pid, when)) {
+        std::uint64_t expected = when;  // only if no new writer has taken the slot meanwhile
+        if (started.compare_exchange_strong(expected, 0, std::memory_order_acq_rel))
+          std::atomic_ref<std::int32_t>(header->writers[i]).compare_exchange_strong(pid, 0, std::memory_order_acq_rel);
       }
     }
   }
@@ -196,7 +222,7 @@ ParamStore ParamStore::create_shared(const std::string& name, Layout layout, Cre
                                    "(asgd shm remove {}) if it is yours",
                                    name, name));
     }
-    const bool nobody_alive = info.writers.empty() && !(!info.ready && process_alive(info.creator_pid));
+    const bool nobody_alive = info.writers.empty() && !(!info.ready && info.creator_alive);
     if (options.replace_stale && info.stale() && nobody_alive) {
       remove_shared(name);
       return create_shared(name, std::move(layout), CreateOptions{false}, initialize);
@@ -235,6 +261,7 @@ ParamStore ParamStore::create_shared(const std::string& name, Layout layout, Cre
   h->elements = n;
   h->layout_text_bytes = text.size();
   h->creator_pid = ::getpid();
+  h->creator_start = process_start(h->creator_pid);
   std::memcpy(h->layout_text, text.data(), text.size());
   s->header = h;
   s->name = name;
@@ -323,7 +350,7 @@ SegmentInfo open_segment(const std::string& name, Access access, bip::shared_mem
     }
     SegmentInfo info = read_info(name, h, region.get_size());
     if (info.ready) return info;
-    if (!process_alive(info.creator_pid)) {
+    if (!info.creator_alive) {
       throw InputError(fmt::format("shared segment '{}' is stale: its creator (pid {}) died before it was ready; "
                                    "remove it (asgd shm remove {}), or replace it (asgd: --shm-recover)",
                                    name, info.creator_pid, name));
@@ -423,7 +450,7 @@ namespace {
 bool never_finished(const std::string& name) {
   try {
     const SegmentInfo info = ParamStore::inspect_shared(name);
-    return !info.ready && !process_alive(info.creator_pid) && info.writers.empty();
+    return !info.ready && !info.creator_alive && info.writers.empty();
   } catch (const InputError&) {  // not ours, or gone: attach says which
     return false;
   }

@@ -16,6 +16,7 @@
 #include "../common/message_of.hpp"
 #include "asgd/engine/errors.hpp"
 #include "asgd/engine/param_store.hpp"
+#include "../../engine/src/segment_format.hpp"
 
 using asgd::Access;
 using asgd::Layout;
@@ -264,6 +265,48 @@ TEST_F(ShmTest, AKilledWriterIsDetectedAndRecoverable) {
   auto recovered = ParamStore::attach_shared(name_, small_layout(), Access::read_write, {.recover_stale = true});
   EXPECT_EQ(recovered.load(0), 42.0f);
   EXPECT_TRUE(ParamStore::inspect_shared(name_).dead_writers.empty());
+}
+
+// A writer is the process that registered, not its pid: a dead writer whose
+// pid another process has since taken (forged here with a live pid and
+// another start time) is dead, and the creator likewise.
+TEST_F(ShmTest, AReusedPidIsNotTheWriter) {
+  auto owner = ParamStore::create_shared(name_, small_layout());
+  const int fd = ::shm_open(("/" + name_).c_str(), O_RDWR, 0);
+  ASSERT_GE(fd, 0);
+  void* mapped = ::mmap(nullptr, asgd::segment::kHeaderBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  ASSERT_NE(mapped, MAP_FAILED);
+  auto* h = static_cast<asgd::segment::SegmentHeader*>(mapped);
+  ASSERT_EQ(h->format_version, asgd::segment::kFormatVersion);
+  ASSERT_EQ(h->writers[0], ::getpid());
+  const std::uint64_t started = h->writer_starts[0];
+  ASSERT_NE(started, 0u);  // /proc is there
+  EXPECT_EQ(h->creator_start, started);
+  EXPECT_TRUE(ParamStore::inspect_shared(name_).creator_alive);
+
+  h->writers[1] = ::getpid();  // this process's pid...
+  h->writer_starts[1] = started + 1;  // ...but another process's start: the writer died, its pid was reused
+  auto info = ParamStore::inspect_shared(name_);
+  EXPECT_EQ(info.writers, std::vector<int>{::getpid()});
+  EXPECT_EQ(info.dead_writers, std::vector<int>{::getpid()});
+  const auto msg = message_of([&] { ParamStore::attach_shared(name_, small_layout()); });
+  EXPECT_NE(msg.find("died without detaching"), std::string::npos) << msg;
+  h->writer_starts[1] = 0;  // a start time not (yet) written: the pid alone decides
+  EXPECT_EQ(ParamStore::inspect_shared(name_).writers.size(), 2u);
+  h->writer_starts[1] = started + 1;
+  {
+    auto recovered = ParamStore::attach_shared(name_, small_layout(), Access::read_write, {.recover_stale = true});
+    EXPECT_EQ(h->writers[1], ::getpid());  // the dead slot cleared, then taken by this attach
+    EXPECT_EQ(h->writer_starts[1], started);
+    EXPECT_TRUE(ParamStore::inspect_shared(name_).dead_writers.empty());
+  }
+  EXPECT_EQ(h->writers[1], 0);  // detached
+  EXPECT_EQ(h->writer_starts[1], 0u);
+
+  h->creator_start = started + 1;
+  EXPECT_FALSE(ParamStore::inspect_shared(name_).creator_alive);
+  ::munmap(mapped, asgd::segment::kHeaderBytes);
 }
 
 TEST_F(ShmTest, ReplaceStaleMakesAFreshSegment) {

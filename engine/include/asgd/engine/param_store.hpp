@@ -53,6 +53,7 @@ struct SegmentInfo {
   std::uint64_t elements = 0;
   std::string layout;  // Layout::serialize() of the creator
   int creator_pid = 0;
+  bool creator_alive = false;  // its creator lives (the same process: its pid and start time)
   bool ready = false;  // the creator finished initialising it
   std::vector<int> writers;       // attached read-write, alive
   std::vector<int> dead_writers;  // attached read-write, died without detaching

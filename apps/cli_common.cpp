@@ -84,7 +84,7 @@ void refuse_negative_unsigned(CLI::App& app) {
 RemoveOnFailure::~RemoveOnFailure() {
   if (name_.empty() || std::uncaught_exceptions() <= exceptions_) return;
   try {
-    if (ParamStore::inspect_shared(name_).writers.empty()) ParamStore::remove_shared(name_);
+    if (ParamStore::inspect_shared(name_).writers.empty()) ParamStore::remove_shared(name_, id_);
   } catch (...) {  // gone already, or no longer ours: leave it
   }
 }
@@ -98,7 +98,8 @@ TrainingStore open_training_store(const std::string& shm, Layout layout, AttachO
   }
   bool created = false;
   ParamStore store = ParamStore::open_or_create_shared(shm, std::move(layout), attach, &created, initialize);
-  return {RemoveOnFailure(created ? shm : std::string()), std::move(store), created};
+  auto cleanup = created ? RemoveOnFailure(shm, store.segment_id()) : RemoveOnFailure();
+  return {std::move(cleanup), std::move(store), created};
 }
 
 bool stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }

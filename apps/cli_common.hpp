@@ -69,20 +69,23 @@ TrainerOptions to_trainer_options(const EngineFlags& flags);
 // Removes a shared segment this command created when the command fails before
 // training: it is destroyed while an exception unwinds the scope that holds it,
 // release() was not called (the command calls it as training starts: from then
-// on the segment holds work worth keeping), and nobody else is attached as a
-// writer. A killed command leaves its segment (stale, for --shm-recover or
+// on the segment holds work worth keeping), nobody else is attached as a
+// writer, and the name still names the segment it made (not one made again
+// under it after an `asgd shm remove`). A killed command leaves its segment (stale, for --shm-recover or
 // `asgd shm remove`); a finished one keeps it for serving.
 class RemoveOnFailure {
  public:
-  explicit RemoveOnFailure(std::string name = {}) : name_(std::move(name)) {}
+  RemoveOnFailure() = default;
+  RemoveOnFailure(std::string name, SegmentId id) : name_(std::move(name)), id_(id) {}
   RemoveOnFailure(RemoveOnFailure&& other) noexcept
-      : name_(std::exchange(other.name_, {})), exceptions_(other.exceptions_) {}
+      : name_(std::exchange(other.name_, {})), id_(other.id_), exceptions_(other.exceptions_) {}
   RemoveOnFailure& operator=(RemoveOnFailure&&) = delete;
   ~RemoveOnFailure();
   void release() noexcept { name_.clear(); }
 
  private:
   std::string name_;  // empty: nothing to remove
+  SegmentId id_;      // the segment made under name_: a segment made again under it is not ours to remove
   int exceptions_ = std::uncaught_exceptions();
 };
 

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -65,6 +66,35 @@ bool process_alive(int pid, std::uint64_t started) {
   if (started == 0) return true;
   const std::uint64_t now = process_start(pid);
   return now == 0 || now == started;
+}
+
+// The object a descriptor has open, and the one `name` names now (none when it names nothing).
+std::optional<SegmentId> id_of(int fd) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return std::nullopt;
+  return SegmentId{static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino)};
+}
+std::optional<SegmentId> id_of(const std::string& name) {
+  const int fd = ::shm_open(("/" + name).c_str(), O_RDONLY, 0);
+  if (fd < 0) return std::nullopt;
+  auto id = id_of(fd);
+  ::close(fd);
+  return id;
+}
+
+// Whether `name` still names the object `shm` has open (the same inode).
+bool same_object(const bip::shared_memory_object& shm, const std::string& name) {
+  const auto held = id_of(shm.get_mapping_handle().handle);
+  return held && id_of(name) == held;
+}
+
+// Removes `name` if it still names the object `shm` has open: a failed creator must not remove a segment that
+// another process made under the name meanwhile (after an `asgd shm remove`).
+void remove_if_same(const bip::shared_memory_object& shm, const std::string& name) noexcept {
+  try {
+    if (same_object(shm, name)) bip::shared_memory_object::remove(name.c_str());
+  } catch (...) {
+  }
 }
 
 void check_name(const std::string& name) {
@@ -250,7 +280,7 @@ ParamStore ParamStore::create_shared(const std::string& name, Layout layout, Cre
     }
     s->region = bip::mapped_region(s->shm, bip::read_write);
   } catch (const bip::interprocess_exception& e) {
-    bip::shared_memory_object::remove(name.c_str());
+    remove_if_same(s->shm, name);
     throw RuntimeError(fmt::format("shared segment '{}': cannot size or map {} bytes: {}", name,
                                    kHeaderBytes + n * sizeof(float), e.what()));
   }
@@ -276,7 +306,7 @@ ParamStore ParamStore::create_shared(const std::string& name, Layout layout, Cre
     try {
       initialize(made);
     } catch (...) {
-      bip::shared_memory_object::remove(name.c_str());
+      remove_if_same(made.storage_->shm, name);
       throw;
     }
   }
@@ -285,17 +315,6 @@ ParamStore ParamStore::create_shared(const std::string& name, Layout layout, Cre
 }
 
 namespace {
-
-// Whether `name` still names the object `shm` has open (the same inode).
-bool same_object(const bip::shared_memory_object& shm, const std::string& name) {
-  struct stat held {}, now {};
-  if (::fstat(shm.get_mapping_handle().handle, &held) != 0) return false;
-  const int fd = ::shm_open(("/" + name).c_str(), O_RDONLY, 0);
-  if (fd < 0) return false;
-  const bool same = ::fstat(fd, &now) == 0 && now.st_ino == held.st_ino && now.st_dev == held.st_dev;
-  ::close(fd);
-  return same;
-}
 
 std::mutex wait_notice_mutex;
 std::function<void(const std::string&)> wait_notice_fn;
@@ -498,6 +517,19 @@ bool ParamStore::remove_shared(const std::string& name) noexcept {
   } catch (...) {
     return false;
   }
+}
+
+bool ParamStore::remove_shared(const std::string& name, SegmentId only) noexcept {
+  try {
+    return id_of(name) == only && bip::shared_memory_object::remove(name.c_str());
+  } catch (...) {
+    return false;
+  }
+}
+
+SegmentId ParamStore::segment_id() const noexcept {
+  if (!is_shared()) return {};
+  return id_of(storage_->shm.get_mapping_handle().handle).value_or(SegmentId{});
 }
 
 const Layout& ParamStore::layout() const noexcept { return storage_->layout; }

@@ -309,6 +309,24 @@ TEST_F(ShmTest, AReusedPidIsNotTheWriter) {
   ::munmap(mapped, asgd::segment::kHeaderBytes);
 }
 
+// A removal by id removes the segment that was made, not one made again
+// under its name since.
+TEST_F(ShmTest, RemovalByIdSparesASegmentMadeAgain) {
+  EXPECT_EQ(ParamStore::on_heap(small_layout()).segment_id(), asgd::SegmentId{});
+  auto first = ParamStore::create_shared(name_, small_layout());
+  const asgd::SegmentId id = first.segment_id();
+  EXPECT_NE(id, asgd::SegmentId{});
+  ASSERT_TRUE(ParamStore::remove_shared(name_));
+  auto second = ParamStore::create_shared(name_, small_layout());
+  second.store(0, 5.0f);
+  EXPECT_NE(second.segment_id(), id);
+  EXPECT_FALSE(ParamStore::remove_shared(name_, id));
+  EXPECT_EQ(ParamStore::attach_shared(name_, small_layout(), Access::read_only).load(0), 5.0f);
+  EXPECT_TRUE(ParamStore::remove_shared(name_, second.segment_id()));
+  EXPECT_FALSE(ParamStore::exists_shared(name_));
+  EXPECT_FALSE(ParamStore::remove_shared(name_, second.segment_id()));  // nothing there
+}
+
 TEST_F(ShmTest, ReplaceStaleMakesAFreshSegment) {
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);

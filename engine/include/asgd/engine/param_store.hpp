@@ -60,6 +60,13 @@ struct SegmentInfo {
   bool stale() const noexcept { return !dead_writers.empty() || !ready; }
 };
 
+// Which object a segment's name stood for (its device and inode): a name
+// removed and made again names another object.
+struct SegmentId {
+  std::uint64_t device = 0, inode = 0;
+  friend bool operator==(const SegmentId&, const SegmentId&) = default;
+};
+
 class ParamStore {
  public:
   // Heap storage, zero-filled, 64-byte aligned.
@@ -98,6 +105,12 @@ class ParamStore {
   // Returns false when there was nothing to remove. Attached processes keep
   // their mapping; the name is free at once.
   static bool remove_shared(const std::string& name) noexcept;
+  // Removes `name` only while it names the object `only` (segment_id() of a
+  // store that attached it): not a segment made again under the name since.
+  // The check and the removal are two calls, so this narrows the race with
+  // a process removing and recreating the name to microseconds; it cannot
+  // close it.
+  static bool remove_shared(const std::string& name, SegmentId only) noexcept;
 
   ParamStore(ParamStore&&) noexcept;
   ParamStore& operator=(ParamStore&&) noexcept;
@@ -110,6 +123,7 @@ class ParamStore {
   bool writable() const noexcept { return writable_; }
   bool is_shared() const noexcept;
   const std::string& segment_name() const noexcept;
+  SegmentId segment_id() const noexcept;  // {} on the heap
 
   // Raw access for the engine's sinks; throws RuntimeError when read-only.
   float* data();

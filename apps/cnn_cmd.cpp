@@ -278,7 +278,7 @@ int train(const CnnFlags& f, Distributed& dist) {
   }
   // The images this rank trains. Averaging every K updates is a blocking collective, so every rank must make the
   // same updates in an epoch: the ranks then train equal shards.
-  const std::vector<std::size_t> rows = dist.shard(tt.train.size(), !dist.every_epoch());
+  const std::vector<std::size_t> rows = dist.shard(tt.train.size(), "training images", !dist.every_epoch());
   const auto images_per_epoch = static_cast<std::uint64_t>(rows.size());
   // Saved after each epoch (--checkpoint) and at the end (--model): rank 0's parameters (every rank's, after the
   // average) and momentum, the epochs done and the images this rank trained in them.

@@ -99,7 +99,11 @@ Distributed::~Distributed() {
   }
 }
 
-std::vector<std::size_t> Distributed::shard(std::size_t n, bool equal) const {
+std::vector<std::size_t> Distributed::shard(std::size_t n, std::string_view what, bool equal) const {
+  // Every rank has the same n, so all refuse alike: no rank goes on to wait for the others in a round.
+  if (n < static_cast<std::size_t>(size_)) {
+    throw InputError(fmt::format("{} {} cannot be shared by {} ranks (a rank would train none)", n, what, size_));
+  }
   if (equal) n -= n % static_cast<std::size_t>(size_);
   std::vector<std::size_t> rows;
   rows.reserve(n / static_cast<std::size_t>(size_) + 1);
@@ -155,6 +159,11 @@ void Distributed::start(Trainer& trainer, ParamStore& store) {
 void Distributed::start(std::span<float> params) {
   if (!active()) return;
 #if ASGD_HAVE_MPI
+  // The first round sums params.size() floats on every rank: ranks whose models differ in size (other data
+  // dimensions, other model flags) would fail inside MPI without a word of why.
+  const std::uint64_t count[] = {params.size()};
+  same_on_all_ranks(count, "the number of parameters (every rank needs data of the same dimensions and the same "
+                           "model flags)");
   averager_ = std::make_unique<net::ModelAverager>(
       *mpi_->allreduce, params,
       net::AveragingOptions{.weighted = weighted_, .combine = sum_ ? net::Combine::sum : net::Combine::mean});
@@ -187,12 +196,13 @@ void Distributed::timed_sum(std::span<float> data) {
 #endif
 }
 
-void Distributed::same_on_all_ranks(std::span<const std::uint64_t> values, std::string_view what) {
-  if (!active()) return;
+std::vector<std::uint64_t> Distributed::gather(std::span<const std::uint64_t> values, std::string_view what,
+                                               bool native) {
+  const std::size_t P = static_cast<std::size_t>(size_), V = values.size(), me = static_cast<std::size_t>(rank_);
+  std::vector<std::uint64_t> all(P * V);
 #if ASGD_HAVE_MPI
   // Each rank writes its values into its own slots, in 20-bit halves (exact
   // in floats), and one sum gives every rank all of them.
-  const std::size_t P = static_cast<std::size_t>(size_), V = values.size(), me = static_cast<std::size_t>(rank_);
   for (const std::uint64_t v : values)
     if (v >> 40 != 0) throw InputError(fmt::format("{}: {} is too large to compare across ranks", what, v));
   std::vector<float> slots(2 * V * P, 0.0f);
@@ -200,11 +210,56 @@ void Distributed::same_on_all_ranks(std::span<const std::uint64_t> values, std::
     slots[2 * (me * V + j)] = static_cast<float>(values[j] & 0xFFFFF);
     slots[2 * (me * V + j) + 1] = static_cast<float>(values[j] >> 20);
   }
-  timed_sum(slots);
-  const auto value = [&](std::size_t rank, std::size_t j) {
-    const std::size_t at = 2 * (rank * V + j);
-    return static_cast<std::uint64_t>(slots[at]) | static_cast<std::uint64_t>(slots[at + 1]) << 20;
+  if (native) {
+    net::make_native_allreduce(*mpi_->transport)->sum(slots);
+  } else {
+    timed_sum(slots);
+  }
+  for (std::size_t at = 0; at < P * V; ++at)
+    all[at] = static_cast<std::uint64_t>(slots[2 * at]) | static_cast<std::uint64_t>(slots[2 * at + 1]) << 20;
+#else
+  (void)what;
+  (void)native;
+  std::copy(values.begin(), values.end(), all.begin() + static_cast<std::ptrdiff_t>(me * V));
+#endif
+  return all;
+}
+
+void Distributed::agree_on_flags() {
+  if (!active()) return;
+  // Over MPI_Allreduce itself: ranks given different --allreduce would otherwise wait in their first round for
+  // messages of another algorithm, for ever.
+  const std::uint64_t mine[] = {static_cast<std::uint64_t>(net::parse_algorithm(algorithm_)), sum_ ? 1u : 0u,
+                                weighted_ ? 1u : 0u, every_steps_};
+  constexpr std::size_t V = std::size(mine);
+  const auto all = gather(mine, "flags", true);
+  const auto text = [&](std::size_t rank, std::size_t j) -> std::string {
+    const std::uint64_t v = all[rank * V + j];
+    switch (j) {
+      case 0: return std::string(net::to_string(static_cast<net::Algorithm>(v)));
+      case 1: return v ? "sum" : "mean";
+      case 2: return v ? "on" : "off";
+      default: return v == 0 ? "epoch" : fmt::format("{}", v);
+    }
   };
+  static constexpr const char* kFlags[V] = {"--allreduce", "--combine", "--average-weighted", "--average-every"};
+  for (std::size_t j = 0; j < V; ++j) {
+    std::string each;
+    bool same = true;
+    for (std::size_t r = 0; r < static_cast<std::size_t>(size_); ++r) {
+      same = same && all[r * V + j] == all[j];
+      each += fmt::format("{}rank {} {}", r ? ", " : "", r, text(r, j));
+    }
+    if (!same) throw InputError(fmt::format("the ranks were given different {}: {}; every rank needs the same", kFlags[j], each));
+  }
+}
+
+void Distributed::same_on_all_ranks(std::span<const std::uint64_t> values, std::string_view what) {
+  if (!active()) return;
+#if ASGD_HAVE_MPI
+  const std::size_t P = static_cast<std::size_t>(size_), V = values.size();
+  const auto all = gather(values, what, false);
+  const auto value = [&](std::size_t rank, std::size_t j) { return all[rank * V + j]; };
   bool same = true;
   for (std::size_t r = 1; r < P; ++r)
     for (std::size_t j = 0; j < V; ++j) same = same && value(r, j) == value(0, j);
@@ -254,6 +309,7 @@ int run_distributed(const DistributedFlags& flags, const std::function<int(Distr
   Distributed dist(flags);
   if (!dist.active()) return body(dist);
   try {
+    dist.agree_on_flags();
     const int rc = body(dist);
     dist.finish();
     return rc;

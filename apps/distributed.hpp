@@ -60,7 +60,8 @@ class Distributed {
   // The indices of [0, n) this rank trains: rank, rank + P, rank + 2P, ...
   // With `equal`, every rank the same number, floor(n / P) (the last n mod P
   // indices are left out): for blocking rounds every rank must reach alike.
-  std::vector<std::size_t> shard(std::size_t n, bool equal = false) const;
+  // InputError when n < P ("N `what` cannot be shared by P ranks").
+  std::vector<std::size_t> shard(std::size_t n, std::string_view what, bool equal = false) const;
   std::string describe() const;  // "4 ranks, ring allreduce, averaging every epoch"
 
   // Before the Trainer is made: counts steps for step averaging, leaves
@@ -93,6 +94,11 @@ class Distributed {
   // rank); `what` names them. Before blocking rounds whose number every rank
   // must agree on: a job that would wait forever is refused at the start.
   void same_on_all_ranks(std::span<const std::uint64_t> values, std::string_view what);
+  // Collective, over MPI_Allreduce itself (not --allreduce, which is one of
+  // the things compared): InputError naming the flag and each rank's value
+  // unless every rank was given the same --allreduce, --combine,
+  // --average-weighted and --average-every. run_distributed calls it first.
+  void agree_on_flags();
   // Collective and blocking: `data` (as long on every rank) becomes the mean
   // of the ranks' (the CNN's momentum buffers at the end of an epoch).
   void mean_of_ranks(std::span<float> data);
@@ -120,6 +126,8 @@ class Distributed {
   std::unique_ptr<net::ModelAverager> averager_;
   double other_seconds_ = 0;  // in mean_of_ranks and same_on_all_ranks
   void timed_sum(std::span<float> data);  // the allreduce, its time added to other_seconds_
+  // Every rank's `values` (each below 2^40), rank by rank; over MPI_Allreduce when `native`, else --allreduce.
+  std::vector<std::uint64_t> gather(std::span<const std::uint64_t> values, std::string_view what, bool native);
 };
 
 // Runs `body` with this process's Distributed. In a multi-rank job an error

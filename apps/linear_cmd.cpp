@@ -51,11 +51,19 @@ sparse::SparseDataset select_rows(const sparse::SparseDataset& data, std::span<c
   return out;
 }
 
-std::string linear_model_metadata(double l2, std::uint32_t features, sparse::LinearLoss loss) {
-  if (loss == sparse::LinearLoss::logistic)
-    return nlohmann::json{{"model", "logistic"}, {"l2", l2}, {"features", features}}.dump();
-  return nlohmann::json{{"model", "linear"}, {"loss", sparse::to_string(loss)}, {"l2", l2}, {"features", features}}
-      .dump();
+std::string linear_model_metadata(double l2, std::uint32_t features, sparse::LinearLoss loss, int ranks) {
+  nlohmann::json j = loss == sparse::LinearLoss::logistic
+                         ? nlohmann::json{{"model", "logistic"}, {"l2", l2}, {"features", features}}
+                         : nlohmann::json{{"model", "linear"}, {"loss", sparse::to_string(loss)}, {"l2", l2},
+                                          {"features", features}};
+  if (ranks > 0) j["ranks"] = ranks;
+  return j.dump();
+}
+
+int linear_model_ranks(const std::string& metadata) {
+  const auto j = nlohmann::json::parse(metadata, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("ranks")) return 1;
+  return j["ranks"].get<int>();
 }
 
 sparse::LinearLoss linear_model_loss(const std::string& metadata) {
@@ -138,7 +146,7 @@ int train(const TrainFlags& f, Distributed& dist) {
   // Under mpirun each rank trains every P-th example (or its own file);
   // quality is reported on the whole set (rank 0's file).
   std::optional<sparse::SparseDataset> shard;
-  if (dist.active() && !per_rank_files) shard = select_rows(data, dist.shard(data.rows()));
+  if (dist.active() && !per_rank_files) shard = select_rows(data, dist.shard(data.rows(), "examples"));
   const sparse::LinearLoss loss = parse_flag("--loss", [&] { return sparse::parse_linear_loss(f.loss); });
   const sparse::LinearProblem problem(shard ? *shard : data, f.l2, loss);
   // Before training, what solve_lbfgs would refuse after it.
@@ -154,7 +162,9 @@ int train(const TrainFlags& f, Distributed& dist) {
   if (!f.test.empty() && dist.root()) test = sparse::read_libsvm(f.test, parse_unsorted(f.unsorted));
   options.on_progress = progress_printer("linear", f.quiet);
   options.checkpoint_path = f.checkpoint;
-  options.checkpoint_metadata = linear_model_metadata(f.l2, problem.num_features(), loss);
+  // With AdaGrad under mpirun every rank checkpoints its own sums: the file says how many ranks wrote them.
+  options.checkpoint_metadata = linear_model_metadata(f.l2, problem.num_features(), loss,
+                                                      options.schedule.has_adagrad() && dist.active() ? dist.size() : 0);
 
   if (f.until_epoch > options.epochs) {
     throw InputError(fmt::format("--until-epoch {}: past --epochs {}", f.until_epoch, options.epochs));
@@ -179,6 +189,13 @@ int train(const TrainFlags& f, Distributed& dist) {
     if (const auto saved_loss = linear_model_loss(saved.metadata); saved_loss != loss) {
       throw InputError(fmt::format("--resume {}: trained with --loss {}, not {}", f.resume,
                                    sparse::to_string(saved_loss), sparse::to_string(loss)));
+    }
+    // Each rank's sums fit the shard it trained: other ranks would take over sums built on other examples.
+    if (const int wrote = linear_model_ranks(saved.metadata);
+        options.schedule.has_adagrad() && !saved.optimizer_state.empty() && wrote != dist.size()) {
+      throw InputError(fmt::format("--resume {}: written by an AdaGrad job of {} rank(s), each with its own sums; "
+                                   "resume with {} rank(s), not {}",
+                                   f.resume, wrote, wrote, dist.size()));
     }
     trainer.load_checkpoint(std::move(saved), own);
     if (dist.root()) fmt::print(out, "resumed from {} at epoch {}\n", f.resume, trainer.state().epoch);

@@ -20,7 +20,11 @@ sparse::SparseDataset select_rows(const sparse::SparseDataset& data, std::span<c
 
 // The metadata stored with a linear model file ({"model": "logistic"} for
 // the logistic loss, as before there was a choice; else "linear" and "loss").
-std::string linear_model_metadata(double l2, std::uint32_t features, sparse::LinearLoss loss);
+// `ranks` > 0 is recorded: the ranks of an AdaGrad job under mpirun, each of
+// which checkpoints its own sums (a resume needs as many).
+std::string linear_model_metadata(double l2, std::uint32_t features, sparse::LinearLoss loss, int ranks = 0);
+// The ranks recorded by linear_model_metadata; 1 when none were.
+int linear_model_ranks(const std::string& metadata);
 // l2 from a model's metadata, or `fallback` when absent.
 double linear_model_l2(const std::string& metadata, double fallback);
 // The loss a model trained with (logistic when the metadata names none).

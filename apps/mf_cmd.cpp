@@ -263,7 +263,7 @@ int train_bpr(std::FILE* out, const MfTrainFlags& f, Distributed& dist) {
   // Under mpirun each rank trains every P-th training positive, drawing
   // negatives against all of them; the split is the same on every rank.
   std::optional<std::vector<std::size_t>> shard;
-  if (dist.active()) shard = dist.shard(split.train.size());
+  if (dist.active()) shard = dist.shard(split.train.size(), "training positives");
   const BprMf problem(split.train, mo, f.seed, shard ? &*shard : nullptr);
   TrainingStore t = make_store(out, f, problem.layout(), mo.init_scale, split.train);
   ParamStore& store = t.store;
@@ -387,7 +387,7 @@ int train(const MfTrainFlags& f, Distributed& dist) {
   // training set's mean; ids and evaluation sets are the same on all ranks.
   mo.mean = static_cast<float>(train_set.mean());
   std::optional<Ratings> shard;
-  if (dist.active()) shard = train_set.subset(dist.shard(train_set.size()));
+  if (dist.active()) shard = train_set.subset(dist.shard(train_set.size(), "training ratings"));
   const BiasedMf problem(shard ? *shard : train_set, mo, f.seed);
   const RatingRange range = RatingRange::of(train_set);
   TrainingStore t = make_store(out, f, problem.layout(), mo.init_scale, train_set);

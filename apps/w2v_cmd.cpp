@@ -312,6 +312,8 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
   // Every rank reads the whole corpus (one vocabulary, one noise
   // distribution) and trains its shard of the sentences.
   EncodedCorpus corpus = encode_corpus(reader, vocab);
+  // The whole corpus's words per epoch, what a checkpoint records (the same on every rank and in one process).
+  const std::uint64_t corpus_words = corpus.stats.kept_tokens;
   if (dist.active()) corpus = shard_of(corpus, dist);
   if (show_progress) {
     fmt::print(stderr, "asgd w2v: {} tokens, {} lines, vocabulary {} words, {} words in training\n",
@@ -330,11 +332,11 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
                          vocab_left_out);
   }
 
-  if (!f.resume.empty() && saved.corpus_tokens != 0 && saved.corpus_tokens != corpus.stats.kept_tokens) {
+  if (!f.resume.empty() && saved.corpus_tokens != 0 && saved.corpus_tokens != corpus_words) {
     fmt::print(stderr,
                "asgd w2v: warning: the checkpoint was trained on {} words per epoch, -train has {}; the rate "
                "schedule assumes the same corpus\n",
-               saved.corpus_tokens, corpus.stats.kept_tokens);
+               saved.corpus_tokens, corpus_words);
   }
   const Word2Vec model(corpus, vocab, m);
   // Before the parameters are allocated: a checkpoint whose metadata does not describe its own parameters
@@ -357,7 +359,7 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
   if (!(o.schedule.lr > 0)) throw InputError(fmt::format("-alpha {}: expected > 0", o.schedule.lr));
   o.schedule.floor = 1e-4f;
   o.checkpoint_path = f.checkpoint;
-  o.checkpoint_metadata = metadata(m, vocab, ResumeInfo{o.schedule.lr, corpus.stats.kept_tokens, o.epochs});
+  o.checkpoint_metadata = metadata(m, vocab, ResumeInfo{o.schedule.lr, corpus_words, o.epochs});
   const double words_per_sentence = model.words_per_example();
   if (show_progress) {
     o.progress_interval_seconds = 0.25;

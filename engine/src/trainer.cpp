@@ -230,6 +230,13 @@ void Trainer::load_checkpoint(CheckpointData data, const std::filesystem::path& 
     throw InputError(fmt::format("checkpoint {}: optimizer state has {} values for {} parameters", path.string(),
                                  sums.size(), store_.size()));
   }
+  // A resume continues the checkpointed run's step rule: sums dropped, or started from zero mid-run, would give
+  // another run than the uninterrupted one without a word.
+  if (sums.empty() == options_.schedule.has_adagrad()) {
+    throw InputError(fmt::format("checkpoint {} {}; resume with the step rule it was trained with", path.string(),
+                                 sums.empty() ? "holds no AdaGrad sums and this run uses AdaGrad"
+                                              : "holds AdaGrad sums and this run does not use AdaGrad"));
+  }
   adagrad_sums_ = std::move(sums);
 }
 

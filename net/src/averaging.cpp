@@ -69,7 +69,7 @@ bool ModelAverager::round(double weight, bool finished, bool overlap) {
     // Weighted, and no rank trained since the last round: average plainly.
     // Every rank sees the same total, so every rank takes this branch.
     for (std::size_t i = 0; i < n; ++i) buffer_[i] = snapshot_[i];
-    allreduce_.sum(std::span<float>(buffer_.data(), n));
+    timed_sum(std::span<float>(buffer_.data(), n));
     total = ranks;
   }
   const float inv = 1.0f / total;

@@ -247,6 +247,17 @@ TEST_F(Cli, ResumedTrainingEqualsUninterrupted) {
   EXPECT_FALSE(fs::exists(path("back")));
   r = with({"--epochs", "2", "--resume", path("ck"), "--model", path("back")});
   EXPECT_EQ(r.status, 2) << r.output;
+  // The step rule goes on as it was: AdaGrad's sums are not dropped, nor started from zero mid-run.
+  r = run({"linear", "train", "--data", path("r.svm"), "--epochs", "6", "--resume", path("ck"), "--quiet"});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("holds AdaGrad sums and this run does not use AdaGrad"), std::string::npos) << r.output;
+  ASSERT_EQ(run({"linear", "train", "--data", path("r.svm"), "--epochs", "6", "--until-epoch", "3", "--checkpoint",
+                 path("plain"), "--quiet"})
+                .status,
+            0);
+  r = with({"--epochs", "6", "--resume", path("plain")});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("holds no AdaGrad sums and this run uses AdaGrad"), std::string::npos) << r.output;
   // A model whose metadata holds a value of the wrong kind: exit 2 and say so (before: exit 1, a JSON exception).
   const auto d = asgd::read_checkpoint(path("full"));
   auto store = asgd::ParamStore::on_heap(d.layout);

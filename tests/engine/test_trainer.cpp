@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "../common/message_of.hpp"
 #include "asgd/engine/trainer.hpp"
 #include "toy_problems.hpp"
 
@@ -220,6 +221,34 @@ TEST(Trainer, ResumingFromACheckpointGivesTheUninterruptedResult) {
   o.schedule.adagrad = true;  // optimizer state must travel too
   const auto uninterrupted = train(p, o);
   EXPECT_EQ(crash_and_resume(p, o, o, ckpt), uninterrupted);
+  fs::remove(ckpt);
+}
+
+// A resume keeps the checkpointed run's step rule: a checkpoint with AdaGrad
+// sums is refused by a Trainer without AdaGrad (the sums would be dropped),
+// one without them by a Trainer with AdaGrad (they would start from zero).
+TEST(Trainer, AResumeKeepsTheStepRule) {
+  const fs::path ckpt = fs::temp_directory_path() / ("asgd-rule-" + std::to_string(::getpid()));
+  SharedQuadratic p{300, 6};
+  auto adagrad = decaying_over_six_epochs();
+  adagrad.schedule.adagrad = true;
+  auto plain = decaying_over_six_epochs();
+  for (const auto& [saved, resumed, why] :
+       {std::tuple{adagrad, plain, "holds AdaGrad sums and this run does not use AdaGrad"},
+        std::tuple{plain, adagrad, "holds no AdaGrad sums and this run uses AdaGrad"}}) {
+    {
+      auto store = ParamStore::on_heap(p.layout());
+      Trainer t(store, saved);
+      t.run(p, 1);
+      t.save_checkpoint(ckpt);
+    }
+    auto store = ParamStore::on_heap(p.layout());
+    Trainer t(store, resumed);
+    const auto msg = asgd::testing::message_of([&] { t.load_checkpoint(ckpt); });
+    EXPECT_NE(msg.find(why), std::string::npos) << msg;
+    Trainer same(store, saved);
+    EXPECT_NO_THROW(same.load_checkpoint(ckpt));
+  }
   fs::remove(ckpt);
 }
 

@@ -148,6 +148,8 @@ class Trainer {
   std::span<const float> adagrad_sums() const noexcept { return adagrad_sums_; }
 
   // Parameters + state + AdaGrad sums; resume with load_checkpoint + run().
+  // load_checkpoint throws InputError when the file holds AdaGrad sums and
+  // this Trainer's schedule has no AdaGrad, or the other way round.
   void save_checkpoint(const std::filesystem::path& path) const;
   void load_checkpoint(const std::filesystem::path& path);
   // The same from a checkpoint already read (read_checkpoint); `path` names it in errors.

@@ -83,6 +83,11 @@ TEST(Ratings, TimestampsAreOptionalAndHeadersMayNameAnything) {
                                     RatingsFormat::detect);
   ASSERT_EQ(tsv.size(), 2u);
   EXPECT_EQ(tsv.timestamp, (std::vector<std::int64_t>{978300760, 1200000000}));
+  // MovieLens's CSV names over tabs: the separator decides, not the names (was read as CSV and refused).
+  EXPECT_EQ(parse_ratings("userId\tmovieId\trating\ttimestamp\n1\t2\t5\t100\n2\t1\t3\t200\n", "r",
+                          RatingsFormat::detect)
+                .size(),
+            2u);
   // The data decide, not the header: three names over four fields, and four over three.
   const Ratings three = parse_ratings("user,item,rating\na,x,4,100\nb,y,2,101\n", "r", RatingsFormat::detect);
   ASSERT_EQ(three.size(), 2u);
@@ -94,7 +99,9 @@ TEST(Ratings, TimestampsAreOptionalAndHeadersMayNameAnything) {
   const auto msg = message_of([] { parse_ratings("a,x,4,5\nb,y,3\n", "r.csv", RatingsFormat::detect); });
   EXPECT_NE(msg.find("r.csv:2: expected 4 fields"), std::string::npos) << msg;
   // A first data line with a bad rating is an error, not a header: a header has no number in it.
-  for (const char* text : {"1,10,,100\n1,11,4,101\n", "1\t10\tNA\t100\n1\t11\t4\t101\n", "1,10,4.0x\n1,11,4\n"}) {
+  // Nor is one whose ids are names and whose rating is a missing-value mark.
+  for (const char* text : {"1,10,,100\n1,11,4,101\n", "1\t10\tNA\t100\n1\t11\t4\t101\n", "1,10,4.0x\n1,11,4\n",
+                           "alice,matrix,NA\nbob,matrix,4\n", "alice\tmatrix\tnull\nbob\tmatrix\t4\n"}) {
     const auto bad = message_of([&] { parse_ratings(text, "r", RatingsFormat::detect); });
     EXPECT_NE(bad.find("r:1: expected a numeric rating"), std::string::npos) << text << bad;
   }

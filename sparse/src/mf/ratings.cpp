@@ -182,8 +182,16 @@ std::size_t split_fields(std::string_view line, RatingsFormat f, std::string_vie
   }
 }
 
+// NA, N/A, NaN, null, none (any case): how data files mark a missing value.
+bool is_missing_mark(std::string_view field) {
+  std::string lower(field);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return lower == "na" || lower == "n/a" || lower == "nan" || lower == "null" || lower == "none";
+}
+
 RatingsFormat detect(std::string_view first_line) {
-  if (first_line.rfind("userId", 0) == 0 || first_line.find(',') != std::string_view::npos) return RatingsFormat::csv;
+  // (A header's separator decides too: "userId\tmovieId\t..." is tab-separated.)
+  if (first_line.find(',') != std::string_view::npos) return RatingsFormat::csv;
   if (first_line.find("::") != std::string_view::npos) return RatingsFormat::dat;
   if (first_line.find('\t') != std::string_view::npos) return RatingsFormat::udata;
   return RatingsFormat::libmf;
@@ -217,11 +225,13 @@ Ratings parse_ratings(std::string_view text, std::string_view source, RatingsFor
       if (format == RatingsFormat::detect) format = detect(line);
       const std::size_t n = split_fields(line, format, fields);
       // A CSV or TSV header (userId,movieId,rating,timestamp or any names): no field a number, the rating's a
-      // word. A data line with a bad rating (1,10,NA,100 or 1,10,,100) is still an error, not a header.
+      // word. A data line with a bad rating (1,10,NA,100 or 1,10,,100, or alice,matrix,NA with names for ids)
+      // is still an error, not a header: a missing-value mark is no column name.
       if ((format == RatingsFormat::csv || format == RatingsFormat::udata) && (n == 3 || n == 4)) {
         bool any_number = false;
         for (std::size_t k = 0; k < n; ++k) any_number = any_number || text::is_any_number(fields[k]);
-        const bool word = !fields[2].empty() && std::isalpha(static_cast<unsigned char>(fields[2][0]));
+        const bool word = !fields[2].empty() && std::isalpha(static_cast<unsigned char>(fields[2][0])) &&
+                          !is_missing_mark(fields[2]);
         if (!any_number && word) continue;
       }
     }

@@ -272,20 +272,23 @@ struct GenerateFlags {
   sparse::GeneratorOptions gen;
   std::size_t test_examples = 0;
   std::string out, test_out;
+  bool one_based = false;
 };
 
 int generate(const GenerateFlags& f) {
   std::FILE* const out = report_stream({f.out, f.test_out});
   if (f.test_examples > 0 && f.test_out.empty()) throw InputError("--test-examples needs --test-out FILE");
+  check_distinct("--test-out", f.test_out, {{"--out", f.out}});
   auto options = f.gen;
   options.examples += f.test_examples;
   const auto g = sparse::generate_sparse(options);
   const std::size_t n = f.gen.examples;
-  sparse::write_libsvm(f.out, slice_rows(g.data, 0, n));
+  const std::uint32_t first_id = f.one_based ? 1 : 0;
+  sparse::write_libsvm(f.out, slice_rows(g.data, 0, n), first_id);
   fmt::print(out, "wrote {} examples, {} features, {} non-zeros each to {}\n", n, options.features,
              options.nnz_per_example, f.out);
   if (f.test_examples > 0) {
-    sparse::write_libsvm(f.test_out, slice_rows(g.data, n, n + f.test_examples));
+    sparse::write_libsvm(f.test_out, slice_rows(g.data, n, n + f.test_examples), first_id);
     fmt::print(out, "wrote {} test examples to {}\n", f.test_examples, f.test_out);
   }
   return 0;
@@ -354,6 +357,9 @@ void add_linear_commands(CLI::App& app, int& exit_code) {
   gen_cmd->add_option("--test-examples", gf->test_examples, "Also write this many test examples")
       ->capture_default_str();
   gen_cmd->add_option("--test-out", gf->test_out, "Test file to write");
+  gen_cmd->add_flag("--one-based", gf->one_based,
+                    "Feature ids from 1, as LIBSVM and LIBLINEAR need (default: from 0, which asgd reads; a model "
+                    "trained on one-based ids is one weight wider)");
   gen_cmd->callback([gf, &exit_code] { exit_code = run_guarded([&] { return generate(*gf); }); });
 }
 

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -294,8 +295,11 @@ SparseDataset read_libsvm(const std::filesystem::path& path, UnsortedIds unsorte
   return parse_libsvm(text, name, unsorted);
 }
 
-void write_libsvm(const std::filesystem::path& path, const SparseDataset& data) {
+void write_libsvm(const std::filesystem::path& path, const SparseDataset& data, std::uint32_t first_id) {
   data.validate();
+  if (data.num_features > 0 && data.num_features - 1 > std::numeric_limits<std::uint32_t>::max() - first_id) {
+    throw InputError(fmt::format("{}: feature ids from {} would pass 2^32 - 1", path.string(), first_id));
+  }
   AtomicFile file(path);
   std::string buffer;
   constexpr std::size_t kFlushAt = std::size_t{1} << 20;
@@ -305,7 +309,7 @@ void write_libsvm(const std::filesystem::path& path, const SparseDataset& data) 
     buffer += data.label[r] > 0.0f ? "+1" : "-1";
     for (std::uint64_t k = data.row_ptr[r]; k < data.row_ptr[r + 1]; ++k) {
       buffer += ' ';
-      auto res = std::to_chars(number, number + sizeof number, data.index[k]);
+      auto res = std::to_chars(number, number + sizeof number, data.index[k] + first_id);
       *res.ptr++ = ':';
       // Shortest representation that reads back to the same float.
       res = std::to_chars(res.ptr, number + sizeof number, data.value[k]);

@@ -54,6 +54,42 @@ TEST_F(Cli, GenerateTrainEvalRoundTrip) {
   EXPECT_DOUBLE_EQ(number_after(r.output, "accuracy "), test_accuracy) << r.output;
 }
 
+// --one-based writes LIBSVM's ids (from 1, which LIBLINEAR needs), the same
+// examples one id up: a model trained on them is one (unused) weight wider
+// and as good. A test file that is the training file is refused.
+TEST_F(Cli, GenerateWritesOneBasedIdsWhenAsked) {
+  const std::vector<std::string> args = {"linear", "generate", "--examples", "500", "--features", "40", "--nnz", "5"};
+  const auto with = [&](std::vector<std::string> extra) {
+    auto a = args;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return run(a);
+  };
+  ASSERT_EQ(with({"--out", path("zero.svm")}).status, 0);
+  ASSERT_EQ(with({"--out", path("one.svm"), "--one-based"}).status, 0);
+  std::istringstream zero(slurp("zero.svm")), one(slurp("one.svm"));
+  std::size_t lines = 0;
+  bool saw_zero = false;
+  for (std::string a, b; std::getline(zero, a) && std::getline(one, b); ++lines) {
+    std::istringstream fa(a), fb(b);
+    std::string ta, tb;
+    fa >> ta;
+    fb >> tb;
+    ASSERT_EQ(ta, tb);  // the label
+    while (fa >> ta) {
+      ASSERT_TRUE(fb >> tb) << b;
+      const auto ca = ta.find(':'), cb = tb.find(':');
+      saw_zero = saw_zero || std::stoul(ta.substr(0, ca)) == 0;
+      EXPECT_EQ(std::stoul(tb.substr(0, cb)), std::stoul(ta.substr(0, ca)) + 1) << a << " | " << b;
+      EXPECT_EQ(tb.substr(cb), ta.substr(ca));
+    }
+  }
+  EXPECT_EQ(lines, 500u);
+  EXPECT_TRUE(saw_zero);  // the default file has id 0, the one-based none
+  const auto r = with({"--out", path("same.svm"), "--test-examples", "5", "--test-out", path("same.svm")});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--test-out: " + path("same.svm") + " is also --out's file"), std::string::npos) << r.output;
+}
+
 TEST_F(Cli, BadInputExitsTwoWithWhereAndWhat) {
   std::ofstream(path("bad.svm")) << "+1 3:1.0 5:2.0\n-1 4:x\n";
   auto r = run({"linear", "train", "--data", path("bad.svm")});

@@ -80,6 +80,8 @@ SparseDataset parse_libsvm(std::string_view text, std::string_view source_name,
 // renamed over `path`, so readers never see a half-written file.
 // InputError when the data is invalid or the directory cannot be written to;
 // RuntimeError when writing fails part-way (the temporary is removed).
-void write_libsvm(const std::filesystem::path& path, const SparseDataset& data);
+// `first_id` is added to every feature id: 1 writes LIBSVM's and LIBLINEAR's
+// convention (ids from 1; they refuse an id 0), 0 the ids as they are.
+void write_libsvm(const std::filesystem::path& path, const SparseDataset& data, std::uint32_t first_id = 0);
 
 }  // namespace asgd::sparse

@@ -46,6 +46,7 @@ struct MfTrainFlags {
   bool no_biases = false;
   bool shm_recover = false;  // take over a segment whose writer was killed
   bool adagrad = false, row_adagrad = false, quiet = false, sampled_eval = false;
+  std::vector<std::string> given;  // the options on the command line (their first names)
 };
 
 // Model file = checkpoint + JSON metadata (mean, options, id maps).
@@ -336,7 +337,17 @@ int train(const MfTrainFlags& f, Distributed& dist) {
       check_rewritten_output("MODEL_FILE (with --shm)", f.model_file);
     check_distinct("MODEL_FILE", f.model_file, {{"TRAIN_FILE", f.train_file}, {"-v", f.validation_file}});
   }
-  if (f.loss == "bpr") return train_bpr(out, f, dist);
+  // A flag of the other loss would be ignored: refused, so that nobody believes it was applied.
+  const auto only_with = [&](const char* loss, std::initializer_list<std::string_view> flags) {
+    for (const auto& flag : flags)
+      if (std::find(f.given.begin(), f.given.end(), flag) != f.given.end())
+        throw InputError(fmt::format("{}: only with --loss {}", flag, loss));
+  };
+  if (f.loss == "bpr") {
+    only_with("squared", {"-v", "--validation-fraction", "--schedule", "--bins", "--no-biases"});
+    return train_bpr(out, f, dist);
+  }
+  only_with("bpr", {"--positive", "--sampled-eval"});
   if (f.loss != "squared") throw InputError(fmt::format("--loss {}: expected squared or bpr", f.loss));
   const auto start = std::chrono::steady_clock::now();
   Ratings all = read_ratings(f.train_file, parse_ratings_format(f.format));
@@ -534,6 +545,9 @@ struct MfRecommendFlags {
 int recommend_cmd(const MfRecommendFlags& f) {
   std::FILE* const report = report_stream({f.all_users});
   if (f.user.empty() == f.all_users.empty()) throw InputError("recommend: give exactly one of --user U or --all-users FILE");
+  // Before anything is read: the lists must not replace the model or the ratings they exclude.
+  check_distinct("--all-users", f.all_users, {{"model_file", f.model_file}, {"--exclude", f.exclude}});
+  check_output("--all-users", f.all_users);
   LoadedModel m = load_model(f.model_file, f.shm);
   const FactorLayout layout = FactorLayout::of(m.store->layout());
   std::optional<SeenItems> seen;
@@ -641,6 +655,8 @@ void add_mf_commands(CLI::App& app, int& exit_code) {
     // data of tests/net/mpi_apps.sh (2 ranks, 50 epochs) it reached NDCG@10
     // 0.175 against the sum's 0.224 and one process's 0.231 (bench/RESULTS.md).
     if (t->loss == "bpr") sum_unless_chosen(t->dist, train_cmd->count("--combine") > 0);
+    for (const CLI::Option* o : train_cmd->get_options())
+      if (o->count() > 0) t->given.push_back(o->get_name());
     exit_code = run_guarded([&] { return run_distributed(t->dist, [&](Distributed& d) { return train(*t, d); }); });
   });
 

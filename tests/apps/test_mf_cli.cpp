@@ -36,6 +36,17 @@ TEST_F(MfCli, GenerateTrainPredictEvalRecommend) {
   std::size_t rows = 0;
   for (char c : r.output) rows += c == '\n';
   EXPECT_EQ(rows, 5u) << r.output;
+  // The lists of every user may not replace the model or the ratings they exclude.
+  const std::string model_bytes = slurp("m"), ratings_bytes = slurp("all.txt");
+  for (const auto& [victim, flag] : {std::pair{"m", "model_file"}, std::pair{"all.txt", "--exclude"}}) {
+    r = run({"mf", "recommend", path("m"), "--all-users", path(victim), "--exclude", path("all.txt")});
+    EXPECT_EQ(r.status, 2) << r.output;
+    EXPECT_NE(r.output.find(std::string("--all-users: ") + path(victim) + " is also " + flag + "'s file"),
+              std::string::npos)
+        << r.output;
+  }
+  EXPECT_EQ(slurp("m"), model_bytes);
+  EXPECT_EQ(slurp("all.txt"), ratings_bytes);
   // Errors: exit 2 and say what.
   r = run({"mf", "recommend", path("m"), "--user", "nobody"});
   EXPECT_EQ(r.status, 2) << r.output;
@@ -111,6 +122,21 @@ TEST_F(MfCli, LibmfFlagsValidationSplitAndBprModels) {
   EXPECT_LT(asgd::testing::number_after(r.output, "RMSE "), 1.0) << r.output;
   r = run({"mf", "train", "-t", "1", "--adagrad", "--row-adagrad", path("all.txt")});
   EXPECT_EQ(r.status, 2) << r.output;
+  // A flag of the other loss is refused, not ignored (before: BPR read no -v file and took any --schedule).
+  for (const auto& [extra, why] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--loss", "bpr", "-p", path("all.txt")}, "-v: only with --loss squared"},
+           {{"--loss", "bpr", "--schedule", "nonsense"}, "--schedule: only with --loss squared"},
+           {{"--loss", "bpr", "-n", "3"}, "--bins: only with --loss squared"},
+           {{"--loss", "bpr", "--validation-fraction", "0.5"}, "--validation-fraction: only with --loss squared"},
+           {{"--loss", "bpr", "--no-biases"}, "--no-biases: only with --loss squared"},
+           {{"--sampled-eval"}, "--sampled-eval: only with --loss bpr"},
+           {{"--positive", "3"}, "--positive: only with --loss bpr"}}) {
+    std::vector<std::string> args{"mf", "train", "-t", "1", path("all.txt")};
+    args.insert(args.end(), extra.begin(), extra.end());
+    r = run(args);
+    EXPECT_EQ(r.status, 2) << r.output;
+    EXPECT_NE(r.output.find(why), std::string::npos) << r.output;
+  }
 
   r = run({"mf", "train", "--loss", "bpr", "--positive", "3", "-k", "8", "-t", "5", "--test-fraction", "0.2",
            path("all.txt"), path("bpr.model")});

@@ -216,7 +216,12 @@ int train(const TrainFlags& f, Distributed& dist) {
     fmt::print(out, "mpi: {}\n", dist.traffic());
     if (!dist.root()) return 0;  // every rank holds the same model; rank 0 reports and writes it
   }
-  const auto w = store.snapshot();
+  // On the heap nobody else writes the parameters: they are evaluated in place (a copy is as large as the model,
+  // 8 GiB for ids near 2^31). In a shared segment other processes may go on training: a snapshot, so that every
+  // figure below is of the same weights.
+  std::vector<float> copy;
+  std::span<const float> w(std::as_const(store).data(), store.size());
+  if (store.is_shared()) w = copy = store.snapshot();
   print_quality(out, "train", whole, w);
   if (f.reference) {
     const auto opt = sparse::solve_lbfgs(whole);
@@ -224,7 +229,7 @@ int train(const TrainFlags& f, Distributed& dist) {
     fmt::print(out, "reference (L-BFGS, {} iterations, |grad| {:.1e}): objective {:.6f}; ours is {:.2e} relative above\n",
                opt.iterations, opt.gradient_norm, opt.objective, (ours - opt.objective) / opt.objective);
   }
-  if (test) print_quality(out, "test", sparse::LinearProblem(*test, f.l2, loss), weights_for(*test, w));
+  if (test) print_quality(out, "test", sparse::LinearProblem(*test, f.l2, loss), weights_for(*test, {w.begin(), w.end()}));
   if (!f.model.empty()) {
     trainer.save_checkpoint(f.model);
     fmt::print(out, "model written to {}\n", f.model);

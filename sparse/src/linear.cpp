@@ -79,8 +79,10 @@ LinearProblem::LinearProblem(const SparseDataset& data, double l2, LinearLoss lo
   if (data.rows() == 0) throw InputError("linear model: the dataset has no examples");
   if (data.num_features == 0) throw InputError("linear model: the dataset has no features");
 
-  std::vector<std::uint64_t> count(data.num_features, 0);
-  for (const auto u : data.index) ++count[u];
+  // 4-byte counts (saturating: a feature in more than 2^32 - 1 examples has a regulariser weight of n l2 / 2^32,
+  // next to nothing either way), freed before the problem is used: 8 bytes per feature at the peak here.
+  std::vector<std::uint32_t> count(data.num_features, 0);
+  for (const auto u : data.index) count[u] += count[u] != std::numeric_limits<std::uint32_t>::max();
   regulariser_.assign(data.num_features, 0.0f);
   const double n_l2 = static_cast<double>(data.rows()) * l2;
   for (std::size_t u = 0; u < count.size(); ++u) {

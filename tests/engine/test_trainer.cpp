@@ -212,6 +212,15 @@ TrainerOptions decaying_over_six_epochs() {
   o.schedule.lr = 0.05f;
   return o;
 }
+
+// Trains `epochs` epochs of `p` with `o` from zeros and checkpoints them in `path`.
+template <class P>
+void checkpoint_after(P& p, const asgd::TrainerOptions& o, std::uint64_t epochs, const fs::path& path) {
+  auto store = ParamStore::on_heap(p.layout());
+  Trainer t(store, o);
+  t.run(p, epochs);
+  t.save_checkpoint(path);
+}
 }  // namespace
 
 TEST(Trainer, ResumingFromACheckpointGivesTheUninterruptedResult) {
@@ -236,12 +245,7 @@ TEST(Trainer, AResumeKeepsTheStepRule) {
   for (const auto& [saved, resumed, why] :
        {std::tuple{adagrad, plain, "holds AdaGrad sums and this run does not use AdaGrad"},
         std::tuple{plain, adagrad, "holds no AdaGrad sums and this run uses AdaGrad"}}) {
-    {
-      auto store = ParamStore::on_heap(p.layout());
-      Trainer t(store, saved);
-      t.run(p, 1);
-      t.save_checkpoint(ckpt);
-    }
+    checkpoint_after(p, saved, 1, ckpt);
     auto store = ParamStore::on_heap(p.layout());
     Trainer t(store, resumed);
     const auto msg = asgd::testing::message_of([&] { t.load_checkpoint(ckpt); });
@@ -421,12 +425,7 @@ TEST(Trainer, ResumingPastTheEpochsAskedForIsRefused) {
   const fs::path ckpt = fs::temp_directory_path() / ("asgd-past-" + std::to_string(::getpid()));
   SharedQuadratic p{500, 4};
   auto o = decaying_over_six_epochs();
-  {
-    auto store = ParamStore::on_heap(p.layout());
-    Trainer t(store, o);
-    t.run(p, 4);
-    t.save_checkpoint(ckpt);
-  }
+  checkpoint_after(p, o, 4, ckpt);
   auto store = ParamStore::on_heap(p.layout());
   Trainer resumed(store, o);
   resumed.load_checkpoint(ckpt);

@@ -39,29 +39,30 @@ awk -v g="$gap" 'BEGIN { exit !(g < 1e-3) }' || fail "linear: $gap above the opt
 [[ "$rounds" -ge 32 ]] || fail "linear: $rounds rounds, expected at least 32"
 echo "linear, 4 ranks: $gap above the optimum, $rounds rounds"
 
+# refused_at_start WHAT PATTERN MPIEXEC-ARGS...: the job must end with an error (not hang) that says PATTERN.
+refused_at_start() {
+  local what="$1" pattern="$2"
+  shift 2
+  timeout 60 "$mpiexec" --oversubscribe "$@" > "$work/log" 2>&1
+  local status=$?
+  [[ $status -ne 0 && $status -ne 124 ]] || fail "$what (exit $status; 124: it hung)"
+  grep -q -- "$pattern" "$work/log" || fail "$what: no message '$pattern'"
+}
+two=("$asgd" linear train --workers 1 -q)
 # Ranks given different plans (here --epochs 2 and 3: one more blocking round on rank 1) are refused at the start,
 # naming each rank's plan, instead of waiting forever.
-timeout 60 "$mpiexec" --oversubscribe -n 1 "$asgd" linear train --data "$work/train.svm" --epochs 2 --workers 1 -q : \
-  -n 1 "$asgd" linear train --data "$work/train.svm" --epochs 3 --workers 1 -q > "$work/log" 2>&1
-status=$?
-[[ $status -ne 0 && $status -ne 124 ]] || fail "linear: ranks with different --epochs (exit $status; 124: it hung)"
-grep -q 'the ranks differ in epochs done/last epoch/--epochs' "$work/log" || fail "linear: no message naming the plans"
+refused_at_start "linear: ranks with different --epochs" 'the ranks differ in epochs done/last epoch/--epochs' \
+  -n 1 "${two[@]}" --data "$work/train.svm" --epochs 2 : -n 1 "${two[@]}" --data "$work/train.svm" --epochs 3
 echo "linear, 2 ranks given different --epochs: refused at the start"
 # So are ranks given different --allreduce (compared over MPI_Allreduce: each would wait for the other's messages
 # of another algorithm), and ranks whose models differ in size (the data's dimensions here).
-timeout 60 "$mpiexec" --oversubscribe -n 1 "$asgd" linear train --data "$work/train.svm" --epochs 2 --workers 1 -q \
-  --allreduce native : -n 2 "$asgd" linear train --data "$work/train.svm" --epochs 2 --workers 1 -q > "$work/log" 2>&1
-status=$?
-[[ $status -ne 0 && $status -ne 124 ]] || fail "linear: ranks with different --allreduce (exit $status; 124: it hung)"
-grep -q 'the ranks were given different --allreduce: rank 0 native, rank 1 ring, rank 2 ring' "$work/log" ||
-  fail "linear: no message naming each rank's --allreduce"
+refused_at_start "linear: ranks with different --allreduce" \
+  'the ranks were given different --allreduce: rank 0 native, rank 1 ring, rank 2 ring' \
+  -n 1 "${two[@]}" --data "$work/train.svm" --allreduce native : -n 2 "${two[@]}" --data "$work/train.svm"
 "$asgd" linear generate --out "$work/wider.svm" --examples 2000 --features 900 --nnz 10 --seed 5 > /dev/null ||
   fail "linear generate"
-timeout 60 "$mpiexec" --oversubscribe -n 1 "$asgd" linear train --data "$work/train.svm" --epochs 2 --workers 1 -q : \
-  -n 1 "$asgd" linear train --data "$work/wider.svm" --epochs 2 --workers 1 -q > "$work/log" 2>&1
-status=$?
-[[ $status -ne 0 && $status -ne 124 ]] || fail "linear: ranks with models of two sizes (exit $status; 124: it hung)"
-grep -q 'the ranks differ in the number of parameters' "$work/log" || fail "linear: no message for two model sizes"
+refused_at_start "linear: ranks with models of two sizes" 'the ranks differ in the number of parameters' \
+  -n 1 "${two[@]}" --data "$work/train.svm" : -n 1 "${two[@]}" --data "$work/wider.svm"
 echo "linear, ranks given different --allreduce or data of other dimensions: refused at the start"
 # Fewer examples than ranks: said so (before: "the dataset has no examples" from the rank left without one).
 head -n 3 "$work/train.svm" > "$work/three.svm"

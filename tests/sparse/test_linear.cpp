@@ -291,6 +291,28 @@ TEST(Lbfgs, StopsAtTheIterationLimit) {
 // about 2e-2 away on this problem.
 // At rate lr a step is proximal in the regulariser: w_u moves to
 // (w_u - lr dloss/dw_u) / (1 + lr r_u), whatever lr r_u.
+// Plain SGD through one Racy sink: `epochs` shuffled passes (seeded by
+// `seed`) at rate `rate(epoch)`, into w; returns the first and last epochs'
+// mean losses.
+template <class Rate>
+std::pair<double, double> sgd(const LinearProblem& problem, std::vector<float>& w, int epochs, Rate rate,
+                              std::uint64_t seed) {
+  const Racy policy;
+  UpdateSink<Racy> sink(w.data(), w.size(), policy);
+  std::vector<std::size_t> order(problem.num_examples());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::mt19937_64 rng(seed);
+  double first = 0.0, last = 0.0;
+  for (int epoch = 0; epoch < epochs; ++epoch) {
+    std::shuffle(order.begin(), order.end(), rng);
+    sink.set_learning_rate(static_cast<float>(rate(epoch)));
+    double loss = 0.0;
+    for (const auto i : order) loss += problem.gradient(i, sink);
+    (epoch == 0 ? first : last) = loss / static_cast<double>(order.size());
+  }
+  return {first, last};
+}
+
 TEST(LinearProblem, TheRegulariserIsSteppedImplicitly) {
   const auto g = small_data(50, 40, 4, 9);
   const LinearProblem problem(g.data, 1.0);  // n l2 / d_u = 50 / d_u > 2: explicit steps at lr 0.5 would blow up
@@ -319,17 +341,7 @@ TEST(Sgd, RareFeaturesStayStableAtALargeRate) {
             9.0f);
   const double optimum = solve_lbfgs(problem).objective;
   std::vector<float> w(problem.layout().size(), 0.0f);
-  const Racy policy;
-  UpdateSink<Racy> sink(w.data(), w.size(), policy);
-  std::vector<std::size_t> order(problem.num_examples());
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  std::mt19937_64 rng(5);
-  constexpr int kEpochs = 20;
-  for (int epoch = 0; epoch < kEpochs; ++epoch) {
-    std::shuffle(order.begin(), order.end(), rng);
-    sink.set_learning_rate(static_cast<float>(0.5 / (1.0 + 0.05 * epoch)));  // lr r_u > 2.5 throughout
-    for (const auto i : order) problem.gradient(i, sink);
-  }
+  sgd(problem, w, 20, [](int epoch) { return 0.5 / (1.0 + 0.05 * epoch); }, 5);  // lr r_u > 2.5 throughout
   // Within SGD's noise at a rate still 0.26 (1.6e-3 above); explicit steps ended 2e13 above.
   const double reached = problem.objective(std::span<const float>(w));
   EXPECT_LT((reached - optimum) / optimum, 5e-3) << "reached " << reached << ", optimum " << optimum;
@@ -341,20 +353,8 @@ TEST(Sgd, ThroughTheUpdateSinkReachesTheLbfgsOptimum) {
   const double optimum = solve_lbfgs(problem).objective;
 
   std::vector<float> w(problem.layout().size(), 0.0f);
-  const Racy policy;
-  UpdateSink<Racy> sink(w.data(), w.size(), policy);
-  std::vector<std::size_t> order(problem.num_examples());
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  std::mt19937_64 rng(11);
-  constexpr int kEpochs = 40;
-  double first_epoch_loss = 0.0, last_epoch_loss = 0.0;
-  for (int epoch = 0; epoch < kEpochs; ++epoch) {
-    std::shuffle(order.begin(), order.end(), rng);
-    sink.set_learning_rate(static_cast<float>(0.5 / (1.0 + 0.05 * epoch)));
-    double loss = 0.0;
-    for (const auto i : order) loss += problem.gradient(i, sink);
-    (epoch == 0 ? first_epoch_loss : last_epoch_loss) = loss / static_cast<double>(order.size());
-  }
+  const auto [first_epoch_loss, last_epoch_loss] =
+      sgd(problem, w, 40, [](int epoch) { return 0.5 / (1.0 + 0.05 * epoch); }, 11);
   const double reached = problem.objective(std::span<const float>(w));
   EXPECT_LT((reached - optimum) / optimum, 1e-3) << "reached " << reached << ", optimum " << optimum;
   EXPECT_GE(reached, optimum - 1e-9);  // nothing beats the optimum

@@ -231,7 +231,10 @@ int train(const TrainFlags& f, Distributed& dist) {
   }
   if (test) print_quality(out, "test", sparse::LinearProblem(*test, f.l2, loss), weights_for(*test, {w.begin(), w.end()}));
   if (!f.model.empty()) {
-    trainer.save_checkpoint(f.model);
+    // Rank 0 alone writes the model, with its own AdaGrad sums and no rank files: it records no ranks, so one
+    // process may resume it (checkpoints of an AdaGrad job record theirs).
+    save_checkpoint(f.model, store, trainer.state(), trainer.adagrad_sums(),
+                    linear_model_metadata(f.l2, problem.num_features(), loss));
     fmt::print(out, "model written to {}\n", f.model);
   }
   if (!f.shm.empty()) fmt::print(out, "parameters stay in shared segment '{}' (asgd shm remove {})\n", f.shm, f.shm);

@@ -46,7 +46,8 @@ struct MfTrainFlags {
   bool no_biases = false;
   bool shm_recover = false;  // take over a segment whose writer was killed
   bool adagrad = false, row_adagrad = false, quiet = false, sampled_eval = false;
-  std::vector<std::string> given;  // the options on the command line (their first names)
+  // The options on the command line: each one's first name ("--bins") and all of them ("-n,--bins").
+  std::vector<std::pair<std::string, std::string>> given;
 };
 
 // Model file = checkpoint + JSON metadata (mean, options, id maps).
@@ -340,8 +341,12 @@ int train(const MfTrainFlags& f, Distributed& dist) {
   // A flag of the other loss would be ignored: refused, so that nobody believes it was applied.
   const auto only_with = [&](const char* loss, std::initializer_list<std::string_view> flags) {
     for (const auto& flag : flags)
-      if (std::find(f.given.begin(), f.given.end(), flag) != f.given.end())
-        throw InputError(fmt::format("{}: only with --loss {}", flag, loss));
+      for (const auto& [first, all] : f.given) {
+        if (first != flag) continue;
+        std::string names = all;  // as the user may have typed any of them
+        std::replace(names.begin(), names.end(), ',', '/');
+        throw InputError(fmt::format("{}: only with --loss {}", names, loss));
+      }
   };
   if (f.loss == "bpr") {
     only_with("squared", {"-v", "--validation-fraction", "--schedule", "--bins", "--no-biases"});
@@ -656,7 +661,7 @@ void add_mf_commands(CLI::App& app, int& exit_code) {
     // 0.175 against the sum's 0.224 and one process's 0.231 (bench/RESULTS.md).
     if (t->loss == "bpr") sum_unless_chosen(t->dist, train_cmd->count("--combine") > 0);
     for (const CLI::Option* o : train_cmd->get_options())
-      if (o->count() > 0) t->given.push_back(o->get_name());
+      if (o->count() > 0) t->given.emplace_back(o->get_name(), o->get_name(false, true));
     exit_code = run_guarded([&] { return run_distributed(t->dist, [&](Distributed& d) { return train(*t, d); }); });
   });
 

@@ -19,6 +19,7 @@
 #include <optional>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "asgd/engine/consistency.hpp"
 #include "asgd/engine/errors.hpp"
@@ -117,6 +118,19 @@ struct FreeDeleter {
   void operator()(float* p) const noexcept { std::free(p); }
 };
 
+// Writer slot i's pid and start time, of one occupant: the pid is read again after the start time, and a slot
+// that changed hands in between is read again (else a detached writer's pid could meet its successor's start).
+std::pair<std::int32_t, std::uint64_t> read_slot(const SegmentHeader& h, std::size_t i) {
+  auto& h_ = const_cast<SegmentHeader&>(h);
+  const std::atomic_ref<std::int32_t> pid_ref(h_.writers[i]);
+  const std::atomic_ref<std::uint64_t> start_ref(h_.writer_starts[i]);
+  for (;;) {
+    const std::int32_t pid = pid_ref.load(std::memory_order_acquire);
+    const std::uint64_t started = start_ref.load(std::memory_order_acquire);
+    if (pid_ref.load(std::memory_order_acquire) == pid) return {pid, started};
+  }
+}
+
 // Reads and checks the header of an opened segment.
 SegmentInfo read_info(const std::string& name, const SegmentHeader* h, std::size_t mapped_bytes) {
   if (mapped_bytes < kHeaderBytes ||
@@ -144,11 +158,8 @@ SegmentInfo read_info(const std::string& name, const SegmentHeader* h, std::size
     info.layout.assign(h->layout_text, h->layout_text_bytes);
   }
   for (std::size_t i = 0; i < kMaxWriters; ++i) {
-    const int pid =
-        std::atomic_ref<std::int32_t>(const_cast<std::int32_t&>(h->writers[i])).load(std::memory_order_acquire);
+    const auto [pid, started] = read_slot(*h, i);
     if (pid == 0) continue;
-    const std::uint64_t started =
-        std::atomic_ref<std::uint64_t>(const_cast<std::uint64_t&>(h->writer_starts[i])).load(std::memory_order_acquire);
     (process_alive(pid, started) ? info.writers : info.dead_writers).push_back(pid);
   }
   return info;
@@ -197,9 +208,8 @@ struct ParamStore::Storage {
 
   void clear_dead_writers() {
     for (std::size_t i = 0; i < kMaxWriters; ++i) {
-      std::int32_t pid = std::atomic_ref<std::int32_t>(header->writers[i]).load(std::memory_order_acquire);
+      auto [pid, when] = read_slot(*header, i);
       auto started = std::atomic_ref<std::uint64_t>(header->writer_starts[i]);
-      const std::uint64_t when = started.load(std::memory_order_acquire);
       if (pid != 0 && !process_alive(pid, when)) {
         std::uint64_t expected = when;  // only if no new writer has taken the slot meanwhile
         if (started.compare_exchange_strong(expected, 0, std::memory_order_acq_rel))

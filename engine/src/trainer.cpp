@@ -224,20 +224,25 @@ void Trainer::save_checkpoint(const std::filesystem::path& path) const {
 void Trainer::load_checkpoint(const std::filesystem::path& path) { load_checkpoint(read_checkpoint(path), path); }
 
 void Trainer::load_checkpoint(CheckpointData data, const std::filesystem::path& path) {
-  std::vector<float> sums;
-  state_ = ::asgd::load_checkpoint(std::move(data), path, store_, &sums);
-  if (!sums.empty() && sums.size() != store_.size()) {
+  // Both checks before anything is loaded: a refused resume leaves the parameters (a shared segment others may
+  // be training) as they were.
+  // (Another model altogether is load_checkpoint's error, said first.)
+  const std::vector<float>& sums = data.optimizer_state;
+  const bool same_model = data.layout.hash() == store_.layout().hash();
+  if (same_model && !sums.empty() && sums.size() != store_.size()) {
     throw InputError(fmt::format("checkpoint {}: optimizer state has {} values for {} parameters", path.string(),
                                  sums.size(), store_.size()));
   }
   // A resume continues the checkpointed run's step rule: sums dropped, or started from zero mid-run, would give
   // another run than the uninterrupted one without a word.
-  if (sums.empty() == options_.schedule.has_adagrad()) {
+  if (same_model && sums.empty() == options_.schedule.has_adagrad()) {
     throw InputError(fmt::format("checkpoint {} {}; resume with the step rule it was trained with", path.string(),
                                  sums.empty() ? "holds no AdaGrad sums and this run uses AdaGrad"
                                               : "holds AdaGrad sums and this run does not use AdaGrad"));
   }
-  adagrad_sums_ = std::move(sums);
+  std::vector<float> loaded;
+  state_ = ::asgd::load_checkpoint(std::move(data), path, store_, &loaded);
+  adagrad_sums_ = std::move(loaded);
 }
 
 }  // namespace asgd

@@ -297,8 +297,10 @@ SparseDataset read_libsvm(const std::filesystem::path& path, UnsortedIds unsorte
 
 void write_libsvm(const std::filesystem::path& path, const SparseDataset& data, std::uint32_t first_id) {
   data.validate();
-  if (data.num_features > 0 && data.num_features - 1 > std::numeric_limits<std::uint32_t>::max() - first_id) {
-    throw InputError(fmt::format("{}: feature ids from {} would pass 2^32 - 1", path.string(), first_id));
+  if (first_id > kMaxFeatureId ||
+      (data.num_features > 0 && data.num_features - 1 > kMaxFeatureId - first_id)) {
+    throw InputError(fmt::format("{}: feature ids from {} would pass {}, the largest a reader takes", path.string(),
+                                 first_id, kMaxFeatureId));
   }
   AtomicFile file(path);
   std::string buffer;

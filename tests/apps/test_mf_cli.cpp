@@ -124,9 +124,9 @@ TEST_F(MfCli, LibmfFlagsValidationSplitAndBprModels) {
   EXPECT_EQ(r.status, 2) << r.output;
   // A flag of the other loss is refused, not ignored (before: BPR read no -v file and took any --schedule).
   for (const auto& [extra, why] : std::vector<std::pair<std::vector<std::string>, std::string>>{
-           {{"--loss", "bpr", "-p", path("all.txt")}, "-v: only with --loss squared"},
+           {{"--loss", "bpr", "-p", path("all.txt")}, "-v/-p: only with --loss squared"},
            {{"--loss", "bpr", "--schedule", "nonsense"}, "--schedule: only with --loss squared"},
-           {{"--loss", "bpr", "-n", "3"}, "--bins: only with --loss squared"},
+           {{"--loss", "bpr", "-n", "3"}, "-n/--bins: only with --loss squared"},
            {{"--loss", "bpr", "--validation-fraction", "0.5"}, "--validation-fraction: only with --loss squared"},
            {{"--loss", "bpr", "--no-biases"}, "--no-biases: only with --loss squared"},
            {{"--sampled-eval"}, "--sampled-eval: only with --loss bpr"},

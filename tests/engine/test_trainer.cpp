@@ -250,6 +250,7 @@ TEST(Trainer, AResumeKeepsTheStepRule) {
     Trainer t(store, resumed);
     const auto msg = asgd::testing::message_of([&] { t.load_checkpoint(ckpt); });
     EXPECT_NE(msg.find(why), std::string::npos) << msg;
+    EXPECT_EQ(store.snapshot(), std::vector<float>(store.size(), 0.0f));  // refused before anything was loaded
     Trainer same(store, saved);
     EXPECT_NO_THROW(same.load_checkpoint(ckpt));
   }

@@ -124,6 +124,11 @@ echo "linear-adagrad, 2 ranks: checkpoints at different epochs are refused, and 
 grep -q 'written by an AdaGrad job of 2 rank(s), each with its own sums; resume with 2 rank(s), not 1' "$work/log" ||
   fail "linear-adagrad: no message naming the ranks that wrote the checkpoint"
 echo "linear-adagrad: a 2-rank checkpoint resumed by one process is refused"
+# The model file is rank 0's alone (no rank files): one process may resume it.
+linear_adagrad_job --until-epoch 1 --model "$work/adagrad-model" > "$work/log" 2>&1 || fail "linear-adagrad --model"
+"$asgd" linear train --data "$work/odd.svm" --epochs 6 --workers 1 --features 500 -q --adagrad \
+  --resume "$work/adagrad-model" > "$work/log" 2>&1 || fail "linear-adagrad: its --model file could not be resumed"
+echo "linear-adagrad: a 2-rank job's --model file is resumed by one process"
 # Resumed with fewer epochs than the checkpoint holds: refused on every rank, as in one process.
 linear_job --resume "$work/linear-ck" --until-epoch 2 --model "$work/back" > "$work/log" 2>&1 &&
   fail "linear: resumed past --until-epoch and went on"

@@ -16,7 +16,8 @@
 //    A file with ids near 2^31 therefore needs 8 GiB of weights, and
 //    `asgd linear train` twice that at its peak (the parameters and the
 //    model's per-feature regulariser weights; measured: 2.1 GB for ids up
-//    to 2^28 - 1); remap such ids before training.
+//    to 2^28 - 1), more with --test (a copy of the weights and a second
+//    problem); remap such ids before training.
 //  * value: a finite float (std::from_chars, so no hex, no locale); explicit
 //    zeros are kept.
 //  * Tokens are separated by spaces, tabs or '\r' (so CRLF files read as they

@@ -64,16 +64,15 @@ Distributed::Distributed(const DistributedFlags& flags) : mpi_(std::make_unique<
   }
   sum_ = flags.combine == "sum";
   if (sum_ && weighted_) throw InputError("--average-weighted weights the mean; it does not apply to --combine sum");
-  algorithm_ = std::string(net::to_string(net::parse_algorithm(flags.allreduce)));
+  algorithm_ = net::parse_algorithm(flags.allreduce);
 #if ASGD_HAVE_MPI
   if (!net::MpiSession::launched_by_mpi()) return;
   mpi_->session = std::make_unique<net::MpiSession>(nullptr, nullptr, MPI_THREAD_SERIALIZED);
   mpi_->transport = std::make_unique<net::MpiTransport>();
   rank_ = mpi_->transport->rank();
   size_ = mpi_->transport->size();
-  const auto algorithm = net::parse_algorithm(flags.allreduce);
-  mpi_->allreduce = algorithm == net::Algorithm::native ? net::make_native_allreduce(*mpi_->transport)
-                                                        : net::make_allreduce(algorithm, *mpi_->transport);
+  mpi_->allreduce = algorithm_ == net::Algorithm::native ? net::make_native_allreduce(*mpi_->transport)
+                                                         : net::make_allreduce(algorithm_, *mpi_->transport);
   if (rank_ != 0) {
     // One rank speaks for the job; the others' errors still reach stderr.
     std::fflush(stdout);
@@ -112,7 +111,7 @@ std::vector<std::size_t> Distributed::shard(std::size_t n, std::string_view what
 }
 
 std::string Distributed::describe() const {
-  return fmt::format("{} ranks, {} allreduce, {} every {}{}", size_, algorithm_,
+  return fmt::format("{} ranks, {} allreduce, {} every {}{}", size_, net::to_string(algorithm_),
                      sum_ ? "summing updates" : "averaging models",
                      every_steps_ == 0 ? std::string("epoch") : fmt::format("{} local steps", every_steps_),
                      weighted_ ? " (weighted by examples)" : "");
@@ -229,7 +228,7 @@ void Distributed::agree_on_flags() {
   if (!active()) return;
   // Over MPI_Allreduce itself: ranks given different --allreduce would otherwise wait in their first round for
   // messages of another algorithm, for ever.
-  const std::uint64_t mine[] = {static_cast<std::uint64_t>(net::parse_algorithm(algorithm_)), sum_ ? 1u : 0u,
+  const std::uint64_t mine[] = {static_cast<std::uint64_t>(algorithm_), sum_ ? 1u : 0u,
                                 weighted_ ? 1u : 0u, every_steps_};
   constexpr std::size_t V = std::size(mine);
   const auto all = gather(mine, "flags", true);

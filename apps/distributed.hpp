@@ -17,10 +17,10 @@
 #include <vector>
 
 #include "asgd/engine/param_store.hpp"
+#include "asgd/net/allreduce.hpp"
 #include "asgd/engine/trainer.hpp"
 
 namespace asgd::net {
-class Allreduce;
 class ModelAverager;
 class Transport;
 }  // namespace asgd::net
@@ -119,7 +119,7 @@ class Distributed {
   std::uint64_t every_steps_ = 0;
   bool weighted_ = false;
   bool sum_ = false;
-  std::string algorithm_;
+  net::Algorithm algorithm_{};  // of --allreduce
   Trainer* trainer_ = nullptr;
   std::filesystem::path checkpoint_;
   std::uint64_t checkpoint_every_ = 1;

@@ -182,11 +182,11 @@ std::size_t split_fields(std::string_view line, RatingsFormat f, std::string_vie
   }
 }
 
-// NA, N/A, NaN, null, none (any case): how data files mark a missing value.
+// NA, N/A, null, none (any case): how data files mark a missing value (NaN is a number to text::is_any_number).
 bool is_missing_mark(std::string_view field) {
   std::string lower(field);
   for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return lower == "na" || lower == "n/a" || lower == "nan" || lower == "null" || lower == "none";
+  return lower == "na" || lower == "n/a" || lower == "null" || lower == "none";
 }
 
 RatingsFormat detect(std::string_view first_line) {

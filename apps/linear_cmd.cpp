@@ -148,15 +148,17 @@ int train(const TrainFlags& f, Distributed& dist) {
   std::optional<sparse::SparseDataset> shard;
   if (dist.active() && !per_rank_files) shard = select_rows(data, dist.shard(data.rows(), "examples"));
   const sparse::LinearLoss loss = parse_flag("--loss", [&] { return sparse::parse_linear_loss(f.loss); });
-  const sparse::LinearProblem problem(shard ? *shard : data, f.l2, loss);
+  // The whole set's problem (for the report and the reference), and this rank's shard of it with the whole set's
+  // regulariser weights. (Per-rank files ({rank}) have no whole set here: each rank counts its own features.)
+  const sparse::LinearProblem whole(data, f.l2, loss);
+  std::optional<sparse::LinearProblem> own_shard;
+  if (shard) own_shard.emplace(*shard, whole);
+  const sparse::LinearProblem& problem = shard ? *own_shard : whole;
   // Before training, what solve_lbfgs would refuse after it.
   if (f.reference && !problem.smooth())
     throw InputError(fmt::format("--reference: not with --loss {} (not smooth: L-BFGS has no optimum to give; "
                                  "squared-hinge has)",
                                  f.loss));
-  std::optional<sparse::LinearProblem> all_rows;  // only when this rank trains a shard
-  if (shard) all_rows.emplace(data, f.l2, loss);
-  const sparse::LinearProblem& whole = shard ? *all_rows : problem;
   // Read before training, so that a bad --test file fails now rather than after the run.
   std::optional<sparse::SparseDataset> test;
   if (!f.test.empty() && dist.root()) test = sparse::read_libsvm(f.test, parse_unsorted(f.unsorted));

@@ -90,6 +90,16 @@ LinearProblem::LinearProblem(const SparseDataset& data, double l2, LinearLoss lo
   }
 }
 
+LinearProblem::LinearProblem(const SparseDataset& shard, const LinearProblem& whole)
+    : data_(&shard), l2_(whole.l2_), loss_(whole.loss_), regulariser_(whole.regulariser_) {
+  shard.validate();
+  if (shard.rows() == 0) throw InputError("linear model: the dataset has no examples");
+  if (shard.num_features != whole.num_features()) {
+    throw InputError(fmt::format("linear model: a shard of {} features of a set of {}", shard.num_features,
+                                 whole.num_features()));
+  }
+}
+
 Layout LinearProblem::layout() const {
   Layout layout;
   layout.add("weights", {data_->num_features});

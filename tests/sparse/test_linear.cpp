@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "../common/message_of.hpp"
 #include "asgd/engine/errors.hpp"
 #include "asgd/engine/update_sink.hpp"
 #include "asgd/sparse/generator.hpp"
@@ -289,6 +290,37 @@ TEST(Lbfgs, StopsAtTheIterationLimit) {
 // epoch with a decaying rate, ends within 1e-3 (relative) of the L-BFGS
 // optimum. A regulariser split that were off by a factor of 2 would leave it
 // about 2e-2 away on this problem.
+// A shard of the set trains its own examples with the whole set's
+// regulariser weights (n l2 / d_u over every example), l2 and loss.
+TEST(LinearProblem, AShardKeepsTheWholeSetsRegulariser) {
+  const auto g = small_data(300, 50, 4, 13);
+  const LinearProblem whole(g.data, 0.01, LinearLoss::squared_hinge);
+  SparseDataset half;
+  half.num_features = g.data.num_features;
+  half.row_ptr = {0};
+  for (std::size_t i = 0; i < g.data.rows(); i += 2) {
+    for (std::uint64_t k = g.data.row_ptr[i]; k < g.data.row_ptr[i + 1]; ++k) {
+      half.index.push_back(g.data.index[k]);
+      half.value.push_back(g.data.value[k]);
+    }
+    half.row_ptr.push_back(half.index.size());
+    half.label.push_back(g.data.label[i]);
+  }
+  const LinearProblem shard(half, whole);
+  EXPECT_EQ(shard.num_examples(), 150u);
+  EXPECT_EQ(shard.loss(), LinearLoss::squared_hinge);
+  EXPECT_EQ(shard.l2(), 0.01);
+  const auto a = shard.regulariser_per_feature(), b = whole.regulariser_per_feature();
+  EXPECT_TRUE(std::equal(a.begin(), a.end(), b.begin(), b.end()));
+  const LinearProblem counted_alone(half, 0.01);  // its own counts: other weights
+  const auto c = counted_alone.regulariser_per_feature();
+  EXPECT_FALSE(std::equal(a.begin(), a.end(), c.begin(), c.end()));
+  SparseDataset wider = half;
+  wider.num_features += 1;
+  EXPECT_NE(asgd::testing::message_of([&] { LinearProblem(wider, whole); }).find("a shard of 51 features of a set of 50"),
+            std::string::npos);
+}
+
 // At rate lr a step is proximal in the regulariser: w_u moves to
 // (w_u - lr dloss/dw_u) / (1 + lr r_u), whatever lr r_u.
 // Plain SGD through one Racy sink: `epochs` shuffled passes (seeded by

@@ -87,6 +87,14 @@ class LinearProblem {
   LinearProblem(const SparseDataset& data, double l2, LinearLoss loss = LinearLoss::logistic);
   // A temporary dataset would dangle.
   LinearProblem(SparseDataset&& data, double l2, LinearLoss loss = LinearLoss::logistic) = delete;
+  // The examples of `shard` (a part of `whole`'s data, as wide) with `whole`'s
+  // l2, loss and regulariser weights n l2 / d_u counted over the whole set:
+  // what each rank under mpirun trains, so that the ranks' mean model has the
+  // whole problem's optimum. (With its own counts a rank regularised a
+  // feature only it holds by n_p l2 / d_u^p, and averaged with ranks that
+  // leave it alone the feature ended regularised P times too little.)
+  LinearProblem(const SparseDataset& shard, const LinearProblem& whole);
+  LinearProblem(SparseDataset&& shard, const LinearProblem& whole) = delete;
 
   // One tensor "weights" of num_features floats.
   Layout layout() const;

@@ -315,9 +315,13 @@ int train_bpr(std::FILE* out, const MfTrainFlags& f, Distributed& dist) {
     const auto loo_popularity = popularity_scores(loo.train, items);
     const auto sampled_pop =
         evaluate_sampled_with(popularity_scorer(loo_popularity), items, loo.test, all_seen, 99, 10, f.split_seed);
-    fmt::print(out, "leave-one-out by time vs 99 sampled negatives, {} users: BPR HR@10 {:.4f} NDCG@10 {:.4f}; "
+    const std::string short_lists =
+        sampled.short_lists == 0
+            ? std::string()
+            : fmt::format(" ({} with fewer unseen items, ranked against all of them)", sampled.short_lists);
+    fmt::print(out, "leave-one-out by time vs 99 sampled negatives, {} users{}: BPR HR@10 {:.4f} NDCG@10 {:.4f}; "
                "most-popular HR@10 {:.4f} NDCG@10 {:.4f}\n",
-               sampled.users, sampled.hit_rate, sampled.ndcg, sampled_pop.hit_rate, sampled_pop.ndcg);
+               sampled.users, short_lists, sampled.hit_rate, sampled.ndcg, sampled_pop.hit_rate, sampled_pop.ndcg);
   }
   return 0;
 }
@@ -574,8 +578,10 @@ int recommend_cmd(const MfRecommendFlags& f) {
   // Items without a training rating have no learnt factors: never recommended.
   const auto lists = recommend(*m.store, m.mean, seen ? &*seen : nullptr, users, f.k, 128, m.cold.items);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // Ranked by the raw score; printed as `mf predict` would say it (clipped
+  // into the training ratings' range; BPR scores have none).
   if (!f.user.empty()) {
-    for (const auto& r : lists[0]) fmt::print("{}\t{:.4f}\n", m.items.name(r.item), r.score);
+    for (const auto& r : lists[0]) fmt::print("{}\t{:.4f}\n", m.items.name(r.item), m.range.clip(r.score));
     return 0;
   }
   AtomicFile out(f.all_users);
@@ -583,7 +589,7 @@ int recommend_cmd(const MfRecommendFlags& f) {
   for (std::size_t j = 0; j < users.size(); ++j) {
     for (std::size_t rank = 0; rank < lists[j].size(); ++rank) {
       line = fmt::format("{}\t{}\t{}\t{:.4f}\n", m.users.name(users[j]), rank + 1, m.items.name(lists[j][rank].item),
-                         lists[j][rank].score);
+                         m.range.clip(lists[j][rank].score));
       out.write(line);
     }
   }
@@ -602,8 +608,15 @@ int generate(const MfGenerateFlags& f) {
   std::FILE* const out = report_stream({f.out});
   const Ratings r = generate_ratings(f.options);
   write_ratings(f.out, r);
+  // The ids that got a rating (the file has no line for the others).
+  const auto distinct = [](const std::vector<std::uint32_t>& ids, std::size_t n) {
+    std::vector<bool> seen(n);
+    for (const std::uint32_t id : ids) seen[id] = true;
+    return static_cast<std::size_t>(std::count(seen.begin(), seen.end(), true));
+  };
   fmt::print(out, "wrote {} ratings ({} users, {} items, rank {}, Zipf {}) to {}; noise floor (best possible RMSE) {}\n",
-             r.size(), r.users.size(), r.items.size(), f.options.rank, f.options.zipf, f.out, f.options.noise);
+             r.size(), distinct(r.user, r.users.size()), distinct(r.item, r.items.size()), f.options.rank,
+             f.options.zipf, f.out, f.options.noise);
   return 0;
 }
 

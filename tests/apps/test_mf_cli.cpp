@@ -1,6 +1,7 @@
 // End-to-end tests of `asgd mf` as a LIBMF user runs it.
 #include <algorithm>
 #include <chrono>
+#include <set>
 #include <thread>
 
 #include "asgd/engine/param_store.hpp"
@@ -255,4 +256,46 @@ TEST_F(MfCli, EvalScoresEveryRatingAndRanksABprModel) {
   EXPECT_NE(more.output.find("3 more of users or items the model lacks"), std::string::npos) << more.output;
   EXPECT_EQ(asgd::testing::number_after(more.output, "most-popular precision@5 "), popular) << more.output;
   EXPECT_EQ(asgd::testing::number_after(more.output, "BPR precision@5 "), ours) << more.output;
+}
+
+// `recommend` ranks by the model's raw score but prints what `predict` says for the pair: a rating clipped into
+// the training ratings' range. Here the raw score of (a, z) is about 7: a rates only 5s and z was only rated 5.
+TEST_F(MfCli, RecommendPrintsRatingsWithinTheTrainingRange) {
+  std::ofstream(path("small.txt")) << "a x 5\na y 5\nb z 5\nc z 5\nb w 1\nc w 1\nd x 1\nd w 1\nd y 1\ne w 1\ne y 1\n";
+  auto r = run({"mf", "train", "-k", "2", "-t", "200", "-q", path("small.txt"), path("m")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = run({"mf", "recommend", path("m"), "--user", "a", "-k", "2", "--exclude", path("small.txt")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(r.output.rfind("z\t5.0000\n", 0), 0u) << r.output;  // first, at the top of the scale
+  EXPECT_NE(r.output.find("\nw\t"), std::string::npos) << r.output;
+  r = run({"mf", "recommend", path("m"), "--all-users", path("lists.tsv"), "--exclude", path("small.txt")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::ifstream lists(path("lists.tsv"));
+  std::size_t rows = 0;
+  for (std::string user, item; lists >> user;) {
+    int rank = 0;
+    double score = 0;
+    lists >> rank >> item >> score;
+    EXPECT_GE(score, 1.0) << user << ' ' << item;
+    EXPECT_LE(score, 5.0) << user << ' ' << item;
+    ++rows;
+  }
+  EXPECT_GT(rows, 5u);
+}
+
+// The summary of `generate` counts the users and items that got a rating, not the ids it drew from.
+TEST_F(MfCli, GenerateCountsTheUsersItWroteRatingsFor) {
+  auto r = run({"mf", "generate", path("g.txt"), "--users", "1000", "--items", "50", "--ratings", "40"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::ifstream in(path("g.txt"));
+  std::set<std::string> users, items;
+  for (std::string u, i, v; in >> u >> i >> v;) {
+    users.insert(u);
+    items.insert(i);
+  }
+  EXPECT_NE(r.output.find("wrote 40 ratings (" + std::to_string(users.size()) + " users, " +
+                          std::to_string(items.size()) + " items,"),
+            std::string::npos)
+      << r.output;
+  EXPECT_LT(users.size(), 1000u);
 }

@@ -147,8 +147,10 @@ TEST(RankingMetrics, SampledRanksThePositiveAmongNegatives) {
   // Negatives can only be 2..5 (4 of them): items 2, 3 beat item 0, so rank 2.
   const auto m = evaluate_sampled(store, test, seen, 99, 10, 7);
   EXPECT_EQ(m.users, 1u);
+  EXPECT_EQ(m.short_lists, 1u);  // 4 unseen items, not 99
   EXPECT_DOUBLE_EQ(m.hit_rate, 1.0);
   EXPECT_NEAR(m.ndcg, 1.0 / std::log2(4.0), 1e-12);
+  EXPECT_EQ(evaluate_sampled(store, test, seen, 4, 10, 7).short_lists, 0u);
   EXPECT_EQ(evaluate_sampled(store, test, seen, 99, 2, 7).hit_rate, 0.0);
   // With one negative drawn, the rank is 0 or 1 depending on which.
   const auto one = evaluate_sampled(store, test, seen, 1, 1, 3);

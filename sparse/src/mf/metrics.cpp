@@ -28,6 +28,7 @@ RankingMetrics add(RankingMetrics a, const RankingMetrics& b) {
   a.map += b.map;
   a.hit_rate += b.hit_rate;
   a.users += b.users;
+  a.short_lists += b.short_lists;
   return a;
 }
 
@@ -224,6 +225,7 @@ RankingMetrics evaluate_sampled_with(const ItemScorer& scorer, std::size_t items
           std::size_t rank = 0;
           for (const std::uint32_t j : negs) rank += scorer(u, j) >= s ? 1 : 0;
           ++acc.users;
+          if (negs.size() < negatives) ++acc.short_lists;
           if (rank < k) {
             acc.hit_rate += 1.0;
             acc.ndcg += 1.0 / std::log2(static_cast<double>(rank) + 2.0);

@@ -20,6 +20,9 @@ namespace asgd::sparse::mf {
 struct RankingMetrics {
   double precision = 0, recall = 0, ndcg = 0, map = 0, hit_rate = 0;
   std::size_t users = 0;
+  // Sampled metrics only: users with fewer unseen items than the negatives
+  // asked for, ranked against all of those instead (an easier list).
+  std::size_t short_lists = 0;
 };
 
 // A score for (user, item); higher ranks first. Called from several threads.
@@ -56,8 +59,9 @@ RankingMetrics evaluate_ranking_with(const ItemScorer& scorer, std::size_t items
 // ranked among `negatives` distinct items u never interacted with (drawn
 // from `all_seen`, seeded by (seed, test index)); rank = the number of
 // negatives scoring at least as high as i (ties count against i);
-// HR@k = [rank < k], NDCG@k = 1/log2(rank + 2) if rank < k. Only hit_rate,
-// ndcg and users are filled. Test rows with ids outside the model are skipped.
+// HR@k = [rank < k], NDCG@k = 1/log2(rank + 2) if rank < k. A user with
+// fewer unseen items than `negatives` is ranked against all of them and
+// counted in short_lists. Only hit_rate, ndcg, users and short_lists are filled. Test rows with ids outside the model are skipped.
 RankingMetrics evaluate_sampled(const ParamStore& store, const Ratings& test_one_per_user, const SeenItems& all_seen,
                                 std::size_t negatives, std::size_t k, std::uint64_t seed);
 RankingMetrics evaluate_sampled_with(const ItemScorer& scorer, std::size_t items, const Ratings& test_one_per_user,

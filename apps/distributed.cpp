@@ -286,6 +286,15 @@ void Distributed::mean_of_ranks(std::span<float> data) {
 #endif
 }
 
+void Distributed::sum_of_ranks(std::span<float> data) {
+  if (!active()) return;
+#if ASGD_HAVE_MPI
+  net::make_native_allreduce(*mpi_->transport)->sum(data);
+#else
+  (void)data;
+#endif
+}
+
 void Distributed::average(double weight) {
   if (averager_) averager_->average(weight);
 }

@@ -102,6 +102,9 @@ class Distributed {
   // Collective and blocking: `data` (as long on every rank) becomes the mean
   // of the ranks' (the CNN's momentum buffers at the end of an epoch).
   void mean_of_ranks(std::span<float> data);
+  // Collective and blocking, over MPI_Allreduce (setup, not a training
+  // round: not counted in traffic()): `data` becomes the sum of the ranks'.
+  void sum_of_ranks(std::span<float> data);
   // One blocking round over the parameters given to start(); `weight` as in
   // ModelAverager::average.
   void average(double weight);

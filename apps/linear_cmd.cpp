@@ -132,6 +132,9 @@ int train(const TrainFlags& f, Distributed& dist) {
   const bool per_rank_files = placeholder != std::string::npos;
   if (per_rank_files) {
     if (f.features == 0) throw InputError("--data with {rank}: give --features, the model width every rank shares");
+    if (f.reference && dist.active())
+      throw InputError("--reference: not with --data {rank} (the ranks' files together are on no one rank: no "
+                       "optimum to compare with; `asgd linear eval` scores the model on any file)");
     path.replace(placeholder, 6, std::to_string(dist.rank()));
   }
   sparse::SparseDataset data = sparse::read_libsvm(path, parse_unsorted(f.unsorted));
@@ -149,11 +152,26 @@ int train(const TrainFlags& f, Distributed& dist) {
   if (dist.active() && !per_rank_files) shard = select_rows(data, dist.shard(data.rows(), "examples"));
   const sparse::LinearLoss loss = parse_flag("--loss", [&] { return sparse::parse_linear_loss(f.loss); });
   // The whole set's problem (for the report and the reference), and this rank's shard of it with the whole set's
-  // regulariser weights. (Per-rank files ({rank}) have no whole set here: each rank counts its own features.)
+  // regulariser weights. Per-rank files ({rank}): `whole` is this rank's file, and the shard it trains takes the
+  // weights from every rank's counts summed (floats: exact to 2^24 examples of a feature, and the weights are
+  // floats anyway).
   const sparse::LinearProblem whole(data, f.l2, loss);
   std::optional<sparse::LinearProblem> own_shard;
   if (shard) own_shard.emplace(*shard, whole);
-  const sparse::LinearProblem& problem = shard ? *own_shard : whole;
+  std::uint64_t all_examples = data.rows();
+  if (per_rank_files && dist.active()) {
+    auto counts = sparse::LinearProblem::count_features(data);
+    std::vector<float> sums(counts.per_feature.begin(), counts.per_feature.end());
+    sums.push_back(static_cast<float>(counts.examples));
+    dist.sum_of_ranks(sums);
+    constexpr float kMaxCount = 4294967040.0f;  // the largest float below 2^32
+    for (std::size_t u = 0; u < counts.per_feature.size(); ++u)
+      counts.per_feature[u] = static_cast<std::uint32_t>(std::min(sums[u], kMaxCount));
+    counts.examples = static_cast<std::uint64_t>(sums.back());
+    own_shard.emplace(data, f.l2, loss, counts);
+    all_examples = counts.examples;
+  }
+  const sparse::LinearProblem& problem = own_shard ? *own_shard : whole;
   // Before training, what solve_lbfgs would refuse after it.
   if (f.reference && !problem.smooth())
     throw InputError(fmt::format("--reference: not with --loss {} (not smooth: L-BFGS has no optimum to give; "
@@ -202,7 +220,8 @@ int train(const TrainFlags& f, Distributed& dist) {
     trainer.load_checkpoint(std::move(saved), own);
     if (dist.root()) fmt::print(out, "resumed from {} at epoch {}\n", f.resume, trainer.state().epoch);
   }
-  if (dist.active()) fmt::print(out, "mpi: {}; rank 0 trains {} of {} examples\n", dist.describe(), problem.num_examples(), data.rows());
+  if (dist.active()) fmt::print(out, "mpi: {}; rank 0 trains {} of {} examples\n", dist.describe(), problem.num_examples(),
+                                all_examples);
   dist.start(trainer, store);
   t.cleanup.release();  // from here on the segment holds training: kept whatever happens next
   const TrainReport report = run_averaged(dist, trainer, problem, f.until_epoch ? f.until_epoch : options.epochs);

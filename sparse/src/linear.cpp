@@ -70,24 +70,47 @@ std::string_view to_string(LinearLoss loss) noexcept {
   return "logistic";
 }
 
+LinearProblem::FeatureCounts LinearProblem::count_features(const SparseDataset& data) {
+  // 4-byte counts (saturating: a feature in more than 2^32 - 1 examples has a regulariser weight of n l2 / 2^32,
+  // next to nothing either way).
+  FeatureCounts c{data.rows(), std::vector<std::uint32_t>(data.num_features, 0)};
+  for (const auto u : data.index) c.per_feature[u] += c.per_feature[u] != std::numeric_limits<std::uint32_t>::max();
+  return c;
+}
+
+void LinearProblem::check_l2_and_rows() const {
+  if (!std::isfinite(l2_) || l2_ < 0.0) {
+    throw InputError(fmt::format("linear model: l2 must be finite and >= 0, got {}", l2_));
+  }
+  data_->validate();
+  if (data_->rows() == 0) throw InputError("linear model: the dataset has no examples");
+  if (data_->num_features == 0) throw InputError("linear model: the dataset has no features");
+}
+
+void LinearProblem::weigh_regulariser(const FeatureCounts& whole) {
+  regulariser_.assign(whole.per_feature.size(), 0.0f);
+  const double n_l2 = static_cast<double>(whole.examples) * l2_;
+  for (std::size_t u = 0; u < whole.per_feature.size(); ++u) {
+    if (whole.per_feature[u] > 0) regulariser_[u] = static_cast<float>(n_l2 / static_cast<double>(whole.per_feature[u]));
+  }
+}
+
 LinearProblem::LinearProblem(const SparseDataset& data, double l2, LinearLoss loss)
     : data_(&data), l2_(l2), loss_(loss) {
-  if (!std::isfinite(l2) || l2 < 0.0) {
-    throw InputError(fmt::format("linear model: l2 must be finite and >= 0, got {}", l2));
-  }
-  data.validate();
-  if (data.rows() == 0) throw InputError("linear model: the dataset has no examples");
-  if (data.num_features == 0) throw InputError("linear model: the dataset has no features");
+  check_l2_and_rows();
+  // The counts are freed before the problem is used: 8 bytes per feature at the peak here.
+  weigh_regulariser(count_features(data));
+}
 
-  // 4-byte counts (saturating: a feature in more than 2^32 - 1 examples has a regulariser weight of n l2 / 2^32,
-  // next to nothing either way), freed before the problem is used: 8 bytes per feature at the peak here.
-  std::vector<std::uint32_t> count(data.num_features, 0);
-  for (const auto u : data.index) count[u] += count[u] != std::numeric_limits<std::uint32_t>::max();
-  regulariser_.assign(data.num_features, 0.0f);
-  const double n_l2 = static_cast<double>(data.rows()) * l2;
-  for (std::size_t u = 0; u < count.size(); ++u) {
-    if (count[u] > 0) regulariser_[u] = static_cast<float>(n_l2 / static_cast<double>(count[u]));
+LinearProblem::LinearProblem(const SparseDataset& shard, double l2, LinearLoss loss, const FeatureCounts& whole)
+    : data_(&shard), l2_(l2), loss_(loss) {
+  check_l2_and_rows();
+  if (whole.per_feature.size() != shard.num_features || whole.examples < shard.rows()) {
+    throw InputError(fmt::format("linear model: counts of {} features over {} examples for a shard of {} features "
+                                 "and {} examples",
+                                 whole.per_feature.size(), whole.examples, shard.num_features, shard.rows()));
   }
+  weigh_regulariser(whole);
 }
 
 LinearProblem::LinearProblem(const SparseDataset& shard, const LinearProblem& whole)

@@ -43,11 +43,22 @@ echo "linear, 4 ranks: $gap above the optimum, $rounds rounds"
 # much at P = 2, and the job ended 3e-2 above it).
 "$asgd" linear generate --out "$work/rare.svm" --examples 20000 --features 200000 --nnz 10 > /dev/null ||
   fail "linear generate (rare)"
-mpi 2 linear train --data "$work/rare.svm" --epochs 20 --workers 1 -q --reference > "$work/log" 2>&1 ||
-  fail "linear (rare features) under mpiexec"
+mpi 2 linear train --data "$work/rare.svm" --features 200000 --epochs 20 --workers 1 -q --reference \
+  --model "$work/rare-shards.model" > "$work/log" 2>&1 || fail "linear (rare features) under mpiexec"
 gap=$(sed -n 's/.*ours is \(.*\) relative above.*/\1/p' "$work/log")
 awk -v g="$gap" 'BEGIN { exit !(g != "" && g < 1e-3) }' || fail "linear, rare features: $gap above the optimum"
 echo "linear, 2 ranks, rare features: $gap above the optimum"
+# The same rows as one file per rank (--data part{rank}.svm; rank r's shard is rows r, r + 2, ...): the ranks
+# sum their feature counts, so each trains with the whole set's weights and the model is the one above.
+awk -v dir="$work" '{ print > (dir "/rare-part" ((NR - 1) % 2) ".svm") }' "$work/rare.svm"
+mpi 2 linear train --data "$work/rare-part{rank}.svm" --features 200000 --epochs 20 --workers 1 -q \
+  --model "$work/rare-files.model" > "$work/log" 2>&1 || fail "linear (rare features, a file per rank)"
+grep -q "rank 0 trains 10000 of 20000 examples" "$work/log" || fail "linear, a file per rank: the examples line"
+objective() { "$asgd" linear eval --data "$work/rare.svm" --model "$1" | sed -n 's/.*objective \([^ ,;]*\).*/\1/p'; }
+shards=$(objective "$work/rare-shards.model"); files=$(objective "$work/rare-files.model")
+awk -v a="$shards" -v b="$files" 'BEGIN { d = a - b; exit !(a != "" && d < 1e-6 && -d < 1e-6) }' ||
+  fail "linear, a file per rank: objective $files, against $shards from the shards of one file"
+echo "linear, 2 ranks, a file per rank: objective $files (one file sharded: $shards)"
 
 # refused_at_start WHAT PATTERN MPIEXEC-ARGS...: the job must end with an error (not hang) that says PATTERN.
 refused_at_start() {

@@ -319,6 +319,24 @@ TEST(LinearProblem, AShardKeepsTheWholeSetsRegulariser) {
   wider.num_features += 1;
   EXPECT_NE(asgd::testing::message_of([&] { LinearProblem(wider, whole); }).find("a shard of 51 features of a set of 50"),
             std::string::npos);
+
+  // One file per rank: the shard's weights from counts summed over the parts are the whole set's.
+  auto counts = LinearProblem::count_features(half);
+  EXPECT_EQ(counts.examples, 150u);
+  const auto all = LinearProblem::count_features(g.data);
+  for (std::size_t u = 0; u < counts.per_feature.size(); ++u) {
+    EXPECT_LE(counts.per_feature[u], all.per_feature[u]);
+    counts.per_feature[u] = all.per_feature[u];
+  }
+  counts.examples = all.examples;
+  const LinearProblem from_counts(half, 0.01, LinearLoss::squared_hinge, counts);
+  const auto d = from_counts.regulariser_per_feature();
+  EXPECT_TRUE(std::equal(d.begin(), d.end(), b.begin(), b.end()));
+  EXPECT_EQ(from_counts.num_examples(), 150u);
+  counts.examples = 149;  // fewer than the shard has
+  EXPECT_NE(asgd::testing::message_of([&] { LinearProblem(half, 0.01, LinearLoss::logistic, counts); })
+                .find("counts of 50 features over 149 examples for a shard of 50 features and 150 examples"),
+            std::string::npos);
 }
 
 // At rate lr a step is proximal in the regulariser: w_u moves to

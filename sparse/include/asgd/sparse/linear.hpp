@@ -96,6 +96,20 @@ class LinearProblem {
   LinearProblem(const SparseDataset& shard, const LinearProblem& whole);
   LinearProblem(SparseDataset&& shard, const LinearProblem& whole) = delete;
 
+  // How many of a set's examples hold each feature (saturating at 2^32 - 1),
+  // and the set's size: what the regulariser weights n l2 / d_u are made of.
+  struct FeatureCounts {
+    std::uint64_t examples = 0;
+    std::vector<std::uint32_t> per_feature;
+  };
+  static FeatureCounts count_features(const SparseDataset& data);
+  // The examples of `shard` with regulariser weights from `whole`, the counts
+  // of a set it is part of (as wide; at least as many examples): under
+  // mpirun with one file per rank, the ranks' counts summed. InputError when
+  // the widths differ or `whole` has fewer examples than the shard.
+  LinearProblem(const SparseDataset& shard, double l2, LinearLoss loss, const FeatureCounts& whole);
+  LinearProblem(SparseDataset&& shard, double l2, LinearLoss loss, const FeatureCounts& whole) = delete;
+
   // One tensor "weights" of num_features floats.
   Layout layout() const;
   std::size_t num_examples() const noexcept { return data_->rows(); }
@@ -165,6 +179,8 @@ class LinearProblem {
   double l2_;
   LinearLoss loss_;
   std::vector<float> regulariser_;
+  void check_l2_and_rows() const;
+  void weigh_regulariser(const FeatureCounts& whole);
 };
 
 static_assert(Problem<LinearProblem>);

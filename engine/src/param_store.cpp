@@ -264,7 +264,9 @@ ParamStore ParamStore::create_shared(const std::string& name, Layout layout, Cre
     }
     const bool nobody_alive = info.writers.empty() && !(!info.ready && info.creator_alive);
     if (options.replace_stale && info.stale() && nobody_alive) {
-      remove_shared(name);
+      // Only the segment judged stale: one made again under the name meanwhile is left (the create below then
+      // finds the name taken and says so).
+      remove_shared(name, info.id);
       return create_shared(name, std::move(layout), CreateOptions{false}, initialize);
     }
     if (info.stale() && nobody_alive) {
@@ -460,7 +462,9 @@ SegmentInfo ParamStore::inspect_shared(const std::string& name) {
     throw InputError(fmt::format("shared segment '{}' is not an asgd parameter segment ({} bytes)", name, bytes));
   }
   bip::mapped_region region(shm, bip::read_only);
-  return read_info(name, static_cast<const SegmentHeader*>(region.get_address()), region.get_size());
+  SegmentInfo info = read_info(name, static_cast<const SegmentHeader*>(region.get_address()), region.get_size());
+  info.id = id_of(shm.get_mapping_handle().handle).value_or(SegmentId{});
+  return info;
 }
 
 bool ParamStore::exists_shared(const std::string& name) {

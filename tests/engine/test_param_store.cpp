@@ -320,6 +320,8 @@ TEST_F(ShmTest, RemovalByIdSparesASegmentMadeAgain) {
   auto second = ParamStore::create_shared(name_, small_layout());
   second.store(0, 5.0f);
   EXPECT_NE(second.segment_id(), id);
+  // What inspect_shared judged is named by its id (a stale segment is replaced through it).
+  EXPECT_EQ(ParamStore::inspect_shared(name_).id, second.segment_id());
   EXPECT_FALSE(ParamStore::remove_shared(name_, id));
   EXPECT_EQ(ParamStore::attach_shared(name_, small_layout(), Access::read_only).load(0), 5.0f);
   EXPECT_TRUE(ParamStore::remove_shared(name_, second.segment_id()));

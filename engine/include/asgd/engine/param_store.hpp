@@ -46,6 +46,13 @@ struct AttachOptions {
 };
 
 // What a segment's header says, and which of its processes are still alive.
+// Which object a segment's name stood for (its device and inode): a name
+// removed and made again names another object.
+struct SegmentId {
+  std::uint64_t device = 0, inode = 0;
+  friend bool operator==(const SegmentId&, const SegmentId&) = default;
+};
+
 struct SegmentInfo {
   std::string name;
   std::uint32_t format_version = 0;
@@ -57,14 +64,8 @@ struct SegmentInfo {
   bool ready = false;  // the creator finished initialising it
   std::vector<int> writers;       // attached read-write, alive
   std::vector<int> dead_writers;  // attached read-write, died without detaching
+  SegmentId id;                   // the object inspected (remove_shared(name, id) removes that one only)
   bool stale() const noexcept { return !dead_writers.empty() || !ready; }
-};
-
-// Which object a segment's name stood for (its device and inode): a name
-// removed and made again names another object.
-struct SegmentId {
-  std::uint64_t device = 0, inode = 0;
-  friend bool operator==(const SegmentId&, const SegmentId&) = default;
 };
 
 class ParamStore {

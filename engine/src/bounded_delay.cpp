@@ -103,6 +103,17 @@ void BoundedDelay::retire(std::size_t w) {
   wake_.notify_all();
 }
 
+void BoundedDelay::pause(std::size_t w) {
+  clocks_[w].paused_at = clocks_[w].completed.load(std::memory_order_relaxed);
+  clocks_[w].completed.store(kUnbounded, std::memory_order_seq_cst);
+  { std::scoped_lock lock(mutex_); }
+  wake_.notify_all();
+}
+
+void BoundedDelay::resume(std::size_t w) {
+  clocks_[w].completed.store(clocks_[w].paused_at, std::memory_order_seq_cst);
+}
+
 void BoundedDelay::cancel() {
   cancelled_.store(true, std::memory_order_seq_cst);
   { std::scoped_lock lock(mutex_); }

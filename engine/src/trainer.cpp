@@ -102,20 +102,27 @@ void Trainer::record_step(Run& run, std::size_t w, std::uint64_t epoch, std::uin
   if (options_.on_progress) maybe_report(run, false);
 }
 
-void Trainer::epoch_finished(Run& run, std::uint64_t epoch) {
+void Trainer::epoch_finished(Run& run, std::uint64_t epoch, std::size_t w) {
   const std::uint64_t index = epoch - run.first_epoch;
   const std::uint64_t done = epoch + 1;
   const bool checkpoint_due =
       !options_.checkpoint_path.empty() && (done % options_.checkpoint_every == 0 || done == options_.epochs);
   if (checkpoint_due && options_.workers > 1) {
-    // Everyone waits at the boundary: the checkpoint is a consistent snapshot.
+    // Everyone waits at the boundary: the checkpoint is a consistent snapshot. Paused in the gate meanwhile: a
+    // worker still finishing its last step may be waiting there for this one's clock.
+    run.gate.pause(w);
     run.barrier.arrive_and_wait([&] {
       run.epoch_done[index].store(options_.workers, std::memory_order_release);
       close_epoch(run, epoch);
+      run.release_slot(epoch);
     });
+    run.gate.resume(w);
     return;
   }
-  if (run.epoch_done[index].fetch_add(1, std::memory_order_acq_rel) + 1 == options_.workers) close_epoch(run, epoch);
+  if (run.epoch_done[index].fetch_add(1, std::memory_order_acq_rel) + 1 == options_.workers) {
+    close_epoch(run, epoch);
+    run.release_slot(epoch);
+  }
 }
 
 void Trainer::maybe_report(Run& run, bool force) {

@@ -6,6 +6,7 @@
 #include <thread>
 #include <cmath>
 #include <filesystem>
+#include <memory>
 
 #include "../common/message_of.hpp"
 #include "asgd/engine/trainer.hpp"
@@ -357,6 +358,64 @@ TEST(Trainer, WorkersRunConcurrentlyEvenWhenTheyNeverBlock) {
     EXPECT_EQ(p.arrived.load(), w);
     EXPECT_EQ(r.epochs.at(0).loss, 0.0) << w << " workers did not all run at once";
   }
+}
+
+namespace {
+// DisjointQuadratic that counts each example's visits per epoch and is slow
+// (100 us an example) on every thread but the one that called run(), where
+// worker 0 runs: the other workers are stragglers.
+struct SlowElsewhere : DisjointQuadratic {
+  std::thread::id fast = std::this_thread::get_id();
+  std::uint64_t epochs;
+  std::unique_ptr<std::atomic<int>[]> visits;
+  mutable std::atomic<int> slow_visits{0};
+  SlowElsewhere(std::size_t n, std::uint64_t e)
+      : DisjointQuadratic{n, 2}, epochs(e), visits(std::make_unique<std::atomic<int>[]>(n * e)) {}
+  template <class Sink>
+  double gradient(std::size_t i, Sink& sink) const {
+    visits[sink.epoch() * examples + i].fetch_add(1);
+    if (std::this_thread::get_id() != fast) {
+      slow_visits.fetch_add(1);
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    return DisjointQuadratic::gradient(i, sink);
+  }
+  bool each_once() const {
+    for (std::size_t k = 0; k < examples * epochs; ++k)
+      if (visits[k].load() != 1) return false;
+    return true;
+  }
+};
+}  // namespace
+
+// A straggler does fewer steps; it does not trail behind with its part of
+// the data. The fast worker takes the steps the slow one has not taken yet,
+// every example is still visited once an epoch and in no two steps at once
+// (the disjoint result stays exact), at every tau, and with checkpoints
+// (every worker waits at the epoch boundary) too.
+TEST(Trainer, AStragglersStepsAreTakenByTheOthers) {
+  const fs::path ckpt = fs::temp_directory_path() / ("asgd-straggler-" + std::to_string(::getpid()));
+  DisjointQuadratic plain{600, 2};
+  const auto serial = train(plain, options(1, Consistency::racy, kUnbounded));
+  for (std::uint64_t tau : {std::uint64_t{0}, std::uint64_t{4}, kUnbounded}) {
+    for (const bool checkpoints : {false, true}) {
+      SlowElsewhere p(600, 3);
+      auto o = options(2, Consistency::racy, tau);
+      if (checkpoints) o.checkpoint_path = ckpt;
+      auto store = ParamStore::on_heap(p.layout());
+      const asgd::TrainReport r = Trainer(store, o).run(p);
+      const std::string what = "tau " + asgd::tau_to_string(tau) + (checkpoints ? ", checkpoints" : "");
+      EXPECT_TRUE(p.each_once()) << what;
+      EXPECT_EQ(store.snapshot(), serial) << what;
+      ASSERT_EQ(r.epochs.size(), 3u) << what;
+      for (const auto& e : r.epochs) EXPECT_EQ(e.examples, 600u) << what;
+      // Its own shard is 300 examples an epoch (900 in all) at 100 us each; the fast worker needs about 1 us.
+      if (tau == kUnbounded) {
+        EXPECT_LT(p.slow_visits.load(), 900) << what;
+      }
+    }
+  }
+  fs::remove(ckpt);
 }
 
 TEST(Trainer, MultiWorkerCheckpointsAreConsistentSnapshots) {

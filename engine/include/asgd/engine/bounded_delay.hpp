@@ -59,6 +59,11 @@ class BoundedDelay {
   void finish_step(std::size_t w);
   // Worker w does no more steps; it no longer holds anyone back.
   void retire(std::size_t w);
+  // Worker w waits elsewhere (at an epoch barrier) between steps: until
+  // resume(w) it holds nobody back, and then goes on from the clock it had.
+  // Only w calls them, never during a step.
+  void pause(std::size_t w);
+  void resume(std::size_t w);
   // Wakes every waiter; enter() returns nullopt from now on.
   void cancel();
   bool cancelled() const noexcept { return cancelled_.load(std::memory_order_acquire); }
@@ -76,6 +81,7 @@ class BoundedDelay {
   struct alignas(kCacheLine) WorkerClock {
     std::atomic<std::uint64_t> completed{0};
     std::atomic<std::uint64_t> computing{kUnbounded};
+    std::uint64_t paused_at = 0;  // the clock, while paused (w's own)
   };
 
   std::size_t workers_;

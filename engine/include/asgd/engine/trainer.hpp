@@ -6,10 +6,14 @@
 // 0: a worker blocked in the BoundedDelay gate waits for the others, so they
 // must really run at the same time (a task scheduler such as oneTBB may run
 // tasks one after another, or cap their number, and then the gate deadlocks
-// or "Hogwild!" quietly runs serially). Each worker owns a contiguous shard
-// of the examples, reshuffled every epoch with a generator seeded from
-// (seed + stream, worker, epoch), and walks it in steps of `step_examples`; one step
-// is one tick of its BoundedDelay clock and one learning-rate update. Loss
+// or "Hogwild!" quietly runs serially). The examples are cut into one
+// contiguous shard per worker, reshuffled every epoch with a generator seeded
+// from (seed + stream, shard, epoch) and walked in steps of `step_examples`;
+// worker w takes its own shard's steps, then any left in the others, so a
+// straggler (a descheduled thread on a busy machine) does fewer steps
+// instead of trailing epochs behind with its part of the data, trained at
+// the end at the schedule's lowest rates. One step is one tick of the
+// worker's BoundedDelay clock and one learning-rate update. Loss
 // and counts are reduced per worker, never "thread 0's loss". The first
 // error (an exception, a non-finite loss, a failed checkpoint) wins: the
 // others stop at their next step and run() rethrows it. A progress callback
@@ -23,6 +27,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -38,6 +43,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "asgd/engine/block_scheduler.hpp"
@@ -192,7 +198,10 @@ class Trainer {
   // Non-template parts, in trainer.cpp.
   void launch(Run& run, const std::function<void(std::size_t)>& body);
   TrainReport finish(Run& run);
-  void epoch_finished(Run& run, std::uint64_t epoch);
+  // Worker w leaves `epoch` (it found no step left to take); the last to
+  // leave closes it (a checkpoint: every worker waits for it, paused in the
+  // gate) and frees its slot for epoch + 2.
+  void epoch_finished(Run& run, std::uint64_t epoch, std::size_t w);
   void maybe_report(Run& run, bool force);
   // The scheduled rate for the next step of a run that started `before`
   // examples into a training of `total`.
@@ -271,7 +280,28 @@ struct Trainer::Run {
     bool cancelled_ = false;
   };
 
-  Run(std::size_t workers, std::uint64_t tau, std::uint64_t n, std::uint64_t first_epoch, std::uint64_t last_epoch)
+  // The steps of one epoch. The examples are cut into one contiguous shard
+  // per worker, each visited in its own shuffled order; worker w takes the
+  // steps of shard w and, once they are all taken, those left in the other
+  // shards: a slow or descheduled worker does fewer steps instead of trailing
+  // behind with its part of the data. Two slots serve epochs first, first +
+  // 1, then first + 2 once every worker has left `first`, and so on: a worker
+  // is at most one epoch ahead. A shard's steps of the next epoch wait for
+  // its steps of this one to finish (see wait_for_shard), so no example is
+  // ever in two steps at once.
+  struct EpochSlot {
+    struct alignas(kCacheLine) Shard {
+      std::atomic<std::uint64_t> next{0};            // the next step to take
+      std::atomic<std::uint64_t> built{kUnbounded};  // the epoch `order` holds
+      std::mutex build;
+      std::vector<std::uint64_t> order;
+    };
+    std::atomic<std::uint64_t> epoch{0};  // the epoch served now
+    std::unique_ptr<Shard[]> shards;
+  };
+
+  Run(std::size_t workers, std::uint64_t tau, std::uint64_t n, std::uint64_t first_epoch, std::uint64_t last_epoch,
+      std::size_t step_examples)
       : gate(workers, tau),
         started(static_cast<std::ptrdiff_t>(workers)),
         barrier(workers),
@@ -285,6 +315,83 @@ struct Trainer::Run {
         epoch_seconds(last_epoch - first_epoch + 1, 0.0) {
     for (auto& l : locals) l.epochs.resize(last_epoch - first_epoch);
     for (std::uint64_t e = 0; e <= last_epoch - first_epoch; ++e) epoch_done[e] = 0;
+    const std::uint64_t largest_shard = (n + workers - 1) / workers;
+    steps_per_shard = std::max<std::uint64_t>(1, (largest_shard + step_examples - 1) / step_examples);
+    shard_finished = std::make_unique<ShardCount[]>(workers);
+    for (std::size_t k = 0; k < 2; ++k) {
+      slots[k].epoch.store(first_epoch + k, std::memory_order_relaxed);
+      slots[k].shards = std::make_unique<EpochSlot::Shard[]>(workers);
+    }
+  }
+
+  // The slot of `epoch`, once it serves it; nullptr when the run stops first.
+  // Worker w waits paused in the gate: it holds nobody back meanwhile.
+  EpochSlot* slot_for(std::uint64_t epoch, std::size_t w) {
+    EpochSlot& slot = slots[(epoch - first_epoch) % 2];
+    if (slot.epoch.load(std::memory_order_acquire) != epoch) {
+      gate.pause(w);
+      {
+        std::unique_lock lock(slot_mutex);
+        slot_free.wait(lock, [&] {
+          return slot.epoch.load(std::memory_order_acquire) == epoch || stop.load(std::memory_order_acquire);
+        });
+      }
+      gate.resume(w);
+    }
+    return stop.load(std::memory_order_acquire) ? nullptr : &slot;
+  }
+  // Before a step of shard s in `epoch`: waits (paused in the gate) until
+  // the shard's steps of the epochs before it have all finished. Without
+  // this, a worker still in its last step of epoch e and one that started
+  // e + 1 could hold the same example at once (a race on updates that are
+  // otherwise disjoint). False when the run stops first.
+  bool wait_for_shard(std::size_t s, std::uint64_t epoch, std::size_t w) {
+    const std::uint64_t need = (epoch - first_epoch) * steps_per_shard;
+    if (shard_finished[s].steps.load(std::memory_order_acquire) >= need) return true;
+    gate.pause(w);
+    shard_waiters.fetch_add(1, std::memory_order_seq_cst);
+    {
+      std::unique_lock lock(slot_mutex);
+      slot_free.wait(lock, [&] {
+        return shard_finished[s].steps.load(std::memory_order_acquire) >= need || stop.load(std::memory_order_acquire);
+      });
+    }
+    shard_waiters.fetch_sub(1, std::memory_order_relaxed);
+    gate.resume(w);
+    return !stop.load(std::memory_order_acquire);
+  }
+  // The next step of `slot` for worker w: one of its own shard while any is
+  // left, else one of another shard (from w + 1 on); nullopt when every step
+  // of the epoch is taken.
+  std::optional<std::pair<std::size_t, std::uint64_t>> take_step(EpochSlot& slot, std::size_t w) {
+    const std::size_t workers = gate.workers();
+    for (std::size_t i = 0; i < workers; ++i) {
+      const std::size_t s = (w + i) % workers;
+      auto& next = slot.shards[s].next;
+      if (i > 0 && next.load(std::memory_order_relaxed) >= steps_per_shard) continue;
+      const std::uint64_t k = next.fetch_add(1, std::memory_order_relaxed);
+      if (k < steps_per_shard) return std::pair{s, k};
+    }
+    return std::nullopt;
+  }
+  // A step of shard s finished.
+  void shard_step_done(std::size_t s) {
+    const std::uint64_t done = shard_finished[s].steps.fetch_add(1, std::memory_order_seq_cst) + 1;
+    // Pairs with the waiter's seq_cst increment: either it sees the new count, or this sees it waiting.
+    if (done % steps_per_shard == 0 && shard_waiters.load(std::memory_order_seq_cst) > 0) {
+      { std::scoped_lock lock(slot_mutex); }
+      slot_free.notify_all();
+    }
+  }
+  // Every worker has left `epoch`: its slot serves epoch + 2 from now on.
+  void release_slot(std::uint64_t epoch) {
+    EpochSlot& slot = slots[(epoch - first_epoch) % 2];
+    for (std::size_t s = 0; s < gate.workers(); ++s) slot.shards[s].next.store(0, std::memory_order_relaxed);
+    {
+      std::scoped_lock lock(slot_mutex);
+      slot.epoch.store(epoch + 2, std::memory_order_release);
+    }
+    slot_free.notify_all();
   }
 
   // First error wins; everyone else stops at their next step.
@@ -301,6 +408,8 @@ struct Trainer::Run {
     gate.cancel();
     barrier.cancel();
     if (blocks) blocks->cancel();
+    { std::scoped_lock lock(slot_mutex); }
+    slot_free.notify_all();
   }
   double elapsed() const {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -313,6 +422,15 @@ struct Trainer::Run {
   std::unique_ptr<WorkerCounters[]> counters;
   std::vector<WorkerLocal> locals;
   std::uint64_t examples_per_epoch;
+  std::uint64_t steps_per_shard = 1;
+  std::array<EpochSlot, 2> slots;
+  struct alignas(kCacheLine) ShardCount {
+    std::atomic<std::uint64_t> steps{0};  // finished in this run, over all epochs
+  };
+  std::unique_ptr<ShardCount[]> shard_finished;
+  std::atomic<int> shard_waiters{0};
+  std::mutex slot_mutex;  // slot_free: a slot's epoch moved on, a shard finished an epoch, or the run stops
+  std::condition_variable slot_free;
   // Where the run starts in the schedule: the epochs done times this problem's examples per epoch, so that a
   // resumed run takes the rates the uninterrupted one took, whatever count the checkpoint holds (rank 0's, under
   // mpirun, whose shard may be one example longer; or one with a part-epoch that a stopped run had trained).
@@ -364,7 +482,7 @@ TrainReport Trainer::run_with(P& problem, const Policy& policy, std::uint64_t un
   // between again on the next resume.
   if (state_.epoch > until_epoch) throw InputError(fmt_past_epoch(state_.epoch, until_epoch));
   const std::uint64_t first = state_.epoch;
-  Run run(options_.workers, options_.tau, n, first, until_epoch);
+  Run run(options_.workers, options_.tau, n, first, until_epoch, options_.step_examples);
   if (options_.blocks) {
     if constexpr (BlockedProblem<P>) {
       if (problem.bins() == 0) throw InputError("trainer: a block schedule needs the problem split into bins");
@@ -401,35 +519,49 @@ void Trainer::worker_loop(P& problem, Sink sink, std::size_t w, Run& run) {
   run.started.arrive_and_wait();
   try {
     const std::size_t workers = options_.workers;
-    const std::uint64_t n = run.examples_per_epoch;
-    const std::uint64_t begin = n * w / workers, end = n * (w + 1) / workers;
-    const std::uint64_t largest_shard = (n + workers - 1) / workers;
-    const std::uint64_t steps = std::max<std::uint64_t>(1, (largest_shard + options_.step_examples - 1) /
-                                                               options_.step_examples);
+    const std::uint64_t n = run.examples_per_epoch, steps = run.steps_per_shard;
     const double total = static_cast<double>(n) * static_cast<double>(options_.epochs);
     const double before = static_cast<double>(run.examples_before);
-    std::vector<std::uint64_t> order(end - begin);
-    for (std::uint64_t epoch = run.first_epoch; epoch < run.last_epoch; ++epoch) {
-      for (std::uint64_t k = 0; k < order.size(); ++k) order[k] = begin + k;
-      std::mt19937_64 rng(worker_seed(draw_seed(), w, epoch));
-      if constexpr (ShufflingProblem<P>) {
-        problem.shuffle(std::span<std::uint64_t>(order), rng);
-      } else {
-        shuffle_in_place(std::span<std::uint64_t>(order), rng);
+    // Shard s of this epoch in its order: made by the first worker to need it, from the seed of (s, epoch).
+    const auto shard_order = [&](Run::EpochSlot& slot, std::size_t s, std::uint64_t epoch) -> const auto& {
+      auto& shard = slot.shards[s];
+      if (shard.built.load(std::memory_order_acquire) != epoch) {
+        std::scoped_lock lock(shard.build);
+        if (shard.built.load(std::memory_order_relaxed) != epoch) {
+          const std::uint64_t begin = n * s / workers, end = n * (s + 1) / workers;
+          shard.order.resize(end - begin);
+          for (std::uint64_t k = 0; k < end - begin; ++k) shard.order[k] = begin + k;
+          std::mt19937_64 rng(worker_seed(draw_seed(), s, epoch));
+          if constexpr (ShufflingProblem<P>) {
+            problem.shuffle(std::span<std::uint64_t>(shard.order), rng);
+          } else {
+            shuffle_in_place(std::span<std::uint64_t>(shard.order), rng);
+          }
+          shard.built.store(epoch, std::memory_order_release);
+        }
       }
+      return shard.order;
+    };
+    for (std::uint64_t epoch = run.first_epoch; epoch < run.last_epoch; ++epoch) {
+      Run::EpochSlot* const slot = run.slot_for(epoch, w);
+      if (slot == nullptr) return;
       sink.set_run(draw_seed(), epoch);
-      for (std::uint64_t step = 0; step < steps; ++step) {
+      while (const auto taken = run.take_step(*slot, w)) {
+        const auto [shard, step] = *taken;
+        if (!run.wait_for_shard(shard, epoch, w)) return;
         const auto staleness = run.gate.enter(w);
         if (!staleness || run.stop.load(std::memory_order_relaxed)) return;
         const float lr = rate_now(run, before, total, *staleness);
         sink.set_learning_rate(lr);
+        const std::vector<std::uint64_t>& order = shard_order(*slot, shard, epoch);
         const std::uint64_t lo = order.size() * step / steps, hi = order.size() * (step + 1) / steps;
         const double loss =
             step_loss(problem, sink, lo, hi, [&](std::uint64_t k) { return order[k]; }, epoch, w, lr);
         run.gate.finish_step(w);
+        run.shard_step_done(shard);
         record_step(run, w, epoch, hi - lo, loss, *staleness, lr);
       }
-      epoch_finished(run, epoch);
+      epoch_finished(run, epoch, w);
     }
   } catch (...) {
     run.fail(std::current_exception());

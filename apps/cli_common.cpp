@@ -19,7 +19,9 @@ namespace asgd::cli {
 void add_engine_flags(CLI::App& app, EngineFlags& f) {
   app.add_option("--workers,--threads", f.workers, "Worker threads")->capture_default_str();
   app.add_option("--epochs", f.epochs, "Passes over the data")->capture_default_str();
-  app.add_option("--seed", f.seed, "Seed for shuffles and initialisation")->capture_default_str();
+  app.add_option("--seed", f.seed, "Seed for shuffles and initialisation")
+      ->capture_default_str()
+      ->each([&f](const std::string&) { f.seed_given = true; });
   app.add_option("--policy", f.policy, "How updates land: racy (Hogwild!), atomic, locked")->capture_default_str();
   app.add_option("--tau", f.tau, "Bounded delay in steps: 0 = synchronous, inf = fully async")->capture_default_str();
   app.add_option("--step", f.step_examples, "Examples per step (one clock tick, one rate update)")

@@ -30,6 +30,7 @@ struct EngineFlags {
   std::size_t workers = 2;
   std::uint64_t epochs = 10;
   std::uint64_t seed = 1;
+  bool seed_given = false;  // --seed on the command line (a resume keeps the checkpoint's)
   std::string policy = "racy";
   std::string tau = "inf";
   std::size_t step_examples = 256;

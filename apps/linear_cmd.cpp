@@ -189,6 +189,8 @@ int train(const TrainFlags& f, Distributed& dist) {
   if (f.until_epoch > options.epochs) {
     throw InputError(fmt::format("--until-epoch {}: past --epochs {}", f.until_epoch, options.epochs));
   }
+  if (f.until_epoch != 0 && f.checkpoint.empty() && f.model.empty())
+    throw InputError("--until-epoch: give --checkpoint FILE to resume from (or --model), or the run is lost");
 
   TrainingStore t = open_training_store(f.shm, problem.layout(), {.recover_stale = f.shm_recover});
   ParamStore& store = t.store;
@@ -217,6 +219,14 @@ int train(const TrainFlags& f, Distributed& dist) {
                                    "resume with {} rank(s), not {}",
                                    f.resume, wrote, wrote, dist.size()));
     }
+    if (f.engine.seed_given && f.engine.seed != saved.state.seed)
+      throw InputError(fmt::format("--seed {}: {} was trained with seed {}, and a resumed run keeps it", f.engine.seed,
+                                   f.resume, saved.state.seed));
+    // (Past them is the trainer's error: "N epochs are done already, past epoch M".)
+    if (const std::uint64_t last = f.until_epoch ? f.until_epoch : options.epochs; saved.state.epoch == last)
+      throw InputError(fmt::format("--resume {}: {} epochs are done already; {} (give more)", f.resume,
+                                   saved.state.epoch,
+                                   f.until_epoch ? "--until-epoch is the last to train" : "--epochs is the run's total"));
     trainer.load_checkpoint(std::move(saved), own);
     if (dist.root()) fmt::print(out, "resumed from {} at epoch {}\n", f.resume, trainer.state().epoch);
   }

@@ -118,6 +118,7 @@ class Source {
 
   // " (the gzip stream is cut off)" when that is why data ran short.
   std::string_view why_short() const noexcept { return cut_off_ ? " (the gzip stream is cut off)" : ""; }
+  bool cut_off() const noexcept { return cut_off_; }
 
  private:
   std::string name_;
@@ -233,6 +234,13 @@ void read_data(Source& src, std::size_t header_size, const std::string& what, st
                                  "something was appended",
                                  src.name(), bytes, what));
   }
+  // All the data came, but the stream's end did not: a gzip file cut inside its 8-byte trailer (CRC and length),
+  // so nothing checked what was read.
+  if (whole && src.cut_off()) {
+    throw InputError(fmt::format("{}: truncated: the gzip stream is cut off after its {} bytes of data ({}), before "
+                                 "its CRC and length",
+                                 src.name(), bytes, what));
+  }
 }
 
 // What to reserve for `bytes` of data: all of it when the file is raw (its
@@ -325,17 +333,19 @@ Dataset read_idx(const fs::path& images, const fs::path& labels, std::size_t lim
   return data;
 }
 
-TrainTest read_mnist_dir(const fs::path& dir) {
+std::array<fs::path, 4> mnist_files(const fs::path& dir, bool test_only) {
   static constexpr std::array<std::string_view, 4> kNames = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
                                                              "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
   std::error_code ec;
+  const std::size_t first = test_only ? 2 : 0;
   if (!fs::is_directory(dir, ec)) {
-    throw InputError(fmt::format("{}: not a directory; expected one holding {}[.gz], {}[.gz], {}[.gz], {}[.gz]",
-                                 dir.string(), kNames[0], kNames[1], kNames[2], kNames[3]));
+    std::string names;
+    for (std::size_t k = first; k < kNames.size(); ++k) names += fmt::format("{}{}[.gz]", k > first ? ", " : "", kNames[k]);
+    throw InputError(fmt::format("{}: not a directory; expected one holding {}", dir.string(), names));
   }
   std::array<fs::path, 4> found;
   std::string missing;
-  for (std::size_t k = 0; k < kNames.size(); ++k) {
+  for (std::size_t k = first; k < kNames.size(); ++k) {
     // The raw file first when both exist (`gunzip -k` leaves both): it reads faster.
     const fs::path raw = dir / kNames[k];
     const fs::path gz = dir / (std::string(kNames[k]) + ".gz");
@@ -348,7 +358,16 @@ TrainTest read_mnist_dir(const fs::path& dir) {
     }
   }
   if (!missing.empty()) throw InputError(fmt::format("{}: missing MNIST files: {}", dir.string(), missing));
+  return found;
+}
 
+Dataset read_mnist_test(const fs::path& dir) {
+  const auto found = mnist_files(dir, true);
+  return read_idx(found[2], found[3]);
+}
+
+TrainTest read_mnist_dir(const fs::path& dir) {
+  const auto found = mnist_files(dir);
   TrainTest out{read_idx(found[0], found[1]), read_idx(found[2], found[3])};
   // A model is built for the training images' shape; test images of another
   // shape would be read out of bounds.

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cmath>
 #include <fmt/format.h>
+#include <optional>
 #include <thread>
 
 #include "asgd/engine/errors.hpp"
@@ -149,7 +150,12 @@ std::vector<EpochReport> train(const Network& net, ParamStore& params, std::vect
       o.after_epoch();
       trainer.refresh_views();
     }
-    if (test != nullptr && test->size() > 0) r.test_accuracy = evaluate(net, params.data(), *test, 1000, W).accuracy;
+    std::optional<EvalResult> scored;
+    if (test != nullptr && test->size() > 0) {
+      scored = evaluate(net, params.data(), *test, 1000, W);
+      r.test_accuracy = scored->accuracy;
+    }
+    check_not_diverged({params.data(), params.size()}, scored ? &*scored : nullptr, r.epoch);
     reports.push_back(r);
     if (on_epoch) on_epoch(r);
   }

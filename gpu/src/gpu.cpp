@@ -398,7 +398,6 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
   const Event* last = nullptr;
   std::uint64_t version = 0;  // updates made (guarded by chain)
   double staleness_mean = 0;  // running mean of the staleness at update, as BlockTrainer keeps it
-  BlockStep current{o.momentum, o.lr};
   auto after_last = [&](cudaStream_t s) {
     if (last != nullptr) last->wait_on(s);
   };
@@ -422,7 +421,7 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
   auto update = [&](Worker& wk, const kernels::GradSum& g, std::uint64_t staleness) {
     // Under `chain`.
     staleness_mean += (static_cast<double>(staleness) - staleness_mean) / static_cast<double>(version + 1);
-    current = block_step(bo, staleness_mean, bo.first_update + version);
+    const BlockStep current = block_step(bo, staleness_mean, bo.first_update + version);
     after_last(wk.stream.get());
     kernels::sgd_momentum(d_w.get(), d_v.get(), g, P, current.lr, current.momentum, o.weight_decay,
                           wk.stream.get());
@@ -563,8 +562,11 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
       throw RuntimeError(fmt::format("gpu: the training loss became {} in epoch {} (lower --lr?)", r.mean_loss,
                                      epoch + 1));
     r.mean_staleness = o.tau == 0 ? 0.0 : r.mean_staleness / static_cast<double>(std::max<std::size_t>(batches_done, 1));
-    r.momentum = current.momentum;
-    r.lr = current.lr;
+    // What the next update would take, as BlockTrainer reports it (the CSV's columns mean the same on both
+    // devices; a cosine schedule ends at 0).
+    const BlockStep next = block_step(bo, o.tau == 0 ? 0.0 : staleness_mean, bo.first_update + version);
+    r.momentum = next.momentum;
+    r.lr = next.lr;
     to_host(params.data(), d_w.get(), P, copy.get());
     to_host(momentum_buffer.data(), d_v.get(), P, copy.get());
     copy.synchronize();
@@ -575,10 +577,13 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
       copy.synchronize();
       for (auto& wk : workers) wk->has_view = false;
     }
+    std::optional<dense::EvalResult> scored;
     if (test_data) {
       ASGD_CUDA(cudaDeviceSynchronize());
-      r.test_accuracy = evaluate_on_device(*eval_net, d_w.get(), *test_data, eval_stream.get()).accuracy;
+      scored = evaluate_on_device(*eval_net, d_w.get(), *test_data, eval_stream.get());
+      r.test_accuracy = scored->accuracy;
     }
+    dense::check_not_diverged({params.data(), params.size()}, scored ? &*scored : nullptr, r.epoch);
     reports.push_back(r);
     if (on_epoch) on_epoch(r);
   }

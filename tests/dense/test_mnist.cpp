@@ -297,6 +297,20 @@ TEST(ReadIdxErrors, TruncatedDataRaw) {
                   {"cut-lbl", "truncated data", "expected 3 bytes", "got 1"});
 }
 
+// A gzip file cut inside its 8-byte trailer holds all the data, but its CRC and length never came: refused (gzip
+// -t says "unexpected end of file"), for 1 to 8 bytes missing.
+TEST(ReadIdxErrors, AGzipFileCutInItsTrailer) {
+  ScratchDir dir;
+  const auto images = dir.file("img", idx_images(2, 3, kPixels));
+  const std::string whole = gzip_stored(idx_labels(kLabels));
+  for (std::size_t cut = 1; cut <= 8; ++cut) {
+    const auto labels = dir.file("lbl" + std::to_string(cut) + ".gz", whole.substr(0, whole.size() - cut));
+    expect_mentions(input_error([&] { read_idx(images, labels); }),
+                    {"lbl" + std::to_string(cut) + ".gz", "truncated", "cut off", "CRC"});
+  }
+  EXPECT_EQ(read_idx(images, dir.file("lbl.gz", whole)).size(), 3u);
+}
+
 // A header whose count understates the data (or data appended after it) is refused, raw or gzip: the file is not
 // what its header says (before: the first `count` records were read and the rest ignored). A limit reads only the
 // front, and the rest is not looked at.

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <array>
 #include <filesystem>
 #include <limits>
 #include <span>
@@ -49,6 +50,12 @@ struct TrainTest {
 // DIR holding train-images-idx3-ubyte, train-labels-idx1-ubyte,
 // t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte, each optionally ".gz".
 TrainTest read_mnist_dir(const std::filesystem::path& dir);
+// Only the test pair (t10k-*) of such a DIR: what evaluation reads.
+Dataset read_mnist_test(const std::filesystem::path& dir);
+// The files read_mnist_dir reads, in that order (the raw file where both it
+// and its .gz are there); InputError when DIR or a file is missing. With
+// `test_only`, the last two alone (the others are left empty).
+std::array<std::filesystem::path, 4> mnist_files(const std::filesystem::path& dir, bool test_only = false);
 
 // In place: x -> (x - mean) / stddev (MNIST's 0.1307 and 0.3081 by default).
 void normalize(Dataset& data, float mean = 0.1307f, float stddev = 0.3081f);

@@ -5,6 +5,9 @@
 // and measures test accuracy after each epoch.
 #pragma once
 
+#include <fmt/format.h>
+
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -16,6 +19,7 @@
 #include "asgd/dense/network.hpp"
 #include "asgd/engine/block_trainer.hpp"
 #include "asgd/engine/bounded_delay.hpp"
+#include "asgd/engine/errors.hpp"
 #include "asgd/engine/param_store.hpp"
 
 namespace asgd::dense {
@@ -74,6 +78,21 @@ std::uint64_t epoch_seed(std::uint64_t seed, std::size_t epoch) noexcept;
 // batches of `batch`, on `threads` threads.
 EvalResult evaluate(const Network& net, const float* params, const Dataset& data, std::size_t batch = 1000,
                     std::size_t threads = 1);
+
+// After epoch `epoch` (1-based), on the CPU and the GPU alike: RuntimeError
+// when a parameter is not finite, or the test loss (when measured) is not:
+// finite parameters can still overflow the network (--lr 1e30 ends near
+// 1e30), and either would be written as the model.
+inline void check_not_diverged(std::span<const float> params, const EvalResult* test, std::size_t epoch) {
+  for (std::size_t i = 0; i < params.size(); ++i)
+    if (!std::isfinite(params[i]))
+      throw RuntimeError(fmt::format("training diverged: parameter {} is {} after epoch {} (lower --lr)", i,
+                                     params[i], epoch));
+  if (test != nullptr && !std::isfinite(test->loss))
+    throw RuntimeError(fmt::format("training diverged: the test loss is {} after epoch {} (the parameters "
+                                   "overflow the network; lower --lr)",
+                                   test->loss, epoch));
+}
 
 // Trains `params` (net.layout(); initialised by the caller) on `train`.
 // `momentum_buffer` (layout().size() floats, zero to start) carries the

@@ -167,6 +167,16 @@ void check_distinct(std::string_view flag, const std::string& path,
   }
 }
 
+void check_one_on_stdout(std::initializer_list<std::pair<std::string_view, std::string_view>> outputs) {
+  std::string_view first;
+  for (const auto& [flag, path] : outputs) {
+    if (path.empty() || !AtomicFile::writes_to(std::filesystem::path(path), STDOUT_FILENO)) continue;
+    if (!first.empty())
+      throw InputError(fmt::format("{}: stdout is {}'s already (the two would run into one another)", flag, first));
+    first = flag;
+  }
+}
+
 void check_rewritten_output(std::string_view flag, const std::string& path) {
   check_output(flag, path);
   if (!path.empty() && !AtomicFile::replaces(path))

@@ -130,6 +130,10 @@ void check_output(std::string_view flag, const std::string& path);
 // the same.
 void check_distinct(std::string_view flag, const std::string& path,
                     std::initializer_list<std::pair<std::string_view, std::string_view>> others);
+// Before anything is written: InputError "B: stdout is A's already" when two
+// of the (flag, path) outputs both write to stdout ("-", /dev/stdout, or the
+// file stdout was redirected to): their bytes would run into one another.
+void check_one_on_stdout(std::initializer_list<std::pair<std::string_view, std::string_view>> outputs);
 // check_output for a file rewritten during the run (a checkpoint after every
 // epoch): InputError too when `path` is stdout, a pipe or a device, where
 // each write would follow the last and none could be read back.

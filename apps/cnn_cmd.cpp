@@ -277,9 +277,7 @@ int train(const CnnFlags& f, Distributed& dist) {
     for (const auto& [flag, path] : {std::pair{"--model", &f.model}, std::pair{"--checkpoint", &f.checkpoint},
                                      std::pair{"--csv", &f.csv}})
       check_not_mnist(flag, *path, f.data, false);
-    if (!f.csv.empty() && !f.model.empty() && AtomicFile::writes_to(f.csv, STDOUT_FILENO) &&
-        AtomicFile::writes_to(f.model, STDOUT_FILENO))
-      throw InputError("--csv: stdout is --model's already (the model's bytes would follow the table)");
+    check_one_on_stdout({{"--model", f.model}, {"--csv", f.csv}});
   }
   if (f.until_epoch != 0 && f.checkpoint.empty() && f.model.empty())
     throw InputError("--until-epoch: give --checkpoint FILE to resume from (or --model), or the run is lost");

@@ -271,6 +271,7 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
                    {{"-train", f.train}, {"-read-vocab", f.read_vocab}, {"-checkpoint", f.checkpoint},
                     {"-resume", f.resume}});
     check_distinct("-checkpoint", f.checkpoint, {{"-train", f.train}, {"-read-vocab", f.read_vocab}});
+    check_one_on_stdout({{"-output", f.output}, {"-save-vocab", f.save_vocab}});
   }
 
   // Before the corpus is read: the flags that need parsing.

@@ -107,7 +107,7 @@ void add_w2v_eval_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("w2v-eval",
                                  "Evaluate word vectors: analogies (compute-accuracy), similarity (Spearman), "
                                  "nearest neighbours");
-  cmd->add_option("--vectors", flags->vectors, "Word vectors, word2vec text or binary (detected)")->required();
+  cmd->add_option("--vectors", flags->vectors, "Word vectors, word2vec text or binary (detected); - reads stdin")->required();
   cmd->add_option("--analogies", flags->analogies, "Analogy questions file (questions-words.txt format)");
   cmd->add_option("--restrict", flags->restrict_vocab,
                   "Use only the N most frequent words for analogies, as candidates and for coverage (0: all)")

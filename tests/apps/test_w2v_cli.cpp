@@ -264,4 +264,24 @@ TEST_F(W2vCli, EvalReportsAndErrors) {
   EXPECT_EQ(r.status, 2) << r.output;
   r = run({"w2v-eval", "--vectors", path("v.txt"), "--neighbours", "unknownword"});
   EXPECT_EQ(r.status, 2) << r.output;
+  // "-" is stdin, as for `w2v -train -`; WordSim-353's comma-separated file (header and all) gives what its
+  // tab-separated form gives.
+  r = run({"w2v-eval", "--vectors", "-", "--neighbours", "w0"}, path("v.txt"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("vectors: -:"), std::string::npos) << r.output;
+  write("s.csv", "Word 1,Word 2,Human (mean)\nw0,w1,9\nw0, w20,1\nw0,w40,2\n");
+  const auto tsv = run({"w2v-eval", "--vectors", path("v.txt"), "--similarity", path("s.tsv")});
+  r = run({"w2v-eval", "--vectors", path("v.txt"), "--similarity", path("s.csv")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(r.output.substr(r.output.find("similarity:")), tsv.output.substr(tsv.output.find("similarity:")));
+}
+
+// The vectors and the vocabulary both on stdout would be one unreadable stream: refused before training.
+TEST_F(W2vCli, TwoOutputsOnStdoutAreRefused) {
+  const auto corpus = write("c.txt", topics_corpus(100));
+  for (const auto& [vectors, vocab] : {std::pair{"-", "-"}, std::pair{"/dev/stdout", "-"}}) {
+    const auto r = w2v({"-train", corpus, "-min-count", "1", "-iter", "1", "-output", vectors, "-save-vocab", vocab});
+    EXPECT_EQ(r.status, 2) << r.output;
+    EXPECT_NE(r.output.find("-save-vocab: stdout is -output's already"), std::string::npos) << r.output;
+  }
 }

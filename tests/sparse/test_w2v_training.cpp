@@ -94,11 +94,19 @@ TEST(Vocabulary, SaveReadRoundTripAndBadFiles) {
   }
   EXPECT_NE(message_of([&] { Vocabulary::read(dir.file("sp", "the 9\nodd\tword 5\n")); }).find("sp:2:"),
             std::string::npos);
-  EXPECT_NE(message_of([&] { Vocabulary::read(dir.file("b1", "the ten\n")); }).find("b1:1: expected a positive"),
+  EXPECT_NE(message_of([&] { Vocabulary::read(dir.file("b1", "the ten\n")); }).find("b1:1: expected a non-negative"),
             std::string::npos);
   EXPECT_NE(message_of([&] { Vocabulary::read(dir.file("b2", "the 3\nof -2\n")); }).find("b2:2:"), std::string::npos);
-  EXPECT_NE(message_of([&] { Vocabulary::read(dir.file("b3", "a 3\nb 5\n")); }).find("descending"),
+  // Any order, as word2vec.c sorts what it reads (before: "counts must be in descending order"); a word of count 0
+  // is dropped.
+  const Vocabulary sorted = Vocabulary::read(dir.file("b3", "a 3\nnever 0\nb 5\nc 3\n"), {1, 0});
+  EXPECT_EQ(sorted.size(), 3u);
+  EXPECT_EQ(sorted.word(0), "b");
+  EXPECT_EQ(sorted.word(1), "a");
+  EXPECT_EQ(sorted.word(2), "c");
+  EXPECT_NE(message_of([&] { Vocabulary::read(dir.file("e", "")); }).find("e: the vocabulary file is empty"),
             std::string::npos);
+  EXPECT_NE(message_of([&] { Vocabulary::read(dir / ""); }).find("is a directory"), std::string::npos);
   EXPECT_NE(message_of([&] { Vocabulary::read(dir.file("b4", "a 5\na 5\n")); }).find("twice"), std::string::npos);
   EXPECT_NE(message_of([&] { Vocabulary::read(dir.file("b5", "lonely\n")); }).find("b5:1"), std::string::npos);
   EXPECT_THROW(Vocabulary::read(dir / "missing"), asgd::InputError);
@@ -141,6 +149,29 @@ TEST(Corpus, ATokenStraddlingTheReadChunkStaysWhole) {
       EXPECT_EQ(stats.truncated_tokens, len > kMaxTokenBytes ? 1u : 0u) << before << " " << len;
     }
   }
+}
+
+// A long token is cut before the UTF-8 character that its 1,024th byte falls in, not inside it (a vectors file
+// with half a character is refused by UTF-8 readers such as gensim), inside the read chunk and across it.
+TEST(Corpus, ALongTokenIsCutAtACharacter) {
+  TempDir dir;
+  constexpr std::size_t kChunk = std::size_t{4} << 20;
+  std::string euros;
+  for (int k = 0; k < 400; ++k) euros += "\xe2\x82\xac";  // U+20AC, 3 bytes: 1,024 falls inside the 342nd
+  const std::string kept = euros.substr(0, 341 * 3);
+  for (const std::size_t before : {std::size_t{0}, std::size_t{100}}) {
+    std::string text = before == 0 ? std::string("head ") : std::string(kChunk - before, ' ');
+    text += euros + " tail\n";
+    TokenReader r(dir.file("e.txt", text));
+    CorpusStats stats;
+    const auto v = count_vocabulary(r, {1, 0}, &stats);
+    EXPECT_TRUE(v.find(kept).has_value()) << before;
+    EXPECT_EQ(stats.truncated_tokens, 1u) << before;
+  }
+  // Bytes that are not UTF-8 are cut at 1,024 as before.
+  TokenReader r(dir.file("x.txt", std::string(2000, '\x80') + " tail\n"));
+  const auto v = count_vocabulary(r, {1, 0});
+  EXPECT_TRUE(v.find(std::string(kMaxTokenBytes, '\x80')).has_value());
 }
 
 TEST(Corpus, TokensAcrossChunkBoundariesStayWhole) {

@@ -24,6 +24,16 @@ constexpr std::array<unsigned char, 256> make_classes() {
 }
 constexpr auto kClass = make_classes();
 
+// Where to cut a token of more than `len` bytes at about `len`: before the
+// UTF-8 character that byte len falls in (a cut inside one leaves a file that
+// UTF-8 readers such as gensim refuse), at most 3 bytes back; at `len` when
+// the bytes there are not UTF-8.
+std::size_t cut_at_character(const char* p, std::size_t len) {
+  for (std::size_t back = 0; back < 4 && back < len; ++back)
+    if ((static_cast<unsigned char>(p[len - back]) & 0xC0) != 0x80) return len - back;
+  return len;
+}
+
 }  // namespace
 
 TokenReader::TokenReader(const std::filesystem::path& path) : name_(path.string()) {
@@ -106,7 +116,7 @@ TokenReader::Kind TokenReader::next(std::string_view& token) {
     if (pos_ < end_ && buffer_[pos_] == 0) binary_error(pos_);
     std::size_t len = pos_ - start;
     if (len > kMaxTokenBytes) {
-      len = kMaxTokenBytes;
+      len = cut_at_character(buffer_.data() + start, kMaxTokenBytes);
       ++truncated_;
     }
     token = std::string_view(buffer_.data() + start, len);
@@ -123,7 +133,7 @@ TokenReader::Kind TokenReader::next(std::string_view& token) {
   }
   if (pos_ < end_ && buffer_[pos_] == 0) binary_error(pos_);
   if (carry_.size() > kMaxTokenBytes) {
-    carry_.resize(kMaxTokenBytes);
+    carry_.resize(cut_at_character(carry_.data(), kMaxTokenBytes));
     ++truncated_;
   }
   token = carry_;

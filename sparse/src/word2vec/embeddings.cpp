@@ -66,12 +66,13 @@ float float_from_le(const char* bytes) noexcept {
 // text line or a whole binary vector before it consumes it.
 class ByteSource {
  public:
-  explicit ByteSource(const fs::path& path) : name_(path.string()) {
+  // "-" is standard input (as `w2v -train -`).
+  explicit ByteSource(const fs::path& path) : name_(path == "-" ? "stdin" : path.string()) {
     std::error_code ec;
     if (fs::is_directory(path, ec)) {
       throw InputError(fmt::format("{}: is a directory, expected a word2vec vectors file", name_));
     }
-    file_.reset(std::fopen(name_.c_str(), "rb"));
+    file_.reset(path == "-" ? ::fdopen(::dup(STDIN_FILENO), "rb") : std::fopen(name_.c_str(), "rb"));
     if (!file_) throw InputError(fmt::format("{}: cannot open: {}", name_, errno_text(errno)));
   }
 

@@ -39,6 +39,21 @@ std::ifstream open_text(const fs::path& path, const char* what) {
   return in;
 }
 
+// The fields of a comma-separated line, each without the blanks around it
+// (a field left empty counts as none).
+std::vector<std::string_view> split_commas(std::string_view line) {
+  std::vector<std::string_view> fields;
+  while (true) {
+    const auto comma = line.find(',');
+    std::string_view field = line.substr(0, comma);
+    while (!field.empty() && text::is_whitespace(field.front())) field.remove_prefix(1);
+    while (!field.empty() && text::is_whitespace(field.back())) field.remove_suffix(1);
+    if (!field.empty()) fields.push_back(field);
+    if (comma == std::string_view::npos) return fields;
+    line.remove_prefix(comma + 1);
+  }
+}
+
 bool parse_double(std::string_view field, double& value) {
   if (field.size() >= 2 && field[0] == '+' && field[1] != '-' && field[1] != '+') field.remove_prefix(1);
   const auto [end, ec] = std::from_chars(field.data(), field.data() + field.size(), value);
@@ -355,7 +370,8 @@ std::vector<SimilarityPair> read_similarity_pairs(const fs::path& path) {
   bool first_data_line = true;
   while (std::getline(in, line)) {
     ++line_no;
-    const auto fields = split_fields(line);
+    // Whitespace-separated (wordsim353.tsv, SimLex's .txt) or comma-separated (WordSim-353's combined.csv).
+    const auto fields = line.find(',') == std::string::npos ? split_fields(line) : split_commas(line);
     if (fields.empty() || fields[0].front() == '#') continue;
     if (fields.size() < 3) {
       throw InputError(fmt::format("{}:{}: expected 'word1 word2 score', found {} field{}", path.string(), line_no,

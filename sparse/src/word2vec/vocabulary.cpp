@@ -99,12 +99,14 @@ void Vocabulary::save(const std::filesystem::path& path) const {
 
 Vocabulary Vocabulary::read(const std::filesystem::path& path, const VocabOptions& options, std::size_t* left_out) {
   if (left_out != nullptr) *left_out = 0;
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw InputError(fmt::format("{}: is a directory, not a vocabulary file", path.string()));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(fmt::format("{}: cannot open the vocabulary file", path.string()));
   std::vector<std::pair<std::string, std::uint64_t>> entries;
   std::string line;
-  std::size_t line_no = 0;
-  std::uint64_t previous = std::numeric_limits<std::uint64_t>::max();
+  std::size_t line_no = 0, read = 0;
   bool first_entry = true;
   while (std::getline(in, line)) {
     ++line_no;
@@ -124,8 +126,9 @@ Vocabulary Vocabulary::read(const std::filesystem::path& path, const VocabOption
     // word2vec.c's sentence marker as the first entry (its count may be 0); later, "</s>" is a word of the corpus.
     const bool sentence_marker = first_entry && word == kSentenceMarker;
     first_entry = false;
-    if (ec != std::errc() || p != count_text.data() + count_text.size() || (count == 0 && !sentence_marker)) {
-      throw InputError(fmt::format("{}: expected a positive integer count, got '{}'", where(), count_text));
+    ++read;
+    if (ec != std::errc() || p != count_text.data() + count_text.size()) {
+      throw InputError(fmt::format("{}: expected a non-negative integer count, got '{}'", where(), count_text));
     }
     if (word.empty() || word.find_first_of(" \t") != std::string::npos) {
       throw InputError(fmt::format("{}: a word may not be empty or contain spaces or tabs", where()));
@@ -137,12 +140,13 @@ Vocabulary Vocabulary::read(const std::filesystem::path& path, const VocabOption
       if (left_out != nullptr) ++*left_out;
       continue;
     }
-    if (count > previous) {
-      throw InputError(fmt::format("{}: counts must be in descending order ({} after {})", where(), count, previous));
-    }
-    previous = count;
+    // A word never seen cannot be trained (word2vec.c drops it below any -min-count).
+    if (count == 0) continue;
     entries.emplace_back(std::move(word), count);
   }
+  if (read == 0) throw InputError(fmt::format("{}: the vocabulary file is empty", path.string()));
+  // In any order, as word2vec.c's ReadVocab sorts (words of one count keep the file's order).
+  std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   cut(entries, options);
   if (entries.empty()) throw InputError(fmt::format("{}: no word with count >= {}", path.string(), options.min_count));
   std::vector<std::string> words;

@@ -370,8 +370,10 @@ std::vector<SimilarityPair> read_similarity_pairs(const fs::path& path) {
   bool first_data_line = true;
   while (std::getline(in, line)) {
     ++line_no;
-    // Whitespace-separated (wordsim353.tsv, SimLex's .txt) or comma-separated (WordSim-353's combined.csv).
-    const auto fields = line.find(',') == std::string::npos ? split_fields(line) : split_commas(line);
+    // Whitespace-separated (wordsim353.tsv, SimLex's .txt) or comma-separated (WordSim-353's combined.csv: a
+    // line of three or more fields between commas; "a b 7,35" stays a whitespace line with a bad score).
+    auto fields = split_commas(line);
+    if (fields.size() < 3) fields = split_fields(line);
     if (fields.empty() || fields[0].front() == '#') continue;
     if (fields.size() < 3) {
       throw InputError(fmt::format("{}:{}: expected 'word1 word2 score', found {} field{}", path.string(), line_no,

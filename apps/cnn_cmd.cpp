@@ -226,6 +226,12 @@ int train(const CnnFlags& f, Distributed& dist) {
   // The report goes to stderr when the model or the CSV goes to stdout (--model -, --csv -).
   std::FILE* const out = report_stream({f.model, f.csv});
   const bool on_gpu = use_gpu(f.device, f.quiet || !dist.root(), out);
+  // The CPU's GEMM threads mean nothing to the GPU (its streams are --workers): refused when asked for the GPU,
+  // said when auto chose it.
+  if (on_gpu && f.threads > 0) {
+    if (f.device == "gpu") throw InputError("--threads: the CPU's GEMM threads; not with --device gpu");
+    if (dist.root()) std::fprintf(stderr, "asgd cnn: note: --threads is for the CPU; the GPU run ignores it\n");
+  }
   gpu::GpuTrainOptions o;
   o.cuda_graphs = f.cuda_graphs;  // ignored when auto falls back to the CPU
   o.epochs = f.epochs;
@@ -432,6 +438,10 @@ int train(const CnnFlags& f, Distributed& dist) {
 
 int eval(const CnnFlags& f) {
   const bool on_gpu = use_gpu(f.device, true);
+  if (on_gpu && f.workers > 1) {
+    if (f.device == "gpu") throw InputError("--workers: CPU threads; not with --device gpu (one stream evaluates)");
+    std::fprintf(stderr, "asgd cnn: note: --workers is for the CPU; the GPU evaluation ignores it\n");
+  }
   if (f.model.empty()) throw InputError("--model FILE is required");
   const dense::Network net = dense::lenet5();
   const CheckpointData ck = read_lenet(f.model, net);
@@ -548,7 +558,7 @@ void add_cnn_commands(CLI::App& app, int& exit_code) {
   ev->add_option("--model", e->model, "Model from asgd cnn train")->required();
   ev->add_option("--batch", e->batch,
                  "Images a thread takes at a time (the CPU runs them in tiles of 16; the GPU in one pass)")->capture_default_str();
-  ev->add_option("--workers", e->workers, "Threads")->capture_default_str();
+  ev->add_option("--workers", e->workers, "CPU threads (the GPU evaluates in one stream)")->capture_default_str();
   ev->add_option("--device", e->device, "cpu, gpu or auto")->capture_default_str();
   ev->add_option("--repeats", e->repeats, "Time this many passes; print the median images/s")->capture_default_str();
   ev->callback([e, &exit_code] { exit_code = run_guarded([&] { return eval(*e); }); });

@@ -88,6 +88,13 @@ void save_checkpoint(const std::filesystem::path& path, const ParamStore& store,
 }
 
 CheckpointData read_checkpoint(const std::filesystem::path& path) {
+  // Its size is checked against the header before anything is allocated: a pipe has none (and opening one
+  // would wait for a writer).
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
+    throw InputError(fmt::format("checkpoint {}: not a regular file (a pipe or a device cannot be read as a "
+                                 "checkpoint; save it to a file first)",
+                                 path.string()));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(fmt::format("checkpoint {}: cannot open (missing?)", path.string()));
   in.seekg(0, std::ios::end);

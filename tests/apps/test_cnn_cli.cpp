@@ -410,7 +410,17 @@ TEST_F(CnnCli, GpuCommandsOnTheEmulatedBackend) {
   const auto r = run({"cnn", "train", "--data", path(""), "--device", "gpu", "--epochs", "2", "--workers", "2",
                       "--tau", "1", "--compensate", "--batch", "32", "--model", path("gpu.asgd")});
   const auto on_gpu = run({"cnn", "eval", "--data", path(""), "--device", "gpu", "--model", path("gpu.asgd")});
+  // The CPU's thread counts are refused on the GPU rather than ignored.
+  const auto threads = run({"cnn", "train", "--data", path(""), "--device", "gpu", "--threads", "2"});
+  const auto eval_workers =
+      run({"cnn", "eval", "--data", path(""), "--device", "gpu", "--workers", "2", "--model", path("gpu.asgd")});
   ::unsetenv("ASGD_GPU_BACKEND");
+  EXPECT_EQ(threads.status, 2) << threads.output;
+  EXPECT_NE(threads.output.find("--threads: the CPU's GEMM threads; not with --device gpu"), std::string::npos)
+      << threads.output;
+  EXPECT_EQ(eval_workers.status, 2) << eval_workers.output;
+  EXPECT_NE(eval_workers.output.find("--workers: CPU threads; not with --device gpu"), std::string::npos)
+      << eval_workers.output;
   const auto on_cpu = run({"cnn", "eval", "--data", path(""), "--device", "cpu", "--model", path("gpu.asgd")});
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("device: asgd host emulation"), std::string::npos) << r.output;

@@ -91,6 +91,9 @@ TEST_F(CheckpointTest, RefusesTornCorruptForeignAndOtherModels) {
   EXPECT_NE(message_of([&] { asgd::read_checkpoint(dir_ / "foreign"); }).find("not an asgd checkpoint"),
             std::string::npos);
   EXPECT_NE(message_of([&] { asgd::read_checkpoint(dir_ / "missing"); }).find("cannot open"), std::string::npos);
+  // A pipe says so, without waiting for a writer (before: "bad magic", as if the file were foreign).
+  ASSERT_EQ(::mkfifo((dir_ / "fifo").c_str(), 0600), 0);
+  EXPECT_NE(message_of([&] { asgd::read_checkpoint(dir_ / "fifo"); }).find("not a regular file"), std::string::npos);
 
   auto other = ParamStore::on_heap(layout_of(999));
   EXPECT_NE(message_of([&] { asgd::load_checkpoint(dir_ / "good", other); }).find("another model"),

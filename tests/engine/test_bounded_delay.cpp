@@ -126,6 +126,36 @@ TEST(BoundedDelay, RetiredWorkerHoldsNobodyBack) {
   EXPECT_EQ(gate.clock(0), 10u);
 }
 
+// A paused worker holds nobody back and wakes a waiter; resumed, it goes on from its clock and holds the others
+// again.
+TEST(BoundedDelay, APausedWorkerHoldsNobodyBackUntilResumed) {
+  BoundedDelay gate(2, 0);
+  ASSERT_TRUE(gate.enter(1));
+  gate.finish_step(1);
+  ASSERT_TRUE(gate.enter(0));
+  gate.finish_step(0);
+  ASSERT_TRUE(gate.enter(0));
+  gate.finish_step(0);  // worker 0 at 2, worker 1 at 1: worker 0 must wait for it
+  std::atomic<bool> entered{false};
+  std::thread ahead([&] {
+    EXPECT_TRUE(gate.enter(0).has_value());
+    entered = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(entered.load());
+  gate.pause(1);  // wakes it
+  ahead.join();
+  EXPECT_TRUE(entered.load());
+  EXPECT_EQ(gate.clock(1), kUnbounded);
+  gate.finish_step(0);
+  gate.resume(1);
+  EXPECT_EQ(gate.clock(1), 1u);
+  EXPECT_EQ(gate.slowest(), 1u);  // worker 0, at 3, waits for worker 1 again
+  ASSERT_TRUE(gate.enter(1));
+  gate.finish_step(1);
+  EXPECT_EQ(gate.clock(1), 2u);
+}
+
 TEST(BoundedDelay, ParsesTau) {
   EXPECT_EQ(asgd::parse_tau("0"), 0u);
   EXPECT_EQ(asgd::parse_tau("16"), 16u);

@@ -368,17 +368,24 @@ struct SlowElsewhere : DisjointQuadratic {
   std::thread::id fast = std::this_thread::get_id();
   std::uint64_t epochs;
   std::unique_ptr<std::atomic<int>[]> visits;
-  mutable std::atomic<int> slow_visits{0};
+  std::unique_ptr<std::atomic<bool>[]> busy;  // an example in a step now
+  mutable std::atomic<int> slow_visits{0}, overlaps{0};
   SlowElsewhere(std::size_t n, std::uint64_t e)
-      : DisjointQuadratic{n, 2}, epochs(e), visits(std::make_unique<std::atomic<int>[]>(n * e)) {}
+      : DisjointQuadratic{n, 2},
+        epochs(e),
+        visits(std::make_unique<std::atomic<int>[]>(n * e)),
+        busy(std::make_unique<std::atomic<bool>[]>(n)) {}
   template <class Sink>
   double gradient(std::size_t i, Sink& sink) const {
     visits[sink.epoch() * examples + i].fetch_add(1);
+    if (busy[i].exchange(true)) overlaps.fetch_add(1);
     if (std::this_thread::get_id() != fast) {
       slow_visits.fetch_add(1);
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
-    return DisjointQuadratic::gradient(i, sink);
+    const double loss = DisjointQuadratic::gradient(i, sink);
+    busy[i].store(false);
+    return loss;
   }
   bool each_once() const {
     for (std::size_t k = 0; k < examples * epochs; ++k)
@@ -388,34 +395,56 @@ struct SlowElsewhere : DisjointQuadratic {
 };
 }  // namespace
 
-// A straggler does fewer steps; it does not trail behind with its part of
-// the data. The fast worker takes the steps the slow one has not taken yet,
-// every example is still visited once an epoch and in no two steps at once
-// (the disjoint result stays exact), at every tau, and with checkpoints
-// (every worker waits at the epoch boundary) too.
+// A straggler does fewer steps at tau inf; it does not trail behind with its
+// part of the data. The fast worker takes the steps the slow one has not
+// taken yet, every example is still visited once an epoch and in no two
+// steps at once, at every tau, and with checkpoints (every worker waits at
+// the epoch boundary) too. With one step per shard (14 examples in steps of
+// 7) the fast worker reaches the straggler's shard of the next epoch while
+// the straggler is still in its step of this one, every epoch: it waits.
 TEST(Trainer, AStragglersStepsAreTakenByTheOthers) {
   const fs::path ckpt = fs::temp_directory_path() / ("asgd-straggler-" + std::to_string(::getpid()));
-  DisjointQuadratic plain{600, 2};
-  const auto serial = train(plain, options(1, Consistency::racy, kUnbounded));
-  for (std::uint64_t tau : {std::uint64_t{0}, std::uint64_t{4}, kUnbounded}) {
-    for (const bool checkpoints : {false, true}) {
-      SlowElsewhere p(600, 3);
-      auto o = options(2, Consistency::racy, tau);
-      if (checkpoints) o.checkpoint_path = ckpt;
-      auto store = ParamStore::on_heap(p.layout());
-      const asgd::TrainReport r = Trainer(store, o).run(p);
-      const std::string what = "tau " + asgd::tau_to_string(tau) + (checkpoints ? ", checkpoints" : "");
-      EXPECT_TRUE(p.each_once()) << what;
-      EXPECT_EQ(store.snapshot(), serial) << what;
-      ASSERT_EQ(r.epochs.size(), 3u) << what;
-      for (const auto& e : r.epochs) EXPECT_EQ(e.examples, 600u) << what;
-      // Its own shard is 300 examples an epoch (900 in all) at 100 us each; the fast worker needs about 1 us.
-      if (tau == kUnbounded) {
-        EXPECT_LT(p.slow_visits.load(), 900) << what;
+  for (const auto& [n, epochs] : {std::pair<std::size_t, std::uint64_t>{600, 3}, {14, 10}}) {
+    DisjointQuadratic plain{n, 2};
+    const auto serial = train(plain, options(1, Consistency::racy, kUnbounded, epochs));
+    for (std::uint64_t tau : {std::uint64_t{0}, std::uint64_t{4}, kUnbounded}) {
+      for (const bool checkpoints : {false, true}) {
+        SlowElsewhere p(n, epochs);
+        auto o = options(2, Consistency::racy, tau, epochs);
+        if (checkpoints) o.checkpoint_path = ckpt;
+        auto store = ParamStore::on_heap(p.layout());
+        const asgd::TrainReport r = Trainer(store, o).run(p);
+        const std::string what = std::to_string(n) + " examples, tau " + asgd::tau_to_string(tau) +
+                                 (checkpoints ? ", checkpoints" : "");
+        EXPECT_TRUE(p.each_once()) << what;
+        EXPECT_EQ(p.overlaps.load(), 0) << what;
+        EXPECT_EQ(store.snapshot(), serial) << what;
+        ASSERT_EQ(r.epochs.size(), epochs) << what;
+        for (const auto& e : r.epochs) EXPECT_EQ(e.examples, n) << what;
+        // Its own shard is n / 2 examples an epoch at 100 us each; the fast worker needs about 1 us. At a finite
+        // tau the gate keeps the two clocks together: no stealing (see Trainer::Run::EpochSlot).
+        if (tau == kUnbounded) {
+          EXPECT_LT(p.slow_visits.load(), static_cast<int>(n / 2 * epochs)) << what;
+        } else {
+          EXPECT_EQ(p.slow_visits.load(), static_cast<int>(n / 2 * epochs)) << what;
+        }
       }
     }
   }
   fs::remove(ckpt);
+}
+
+// A staleness-aware rate divides by the gate's clock gap: a worker that took most of the steps would see it grow
+// without bound. There each worker keeps to its own shard.
+TEST(Trainer, NoStealingUnderAStalenessAwareRate) {
+  SlowElsewhere p(600, 3);
+  auto o = options(2, Consistency::racy, kUnbounded);
+  o.schedule.staleness_aware = true;
+  auto store = ParamStore::on_heap(p.layout());
+  Trainer(store, o).run(p);
+  EXPECT_TRUE(p.each_once());
+  EXPECT_EQ(p.overlaps.load(), 0);
+  EXPECT_EQ(p.slow_visits.load(), 900);
 }
 
 TEST(Trainer, MultiWorkerCheckpointsAreConsistentSnapshots) {

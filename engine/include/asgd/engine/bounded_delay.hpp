@@ -51,7 +51,7 @@ class BoundedDelay {
   BoundedDelay(std::size_t workers, std::uint64_t tau);
 
   // Worker w is about to compute step clock(w). Blocks until the slowest
-  // unretired worker has completed at least clock(w) - tau steps, then returns
+  // worker neither retired nor paused has completed at least clock(w) - tau steps, then returns
   // the staleness it runs with (clock(w) - slowest). Returns nullopt once
   // cancel() was called. One waiting point: a condition variable.
   std::optional<std::uint64_t> enter(std::size_t w);
@@ -70,11 +70,11 @@ class BoundedDelay {
 
   std::size_t workers() const noexcept { return workers_; }
   std::uint64_t tau() const noexcept { return tau_; }
-  // Steps completed by w (kUnbounded once retired).
+  // Steps completed by w (kUnbounded once retired, and while paused).
   std::uint64_t clock(std::size_t w) const noexcept;
   // The step w is computing now, or kUnbounded when it is between steps.
   std::uint64_t in_step(std::size_t w) const noexcept;
-  // Minimum clock over unretired workers (kUnbounded when all retired).
+  // Minimum clock over workers neither retired nor paused (kUnbounded when none is).
   std::uint64_t slowest() const noexcept;
 
  private:

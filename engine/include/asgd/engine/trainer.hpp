@@ -9,10 +9,12 @@
 // or "Hogwild!" quietly runs serially). The examples are cut into one
 // contiguous shard per worker, reshuffled every epoch with a generator seeded
 // from (seed + stream, shard, epoch) and walked in steps of `step_examples`;
-// worker w takes its own shard's steps, then any left in the others, so a
-// straggler (a descheduled thread on a busy machine) does fewer steps
-// instead of trailing epochs behind with its part of the data, trained at
-// the end at the schedule's lowest rates. One step is one tick of the
+// worker w takes its own shard's steps and, at tau inf (without a
+// staleness-aware rate), then any left in the others, so a straggler (a
+// descheduled thread on a busy machine) does fewer steps instead of
+// trailing epochs behind with its part of the data, trained at the end at
+// the schedule's lowest rates. A worker is at most one epoch ahead of the
+// others. One step is one tick of the
 // worker's BoundedDelay clock and one learning-rate update. Loss
 // and counts are reduced per worker, never "thread 0's loss". The first
 // error (an exception, a non-finite loss, a failed checkpoint) wins: the
@@ -282,9 +284,14 @@ struct Trainer::Run {
 
   // The steps of one epoch. The examples are cut into one contiguous shard
   // per worker, each visited in its own shuffled order; worker w takes the
-  // steps of shard w and, once they are all taken, those left in the other
-  // shards: a slow or descheduled worker does fewer steps instead of trailing
-  // behind with its part of the data. Two slots serve epochs first, first +
+  // steps of shard w and, at tau inf, once they are all taken, those left in
+  // the other shards: a slow or descheduled worker does fewer steps instead
+  // of trailing behind with its part of the data. (Not at a finite tau: the
+  // gate's clocks count steps over the whole run, so the fast worker would
+  // wait for the straggler's clock anyway; nor with a staleness-aware rate,
+  // whose staleness is that clock gap: a worker taking most of the steps
+  // would see it grow without bound and its rate fall to nothing, though
+  // the parameters it reads are no staler.) Two slots serve epochs first, first +
   // 1, then first + 2 once every worker has left `first`, and so on: a worker
   // is at most one epoch ahead. A shard's steps of the next epoch wait for
   // its steps of this one to finish (see wait_for_shard), so no example is
@@ -301,8 +308,9 @@ struct Trainer::Run {
   };
 
   Run(std::size_t workers, std::uint64_t tau, std::uint64_t n, std::uint64_t first_epoch, std::uint64_t last_epoch,
-      std::size_t step_examples)
+      std::size_t step_examples, bool staleness_aware)
       : gate(workers, tau),
+        steal(tau == kUnbounded && !staleness_aware),
         started(static_cast<std::ptrdiff_t>(workers)),
         barrier(workers),
         counters(std::make_unique<WorkerCounters[]>(workers)),
@@ -352,8 +360,10 @@ struct Trainer::Run {
     shard_waiters.fetch_add(1, std::memory_order_seq_cst);
     {
       std::unique_lock lock(slot_mutex);
+      // seq_cst, as the increment above and shard_step_done's: either this load sees the finished count, or the
+      // finisher sees this waiter (acquire alone allows neither on a weakly ordered CPU: a lost wake-up).
       slot_free.wait(lock, [&] {
-        return shard_finished[s].steps.load(std::memory_order_acquire) >= need || stop.load(std::memory_order_acquire);
+        return shard_finished[s].steps.load(std::memory_order_seq_cst) >= need || stop.load(std::memory_order_acquire);
       });
     }
     shard_waiters.fetch_sub(1, std::memory_order_relaxed);
@@ -361,12 +371,12 @@ struct Trainer::Run {
     return !stop.load(std::memory_order_acquire);
   }
   // The next step of `slot` for worker w: one of its own shard while any is
-  // left, else one of another shard (from w + 1 on); nullopt when every step
-  // of the epoch is taken.
+  // left, else (when stealing) one of another shard (from w + 1 on); nullopt
+  // when every step w may take is taken.
   std::optional<std::pair<std::size_t, std::uint64_t>> take_step(EpochSlot& slot, std::size_t w) {
-    const std::size_t workers = gate.workers();
+    const std::size_t workers = steal ? gate.workers() : 1;
     for (std::size_t i = 0; i < workers; ++i) {
-      const std::size_t s = (w + i) % workers;
+      const std::size_t s = (w + i) % gate.workers();
       auto& next = slot.shards[s].next;
       if (i > 0 && next.load(std::memory_order_relaxed) >= steps_per_shard) continue;
       const std::uint64_t k = next.fetch_add(1, std::memory_order_relaxed);
@@ -416,6 +426,7 @@ struct Trainer::Run {
   }
 
   BoundedDelay gate;
+  const bool steal;    // take steps of other shards (see EpochSlot)
   std::latch started;  // every worker is running before anyone takes a step
   EpochBarrier barrier;
   std::unique_ptr<BlockScheduler> blocks;  // with TrainerOptions::blocks
@@ -428,7 +439,7 @@ struct Trainer::Run {
     std::atomic<std::uint64_t> steps{0};  // finished in this run, over all epochs
   };
   std::unique_ptr<ShardCount[]> shard_finished;
-  std::atomic<int> shard_waiters{0};
+  alignas(kCacheLine) std::atomic<int> shard_waiters{0};  // read at every shard's epoch end: off the mutex's line
   std::mutex slot_mutex;  // slot_free: a slot's epoch moved on, a shard finished an epoch, or the run stops
   std::condition_variable slot_free;
   // Where the run starts in the schedule: the epochs done times this problem's examples per epoch, so that a
@@ -482,7 +493,8 @@ TrainReport Trainer::run_with(P& problem, const Policy& policy, std::uint64_t un
   // between again on the next resume.
   if (state_.epoch > until_epoch) throw InputError(fmt_past_epoch(state_.epoch, until_epoch));
   const std::uint64_t first = state_.epoch;
-  Run run(options_.workers, options_.tau, n, first, until_epoch, options_.step_examples);
+  Run run(options_.workers, options_.tau, n, first, until_epoch, options_.step_examples,
+          options_.schedule.staleness_aware);
   if (options_.blocks) {
     if constexpr (BlockedProblem<P>) {
       if (problem.bins() == 0) throw InputError("trainer: a block schedule needs the problem split into bins");

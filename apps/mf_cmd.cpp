@@ -609,13 +609,9 @@ int generate(const MfGenerateFlags& f) {
   const Ratings r = generate_ratings(f.options);
   write_ratings(f.out, r);
   // The ids that got a rating (the file has no line for the others).
-  const auto distinct = [](const std::vector<std::uint32_t>& ids, std::size_t n) {
-    std::vector<bool> seen(n);
-    for (const std::uint32_t id : ids) seen[id] = true;
-    return static_cast<std::size_t>(std::count(seen.begin(), seen.end(), true));
-  };
+  const ColdIds unrated = cold_ids(r.users.size(), r.items.size(), r);
   fmt::print(out, "wrote {} ratings ({} users, {} items, rank {}, Zipf {}) to {}; noise floor (best possible RMSE) {}\n",
-             r.size(), distinct(r.user, r.users.size()), distinct(r.item, r.items.size()), f.options.rank,
+             r.size(), r.users.size() - unrated.users.size(), r.items.size() - unrated.items.size(), f.options.rank,
              f.options.zipf, f.out, f.options.noise);
   return 0;
 }

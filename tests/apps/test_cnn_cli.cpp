@@ -281,7 +281,7 @@ TEST_F(CnnCli, ClearErrors) {
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("300 GEMM threads per worker"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("data:"), std::string::npos) << r.output;
-  // The table and the model both on stdout: refused (the model's bytes would follow the table).
+  // The table and the model both on stdout: refused (the two would run into one another).
   r = run({"cnn", "train", "--data", path(""), "--epochs", "1", "--csv", "-", "--model", "-"});
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("--csv: stdout is --model's"), std::string::npos) << r.output;

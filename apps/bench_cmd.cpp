@@ -162,10 +162,10 @@ int staleness_linear(const StalenessFlags& f) {
              bench.optimum.gradient_norm, bench.lbfgs_seconds);
 
   std::ofstream csv(csv_path);
-  csv << "problem,policy,workers,tau,epoch,seconds,objective,relative_gap,mean_staleness,max_staleness,"
+  csv << "problem,policy,workers,tau,epoch,seconds,objective,relative_gap,mean_staleness,max_staleness,max_lead,"
          "examples_per_second\n";
-  fmt::print("{:<7} {:>7} {:>4} {:>10} {:>12} {:>10} {:>9} {:>6}\n", "policy", "workers", "tau", "seconds",
-             "objective", "gap", "stale", "<=1e-3");
+  fmt::print("{:<7} {:>7} {:>4} {:>10} {:>12} {:>10} {:>9} {:>5} {:>6}\n", "policy", "workers", "tau", "seconds",
+             "objective", "gap", "stale", "lead", "<=1e-3");
   int missed = 0;
   for (const auto& s : settings) {
     TrainerOptions o = setting_options(s, epochs, f.step_examples ? f.step_examples : 256);
@@ -174,20 +174,23 @@ int staleness_linear(const StalenessFlags& f) {
     Trainer trainer(store, o);
     double seconds = 0, gap = 0;
     StalenessHistogram all;
+    std::uint64_t lead = 0;
     for (std::uint64_t e = 1; e <= epochs; ++e) {
       const auto r = trainer.run(bench.problem, e);
       seconds += r.seconds;  // evaluation between epochs is not counted
       all.merge(r.staleness);
+      lead = std::max(lead, r.max_lead);
       const double objective = bench.problem.objective(store.snapshot());
       gap = (objective - bench.optimum.objective) / bench.optimum.objective;
-      csv << fmt::format("linear,{},{},{},{},{:.6f},{:.10f},{:.6e},{:.4f},{},{:.1f}\n", to_string(s.policy), s.workers,
-                         tau_to_string(s.tau), e, seconds, objective, gap, r.staleness.mean(), r.staleness.max(),
-                         r.examples_per_second);
+      csv << fmt::format("linear,{},{},{},{},{:.6f},{:.10f},{:.6e},{:.4f},{},{},{:.1f}\n", to_string(s.policy),
+                         s.workers, tau_to_string(s.tau), e, seconds, objective, gap, r.staleness.mean(),
+                         r.staleness.max(), r.max_lead, r.examples_per_second);
     }
     const bool ok = gap <= 1e-3;
     missed += ok ? 0 : 1;
-    fmt::print("{:<7} {:>7} {:>4} {:>10.3f} {:>12.8f} {:>10.2e} {:>9.2f} {:>6}\n", to_string(s.policy), s.workers,
-               tau_to_string(s.tau), seconds, bench.optimum.objective * (1 + gap), gap, all.mean(), ok ? "yes" : "NO");
+    fmt::print("{:<7} {:>7} {:>4} {:>10.3f} {:>12.8f} {:>10.2e} {:>9.2f} {:>5} {:>6}\n", to_string(s.policy),
+               s.workers, tau_to_string(s.tau), seconds, bench.optimum.objective * (1 + gap), gap, all.mean(), lead,
+               ok ? "yes" : "NO");
   }
   csv.close();
   if (!csv) throw RuntimeError(fmt::format("{}: writing the CSV failed", csv_path.string()));
@@ -220,7 +223,7 @@ int staleness_w2v(const StalenessFlags& f) {
              m.negative, m.sample, f.corpus, corpus.tokens.size(), vocab.size());
 
   std::ofstream csv(csv_path);
-  csv << "problem,policy,workers,tau,epoch,seconds,loss,mean_staleness,max_staleness,words_per_second\n";
+  csv << "problem,policy,workers,tau,epoch,seconds,loss,mean_staleness,max_staleness,max_lead,words_per_second\n";
   fmt::print("{:<7} {:>7} {:>4} {:>10} {:>12} {:>9} {:>10}\n", "policy", "workers", "tau", "seconds", "words/s",
              "loss", "analogy");
   for (const auto& s : settings) {
@@ -238,8 +241,8 @@ int staleness_w2v(const StalenessFlags& f) {
       seconds += r.seconds;
       examples += r.examples;
       loss = r.epochs.back().loss;
-      csv << fmt::format("w2v,{},{},{},{},{:.6f},{:.6f},{:.4f},{},{:.0f}\n", to_string(s.policy), s.workers,
-                         tau_to_string(s.tau), e, seconds, loss, r.staleness.mean(), r.staleness.max(),
+      csv << fmt::format("w2v,{},{},{},{},{:.6f},{:.6f},{:.4f},{},{},{:.0f}\n", to_string(s.policy), s.workers,
+                         tau_to_string(s.tau), e, seconds, loss, r.staleness.mean(), r.staleness.max(), r.max_lead,
                          r.examples_per_second * model.words_per_example());
     }
     std::string analogy = "-";
@@ -293,7 +296,7 @@ int staleness_mf(const StalenessFlags& f) {
   fmt::print("problem: biased MF k 32, lr 0.02, l2 0.05, on {} (90/10 split)\n", what);
 
   std::ofstream csv(csv_path);
-  csv << "problem,schedule,policy,workers,tau,epoch,seconds,loss,test_rmse,mean_staleness,max_staleness,"
+  csv << "problem,schedule,policy,workers,tau,epoch,seconds,loss,test_rmse,mean_staleness,max_staleness,max_lead,"
          "examples_per_second\n";
   fmt::print("{:<8} {:<7} {:>7} {:>4} {:>9} {:>14} {:>9} {:>9}\n", "schedule", "policy", "workers", "tau", "seconds",
              "updates/s", "stale", "test RMSE");
@@ -327,9 +330,9 @@ int staleness_mf(const StalenessFlags& f) {
         seconds += r.seconds;
         stale.merge(r.staleness);
         rmse = mf::evaluate_errors(store, problem.global_mean(), split.test).rmse;
-        csv << fmt::format("mf,{},{},{},{},{},{:.6f},{:.6f},{:.6f},{:.4f},{},{:.1f}\n", schedule, to_string(s.policy),
-                           s.workers, tau, e, seconds, 2.0 * r.epochs.back().loss, rmse, r.staleness.mean(),
-                           r.staleness.max(), r.examples_per_second);
+        csv << fmt::format("mf,{},{},{},{},{},{:.6f},{:.6f},{:.6f},{:.4f},{},{},{:.1f}\n", schedule,
+                           to_string(s.policy), s.workers, tau, e, seconds, 2.0 * r.epochs.back().loss, rmse,
+                           r.staleness.mean(), r.staleness.max(), r.max_lead, r.examples_per_second);
       }
       const double rate = static_cast<double>(problem.num_examples()) * static_cast<double>(epochs) / seconds;
       fmt::print("{:<8} {:<7} {:>7} {:>4} {:>9.2f} {:>14.3g} {:>9.2f} {:>9.4f}\n", schedule, to_string(s.policy),

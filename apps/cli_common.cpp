@@ -31,7 +31,7 @@ void add_engine_flags(CLI::App& app, EngineFlags& f) {
   app.add_option("--lr", f.lr, "Initial learning rate")->capture_default_str();
   app.add_option("--lr-floor", f.lr_floor, "linear: the rate never goes below lr x floor")->capture_default_str();
   app.add_option("--warmup", f.warmup, "Fraction of training spent ramping the rate up")->capture_default_str();
-  app.add_flag("--staleness-aware", f.staleness_aware, "Divide the rate by (observed staleness + 1)");
+  app.add_flag("--staleness-aware", f.staleness_aware, "Divide the rate by (1 + the other workers' updates that landed during the worker's previous step)");
   app.add_flag("--adagrad", f.adagrad, "Per-parameter AdaGrad step sizes");
 }
 

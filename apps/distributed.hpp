@@ -171,6 +171,7 @@ TrainReport run_averaged(Distributed& dist, Trainer& trainer, P& problem, std::u
     total.seconds += r.seconds;
     total.examples += r.examples;
     total.staleness.merge(r.staleness);
+    total.max_lead = std::max(total.max_lead, r.max_lead);
     total.state = r.state;
     if (r.stopped) {
       total.stopped = true;

@@ -237,8 +237,8 @@ int train(const TrainFlags& f, Distributed& dist) {
   const TrainReport report = run_averaged(dist, trainer, problem, f.until_epoch ? f.until_epoch : options.epochs);
   for (const auto& e : report.epochs) {
     if (!f.quiet) {
-      fmt::print(out, "epoch {:3}: mean loss {:.6f}  {:.2f} s  staleness mean {:.2f} max {}\n", e.epoch, e.loss,
-                 e.seconds, e.mean_staleness, e.max_staleness);
+      fmt::print(out, "epoch {:3}: mean loss {:.6f}  {:.2f} s  staleness mean {:.2f} max {}  lead max {}\n", e.epoch,
+                 e.loss, e.seconds, e.mean_staleness, e.max_staleness, e.max_lead);
     }
   }
   fmt::print(out, "trained: {} ({} workers, {}, tau {}, {})\n", report.summary(), options.workers,

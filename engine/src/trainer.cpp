@@ -30,7 +30,8 @@ void TrainerOptions::validate() const {
 std::string TrainReport::summary() const {
   std::string s = fmt::format("{} examples in {:.3f} s ({:.4g} examples/s)", examples, seconds, examples_per_second);
   if (!epochs.empty()) s += fmt::format(", final epoch loss {:.6f}", epochs.back().loss);
-  s += fmt::format(", staleness mean {:.2f} max {}", staleness.mean(), staleness.max());
+  s += fmt::format(", staleness mean {:.2f} max {} (updates landed during a step), clock lead max {}", staleness.mean(),
+                   staleness.max(), max_lead);
   if (stopped) s += fmt::format(" [stopped: {}]", stop_reason);
   return s;
 }
@@ -84,7 +85,7 @@ float Trainer::rate_now(const Run& run, double before, double total, std::uint64
 }
 
 void Trainer::record_step(Run& run, std::size_t w, std::uint64_t epoch, std::uint64_t examples, double loss,
-                          std::uint64_t staleness, float lr) {
+                          std::uint64_t staleness, std::uint64_t lead, float lr) {
   auto& local = run.locals[w];
   auto& acc = local.epochs[epoch - run.first_epoch];
   acc.loss_sum += loss;
@@ -92,7 +93,9 @@ void Trainer::record_step(Run& run, std::size_t w, std::uint64_t epoch, std::uin
   acc.staleness_sum += staleness;
   acc.steps += 1;
   acc.staleness_max = std::max(acc.staleness_max, staleness);
+  acc.lead_max = std::max(acc.lead_max, lead);
   local.staleness.add(staleness);
+  local.last_staleness = staleness;
   auto& counters = run.counters[w];
   counters.examples.fetch_add(examples, std::memory_order_relaxed);
   counters.loss_sum.store(counters.loss_sum.load(std::memory_order_relaxed) + loss, std::memory_order_relaxed);
@@ -198,13 +201,17 @@ TrainReport Trainer::finish(Run& run) {
       staleness_sum += acc.staleness_sum;
       steps += acc.steps;
       stats.max_staleness = std::max(stats.max_staleness, acc.staleness_max);
+      stats.max_lead = std::max(stats.max_lead, acc.lead_max);
     }
     stats.loss = stats.examples ? loss / static_cast<double>(stats.examples) : 0.0;
     stats.mean_staleness = steps ? static_cast<double>(staleness_sum) / static_cast<double>(steps) : 0.0;
     stats.seconds = run.epoch_seconds[index];
     report.epochs.push_back(stats);
   }
-  for (const auto& local : run.locals) report.staleness.merge(local.staleness);
+  for (const auto& local : run.locals) {
+    report.staleness.merge(local.staleness);
+    for (const auto& acc : local.epochs) report.max_lead = std::max(report.max_lead, acc.lead_max);
+  }
   // The closing progress event, while state_ still holds the start of the run.
   if (options_.on_progress && !run.stopped_by_callback.load()) maybe_report(run, true);
   state_.epoch = run.first_epoch + completed;

@@ -105,8 +105,11 @@ TEST(Trainer, ReportHasLossCurveAndStalenessWithinTau) {
     ASSERT_EQ(r.epochs.size(), 4u);
     EXPECT_LT(r.epochs.back().loss, r.epochs.front().loss);
     EXPECT_EQ(r.examples, 4u * 3000);
-    EXPECT_LE(r.staleness.max(), tau);
-    for (const auto& e : r.epochs) EXPECT_LE(e.max_staleness, tau);
+    EXPECT_LE(r.max_lead, tau);
+    for (const auto& e : r.epochs) EXPECT_LE(e.max_lead, tau);
+    // A step of worker w at clock c sees the others' steps c - tau .. c + tau land at most.
+    EXPECT_LE(r.staleness.max(), 3 * (2 * tau + 1));
+    EXPECT_EQ(r.staleness.count(), 4u * 4 * ((3000 / 4 + 6) / 7));  // every step: 4 shards x 4 epochs
     EXPECT_GT(r.examples_per_second, 0.0);
     EXPECT_EQ(r.state.epoch, 4u);
   }
@@ -117,7 +120,8 @@ TEST(Trainer, MoreWorkersThanCoresWithTauZeroDoNotDeadlock) {
   asgd::TrainReport r;
   train(p, options(16, Consistency::racy, 0, 2), &r);
   EXPECT_EQ(r.examples, 8000u);
-  EXPECT_EQ(r.staleness.max(), 0u);
+  EXPECT_EQ(r.max_lead, 0u);
+  EXPECT_LE(r.staleness.max(), 15u);  // one step of each other worker at most
 }
 
 TEST(Trainer, NonFiniteLossStopsWithAClearMessage) {
@@ -370,6 +374,9 @@ struct SlowElsewhere : DisjointQuadratic {
   std::unique_ptr<std::atomic<int>[]> visits;
   std::unique_ptr<std::atomic<bool>[]> busy;  // an example in a step now
   mutable std::atomic<int> slow_visits{0}, overlaps{0};
+  // Examples the fast worker visited at the schedule's full rate `full`, and the straggler below it.
+  float full = 0.3f;
+  mutable std::atomic<int> fast_visits{0}, fast_at_full{0}, slow_below_full{0};
   SlowElsewhere(std::size_t n, std::uint64_t e)
       : DisjointQuadratic{n, 2},
         epochs(e),
@@ -379,7 +386,11 @@ struct SlowElsewhere : DisjointQuadratic {
   double gradient(std::size_t i, Sink& sink) const {
     visits[sink.epoch() * examples + i].fetch_add(1);
     if (busy[i].exchange(true)) overlaps.fetch_add(1);
-    if (std::this_thread::get_id() != fast) {
+    if (std::this_thread::get_id() == fast) {
+      fast_visits.fetch_add(1);
+      if (sink.learning_rate() == full) fast_at_full.fetch_add(1);
+    } else {
+      if (sink.learning_rate() < full) slow_below_full.fetch_add(1);
       slow_visits.fetch_add(1);
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
@@ -436,17 +447,38 @@ TEST(Trainer, AStragglersStepsAreTakenByTheOthers) {
   fs::remove(ckpt);
 }
 
-// A staleness-aware rate divides by the gate's clock gap: a worker that took most of the steps would see it grow
-// without bound. There each worker keeps to its own shard.
-TEST(Trainer, NoStealingUnderAStalenessAwareRate) {
+// A step's staleness is the count of the other workers' steps that finished while it ran. One worker: none. A
+// straggler at tau 0 (steps of 700 us against 7 us): each of its steps sees the fast worker's step of the same
+// clock land, never more. At tau inf the fast worker takes most of the steps; the straggler's steps see many of
+// them land, the fast worker's almost none, so a staleness-aware rate slows the straggler and not the fast
+// worker (a rate divided by the clock gap, which taking steps pulls apart, fell to nothing for both).
+TEST(Trainer, StalenessCountsTheUpdatesThatLandedDuringAStep) {
+  {
+    SlowElsewhere p(600, 3);
+    asgd::TrainReport r;
+    train(p, options(1, Consistency::racy, kUnbounded), &r);
+    EXPECT_EQ(r.staleness.max(), 0u);
+    EXPECT_EQ(r.max_lead, 0u);
+  }
+  {
+    SlowElsewhere p(600, 3);
+    asgd::TrainReport r;
+    train(p, options(2, Consistency::racy, 0), &r);
+    EXPECT_EQ(r.staleness.max(), 1u);
+    EXPECT_EQ(r.max_lead, 0u);
+  }
   SlowElsewhere p(600, 3);
   auto o = options(2, Consistency::racy, kUnbounded);
   o.schedule.staleness_aware = true;
-  auto store = ParamStore::on_heap(p.layout());
-  Trainer(store, o).run(p);
+  ASSERT_EQ(o.schedule.lr, p.full);  // a constant schedule: below it is the staleness-aware division
+  asgd::TrainReport r;
+  train(p, o, &r);
   EXPECT_TRUE(p.each_once());
   EXPECT_EQ(p.overlaps.load(), 0);
-  EXPECT_EQ(p.slow_visits.load(), 900);
+  EXPECT_LT(p.slow_visits.load(), 900);  // the fast worker took the straggler's steps
+  EXPECT_GE(r.staleness.max(), 2u);
+  EXPECT_GT(p.fast_at_full.load(), p.fast_visits.load() / 2);
+  EXPECT_GT(p.slow_below_full.load(), 0);
 }
 
 TEST(Trainer, MultiWorkerCheckpointsAreConsistentSnapshots) {

@@ -30,7 +30,8 @@ struct Schedule {
   // the rate linearly from lr * warmup_start to the schedule's value.
   float warmup = 0.0f;
   float warmup_start = 0.1f;
-  // Staleness-aware (Zhang et al. 2016): divide by (observed staleness + 1).
+  // Staleness-aware (Zhang et al. 2016): divide by (observed staleness + 1),
+  // the staleness of the worker's previous step.
   bool staleness_aware = false;
   // AdaGrad per parameter (Downpour SGD, LIBMF 2): w -= rate * g / sqrt(G + eps).
   bool adagrad = false;
@@ -44,7 +45,8 @@ struct Schedule {
   bool has_adagrad() const noexcept { return adagrad || row_adagrad; }
 
   // progress: fraction of all training done, in [0, 1]; epochs_elapsed: the
-  // same in epochs; staleness: steps this worker runs ahead of the slowest.
+  // same in epochs; staleness: the updates of other workers that landed
+  // during this worker's previous step (see trainer.hpp).
   float rate(double progress, double epochs_elapsed, std::uint64_t staleness) const noexcept;
 
   // Throws InputError("schedule: ...") for a non-positive lr, floor outside

@@ -2,6 +2,16 @@
 // policy and a BoundedDelay gate, and reports what happened (loss curve,
 // examples/s, staleness histogram).
 //
+// Staleness is measured, not inferred from the clocks: a step's staleness is
+// the number of other workers' steps that finished while it ran, i.e. how
+// many updates the parameters it read may have missed (at most; a step that
+// finished early in ours was partly visible to it). That is the delay of the
+// analyses of asynchronous SGD (Recht et al. 2011, Zhang et al. 2016) and
+// what the block trainer reports for the dense models. The gate's clock lead
+// (a worker's steps minus the slowest's, what tau bounds) is reported
+// separately as max_lead. With W workers the staleness is at most
+// (W - 1)(2 tau + 1) at a finite tau; at tau 0 one step of each other worker.
+//
 // Workers are threads the Trainer owns for the run, all started before step
 // 0: a worker blocked in the BoundedDelay gate waits for the others, so they
 // must really run at the same time (a task scheduler such as oneTBB may run
@@ -9,8 +19,8 @@
 // or "Hogwild!" quietly runs serially). The examples are cut into one
 // contiguous shard per worker, reshuffled every epoch with a generator seeded
 // from (seed + stream, shard, epoch) and walked in steps of `step_examples`;
-// worker w takes its own shard's steps and, at tau inf (without a
-// staleness-aware rate), then any left in the others, so a straggler (a
+// worker w takes its own shard's steps and, at tau inf, then any left in the
+// others, so a straggler (a
 // descheduled thread on a busy machine) does fewer steps instead of
 // trailing epochs behind with its part of the data, trained at the end at
 // the schedule's lowest rates. A worker is at most one epoch ahead of the
@@ -120,8 +130,9 @@ struct EpochStats {
   double loss = 0;                 // mean example loss during the epoch
   double seconds = 0;              // since run() started, when the last worker finished it
   std::uint64_t examples = 0;
-  double mean_staleness = 0;
+  double mean_staleness = 0;        // other workers' updates that landed while a step ran
   std::uint64_t max_staleness = 0;
+  std::uint64_t max_lead = 0;       // most steps a worker ran ahead of the slowest (what tau bounds)
 };
 
 struct TrainReport {
@@ -129,7 +140,8 @@ struct TrainReport {
   double seconds = 0;
   std::uint64_t examples = 0;
   double examples_per_second = 0;
-  StalenessHistogram staleness;
+  StalenessHistogram staleness;  // per step: other workers' updates that landed while it ran
+  std::uint64_t max_lead = 0;    // most steps a worker ran ahead of the slowest (<= tau)
   bool stopped = false;  // by the progress callback
   std::string stop_reason;
   TrainState state;  // after the run
@@ -207,12 +219,14 @@ class Trainer {
   void epoch_finished(Run& run, std::uint64_t epoch, std::size_t w);
   void maybe_report(Run& run, bool force);
   // The scheduled rate for the next step of a run that started `before`
-  // examples into a training of `total`.
+  // examples into a training of `total`; `staleness`: that of the worker's
+  // previous step (what a staleness-aware rate divides by).
   float rate_now(const Run& run, double before, double total, std::uint64_t staleness) const;
   // Books a finished step of worker w: its epoch's sums, the staleness
-  // histogram, the live counters, then the step and progress callbacks.
+  // histogram and clock lead, the live counters, then the step and progress
+  // callbacks.
   void record_step(Run& run, std::size_t w, std::uint64_t epoch, std::uint64_t examples, double loss,
-                   std::uint64_t staleness, float lr);
+                   std::uint64_t staleness, std::uint64_t lead, float lr);
   static std::uint64_t worker_seed(std::uint64_t seed, std::size_t worker, std::uint64_t epoch) noexcept;
   // The seed this process draws from: the run's (checkpointed) seed on its stream.
   std::uint64_t draw_seed() const noexcept { return state_.seed + options_.stream; }
@@ -238,10 +252,12 @@ struct Trainer::Run {
     std::uint64_t staleness_sum = 0;
     std::uint64_t steps = 0;
     std::uint64_t staleness_max = 0;
+    std::uint64_t lead_max = 0;
   };
   struct WorkerLocal {
     std::vector<EpochAccumulator> epochs;
     StalenessHistogram staleness;
+    std::uint64_t last_staleness = 0;  // of w's previous step: the staleness-aware rate's divisor
   };
 
   // Holds every worker at an epoch boundary while the last to arrive runs a
@@ -289,10 +305,7 @@ struct Trainer::Run {
   // the other shards: a slow or descheduled worker does fewer steps instead
   // of trailing behind with its part of the data. (Not at a finite tau: the
   // gate's clocks count steps over the whole run, so the fast worker would
-  // wait for the straggler's clock anyway; nor with a staleness-aware rate,
-  // whose staleness is that clock gap: a worker taking most of the steps
-  // would see it grow without bound and its rate fall to nothing, though
-  // the parameters it reads are no staler.) Two slots serve epochs first,
+  // wait for the straggler's clock anyway.) Two slots serve epochs first,
   // first + 1, then first + 2 once every worker has left `first`, and so on:
   // a worker is at most one epoch ahead. A shard's steps of the next epoch
   // wait for its steps of this one to finish (see wait_for_shard), so no
@@ -309,9 +322,9 @@ struct Trainer::Run {
   };
 
   Run(std::size_t workers, std::uint64_t tau, std::uint64_t n, std::uint64_t first_epoch, std::uint64_t last_epoch,
-      std::size_t step_examples, bool staleness_aware)
+      std::size_t step_examples)
       : gate(workers, tau),
-        steal(tau == kUnbounded && !staleness_aware),
+        steal(tau == kUnbounded),
         started(static_cast<std::ptrdiff_t>(workers)),
         barrier(workers),
         counters(std::make_unique<WorkerCounters[]>(workers)),
@@ -452,6 +465,8 @@ struct Trainer::Run {
   std::unique_ptr<std::atomic<std::size_t>[]> epoch_done;
   std::vector<double> epoch_seconds;  // written by the last finisher of each epoch
   std::atomic<std::uint64_t> examples_done{0};
+  // Steps finished in this run, by every worker: a step's staleness is how far it moved while the step ran.
+  alignas(kCacheLine) std::atomic<std::uint64_t> updates{0};
   std::atomic<bool> stop{false};
   std::atomic<bool> stopped_by_callback{false};
   std::mutex error_mutex;
@@ -494,8 +509,7 @@ TrainReport Trainer::run_with(P& problem, const Policy& policy, std::uint64_t un
   // between again on the next resume.
   if (state_.epoch > until_epoch) throw InputError(fmt_past_epoch(state_.epoch, until_epoch));
   const std::uint64_t first = state_.epoch;
-  Run run(options_.workers, options_.tau, n, first, until_epoch, options_.step_examples,
-          options_.schedule.staleness_aware);
+  Run run(options_.workers, options_.tau, n, first, until_epoch, options_.step_examples);
   if (options_.blocks) {
     if constexpr (BlockedProblem<P>) {
       if (problem.bins() == 0) throw InputError("trainer: a block schedule needs the problem split into bins");
@@ -562,17 +576,20 @@ void Trainer::worker_loop(P& problem, Sink sink, std::size_t w, Run& run) {
       while (const auto taken = run.take_step(*slot, w)) {
         const auto [shard, step] = *taken;
         if (!run.wait_for_shard(shard, epoch, w)) return;
-        const auto staleness = run.gate.enter(w);
-        if (!staleness || run.stop.load(std::memory_order_relaxed)) return;
-        const float lr = rate_now(run, before, total, *staleness);
+        const auto lead = run.gate.enter(w);
+        if (!lead || run.stop.load(std::memory_order_relaxed)) return;
+        const float lr = rate_now(run, before, total, run.locals[w].last_staleness);
         sink.set_learning_rate(lr);
         const std::vector<std::uint64_t>& order = shard_order(*slot, shard, epoch);
         const std::uint64_t lo = order.size() * step / steps, hi = order.size() * (step + 1) / steps;
+        const std::uint64_t seen = run.updates.load(std::memory_order_acquire);
         const double loss =
             step_loss(problem, sink, lo, hi, [&](std::uint64_t k) { return order[k]; }, epoch, w, lr);
+        // Counted before the clock moves: a worker the new clock lets in reads the count with it.
+        const std::uint64_t staleness = run.updates.fetch_add(1, std::memory_order_acq_rel) - seen;
         run.gate.finish_step(w);
         run.shard_step_done(shard);
-        record_step(run, w, epoch, hi - lo, loss, *staleness, lr);
+        record_step(run, w, epoch, hi - lo, loss, staleness, *lead, lr);
       }
       epoch_finished(run, epoch, w);
     }
@@ -601,7 +618,7 @@ void Trainer::worker_loop_blocks(P& problem, Sink sink, std::size_t w, Run& run)
         sink.set_learning_rate(lr);
         const auto [lo, hi] = problem.block_range(block->row, block->col);
         const double loss = step_loss(problem, sink, lo, hi, [](std::uint64_t i) { return i; }, epoch, w, lr);
-        record_step(run, w, epoch, hi - lo, loss, 0, lr);
+        record_step(run, w, epoch, hi - lo, loss, 0, 0, lr);
       }
       if (run.stop.load(std::memory_order_acquire)) return;
       // Every block of the epoch is done once all workers are here.

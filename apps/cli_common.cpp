@@ -118,7 +118,7 @@ ProgressCallback progress_printer(std::string label, bool quiet) {
   if (quiet || !stderr_is_terminal()) return {};
   return [label = std::move(label)](const Progress& p) {
     std::fprintf(stderr, "\r%s: %5.1f%%  epoch %llu  %.3g ex/s  loss %.5f  lr %.4g  ETA %s   ", label.c_str(),
-                 100.0 * p.fraction, static_cast<unsigned long long>(p.epoch + (p.fraction < 1.0 ? 1 : 0)),
+                 100.0 * p.fraction, static_cast<unsigned long long>(p.epoch + (p.fraction < 1.0 && !p.last ? 1 : 0)),
                  p.examples_per_second, p.loss, static_cast<double>(p.learning_rate),
                  human_duration(p.eta_seconds).c_str());
     // At the end of a run: keep the finished line, or wipe a partial one so

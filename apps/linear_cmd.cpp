@@ -3,6 +3,7 @@
 // engine's convex reference problem.
 #include <fmt/format.h>
 
+#include <array>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -126,16 +127,21 @@ int train(const TrainFlags& f, Distributed& dist) {
     check_distinct("--model", f.model, {{"--data", f.data}, {"--test", f.test}});
     check_distinct("--checkpoint", f.checkpoint, {{"--data", f.data}, {"--test", f.test}});
   }
-  // --data with {rank}: each rank reads its own, already sharded file.
+  // --data with {rank}: each rank reads its own, already sharded file (every {rank} in the path is the rank).
   std::string path = f.data;
-  const auto placeholder = path.find("{rank}");
-  const bool per_rank_files = placeholder != std::string::npos;
+  const bool per_rank_files = path.find("{rank}") != std::string::npos;
+  // Before any collective that only one of the two cases makes (the sum of the ranks' feature counts): ranks that
+  // disagree here would wait for each other for ever, or meet in allreduces of different lengths.
+  const std::array<std::uint64_t, 2> shape{per_rank_files ? 1u : 0u, f.features};
+  dist.same_on_all_ranks(shape, "--data with or without {rank}/--features (every rank needs the same)");
   if (per_rank_files) {
     if (f.features == 0) throw InputError("--data with {rank}: give --features, the model width every rank shares");
     if (f.reference && dist.active())
       throw InputError("--reference: not with --data {rank} (the ranks' files together are on no one rank: no "
                        "optimum to compare with; `asgd linear eval` scores the model on any file)");
-    path.replace(placeholder, 6, std::to_string(dist.rank()));
+    const std::string rank = std::to_string(dist.rank());
+    for (auto at = path.find("{rank}"); at != std::string::npos; at = path.find("{rank}", at + rank.size()))
+      path.replace(at, 6, rank);
   }
   sparse::SparseDataset data = sparse::read_libsvm(path, parse_unsorted(f.unsorted));
   if (f.features > 0) {
@@ -212,6 +218,11 @@ int train(const TrainFlags& f, Distributed& dist) {
       throw InputError(fmt::format("--resume {}: trained with --loss {}, not {}", f.resume,
                                    sparse::to_string(saved_loss), sparse::to_string(loss)));
     }
+    // Another l2 is another objective: the run would go on towards another optimum.
+    if (const double saved_l2 = linear_model_l2(saved.metadata, f.l2); saved_l2 != f.l2) {
+      throw InputError(fmt::format("--resume {}: trained with --l2 {}, not {} (give --l2 {})", f.resume, saved_l2,
+                                   f.l2, saved_l2));
+    }
     // Each rank's sums fit the shard it trained: other ranks would take over sums built on other examples.
     if (const int wrote = linear_model_ranks(saved.metadata);
         options.schedule.has_adagrad() && !saved.optimizer_state.empty() && wrote != dist.size()) {
@@ -274,7 +285,8 @@ int train(const TrainFlags& f, Distributed& dist) {
 
 struct EvalFlags {
   std::string data, model, shm, loss;  // loss: empty, the model's (logistic for a segment)
-  double l2 = -1;
+  double l2 = 0;
+  bool l2_given = false;  // else the model's (the training default for a segment)
   std::string unsorted = "sort";
 };
 
@@ -282,27 +294,28 @@ int eval(const EvalFlags& f) {
   if (f.model.empty() == f.shm.empty()) throw InputError("eval: give exactly one of --model FILE or --shm NAME");
   sparse::SparseDataset data = sparse::read_libsvm(f.data, parse_unsorted(f.unsorted));
   std::vector<float> w;
-  double l2 = f.l2;
+  std::optional<double> l2;
+  if (f.l2_given) l2 = f.l2;  // checked by LinearProblem, as train's
   sparse::LinearLoss loss = sparse::LinearLoss::logistic;
   if (!f.loss.empty()) loss = parse_flag("--loss", [&] { return sparse::parse_linear_loss(f.loss); });
   if (!f.model.empty()) {
     const CheckpointData d = read_checkpoint(f.model);
     if (!d.layout.contains("weights")) throw InputError(fmt::format("{}: not a linear model", f.model));
     w = d.params;
-    if (l2 < 0) l2 = linear_model_l2(d.metadata, 1e-4);
+    if (!l2) l2 = linear_model_l2(d.metadata, 1e-4);
     if (f.loss.empty()) loss = linear_model_loss(d.metadata);
   } else {
     const ParamStore store = ParamStore::attach_shared_any(f.shm, Access::read_only);
     if (!store.layout().contains("weights")) throw InputError(fmt::format("segment {}: not a linear model", f.shm));
     w = store.snapshot();
-    if (l2 < 0) {
+    if (!l2) {
       l2 = 1e-4;  // a segment carries parameters only
       fmt::print("(segment: objective with --l2 {}, the training default; pass --l2 if it trained with another)\n",
-                 l2);
+                 *l2);
     }
   }
   w = weights_for(data, std::move(w));
-  const sparse::LinearProblem problem(data, l2, loss);
+  const sparse::LinearProblem problem(data, *l2, loss);
   print_quality(stdout, "eval", problem, w);
   return 0;
 }
@@ -317,6 +330,7 @@ struct GenerateFlags {
 int generate(const GenerateFlags& f) {
   std::FILE* const out = report_stream({f.out, f.test_out});
   if (f.test_examples > 0 && f.test_out.empty()) throw InputError("--test-examples needs --test-out FILE");
+  if (f.test_examples == 0 && !f.test_out.empty()) throw InputError("--test-out needs --test-examples N (N > 0)");
   check_distinct("--test-out", f.test_out, {{"--out", f.out}});
   auto options = f.gen;
   options.examples += f.test_examples;
@@ -383,7 +397,10 @@ void add_linear_commands(CLI::App& app, int& exit_code) {
   eval_cmd->add_option("--l2", ef->l2, "L2 strength for the objective (default: the model's)");
   eval_cmd->add_option("--loss", ef->loss, "Loss for the objective (default: the model's; logistic for --shm)");
   eval_cmd->add_option("--unsorted", ef->unsorted, "Unsorted feature ids: sort or reject")->capture_default_str();
-  eval_cmd->callback([ef, &exit_code] { exit_code = run_guarded([&] { return eval(*ef); }); });
+  eval_cmd->callback([ef, eval_cmd, &exit_code] {
+    ef->l2_given = eval_cmd->count("--l2") > 0;
+    exit_code = run_guarded([&] { return eval(*ef); });
+  });
 
   auto gf = std::make_shared<GenerateFlags>();
   auto* gen_cmd = linear->add_subcommand("generate", "Write a sparse set with a planted logistic model");

@@ -294,6 +294,11 @@ int train_bpr(std::FILE* out, const MfTrainFlags& f, Distributed& dist) {
     // The cold items are never ranked, by either: misses, as in `mf recommend` and `mf eval`.
     const RankedAgainstPopular r = rank_against_popular(store, problem.seen(), split.train, split.test, items, 10,
                                                         cold.items);
+    // What was held out, not only what was asked: a user with two or more positives gives up at least one.
+    fmt::print(out, "held out: {} of {} positives ({:.2f}%; --test-fraction {:g} per user, at least one of each user "
+               "with two or more)\n",
+               split.test.size(), positives.size(), 100.0 * static_cast<double>(split.test.size()) /
+               static_cast<double>(positives.size()), f.test_fraction);
     fmt::print(out, "full ranking, per-user {:g}% held out, {} users, {} items never ranked (no training "
                "positive): BPR {}\n",
                100 * f.test_fraction, r.ours.users, cold.items.size(), metrics_text(r.ours, 10));
@@ -358,6 +363,16 @@ int train(const MfTrainFlags& f, Distributed& dist) {
   }
   only_with("bpr", {"--positive", "--sampled-eval"});
   if (f.loss != "squared") throw InputError(fmt::format("--loss {}: expected squared or bpr", f.loss));
+  // Likewise a flag of the other schedule.
+  for (const auto& [first, all] : f.given) {
+    std::string names = all;
+    std::replace(names.begin(), names.end(), ',', '/');
+    if (first == "--tau" && f.schedule == "blocks")
+      throw InputError(fmt::format("{}: only with --schedule hogwild (the block schedule's workers share no row or "
+                                   "column: there is no delay to bound)",
+                                   names));
+    if (first == "--bins" && f.schedule != "blocks") throw InputError(fmt::format("{}: only with --schedule blocks", names));
+  }
   const auto start = std::chrono::steady_clock::now();
   Ratings all = read_ratings(f.train_file, parse_ratings_format(f.format));
   Ratings train_set, test_set;
@@ -399,7 +414,6 @@ int train(const MfTrainFlags& f, Distributed& dist) {
     throw InputError(fmt::format("--schedule {}: expected hogwild or blocks", f.schedule));
   }
   const bool blocks = f.schedule == "blocks";
-  // Checked with hogwild too, where --bins has no use: a typo is not ignored.
   constexpr std::size_t kMostBins = BlockScheduler::kMostBins;
   if (f.bins > kMostBins) throw InputError(fmt::format("--bins {}: at most {}", f.bins, kMostBins));
   if (blocks) mo.bins = f.bins ? f.bins : std::min(2 * f.threads + 1, kMostBins);
@@ -491,7 +505,7 @@ int predict(const MfPredictFlags& f) {
   AtomicFile file(f.output_file);
   file.write(out);
   file.commit();
-  const auto metrics = evaluate_errors(*m.store, m.mean, test, m.range.lo, m.range.hi);
+  const auto metrics = evaluate_errors(*m.store, m.mean, test, m.range.lo, m.range.hi, &m.cold);
   fmt::print(stderr, "predicted {} ratings ({} with a known user and item); RMSE {:.4f} MAE {:.4f}\n", test.size(),
              metrics.known, metrics.rmse, metrics.mae);
   return 0;
@@ -539,7 +553,7 @@ int eval(const MfEvalFlags& f) {
   if (m.loss == "bpr") return eval_ranking(f, m);
   if (!f.exclude.empty()) throw InputError("--exclude: only for a bpr model (a squared model is scored by RMSE)");
   const Ratings test = read_with_ids_of(m, f.test_file, f.format);
-  const auto metrics = evaluate_errors(*m.store, m.mean, test, m.range.lo, m.range.hi);
+  const auto metrics = evaluate_errors(*m.store, m.mean, test, m.range.lo, m.range.hi, &m.cold);
   fmt::print("eval: {} ratings ({} with a known user and item; the rest from the mean and known biases), RMSE {:.4f}, "
              "MAE {:.4f}\n",
              test.size(), metrics.known, metrics.rmse, metrics.mae);

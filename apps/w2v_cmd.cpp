@@ -333,7 +333,7 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
                          vocab_left_out);
   }
 
-  if (!f.resume.empty() && saved.corpus_tokens != 0 && saved.corpus_tokens != corpus_words) {
+  if (!f.resume.empty() && saved.corpus_tokens != 0 && saved.corpus_tokens != corpus_words && dist.root()) {
     fmt::print(stderr,
                "asgd w2v: warning: the checkpoint was trained on {} words per epoch, -train has {}; the rate "
                "schedule assumes the same corpus\n",
@@ -390,14 +390,19 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
   }
   const double words = static_cast<double>(report.examples) * words_per_sentence;
   const double wps = report.seconds > 0 ? words / report.seconds : 0;
-  const double final_loss = report.epochs.empty() ? 0.0 : report.epochs.back().loss;
-  fmt::print(stderr,
-             "asgd w2v: {} {} dim {} window {} negative {}{}: {:.0f} words in {:.2f} s ({:.0f} words/s, {:.0f} "
-             "words/s/thread, {} threads, {}), loss {:.4f}; vocabulary {} words; reading {:.2f} s{}\n",
-             m.cbow ? "cbow" : "skip-gram", m.hs ? "hs" : "ns", m.dim, m.window, m.negative,
-             report.epochs.empty() ? "" : fmt::format(" epochs {}-{}", report.epochs.front().epoch, report.epochs.back().epoch),
-             words, report.seconds, wps, wps / static_cast<double>(f.threads), f.threads, rows::simd_level(), final_loss,
-             vocab.size(), prep, notes);
+  if (report.epochs.empty()) {
+    // -resume of a finished run: its vectors as they were (a way to write them again, in another format).
+    fmt::print(stderr, "asgd w2v: {} holds all {} epochs: nothing left to train (give a larger -iter to go on){}\n",
+               f.resume, trainer.state().epoch, f.output.empty() ? "" : "; writing its vectors");
+  } else {
+    fmt::print(stderr,
+               "asgd w2v: {} {} dim {} window {} negative {} epochs {}-{}: {:.0f} words in {:.2f} s ({:.0f} words/s, "
+               "{:.0f} words/s/thread, {} threads, {}), loss {:.4f}; vocabulary {} words; reading {:.2f} s{}\n",
+               m.cbow ? "cbow" : "skip-gram", m.hs ? "hs" : "ns", m.dim, m.window, m.negative,
+               report.epochs.front().epoch, report.epochs.back().epoch, words, report.seconds, wps,
+               wps / static_cast<double>(f.threads), f.threads, rows::simd_level(), report.epochs.back().loss,
+               vocab.size(), prep, notes);
+  }
   if (!f.output.empty()) {
     const Tensor& in = store.layout()["input"];
     const float* data = std::as_const(store).data();

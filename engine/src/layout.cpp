@@ -31,8 +31,9 @@ std::uint64_t fnv1a_u64(std::uint64_t h, std::uint64_t v) {
 }  // namespace
 
 Layout& Layout::add(std::string name, std::vector<std::size_t> shape, RowPadding padding) {
-  if (name.empty() || name.find_first_of(" \t\n[]") != std::string::npos) {
-    throw InputError(fmt::format("layout: tensor name '{}' must be non-empty without spaces or brackets", name));
+  if (name.empty() || name.find_first_of(" \t\r\n[]") != std::string::npos || name.front() == '#') {
+    throw InputError(
+        fmt::format("layout: tensor name '{}' must be non-empty without spaces or brackets, not starting with #", name));
   }
   if (contains(name)) throw InputError(fmt::format("layout: tensor '{}' added twice", name));
   if (shape.empty()) throw InputError(fmt::format("layout: tensor '{}' has no shape", name));
@@ -75,6 +76,12 @@ const Tensor& Layout::operator[](std::string_view name) const {
   throw InputError(fmt::format("layout: no tensor '{}' (have: {})", name, names));
 }
 
+Layout& Layout::set_tag(std::string tag) {
+  if (tag.find_first_of("\r\n") != std::string::npos) throw InputError("layout: a tag is one line of text");
+  tag_ = std::move(tag);
+  return *this;
+}
+
 bool Layout::contains(std::string_view name) const noexcept {
   for (const auto& t : tensors_) {
     if (t.name == name) return true;
@@ -93,7 +100,9 @@ std::uint64_t Layout::hash() const noexcept {
     h = fnv1a_u64(h, t.row_stride);
     h = fnv1a_u64(h, static_cast<std::uint64_t>(paddings_[i]));
   }
-  return fnv1a_u64(h, size_);
+  h = fnv1a_u64(h, size_);
+  if (!tag_.empty()) h = fnv1a(fnv1a(h, "tag", 3), tag_.data(), tag_.size());
+  return h;
 }
 
 std::string Layout::describe() const {
@@ -106,11 +115,12 @@ std::string Layout::describe() const {
     }
     out += fmt::format("{} [{}] @{} stride {}\n", t.name, dims, t.offset, t.row_stride);
   }
+  if (!tag_.empty()) out += fmt::format("tag: {}\n", tag_);
   return out;
 }
 
 std::string Layout::serialize() const {
-  std::string out;
+  std::string out = tag_.empty() ? std::string() : "#tag " + tag_ + "\n";
   for (std::size_t i = 0; i < tensors_.size(); ++i) {
     const auto& t = tensors_[i];
     out += t.name;
@@ -132,6 +142,10 @@ Layout Layout::parse(std::string_view text) {
   while (std::getline(in, line)) {
     ++line_no;
     if (line.empty()) continue;
+    if (line.starts_with("#tag ")) {
+      layout.set_tag(line.substr(5));
+      continue;
+    }
     std::istringstream fields(line);
     std::string name, pad;
     fields >> name >> pad;

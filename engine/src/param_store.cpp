@@ -416,6 +416,13 @@ ParamStore ParamStore::attach(const std::string& name, const Layout* expected, A
   }
   // Checked on the mapping we keep (the name could be replaced between a separate check and the attach), and
   // before anything below changes the segment.
+  if (expected && s->layout.tag() != expected->tag() &&
+      Layout(s->layout).set_tag({}) == Layout(*expected).set_tag({})) {
+    throw InputError(fmt::format("shared segment '{}' holds other parameters of the same shape: tagged '{}', "
+                                 "expected '{}' (a factor model's tag fingerprints its user and item ids: another "
+                                 "ratings file, or the same ratings in another order, numbers them differently)",
+                                 name, s->layout.tag(), expected->tag()));
+  }
   if (expected && s->layout.hash() != expected->hash()) {
     throw InputError(fmt::format("shared segment '{}' holds another layout:\n{}expected:\n{}", name,
                                  s->layout.describe(), expected->describe()));

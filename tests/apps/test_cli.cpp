@@ -118,6 +118,18 @@ TEST_F(Cli, BadInputExitsTwoWithWhereAndWhat) {
   r = run({"linear", "eval", "--data", path("ok.svm"), "--model", path("bad.svm")});
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("not an asgd checkpoint"), std::string::npos) << r.output;
+  // A negative --l2 is refused by eval as by train (before: eval took it for "not given", the model's l2).
+  ASSERT_EQ(run({"linear", "train", "--data", path("ok.svm"), "--epochs", "1", "-q", "--model", path("ok.model")})
+                .status,
+            0);
+  r = run({"linear", "eval", "--data", path("ok.svm"), "--model", path("ok.model"), "--l2", "-3"});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("l2 must be finite and >= 0, got -3"), std::string::npos) << r.output;
+  // A test file asked for without a size would not be written: refused (before: exit 0, no file).
+  r = run({"linear", "generate", "--out", path("g.svm"), "--examples", "10", "--features", "5", "--nnz", "2",
+           "--test-out", path("t.svm")});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--test-out needs --test-examples"), std::string::npos) << r.output;
 }
 
 // An output no file can be written to is refused before training, not after
@@ -306,6 +318,10 @@ TEST_F(Cli, ResumedTrainingEqualsUninterrupted) {
   r = with({"--epochs", "6", "--until-epoch", "2"});
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("--until-epoch: give --checkpoint FILE"), std::string::npos) << r.output;
+  // Another --l2 is another objective: refused (before: the run went on towards another optimum).
+  r = with({"--epochs", "6", "--resume", path("ck"), "--l2", "0.1"});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("trained with --l2 0.0001, not 0.1"), std::string::npos) << r.output;
   // A model whose metadata holds a value of the wrong kind: exit 2 and say so (before: exit 1, a JSON exception).
   const auto d = asgd::read_checkpoint(path("full"));
   auto store = asgd::ParamStore::on_heap(d.layout);

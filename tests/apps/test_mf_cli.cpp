@@ -85,6 +85,30 @@ TEST_F(MfCli, ServesTopKFromALiveSegmentWhileTrainingWritesIt) {
   asgd::ParamStore::remove_shared(shm);
 }
 
+// A segment's rows are users and items in the order the file that made it numbered them. The same ratings in
+// another order number them differently: training or serving with those ids would read other users' rows.
+TEST_F(MfCli, ASegmentOfOtherIdsIsRefused) {
+  std::ofstream(path("a.txt")) << "u1 i1 4\nu2 i2 3\nu3 i1 5\nu1 i2 2\n";
+  std::ofstream(path("b.txt")) << "u2 i2 3\nu1 i1 4\nu3 i1 5\nu1 i2 2\n";  // the same, u2 and i2 first
+  const std::string shm = "asgd-mf-ids-" + std::to_string(::getpid());
+  asgd::ParamStore::remove_shared(shm);
+  auto r = run({"mf", "train", "-k", "2", "-t", "2", "-q", "--shm", shm, path("a.txt"), path("ma")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = run({"mf", "train", "-k", "2", "-t", "2", "-q", "--shm", shm, path("a.txt"), path("ma2")});
+  EXPECT_EQ(r.status, 0) << r.output;  // the same ids: training goes on in it
+  r = run({"mf", "train", "-k", "2", "-t", "2", "-q", "--shm", shm, path("b.txt"), path("mb")});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("holds other parameters of the same shape"), std::string::npos) << r.output;
+  r = run({"mf", "train", "-k", "2", "-t", "2", "-q", path("b.txt"), path("mb")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = run({"mf", "recommend", path("mb"), "--shm", shm, "--user", "u1", "-k", "1"});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("holds other parameters of the same shape"), std::string::npos) << r.output;
+  r = run({"mf", "recommend", path("ma"), "--shm", shm, "--user", "u1", "-k", "1"});
+  EXPECT_EQ(r.status, 0) << r.output;
+  asgd::ParamStore::remove_shared(shm);
+}
+
 // LIBMF's spellings (-l2 with one dash, -p validation file, -n bins), a
 // validation set held out of the training part, and a BPR model that
 // `recommend` serves.
@@ -123,7 +147,8 @@ TEST_F(MfCli, LibmfFlagsValidationSplitAndBprModels) {
   EXPECT_LT(asgd::testing::number_after(r.output, "RMSE "), 1.0) << r.output;
   r = run({"mf", "train", "-t", "1", "--adagrad", "--row-adagrad", path("all.txt")});
   EXPECT_EQ(r.status, 2) << r.output;
-  // A flag of the other loss is refused, not ignored (before: BPR read no -v file and took any --schedule).
+  // A flag of the other loss or schedule is refused, not ignored (before: BPR read no -v file and took any
+  // --schedule).
   for (const auto& [extra, why] : std::vector<std::pair<std::vector<std::string>, std::string>>{
            {{"--loss", "bpr", "-p", path("all.txt")}, "-v/-p: only with --loss squared"},
            {{"--loss", "bpr", "--schedule", "nonsense"}, "--schedule: only with --loss squared"},
@@ -131,7 +156,10 @@ TEST_F(MfCli, LibmfFlagsValidationSplitAndBprModels) {
            {{"--loss", "bpr", "--validation-fraction", "0.5"}, "--validation-fraction: only with --loss squared"},
            {{"--loss", "bpr", "--no-biases"}, "--no-biases: only with --loss squared"},
            {{"--sampled-eval"}, "--sampled-eval: only with --loss bpr"},
-           {{"--positive", "3"}, "--positive: only with --loss bpr"}}) {
+           {{"--positive", "3"}, "--positive: only with --loss bpr"},
+           // And one of the other schedule (before: both ignored without a word).
+           {{"--schedule", "blocks", "--tau", "2"}, "--tau: only with --schedule hogwild"},
+           {{"-n", "3"}, "-n/--bins: only with --schedule blocks"}}) {
     std::vector<std::string> args{"mf", "train", "-t", "1", path("all.txt")};
     args.insert(args.end(), extra.begin(), extra.end());
     r = run(args);
@@ -195,6 +223,13 @@ TEST_F(MfCli, EvalScoresEveryRatingAndRanksABprModel) {
   r = run({"mf", "train", "-k", "4", "-t", "5", path("all.txt"), path("m")});
   ASSERT_EQ(r.status, 0) << r.output;
   r = run({"mf", "eval", path("test.txt"), path("m")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("eval: 5 ratings (2 with a known user and item"), std::string::npos) << r.output;
+  // A validation file puts its new ids in the model's maps, as rows without a training rating: still not known
+  // (before: counted as known, 5 of 5).
+  r = run({"mf", "train", "-k", "4", "-t", "2", "-q", "-v", path("test.txt"), path("all.txt"), path("mv")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = run({"mf", "eval", path("test.txt"), path("mv")});
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("eval: 5 ratings (2 with a known user and item"), std::string::npos) << r.output;
   r = run_to(path("pred.txt"), {"mf", "predict", path("test.txt"), path("m"), "-"});

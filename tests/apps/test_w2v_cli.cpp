@@ -218,6 +218,9 @@ TEST_F(W2vCli, CheckpointLetsTrainingGoOnForMoreEpochs) {
   r = w2v({"-train", corpus, "-threads", "1", "-iter", "2", "-resume", path("ck"), "-output", path("again.txt")});
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_EQ(slurp("again.txt"), slurp("two.txt"));
+  // And says so (before: "0 words in 0.00 s ... loss 0.0000").
+  EXPECT_NE(r.output.find("holds all 2 epochs: nothing left to train"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("0 words in"), std::string::npos) << r.output;
   r = w2v({"-train", corpus, "-threads", "1", "-iter", "5", "-resume", path("ck"), "-output", path("five.txt")});
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("epochs 3-5"), std::string::npos) << r.output;

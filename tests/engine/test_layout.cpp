@@ -51,6 +51,27 @@ TEST(Layout, SerializeRoundTrips) {
   EXPECT_EQ(back["embeddings"].row_stride, 16u);
 }
 
+// A tag says what the rows stand for: another tag is another layout (a shared segment or model file of one is
+// refused for the other), it round-trips through the text form, and an untagged layout hashes as before tags.
+TEST(Layout, ATagIsPartOfTheHashAndTheText) {
+  Layout a, b;
+  a.add("w", {4, 8});
+  b.add("w", {4, 8});
+  b.set_tag("ids 0123456789abcdef");
+  EXPECT_NE(a.hash(), b.hash());
+  EXPECT_EQ(a.hash(), 0xac1d52eb98a038f0ULL);
+  Layout c = b;
+  c.set_tag("ids fedcba9876543210");
+  EXPECT_NE(b.hash(), c.hash());
+  const Layout back = Layout::parse(b.serialize());
+  EXPECT_EQ(back.tag(), "ids 0123456789abcdef");
+  EXPECT_EQ(back.hash(), b.hash());
+  EXPECT_EQ(Layout::parse(a.serialize()).tag(), "");
+  EXPECT_NE(b.describe().find("tag: ids 0123456789abcdef"), std::string::npos) << b.describe();
+  EXPECT_THROW(c.set_tag("two\nlines"), asgd::InputError);
+  EXPECT_THROW(Layout().add("#tag", {3}), asgd::InputError);  // would read back as a tag
+}
+
 TEST(Layout, RejectsBadTensors) {
   Layout l;
   l.add("w", {3});

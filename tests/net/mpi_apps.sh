@@ -85,6 +85,19 @@ refused_at_start "linear: ranks with different --allreduce" \
 refused_at_start "linear: ranks with models of two sizes" 'the ranks differ in the number of parameters' \
   -n 1 "${two[@]}" --data "$work/train.svm" : -n 1 "${two[@]}" --data "$work/wider.svm"
 echo "linear, ranks given different --allreduce or data of other dimensions: refused at the start"
+# Ranks that disagree on {rank} in --data, or on --features with it, are refused at the start too (before: the job
+# hung, or died inside MPI with "message truncated", in the sum of the ranks' feature counts). Every {rank} in the
+# path is the rank's number (before: only the first).
+refused_at_start "linear: ranks with and without {rank}" 'the ranks differ in --data with or without {rank}/--features' \
+  -n 1 "${two[@]}" --data "$work/rare-part{rank}.svm" --features 200000 : \
+  -n 1 "${two[@]}" --data "$work/rare.svm" --features 200000
+refused_at_start "linear: ranks with other --features" 'the ranks differ in --data with or without {rank}/--features' \
+  -n 1 "${two[@]}" --data "$work/rare-part{rank}.svm" --features 200000 : \
+  -n 1 "${two[@]}" --data "$work/rare-part{rank}.svm" --features 300000
+mkdir "$work/d0" "$work/d1" && cp "$work/rare-part0.svm" "$work/d0/p0.svm" && cp "$work/rare-part1.svm" "$work/d1/p1.svm"
+mpi 2 linear train --data "$work/d{rank}/p{rank}.svm" --features 200000 --epochs 1 --workers 1 -q > "$work/log" 2>&1 ||
+  fail "linear: --data with {rank} twice"
+echo "linear, ranks that disagree on {rank} or --features: refused at the start; {rank} twice in a path: both replaced"
 # Fewer examples than ranks: said so (before: "the dataset has no examples" from the rank left without one).
 head -n 3 "$work/train.svm" > "$work/three.svm"
 mpi 4 linear train --data "$work/three.svm" -q > "$work/log" 2>&1 && fail "linear: 3 examples on 4 ranks ran"

@@ -12,6 +12,7 @@ BprMf::BprMf(const Ratings& positives, MfOptions options, std::uint64_t seed,
     : seen_(positives, positives.users.size()),
       users_(positives.users.size()),
       items_(positives.items.size()),
+      ids_(positives.id_maps_tag()),
       options_(options) {
   options_.validate();
   if (positives.size() == 0) throw InputError("bpr: no positive interactions");
@@ -34,6 +35,6 @@ BprMf::BprMf(const Ratings& positives, MfOptions options, std::uint64_t seed,
   f_ = FactorLayout::of(layout());
 }
 
-Layout BprMf::layout() const { return FactorLayout::make(users_, items_, options_.factors, false); }
+Layout BprMf::layout() const { return FactorLayout::make(users_, items_, options_.factors, false, ids_); }
 
 }  // namespace asgd::sparse::mf

@@ -4,6 +4,7 @@
 #include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/parallel_reduce.h>
 
+#include <algorithm>
 #include <limits>
 #include <random>
 
@@ -42,8 +43,10 @@ FactorLayout FactorLayout::of(const Layout& l) {
   return f;
 }
 
-Layout FactorLayout::make(std::size_t users, std::size_t items, std::size_t factors, bool user_bias) {
+Layout FactorLayout::make(std::size_t users, std::size_t items, std::size_t factors, bool user_bias,
+                          std::string tag) {
   Layout l;
+  l.set_tag(std::move(tag));
   l.add("P", {std::max<std::size_t>(users, 1), factors}, RowPadding::cache_line);
   l.add("Q", {std::max<std::size_t>(items, 1), factors}, RowPadding::cache_line);
   if (user_bias) l.add("user_bias", {std::max<std::size_t>(users, 1)});
@@ -114,7 +117,7 @@ float predict_or_fallback(const ParamStore& store, const FactorLayout& f, float 
 }
 
 BiasedMf::BiasedMf(const Ratings& train, MfOptions options, std::uint64_t seed)
-    : users_(train.users.size()), items_(train.items.size()), options_(options) {
+    : users_(train.users.size()), items_(train.items.size()), ids_(train.id_maps_tag()), options_(options) {
   options_.validate();
   if (train.size() == 0) throw InputError("mf: no training ratings");
   mean_ = options_.mean ? *options_.mean : static_cast<float>(train.mean());
@@ -147,10 +150,16 @@ BiasedMf::BiasedMf(const Ratings& train, MfOptions options, std::uint64_t seed)
   f_ = FactorLayout::of(layout());
 }
 
-Layout BiasedMf::layout() const { return FactorLayout::make(users_, items_, options_.factors, true); }
+Layout BiasedMf::layout() const { return FactorLayout::make(users_, items_, options_.factors, true, ids_); }
 
-ErrorMetrics evaluate_errors(const ParamStore& store, float mean, const Ratings& test, float lo, float hi) {
+ErrorMetrics evaluate_errors(const ParamStore& store, float mean, const Ratings& test, float lo, float hi,
+                             const ColdIds* cold) {
   const FactorLayout f = FactorLayout::of(store.layout());
+  const auto trained = [&](std::vector<std::uint32_t> ColdIds::*side, std::uint32_t id) {
+    if (cold == nullptr) return true;
+    const auto& ids = cold->*side;
+    return !std::binary_search(ids.begin(), ids.end(), id);
+  };
   struct Sums {
     double squared = 0, absolute = 0;
     std::size_t count = 0, known = 0;
@@ -159,7 +168,9 @@ ErrorMetrics evaluate_errors(const ParamStore& store, float mean, const Ratings&
       tbb::blocked_range<std::size_t>(0, test.size(), 4096), Sums{},
       [&](const tbb::blocked_range<std::size_t>& range, Sums acc) {
         for (std::size_t i = range.begin(); i < range.end(); ++i) {
-          if (test.user[i] < f.users && test.item[i] < f.items) ++acc.known;
+          if (test.user[i] < f.users && test.item[i] < f.items && trained(&ColdIds::users, test.user[i]) &&
+              trained(&ColdIds::items, test.item[i]))
+            ++acc.known;
           float r = predict_or_fallback(store, f, mean, test.user[i], test.item[i]);
           if (lo < hi) r = std::clamp(r, lo, hi);
           const double e = static_cast<double>(r) - test.rating[i];

@@ -96,6 +96,24 @@ std::optional<std::uint32_t> IdMap::find(std::string_view name) const noexcept {
   return s.id;
 }
 
+std::string Ratings::id_maps_tag() const {
+  std::uint64_t h = 14695981039346656037ULL;  // FNV-1a over each name and its length, users then items
+  const auto mix = [&](const void* data, std::size_t n) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (std::size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ULL;
+  };
+  for (const IdMap* map : {&users, &items}) {
+    const std::uint64_t count = map->size();
+    mix(&count, sizeof count);
+    for (const auto& name : map->names()) {
+      const std::uint64_t length = name.size();
+      mix(&length, sizeof length);
+      mix(name.data(), name.size());
+    }
+  }
+  return fmt::format("ids {:016x}", h);
+}
+
 IdMap IdMap::from_names(std::vector<std::string> names) {
   IdMap m;
   for (auto& n : names) {

@@ -42,11 +42,20 @@ class Layout {
   const Tensor& operator[](std::string_view name) const;
   bool contains(std::string_view name) const noexcept;
 
+  // What the rows stand for, beyond their shape (one line of text; a
+  // factor model's is a fingerprint of its id maps): two layouts with other
+  // tags hold other parameters, so a shared segment or a model file of one
+  // is refused for the other. Empty by default. Throws InputError for a
+  // line break.
+  Layout& set_tag(std::string tag);
+  const std::string& tag() const noexcept { return tag_; }
+
   // Floats in the buffer, padding included (a multiple of 16).
   std::size_t size() const noexcept { return size_; }
-  // Stable over runs and machines: names, shapes, paddings and offsets.
+  // Stable over runs and machines: names, shapes, paddings and offsets, and
+  // the tag when there is one (an untagged layout hashes as before tags).
   std::uint64_t hash() const noexcept;
-  // One line per tensor: "name [r x c] @offset stride s".
+  // One line per tensor: "name [r x c] @offset stride s"; then "tag: ...".
   std::string describe() const;
 
   // A text form that round-trips through parse() (checkpoints keep it).
@@ -59,6 +68,7 @@ class Layout {
   std::vector<Tensor> tensors_;
   std::vector<RowPadding> paddings_;
   std::size_t size_ = 0;
+  std::string tag_;
 };
 
 }  // namespace asgd

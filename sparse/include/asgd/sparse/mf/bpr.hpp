@@ -100,6 +100,7 @@ class BprMf {
   std::vector<Entry> entries_;
   SeenItems seen_;
   std::size_t users_, items_;
+  std::string ids_;  // the layout's tag
   MfOptions options_;
   FactorLayout f_;
 };

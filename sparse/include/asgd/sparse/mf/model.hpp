@@ -49,7 +49,9 @@ struct FactorLayout {
   std::size_t p = 0, q = 0, user_bias = 0, item_bias = 0;
   bool has_user_bias = false;  // BPR has none (user_bias is then 0)
   static FactorLayout of(const Layout& l);
-  static Layout make(std::size_t users, std::size_t items, std::size_t factors, bool user_bias);
+  // `tag`: the layout's (Ratings::id_maps_tag of the model's id maps).
+  static Layout make(std::size_t users, std::size_t items, std::size_t factors, bool user_bias,
+                     std::string tag = {});
 };
 
 // Fills P and Q with small random values (biases 0), from `seed`. With
@@ -145,6 +147,7 @@ class BiasedMf {
   std::vector<Entry> entries_;  // one cache line holds five ratings
   std::vector<std::uint64_t> block_begin_;  // bins^2 + 1 offsets when blocked
   std::size_t users_, items_;
+  std::string ids_;  // the layout's tag
   MfOptions options_;
   float mean_;
   FactorLayout f_;
@@ -157,11 +160,14 @@ static_assert(BlockedProblem<BiasedMf>);
 // predictions clipped to [lo, hi] when lo < hi; pairs with a user or item
 // outside the model count too, predicted by predict_or_fallback (as LIBMF and
 // Surprise score them). `known`: the pairs whose user and item are both in
-// the model. count 0: no ratings, and rmse and mae are NaN.
+// the model and, with `cold` (sorted), neither is one of its ids without a
+// training rating (a zero row, predicted as an unknown id is). count 0: no
+// ratings, and rmse and mae are NaN.
 struct ErrorMetrics {
   double rmse = 0, mae = 0;
   std::size_t count = 0, known = 0;
 };
-ErrorMetrics evaluate_errors(const ParamStore& store, float mean, const Ratings& test, float lo = 0, float hi = 0);
+ErrorMetrics evaluate_errors(const ParamStore& store, float mean, const Ratings& test, float lo = 0, float hi = 0,
+                             const ColdIds* cold = nullptr);
 
 }  // namespace asgd::sparse::mf

@@ -431,12 +431,12 @@ void add_bench_commands(CLI::App& app, int& exit_code) {
   cmd->add_option("--taus", f->taus, "Comma-separated bounds, inf = async (linear, mf 0,1,8,inf; w2v inf; cnn 0,1,4,16,inf)");
   cmd->add_option("--epochs", f->epochs, "Epochs per setting (linear 10, w2v 5, mf 20, cnn 10)");
   cmd->add_option("--data", f->data, "cnn: MNIST folder (IDX files) or builtin")->capture_default_str();
-  cmd->add_option("--compensation", f->compensation, "cnn: off, on or both (bounded taus)")->capture_default_str();
+  cmd->add_option("--compensation", f->compensation, "cnn: off, on, or off,on for both (bounded taus)")->capture_default_str();
   cmd->add_option("--step", f->step_examples, "Examples per step (linear 256, w2v ~10,000 words of sentences)");
   cmd->add_option("--corpus", f->corpus, "w2v: text corpus (one sentence per line)");
   cmd->add_option("--analogies", f->analogies, "w2v: questions-words file to score each setting's vectors");
   cmd->add_option("--ratings", f->ratings, "mf: a ratings file (default: 4M generated ratings)");
-  cmd->add_option("--schedules", f->schedules, "mf: hogwild, blocks or both")->capture_default_str();
+  cmd->add_option("--schedules", f->schedules, "mf: hogwild, blocks, or hogwild,blocks for both")->capture_default_str();
   cmd->add_option("--examples", f->gen.examples, "Generated examples")->capture_default_str();
   cmd->add_option("--features", f->gen.features, "Generated features")->capture_default_str();
   cmd->add_option("--nnz", f->gen.nnz_per_example, "Non-zeros per example")->capture_default_str();

@@ -299,9 +299,8 @@ int train_bpr(std::FILE* out, const MfTrainFlags& f, Distributed& dist) {
                "with two or more)\n",
                split.test.size(), positives.size(), 100.0 * static_cast<double>(split.test.size()) /
                static_cast<double>(positives.size()), f.test_fraction);
-    fmt::print(out, "full ranking, per-user {:g}% held out, {} users, {} items never ranked (no training "
-               "positive): BPR {}\n",
-               100 * f.test_fraction, r.ours.users, cold.items.size(), metrics_text(r.ours, 10));
+    fmt::print(out, "full ranking, {} users, {} items never ranked (no training positive): BPR {}\n", r.ours.users,
+               cold.items.size(), metrics_text(r.ours, 10));
     fmt::print(out, "                                        most-popular {}\n", metrics_text(r.popular, 10));
   }
   if (!f.model_file.empty()) {
@@ -324,9 +323,10 @@ int train_bpr(std::FILE* out, const MfTrainFlags& f, Distributed& dist) {
         sampled.short_lists == 0
             ? std::string()
             : fmt::format(" ({} with fewer unseen items, ranked against all of them)", sampled.short_lists);
-    fmt::print(out, "leave-one-out by time vs 99 sampled negatives, {} users{}: BPR HR@10 {:.4f} NDCG@10 {:.4f}; "
+    fmt::print(out, "leave-one-out by {} vs 99 sampled negatives, {} users{}: BPR HR@10 {:.4f} NDCG@10 {:.4f}; "
                "most-popular HR@10 {:.4f} NDCG@10 {:.4f}\n",
-               sampled.users, short_lists, sampled.hit_rate, sampled.ndcg, sampled_pop.hit_rate, sampled_pop.ndcg);
+               positives.has_timestamps() ? "time" : "file order (no timestamps)", sampled.users, short_lists,
+               sampled.hit_rate, sampled.ndcg, sampled_pop.hit_rate, sampled_pop.ndcg);
   }
   return 0;
 }
@@ -568,6 +568,7 @@ struct MfRecommendFlags {
 int recommend_cmd(const MfRecommendFlags& f) {
   std::FILE* const report = report_stream({f.all_users});
   if (f.user.empty() == f.all_users.empty()) throw InputError("recommend: give exactly one of --user U or --all-users FILE");
+  if (f.k == 0) throw InputError("-k 0: expected at least 1 item per user");
   // Before anything is read: the lists must not replace the model or the ratings they exclude.
   check_distinct("--all-users", f.all_users, {{"model_file", f.model_file}, {"--exclude", f.exclude}});
   check_output("--all-users", f.all_users);

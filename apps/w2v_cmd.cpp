@@ -65,7 +65,7 @@ const char* kUsage = R"(usage: asgd w2v -train FILE [options]   (FILE may be - f
   -read-vocab FILE   use this vocabulary instead of counting
   -seed N            seed for initialisation, subsampling, windows, negatives (1)
   -policy P          how updates land: racy (Hogwild!), atomic, locked (racy)
-  -tau T             bounded delay in sentences (inf)
+  -tau T             bounded delay in steps of ~10,000 words (inf)
   -checkpoint FILE   save parameters, vocabulary and epoch after every epoch
   -resume FILE       continue a checkpointed run up to -iter epochs (default: the run's own)
   -quiet 1           no progress line

@@ -81,9 +81,10 @@ const CheckResult& check_configuration(Consistency policy, std::size_t workers) 
       char text[256];
       std::snprintf(text, sizeof text,
                     "after %llu epochs the objective is %.2e (relative) above the L-BFGS optimum, expected <= %.0e "
-                    "(staleness mean %.0f, max %llu steps)",
+                    "(staleness mean %.1f, max %llu steps; lead max %llu steps)",
                     static_cast<unsigned long long>(kCheckEpochs), result.gap, kCheckGap, report.staleness.mean(),
-                    static_cast<unsigned long long>(report.staleness.max()));
+                    static_cast<unsigned long long>(report.staleness.max()),
+                    static_cast<unsigned long long>(report.max_lead));
       result.error = text;
     }
   } catch (const std::exception& e) {
@@ -106,6 +107,7 @@ void train_epoch(benchmark::State& state, Consistency policy, std::size_t worker
   asgd::Trainer trainer(store, trainer_options(policy, workers, 1));
   std::uint64_t seed = 1;
   asgd::StalenessHistogram staleness;
+  std::uint64_t lead = 0;
   for (auto _ : state) {
     trainer.set_state({.epoch = 0, .examples = 0, .seed = seed++});
     try {
@@ -115,6 +117,7 @@ void train_epoch(benchmark::State& state, Consistency policy, std::size_t worker
         break;
       }
       staleness.merge(report.staleness);
+      lead = std::max(lead, report.max_lead);
     } catch (const std::exception& e) {
       state.SkipWithError(e.what());
       break;
@@ -124,10 +127,13 @@ void train_epoch(benchmark::State& state, Consistency policy, std::size_t worker
   state.SetItemsProcessed(iterations * static_cast<std::int64_t>(data.generated.data.nnz()));
   state.counters["examples/s"] = benchmark::Counter(
       static_cast<double>(iterations) * static_cast<double>(data.problem.num_examples()), benchmark::Counter::kIsRate);
-  // Steps a worker ran ahead of the slowest: near 0 when the workers overlap,
-  // about the steps of a whole shard (390 / W) when they ran one after another.
+  // Staleness: other workers' steps that finished while a step ran, about
+  // W - 1 when the workers overlap and near 0 when they ran one after
+  // another. Lead: steps a worker ran ahead of the slowest (at tau inf a
+  // worker that takes others' steps pulls ahead for the rest of the run).
   state.counters["staleness_mean"] = staleness.mean();
   state.counters["staleness_max"] = static_cast<double>(staleness.max());
+  state.counters["lead_max"] = static_cast<double>(lead);
 }
 
 // ---------------------------------------------------------------------------

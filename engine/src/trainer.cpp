@@ -208,6 +208,7 @@ TrainReport Trainer::finish(Run& run) {
     stats.seconds = run.epoch_seconds[index];
     report.epochs.push_back(stats);
   }
+  for (std::size_t w = 0; w < options_.workers; ++w) last_staleness_[w] = run.locals[w].last_staleness;
   for (const auto& local : run.locals) {
     report.staleness.merge(local.staleness);
     for (const auto& acc : local.epochs) report.max_lead = std::max(report.max_lead, acc.lead_max);

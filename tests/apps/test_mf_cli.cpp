@@ -202,6 +202,8 @@ TEST_F(MfCli, OddInputsTrainOrGetAClearRefusal) {
       {{"mf", "train", "--test-fraction", "-0.1", path("ids.txt")}, "--test-fraction -0.1"},
       {{"mf", "train", "--validation-fraction", "1", path("ids.txt")}, "--validation-fraction 1"},
       {{"mf", "train", "--schedule", "blocks", "-n", "4097", path("ids.txt")}, "--bins 4097: at most"},
+      {{"mf", "recommend", path("m"), "--user", cafe, "-k", "0"}, "-k 0: expected at least 1"},
+      {{"mf", "train", "--init", "0", path("ids.txt")}, "--init 0: expected > 0"},
       {{"mf", "generate", path("g.txt"), "--users", "10", "--items", "1000", "--ratings", "5000", "--zipf", "4"},
        "--zipf 4"},
   };

@@ -82,9 +82,9 @@ INSTANTIATE_TEST_SUITE_P(Taus, GateInvariant, ::testing::Values(0u, 1u, 3u, 8u))
 TEST(BoundedDelay, UnboundedLetsAWorkerRunFarAhead) {
   BoundedDelay gate(2, kUnbounded);
   for (int s = 0; s < 100; ++s) {
-    const auto staleness = gate.enter(0);
-    ASSERT_TRUE(staleness.has_value());
-    EXPECT_EQ(*staleness, static_cast<std::uint64_t>(s));
+    const auto lead = gate.enter(0);
+    ASSERT_TRUE(lead.has_value());
+    EXPECT_EQ(*lead, static_cast<std::uint64_t>(s));
     gate.finish_step(0);
   }
   EXPECT_EQ(gate.clock(0), 100u);

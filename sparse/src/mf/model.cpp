@@ -20,8 +20,10 @@ void MfOptions::validate() const {
     throw InputError(fmt::format("-k {}: expected 1 to {} factors", factors, BiasedMf::kMaxFactors));
   }
   if (!(l2 >= 0) || !std::isfinite(l2)) throw InputError(fmt::format("-l2 {}: expected >= 0", l2));
-  if (!(bias_l2 >= 0) || !std::isfinite(bias_l2)) throw InputError(fmt::format("bias l2 {}: expected >= 0", bias_l2));
-  if (!(init_scale > 0) || !std::isfinite(init_scale)) throw InputError("init scale: expected > 0");
+  if (!(bias_l2 >= 0) || !std::isfinite(bias_l2))
+    throw InputError(fmt::format("--bias-l2 {}: expected >= 0", bias_l2));
+  if (!(init_scale > 0) || !std::isfinite(init_scale))
+    throw InputError(fmt::format("--init {}: expected > 0", init_scale));
   if (bins > BlockScheduler::kMostBins)
     throw InputError(fmt::format("--bins {}: expected at most {}", bins, BlockScheduler::kMostBins));
 }

@@ -1,8 +1,9 @@
 // BoundedDelay{tau}: per-worker clocks and the gate that keeps any worker at
 // most tau steps ahead of the slowest (Ho et al. 2013, SSP). tau = 0 is
 // bulk-synchronous; tau = kUnbounded is fully asynchronous (Hogwild!).
-// The staleness a worker actually sees is recorded, because convergence vs
-// staleness is a product feature.
+// The gate bounds a worker's lead (its clock minus the slowest's); the
+// staleness its steps see (the other workers' steps that finish while one
+// runs) follows from it: at most (W - 1)(2 tau + 1) (the Trainer measures it).
 #pragma once
 
 #include <array>
@@ -52,7 +53,7 @@ class BoundedDelay {
 
   // Worker w is about to compute step clock(w). Blocks until the slowest
   // worker neither retired nor paused has completed at least clock(w) - tau steps, then returns
-  // the staleness it runs with (clock(w) - slowest). Returns nullopt once
+  // the lead it runs with (clock(w) - slowest). Returns nullopt once
   // cancel() was called. One waiting point: a condition variable.
   std::optional<std::uint64_t> enter(std::size_t w);
   // Worker w completed its step: clock(w) += 1; wakes waiters.

@@ -3,9 +3,10 @@
 // examples/s, staleness histogram).
 //
 // Staleness is measured, not inferred from the clocks: a step's staleness is
-// the number of other workers' steps that finished while it ran, i.e. how
-// many updates the parameters it read may have missed (at most; a step that
-// finished early in ours was partly visible to it). That is the delay of the
+// the number of other workers' steps (of this Trainer: not those of other
+// processes on a shared segment, nor of other ranks) that finished while it
+// ran, i.e. how many of their updates the parameters it read may have missed
+// (at most; a step that finished early in ours was partly visible to it). That is the delay of the
 // analyses of asynchronous SGD (Recht et al. 2011, Zhang et al. 2016) and
 // what the block trainer reports for the dense models. The gate's clock lead
 // (a worker's steps minus the slowest's, what tau bounds) is reported
@@ -20,14 +21,13 @@
 // contiguous shard per worker, reshuffled every epoch with a generator seeded
 // from (seed + stream, shard, epoch) and walked in steps of `step_examples`;
 // worker w takes its own shard's steps and, at tau inf, then any left in the
-// others, so a straggler (a
-// descheduled thread on a busy machine) does fewer steps instead of
-// trailing epochs behind with its part of the data, trained at the end at
-// the schedule's lowest rates. A worker is at most one epoch ahead of the
-// others (at a finite tau too: a tau longer than an epoch's steps binds
-// less than that). One step is one tick of the worker's BoundedDelay clock
-// and one learning-rate update. Loss and counts are reduced per worker,
-// never "thread 0's loss". The first
+// others, so a straggler (a descheduled thread on a busy machine) does fewer
+// steps instead of trailing epochs behind with its part of the data, trained
+// at the end at the schedule's lowest rates. A worker is at most one epoch
+// ahead of the others (at a finite tau too: a tau longer than an epoch's
+// steps binds less than that). One step is one tick of the worker's
+// BoundedDelay clock and one learning-rate update. Loss and counts are
+// reduced per worker, never "thread 0's loss". The first
 // error (an exception, a non-finite loss, a failed checkpoint) wins: the
 // others stop at their next step and run() rethrows it. A progress callback
 // that returns false stops the run cleanly (the report says so).
@@ -235,6 +235,9 @@ class Trainer {
   TrainerOptions options_;
   TrainState state_;
   std::vector<float> adagrad_sums_;
+  // Each worker's last step's staleness, kept from one run() to the next (a caller that trains epoch by epoch
+  // keeps the staleness-aware rate it would have in one run).
+  std::vector<std::uint64_t> last_staleness_;
 };
 
 // ---------------------------------------------------------------------------
@@ -510,6 +513,8 @@ TrainReport Trainer::run_with(P& problem, const Policy& policy, std::uint64_t un
   if (state_.epoch > until_epoch) throw InputError(fmt_past_epoch(state_.epoch, until_epoch));
   const std::uint64_t first = state_.epoch;
   Run run(options_.workers, options_.tau, n, first, until_epoch, options_.step_examples);
+  last_staleness_.resize(options_.workers, 0);
+  for (std::size_t w = 0; w < options_.workers; ++w) run.locals[w].last_staleness = last_staleness_[w];
   if (options_.blocks) {
     if constexpr (BlockedProblem<P>) {
       if (problem.bins() == 0) throw InputError("trainer: a block schedule needs the problem split into bins");

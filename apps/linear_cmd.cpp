@@ -394,13 +394,11 @@ void add_linear_commands(CLI::App& app, int& exit_code) {
   eval_cmd->add_option("--data", ef->data, "libsvm file")->required();
   eval_cmd->add_option("--model", ef->model, "Model file from train --model");
   eval_cmd->add_option("--shm", ef->shm, "Shared segment to read (attached read-only)");
-  eval_cmd->add_option("--l2", ef->l2, "L2 strength for the objective (default: the model's)");
+  eval_cmd->add_option("--l2", ef->l2, "L2 strength for the objective (default: the model's)")
+      ->each([ef](const std::string&) { ef->l2_given = true; });
   eval_cmd->add_option("--loss", ef->loss, "Loss for the objective (default: the model's; logistic for --shm)");
   eval_cmd->add_option("--unsorted", ef->unsorted, "Unsorted feature ids: sort or reject")->capture_default_str();
-  eval_cmd->callback([ef, eval_cmd, &exit_code] {
-    ef->l2_given = eval_cmd->count("--l2") > 0;
-    exit_code = run_guarded([&] { return eval(*ef); });
-  });
+  eval_cmd->callback([ef, &exit_code] { exit_code = run_guarded([&] { return eval(*ef); }); });
 
   auto gf = std::make_shared<GenerateFlags>();
   auto* gen_cmd = linear->add_subcommand("generate", "Write a sparse set with a planted logistic model");

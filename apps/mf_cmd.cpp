@@ -347,31 +347,27 @@ int train(const MfTrainFlags& f, Distributed& dist) {
       check_rewritten_output("MODEL_FILE (with --shm)", f.model_file);
     check_distinct("MODEL_FILE", f.model_file, {{"TRAIN_FILE", f.train_file}, {"-v", f.validation_file}});
   }
-  // A flag of the other loss would be ignored: refused, so that nobody believes it was applied.
-  const auto only_with = [&](const char* loss, std::initializer_list<std::string_view> flags) {
+  // A flag of the other loss or schedule would be ignored: refused, so that nobody believes it was applied.
+  const auto only_with = [&](std::string_view setting, std::initializer_list<std::string_view> flags) {
     for (const auto& flag : flags)
       for (const auto& [first, all] : f.given) {
         if (first != flag) continue;
         std::string names = all;  // as the user may have typed any of them
         std::replace(names.begin(), names.end(), ',', '/');
-        throw InputError(fmt::format("{}: only with --loss {}", names, loss));
+        throw InputError(fmt::format("{}: only with {}", names, setting));
       }
   };
   if (f.loss == "bpr") {
-    only_with("squared", {"-v", "--validation-fraction", "--schedule", "--bins", "--no-biases"});
+    only_with("--loss squared", {"-v", "--validation-fraction", "--schedule", "--bins", "--no-biases"});
     return train_bpr(out, f, dist);
   }
-  only_with("bpr", {"--positive", "--sampled-eval"});
+  only_with("--loss bpr", {"--positive", "--sampled-eval"});
   if (f.loss != "squared") throw InputError(fmt::format("--loss {}: expected squared or bpr", f.loss));
-  // Likewise a flag of the other schedule.
-  for (const auto& [first, all] : f.given) {
-    std::string names = all;
-    std::replace(names.begin(), names.end(), ',', '/');
-    if (first == "--tau" && f.schedule == "blocks")
-      throw InputError(fmt::format("{}: only with --schedule hogwild (the block schedule's workers share no row or "
-                                   "column: there is no delay to bound)",
-                                   names));
-    if (first == "--bins" && f.schedule != "blocks") throw InputError(fmt::format("{}: only with --schedule blocks", names));
+  if (f.schedule == "blocks") {
+    only_with("--schedule hogwild (the block schedule's workers share no row or column: there is no delay to bound)",
+              {"--tau"});
+  } else {
+    only_with("--schedule blocks", {"--bins"});
   }
   const auto start = std::chrono::steady_clock::now();
   Ratings all = read_ratings(f.train_file, parse_ratings_format(f.format));

@@ -7,26 +7,12 @@
 
 #include "asgd/engine/consistency.hpp"
 #include "asgd/engine/errors.hpp"
+#include "asgd/engine/fingerprint.hpp"
 
 namespace asgd {
 namespace {
 
 std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
-
-std::uint64_t fnv1a(std::uint64_t h, const void* data, std::size_t n) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (std::size_t i = 0; i < n; ++i) {
-    h ^= p[i];
-    h *= 1099511628211ULL;
-  }
-  return h;
-}
-
-std::uint64_t fnv1a_u64(std::uint64_t h, std::uint64_t v) {
-  unsigned char bytes[8];
-  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<unsigned char>(v >> (8 * i));  // endian-stable
-  return fnv1a(h, bytes, 8);
-}
 
 }  // namespace
 
@@ -90,7 +76,7 @@ bool Layout::contains(std::string_view name) const noexcept {
 }
 
 std::uint64_t Layout::hash() const noexcept {
-  std::uint64_t h = 14695981039346656037ULL;
+  std::uint64_t h = kFnv1aStart;
   for (std::size_t i = 0; i < tensors_.size(); ++i) {
     const auto& t = tensors_[i];
     h = fnv1a(h, t.name.data(), t.name.size());
@@ -101,7 +87,7 @@ std::uint64_t Layout::hash() const noexcept {
     h = fnv1a_u64(h, static_cast<std::uint64_t>(paddings_[i]));
   }
   h = fnv1a_u64(h, size_);
-  if (!tag_.empty()) h = fnv1a(fnv1a(h, "tag", 3), tag_.data(), tag_.size());
+  if (!tag_.empty()) h = fnv1a(fnv1a(h, "tag"), tag_);
   return h;
 }
 

@@ -418,9 +418,8 @@ ParamStore ParamStore::attach(const std::string& name, const Layout* expected, A
   // before anything below changes the segment.
   if (expected && s->layout.tag() != expected->tag() &&
       Layout(s->layout).set_tag({}) == Layout(*expected).set_tag({})) {
-    throw InputError(fmt::format("shared segment '{}' holds other parameters of the same shape: tagged '{}', "
-                                 "expected '{}' (a factor model's tag fingerprints its user and item ids: another "
-                                 "ratings file, or the same ratings in another order, numbers them differently)",
+    throw InputError(fmt::format("shared segment '{}' holds other parameters of the same shape: its rows are "
+                                 "tagged '{}', this model's '{}'",
                                  name, s->layout.tag(), expected->tag()));
   }
   if (expected && s->layout.hash() != expected->hash()) {

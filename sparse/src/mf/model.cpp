@@ -157,10 +157,8 @@ Layout BiasedMf::layout() const { return FactorLayout::make(users_, items_, opti
 ErrorMetrics evaluate_errors(const ParamStore& store, float mean, const Ratings& test, float lo, float hi,
                              const ColdIds* cold) {
   const FactorLayout f = FactorLayout::of(store.layout());
-  const auto trained = [&](std::vector<std::uint32_t> ColdIds::*side, std::uint32_t id) {
-    if (cold == nullptr) return true;
-    const auto& ids = cold->*side;
-    return !std::binary_search(ids.begin(), ids.end(), id);
+  const auto in = [](const std::vector<std::uint32_t>& sorted, std::uint32_t id) {
+    return std::binary_search(sorted.begin(), sorted.end(), id);
   };
   struct Sums {
     double squared = 0, absolute = 0;
@@ -170,8 +168,8 @@ ErrorMetrics evaluate_errors(const ParamStore& store, float mean, const Ratings&
       tbb::blocked_range<std::size_t>(0, test.size(), 4096), Sums{},
       [&](const tbb::blocked_range<std::size_t>& range, Sums acc) {
         for (std::size_t i = range.begin(); i < range.end(); ++i) {
-          if (test.user[i] < f.users && test.item[i] < f.items && trained(&ColdIds::users, test.user[i]) &&
-              trained(&ColdIds::items, test.item[i]))
+          if (test.user[i] < f.users && test.item[i] < f.items &&
+              (cold == nullptr || (!in(cold->users, test.user[i]) && !in(cold->items, test.item[i]))))
             ++acc.known;
           float r = predict_or_fallback(store, f, mean, test.user[i], test.item[i]);
           if (lo < hi) r = std::clamp(r, lo, hi);

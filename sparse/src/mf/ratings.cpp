@@ -15,6 +15,7 @@
 
 #include "asgd/engine/atomic_file.hpp"
 #include "asgd/engine/errors.hpp"
+#include "asgd/engine/fingerprint.hpp"
 #include "asgd/engine/random.hpp"
 #include "../text_util.hpp"
 
@@ -97,21 +98,12 @@ std::optional<std::uint32_t> IdMap::find(std::string_view name) const noexcept {
 }
 
 std::string Ratings::id_maps_tag() const {
-  std::uint64_t h = 14695981039346656037ULL;  // FNV-1a over each name and its length, users then items
-  const auto mix = [&](const void* data, std::size_t n) {
-    const auto* p = static_cast<const unsigned char*>(data);
-    for (std::size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ULL;
-  };
+  std::uint64_t h = kFnv1aStart;  // each map's size, then each name's length and bytes, users then items
   for (const IdMap* map : {&users, &items}) {
-    const std::uint64_t count = map->size();
-    mix(&count, sizeof count);
-    for (const auto& name : map->names()) {
-      const std::uint64_t length = name.size();
-      mix(&length, sizeof length);
-      mix(name.data(), name.size());
-    }
+    h = fnv1a_u64(h, map->size());
+    for (const auto& name : map->names()) h = fnv1a(fnv1a_u64(h, name.size()), name);
   }
-  return fmt::format("ids {:016x}", h);
+  return fmt::format("user and item ids {:016x} (numbered in the order the ratings file gives them)", h);
 }
 
 IdMap IdMap::from_names(std::vector<std::string> names) {

@@ -42,8 +42,8 @@ class Layout {
   const Tensor& operator[](std::string_view name) const;
   bool contains(std::string_view name) const noexcept;
 
-  // What the rows stand for, beyond their shape (one line of text; a
-  // factor model's is a fingerprint of its id maps): two layouts with other
+  // What the rows stand for, beyond their shape (one line of text, set by
+  // the model; say a fingerprint of what its rows are): two layouts with other
   // tags hold other parameters, so a shared segment or a model file of one
   // is refused for the other. Empty by default. Throws InputError for a
   // line break.

@@ -67,7 +67,7 @@ struct Ratings {
   double mean() const noexcept;
   // The entries `rows` (in that order) with the same id maps.
   Ratings subset(std::span<const std::size_t> rows) const;
-  // "ids " and a fingerprint of the user and item id maps (names in id
+  // "user and item ids " and a fingerprint of the id maps (names in id
   // order): a factor model's layout tag, so that parameters whose rows are
   // other ids (another file, or the same ratings in another order) are
   // refused, not read as this model's.

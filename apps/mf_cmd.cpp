@@ -319,10 +319,11 @@ int train_bpr(std::FILE* out, const MfTrainFlags& f, Distributed& dist) {
     const auto loo_popularity = popularity_scores(loo.train, items);
     const auto sampled_pop =
         evaluate_sampled_with(popularity_scorer(loo_popularity), items, loo.test, all_seen, 99, 10, f.split_seed);
-    const std::string short_lists =
-        sampled.short_lists == 0
-            ? std::string()
-            : fmt::format(" ({} with fewer unseen items, ranked against all of them)", sampled.short_lists);
+    std::string short_lists;
+    if (sampled.short_lists != 0)
+      short_lists += fmt::format(" ({} with fewer unseen items, ranked against all of them)", sampled.short_lists);
+    if (sampled.no_negatives != 0)
+      short_lists += fmt::format(" (left out: {} who have seen every other item)", sampled.no_negatives);
     fmt::print(out, "leave-one-out by {} vs 99 sampled negatives, {} users{}: BPR HR@10 {:.4f} NDCG@10 {:.4f}; "
                "most-popular HR@10 {:.4f} NDCG@10 {:.4f}\n",
                positives.has_timestamps() ? "time" : "file order (no timestamps)", sampled.users, short_lists,

@@ -148,7 +148,10 @@ void Trainer::maybe_report(Run& run, bool force) {
     }
   }
   const double total = static_cast<double>(run.examples_per_epoch) * static_cast<double>(options_.epochs);
-  const double run_total = total - static_cast<double>(run.examples_before);
+  // This run() ends at last_epoch, which --until-epoch may put before the schedule's end.
+  const double run_total =
+      static_cast<double>(run.examples_per_epoch) * static_cast<double>(run.last_epoch) -
+      static_cast<double>(run.examples_before);
   Progress p;
   p.examples = examples;
   p.fraction = std::min(1.0, (static_cast<double>(run.examples_before) + static_cast<double>(examples)) / total);

@@ -186,6 +186,35 @@ TEST(Trainer, ProgressEventsAndStopFromTheCallback) {
   EXPECT_LT(r.state.epoch, 1000u);
 }
 
+TEST(Trainer, ProgressCountsTheTimeLeftToUntilEpoch) {
+  // Epoch 2 of 8 (run(p, 2) after run(p, 1)): the ETA is the examples left before epoch 2 ends at the rate so
+  // far, not those of all 8 epochs.
+  SharedQuadratic p{20000, 4};
+  auto store = ParamStore::on_heap(p.layout());
+  auto o = options(2, Consistency::racy, kUnbounded, 8);
+  o.step_examples = 100;
+  o.progress_interval_seconds = 1e-6;
+  std::vector<asgd::Progress> events;
+  o.on_progress = [&](const asgd::Progress& pr) {
+    events.push_back(pr);
+    return true;
+  };
+  Trainer t(store, o);
+  t.run(p, 1);
+  events.clear();
+  t.run(p, 2);
+  ASSERT_GE(events.size(), 2u);
+  for (const auto& pr : events) {
+    if (pr.examples_per_second <= 0) continue;
+    const double left = pr.eta_seconds * pr.examples_per_second;
+    EXPECT_NEAR(left, 20000.0 - static_cast<double>(pr.examples), 1e-6 * 20000.0) << pr.examples;
+    EXPECT_LE(pr.fraction, 2.0 / 8.0 + 1e-12);
+  }
+  EXPECT_TRUE(events.back().last);
+  EXPECT_EQ(events.back().eta_seconds, 0.0);
+  EXPECT_EQ(events.back().epoch, 2u);
+}
+
 namespace {
 // Trains with `o` plus a checkpoint at `ckpt` until a "crash" after epoch 3,
 // then resumes a new trainer made with `resume` from that checkpoint and

@@ -158,6 +158,21 @@ TEST(RankingMetrics, SampledRanksThePositiveAmongNegatives) {
   EXPECT_THROW(evaluate_sampled(store, test, seen, 0, 10, 1), asgd::InputError);
 }
 
+TEST(RankingMetrics, SampledLeavesOutAUserWhoHasSeenEveryItem) {
+  // User 0 has seen all three items: nothing to rank the test item against, so it is neither a hit nor a miss.
+  // User 1 has seen only item 0, and item 2 scores below it: a hit at rank 1 of 2 negatives.
+  auto store = one_factor_store({1.0f, 1.0f}, {0.5f, 0.9f, 0.1f});
+  const auto all = make_ratings({{0, 0}, {0, 1}, {0, 2}, {1, 0}}, 2, 3);
+  const SeenItems seen(all, 2);
+  const auto test = make_ratings({{0, 0}, {1, 0}}, 2, 3);
+  const auto m = evaluate_sampled(store, test, seen, 99, 1, 7);
+  EXPECT_EQ(m.users, 1u);
+  EXPECT_EQ(m.no_negatives, 1u);
+  EXPECT_EQ(m.short_lists, 1u);
+  EXPECT_DOUBLE_EQ(m.hit_rate, 0.0);  // item 1 beats item 0 for user 1: rank 1, not under k = 1
+  EXPECT_DOUBLE_EQ(evaluate_sampled(store, test, seen, 99, 2, 7).hit_rate, 1.0);
+}
+
 TEST(BprMf, RejectsEmptyInputAndUsesTheImplicitLayout) {
   EXPECT_NE(message_of([] { BprMf(make_ratings({}, 1, 1), MfOptions{}); }).find("no positive"), std::string::npos);
   MfOptions o;

@@ -29,6 +29,7 @@ RankingMetrics add(RankingMetrics a, const RankingMetrics& b) {
   a.hit_rate += b.hit_rate;
   a.users += b.users;
   a.short_lists += b.short_lists;
+  a.no_negatives += b.no_negatives;
   return a;
 }
 
@@ -221,6 +222,10 @@ RankingMetrics evaluate_sampled_with(const ItemScorer& scorer, std::size_t items
           if (i >= items) continue;
           FastRng rng(FastRng::mix(seed, r, 0x5a3b1e));
           sample_negatives(all_seen, u, i, items, negatives, rng, negs);
+          if (negs.empty()) {  // every other item seen: no list to rank against, so neither hit nor miss
+            ++acc.no_negatives;
+            continue;
+          }
           const float s = scorer(u, i);
           std::size_t rank = 0;
           for (const std::uint32_t j : negs) rank += scorer(u, j) >= s ? 1 : 0;

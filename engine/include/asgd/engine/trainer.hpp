@@ -86,7 +86,7 @@ struct Progress {
   double examples_per_second = 0; // since the run started
   float learning_rate = 0;        // last rate a worker used
   double elapsed_seconds = 0;
-  double eta_seconds = 0;
+  double eta_seconds = 0;         // to the end of this run() (its until_epoch), at the rate so far
   bool last = false;              // the closing event of this run()
 };
 

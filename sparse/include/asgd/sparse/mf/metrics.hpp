@@ -23,6 +23,9 @@ struct RankingMetrics {
   // Sampled metrics only: users with fewer unseen items than the negatives
   // asked for, ranked against all of those instead (an easier list).
   std::size_t short_lists = 0;
+  // Sampled metrics only: test rows left out because the user has seen every
+  // other item (no negative to rank against); not counted in `users`.
+  std::size_t no_negatives = 0;
 };
 
 // A score for (user, item); higher ranks first. Called from several threads.
@@ -61,7 +64,8 @@ RankingMetrics evaluate_ranking_with(const ItemScorer& scorer, std::size_t items
 // negatives scoring at least as high as i (ties count against i);
 // HR@k = [rank < k], NDCG@k = 1/log2(rank + 2) if rank < k. A user with
 // fewer unseen items than `negatives` is ranked against all of them and
-// counted in short_lists. Only hit_rate, ndcg, users and short_lists are filled. Test rows with ids outside the model are skipped.
+// counted in short_lists; one with none is left out and counted in no_negatives.
+// Only hit_rate, ndcg, users, short_lists and no_negatives are filled. Test rows with ids outside the model are skipped.
 RankingMetrics evaluate_sampled(const ParamStore& store, const Ratings& test_one_per_user, const SeenItems& all_seen,
                                 std::size_t negatives, std::size_t k, std::uint64_t seed);
 RankingMetrics evaluate_sampled_with(const ItemScorer& scorer, std::size_t items, const Ratings& test_one_per_user,

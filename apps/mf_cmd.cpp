@@ -511,12 +511,14 @@ int predict(const MfPredictFlags& f) {
 struct MfEvalFlags {
   std::string test_file, model_file, exclude, format = "detect";
   std::size_t k = 10;
+  bool k_given = false;
 };
 
 // A BPR model ranks: full-ranking metrics at k on the test file's positives,
 // the training positives (--exclude) left out of each user's list as in
 // `mf train --loss bpr --test-fraction`, against most-popular by the same file.
 int eval_ranking(const MfEvalFlags& f, const LoadedModel& m) {
+  if (f.k == 0) throw InputError("-k 0: expected at least 1 (metrics at k)");
   if (f.exclude.empty()) {
     throw InputError("a bpr model is scored by ranking: give --exclude TRAIN_FILE (its positives are not ranked "
                      "again, and most-popular counts them)");
@@ -549,6 +551,7 @@ int eval(const MfEvalFlags& f) {
   LoadedModel m = load_model(f.model_file);
   if (m.loss == "bpr") return eval_ranking(f, m);
   if (!f.exclude.empty()) throw InputError("--exclude: only for a bpr model (a squared model is scored by RMSE)");
+  if (f.k_given) throw InputError("-k: only for a bpr model (a squared model is scored by RMSE, not at k)");
   const Ratings test = read_with_ids_of(m, f.test_file, f.format);
   const auto metrics = evaluate_errors(*m.store, m.mean, test, m.range.lo, m.range.hi, &m.cold);
   fmt::print("eval: {} ratings ({} with a known user and item; the rest from the mean and known biases), RMSE {:.4f}, "
@@ -700,7 +703,9 @@ void add_mf_commands(CLI::App& app, int& exit_code) {
   eval_cmd->add_option("test_file", e->test_file, "Ratings to score")->required();
   eval_cmd->add_option("model_file", e->model_file, "Model from mf train")->required();
   eval_cmd->add_option("--exclude", e->exclude, "bpr: the training ratings (their positives are not ranked again)");
-  eval_cmd->add_option("-k", e->k, "bpr: metrics at k")->capture_default_str();
+  eval_cmd->add_option("-k", e->k, "bpr: metrics at k")->capture_default_str()->each([e](const std::string&) {
+    e->k_given = true;
+  });
   eval_cmd->add_option("--format", e->format, "detect, udata, dat, csv, libmf")->capture_default_str();
   eval_cmd->callback([e, &exit_code] { exit_code = run_guarded([&] { return eval(*e); }); });
 

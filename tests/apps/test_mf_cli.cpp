@@ -252,7 +252,8 @@ TEST_F(MfCli, EvalScoresEveryRatingAndRanksABprModel) {
            {{"mf", "train", "-s", "0", path("all.txt")}, "-s 0:"},
            {{"mf", "train", "-r", "0", path("all.txt")}, "-r 0:"},
            {{"mf", "train", "--lr-schedule", "cosine", path("all.txt")}, "--lr-schedule:"},
-           {{"mf", "eval", path("test.txt"), path("m"), "--exclude", path("all.txt")}, "--exclude: only for a bpr"}}) {
+           {{"mf", "eval", path("test.txt"), path("m"), "--exclude", path("all.txt")}, "--exclude: only for a bpr"},
+           {{"mf", "eval", path("test.txt"), path("m"), "-k", "5"}, "-k: only for a bpr"}}) {
     r = run(args);
     EXPECT_EQ(r.status, 2) << r.output;
     EXPECT_NE(r.output.find(expect), std::string::npos) << r.output;
@@ -282,6 +283,9 @@ TEST_F(MfCli, EvalScoresEveryRatingAndRanksABprModel) {
   EXPECT_GT(ours, 0.0) << r.output;
   EXPECT_GT(popular, 0.0) << r.output;
   EXPECT_LE(ours, 1.0) << r.output;
+  r = run({"mf", "eval", path("held.txt"), path("b"), "--exclude", path("train.txt"), "-k", "0"});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("-k 0:"), std::string::npos) << r.output;
   // Positives of users and items the model lacks are left out of both rankings alike: the same figures.
   {
     std::ifstream in(path("held.txt"));

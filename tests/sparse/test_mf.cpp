@@ -44,6 +44,13 @@ TEST(Ratings, ReadsEveryFormatAndDetectsIt) {
   EXPECT_EQ(libmf.items.size(), 1u);
   EXPECT_FALSE(libmf.has_timestamps());
   EXPECT_EQ(libmf.users.name(libmf.user[1]), "bob");
+  // Blanks after a comma (a hand-written or spreadsheet CSV) are not part of the ids or the rating.
+  const auto spaced = parse_ratings("user, item, rating\nu1, i2, 4\nu1,i2 ,3.5\n", "spaced.csv", RatingsFormat::detect);
+  ASSERT_EQ(spaced.size(), 2u);
+  EXPECT_EQ(spaced.users.size(), 1u);
+  EXPECT_EQ(spaced.items.size(), 1u);
+  EXPECT_EQ(spaced.items.name(spaced.item[0]), "i2");
+  EXPECT_FLOAT_EQ(spaced.rating[0], 4.0f);
 }
 
 TEST(Ratings, MalformedLinesNameFileLineAndExpectation) {

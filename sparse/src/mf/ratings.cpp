@@ -180,14 +180,20 @@ std::size_t split_fields(std::string_view line, RatingsFormat f, std::string_vie
     return n;
   }
   const std::string_view sep = f == RatingsFormat::dat ? "::" : f == RatingsFormat::csv ? "," : "\t";
+  // Blanks around a field are not part of it: "u1, i2, 4" names the ids "u1" and "i2", as "u1,i2,4" does.
+  auto trimmed = [](std::string_view v) {
+    const auto b = v.find_first_not_of(" \t");
+    if (b == std::string_view::npos) return std::string_view();
+    return v.substr(b, v.find_last_not_of(" \t") - b + 1);
+  };
   std::size_t start = 0;
   for (;;) {
     const auto at = line.find(sep, start);
     if (at == std::string_view::npos) {
-      push(line.substr(start));
+      push(trimmed(line.substr(start)));
       return n;
     }
-    push(line.substr(start, at - start));
+    push(trimmed(line.substr(start, at - start)));
     start = at + sep.size();
   }
 }

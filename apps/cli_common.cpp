@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -102,6 +103,36 @@ TrainingStore open_training_store(const std::string& shm, Layout layout, AttachO
   ParamStore store = ParamStore::open_or_create_shared(shm, std::move(layout), attach, &created, initialize);
   auto cleanup = created ? RemoveOnFailure(shm, store.segment_id()) : RemoveOnFailure();
   return {std::move(cleanup), std::move(store), created};
+}
+
+nlohmann::json engine_options(const EngineFlags& f) {
+  const auto text = [](const auto& v) { return fmt::format("{}", v); };
+  nlohmann::json j = {{"workers", text(f.workers)},
+                      {"policy", f.policy},
+                      {"tau", tau_to_string(parse_flag("--tau", [&] { return parse_tau(f.tau); }))},
+                      {"step", text(f.step_examples)},
+                      {"schedule", f.schedule},
+                      {"lr", text(f.lr)},
+                      {"lr-floor", text(f.lr_floor)},
+                      {"warmup", text(f.warmup)},
+                      {"staleness-aware", f.staleness_aware ? "on" : "off"},
+                      {"adagrad", f.adagrad ? "on" : "off"}};
+  if (f.schedule == "linear" || f.warmup > 0) j["epochs"] = text(f.epochs);
+  return j;
+}
+
+void warn_options_changed(std::string_view command, const std::string& path, const nlohmann::json& before,
+                          const nlohmann::json& now, std::initializer_list<std::string_view> bare) {
+  if (!before.is_object()) return;  // from before the options were recorded
+  for (const auto& [key, value] : now.items()) {
+    if (!before.contains(key) || before[key] == value || !value.is_string() || !before[key].is_string()) continue;
+    const bool is_bare = std::find(bare.begin(), bare.end(), key) != bare.end();
+    std::fprintf(stderr,
+                 "asgd %.*s: warning: %s %s now, %s in the run %s continues; the result will differ from an "
+                 "uninterrupted run's\n",
+                 static_cast<int>(command.size()), command.data(), is_bare ? key.c_str() : ("--" + key).c_str(),
+                 value.get<std::string>().c_str(), before[key].get<std::string>().c_str(), path.c_str());
+  }
 }
 
 bool stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }

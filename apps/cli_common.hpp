@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
@@ -66,6 +67,21 @@ void refuse_negative_unsigned(CLI::App& app);
 void add_engine_flags(CLI::App& app, EngineFlags& flags);
 // Throws InputError naming the flag that is wrong.
 TrainerOptions to_trainer_options(const EngineFlags& flags);
+
+// The engine flags that shape a run's updates, as text keyed by flag name
+// without dashes (for a checkpoint's metadata, and warn_options_changed when
+// it is resumed). --epochs is there when the rates depend on it (the linear
+// schedule decays over the whole run, --warmup is a fraction of it);
+// otherwise a longer run is the same run, continued.
+nlohmann::json engine_options(const EngineFlags& flags);
+
+// A resumed run continues the saved one (the same rates, steps and updates)
+// only with the same options: a warning on stderr for every key of `now`
+// that `before` (the options the checkpoint `path` recorded) holds with
+// another value. A key is printed as --key unless `bare` names it (a count
+// or a name that no flag sets).
+void warn_options_changed(std::string_view command, const std::string& path, const nlohmann::json& before,
+                          const nlohmann::json& now, std::initializer_list<std::string_view> bare = {});
 
 // Removes a shared segment this command created when the command fails before
 // training: it is destroyed while an exception unwinds the scope that holds it,

@@ -167,23 +167,17 @@ void warn_if_changed(const std::string& path, const std::string& metadata, const
   const auto saved = nlohmann::json::parse(metadata, nullptr, false);
   if (!saved.is_object() || !saved.contains("options")) return;  // from before the options were recorded
   const auto& before = saved["options"];
-  const bool cosine = now.value("lr-schedule", "") == "cosine" || before.value("lr-schedule", "") == "cosine";
-  for (const auto& [key, value] : now.items()) {
-    if ((key == "epochs" && !cosine) || !before.contains(key) || before[key] == value) continue;
-    if (key == "train-data") {  // a digest: its value means nothing to the reader
-      if (before.value("train-images", "") == now.value("train-images", ""))
-        std::fprintf(stderr,
-                     "asgd cnn: warning: the training images differ from those of the run %s continues (same "
-                     "number); the result will differ from an uninterrupted run's\n",
-                     path.c_str());
-      continue;  // a different number is said by train-images
-    }
+  nlohmann::json compared = now;
+  if (now.value("lr-schedule", "") != "cosine" && before.value("lr-schedule", "") != "cosine") compared.erase("epochs");
+  // The training data's digest means nothing to the reader: said in words, when train-images does not say it.
+  compared.erase("train-data");
+  if (before.contains("train-data") && before["train-data"] != now["train-data"] &&
+      before.value("train-images", "") == now.value("train-images", ""))
     std::fprintf(stderr,
-                 "asgd cnn: warning: %s %s now, %s in the run %s continues; the result will differ from an "
-                 "uninterrupted run's\n",
-                 key == "train-images" || key == "ranks" ? key.c_str() : ("--" + key).c_str(),
-                 value.get<std::string>().c_str(), before[key].get<std::string>().c_str(), path.c_str());
-  }
+                 "asgd cnn: warning: the training images differ from those of the run %s continues (same "
+                 "number); the result will differ from an uninterrupted run's\n",
+                 path.c_str());
+  warn_options_changed("cnn", path, before, compared, {"train-images", "ranks"});
 }
 
 // The lines of --csv file `path` that a run resumed after epoch `done`

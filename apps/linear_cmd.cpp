@@ -52,12 +52,14 @@ sparse::SparseDataset select_rows(const sparse::SparseDataset& data, std::span<c
   return out;
 }
 
-std::string linear_model_metadata(double l2, std::uint32_t features, sparse::LinearLoss loss, int ranks) {
+std::string linear_model_metadata(double l2, std::uint32_t features, sparse::LinearLoss loss, int ranks,
+                                  const nlohmann::json& options) {
   nlohmann::json j = loss == sparse::LinearLoss::logistic
                          ? nlohmann::json{{"model", "logistic"}, {"l2", l2}, {"features", features}}
                          : nlohmann::json{{"model", "linear"}, {"loss", sparse::to_string(loss)}, {"l2", l2},
                                           {"features", features}};
   if (ranks > 0) j["ranks"] = ranks;
+  if (!options.is_null()) j["options"] = options;
   return j.dump();
 }
 
@@ -189,8 +191,10 @@ int train(const TrainFlags& f, Distributed& dist) {
   options.on_progress = progress_printer("linear", f.quiet);
   options.checkpoint_path = f.checkpoint;
   // With AdaGrad under mpirun every rank checkpoints its own sums: the file says how many ranks wrote them.
-  options.checkpoint_metadata = linear_model_metadata(f.l2, problem.num_features(), loss,
-                                                      options.schedule.has_adagrad() && dist.active() ? dist.size() : 0);
+  const nlohmann::json run_options = engine_options(f.engine);
+  options.checkpoint_metadata = linear_model_metadata(
+      f.l2, problem.num_features(), loss, options.schedule.has_adagrad() && dist.active() ? dist.size() : 0,
+      run_options);
 
   if (f.until_epoch > options.epochs) {
     throw InputError(fmt::format("--until-epoch {}: past --epochs {}", f.until_epoch, options.epochs));
@@ -238,6 +242,11 @@ int train(const TrainFlags& f, Distributed& dist) {
       throw InputError(fmt::format("--resume {}: {} epochs are done already; {} (give more)", f.resume,
                                    saved.state.epoch,
                                    f.until_epoch ? "--until-epoch is the last to train" : "--epochs is the run's total"));
+    if (dist.root()) {
+      const auto saved_json = nlohmann::json::parse(saved.metadata, nullptr, false);
+      if (saved_json.is_object() && saved_json.contains("options"))
+        warn_options_changed("linear train", f.resume, saved_json["options"], run_options);
+    }
     trainer.load_checkpoint(std::move(saved), own);
     if (dist.root()) fmt::print(out, "resumed from {} at epoch {}\n", f.resume, trainer.state().epoch);
   }
@@ -276,7 +285,7 @@ int train(const TrainFlags& f, Distributed& dist) {
     // Rank 0 alone writes the model, with its own AdaGrad sums and no rank files: it records no ranks, so one
     // process may resume it (checkpoints of an AdaGrad job record theirs).
     save_checkpoint(f.model, store, trainer.state(), trainer.adagrad_sums(),
-                    linear_model_metadata(f.l2, problem.num_features(), loss));
+                    linear_model_metadata(f.l2, problem.num_features(), loss, 0, run_options));
     fmt::print(out, "model written to {}\n", f.model);
   }
   if (!f.shm.empty()) fmt::print(out, "parameters stay in shared segment '{}' (asgd shm remove {})\n", f.shm, f.shm);

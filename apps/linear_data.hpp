@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <span>
 #include <string>
 #include <vector>
@@ -21,8 +22,10 @@ sparse::SparseDataset select_rows(const sparse::SparseDataset& data, std::span<c
 // The metadata stored with a linear model file ({"model": "logistic"} for
 // the logistic loss, as before there was a choice; else "linear" and "loss").
 // `ranks` > 0 is recorded: the ranks of an AdaGrad job under mpirun, each of
-// which checkpoints its own sums (a resume needs as many).
-std::string linear_model_metadata(double l2, std::uint32_t features, sparse::LinearLoss loss, int ranks = 0);
+// which checkpoints its own sums (a resume needs as many). `options`, when
+// not null, records the engine flags (engine_options) for a resume to check.
+std::string linear_model_metadata(double l2, std::uint32_t features, sparse::LinearLoss loss, int ranks = 0,
+                                  const nlohmann::json& options = nullptr);
 // The ranks recorded by linear_model_metadata; 1 when none were.
 int linear_model_ranks(const std::string& metadata);
 // l2 from a model's metadata, or `fallback` when absent.

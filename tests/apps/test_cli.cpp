@@ -286,7 +286,16 @@ TEST_F(Cli, ResumedTrainingEqualsUninterrupted) {
   auto r = with({"--epochs", "6", "--resume", path("ck"), "--model", path("again")});
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("warning"), std::string::npos) << r.output;
   EXPECT_EQ(asgd::read_checkpoint(path("again")).params, asgd::read_checkpoint(path("full")).params);
+  // Another rate or schedule is said (before: taken in silence, and the result differed from the uninterrupted
+  // run's); the run goes on with what was given.
+  r = with({"--epochs", "6", "--resume", path("ck"), "--lr", "0.05", "--schedule", "constant"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("warning: --lr 0.05 now, 0.5 in the run " + path("ck") + " continues"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("warning: --schedule constant now, linear in the run"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("--epochs"), std::string::npos) << r.output;  // constant: epochs do not shape the rates
   // Fewer epochs than the checkpoint holds: refused, nothing written (before: it wrote epoch 2 and trained
   // epochs 3 on again next time).
   r = with({"--epochs", "6", "--until-epoch", "2", "--resume", path("ck"), "--model", path("back")});

@@ -41,7 +41,8 @@ TrainerOptions to_trainer_options(const EngineFlags& f) {
   if (f.workers == 0 || f.workers > 1024) {
     throw InputError(fmt::format("{} {}: expected 1 to 1024", f.names.workers, f.workers));
   }
-  if (f.epochs == 0) throw InputError(fmt::format("{} 0: expected at least 1", f.names.epochs));
+  if (f.epochs == 0 || f.epochs > kMaxEpochs)
+    throw InputError(fmt::format("{} {}: expected 1 to {}", f.names.epochs, f.epochs, kMaxEpochs));
   if (f.step_examples == 0) throw InputError("--step 0: expected at least 1 example per step");
   if (!(f.lr > 0.0f) || !std::isfinite(f.lr)) throw InputError(fmt::format("{} {}: expected > 0", f.names.lr, f.lr));
   if (!(f.lr_floor >= 0.0f && f.lr_floor <= 1.0f)) {

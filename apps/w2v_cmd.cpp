@@ -147,7 +147,8 @@ W2vFlags parse_flags(const std::vector<std::string>& args) {
   }
   if (f.train.empty() && f.resume.empty()) throw InputError("w2v: -train FILE is required (see asgd w2v -help)");
   if (f.threads == 0 || f.threads > 1024) throw InputError(fmt::format("-threads {}: expected 1 to 1024", f.threads));
-  if (f.iter == 0) throw InputError("-iter 0: expected at least 1 epoch");
+  if (f.iter == 0 || f.iter > kMaxEpochs)
+    throw InputError(fmt::format("-iter {}: expected 1 to {} epochs", f.iter, kMaxEpochs));
   // Under mpirun the ranks' updates add up unless asked otherwise
   // (text8-prefix, skip-gram, 2 ranks, 4 seeds: analogies 10.47 % summing
   // against 9.78 % averaging, WS-353 0.62 against 0.54 for seeds 1 and 2).

@@ -20,7 +20,8 @@ std::string nonfinite_loss_message(double loss, std::uint64_t epoch, std::uint64
 
 void TrainerOptions::validate() const {
   if (workers == 0 || workers > 1024) throw InputError(fmt::format("workers {}: expected 1 to 1024", workers));
-  if (epochs == 0) throw InputError("epochs: expected at least 1");
+  if (epochs == 0 || epochs > kMaxEpochs)
+    throw InputError(fmt::format("epochs {}: expected 1 to {}", epochs, kMaxEpochs));
   if (step_examples == 0) throw InputError("step examples: expected at least 1");
   if (!(progress_interval_seconds > 0)) throw InputError("progress interval: expected > 0 seconds");
   if (checkpoint_every == 0) throw InputError("checkpoint every: expected at least 1 epoch");

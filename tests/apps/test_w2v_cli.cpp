@@ -162,6 +162,7 @@ TEST_F(W2vCli, BadInputGetsAClearErrorNeverACrash) {
       {{"-train", good, "-negative", "0"}, "nothing to train"},
       {{"-train", good, "-cbow", "2"}, "-cbow"},
       {{"-train", good, "-threads", "0"}, "-threads 0"},
+      {{"-train", good, "-iter", "100000000000"}, "-iter 100000000000: expected 1 to 1000000"},  // was bad_alloc
       {{"-train", good, "-alpha", "x"}, "-alpha"},
       {{"-train", good, "-policy", "optimistic"}, "-policy: consistency 'optimistic'"},
       {{"-train", good, "-tau", "-2"}, "-tau: "},

@@ -93,9 +93,12 @@ struct Progress {
 // Called from a worker thread, never two at once; return false to stop.
 using ProgressCallback = std::function<bool(const Progress&)>;
 
+// A run keeps statistics for each of its epochs: more than this many is a typo, not a plan.
+inline constexpr std::uint64_t kMaxEpochs = 1'000'000;
+
 struct TrainerOptions {
   std::size_t workers = 1;
-  std::uint64_t epochs = 1;  // total, counting epochs done before a resume
+  std::uint64_t epochs = 1;  // total, counting epochs done before a resume; at most kMaxEpochs
   std::uint64_t seed = 1;
   // Which random stream of the run this process draws: shuffles, block
   // orders and sampled negatives derive from seed + stream. Rank r of a

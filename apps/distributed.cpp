@@ -28,16 +28,23 @@ struct MpiParts {
 };
 
 void add_distributed_flags(CLI::App& app, DistributedFlags& flags) {
+  const auto noted = [&flags](std::string name) {
+    return [&flags, name = std::move(name)](const std::string&) { flags.given.push_back(name); };
+  };
   app.add_option("--allreduce", flags.allreduce, "Under mpirun: tree, ring or native (MPI_Allreduce)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->each(noted("--allreduce"));
   app.add_option("--average-every", flags.average_every,
                  "Under mpirun: average the ranks' models every epoch, or every K local steps (in the background; "
                  "cnn: a blocking round after every K updates)")
-      ->capture_default_str();
-  app.add_flag("--average-weighted", flags.weighted, "Under mpirun: weight each rank by the examples it trained");
+      ->capture_default_str()
+      ->each(noted("--average-every"));
+  app.add_flag("--average-weighted", flags.weighted, "Under mpirun: weight each rank by the examples it trained")
+      ->each(noted("--average-weighted"));
   app.add_option("--combine", flags.combine,
                  "Under mpirun: mean (model averaging) or sum (add every rank's update since the last round: "
-                 "sparse models); default mean, for mf --loss bpr sum unless --average-weighted");
+                 "sparse models); default mean, for mf --loss bpr sum unless --average-weighted")
+      ->each(noted("--combine"));
 }
 
 void sum_unless_chosen(DistributedFlags& flags, bool combine_given) {
@@ -315,7 +322,19 @@ void Distributed::abort(const std::string& message, int code) {
 
 int run_distributed(const DistributedFlags& flags, const std::function<int(Distributed&)>& body) {
   Distributed dist(flags);
-  if (!dist.active()) return body(dist);
+  if (!dist.active()) {
+    // Checked (a bad value is still an error), but nothing to do in one process: said, not passed over in silence.
+    std::vector<std::string> given;  // in the order given, each once
+    for (const auto& g : flags.given)
+      if (std::find(given.begin(), given.end(), g) == given.end()) given.push_back(g);
+    if (!given.empty()) {
+      std::string names;
+      for (const auto& g : given) names += (names.empty() ? "" : ", ") + g;
+      std::fprintf(stderr, "asgd: note: %s only %s under mpirun with 2 or more ranks; this is one process\n",
+                   names.c_str(), given.size() == 1 ? "applies" : "apply");
+    }
+    return body(dist);
+  }
   try {
     dist.agree_on_flags();
     const int rc = body(dist);

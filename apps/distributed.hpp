@@ -32,6 +32,7 @@ struct DistributedFlags {
   std::string average_every = "epoch";  // "epoch" or K local steps
   bool weighted = false;              // weight ranks by examples trained
   std::string combine = "mean";       // mean of models, or sum of updates (the app sets its default)
+  std::vector<std::string> given;     // the flags above given on the command line, as the command spells them
 };
 // --allreduce, --average-every, --average-weighted, --combine.
 void add_distributed_flags(CLI::App& app, DistributedFlags& flags);

@@ -125,10 +125,15 @@ W2vFlags parse_flags(const std::vector<std::string>& args) {
       {"policy", [&](auto&, auto& v) { f.policy = v; }},
       {"tau", [&](auto&, auto& v) { f.tau = v; }},
       {"quiet", [&](auto& n, auto& v) { int q = 0; boolean(n, v, q); f.quiet = q; }},
-      {"allreduce", [&](auto&, auto& v) { f.dist.allreduce = v; }},
-      {"average-every", [&](auto&, auto& v) { f.dist.average_every = v; }},
-      {"average-weighted", [&](auto& n, auto& v) { int w = 0; boolean(n, v, w); f.dist.weighted = w; }},
-      {"combine", [&](auto&, auto& v) { f.dist.combine = v; }},
+      {"allreduce", [&](auto&, auto& v) { f.dist.allreduce = v; f.dist.given.push_back("-allreduce"); }},
+      {"average-every", [&](auto&, auto& v) { f.dist.average_every = v; f.dist.given.push_back("-average-every"); }},
+      {"average-weighted", [&](auto& n, auto& v) {
+         int w = 0;
+         boolean(n, v, w);
+         f.dist.weighted = w;
+         f.dist.given.push_back("-average-weighted");
+       }},
+      {"combine", [&](auto&, auto& v) { f.dist.combine = v; f.dist.given.push_back("-combine"); }},
   };
   for (std::size_t i = 0; i < args.size(); ++i) {
     std::string name = args[i];

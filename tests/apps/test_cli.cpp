@@ -106,6 +106,12 @@ TEST_F(Cli, BadInputExitsTwoWithWhereAndWhat) {
   r = run({"linear", "train", "--data", path("ok.svm"), "--epochs", "2000000"});
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("--epochs 2000000: expected 1 to 1000000"), std::string::npos) << r.output;
+  // mpirun's flags in one process: checked, and said to do nothing (before: passed over in silence).
+  r = run({"linear", "train", "--data", path("ok.svm"), "--epochs", "1", "--average-every", "4", "--quiet"});
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("note: --average-every only applies under mpirun"), std::string::npos) << r.output;
+  r = run({"linear", "train", "--data", path("ok.svm"), "--epochs", "1", "--average-every", "0", "--quiet"});
+  EXPECT_EQ(r.status, 2) << r.output;
   r = run({"linear", "train", "--no-such-flag"});
   EXPECT_EQ(r.status, 2) << r.output;
   // A negative count for an unsigned option is refused in every command (CLI11 read -1 as 2^64 - 1: cnn trained

@@ -391,6 +391,11 @@ int train(const CnnFlags& f, Distributed& dist) {
   // of its local rank (modulo the node's devices).
   dense::Dataset shard;
   if (dist.active()) {
+    // One objective over shards of one training set.
+    const std::pair<std::string_view, std::string> settings[] = {
+        {"--weight-decay", fmt::format("{}", o.weight_decay)},
+        {"the training images", fmt::format("{} images, digest {:016x}", tt.train.size(), tt.train.checksum())}};
+    dist.same_settings(settings);
     shard = tt.train.subset(rows);
     // Every rank must run as many rounds: the same epochs and, averaging every K updates, the same updates in each.
     const std::size_t batches = (shard.size() + o.batch - 1) / o.batch;

@@ -11,6 +11,7 @@
 
 #include "asgd/config.hpp"
 #include "asgd/engine/errors.hpp"
+#include "asgd/engine/fingerprint.hpp"
 #include "asgd/net/allreduce.hpp"
 #include "asgd/net/averaging.hpp"
 #if ASGD_HAVE_MPI
@@ -258,6 +259,26 @@ void Distributed::agree_on_flags() {
     }
     if (!same) throw InputError(fmt::format("the ranks were given different {}: {}; every rank needs the same", kFlags[j], each));
   }
+}
+
+void Distributed::same_settings(std::span<const std::pair<std::string_view, std::string>> settings) {
+  if (!active()) return;
+  const std::uint64_t count = settings.size();
+  same_on_all_ranks(std::span(&count, 1), "the number of model settings (every rank needs the same command)");
+  std::vector<std::uint64_t> digests;
+  for (const auto& [flag, value] : settings) digests.push_back(fnv1a(kFnv1aStart, value) & ((std::uint64_t{1} << 40) - 1));
+  const auto all = gather(digests, "model settings", false);
+  std::string differ;
+  for (std::size_t j = 0; j < digests.size(); ++j) {
+    bool same = true;
+    for (std::size_t r = 0; r < static_cast<std::size_t>(size_); ++r) same = same && all[r * digests.size() + j] == digests[j];
+    if (!same)
+      differ += fmt::format("{}{} (here {})", differ.empty() ? "" : ", ", settings[j].first, settings[j].second);
+  }
+  if (!differ.empty())
+    throw InputError(fmt::format("the ranks differ in {}; every rank needs the same (their models are "
+                                 "averaged)",
+                                 differ));
 }
 
 void Distributed::same_on_all_ranks(std::span<const std::uint64_t> values, std::string_view what) {

@@ -95,6 +95,12 @@ class Distributed {
   // rank); `what` names them. Before blocking rounds whose number every rank
   // must agree on: a job that would wait forever is refused at the start.
   void same_on_all_ranks(std::span<const std::uint64_t> values, std::string_view what);
+  // Collective: InputError naming the flags whose values differ between the
+  // ranks (and this rank's value) unless every rank passes the same
+  // `settings`, (flag, value as text) pairs in the same order: the flags
+  // that define the objective or the model, without which averaging the
+  // ranks' models mixes different problems. Compared by 40-bit digests.
+  void same_settings(std::span<const std::pair<std::string_view, std::string>> settings);
   // Collective, over MPI_Allreduce itself (not --allreduce, which is one of
   // the things compared): InputError naming the flag and each rank's value
   // unless every rank was given the same --allreduce, --combine,

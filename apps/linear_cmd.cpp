@@ -159,6 +159,10 @@ int train(const TrainFlags& f, Distributed& dist) {
   std::optional<sparse::SparseDataset> shard;
   if (dist.active() && !per_rank_files) shard = select_rows(data, dist.shard(data.rows(), "examples"));
   const sparse::LinearLoss loss = parse_flag("--loss", [&] { return sparse::parse_linear_loss(f.loss); });
+  // One objective for the models the ranks average.
+  const std::pair<std::string_view, std::string> settings[] = {{"--loss", std::string(sparse::to_string(loss))},
+                                                                {"--l2", fmt::format("{}", f.l2)}};
+  dist.same_settings(settings);
   // The whole set's problem (for the report and the reference), and this rank's shard of it with the whole set's
   // regulariser weights. Per-rank files ({rank}): `whole` is this rank's file, and the shard it trains takes the
   // weights from every rank's counts summed (floats: exact to 2^24 examples of a feature, and the weights are

@@ -340,6 +340,18 @@ int train(const MfTrainFlags& f, Distributed& dist) {
   // The report goes to stderr when the model goes to stdout (MODEL_FILE -).
   std::FILE* const out = report_stream({f.model_file});
   if (dist.active() && !f.shm.empty()) throw InputError("--shm: not with mpirun (each rank keeps its model)");
+  // What the ranks' models are averaged over: one objective, and one split of the ratings (each rank splits the
+  // whole file, then trains its share of the training part).
+  const auto text = [](const auto& v) { return fmt::format("{}", v); };
+  const std::pair<std::string_view, std::string> settings[] = {
+      {"--loss", f.loss},
+      {"--l2", text(f.l2)},
+      {"--bias-l2", text(f.bias_l2)},
+      {"--positive", text(f.positive_threshold)},
+      {"--test-fraction", text(f.test_fraction)},
+      {"--validation-fraction", text(f.validation_fraction)},
+      {"--split-seed", text(f.split_seed)}};
+  dist.same_settings(settings);
   if (dist.root()) {
     // With --shm the model file is written before training too (a server reads its ids), and again at the end.
     if (f.shm.empty())

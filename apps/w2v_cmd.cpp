@@ -16,6 +16,7 @@
 
 #include "asgd/engine/checkpoint.hpp"
 #include "asgd/engine/errors.hpp"
+#include "asgd/engine/fingerprint.hpp"
 #include "asgd/engine/param_store.hpp"
 #include "asgd/engine/row_ops.hpp"
 #include "asgd/engine/trainer.hpp"
@@ -321,7 +322,23 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
   EncodedCorpus corpus = encode_corpus(reader, vocab);
   // The whole corpus's words per epoch, what a checkpoint records (the same on every rank and in one process).
   const std::uint64_t corpus_words = corpus.stats.kept_tokens;
-  if (dist.active()) corpus = shard_of(corpus, dist);
+  if (dist.active()) {
+    // The ranks average one model: the same objective, over shards of one corpus with one vocabulary.
+    std::uint64_t words = kFnv1aStart;
+    for (std::uint32_t id = 0; id < vocab.size(); ++id)
+      words = fnv1a_u64(fnv1a(fnv1a_u64(words, vocab.word(id).size()), vocab.word(id)), vocab.count(id));
+    const auto text = [](const auto& v) { return fmt::format("{}", v); };
+    const std::pair<std::string_view, std::string> settings[] = {
+        {"-cbow", text(m.cbow)},
+        {"-hs", text(m.hs)},
+        {"-negative", text(m.negative)},
+        {"-window", text(m.window)},
+        {"-sample", text(m.sample)},
+        {"-batch", text(m.batch)},
+        {"the corpus (its words and counts)", fmt::format("{:016x}, {} tokens", words, corpus.stats.tokens)}};
+    dist.same_settings(settings);
+    corpus = shard_of(corpus, dist);
+  }
   if (show_progress) {
     fmt::print(stderr, "asgd w2v: {} tokens, {} lines, vocabulary {} words, {} words in training\n",
                corpus.stats.tokens, corpus.stats.lines, vocab.size(), corpus.stats.kept_tokens);

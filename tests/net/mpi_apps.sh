@@ -7,7 +7,8 @@
 #          model, which `mf eval` reads back with the RMSE rank 0 printed;
 #          BPR (--loss bpr) on 2 ranks beats most-popular by NDCG@10;
 #  w2v     2 ranks over a generated corpus: one vectors file with the whole
-#          vocabulary, the ranks' updates summed by default;
+#          vocabulary, the ranks' updates summed by default; ranks given
+#          other corpora or another -window (linear: another --l2) refused;
 #  cnn     2 ranks over synthetic MNIST-format digits: the model is written
 #          and `cnn eval` on it reports rank 0's accuracy, after an
 #          averaging round per epoch; stopped at a checkpoint and resumed
@@ -98,6 +99,10 @@ mkdir "$work/d0" "$work/d1" && cp "$work/rare-part0.svm" "$work/d0/p0.svm" && cp
 mpi 2 linear train --data "$work/d{rank}/p{rank}.svm" --features 200000 --epochs 1 --workers 1 -q > "$work/log" 2>&1 ||
   fail "linear: --data with {rank} twice"
 echo "linear, ranks that disagree on {rank} or --features: refused at the start; {rank} twice in a path: both replaced"
+# Ranks that would average models of different objectives are refused too (before: trained, and averaged).
+refused_at_start "linear: ranks with other --l2" 'the ranks differ in --l2 (here 0.01)' \
+  -n 1 "${two[@]}" --data "$work/train.svm" : -n 1 "${two[@]}" --data "$work/train.svm" --l2 0.01
+echo "linear, ranks given different --l2: refused at the start"
 # Fewer examples than ranks: said so (before: "the dataset has no examples" from the rank left without one).
 head -n 3 "$work/train.svm" > "$work/three.svm"
 mpi 4 linear train --data "$work/three.svm" -q > "$work/log" 2>&1 && fail "linear: 3 examples on 4 ranks ran"
@@ -210,6 +215,15 @@ read -r words dims < "$work/vec.txt"
 [[ "$words" == 40 && "$dims" == 16 ]] || fail "w2v: header '$words $dims', expected '40 16'"
 grep -q 'mpi: 2 ranks, ring allreduce, summing updates' "$work/log" || fail "w2v: does not sum the ranks' updates by default"
 echo "w2v, 2 ranks: $words words x $dims"
+# Each rank reads the whole corpus: ranks given other corpora of the same vocabulary size, or another window, are
+# refused (before: each trained its share of its own corpus, and the vectors were averaged).
+sed 's/a1 /a2 /' "$work/corpus.txt" > "$work/corpus-other.txt"
+w2v_rank=("$asgd" w2v -output /dev/null -size 8 -iter 1 -min-count 1 -threads 1)
+refused_at_start "w2v: ranks with other corpora" 'the ranks differ in the corpus' \
+  -n 1 "${w2v_rank[@]}" -train "$work/corpus.txt" : -n 1 "${w2v_rank[@]}" -train "$work/corpus-other.txt"
+refused_at_start "w2v: ranks with another -window" 'the ranks differ in -window (here 2)' \
+  -n 1 "${w2v_rank[@]}" -train "$work/corpus.txt" : -n 1 "${w2v_rank[@]}" -train "$work/corpus.txt" -window 2
+echo "w2v, ranks given other corpora or -window: refused at the start"
 # A checkpoint records the whole corpus's words per epoch, not rank 0's shard's: resumed on the same corpus, by the
 # same ranks or by one process, nobody is warned of another corpus.
 mpi 2 w2v -train "$work/corpus.txt" -output /dev/null -size 8 -iter 1 -min-count 1 -threads 1 \

@@ -253,8 +253,12 @@ int train_bpr(std::FILE* out, const MfTrainFlags& f, Distributed& dist) {
   if (positives.size() == 0) throw InputError(fmt::format("no rating >= {} (--positive)", f.positive_threshold));
   const MfOptions mo = model_options(f);
   const std::size_t items = positives.items.size();
-  fmt::print(out, "bpr: {} positives (rating >= {}) of {} ratings, {} users, {} items\n", positives.size(),
-             f.positive_threshold, all.size(), positives.users.size(), items);
+  // The model has a row for every id of the file; fewer have a positive to learn from.
+  std::vector<char> user_has(positives.users.size(), 0), item_has(items, 0);
+  for (std::size_t i = 0; i < positives.size(); ++i) user_has[positives.user[i]] = item_has[positives.item[i]] = 1;
+  fmt::print(out, "bpr: {} positives (rating >= {}) of {} ratings; {} users, {} items ({} and {} with a positive)\n",
+             positives.size(), f.positive_threshold, all.size(), positives.users.size(), items,
+             std::count(user_has.begin(), user_has.end(), 1), std::count(item_has.begin(), item_has.end(), 1));
 
   Split split;
   if (f.test_fraction > 0) {

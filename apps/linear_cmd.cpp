@@ -281,8 +281,16 @@ int train(const TrainFlags& f, Distributed& dist) {
   if (f.reference) {
     const auto opt = sparse::solve_lbfgs(whole);
     const double ours = whole.objective(w);
-    fmt::print(out, "reference (L-BFGS, {} iterations, |grad| {:.1e}): objective {:.6f}; ours is {:.2e} relative above\n",
-               opt.iterations, opt.gradient_norm, opt.objective, (ours - opt.objective) / opt.objective);
+    if (opt.objective > 1e-6) {
+      fmt::print(out, "reference (L-BFGS, {} iterations, |grad| {:.1e}): objective {:.6f}; ours is {:.2e} relative above\n",
+                 opt.iterations, opt.gradient_norm, opt.objective, (ours - opt.objective) / opt.objective);
+    } else {
+      // A gap relative to (nearly) zero says nothing.
+      fmt::print(out, "reference (L-BFGS, {} iterations, |grad| {:.1e}): objective {:.2e}; ours is {:.2e} above "
+                 "(absolute: the optimum is too near 0 for a relative gap{})\n",
+                 opt.iterations, opt.gradient_norm, opt.objective, ours - opt.objective,
+                 f.l2 == 0 ? "; with --l2 0 data that a hyperplane separates has no finite optimum" : "");
+    }
   }
   if (test) print_quality(out, "test", sparse::LinearProblem(*test, f.l2, loss), weights_for(*test, {w.begin(), w.end()}));
   if (!f.model.empty()) {

@@ -37,6 +37,11 @@ function(asgd_add_library name)
     $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
   target_link_libraries(asgd_${name} PUBLIC ${ARG_PUBLIC_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
   asgd_apply_flags(asgd_${name})
+  if(ASGD_SANITIZE)
+    # A sanitized static library needs the sanitizer's runtime wherever it is
+    # linked: in this tree and in a project that uses the installed package.
+    target_link_options(asgd_${name} INTERFACE -fsanitize=${ASGD_SANITIZE})
+  endif()
   install(TARGETS asgd_${name} EXPORT asgdTargets
           ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
           LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})

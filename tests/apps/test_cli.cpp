@@ -249,6 +249,13 @@ TEST_F(Cli, LinearSvmLosses) {
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("lr 0.1 "), std::string::npos) << r.output;  // the hinges' default rate
   EXPECT_LT(number_after(r.output, "ours is "), 2e-3) << r.output;
+  // Fewer examples than features, no l2: a hyperplane separates them and the optimum is 0 at infinity, so the gap
+  // is given absolute (before: "4.08e+08 relative above").
+  generate("separable.svm", 200, 5000);
+  r = run({"linear", "train", "--data", path("separable.svm"), "--l2", "0", "--reference", "-q"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("above (absolute: the optimum is too near 0"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("no finite optimum"), std::string::npos) << r.output;
   r = run({"linear", "train", "--data", path("svm.svm"), "--loss", "hinge", "--epochs", "5", "-q", "--model",
            path("hinge.asgd")});
   ASSERT_EQ(r.status, 0) << r.output;

@@ -107,19 +107,26 @@ TrainingStore open_training_store(const std::string& shm, Layout layout, AttachO
 }
 
 nlohmann::json engine_options(const EngineFlags& f) {
-  const auto text = [](const auto& v) { return fmt::format("{}", v); };
-  nlohmann::json j = {{"workers", text(f.workers)},
-                      {"policy", f.policy},
-                      {"tau", tau_to_string(parse_flag("--tau", [&] { return parse_tau(f.tau); }))},
-                      {"step", text(f.step_examples)},
-                      {"schedule", f.schedule},
-                      {"lr", text(f.lr)},
-                      {"lr-floor", text(f.lr_floor)},
-                      {"warmup", text(f.warmup)},
-                      {"staleness-aware", f.staleness_aware ? "on" : "off"},
-                      {"adagrad", f.adagrad ? "on" : "off"}};
-  if (f.schedule == "linear" || f.warmup > 0) j["epochs"] = text(f.epochs);
+  // From the validated options: names in one spelling (hogwild is racy), and only what the schedule uses.
+  const TrainerOptions o = to_trainer_options(f);
+  nlohmann::json j = {{"workers", as_text(o.workers)},
+                      {"policy", std::string(to_string(o.consistency))},
+                      {"tau", tau_to_string(o.tau)},
+                      {"step", as_text(o.step_examples)},
+                      {"schedule", std::string(to_string(o.schedule.kind))},
+                      {"lr", as_text(o.schedule.lr)},
+                      {"warmup", as_text(o.schedule.warmup)},
+                      {"staleness-aware", o.schedule.staleness_aware ? "on" : "off"},
+                      {"adagrad", o.schedule.adagrad ? "on" : "off"}};
+  if (o.schedule.kind == ScheduleKind::linear) j["lr-floor"] = as_text(o.schedule.floor);
+  if (o.schedule.kind == ScheduleKind::linear || o.schedule.warmup > 0) j["epochs"] = as_text(o.epochs);
   return j;
+}
+
+nlohmann::json saved_options(const std::string& metadata) {
+  const auto saved = nlohmann::json::parse(metadata, nullptr, false);
+  if (!saved.is_object() || !saved.contains("options")) return nullptr;
+  return saved["options"];
 }
 
 void warn_options_changed(std::string_view command, const std::string& path, const nlohmann::json& before,

@@ -68,11 +68,19 @@ void add_engine_flags(CLI::App& app, EngineFlags& flags);
 // Throws InputError naming the flag that is wrong.
 TrainerOptions to_trainer_options(const EngineFlags& flags);
 
+// A value as text, as fmt prints it (for option records and settings).
+template <class T>
+std::string as_text(const T& value) {
+  return fmt::format("{}", value);
+}
+
 // The engine flags that shape a run's updates, as text keyed by flag name
-// without dashes (for a checkpoint's metadata, and warn_options_changed when
-// it is resumed). --epochs is there when the rates depend on it (the linear
-// schedule decays over the whole run, --warmup is a fraction of it);
-// otherwise a longer run is the same run, continued.
+// without dashes, validated and in one spelling (for a checkpoint's
+// metadata, and warn_options_changed when it is resumed). --lr-floor is
+// there for the linear schedule, the only one that uses it; --epochs when
+// the rates depend on it (the linear schedule decays over the whole run,
+// --warmup is a fraction of it); otherwise a longer run is the same run,
+// continued.
 nlohmann::json engine_options(const EngineFlags& flags);
 
 // A resumed run continues the saved one (the same rates, steps and updates)
@@ -80,6 +88,9 @@ nlohmann::json engine_options(const EngineFlags& flags);
 // that `before` (the options the checkpoint `path` recorded) holds with
 // another value. A key is printed as --key unless `bare` names it (a count
 // or a name that no flag sets).
+// The "options" a checkpoint's metadata recorded; null when it has none
+// (written before options were recorded, or by another command).
+nlohmann::json saved_options(const std::string& metadata);
 void warn_options_changed(std::string_view command, const std::string& path, const nlohmann::json& before,
                           const nlohmann::json& now, std::initializer_list<std::string_view> bare = {});
 

@@ -143,14 +143,13 @@ CheckpointData read_lenet(const std::string& path, const dense::Network& net) {
 // run visits and how it steps, as the flags print them.
 nlohmann::json run_options(const CnnFlags& f, const dense::TrainOptions& o, bool on_gpu, const dense::Dataset& train,
                            std::size_t ranks) {
-  const auto text = [](const auto& v) { return fmt::format("{}", v); };
-  nlohmann::json j = {{"epochs", text(f.epochs)},      {"batch", text(f.batch)},
-                      {"workers", text(f.workers)},    {"tau", tau_to_string(o.tau)},
-                      {"lr", text(f.lr)},              {"lr-schedule", f.schedule},
-                      {"momentum", text(f.momentum)},  {"weight-decay", text(f.weight_decay)},
+  nlohmann::json j = {{"epochs", as_text(f.epochs)},      {"batch", as_text(f.batch)},
+                      {"workers", as_text(f.workers)},    {"tau", tau_to_string(o.tau)},
+                      {"lr", as_text(f.lr)},              {"lr-schedule", f.schedule},
+                      {"momentum", as_text(f.momentum)},  {"weight-decay", as_text(f.weight_decay)},
                       {"compensate", o.compensate ? "on" : "off"}, {"device", on_gpu ? "gpu" : "cpu"},
-                      {"train-images", text(train.size())},
-                      {"train-data", fmt::format("{:016x}", train.checksum())}, {"ranks", text(ranks)}};
+                      {"train-images", as_text(train.size())},
+                      {"train-data", fmt::format("{:016x}", train.checksum())}, {"ranks", as_text(ranks)}};
   if (ranks > 1) {
     j["average-every"] = f.dist.average_every;
     j["combine"] = f.dist.combine;
@@ -164,9 +163,8 @@ nlohmann::json run_options(const CnnFlags& f, const dense::TrainOptions& o, bool
 // --epochs only matters to the cosine schedule (constant: a longer run is
 // the same run, continued).
 void warn_if_changed(const std::string& path, const std::string& metadata, const nlohmann::json& now) {
-  const auto saved = nlohmann::json::parse(metadata, nullptr, false);
-  if (!saved.is_object() || !saved.contains("options")) return;  // from before the options were recorded
-  const auto& before = saved["options"];
+  const nlohmann::json before = saved_options(metadata);
+  if (before.is_null()) return;  // from before the options were recorded
   nlohmann::json compared = now;
   if (now.value("lr-schedule", "") != "cosine" && before.value("lr-schedule", "") != "cosine") compared.erase("epochs");
   // The training data's digest means nothing to the reader: said in words, when train-images does not say it.
@@ -393,7 +391,7 @@ int train(const CnnFlags& f, Distributed& dist) {
   if (dist.active()) {
     // One objective over shards of one training set.
     const std::pair<std::string_view, std::string> settings[] = {
-        {"--weight-decay", fmt::format("{}", o.weight_decay)},
+        {"--weight-decay", as_text(o.weight_decay)},
         {"the training images", fmt::format("{} images, digest {:016x}", tt.train.size(), tt.train.checksum())}};
     dist.same_settings(settings);
     shard = tt.train.subset(rows);

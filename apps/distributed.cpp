@@ -268,12 +268,17 @@ void Distributed::same_settings(std::span<const std::pair<std::string_view, std:
   std::vector<std::uint64_t> digests;
   for (const auto& [flag, value] : settings) digests.push_back(fnv1a(kFnv1aStart, value) & ((std::uint64_t{1} << 40) - 1));
   const auto all = gather(digests, "model settings", false);
+  // Every rank has every digest: all name the same flags and ranks; each adds its own value (only digests travel).
   std::string differ;
   for (std::size_t j = 0; j < digests.size(); ++j) {
-    bool same = true;
-    for (std::size_t r = 0; r < static_cast<std::size_t>(size_); ++r) same = same && all[r * digests.size() + j] == digests[j];
-    if (!same)
-      differ += fmt::format("{}{} (here {})", differ.empty() ? "" : ", ", settings[j].first, settings[j].second);
+    std::string ranks;
+    std::size_t count = 0;
+    for (std::size_t r = 1; r < static_cast<std::size_t>(size_); ++r)
+      if (all[r * digests.size() + j] != all[j]) ranks += fmt::format("{}{}", count++ ? ", " : "", r);
+    if (count != 0)
+      differ += fmt::format("{}{} ({} {} from rank 0; here {})", differ.empty() ? "" : ", ", settings[j].first,
+                            count == 1 ? "rank " + ranks : "ranks " + ranks, count == 1 ? "differs" : "differ",
+                            settings[j].second);
   }
   if (!differ.empty())
     throw InputError(fmt::format("the ranks differ in {}; every rank needs the same (their models are "

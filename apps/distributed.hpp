@@ -96,7 +96,8 @@ class Distributed {
   // must agree on: a job that would wait forever is refused at the start.
   void same_on_all_ranks(std::span<const std::uint64_t> values, std::string_view what);
   // Collective: InputError naming the flags whose values differ between the
-  // ranks (and this rank's value) unless every rank passes the same
+  // ranks, the ranks that differ from rank 0 and this rank's value (only
+  // digests travel), unless every rank passes the same
   // `settings`, (flag, value as text) pairs in the same order: the flags
   // that define the objective or the model, without which averaging the
   // ranks' models mixes different problems. Compared by 40-bit digests.

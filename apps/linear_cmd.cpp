@@ -161,7 +161,7 @@ int train(const TrainFlags& f, Distributed& dist) {
   const sparse::LinearLoss loss = parse_flag("--loss", [&] { return sparse::parse_linear_loss(f.loss); });
   // One objective for the models the ranks average.
   const std::pair<std::string_view, std::string> settings[] = {{"--loss", std::string(sparse::to_string(loss))},
-                                                                {"--l2", fmt::format("{}", f.l2)}};
+                                                                {"--l2", as_text(f.l2)}};
   dist.same_settings(settings);
   // The whole set's problem (for the report and the reference), and this rank's shard of it with the whole set's
   // regulariser weights. Per-rank files ({rank}): `whole` is this rank's file, and the shard it trains takes the
@@ -246,11 +246,7 @@ int train(const TrainFlags& f, Distributed& dist) {
       throw InputError(fmt::format("--resume {}: {} epochs are done already; {} (give more)", f.resume,
                                    saved.state.epoch,
                                    f.until_epoch ? "--until-epoch is the last to train" : "--epochs is the run's total"));
-    if (dist.root()) {
-      const auto saved_json = nlohmann::json::parse(saved.metadata, nullptr, false);
-      if (saved_json.is_object() && saved_json.contains("options"))
-        warn_options_changed("linear train", f.resume, saved_json["options"], run_options);
-    }
+    if (dist.root()) warn_options_changed("linear train", f.resume, saved_options(saved.metadata), run_options);
     trainer.load_checkpoint(std::move(saved), own);
     if (dist.root()) fmt::print(out, "resumed from {} at epoch {}\n", f.resume, trainer.state().epoch);
   }
@@ -289,7 +285,9 @@ int train(const TrainFlags& f, Distributed& dist) {
       fmt::print(out, "reference (L-BFGS, {} iterations, |grad| {:.1e}): objective {:.2e}; ours is {:.2e} above "
                  "(absolute: the optimum is too near 0 for a relative gap{})\n",
                  opt.iterations, opt.gradient_norm, opt.objective, ours - opt.objective,
-                 f.l2 == 0 ? "; with --l2 0 data that a hyperplane separates has no finite optimum" : "");
+                 f.l2 == 0 && loss == sparse::LinearLoss::logistic
+                    ? "; logistic with --l2 0 on data that a hyperplane separates has no finite optimum"
+                    : "");
     }
   }
   if (test) print_quality(out, "test", sparse::LinearProblem(*test, f.l2, loss), weights_for(*test, {w.begin(), w.end()}));

@@ -346,15 +346,14 @@ int train(const MfTrainFlags& f, Distributed& dist) {
   if (dist.active() && !f.shm.empty()) throw InputError("--shm: not with mpirun (each rank keeps its model)");
   // What the ranks' models are averaged over: one objective, and one split of the ratings (each rank splits the
   // whole file, then trains its share of the training part).
-  const auto text = [](const auto& v) { return fmt::format("{}", v); };
   const std::pair<std::string_view, std::string> settings[] = {
       {"--loss", f.loss},
-      {"--l2", text(f.l2)},
-      {"--bias-l2", text(f.bias_l2)},
-      {"--positive", text(f.positive_threshold)},
-      {"--test-fraction", text(f.test_fraction)},
-      {"--validation-fraction", text(f.validation_fraction)},
-      {"--split-seed", text(f.split_seed)}};
+      {"--l2", as_text(f.l2)},
+      {"--bias-l2", as_text(f.bias_l2)},
+      {"--positive", as_text(f.positive_threshold)},
+      {"--test-fraction", as_text(f.test_fraction)},
+      {"--validation-fraction", as_text(f.validation_fraction)},
+      {"--split-seed", as_text(f.split_seed)}};
   dist.same_settings(settings);
   if (dist.root()) {
     // With --shm the model file is written before training too (a server reads its ids), and again at the end.
@@ -437,7 +436,7 @@ int train(const MfTrainFlags& f, Distributed& dist) {
         std::max<std::size_t>(1, std::min(train_set.users.size(), train_set.items.size()));
     if (mo.bins > fewest) {
       if (f.bins && dist.root())
-        fmt::print(stderr, "asgd mf: note: --bins {}: {} (as many as the {} users or items)\n", f.bins, fewest,
+        fmt::print(stderr, "asgd mf: note: -n/--bins {}: {} (as many as the {} users or items)\n", f.bins, fewest,
                    fewest);
       mo.bins = fewest;
     }

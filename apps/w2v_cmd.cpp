@@ -323,19 +323,23 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
   // The whole corpus's words per epoch, what a checkpoint records (the same on every rank and in one process).
   const std::uint64_t corpus_words = corpus.stats.kept_tokens;
   if (dist.active()) {
-    // The ranks average one model: the same objective, over shards of one corpus with one vocabulary.
-    std::uint64_t words = kFnv1aStart;
+    // The ranks average one model: the same objective, over shards of one corpus with one vocabulary. The
+    // vocabulary may come from a checkpoint or -read-vocab rather than the corpus: both are compared, the corpus
+    // as the words it encodes to (sentence by sentence).
+    std::uint64_t words = kFnv1aStart, text = kFnv1aStart;
     for (std::uint32_t id = 0; id < vocab.size(); ++id)
       words = fnv1a_u64(fnv1a(fnv1a_u64(words, vocab.word(id).size()), vocab.word(id)), vocab.count(id));
-    const auto text = [](const auto& v) { return fmt::format("{}", v); };
+    text = fnv1a(text, corpus.tokens.data(), corpus.tokens.size() * sizeof(std::uint32_t));
+    text = fnv1a(text, corpus.sentence_begin.data(), corpus.sentence_begin.size() * sizeof(std::uint64_t));
     const std::pair<std::string_view, std::string> settings[] = {
-        {"-cbow", text(m.cbow)},
-        {"-hs", text(m.hs)},
-        {"-negative", text(m.negative)},
-        {"-window", text(m.window)},
-        {"-sample", text(m.sample)},
-        {"-batch", text(m.batch)},
-        {"the corpus (its words and counts)", fmt::format("{:016x}, {} tokens", words, corpus.stats.tokens)}};
+        {"-cbow", as_text(m.cbow)},
+        {"-hs", as_text(m.hs)},
+        {"-negative", as_text(m.negative)},
+        {"-window", as_text(m.window)},
+        {"-sample", as_text(m.sample)},
+        {"-batch", as_text(m.batch)},
+        {"the vocabulary", fmt::format("{} words, digest {:016x}", vocab.size(), words)},
+        {"the corpus", fmt::format("{} tokens, digest {:016x}", corpus.stats.tokens, text)}};
     dist.same_settings(settings);
     corpus = shard_of(corpus, dist);
   }

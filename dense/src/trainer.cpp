@@ -8,11 +8,13 @@
 #include <thread>
 
 #include "asgd/engine/errors.hpp"
+#include "asgd/engine/trainer.hpp"
 
 namespace asgd::dense {
 
 void TrainOptions::validate() const {
-  if (epochs == 0) throw InputError("--epochs: must be at least 1");
+  if (epochs == 0 || epochs > kMaxEpochs)
+    throw InputError(fmt::format("--epochs {}: expected 1 to {}", epochs, kMaxEpochs));
   if (batch == 0) throw InputError("--batch: must be at least 1");
   if (gemm_threads == 0 || gemm_threads > 256)
     throw InputError(fmt::format("--threads: {} GEMM threads per worker (--threads / --workers): expected 1 to 256",

@@ -256,6 +256,11 @@ TEST_F(Cli, LinearSvmLosses) {
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("above (absolute: the optimum is too near 0"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("no finite optimum"), std::string::npos) << r.output;
+  // The squared hinge reaches 0 at a finite point: the same absolute gap, without the clause.
+  r = run({"linear", "train", "--data", path("separable.svm"), "--loss", "squared-hinge", "--l2", "0", "--reference",
+           "-q"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(r.output.find("no finite optimum"), std::string::npos) << r.output;
   r = run({"linear", "train", "--data", path("svm.svm"), "--loss", "hinge", "--epochs", "5", "-q", "--model",
            path("hinge.asgd")});
   ASSERT_EQ(r.status, 0) << r.output;
@@ -306,12 +311,15 @@ TEST_F(Cli, ResumedTrainingEqualsUninterrupted) {
   EXPECT_EQ(asgd::read_checkpoint(path("again")).params, asgd::read_checkpoint(path("full")).params);
   // Another rate or schedule is said (before: taken in silence, and the result differed from the uninterrupted
   // run's); the run goes on with what was given.
-  r = with({"--epochs", "6", "--resume", path("ck"), "--lr", "0.05", "--schedule", "constant"});
+  r = with({"--epochs", "6", "--resume", path("ck"), "--lr", "0.05", "--schedule", "constant", "--policy", "hogwild",
+            "--lr-floor", "0.5"});
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("warning: --lr 0.05 now, 0.5 in the run " + path("ck") + " continues"), std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("warning: --schedule constant now, linear in the run"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("--epochs"), std::string::npos) << r.output;  // constant: epochs do not shape the rates
+  EXPECT_EQ(r.output.find("--lr-floor"), std::string::npos) << r.output;  // nor does the linear schedule's floor
+  EXPECT_EQ(r.output.find("--policy"), std::string::npos) << r.output;    // hogwild is racy
   // Fewer epochs than the checkpoint holds: refused, nothing written (before: it wrote epoch 2 and trained
   // epochs 3 on again next time).
   r = with({"--epochs", "6", "--until-epoch", "2", "--resume", path("ck"), "--model", path("back")});

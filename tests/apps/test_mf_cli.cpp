@@ -126,7 +126,7 @@ TEST_F(MfCli, LibmfFlagsValidationSplitAndBprModels) {
   // No more bins than items: the grid's other blocks would be empty (before: 4096 x 4096 blocks an epoch).
   r = run({"mf", "train", "-k", "4", "-t", "1", "--schedule", "blocks", "-n", "4096", "-q", path("all.txt")});
   ASSERT_EQ(r.status, 0) << r.output;
-  EXPECT_NE(r.output.find("note: --bins 4096: 150"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("note: -n/--bins 4096: 150"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("blocks 150x150"), std::string::npos) << r.output;
 
   r = run({"mf", "train", "-k", "4", "-t", "3", "--test-fraction", "0.1", "--validation-fraction", "0.2",

@@ -100,7 +100,7 @@ mpi 2 linear train --data "$work/d{rank}/p{rank}.svm" --features 200000 --epochs
   fail "linear: --data with {rank} twice"
 echo "linear, ranks that disagree on {rank} or --features: refused at the start; {rank} twice in a path: both replaced"
 # Ranks that would average models of different objectives are refused too (before: trained, and averaged).
-refused_at_start "linear: ranks with other --l2" 'the ranks differ in --l2 (here 0.01)' \
+refused_at_start "linear: ranks with other --l2" 'the ranks differ in --l2 (rank 1 differs from rank 0' \
   -n 1 "${two[@]}" --data "$work/train.svm" : -n 1 "${two[@]}" --data "$work/train.svm" --l2 0.01
 echo "linear, ranks given different --l2: refused at the start"
 # Fewer examples than ranks: said so (before: "the dataset has no examples" from the rank left without one).
@@ -219,9 +219,9 @@ echo "w2v, 2 ranks: $words words x $dims"
 # refused (before: each trained its share of its own corpus, and the vectors were averaged).
 sed 's/a1 /a2 /' "$work/corpus.txt" > "$work/corpus-other.txt"
 w2v_rank=("$asgd" w2v -output /dev/null -size 8 -iter 1 -min-count 1 -threads 1)
-refused_at_start "w2v: ranks with other corpora" 'the ranks differ in the corpus' \
+refused_at_start "w2v: ranks with other corpora" 'the corpus (rank 1 differs from rank 0' \
   -n 1 "${w2v_rank[@]}" -train "$work/corpus.txt" : -n 1 "${w2v_rank[@]}" -train "$work/corpus-other.txt"
-refused_at_start "w2v: ranks with another -window" 'the ranks differ in -window (here 2)' \
+refused_at_start "w2v: ranks with another -window" 'the ranks differ in -window (rank 1 differs from rank 0' \
   -n 1 "${w2v_rank[@]}" -train "$work/corpus.txt" : -n 1 "${w2v_rank[@]}" -train "$work/corpus.txt" -window 2
 echo "w2v, ranks given other corpora or -window: refused at the start"
 # A checkpoint records the whole corpus's words per epoch, not rank 0's shard's: resumed on the same corpus, by the

@@ -83,14 +83,15 @@ std::string as_text(const T& value) {
 // continued.
 nlohmann::json engine_options(const EngineFlags& flags);
 
+// The "options" a checkpoint's metadata recorded; null when it has none
+// (written before options were recorded, or by another command).
+nlohmann::json saved_options(const std::string& metadata);
+
 // A resumed run continues the saved one (the same rates, steps and updates)
 // only with the same options: a warning on stderr for every key of `now`
 // that `before` (the options the checkpoint `path` recorded) holds with
 // another value. A key is printed as --key unless `bare` names it (a count
 // or a name that no flag sets).
-// The "options" a checkpoint's metadata recorded; null when it has none
-// (written before options were recorded, or by another command).
-nlohmann::json saved_options(const std::string& metadata);
 void warn_options_changed(std::string_view command, const std::string& path, const nlohmann::json& before,
                           const nlohmann::json& now, std::initializer_list<std::string_view> bare = {});
 

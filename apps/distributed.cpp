@@ -265,24 +265,24 @@ void Distributed::same_settings(std::span<const std::pair<std::string_view, std:
   if (!active()) return;
   const std::uint64_t count = settings.size();
   same_on_all_ranks(std::span(&count, 1), "the number of model settings (every rank needs the same command)");
+  constexpr std::uint64_t kDigestMask = (std::uint64_t{1} << 40) - 1;  // what gather() carries exactly
   std::vector<std::uint64_t> digests;
-  for (const auto& [flag, value] : settings) digests.push_back(fnv1a(kFnv1aStart, value) & ((std::uint64_t{1} << 40) - 1));
+  for (const auto& [flag, value] : settings) digests.push_back(fnv1a(kFnv1aStart, value) & kDigestMask);
   const auto all = gather(digests, "model settings", false);
   // Every rank has every digest: all name the same flags and ranks; each adds its own value (only digests travel).
   std::string differ;
   for (std::size_t j = 0; j < digests.size(); ++j) {
     std::string ranks;
-    std::size_t count = 0;
+    std::size_t other = 0;  // ranks whose value is not rank 0's
     for (std::size_t r = 1; r < static_cast<std::size_t>(size_); ++r)
-      if (all[r * digests.size() + j] != all[j]) ranks += fmt::format("{}{}", count++ ? ", " : "", r);
-    if (count != 0)
+      if (all[r * digests.size() + j] != all[j]) ranks += fmt::format("{}{}", other++ ? ", " : "", r);
+    if (other != 0)
       differ += fmt::format("{}{} ({} {} from rank 0; here {})", differ.empty() ? "" : ", ", settings[j].first,
-                            count == 1 ? "rank " + ranks : "ranks " + ranks, count == 1 ? "differs" : "differ",
+                            other == 1 ? "rank " + ranks : "ranks " + ranks, other == 1 ? "differs" : "differ",
                             settings[j].second);
   }
   if (!differ.empty())
-    throw InputError(fmt::format("the ranks differ in {}; every rank needs the same (their models are "
-                                 "averaged)",
+    throw InputError(fmt::format("the ranks differ in {}; every rank needs the same (their models are averaged)",
                                  differ));
 }
 

@@ -74,6 +74,11 @@ std::string as_text(const T& value) {
   return fmt::format("{}", value);
 }
 
+// "1 worker", "2 workers": a count and its noun (plural with an s).
+inline std::string counted(std::uint64_t n, std::string_view noun) {
+  return fmt::format("{} {}{}", n, noun, n == 1 ? "" : "s");
+}
+
 // The engine flags that shape a run's updates, as text keyed by flag name
 // without dashes, validated and in one spelling (for a checkpoint's
 // metadata, and warn_options_changed when it is resumed). --lr-floor is

@@ -261,7 +261,7 @@ int train(const TrainFlags& f, Distributed& dist) {
                  e.loss, e.seconds, e.mean_staleness, e.max_staleness, e.max_lead);
     }
   }
-  fmt::print(out, "trained: {} ({} workers, {}, tau {}, {})\n", report.summary(), options.workers,
+  fmt::print(out, "trained: {} ({}, {}, tau {}, {})\n", report.summary(), counted(options.workers, "worker"),
              to_string(options.consistency), tau_to_string(options.tau), options.schedule.describe());
   if (dist.active()) {
     fmt::print(out, "mpi: {}\n", dist.traffic());

@@ -288,8 +288,8 @@ int train_bpr(std::FILE* out, const MfTrainFlags& f, Distributed& dist) {
   dist.start(trainer, store);
   t.cleanup.release();  // from here on the segment holds training: kept whatever happens next
   const auto report = run_averaged(dist, trainer, problem, f.epochs);
-  fmt::print(out, "bpr: {} epochs in {:.2f} s of SGD ({:.3g} updates/s, {} workers)\n", report.epochs.size(),
-             report.seconds, static_cast<double>(report.examples) / report.seconds, f.threads);
+  fmt::print(out, "bpr: {} in {:.2f} s of SGD ({:.3g} updates/s, {})\n", counted(report.epochs.size(), "epoch"),
+             report.seconds, static_cast<double>(report.examples) / report.seconds, counted(f.threads, "worker"));
   if (dist.active()) {
     fmt::print(out, "mpi: {}\n", dist.traffic());
     if (!dist.root()) return 0;  // every rank holds the same model; rank 0 reports and writes it
@@ -491,8 +491,9 @@ int train(const MfTrainFlags& f, Distributed& dist) {
     if (!dist.root()) return 0;  // every rank holds the same model; rank 0 reports and writes it
   }
   const double updates = static_cast<double>(report.examples);
-  fmt::print(out, "mf: {} epochs in {:.2f} s of SGD ({:.3g} rating updates/s, {} workers, {}, {})\n", report.epochs.size(),
-             sgd_seconds, updates / sgd_seconds, f.threads, f.policy,
+  fmt::print(out, "mf: {} in {:.2f} s of SGD ({:.3g} rating updates/s, {}, {}, {})\n",
+             counted(report.epochs.size(), "epoch"), sgd_seconds, updates / sgd_seconds, counted(f.threads, "worker"),
+             f.policy,
              blocks ? fmt::format("blocks {}x{}", mo.bins, mo.bins) : std::string("hogwild"));
   for (const auto& [name, set, have] : {std::tuple{"validation", &validation_set, have_validation},
                                         std::tuple{"test", &test_set, have_test}}) {

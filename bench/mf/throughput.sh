@@ -35,7 +35,7 @@ for rep in $(seq 1 "$REPEATS"); do
       "$ASGD" mf train "$DATA" -k 32 -t 20 -s "$w" --schedule "$sched" --test-fraction 0.1 -q > "$log" 2>&1
       end=$(date +%s.%N)
       load=$(sed -n 's/.*loaded in \([0-9.]*\) s.*/\1/p' "$log")
-      sgd=$(sed -n 's/.* epochs in \([0-9.]*\) s of SGD.*/\1/p' "$log")
+      sgd=$(sed -n 's/.* epochs\{0,1\} in \([0-9.]*\) s of SGD.*/\1/p' "$log")
       ups=$(sed -n 's/.*(\([0-9.e+]*\) rating updates\/s.*/\1/p' "$log")
       rmse=$(awk '/^test:/ {gsub(",", "", $5); print $5}' "$log")
       wall=$(awk -v a="$start" -v b="$end" 'BEGIN {printf "%.2f", b - a}')

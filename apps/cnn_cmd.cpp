@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -241,6 +242,7 @@ int train(const CnnFlags& f, Distributed& dist) {
   else if (f.schedule != "constant")
     throw InputError(fmt::format("--lr-schedule: expected constant or cosine, got '{}'", f.schedule));
   if (f.threads != 0) {
+    if (f.workers == 0) throw InputError("--workers 0: expected at least 1");
     if (f.threads % f.workers != 0)
       throw InputError(fmt::format("--threads {}: must be a multiple of --workers {}", f.threads, f.workers));
     o.gemm_threads = f.threads / f.workers;
@@ -374,7 +376,9 @@ int train(const CnnFlags& f, Distributed& dist) {
                    csv_seconds + elapsed,
                    r.images_per_second, r.mean_loss, 1.0 - r.test_accuracy, r.test_accuracy, r.mean_staleness,
                    r.momentum, r.lr);
-      std::fflush(csv);
+      // A full disk or a closed pipe: said now, not found later as a file missing its rows.
+      if (std::fflush(csv) != 0 || std::ferror(csv))
+        throw RuntimeError(fmt::format("--csv {}: cannot write: {}", f.csv, std::strerror(errno)));
     }
     if (!f.checkpoint.empty() && dist.root()) save(f.checkpoint, r.epoch);
   };
@@ -416,7 +420,8 @@ int train(const CnnFlags& f, Distributed& dist) {
   const dense::Dataset* test = dist.root() ? &tt.test : nullptr;
   const auto reports = on_gpu ? gpu::train(net, store, momentum, data, test, o, on_epoch)
                               : dense::train(net, store, momentum, data, test, o, on_epoch);
-  if (csv != nullptr && csv != stdout && csv != stderr) std::fclose(csv);
+  if (csv != nullptr && csv != stdout && csv != stderr && std::fclose(csv) != 0)
+    throw RuntimeError(fmt::format("--csv {}: cannot write: {}", f.csv, std::strerror(errno)));
   if (!dist.root()) return 0;  // every rank holds the same model; rank 0 reports and writes it
   const auto& last = reports.back();
   // Images this rank trained in this run (its shard under mpirun).

@@ -1,6 +1,8 @@
 // The `asgd` command: one binary, one subcommand per app.
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -45,6 +47,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "asgd: error: %s\n", e.what());
     std::fprintf(stderr, "Run with --help for usage.\n");
     return asgd::cli::kExitInput;
+  }
+  // What a command printed to stdout (vectors, metrics, a model) must have been written: a full disk or a closed
+  // descriptor is a failure (exit 1), not a success with the output lost.
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::fprintf(stderr, "asgd: error: writing standard output: %s\n", std::strerror(errno));
+    return exit_code != 0 ? exit_code : asgd::cli::kExitRuntime;
   }
   return exit_code;
 }

@@ -35,15 +35,18 @@ void add_shm_commands(CLI::App& app, int& exit_code) {
   auto force = std::make_shared<bool>(false);
   auto* remove = shm->add_subcommand("remove", "Remove a segment's name (attached processes keep their mapping)");
   remove->add_option("name", *name, "Segment name")->required();
-  remove->add_flag("--force", *force, "Remove it even while live processes write to it");
+  remove->add_flag("--force", *force,
+                   "Remove it even while live processes write to it, or when it is not an asgd parameter segment");
   remove->callback([name, force, &exit_code] {
     exit_code = run_guarded([&] {
+      if (!ParamStore::exists_shared(*name)) throw InputError(fmt::format("no shared segment '{}'", *name));
       if (!*force) {
         SegmentInfo info;
         try {
           info = ParamStore::inspect_shared(*name);
-        } catch (const InputError&) {
-          // missing or not ours: remove_shared below says what happened
+        } catch (const InputError& e) {
+          // Another program's shared memory (Open MPI's, a database's) is not ours to remove unless told to.
+          throw InputError(fmt::format("{}; not removed (pass --force to remove it anyway)", e.what()));
         }
         if (!info.writers.empty()) {
           throw InputError(fmt::format("segment '{}' has {} live writer(s) (pid {}); a new trainer would start a "

@@ -5,8 +5,10 @@
 
 #include <charconv>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <functional>
+#include <limits>
 #include <map>
 #include <set>
 #include <memory>
@@ -98,9 +100,12 @@ W2vFlags parse_flags(const std::vector<std::string>& args) {
     out = text == "1";
   };
   auto unsigned_flag = [&](const std::string& name, const std::string& text, auto& out) {
-    long long v = 0;
+    using T = std::remove_reference_t<decltype(out)>;
+    if (text.starts_with('-')) throw InputError(fmt::format("-{} {}: must not be negative", name, text));
+    std::uint64_t v = 0;  // the whole range: -seed 18446744073709551615 is a seed
     number(name, text, v);
-    out = static_cast<std::remove_reference_t<decltype(out)>>(v);
+    if (v > std::numeric_limits<T>::max()) throw InputError(fmt::format("-{} {}: too large", name, text));
+    out = static_cast<T>(v);
   };
   std::map<std::string, std::function<void(const std::string&, const std::string&)>> handlers = {
       {"train", [&](auto&, auto& v) { f.train = v; }},
@@ -145,9 +150,12 @@ W2vFlags parse_flags(const std::vector<std::string>& args) {
     } else {
       throw InputError(fmt::format("w2v: unexpected argument '{}' (flags look like -train FILE)", args[i]));
     }
+    if (name == "help" || name == "h") throw InputError("w2v: -help goes alone: asgd w2v -help");
     const auto h = handlers.find(name);
     if (h == handlers.end()) throw InputError(fmt::format("w2v: unknown flag '{}'; see asgd w2v -help", args[i]));
     if (i + 1 >= args.size()) throw InputError(fmt::format("-{}: expects a value", name));
+    // word2vec.c reads a flag's first value, a last-wins parser its last: neither is what a repeat meant.
+    if (f.given.count(name)) throw InputError(fmt::format("-{}: given twice", name));
     h->second(name, args[++i]);
     f.given.insert(name);
   }
@@ -292,16 +300,32 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
   ResumeInfo saved;
   if (!f.resume.empty()) {
     // The model's shape and vocabulary come from the checkpoint: a flag that
-    // would change them is a mistake, not something to ignore quietly.
-    for (const char* flag : {"size", "cbow", "window", "negative", "hs", "sample", "batch", "min-count", "max-vocab",
-                             "read-vocab", "seed"}) {
+    // would change them is a mistake, not something to ignore quietly. The
+    // same value again (the first run's command with -resume added) is no change.
+    for (const char* flag : {"min-count", "max-vocab", "read-vocab"}) {
       if (f.given.count(flag)) {
-        throw InputError(fmt::format("-{}: the model, its vocabulary and seed come from the checkpoint on -resume", flag));
+        throw InputError(fmt::format("-{}: the vocabulary comes from the checkpoint on -resume", flag));
       }
     }
     resumed = read_checkpoint(f.resume);
     auto r = from_metadata(f.resume, resumed.metadata);
     m = r.model;
+    const std::pair<const char*, std::pair<std::string, std::string>> same[] = {
+        {"size", {as_text(f.size), as_text(m.dim)}},
+        {"cbow", {as_text(f.cbow), as_text(m.cbow ? 1 : 0)}},
+        {"window", {as_text(f.window), as_text(m.window)}},
+        {"negative", {as_text(f.negative), as_text(m.negative)}},
+        {"hs", {as_text(f.hs), as_text(m.hs ? 1 : 0)}},
+        {"sample", {as_text(f.sample), as_text(m.sample)}},
+        {"batch", {as_text(f.batch), as_text(m.batch ? 1 : 0)}},
+        {"seed", {as_text(f.seed), as_text(resumed.state.seed)}}};
+    for (const auto& [flag, values] : same) {
+      if (f.given.count(flag) && values.first != values.second) {
+        throw InputError(fmt::format("-{} {}: {} was trained with {}; the model and its seed come from the "
+                                     "checkpoint on -resume",
+                                     flag, values.first, f.resume, values.second));
+      }
+    }
     vocab = std::move(r.vocab);
     saved = r.info;
   } else {
@@ -384,7 +408,8 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
   o.step_examples = model.sentences_per_step();  // ~10,000 words a step, as word2vec.c's rate updates
   o.schedule.kind = ScheduleKind::linear;
   o.schedule.lr = f.alpha ? *f.alpha : saved.alpha > 0 ? saved.alpha : (m.cbow ? 0.05f : 0.025f);
-  if (!(o.schedule.lr > 0)) throw InputError(fmt::format("-alpha {}: expected > 0", o.schedule.lr));
+  if (!(o.schedule.lr > 0) || !std::isfinite(o.schedule.lr))
+    throw InputError(fmt::format("-alpha {}: expected a finite rate > 0", o.schedule.lr));
   o.schedule.floor = 1e-4f;
   o.checkpoint_path = f.checkpoint;
   o.checkpoint_metadata = metadata(m, vocab, ResumeInfo{o.schedule.lr, corpus_words, o.epochs});

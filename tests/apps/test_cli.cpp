@@ -439,6 +439,30 @@ TEST_F(Cli, AKilledTrainerLeavesASegmentThatIsReportedStale) {
   EXPECT_FALSE(asgd::ParamStore::exists_shared(shm));
 }
 
+// Shared memory of another program under the name (Open MPI's vader segments, a database's) is not removed
+// without --force (before: removed, and "removed NAME" printed).
+TEST_F(Cli, ShmRemoveLeavesOtherProgramsMemoryUnlessForced) {
+  const std::string name = "asgd-cli-foreign-" + std::to_string(::getpid());
+  const fs::path object = fs::path("/dev/shm") / name;
+  if (!fs::is_directory("/dev/shm")) GTEST_SKIP() << "no /dev/shm";
+  std::ofstream(object) << "not an asgd segment\n";
+  auto r = run({"shm", "remove", name});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("is not an asgd parameter segment"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("pass --force"), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::exists(object));
+  r = run({"shm", "remove", name, "--force"});
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_FALSE(fs::exists(object));
+  r = run({"shm", "remove", name});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("no shared segment"), std::string::npos) << r.output;
+  r = run({"shm", "remove", "bad/name"});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_EQ(r.output.find("no shared segment"), std::string::npos) << r.output;  // the naming rule instead
+  fs::remove(object);
+}
+
 TEST_F(Cli, AFailedRunRemovesTheSegmentItCreatedOnly) {
   generate("f.svm", 2000, 300);
   const std::string shm = "asgd-cli-fail-" + std::to_string(::getpid());

@@ -281,6 +281,16 @@ TEST_F(CnnCli, ClearErrors) {
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("300 GEMM threads per worker"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("data:"), std::string::npos) << r.output;
+  // --workers 0 beside --threads (before: SIGFPE, exit 136, in threads % workers).
+  r = run({"cnn", "train", "--data", path(""), "--workers", "0", "--threads", "2"});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--workers 0: expected at least 1"), std::string::npos) << r.output;
+  // A --csv that cannot be written is a runtime failure (before: exit 0, every row lost).
+  if (fs::exists("/dev/full")) {
+    r = run({"cnn", "train", "--data", path(""), "--epochs", "1", "--csv", "/dev/full", "-q"});
+    EXPECT_EQ(r.status, 1) << r.output;
+    EXPECT_NE(r.output.find("--csv /dev/full: cannot write"), std::string::npos) << r.output;
+  }
   // The table and the model both on stdout: refused (the two would run into one another).
   r = run({"cnn", "train", "--data", path(""), "--epochs", "1", "--csv", "-", "--model", "-"});
   EXPECT_EQ(r.status, 2) << r.output;

@@ -162,6 +162,10 @@ TEST_F(W2vCli, BadInputGetsAClearErrorNeverACrash) {
       {{"-train", good, "-negative", "0"}, "nothing to train"},
       {{"-train", good, "-cbow", "2"}, "-cbow"},
       {{"-train", good, "-threads", "0"}, "-threads 0"},
+      {{"-train", good, "-size", "5", "-size", "7"}, "-size: given twice"},
+      {{"-train", good, "-alpha", "inf"}, "-alpha inf: expected a finite rate"},
+      {{"-train", good, "-size", "-3"}, "-size -3: must not be negative"},
+      {{"-train", good, "-help"}, "-help goes alone"},
       {{"-train", good, "-iter", "100000000000"}, "-iter 100000000000: expected 1 to 1000000"},  // was bad_alloc
       {{"-train", good, "-alpha", "x"}, "-alpha"},
       {{"-train", good, "-policy", "optimistic"}, "-policy: consistency 'optimistic'"},
@@ -233,7 +237,18 @@ TEST_F(W2vCli, CheckpointLetsTrainingGoOnForMoreEpochs) {
   // Flags that would change the model are refused on resume.
   r = w2v({"-train", corpus, "-iter", "5", "-resume", path("ck"), "-size", "300"});
   EXPECT_EQ(r.status, 2) << r.output;
-  EXPECT_NE(r.output.find("-size: the model"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("-size 300: " + path("ck") + " was trained with 8"), std::string::npos) << r.output;
+  r = w2v({"-train", corpus, "-iter", "5", "-resume", path("ck"), "-seed", "5"});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("-seed 5: " + path("ck") + " was trained with 4"), std::string::npos) << r.output;
+  r = w2v({"-train", corpus, "-iter", "5", "-resume", path("ck"), "-min-count", "1"});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("-min-count: the vocabulary comes from the checkpoint"), std::string::npos) << r.output;
+  // The first run's model flags again (its command with -resume added) are no change (before: refused).
+  r = w2v({"-train", corpus, "-size", "8", "-threads", "1", "-seed", "4", "-iter", "5", "-resume", path("ck"),
+           "-output", path("five-again.txt")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(slurp("five-again.txt"), slurp("five.txt"));
   // A checkpoint of another kind is refused.
   r = run({"linear", "generate", "--out", path("l.svm"), "--examples", "100", "--features", "10", "--nnz", "3"});
   r = run({"linear", "train", "--data", path("l.svm"), "--model", path("lin.ckpt"), "--epochs", "1"});
@@ -254,6 +269,12 @@ TEST_F(W2vCli, EvalReportsAndErrors) {
   EXPECT_NE(r.output.find("analogies: accuracy"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("Questions seen / total: 1 2"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("similarity: Spearman rho"), std::string::npos) << r.output;
+  // A report that cannot be written is a failure (before: exit 0 with everything lost).
+  if (fs::exists("/dev/full")) {
+    r = run_to("/dev/full", {"w2v-eval", "--vectors", path("v.txt"), "--neighbours", "w0"});
+    EXPECT_EQ(r.status, 1) << r.output;
+    EXPECT_NE(r.output.find("writing standard output"), std::string::npos) << r.output;
+  }
   // --vectors through a pipe: read once (before, the format sniff ate the pipe and the reader found it empty).
   ASSERT_EQ(::mkfifo(path("fifo").c_str(), 0600), 0);
   {

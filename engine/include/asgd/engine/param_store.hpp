@@ -88,6 +88,8 @@ class ParamStore {
                                       AttachOptions options = {});
   // Throws InputError when there is no such segment or it is not asgd's.
   static SegmentInfo inspect_shared(const std::string& name);
+  // Whether a shared-memory object (an asgd segment or any other) has this
+  // name; InputError for a name that could not be a segment's.
   static bool exists_shared(const std::string& name);
   // Attaches read-write when `name` exists, else creates it; safe when
   // several processes race to start on the same name. `created`, when
@@ -104,7 +106,9 @@ class ParamStore {
   // initialising (the command line prints it on stderr); none by default.
   static void set_wait_notice(std::function<void(const std::string&)> notice);
   // Returns false when there was nothing to remove. Attached processes keep
-  // their mapping; the name is free at once.
+  // their mapping; the name is free at once. Removes whatever object has
+  // the name: callers check first that it is a segment of theirs
+  // (inspect_shared), as `asgd shm remove` does.
   static bool remove_shared(const std::string& name) noexcept;
   // Removes `name` only while it names the object `only` (segment_id() of a
   // store that attached it): not a segment made again under the name since.

@@ -275,6 +275,9 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
   auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   const bool show_progress = !f.quiet && stderr_is_terminal() && dist.root();
   if (dist.root()) {
+    // word2vec.c does not train without -output; we do (the loss and speed are reported), and say so.
+    if (f.output.empty() && f.save_vocab.empty() && f.checkpoint.empty())
+      fmt::print(stderr, "asgd w2v: note: no -output, -save-vocab or -checkpoint: the vectors will not be kept\n");
     check_output("-output", f.output);
     check_output("-save-vocab", f.save_vocab);
     check_rewritten_output("-checkpoint", f.checkpoint);
@@ -331,7 +334,24 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
   } else {
     m = model_options(f);
   }
-  if (f.train.empty()) throw InputError("w2v: -train FILE is required to continue training");
+  // -resume without -iter finishes the checkpointed run's epochs (on its schedule), as -alpha defaults to its rate.
+  const std::uint64_t epochs = !f.resume.empty() && !f.given.count("iter") && saved.iter > 0 ? saved.iter : f.iter;
+  if (f.train.empty()) {
+    if (resumed.state.epoch < epochs) throw InputError("w2v: -train FILE is required to continue training");
+    // A finished run written again (another format, a vocabulary file): no corpus to read.
+    if (resumed.layout.hash() != Word2Vec::layout_for(vocab.size(), m).hash())
+      throw InputError(fmt::format("{}: its layout does not match the model", f.resume));
+    if (!dist.root()) return 0;
+    if (!f.save_vocab.empty()) vocab.save(f.save_vocab);
+    fmt::print(stderr, "asgd w2v: {} holds all {} epochs: nothing left to train{}\n", f.resume, resumed.state.epoch,
+               f.output.empty() ? "" : "; writing its vectors");
+    if (!f.output.empty()) {
+      const Tensor& in = resumed.layout["input"];
+      write_word2vec(f.output, f.binary == 1, vocab.words(), m.dim,
+                     [&](std::size_t id) { return resumed.params.data() + in.at(id); });
+    }
+    return 0;
+  }
   TokenReader reader(f.train);
   CorpusStats counted;
   std::size_t vocab_left_out = 0;  // -read-vocab's words with \v, \f or \r, which no token matches
@@ -400,8 +420,7 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
 
   TrainerOptions o;
   o.workers = f.threads;
-  // -resume without -iter finishes the checkpointed run's epochs (on its schedule), as -alpha defaults to its rate.
-  o.epochs = !f.resume.empty() && !f.given.count("iter") && saved.iter > 0 ? saved.iter : f.iter;
+  o.epochs = epochs;
   o.seed = f.seed;
   o.consistency = consistency;
   o.tau = tau;

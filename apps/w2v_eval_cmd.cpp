@@ -86,7 +86,11 @@ int run_w2v_eval(const W2vEvalFlags& f) {
   if (!f.analogies.empty()) print_analogies(w2v::evaluate_analogies(index, questions, f.restrict_vocab));
   if (!f.similarity.empty()) {
     const auto r = w2v::evaluate_similarity(index, pairs);
-    fmt::print("similarity: Spearman rho {:.4f} ({} of {} pairs)\n", r.spearman, r.pairs_used, r.pairs_total);
+    if (r.pairs_used < 2)  // a rank correlation needs two pairs: nan says nothing
+      fmt::print("similarity: no Spearman rho: {} of {} pairs have both words in the vocabulary (2 needed)\n",
+                 r.pairs_used, r.pairs_total);
+    else
+      fmt::print("similarity: Spearman rho {:.4f} ({} of {} pairs)\n", r.spearman, r.pairs_used, r.pairs_total);
   }
   for (std::size_t w = 0; w < neighbour_ids.size(); ++w) {
     std::string line = f.neighbours[w] + ":";

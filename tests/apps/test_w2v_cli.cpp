@@ -226,6 +226,13 @@ TEST_F(W2vCli, CheckpointLetsTrainingGoOnForMoreEpochs) {
   // And says so (before: "0 words in 0.00 s ... loss 0.0000").
   EXPECT_NE(r.output.find("holds all 2 epochs: nothing left to train"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("0 words in"), std::string::npos) << r.output;
+  // Without the corpus too: a finished run needs none to be written again (before: "-train FILE is required").
+  r = w2v({"-resume", path("ck"), "-output", path("no-corpus.txt")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(slurp("no-corpus.txt"), slurp("two.txt"));
+  r = w2v({"-resume", path("ck"), "-iter", "3", "-output", path("no-corpus.txt")});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("-train FILE is required to continue training"), std::string::npos) << r.output;
   r = w2v({"-train", corpus, "-threads", "1", "-iter", "5", "-resume", path("ck"), "-output", path("five.txt")});
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("epochs 3-5"), std::string::npos) << r.output;
@@ -269,6 +276,12 @@ TEST_F(W2vCli, EvalReportsAndErrors) {
   EXPECT_NE(r.output.find("analogies: accuracy"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("Questions seen / total: 1 2"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("similarity: Spearman rho"), std::string::npos) << r.output;
+  // One known pair has no rank correlation (before: "Spearman rho nan").
+  write("one.tsv", "w0\tw1\t9\nw0\tnothere\t1\n");
+  r = run({"w2v-eval", "--vectors", path("v.txt"), "--similarity", path("one.tsv")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("no Spearman rho: 1 of 2 pairs"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("nan"), std::string::npos) << r.output;
   // A report that cannot be written is a failure (before: exit 0 with everything lost).
   if (fs::exists("/dev/full")) {
     r = run_to("/dev/full", {"w2v-eval", "--vectors", path("v.txt"), "--neighbours", "w0"});

@@ -55,12 +55,13 @@ Word2Vec::Word2Vec(const EncodedCorpus& corpus, const Vocabulary& vocab, ModelOp
   if (options_.hs) hs_offset_ = l["hs"].offset;
 }
 
-Layout Word2Vec::layout() const {
+Layout Word2Vec::layout() const { return layout_for(vocab_->size(), options_); }
+
+Layout Word2Vec::layout_for(std::size_t v, const ModelOptions& options) {
   Layout l;
-  const std::size_t v = vocab_->size();
-  l.add("input", {v, options_.dim}, RowPadding::cache_line);
-  if (options_.negative > 0) l.add("output", {v, options_.dim}, RowPadding::cache_line);
-  if (options_.hs) l.add("hs", {std::max<std::size_t>(1, v - 1), options_.dim}, RowPadding::cache_line);
+  l.add("input", {v, options.dim}, RowPadding::cache_line);
+  if (options.negative > 0) l.add("output", {v, options.dim}, RowPadding::cache_line);
+  if (options.hs) l.add("hs", {std::max<std::size_t>(1, v - 1), options.dim}, RowPadding::cache_line);
   return l;
 }
 

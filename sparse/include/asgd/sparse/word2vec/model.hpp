@@ -70,6 +70,8 @@ class Word2Vec {
   Word2Vec(const EncodedCorpus& corpus, const Vocabulary& vocab, ModelOptions options);
 
   Layout layout() const;
+  // The layout of a model of `words` words with `options` (what layout() gives), without a corpus.
+  static Layout layout_for(std::size_t words, const ModelOptions& options);
   const ModelOptions& options() const noexcept { return options_; }
   const Vocabulary& vocabulary() const noexcept { return *vocab_; }
   std::size_t num_examples() const noexcept { return corpus_->sentences(); }

@@ -70,7 +70,8 @@ const char* kUsage = R"(usage: asgd w2v -train FILE [options]   (FILE may be - f
   -policy P          how updates land: racy (Hogwild!), atomic, locked (racy)
   -tau T             bounded delay in steps of ~10,000 words (inf)
   -checkpoint FILE   save parameters, vocabulary and epoch after every epoch
-  -resume FILE       continue a checkpointed run up to -iter epochs (default: the run's own)
+  -resume FILE       continue a checkpointed run up to -iter epochs (default: the run's own);
+                     a finished run's vectors are written again without -train
   -quiet 1           no progress line
 Under mpirun -np N (each rank trains 1/N of the sentences; rank 0 writes):
   -allreduce A       tree, ring or native (ring)

@@ -14,6 +14,7 @@
 #include "asgd/engine/fingerprint.hpp"
 #include "asgd/net/allreduce.hpp"
 #include "asgd/net/averaging.hpp"
+#include "cli_common.hpp"
 #if ASGD_HAVE_MPI
 #include "asgd/net/mpi.hpp"
 #endif
@@ -53,26 +54,30 @@ void sum_unless_chosen(DistributedFlags& flags, bool combine_given) {
 }
 
 namespace {
-std::uint64_t parse_every(const std::string& s) {
+std::uint64_t parse_every(const std::string& s, const std::string& dashes) {
   if (s == "epoch") return 0;
   std::uint64_t k = 0;
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), k);
   if (ec != std::errc{} || end != s.data() + s.size() || k == 0 || k > net::ModelAverager::kMostEverySteps) {
-    throw InputError(fmt::format("--average-every '{}': expected epoch or a number of steps from 1 to 2^40 - 1", s));
+    throw InputError(fmt::format("{}average-every '{}': expected epoch or a number of steps from 1 to 2^40 - 1",
+                                 dashes, s));
   }
   return k;
 }
 }  // namespace
 
 Distributed::Distributed(const DistributedFlags& flags) : mpi_(std::make_unique<MpiParts>()) {
-  every_steps_ = parse_every(flags.average_every);
+  dashes_ = flags.dashes;
+  const std::string& d = dashes_;
+  every_steps_ = parse_every(flags.average_every, d);
   weighted_ = flags.weighted;
   if (flags.combine != "mean" && flags.combine != "sum") {
-    throw InputError(fmt::format("--combine '{}': expected mean or sum", flags.combine));
+    throw InputError(fmt::format("{}combine '{}': expected mean or sum", d, flags.combine));
   }
   sum_ = flags.combine == "sum";
-  if (sum_ && weighted_) throw InputError("--average-weighted weights the mean; it does not apply to --combine sum");
-  algorithm_ = net::parse_algorithm(flags.allreduce);
+  if (sum_ && weighted_)
+    throw InputError(fmt::format("{}average-weighted weights the mean; it does not apply to {}combine sum", d, d));
+  algorithm_ = parse_flag(d + "allreduce", [&] { return net::parse_algorithm(flags.allreduce); });
 #if ASGD_HAVE_MPI
   if (!net::MpiSession::launched_by_mpi()) return;
   mpi_->session = std::make_unique<net::MpiSession>(nullptr, nullptr, MPI_THREAD_SERIALIZED);
@@ -249,7 +254,7 @@ void Distributed::agree_on_flags() {
       default: return v == 0 ? "epoch" : fmt::format("{}", v);
     }
   };
-  static constexpr const char* kFlags[V] = {"--allreduce", "--combine", "--average-weighted", "--average-every"};
+  static constexpr const char* kFlags[V] = {"allreduce", "combine", "average-weighted", "average-every"};
   for (std::size_t j = 0; j < V; ++j) {
     std::string each;
     bool same = true;
@@ -257,7 +262,9 @@ void Distributed::agree_on_flags() {
       same = same && all[r * V + j] == all[j];
       each += fmt::format("{}rank {} {}", r ? ", " : "", r, text(r, j));
     }
-    if (!same) throw InputError(fmt::format("the ranks were given different {}: {}; every rank needs the same", kFlags[j], each));
+    if (!same)
+      throw InputError(
+          fmt::format("the ranks were given different {}{}: {}; every rank needs the same", dashes_, kFlags[j], each));
   }
 }
 

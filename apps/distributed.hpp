@@ -33,6 +33,7 @@ struct DistributedFlags {
   bool weighted = false;              // weight ranks by examples trained
   std::string combine = "mean";       // mean of models, or sum of updates (the app sets its default)
   std::vector<std::string> given;     // the flags above given on the command line, as the command spells them
+  std::string dashes = "--";          // how the command spells its flags in messages (w2v: "-allreduce")
 };
 // --allreduce, --average-every, --average-weighted, --combine.
 void add_distributed_flags(CLI::App& app, DistributedFlags& flags);
@@ -136,6 +137,7 @@ class Distributed {
   std::uint64_t checkpoint_every_ = 1;
   std::unique_ptr<net::ModelAverager> averager_;
   double other_seconds_ = 0;  // in mean_of_ranks and same_on_all_ranks
+  std::string dashes_ = "--";  // DistributedFlags::dashes
   void timed_sum(std::span<float> data);  // the allreduce, its time added to other_seconds_
   // Every rank's `values` (each below 2^40), rank by rank; over MPI_Allreduce when `native`, else --allreduce.
   std::vector<std::uint64_t> gather(std::span<const std::uint64_t> values, std::string_view what, bool native);

@@ -15,7 +15,7 @@ Algorithm parse_algorithm(std::string_view name) {
   if (name == "tree") return Algorithm::tree;
   if (name == "ring") return Algorithm::ring;
   if (name == "native") return Algorithm::native;
-  throw InputError(fmt::format("--allreduce: expected tree, ring or native, got '{}'", name));
+  throw InputError(fmt::format("expected tree, ring or native, got '{}'", name));
 }
 
 std::string_view to_string(Algorithm a) noexcept {

@@ -166,6 +166,7 @@ TEST_F(W2vCli, BadInputGetsAClearErrorNeverACrash) {
       {{"-train", good, "-alpha", "inf"}, "-alpha inf: expected a finite rate"},
       {{"-train", good, "-size", "-3"}, "-size -3: must not be negative"},
       {{"-train", good, "-help"}, "-help goes alone"},
+      {{"-train", good, "-allreduce", "x"}, "asgd: error: -allreduce: expected tree, ring or native"},  // not --
       {{"-train", good, "-iter", "100000000000"}, "-iter 100000000000: expected 1 to 1000000"},  // was bad_alloc
       {{"-train", good, "-alpha", "x"}, "-alpha"},
       {{"-train", good, "-policy", "optimistic"}, "-policy: consistency 'optimistic'"},

@@ -113,14 +113,17 @@ void Trainer::epoch_finished(Run& run, std::uint64_t epoch, std::size_t w) {
       !options_.checkpoint_path.empty() && (done % options_.checkpoint_every == 0 || done == options_.epochs);
   if (checkpoint_due && options_.workers > 1) {
     // Everyone waits at the boundary: the checkpoint is a consistent snapshot. Paused in the gate meanwhile: a
-    // worker still finishing its last step may be waiting there for this one's clock.
+    // worker still finishing its last step may be waiting there for this one's clock. Every clock counts again
+    // before anyone leaves (all are parked here): resumed one by one as each woke, the first to wake ran ahead of
+    // the others, whose paused clocks the gate ignores, by as many steps as they took to wake (a whole shard).
     run.gate.pause(w);
-    run.barrier.arrive_and_wait([&] {
+    const bool passed = run.barrier.arrive_and_wait([&] {
       run.epoch_done[index].store(options_.workers, std::memory_order_release);
       close_epoch(run, epoch);
+      for (std::size_t v = 0; v < options_.workers; ++v) run.gate.resume(v);
       run.release_slot(epoch);
     });
-    run.gate.resume(w);
+    if (!passed) run.gate.resume(w);  // the run stopped: the completion did not run
     return;
   }
   if (run.epoch_done[index].fetch_add(1, std::memory_order_acq_rel) + 1 == options_.workers) {

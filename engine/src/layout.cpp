@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <sstream>
 
@@ -17,9 +19,16 @@ std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to *
 }  // namespace
 
 Layout& Layout::add(std::string name, std::vector<std::size_t> shape, RowPadding padding) {
-  if (name.empty() || name.find_first_of(" \t\r\n[]") != std::string::npos || name.front() == '#') {
-    throw InputError(
-        fmt::format("layout: tensor name '{}' must be non-empty without spaces or brackets, not starting with #", name));
+  // (No whitespace or control character at all: parse() splits the text form at any whitespace.)
+  const bool odd = std::any_of(name.begin(), name.end(), [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return std::isspace(u) || std::iscntrl(u) || c == '[' || c == ']';
+  });
+  if (name.empty() || odd || name.front() == '#') {
+    throw InputError(fmt::format(
+        "layout: tensor name '{}' must be non-empty without spaces, control characters or brackets, not starting "
+        "with #",
+        name));
   }
   if (contains(name)) throw InputError(fmt::format("layout: tensor '{}' added twice", name));
   if (shape.empty()) throw InputError(fmt::format("layout: tensor '{}' has no shape", name));

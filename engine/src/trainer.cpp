@@ -220,8 +220,12 @@ TrainReport Trainer::finish(Run& run) {
     report.staleness.merge(local.staleness);
     for (const auto& acc : local.epochs) report.max_lead = std::max(report.max_lead, acc.lead_max);
   }
-  // The closing progress event, while state_ still holds the start of the run.
-  if (options_.on_progress && !run.stopped_by_callback.load()) maybe_report(run, true);
+  // The closing progress event, while state_ still holds the start of the run. What the callback throws there
+  // is rethrown like any other failure of the run (maybe_report hands it to run.fail()).
+  if (options_.on_progress && !run.stopped_by_callback.load()) {
+    maybe_report(run, true);
+    if (run.error) std::rethrow_exception(run.error);
+  }
   state_.epoch = run.first_epoch + completed;
   state_.examples += report.examples;
   report.state = state_;
@@ -240,7 +244,14 @@ TrainReport Trainer::finish(Run& run) {
 }
 
 void Trainer::save_checkpoint(const std::filesystem::path& path) const {
-  ::asgd::save_checkpoint(path, store_, state_, adagrad_sums_, options_.checkpoint_metadata);
+  // Before the first run() the sums are all zero: written as such, so that an AdaGrad run can load the file.
+  std::vector<float> zeros;
+  std::span<const float> sums = adagrad_sums_;
+  if (options_.schedule.has_adagrad() && sums.size() != store_.size()) {
+    zeros.assign(store_.size(), 0.0f);
+    sums = zeros;
+  }
+  ::asgd::save_checkpoint(path, store_, state_, sums, options_.checkpoint_metadata);
 }
 
 void Trainer::load_checkpoint(const std::filesystem::path& path) { load_checkpoint(read_checkpoint(path), path); }

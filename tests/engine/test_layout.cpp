@@ -49,6 +49,9 @@ TEST(Layout, SerializeRoundTrips) {
   EXPECT_EQ(back.hash(), l.hash());
   EXPECT_EQ(back.size(), l.size());
   EXPECT_EQ(back["embeddings"].row_stride, 16u);
+  // A name the text form could not give back is refused when added (before: \f and \v were taken, and the
+  // checkpoint written with them could not be read).
+  for (const char* name : {"a\fb", "a\vb", "a b", "a\x01b", "a[0]"}) EXPECT_THROW(Layout().add(name, {2}), asgd::InputError);
 }
 
 // A tag says what the rows stand for: another tag is another layout (a shared segment or model file of one is

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "asgd/engine/errors.hpp"
 #include "asgd/engine/schedule.hpp"
@@ -52,6 +53,14 @@ TEST(Schedule, ValidateNamesTheBadField) {
   s.warmup = 1.0f;
   EXPECT_THROW(s.validate(), asgd::InputError);
   s.warmup = 0.0f;
+  EXPECT_NO_THROW(s.validate());
+  // Infinite decay or eps: a NaN or zero rate, reported later as divergence (before: accepted).
+  s.decay = std::numeric_limits<float>::infinity();
+  EXPECT_THROW(s.validate(), asgd::InputError);
+  s.decay = 0.0f;
+  s.adagrad_eps = std::numeric_limits<float>::infinity();
+  EXPECT_THROW(s.validate(), asgd::InputError);
+  s.adagrad_eps = 1e-8f;
   EXPECT_NO_THROW(s.validate());
   EXPECT_EQ(asgd::parse_schedule_kind("inverse-sqrt"), ScheduleKind::inverse_sqrt);
   EXPECT_THROW(asgd::parse_schedule_kind("cosine"), asgd::InputError);

@@ -329,7 +329,31 @@ TEST(Trainer, AResumeKeepsTheStepRule) {
     Trainer same(store, saved);
     EXPECT_NO_THROW(same.load_checkpoint(ckpt));
   }
+  // An AdaGrad trainer's checkpoint from before its first run() holds its (zero) sums: another AdaGrad trainer
+  // loads it (before: written without sums, and then refused as "holds no AdaGrad sums").
+  {
+    auto store = ParamStore::on_heap(p.layout());
+    Trainer fresh(store, adagrad);
+    fresh.save_checkpoint(ckpt);
+    Trainer again(store, adagrad);
+    EXPECT_NO_THROW(again.load_checkpoint(ckpt));
+  }
   fs::remove(ckpt);
+}
+
+// What the progress callback throws on the closing event is rethrown, as a throw on any other event is (before:
+// lost, and run() returned as if nothing had happened).
+TEST(Trainer, AThrowFromTheClosingProgressEventIsRethrown) {
+  SharedQuadratic p{2000, 4};
+  auto store = ParamStore::on_heap(p.layout());
+  auto o = options(2, Consistency::racy, kUnbounded, 2);
+  o.progress_interval_seconds = 1000;  // the closing event only
+  o.on_progress = [](const asgd::Progress& pr) -> bool {
+    if (pr.last) throw std::runtime_error("closing event");
+    return true;
+  };
+  Trainer t(store, o);
+  EXPECT_EQ(asgd::testing::message_of([&] { t.run(p); }), "closing event");
 }
 
 // Under mpirun every rank resumes from rank 0's checkpoint, which counts rank

@@ -38,8 +38,11 @@ struct CheckpointData {
   std::string metadata;  // opaque to the engine: apps keep id maps, options...
 };
 
-// Throws RuntimeError on I/O failure (the previous file, if any, stays) and
-// when a parameter is NaN or infinite (a diverged model is never saved).
+// Throws InputError for a path that cannot be written at all (no such
+// folder, a folder, no permission: AtomicFile's checks, a caller's mistake),
+// RuntimeError when the write itself fails (the previous file, if any,
+// stays) and when a parameter is NaN or infinite (a diverged model is never
+// saved).
 void save_checkpoint(const std::filesystem::path& path, const ParamStore& store, const TrainState& state,
                      std::span<const float> optimizer_state = {}, std::string_view metadata = {});
 

@@ -117,6 +117,7 @@ class ParamStore {
   // close it.
   static bool remove_shared(const std::string& name, SegmentId only) noexcept;
 
+  // A moved-from store may only be assigned to or destroyed.
   ParamStore(ParamStore&&) noexcept;
   ParamStore& operator=(ParamStore&&) noexcept;
   ParamStore(const ParamStore&) = delete;

@@ -327,7 +327,7 @@ struct Trainer::Run {
     std::unique_ptr<Shard[]> shards;
   };
 
-  Run(std::size_t workers, std::uint64_t tau, std::uint64_t n, std::uint64_t first_epoch, std::uint64_t last_epoch,
+  Run(std::size_t workers, std::uint64_t tau, std::uint64_t n, std::uint64_t first, std::uint64_t last,
       std::size_t step_examples)
       : gate(workers, tau),
         steal(tau == kUnbounded),
@@ -336,18 +336,18 @@ struct Trainer::Run {
         counters(std::make_unique<WorkerCounters[]>(workers)),
         locals(workers),
         examples_per_epoch(n),
-        examples_before(n * first_epoch),
-        first_epoch(first_epoch),
-        last_epoch(last_epoch),
-        epoch_done(std::make_unique<std::atomic<std::size_t>[]>(last_epoch - first_epoch + 1)),
-        epoch_seconds(last_epoch - first_epoch + 1, 0.0) {
-    for (auto& l : locals) l.epochs.resize(last_epoch - first_epoch);
-    for (std::uint64_t e = 0; e <= last_epoch - first_epoch; ++e) epoch_done[e] = 0;
+        examples_before(n * first),
+        first_epoch(first),
+        last_epoch(last),
+        epoch_done(std::make_unique<std::atomic<std::size_t>[]>(last - first + 1)),
+        epoch_seconds(last - first + 1, 0.0) {
+    for (auto& l : locals) l.epochs.resize(last - first);
+    for (std::uint64_t e = 0; e <= last - first; ++e) epoch_done[e] = 0;
     const std::uint64_t largest_shard = (n + workers - 1) / workers;
     steps_per_shard = std::max<std::uint64_t>(1, (largest_shard + step_examples - 1) / step_examples);
     shard_finished = std::make_unique<ShardCount[]>(workers);
     for (std::size_t k = 0; k < 2; ++k) {
-      slots[k].epoch.store(first_epoch + k, std::memory_order_relaxed);
+      slots[k].epoch.store(first + k, std::memory_order_relaxed);
       slots[k].shards = std::make_unique<EpochSlot::Shard[]>(workers);
     }
   }

@@ -38,8 +38,14 @@ BlockTrainer::BlockTrainer(ParamStore& store, std::span<float> momentum, std::ve
   if (!store_.writable()) throw InputError("BlockTrainer: the parameter store is read-only");
   if (momentum_.size() != store_.size())
     throw InputError(fmt::format("BlockTrainer: {} momentum values for {} parameters", momentum_.size(), store_.size()));
-  for (const auto& b : blocks_)
-    if (b.offset + b.size > store_.size()) throw InputError("BlockTrainer: a block lies outside the store");
+  for (const auto& b : blocks_)  // (written so that no sum can wrap)
+    if (b.offset > store_.size() || b.size > store_.size() - b.offset)
+      throw InputError("BlockTrainer: a block lies outside the store");
+  std::vector<Block> sorted = blocks_;
+  std::sort(sorted.begin(), sorted.end(), [](const Block& a, const Block& b) { return a.offset < b.offset; });
+  for (std::size_t k = 1; k < sorted.size(); ++k)
+    if (sorted[k].offset < sorted[k - 1].offset + sorted[k - 1].size)
+      throw InputError("BlockTrainer: two blocks overlap (each parameter would be updated twice)");
   for (auto& w : workers_) {
     w.grad.assign(store_.size(), 0.0f);
     if (options_.tau != 0) w.view.assign(store_.size(), 0.0f);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <barrier>
+#include <cstdint>
 #include <cmath>
 #include <thread>
 #include <vector>
@@ -154,6 +155,14 @@ TEST(BlockTrainer, ErrorsStopEveryWorkerAndReachTheCaller) {
   BlockTrainOptions bad;
   bad.momentum = 1.0f;
   EXPECT_THROW(BlockTrainer(store, m, blocks_of(l), bad), InputError);
+  // A block whose end wraps around (before: accepted, then read and written out of bounds), and overlapping
+  // blocks (updated twice at tau > 0, once at tau 0).
+  const std::vector<BlockTrainer::Block> wraps = {{SIZE_MAX, 2}};
+  EXPECT_THROW(BlockTrainer(store, m, wraps, {}), InputError);
+  const std::vector<BlockTrainer::Block> overlap = {{0, 8}, {4, 8}};
+  EXPECT_THROW(BlockTrainer(store, m, overlap, {}), InputError);
+  const std::vector<BlockTrainer::Block> apart = {{8, 8}, {0, 8}};
+  EXPECT_NO_THROW(BlockTrainer(store, m, apart, {}));
 }
 
 TEST(BlockTrainer, AfterUpdatesRunsEveryKUpdatesOfTheRunWithNoUpdateInFlight) {

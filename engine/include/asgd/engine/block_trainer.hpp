@@ -102,7 +102,11 @@ BlockStep block_step(const BlockTrainOptions& options, double staleness, std::ui
 
 class BlockTrainer {
  public:
-  // One block per [offset, offset + size) range of the store (e.g. a tensor).
+  // One block per [offset, offset + size) range of the store (e.g. a
+  // tensor). Blocks may not overlap (InputError) and should cover every
+  // parameter the gradient writes: at tau > 0 each is updated on its own,
+  // under its own lock; at tau 0 the whole store is updated in one step
+  // (what lies outside every block then moves too, by its gradient).
   struct Block {
     std::size_t offset, size;
   };

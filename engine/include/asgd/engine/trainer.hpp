@@ -29,8 +29,11 @@
 // BoundedDelay clock and one learning-rate update. Loss and counts are
 // reduced per worker, never "thread 0's loss". The first
 // error (an exception, a non-finite loss, a failed checkpoint) wins: the
-// others stop at their next step and run() rethrows it. A progress callback
-// that returns false stops the run cleanly (the report says so).
+// others stop at their next step and run() rethrows it. The parameters then
+// hold whatever the workers had done, but state() still says where the run
+// started: go on from the last checkpoint (load_checkpoint), not by calling
+// run() again. A progress callback that returns false stops the run cleanly
+// (the report says so).
 //
 // Checkpoints are taken at epoch boundaries with every worker held there, so
 // a checkpoint is a consistent snapshot with an exact example count. With

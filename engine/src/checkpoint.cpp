@@ -24,7 +24,7 @@ constexpr std::uint32_t kVersion = 1;
 struct FileHeader {
   char magic[8];
   std::uint32_t version;
-  std::uint32_t reserved;
+  std::uint32_t optimizer_kind;  // was reserved (0) before it was recorded
   std::uint64_t layout_hash;
   std::uint64_t elements;
   std::uint64_t optimizer_elements;
@@ -39,11 +39,12 @@ static_assert(sizeof(FileHeader) == 80);
 }  // namespace
 
 void save_checkpoint(const std::filesystem::path& path, const ParamStore& store, const TrainState& state,
-                     std::span<const float> optimizer_state, std::string_view metadata) {
+                     std::span<const float> optimizer_state, std::string_view metadata, OptimizerKind optimizer_kind) {
   const std::string layout_text = store.layout().serialize();
   FileHeader h{};
   std::memcpy(h.magic, kMagic, sizeof kMagic);
   h.version = kVersion;
+  h.optimizer_kind = static_cast<std::uint32_t>(optimizer_kind);
   h.layout_hash = store.layout().hash();
   h.elements = store.size();
   h.optimizer_elements = optimizer_state.size();
@@ -117,6 +118,7 @@ CheckpointData read_checkpoint(const std::filesystem::path& path) {
                                  file_bytes, expected));
   }
   CheckpointData d;
+  d.optimizer_kind = h.optimizer_kind <= 2 ? static_cast<OptimizerKind>(h.optimizer_kind) : OptimizerKind::unrecorded;
   std::string layout_text(h.layout_text_bytes, '\0');
   d.metadata.resize(h.metadata_bytes);
   d.params.resize(h.elements);

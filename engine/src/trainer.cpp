@@ -76,7 +76,8 @@ void Trainer::close_epoch(Run& run, std::uint64_t epoch) {
   run.epoch_seconds[epoch - run.first_epoch] = run.elapsed();
   if (!options_.checkpoint_path.empty() && (done % options_.checkpoint_every == 0 || done == options_.epochs)) {
     const TrainState at{done, state_.examples + run.examples_done.load(std::memory_order_relaxed), state_.seed};
-    ::asgd::save_checkpoint(options_.checkpoint_path, store_, at, adagrad_sums_, options_.checkpoint_metadata);
+    ::asgd::save_checkpoint(options_.checkpoint_path, store_, at, adagrad_sums_, options_.checkpoint_metadata,
+                            optimizer_kind());
   }
 }
 
@@ -251,7 +252,13 @@ void Trainer::save_checkpoint(const std::filesystem::path& path) const {
     zeros.assign(store_.size(), 0.0f);
     sums = zeros;
   }
-  ::asgd::save_checkpoint(path, store_, state_, sums, options_.checkpoint_metadata);
+  ::asgd::save_checkpoint(path, store_, state_, sums, options_.checkpoint_metadata, optimizer_kind());
+}
+
+OptimizerKind Trainer::optimizer_kind() const noexcept {
+  return options_.schedule.adagrad       ? OptimizerKind::adagrad
+         : options_.schedule.row_adagrad ? OptimizerKind::row_adagrad
+                                         : OptimizerKind::unrecorded;
 }
 
 void Trainer::load_checkpoint(const std::filesystem::path& path) { load_checkpoint(read_checkpoint(path), path); }
@@ -272,6 +279,14 @@ void Trainer::load_checkpoint(CheckpointData data, const std::filesystem::path& 
     throw InputError(fmt::format("checkpoint {} {}; resume with the step rule it was trained with", path.string(),
                                  sums.empty() ? "holds no AdaGrad sums and this run uses AdaGrad"
                                               : "holds AdaGrad sums and this run does not use AdaGrad"));
+  }
+  // Per-row sums are not per-parameter sums (files from before the kind was recorded say neither).
+  if (same_model && !sums.empty() && data.optimizer_kind != OptimizerKind::unrecorded &&
+      data.optimizer_kind != optimizer_kind()) {
+    const auto name = [](OptimizerKind k) { return k == OptimizerKind::row_adagrad ? "per-row" : "per-parameter"; };
+    throw InputError(fmt::format("checkpoint {} holds {} AdaGrad sums and this run uses {} AdaGrad; resume with the "
+                                 "step rule it was trained with",
+                                 path.string(), name(data.optimizer_kind), name(optimizer_kind())));
   }
   std::vector<float> loaded;
   state_ = ::asgd::load_checkpoint(std::move(data), path, store_, &loaded);

@@ -329,6 +329,20 @@ TEST(Trainer, AResumeKeepsTheStepRule) {
     Trainer same(store, saved);
     EXPECT_NO_THROW(same.load_checkpoint(ckpt));
   }
+  // Per-row sums are not per-parameter ones: the kind is recorded and checked (before: either loaded the other's).
+  {
+    auto row = decaying_over_six_epochs();
+    row.schedule.row_adagrad = true;
+    checkpoint_after(p, row, 1, ckpt);
+    EXPECT_EQ(asgd::read_checkpoint(ckpt).optimizer_kind, asgd::OptimizerKind::row_adagrad);
+    auto store = ParamStore::on_heap(p.layout());
+    Trainer t(store, adagrad);
+    const auto msg = asgd::testing::message_of([&] { t.load_checkpoint(ckpt); });
+    EXPECT_NE(msg.find("holds per-row AdaGrad sums and this run uses per-parameter AdaGrad"), std::string::npos)
+        << msg;
+    Trainer same(store, row);
+    EXPECT_NO_THROW(same.load_checkpoint(ckpt));
+  }
   // An AdaGrad trainer's checkpoint from before its first run() holds its (zero) sums: another AdaGrad trainer
   // loads it (before: written without sums, and then refused as "holds no AdaGrad sums").
   {

@@ -4,7 +4,7 @@
 // a torn, corrupt or foreign file with a clear message.
 //
 // File format (little-endian, version 1):
-//   "ASGDCKPT" u32 version u32 0
+//   "ASGDCKPT" u32 version u32 optimizer_kind (0 before it was recorded)
 //   u64 layout_hash u64 elements u64 optimizer_elements
 //   u64 epoch u64 examples u64 seed u64 layout_text_bytes u64 metadata_bytes
 //   layout text | metadata | elements x f32 | optimizer_elements x f32
@@ -30,10 +30,15 @@ struct TrainState {
   friend bool operator==(const TrainState&, const TrainState&) = default;
 };
 
+// What wrote a checkpoint's optimizer state, when the writer said (the
+// Trainer does): sums of one step rule are not the other's.
+enum class OptimizerKind : std::uint32_t { unrecorded = 0, adagrad = 1, row_adagrad = 2 };
+
 struct CheckpointData {
   Layout layout;
   std::vector<float> params;           // layout.size() values
   std::vector<float> optimizer_state;  // e.g. AdaGrad sums; empty if none
+  OptimizerKind optimizer_kind = OptimizerKind::unrecorded;
   TrainState state;
   std::string metadata;  // opaque to the engine: apps keep id maps, options...
 };
@@ -44,7 +49,8 @@ struct CheckpointData {
 // stays) and when a parameter is NaN or infinite (a diverged model is never
 // saved).
 void save_checkpoint(const std::filesystem::path& path, const ParamStore& store, const TrainState& state,
-                     std::span<const float> optimizer_state = {}, std::string_view metadata = {});
+                     std::span<const float> optimizer_state = {}, std::string_view metadata = {},
+                     OptimizerKind optimizer_kind = OptimizerKind::unrecorded);
 
 // Throws InputError naming the file and what is wrong: missing, not a
 // checkpoint, other version, truncated, checksum mismatch.

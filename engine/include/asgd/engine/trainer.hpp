@@ -241,6 +241,7 @@ class Trainer {
   TrainerOptions options_;
   TrainState state_;
   std::vector<float> adagrad_sums_;
+  OptimizerKind optimizer_kind() const noexcept;  // what the checkpoints record of the step rule
   // Each worker's last step's staleness, kept from one run() to the next (a caller that trains epoch by epoch
   // keeps the staleness-aware rate it would have in one run).
   std::vector<std::uint64_t> last_staleness_;

@@ -106,9 +106,7 @@ TrainingStore open_training_store(const std::string& shm, Layout layout, AttachO
   return {std::move(cleanup), std::move(store), created};
 }
 
-nlohmann::json engine_options(const EngineFlags& f) {
-  // From the validated options: names in one spelling (hogwild is racy), and only what the schedule uses.
-  const TrainerOptions o = to_trainer_options(f);
+nlohmann::json engine_options(const TrainerOptions& o) {
   nlohmann::json j = {{"workers", as_text(o.workers)},
                       {"policy", std::string(to_string(o.consistency))},
                       {"tau", tau_to_string(o.tau)},

@@ -79,14 +79,15 @@ inline std::string counted(std::uint64_t n, std::string_view noun) {
   return fmt::format("{} {}{}", n, noun, n == 1 ? "" : "s");
 }
 
-// The engine flags that shape a run's updates, as text keyed by flag name
-// without dashes, validated and in one spelling (for a checkpoint's
-// metadata, and warn_options_changed when it is resumed). --lr-floor is
+// The engine options that shape a run's updates (to_trainer_options'
+// result: validated, names in one spelling, so hogwild is racy), as text
+// keyed by flag name without dashes (for a checkpoint's metadata, and
+// warn_options_changed when it is resumed). --lr-floor is
 // there for the linear schedule, the only one that uses it; --epochs when
 // the rates depend on it (the linear schedule decays over the whole run,
 // --warmup is a fraction of it); otherwise a longer run is the same run,
 // continued.
-nlohmann::json engine_options(const EngineFlags& flags);
+nlohmann::json engine_options(const TrainerOptions& options);
 
 // The "options" a checkpoint's metadata recorded; null when it has none
 // (written before options were recorded, or by another command).

@@ -35,18 +35,18 @@ void add_distributed_flags(CLI::App& app, DistributedFlags& flags) {
   };
   app.add_option("--allreduce", flags.allreduce, "Under mpirun: tree, ring or native (MPI_Allreduce)")
       ->capture_default_str()
-      ->each(noted("--allreduce"));
+      ->each(noted("allreduce"));
   app.add_option("--average-every", flags.average_every,
                  "Under mpirun: average the ranks' models every epoch, or every K local steps (in the background; "
                  "cnn: a blocking round after every K updates)")
       ->capture_default_str()
-      ->each(noted("--average-every"));
+      ->each(noted("average-every"));
   app.add_flag("--average-weighted", flags.weighted, "Under mpirun: weight each rank by the examples it trained")
-      ->each(noted("--average-weighted"));
+      ->each(noted("average-weighted"));
   app.add_option("--combine", flags.combine,
                  "Under mpirun: mean (model averaging) or sum (add every rank's update since the last round: "
                  "sparse models); default mean, for mf --loss bpr sum unless --average-weighted")
-      ->each(noted("--combine"));
+      ->each(noted("combine"));
 }
 
 void sum_unless_chosen(DistributedFlags& flags, bool combine_given) {
@@ -362,7 +362,7 @@ int run_distributed(const DistributedFlags& flags, const std::function<int(Distr
       if (std::find(given.begin(), given.end(), g) == given.end()) given.push_back(g);
     if (!given.empty()) {
       std::string names;
-      for (const auto& g : given) names += (names.empty() ? "" : ", ") + g;
+      for (const auto& g : given) names += (names.empty() ? "" : ", ") + flags.dashes + g;
       std::fprintf(stderr, "asgd: note: %s only %s under mpirun with 2 or more ranks; this is one process\n",
                    names.c_str(), given.size() == 1 ? "applies" : "apply");
     }

@@ -32,7 +32,7 @@ struct DistributedFlags {
   std::string average_every = "epoch";  // "epoch" or K local steps
   bool weighted = false;              // weight ranks by examples trained
   std::string combine = "mean";       // mean of models, or sum of updates (the app sets its default)
-  std::vector<std::string> given;     // the flags above given on the command line, as the command spells them
+  std::vector<std::string> given;     // the flags above given on the command line, without dashes
   std::string dashes = "--";          // how the command spells its flags in messages (w2v: "-allreduce")
 };
 // --allreduce, --average-every, --average-weighted, --combine.

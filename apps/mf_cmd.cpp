@@ -610,7 +610,7 @@ int recommend_cmd(const MfRecommendFlags& f) {
   if (!f.user.empty()) {
     const auto id = m.users.find(f.user);
     if (!id || *id >= layout.users) throw InputError(fmt::format("--user {}: not a user of this model", f.user));
-    if (std::binary_search(m.cold.users.begin(), m.cold.users.end(), *id)) {
+    if (m.cold.has_user(*id)) {
       fmt::print(stderr, "--user {}: no training ratings; ranked by item biases alone\n", f.user);
     }
     users.push_back(*id);

@@ -376,7 +376,7 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
     // as the words it encodes to (sentence by sentence).
     std::uint64_t words = kFnv1aStart, text = kFnv1aStart;
     for (std::uint32_t id = 0; id < vocab.size(); ++id)
-      words = fnv1a_u64(fnv1a(fnv1a_u64(words, vocab.word(id).size()), vocab.word(id)), vocab.count(id));
+      words = fnv1a_u64(fnv1a_field(words, vocab.word(id)), vocab.count(id));
     text = fnv1a(text, corpus.tokens.data(), corpus.tokens.size() * sizeof(std::uint32_t));
     text = fnv1a(text, corpus.sentence_begin.data(), corpus.sentence_begin.size() * sizeof(std::uint64_t));
     const std::pair<std::string_view, std::string> settings[] = {

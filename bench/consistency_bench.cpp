@@ -106,8 +106,7 @@ void train_epoch(benchmark::State& state, Consistency policy, std::size_t worker
   auto store = asgd::ParamStore::on_heap(data.problem.layout());
   asgd::Trainer trainer(store, trainer_options(policy, workers, 1));
   std::uint64_t seed = 1;
-  asgd::StalenessHistogram staleness;
-  std::uint64_t lead = 0;
+  asgd::TrainReport total;  // staleness and lead over every iteration
   for (auto _ : state) {
     trainer.set_state({.epoch = 0, .examples = 0, .seed = seed++});
     try {
@@ -116,8 +115,7 @@ void train_epoch(benchmark::State& state, Consistency policy, std::size_t worker
         state.SkipWithError("an epoch ended before processing every example");
         break;
       }
-      staleness.merge(report.staleness);
-      lead = std::max(lead, report.max_lead);
+      total.append(report);
     } catch (const std::exception& e) {
       state.SkipWithError(e.what());
       break;
@@ -131,9 +129,9 @@ void train_epoch(benchmark::State& state, Consistency policy, std::size_t worker
   // W - 1 when the workers overlap and near 0 when they ran one after
   // another. Lead: steps a worker ran ahead of the slowest (at tau inf a
   // worker that takes others' steps pulls ahead for the rest of the run).
-  state.counters["staleness_mean"] = staleness.mean();
-  state.counters["staleness_max"] = static_cast<double>(staleness.max());
-  state.counters["lead_max"] = static_cast<double>(lead);
+  state.counters["staleness_mean"] = total.staleness.mean();
+  state.counters["staleness_max"] = static_cast<double>(total.staleness.max());
+  state.counters["lead_max"] = static_cast<double>(total.max_lead);
 }
 
 // ---------------------------------------------------------------------------

@@ -37,6 +37,20 @@ std::string TrainReport::summary() const {
   return s;
 }
 
+void TrainReport::append(const TrainReport& later) {
+  epochs.insert(epochs.end(), later.epochs.begin(), later.epochs.end());
+  seconds += later.seconds;
+  examples += later.examples;
+  examples_per_second = seconds > 0 ? static_cast<double>(examples) / seconds : 0.0;
+  staleness.merge(later.staleness);
+  max_lead = std::max(max_lead, later.max_lead);
+  state = later.state;
+  if (later.stopped) {
+    stopped = true;
+    stop_reason = later.stop_reason;
+  }
+}
+
 Trainer::Trainer(ParamStore& store, TrainerOptions options) : store_(store), options_(std::move(options)) {
   options_.validate();
   if (!store_.writable()) throw InputError("trainer: the parameters are attached read-only");

@@ -157,9 +157,6 @@ Layout BiasedMf::layout() const { return FactorLayout::make(users_, items_, opti
 ErrorMetrics evaluate_errors(const ParamStore& store, float mean, const Ratings& test, float lo, float hi,
                              const ColdIds* cold) {
   const FactorLayout f = FactorLayout::of(store.layout());
-  const auto in = [](const std::vector<std::uint32_t>& sorted, std::uint32_t id) {
-    return std::binary_search(sorted.begin(), sorted.end(), id);
-  };
   struct Sums {
     double squared = 0, absolute = 0;
     std::size_t count = 0, known = 0;
@@ -169,7 +166,7 @@ ErrorMetrics evaluate_errors(const ParamStore& store, float mean, const Ratings&
       [&](const tbb::blocked_range<std::size_t>& range, Sums acc) {
         for (std::size_t i = range.begin(); i < range.end(); ++i) {
           if (test.user[i] < f.users && test.item[i] < f.items &&
-              (cold == nullptr || (!in(cold->users, test.user[i]) && !in(cold->items, test.item[i]))))
+              (cold == nullptr || (!cold->has_user(test.user[i]) && !cold->has_item(test.item[i]))))
             ++acc.known;
           float r = predict_or_fallback(store, f, mean, test.user[i], test.item[i]);
           if (lo < hi) r = std::clamp(r, lo, hi);

@@ -101,7 +101,7 @@ std::string Ratings::id_maps_tag() const {
   std::uint64_t h = kFnv1aStart;  // each map's size, then each name's length and bytes, users then items
   for (const IdMap* map : {&users, &items}) {
     h = fnv1a_u64(h, map->size());
-    for (const auto& name : map->names()) h = fnv1a(fnv1a_u64(h, name.size()), name);
+    for (const auto& name : map->names()) h = fnv1a_field(h, name);
   }
   return fmt::format("user and item ids {:016x} (numbered in the order the ratings file gives them)", h);
 }

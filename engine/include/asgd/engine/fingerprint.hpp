@@ -29,4 +29,10 @@ inline std::uint64_t fnv1a_u64(std::uint64_t h, std::uint64_t v) noexcept {
   return fnv1a(h, bytes, 8);
 }
 
+// A string as one field of a fingerprint: its length, then its bytes, so
+// that ("ab", "c") and ("a", "bc") differ.
+inline std::uint64_t fnv1a_field(std::uint64_t h, std::string_view text) noexcept {
+  return fnv1a(fnv1a_u64(h, text.size()), text);
+}
+
 }  // namespace asgd

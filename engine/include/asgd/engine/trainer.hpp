@@ -152,6 +152,9 @@ struct TrainReport {
   std::string stop_reason;
   TrainState state;  // after the run
   std::string summary() const;
+  // Adds the report of a run() that went on from this one (the next epochs):
+  // its epochs, time, examples and staleness; its state and stop.
+  void append(const TrainReport& later);
 };
 
 class Trainer {

@@ -65,6 +65,8 @@ void initialize_factors(ParamStore& store, std::uint64_t seed, float scale, cons
 // Of users 0..users-1 and items 0..items-1, those with no rating in `trained`, sorted.
 struct ColdIds {
   std::vector<std::uint32_t> users, items;
+  bool has_user(std::uint32_t u) const noexcept { return std::binary_search(users.begin(), users.end(), u); }
+  bool has_item(std::uint32_t i) const noexcept { return std::binary_search(items.begin(), items.end(), i); }
 };
 ColdIds cold_ids(std::size_t users, std::size_t items, const Ratings& trained);
 

@@ -295,7 +295,8 @@ int train(const TrainFlags& f, Distributed& dist) {
     // Rank 0 alone writes the model, with its own AdaGrad sums and no rank files: it records no ranks, so one
     // process may resume it (checkpoints of an AdaGrad job record theirs).
     save_checkpoint(f.model, store, trainer.state(), trainer.adagrad_sums(),
-                    linear_model_metadata(f.l2, problem.num_features(), loss, 0, run_options));
+                    linear_model_metadata(f.l2, problem.num_features(), loss, 0, run_options),
+                    trainer.optimizer_kind());
     fmt::print(out, "model written to {}\n", f.model);
   }
   if (!f.shm.empty()) fmt::print(out, "parameters stay in shared segment '{}' (asgd shm remove {})\n", f.shm, f.shm);

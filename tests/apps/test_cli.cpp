@@ -309,6 +309,9 @@ TEST_F(Cli, ResumedTrainingEqualsUninterrupted) {
   EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("warning"), std::string::npos) << r.output;
   EXPECT_EQ(asgd::read_checkpoint(path("again")).params, asgd::read_checkpoint(path("full")).params);
+  // The model file says which AdaGrad wrote its sums, as the checkpoints do.
+  EXPECT_EQ(asgd::read_checkpoint(path("full")).optimizer_kind, asgd::OptimizerKind::adagrad);
+  EXPECT_EQ(asgd::read_checkpoint(path("ck")).optimizer_kind, asgd::OptimizerKind::adagrad);
   // Another rate or schedule is said (before: taken in silence, and the result differed from the uninterrupted
   // run's); the run goes on with what was given.
   r = with({"--epochs", "6", "--resume", path("ck"), "--lr", "0.05", "--schedule", "constant", "--policy", "hogwild",

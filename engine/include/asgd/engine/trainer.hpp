@@ -176,6 +176,8 @@ class Trainer {
   void set_state(const TrainState& s) { state_ = s; }
   const TrainerOptions& options() const noexcept { return options_; }
   std::span<const float> adagrad_sums() const noexcept { return adagrad_sums_; }
+  // Which AdaGrad wrote those sums, as checkpoints record it (for a model file written with save_checkpoint).
+  OptimizerKind optimizer_kind() const noexcept;
 
   // Parameters + state + AdaGrad sums; resume with load_checkpoint + run().
   // load_checkpoint throws InputError when the file holds AdaGrad sums and
@@ -244,7 +246,6 @@ class Trainer {
   TrainerOptions options_;
   TrainState state_;
   std::vector<float> adagrad_sums_;
-  OptimizerKind optimizer_kind() const noexcept;  // what the checkpoints record of the step rule
   // Each worker's last step's staleness, kept from one run() to the next (a caller that trains epoch by epoch
   // keeps the staleness-aware rate it would have in one run).
   std::vector<std::uint64_t> last_staleness_;

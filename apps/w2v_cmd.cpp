@@ -3,10 +3,12 @@
 // (`-train FILE -output FILE ...`); `--flag` works too.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <limits>
 #include <map>
@@ -65,7 +67,7 @@ const char* kUsage = R"(usage: asgd w2v -train FILE [options]   (FILE may be - f
   -binary 0|1        write vectors in binary (0)
   -batch 0|1         HogBatch: skip-gram negatives shared across a window (0)
   -save-vocab FILE   write the vocabulary ("word count" lines)
-  -read-vocab FILE   use this vocabulary instead of counting
+  -read-vocab FILE   use this vocabulary instead of counting (- reads stdin)
   -seed N            seed for initialisation, subsampling, windows, negatives (1)
   -policy P          how updates land: racy (Hogwild!), atomic, locked (racy)
   -tau T             bounded delay in steps of ~10,000 words (inf)
@@ -290,6 +292,8 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
     check_distinct("-checkpoint", f.checkpoint, {{"-train", f.train}, {"-read-vocab", f.read_vocab}});
     check_one_on_stdout({{"-output", f.output}, {"-save-vocab", f.save_vocab}});
   }
+  if (f.train == "-" && f.read_vocab == "-")
+    throw InputError("-train - and -read-vocab -: only one of them can read standard input");
 
   // Before the corpus is read: the flags that need parsing.
   const Consistency consistency = parse_flag("-policy", [&] { return parse_consistency(f.policy); });
@@ -350,9 +354,19 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
     // corpus to read.
     if (!dist.root()) return 0;
     if (!f.save_vocab.empty()) vocab.save(f.save_vocab);
-    fmt::print(stderr, "asgd w2v: {} holds all {} epochs: nothing left to train (give a larger -iter to go on){}\n",
-               f.resume, resumed.state.epoch, f.output.empty() ? "" : "; writing its vectors");
+    // -checkpoint names where this run's checkpoint goes: the finished one, unless it is that very file.
+    std::error_code ec;
+    const bool copy = !f.checkpoint.empty() && !std::filesystem::equivalent(f.checkpoint, f.resume, ec);
+    fmt::print(stderr, "asgd w2v: {} holds all {} epochs: nothing left to train (give a larger -iter to go on){}{}\n",
+               f.resume, resumed.state.epoch, f.output.empty() ? "" : "; writing its vectors",
+               copy ? fmt::format("; writing it to -checkpoint {}", f.checkpoint) : "");
     write_vectors(resumed.layout, resumed.params.data());
+    if (copy) {
+      auto finished = ParamStore::on_heap(resumed.layout);
+      std::copy(resumed.params.begin(), resumed.params.end(), finished.data());
+      save_checkpoint(f.checkpoint, finished, resumed.state, resumed.optimizer_state, resumed.metadata,
+                      resumed.optimizer_kind);
+    }
     return 0;
   }
   if (f.train.empty()) throw InputError("w2v: -train FILE is required to continue training");

@@ -13,7 +13,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
-bash scripts/build.sh build -DASGD_BUILD_TESTS=OFF -DASGD_BUILD_BENCH=OFF
+# A build folder that exists (scripts/test.sh's) keeps its settings: switching them would rebuild everything.
+if [ -f build/CMakeCache.txt ]; then
+  bash scripts/build.sh build
+else
+  bash scripts/build.sh build -DASGD_BUILD_TESTS=OFF -DASGD_BUILD_BENCH=OFF
+fi
 asgd=build/apps/asgd
 
 echo "== 1. logistic regression, Hogwild! =="

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <stdexcept>
 
 #include "asgd/engine/errors.hpp"
 
@@ -66,8 +67,22 @@ std::uint64_t BoundedDelay::slowest() const noexcept {
   return m;
 }
 
+BoundedDelay::WorkerClock& BoundedDelay::own(std::size_t w, const char* what) {
+  if (w >= workers_) {
+    throw std::logic_error(fmt::format("bounded delay: {}({}) of {} workers", what, w, workers_));
+  }
+  return clocks_[w];
+}
+
 std::optional<std::uint64_t> BoundedDelay::enter(std::size_t w) {
-  const std::uint64_t c = clocks_[w].completed.load(std::memory_order_relaxed);
+  WorkerClock& own_clock = own(w, "enter");
+  const std::uint64_t c = own_clock.completed.load(std::memory_order_relaxed);
+  if (c == kUnbounded || own_clock.computing.load(std::memory_order_relaxed) != kUnbounded) {
+    throw std::logic_error(fmt::format("bounded delay: enter({}) while {}", w,
+                                       c != kUnbounded ? "in a step"
+                                       : own_clock.paused ? "paused"
+                                                          : "retired"));
+  }
   // A worker may start step c once every other worker completed c - tau steps.
   // (c - slow, not slow + tau: a huge finite tau must not wrap around.)
   auto allowed = [&](std::uint64_t slow) {
@@ -86,6 +101,9 @@ std::optional<std::uint64_t> BoundedDelay::enter(std::size_t w) {
 }
 
 void BoundedDelay::finish_step(std::size_t w) {
+  if (own(w, "finish_step").computing.load(std::memory_order_relaxed) == kUnbounded) {
+    throw std::logic_error(fmt::format("bounded delay: finish_step({}) without enter({})", w, w));
+  }
   clocks_[w].computing.store(kUnbounded, std::memory_order_seq_cst);
   clocks_[w].completed.fetch_add(1, std::memory_order_seq_cst);
   // Pairs with the waiter's seq_cst increment of waiters_ before it re-reads
@@ -97,6 +115,7 @@ void BoundedDelay::finish_step(std::size_t w) {
 }
 
 void BoundedDelay::retire(std::size_t w) {
+  own(w, "retire").paused = false;
   clocks_[w].computing.store(kUnbounded, std::memory_order_seq_cst);
   clocks_[w].completed.store(kUnbounded, std::memory_order_seq_cst);
   { std::scoped_lock lock(mutex_); }
@@ -104,13 +123,25 @@ void BoundedDelay::retire(std::size_t w) {
 }
 
 void BoundedDelay::pause(std::size_t w) {
-  clocks_[w].paused_at = clocks_[w].completed.load(std::memory_order_relaxed);
+  WorkerClock& own_clock = own(w, "pause");
+  const std::uint64_t c = own_clock.completed.load(std::memory_order_relaxed);
+  if (c == kUnbounded || own_clock.computing.load(std::memory_order_relaxed) != kUnbounded) {
+    throw std::logic_error(fmt::format("bounded delay: pause({}) while {}", w,
+                                       c != kUnbounded ? "in a step"
+                                       : own_clock.paused ? "paused"
+                                                          : "retired"));
+  }
+  own_clock.paused = true;
+  clocks_[w].paused_at = c;
   clocks_[w].completed.store(kUnbounded, std::memory_order_seq_cst);
   { std::scoped_lock lock(mutex_); }
   wake_.notify_all();
 }
 
 void BoundedDelay::resume(std::size_t w) {
+  WorkerClock& own_clock = own(w, "resume");
+  if (!own_clock.paused) throw std::logic_error(fmt::format("bounded delay: resume({}) of a worker not paused", w));
+  own_clock.paused = false;
   clocks_[w].completed.store(clocks_[w].paused_at, std::memory_order_seq_cst);
 }
 

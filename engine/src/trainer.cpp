@@ -87,7 +87,24 @@ void Trainer::launch(Run& run, const std::function<void(std::size_t)>& body) {
 
 void Trainer::close_epoch(Run& run, std::uint64_t epoch) {
   const std::uint64_t done = epoch + 1;
-  run.epoch_seconds[epoch - run.first_epoch] = run.elapsed();
+  const std::uint64_t index = epoch - run.first_epoch;
+  EpochStats& stats = run.epoch_stats[index];
+  stats.epoch = done;
+  stats.seconds = run.elapsed();
+  double loss = 0;
+  std::uint64_t staleness_sum = 0, steps = 0;
+  for (auto& local : run.locals) {
+    auto& acc = local.epochs[index % 2];
+    loss += acc.loss_sum;
+    stats.examples += acc.examples;
+    staleness_sum += acc.staleness_sum;
+    steps += acc.steps;
+    stats.max_staleness = std::max(stats.max_staleness, acc.staleness_max);
+    stats.max_lead = std::max(stats.max_lead, acc.lead_max);
+    acc = {};  // for epoch + 2
+  }
+  stats.loss = stats.examples ? loss / static_cast<double>(stats.examples) : 0.0;
+  stats.mean_staleness = steps ? static_cast<double>(staleness_sum) / static_cast<double>(steps) : 0.0;
   if (!options_.checkpoint_path.empty() && (done % options_.checkpoint_every == 0 || done == options_.epochs)) {
     const TrainState at{done, state_.examples + run.examples_done.load(std::memory_order_relaxed), state_.seed};
     ::asgd::save_checkpoint(options_.checkpoint_path, store_, at, adagrad_sums_, options_.checkpoint_metadata,
@@ -103,13 +120,14 @@ float Trainer::rate_now(const Run& run, double before, double total, std::uint64
 void Trainer::record_step(Run& run, std::size_t w, std::uint64_t epoch, std::uint64_t examples, double loss,
                           std::uint64_t staleness, std::uint64_t lead, float lr) {
   auto& local = run.locals[w];
-  auto& acc = local.epochs[epoch - run.first_epoch];
+  auto& acc = local.epochs[(epoch - run.first_epoch) % 2];
   acc.loss_sum += loss;
   acc.examples += examples;
   acc.staleness_sum += staleness;
   acc.steps += 1;
   acc.staleness_max = std::max(acc.staleness_max, staleness);
   acc.lead_max = std::max(acc.lead_max, lead);
+  local.lead_max = std::max(local.lead_max, lead);
   local.staleness.add(staleness);
   local.last_staleness = staleness;
   auto& counters = run.counters[w];
@@ -152,6 +170,11 @@ void Trainer::maybe_report(Run& run, bool force) {
   if (!force && now_ns < run.next_report_ns.load(std::memory_order_relaxed)) return;
   bool expected = false;
   if (!run.reporting.compare_exchange_strong(expected, true, std::memory_order_acquire)) return;
+  // Once the callback said stop, it is not asked again (workers still finishing their step call in here).
+  if (run.stopped_by_callback.load(std::memory_order_relaxed)) {
+    run.reporting.store(false, std::memory_order_release);
+    return;
+  }
   run.next_report_ns.store(now_ns + static_cast<std::int64_t>(options_.progress_interval_seconds * 1e9),
                            std::memory_order_relaxed);
   std::uint64_t examples = 0;
@@ -208,43 +231,27 @@ TrainReport Trainer::finish(Run& run) {
   report.examples = run.examples_done.load();
   report.examples_per_second = report.seconds > 0 ? static_cast<double>(report.examples) / report.seconds : 0.0;
   std::uint64_t completed = 0;
-  for (std::uint64_t e = run.first_epoch; e < run.last_epoch; ++e) {
-    const std::uint64_t index = e - run.first_epoch;
-    if (run.epoch_done[index].load() != options_.workers) break;
+  while (completed < run.last_epoch - run.first_epoch && run.epoch_done[completed].load() == options_.workers) {
+    report.epochs.push_back(run.epoch_stats[completed]);
     ++completed;
-    EpochStats stats;
-    stats.epoch = e + 1;
-    double loss = 0;
-    std::uint64_t staleness_sum = 0, steps = 0;
-    for (const auto& local : run.locals) {
-      const auto& acc = local.epochs[index];
-      loss += acc.loss_sum;
-      stats.examples += acc.examples;
-      staleness_sum += acc.staleness_sum;
-      steps += acc.steps;
-      stats.max_staleness = std::max(stats.max_staleness, acc.staleness_max);
-      stats.max_lead = std::max(stats.max_lead, acc.lead_max);
-    }
-    stats.loss = stats.examples ? loss / static_cast<double>(stats.examples) : 0.0;
-    stats.mean_staleness = steps ? static_cast<double>(staleness_sum) / static_cast<double>(steps) : 0.0;
-    stats.seconds = run.epoch_seconds[index];
-    report.epochs.push_back(stats);
   }
   for (std::size_t w = 0; w < options_.workers; ++w) last_staleness_[w] = run.locals[w].last_staleness;
   for (const auto& local : run.locals) {
     report.staleness.merge(local.staleness);
-    for (const auto& acc : local.epochs) report.max_lead = std::max(report.max_lead, acc.lead_max);
+    report.max_lead = std::max(report.max_lead, local.lead_max);
   }
   // The closing progress event, while state_ still holds the start of the run. What the callback throws there
   // is rethrown like any other failure of the run (maybe_report hands it to run.fail()).
-  if (options_.on_progress && !run.stopped_by_callback.load()) {
+  // Only a stop asked for before it counts: false from the closing event leaves a finished run finished.
+  const bool stopped = run.stopped_by_callback.load();
+  if (options_.on_progress && !stopped) {
     maybe_report(run, true);
     if (run.error) std::rethrow_exception(run.error);
   }
   state_.epoch = run.first_epoch + completed;
   state_.examples += report.examples;
   report.state = state_;
-  if (run.stopped_by_callback.load()) {
+  if (stopped) {
     report.stopped = true;
     report.stop_reason = "stopped by the progress callback";
   }

@@ -102,6 +102,25 @@ TEST_F(W2vCli, ReadsStandardInputAndPipes) {
   r = run(with("-", "empty.txt"));  // stdin is /dev/null: no words
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("no words"), std::string::npos) << r.output;
+  // -read-vocab - reads the vocabulary from stdin (it was "-: cannot open the vocabulary file"); stdin can feed
+  // one of them only.
+  ASSERT_EQ(run({"w2v", "-train", corpus, "-save-vocab", path("v.txt"), "-size", "8", "-iter", "1", "-min-count",
+                 "1", "-threads", "1", "-output", path("counted.txt")})
+                .status,
+            0);
+  auto vocab_args = with(corpus, "vocab-stdin.txt");
+  vocab_args.insert(vocab_args.end(), {"-read-vocab", "-"});
+  r = run(vocab_args, path("v.txt"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(slurp("vocab-stdin.txt"), slurp("counted.txt"));
+  r = run(vocab_args, path("c.txt"));  // a corpus is no vocabulary: the error names stdin and the line
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("stdin:1: "), std::string::npos) << r.output;
+  vocab_args = with("-", "both.txt");
+  vocab_args.insert(vocab_args.end(), {"-read-vocab", "-"});
+  r = run(vocab_args, path("v.txt"));
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("only one of them can read standard input"), std::string::npos) << r.output;
 }
 
 TEST_F(W2vCli, OutputToANonRegularFileIsWrittenInPlace) {
@@ -231,6 +250,16 @@ TEST_F(W2vCli, CheckpointLetsTrainingGoOnForMoreEpochs) {
   r = w2v({"-resume", path("ck"), "-output", path("no-corpus.txt")});
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_EQ(slurp("no-corpus.txt"), slurp("two.txt"));
+  // -checkpoint elsewhere gets the finished checkpoint (it used to be left unwritten), byte for byte; the same file
+  // is left as it is.
+  r = w2v({"-resume", path("ck"), "-checkpoint", path("ck-copy")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("writing it to -checkpoint " + path("ck-copy")), std::string::npos) << r.output;
+  EXPECT_EQ(slurp("ck-copy"), slurp("ck"));
+  r = w2v({"-resume", path("ck"), "-checkpoint", path("ck")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(r.output.find("writing it to"), std::string::npos) << r.output;
+  EXPECT_EQ(slurp("ck-copy"), slurp("ck"));
   r = w2v({"-resume", path("ck"), "-iter", "3", "-output", path("no-corpus.txt")});
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("-train FILE is required to continue training"), std::string::npos) << r.output;

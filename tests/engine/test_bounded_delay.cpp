@@ -3,6 +3,8 @@
 #include <atomic>
 #include <chrono>
 #include <random>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -154,6 +156,41 @@ TEST(BoundedDelay, APausedWorkerHoldsNobodyBackUntilResumed) {
   ASSERT_TRUE(gate.enter(1));
   gate.finish_step(1);
   EXPECT_EQ(gate.clock(1), 2u);
+}
+
+// Misuse is refused, naming the worker, and leaves the clocks as they were: a finish_step() after retire() used
+// to wrap the clock to 0 and hold every other worker back; a second pause() lost the clock.
+TEST(BoundedDelay, MisuseIsRefusedAndLeavesTheClocksAlone) {
+  BoundedDelay gate(2, 1);
+  const auto refused = [](auto call, const char* what) {
+    try {
+      call();
+      ADD_FAILURE() << what << " was accepted";
+    } catch (const std::logic_error& e) {
+      EXPECT_NE(std::string(e.what()).find("bounded delay"), std::string::npos) << e.what();
+    }
+  };
+  refused([&] { gate.enter(2); }, "enter(2) of 2 workers");
+  refused([&] { gate.finish_step(0); }, "finish_step without enter");
+  refused([&] { gate.resume(0); }, "resume of a worker not paused");
+  ASSERT_TRUE(gate.enter(0));
+  refused([&] { gate.enter(0); }, "enter in a step");
+  refused([&] { gate.pause(0); }, "pause in a step");
+  gate.finish_step(0);
+  EXPECT_EQ(gate.clock(0), 1u);
+  gate.pause(0);
+  refused([&] { gate.pause(0); }, "pause twice");
+  refused([&] { gate.enter(0); }, "enter while paused");
+  gate.resume(0);
+  EXPECT_EQ(gate.clock(0), 1u);
+  gate.retire(1);
+  refused([&] { gate.finish_step(1); }, "finish_step after retire");
+  refused([&] { gate.enter(1); }, "enter after retire");
+  EXPECT_EQ(gate.clock(1), kUnbounded);
+  EXPECT_EQ(gate.slowest(), 1u);  // worker 0 alone, from where it was
+  ASSERT_TRUE(gate.enter(0));
+  gate.finish_step(0);
+  EXPECT_EQ(gate.clock(0), 2u);
 }
 
 TEST(BoundedDelay, ParsesTau) {

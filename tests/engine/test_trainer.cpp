@@ -226,6 +226,76 @@ TEST(Trainer, ProgressEventsAndStopFromTheCallback) {
   EXPECT_LT(r.state.epoch, 1000u);
 }
 
+// Once the callback returns false it is not asked again: the other workers still finish the step they are in
+// (every step reports here) and used to call it once or twice more.
+TEST(Trainer, AfterTheCallbackSaysStopItIsNotCalledAgain) {
+  SharedQuadratic p{4000, 4};
+  for (int trial = 0; trial < 20; ++trial) {
+    auto store = ParamStore::on_heap(p.layout());
+    auto o = options(4, Consistency::racy, kUnbounded, 100);
+    o.schedule.lr = 0.001f;
+    o.step_examples = 1;
+    o.progress_interval_seconds = 1e-9;
+    int calls = 0, after = 0;  // never two calls at once
+    bool said_stop = false;
+    o.on_progress = [&](const asgd::Progress&) {
+      if (said_stop) ++after;
+      said_stop = ++calls >= 30;
+      return !said_stop;
+    };
+    Trainer t(store, o);
+    const auto r = t.run(p);
+    EXPECT_TRUE(r.stopped);
+    EXPECT_EQ(after, 0) << "trial " << trial;
+  }
+}
+
+// False from the closing event comes after the last epoch: the run finished, and its report says so.
+TEST(Trainer, FalseFromTheClosingEventLeavesAFinishedRunFinished) {
+  SharedQuadratic p{2000, 4};
+  auto store = ParamStore::on_heap(p.layout());
+  auto o = options(2, Consistency::racy, kUnbounded, 3);
+  o.progress_interval_seconds = 1000;  // the closing event only
+  o.on_progress = [](const asgd::Progress& pr) { return !pr.last; };
+  Trainer t(store, o);
+  const auto r = t.run(p);
+  EXPECT_FALSE(r.stopped);
+  EXPECT_EQ(r.state.epoch, 3u);
+  EXPECT_EQ(r.epochs.size(), 3u);
+}
+
+// Each worker keeps two epochs' sums (it is at most one ahead), folded and cleared as each epoch closes: every
+// epoch of a longer run still counts its own examples and steps, with and without checkpoint barriers.
+TEST(Trainer, EveryEpochCountsItsOwnExamples) {
+  SharedQuadratic p{900, 4};
+  const fs::path ck = fs::temp_directory_path() / ("asgd_epoch_sums_" + std::to_string(::getpid()) + ".ck");
+  for (const bool barriers : {false, true}) {
+    auto o = options(3, Consistency::racy, 1, 9);
+    o.schedule.lr = 1e-3f;
+    if (barriers) o.checkpoint_path = ck;
+    asgd::TrainReport r;
+    train(p, o, &r);
+    ASSERT_EQ(r.epochs.size(), 9u);
+    std::uint64_t examples = 0;
+    double sum_of_means = 0;
+    for (std::size_t e = 0; e < 9; ++e) {
+      EXPECT_EQ(r.epochs[e].epoch, e + 1);
+      EXPECT_EQ(r.epochs[e].examples, 900u) << "epoch " << e + 1;
+      EXPECT_LE(r.epochs[e].max_lead, 1u);
+      EXPECT_LE(r.epochs[e].seconds, r.seconds);
+      if (e > 0) {
+        EXPECT_GE(r.epochs[e].seconds, r.epochs[e - 1].seconds);
+      }
+      examples += r.epochs[e].examples;
+      sum_of_means += r.epochs[e].mean_staleness;
+    }
+    EXPECT_EQ(examples, r.examples);
+    // Each epoch has the same number of steps, so the mean of the epochs' means is the run's mean.
+    EXPECT_NEAR(sum_of_means / 9, r.staleness.mean(), 1e-9);
+  }
+  fs::remove(ck);
+}
+
 TEST(Trainer, ProgressCountsTheTimeLeftToUntilEpoch) {
   // Epoch 2 of 8 (run(p, 2) after run(p, 1)): the ETA is the examples left before epoch 2 ends at the rate so
   // far, not those of all 8 epochs.

@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 #include <fstream>
+#include <iostream>
 #include <numeric>
 
 #include "asgd/engine/atomic_file.hpp"
@@ -99,11 +100,18 @@ void Vocabulary::save(const std::filesystem::path& path) const {
 
 Vocabulary Vocabulary::read(const std::filesystem::path& path, const VocabOptions& options, std::size_t* left_out) {
   if (left_out != nullptr) *left_out = 0;
+  // "-" is standard input (as -train - is), named stdin in errors.
+  const bool from_stdin = path == "-";
+  const std::string name = from_stdin ? std::string("stdin") : path.string();
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw InputError(fmt::format("{}: is a directory, not a vocabulary file", path.string()));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot open the vocabulary file", path.string()));
+  if (!from_stdin && std::filesystem::is_directory(path, ec))
+    throw InputError(fmt::format("{}: is a directory, not a vocabulary file", name));
+  std::ifstream file;
+  if (!from_stdin) {
+    file.open(path, std::ios::binary);
+    if (!file) throw InputError(fmt::format("{}: cannot open the vocabulary file", name));
+  }
+  std::istream& in = from_stdin ? std::cin : file;
   std::vector<std::pair<std::string, std::uint64_t>> entries;
   std::string line;
   std::size_t line_no = 0, read = 0;
@@ -114,7 +122,7 @@ Vocabulary Vocabulary::read(const std::filesystem::path& path, const VocabOption
     while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
     if (line.empty()) continue;
     const auto space = line.find_last_of(" \t");
-    auto where = [&] { return fmt::format("{}:{}", path.string(), line_no); };
+    auto where = [&] { return fmt::format("{}:{}", name, line_no); };
     if (space == std::string::npos || space == 0) {
       throw InputError(fmt::format("{}: expected 'word count', got '{}'", where(), line.substr(0, 60)));
     }
@@ -144,11 +152,12 @@ Vocabulary Vocabulary::read(const std::filesystem::path& path, const VocabOption
     if (count == 0) continue;
     entries.emplace_back(std::move(word), count);
   }
-  if (read == 0) throw InputError(fmt::format("{}: the vocabulary file is empty", path.string()));
+  if (in.bad()) throw RuntimeError(fmt::format("{}: read error", name));
+  if (read == 0) throw InputError(fmt::format("{}: the vocabulary file is empty", name));
   // In any order, as word2vec.c's ReadVocab sorts (words of one count keep the file's order).
   std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   cut(entries, options);
-  if (entries.empty()) throw InputError(fmt::format("{}: no word with count >= {}", path.string(), options.min_count));
+  if (entries.empty()) throw InputError(fmt::format("{}: no word with count >= {}", name, options.min_count));
   std::vector<std::string> words;
   std::vector<std::uint64_t> counts;
   for (auto& [w, c] : entries) {
@@ -158,7 +167,7 @@ Vocabulary Vocabulary::read(const std::filesystem::path& path, const VocabOption
   try {
     return Vocabulary(std::move(words), std::move(counts));
   } catch (const InputError& e) {
-    throw InputError(fmt::format("{}: {}", path.string(), e.what()));
+    throw InputError(fmt::format("{}: {}", name, e.what()));
   }
 }
 

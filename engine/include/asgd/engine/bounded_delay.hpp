@@ -62,9 +62,16 @@ class BoundedDelay {
   void retire(std::size_t w);
   // Worker w waits elsewhere (at an epoch barrier) between steps: until
   // resume(w) it holds nobody back, and then goes on from the clock it had.
-  // Only w calls them, never during a step.
+  // Only w calls them, never during a step, or a thread that holds w parked
+  // (the Trainer resumes every worker at its epoch barrier).
   void pause(std::size_t w);
   void resume(std::size_t w);
+  // Misuse throws std::logic_error, naming the worker, and leaves the clocks
+  // as they were: a worker out of range; enter() while in a step, paused or
+  // retired; finish_step() without enter(); pause() during a step, while
+  // paused or retired; resume() of a worker not paused. (A clock that went
+  // wrong silently would hold every other worker back, or none.) retire() is
+  // always allowed: a worker leaving for any reason must not hold others back.
   // Wakes every waiter; enter() returns nullopt from now on.
   void cancel();
   bool cancelled() const noexcept { return cancelled_.load(std::memory_order_acquire); }
@@ -83,7 +90,9 @@ class BoundedDelay {
     std::atomic<std::uint64_t> completed{0};
     std::atomic<std::uint64_t> computing{kUnbounded};
     std::uint64_t paused_at = 0;  // the clock, while paused (w's own)
+    bool paused = false;
   };
+  WorkerClock& own(std::size_t w, const char* what);
 
   std::size_t workers_;
   std::uint64_t tau_;

@@ -93,7 +93,10 @@ struct Progress {
   bool last = false;              // the closing event of this run()
 };
 
-// Called from a worker thread, never two at once; return false to stop.
+// Called from a worker thread, never two at once; return false to stop: the
+// workers stop at their next step and the callback is not called again in
+// this run(). (False from the closing event, `last`, changes nothing: the run
+// is over.)
 using ProgressCallback = std::function<bool(const Progress&)>;
 
 // A run keeps statistics for each of its epochs: more than this many is a typo, not a plan.
@@ -215,6 +218,8 @@ class Trainer {
   }
   template <BlockedProblem P, class Sink>
   void worker_loop_blocks(P& problem, Sink sink, std::size_t w, Run& run);
+  // Every worker has left `epoch` (the last to leave calls it): folds their sums into run.epoch_stats, clears
+  // them for epoch + 2 and writes the checkpoint if one is due.
   void close_epoch(Run& run, std::uint64_t epoch);
   template <Problem P, ConsistencyPolicy Policy>
   TrainReport run_with(P& problem, const Policy& policy, std::uint64_t until_epoch);
@@ -269,7 +274,11 @@ struct Trainer::Run {
     std::uint64_t lead_max = 0;
   };
   struct WorkerLocal {
-    std::vector<EpochAccumulator> epochs;
+    // Epochs first + 2k and first + 2k + 1 (a worker is at most one epoch ahead): the last worker to leave an
+    // epoch folds every worker's sums into epoch_stats and clears them for the epoch after next, so the sums
+    // take two slots a worker, whatever the number of epochs.
+    std::array<EpochAccumulator, 2> epochs;
+    std::uint64_t lead_max = 0;  // over the whole run, finished epochs or not
     StalenessHistogram staleness;
     std::uint64_t last_staleness = 0;  // of w's previous step: the staleness-aware rate's divisor
   };
@@ -348,8 +357,7 @@ struct Trainer::Run {
         first_epoch(first),
         last_epoch(last),
         epoch_done(std::make_unique<std::atomic<std::size_t>[]>(last - first + 1)),
-        epoch_seconds(last - first + 1, 0.0) {
-    for (auto& l : locals) l.epochs.resize(last - first);
+        epoch_stats(last - first) {
     for (std::uint64_t e = 0; e <= last - first; ++e) epoch_done[e] = 0;
     const std::uint64_t largest_shard = (n + workers - 1) / workers;
     steps_per_shard = std::max<std::uint64_t>(1, (largest_shard + step_examples - 1) / step_examples);
@@ -477,7 +485,7 @@ struct Trainer::Run {
   std::uint64_t first_epoch;
   std::uint64_t last_epoch;
   std::unique_ptr<std::atomic<std::size_t>[]> epoch_done;
-  std::vector<double> epoch_seconds;  // written by the last finisher of each epoch
+  std::vector<EpochStats> epoch_stats;  // written by the last worker to leave each epoch (close_epoch)
   std::atomic<std::uint64_t> examples_done{0};
   // Steps finished in this run, by every worker: a step's staleness is how far it moved while the step ran.
   alignas(kCacheLine) std::atomic<std::uint64_t> updates{0};

@@ -56,6 +56,7 @@ class Vocabulary {
   // descending order. A word with other whitespace the corpus reader splits
   // on (\v, \f, \r; word2vec.c's files may hold them) is left out: no
   // token could match it; `left_out`, when given, counts those words.
+  // read("-") reads standard input.
   void save(const std::filesystem::path& path) const;
   static Vocabulary read(const std::filesystem::path& path, const VocabOptions& options = {},
                          std::size_t* left_out = nullptr);

@@ -10,6 +10,7 @@
 #include <optional>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <sstream>
 
 #include "asgd/config.hpp"
@@ -49,6 +50,54 @@ struct StalenessFlags {
   std::string compensation = "off,on";  // cnn: without and with staleness compensation
   std::string out = "staleness";
   bool no_plot = false;
+  std::set<std::string> given;  // the flags on the command line, as "--name"
+};
+
+// The flags that mean something for one problem only (the others apply to every problem): given with another
+// problem they would be ignored, so they are refused, as the commands refuse flags they would ignore.
+void check_flags_apply(const StalenessFlags& f) {
+  static const std::pair<const char*, std::set<std::string>> only[] = {
+      {"--policies", {"linear", "w2v", "mf"}}, {"--step", {"linear", "w2v", "mf"}},
+      {"--examples", {"linear"}},              {"--features", {"linear"}},
+      {"--nnz", {"linear"}},                   {"--l2", {"linear"}},
+      {"--corpus", {"w2v"}},                   {"--analogies", {"w2v"}},
+      {"--ratings", {"mf"}},                   {"--schedules", {"mf"}},
+      {"--data", {"cnn"}},                     {"--compensation", {"cnn"}}};
+  for (const auto& [flag, problems] : only) {
+    if (f.given.count(flag) && !problems.count(f.problem)) {
+      std::string with;
+      for (const auto& p : problems) with += (with.empty() ? "" : ", ") + p;
+      throw InputError(fmt::format("{}: does nothing with --problem {} (it is for {})", flag, f.problem, with));
+    }
+  }
+  // 0 is not "the default": a typo would run another sweep than the one asked for.
+  if (f.given.count("--epochs") && (f.epochs == 0 || f.epochs > kMaxEpochs))
+    throw InputError(fmt::format("--epochs {}: expected 1 to {}", f.epochs, kMaxEpochs));
+  if (f.given.count("--step") && f.step_examples == 0) throw InputError("--step 0: expected at least 1 example");
+}
+
+// One CSV row at a time, flushed and checked: a sweep that is stopped keeps the rows of the settings it ran, and
+// a disk that fills stops it with the error rather than after hours of runs. Opened (and its header written)
+// before the data is read.
+class Csv {
+ public:
+  Csv(std::filesystem::path path, std::string_view header) : path_(std::move(path)), out_(path_) {
+    out_ << header << '\n';
+    if (!out_.flush()) throw InputError(fmt::format("{}: cannot write the CSV", path_.string()));
+  }
+  void row(std::string_view line) {
+    out_ << line;
+    if (!out_.flush()) throw RuntimeError(fmt::format("{}: writing the CSV failed", path_.string()));
+  }
+  void close() {
+    out_.close();
+    if (!out_) throw RuntimeError(fmt::format("{}: writing the CSV failed", path_.string()));
+  }
+  const std::filesystem::path& path() const noexcept { return path_; }
+
+ private:
+  std::filesystem::path path_;
+  std::ofstream out_;
 };
 
 struct Setting {
@@ -103,8 +152,8 @@ std::vector<Setting> settings_of(const StalenessFlags& f, const std::string& def
   for (const auto& w : split_list(f.workers.empty() ? default_workers : f.workers, "--workers")) {
     std::size_t v = 0;
     const auto [p, ec] = std::from_chars(w.data(), w.data() + w.size(), v);
-    if (ec != std::errc() || p != w.data() + w.size() || v == 0) {
-      throw InputError(fmt::format("--workers: '{}' is not a positive number", w));
+    if (ec != std::errc() || p != w.data() + w.size() || v == 0 || v > 1024) {
+      throw InputError(fmt::format("--workers: '{}': expected 1 to 1024", w));
     }
     workers.push_back(v);
   }
@@ -144,7 +193,10 @@ void plot(const StalenessFlags& f, const std::filesystem::path& csv, const std::
   if (run_plot(csv, png, title) == 0) {
     fmt::print("wrote {}\n", png.string());
   } else {
-    fmt::print(stderr, "asgd: warning: plotting failed (needs Debian's python3-matplotlib); the CSV is complete\n");
+    fmt::print(stderr,
+               "asgd: warning: plotting failed (it runs {} with /usr/bin/python3 and Debian's python3-matplotlib); "
+               "the CSV is complete\n",
+               plot_script().string());
   }
 }
 
@@ -154,16 +206,15 @@ int staleness_linear(const StalenessFlags& f) {
   const auto settings = settings_of(f, "1,2,4,8", "0,1,8,inf");
   const std::uint64_t epochs = f.epochs ? f.epochs : 10;
   const auto dir = output_folder(f);
-  const auto csv_path = dir / "staleness_linear.csv";
+  Csv csv(dir / "staleness_linear.csv",
+          "problem,policy,workers,tau,epoch,seconds,objective,relative_gap,mean_staleness,max_staleness,max_lead,"
+          "examples_per_second");
   fmt::print("problem: logistic regression, {} examples x {} features, {} non-zeros each, l2 {}\n", f.gen.examples,
              f.gen.features, f.gen.nnz_per_example, f.l2);
   const sparse::LinearReference bench(f.gen, f.l2);
   fmt::print("optimum (L-BFGS): {:.8f} (|grad| {:.1e}, {:.1f} s)\n", bench.optimum.objective,
              bench.optimum.gradient_norm, bench.lbfgs_seconds);
 
-  std::ofstream csv(csv_path);
-  csv << "problem,policy,workers,tau,epoch,seconds,objective,relative_gap,mean_staleness,max_staleness,max_lead,"
-         "examples_per_second\n";
   fmt::print("{:<7} {:>7} {:>4} {:>10} {:>12} {:>10} {:>9} {:>5} {:>6}\n", "policy", "workers", "tau", "seconds",
              "objective", "gap", "stale", "lead", "<=1e-3");
   int missed = 0;
@@ -179,9 +230,9 @@ int staleness_linear(const StalenessFlags& f) {
       total.append(r);
       const double objective = bench.problem.objective(store.snapshot());
       gap = (objective - bench.optimum.objective) / bench.optimum.objective;
-      csv << fmt::format("linear,{},{},{},{},{:.6f},{:.10f},{:.6e},{:.4f},{},{},{:.1f}\n", to_string(s.policy),
-                         s.workers, tau_to_string(s.tau), e, total.seconds, objective, gap, r.staleness.mean(),
-                         r.staleness.max(), r.max_lead, r.examples_per_second);
+      csv.row(fmt::format("linear,{},{},{},{},{:.6f},{:.10f},{:.6e},{:.4f},{},{},{:.1f}\n", to_string(s.policy),
+                          s.workers, tau_to_string(s.tau), e, total.seconds, objective, gap, r.staleness.mean(),
+                          r.staleness.max(), r.max_lead, r.examples_per_second));
     }
     const bool ok = gap <= 1e-3;
     missed += ok ? 0 : 1;
@@ -191,8 +242,7 @@ int staleness_linear(const StalenessFlags& f) {
                ok ? "yes" : "NO");
   }
   csv.close();
-  if (!csv) throw RuntimeError(fmt::format("{}: writing the CSV failed", csv_path.string()));
-  plot(f, csv_path, dir / "staleness_linear.png",
+  plot(f, csv.path(), dir / "staleness_linear.png",
        fmt::format("logistic regression, {}k x {}k, nnz {}: loss vs staleness", f.gen.examples / 1000,
                    f.gen.features / 1000, f.gen.nnz_per_example));
   if (missed > 0) fmt::print("{} setting(s) did not reach 1e-3 of the optimum\n", missed);
@@ -207,7 +257,10 @@ int staleness_w2v(const StalenessFlags& f) {
   const auto settings = settings_of(f, "1,2,4", "inf");
   const std::uint64_t epochs = f.epochs ? f.epochs : 5;
   const auto dir = output_folder(f);
-  const auto csv_path = dir / "staleness_w2v.csv";
+  // analogy_accuracy: on each setting's last epoch, with --analogies.
+  Csv csv(dir / "staleness_w2v.csv",
+          "problem,policy,workers,tau,epoch,seconds,loss,mean_staleness,max_staleness,max_lead,words_per_second,"
+          "analogy_accuracy");
   w2v::TokenReader reader(f.corpus);
   const w2v::Vocabulary vocab = w2v::count_vocabulary(reader, {5, 0});
   const w2v::EncodedCorpus corpus = w2v::encode_corpus(reader, vocab);
@@ -220,8 +273,6 @@ int staleness_w2v(const StalenessFlags& f) {
   fmt::print("problem: word2vec skip-gram d{} w{} neg{} sample {}, {} ({} words, vocabulary {})\n", m.dim, m.window,
              m.negative, m.sample, f.corpus, corpus.tokens.size(), vocab.size());
 
-  std::ofstream csv(csv_path);
-  csv << "problem,policy,workers,tau,epoch,seconds,loss,mean_staleness,max_staleness,max_lead,words_per_second\n";
   fmt::print("{:<7} {:>7} {:>4} {:>10} {:>12} {:>9} {:>10}\n", "policy", "workers", "tau", "seconds", "words/s",
              "loss", "analogy");
   for (const auto& s : settings) {
@@ -234,28 +285,29 @@ int staleness_w2v(const StalenessFlags& f) {
     Trainer trainer(store, o);
     double seconds = 0, loss = 0;
     std::uint64_t examples = 0;
+    std::string analogy = "-";
     for (std::uint64_t e = 1; e <= epochs; ++e) {
       const auto r = trainer.run(model, e);
       seconds += r.seconds;
       examples += r.examples;
       loss = r.epochs.back().loss;
-      csv << fmt::format("w2v,{},{},{},{},{:.6f},{:.6f},{:.4f},{},{},{:.0f}\n", to_string(s.policy), s.workers,
-                         tau_to_string(s.tau), e, seconds, loss, r.staleness.mean(), r.staleness.max(), r.max_lead,
-                         r.examples_per_second * model.words_per_example());
-    }
-    std::string analogy = "-";
-    if (!questions.empty()) {
-      w2v::Embeddings e{vocab.words(), m.dim, store.snapshot("input")};
-      const auto report = w2v::evaluate_analogies(w2v::EmbeddingIndex(std::move(e)), questions);
-      analogy = fmt::format("{:.2f}%", 100.0 * report.accuracy());
+      std::string accuracy;
+      if (e == epochs && !questions.empty()) {
+        w2v::Embeddings vectors{vocab.words(), m.dim, store.snapshot("input")};
+        const auto report = w2v::evaluate_analogies(w2v::EmbeddingIndex(std::move(vectors)), questions);
+        accuracy = fmt::format("{:.6f}", report.accuracy());
+        analogy = fmt::format("{:.2f}%", 100.0 * report.accuracy());
+      }
+      csv.row(fmt::format("w2v,{},{},{},{},{:.6f},{:.6f},{:.4f},{},{},{:.0f},{}\n", to_string(s.policy), s.workers,
+                          tau_to_string(s.tau), e, seconds, loss, r.staleness.mean(), r.staleness.max(), r.max_lead,
+                          r.examples_per_second * model.words_per_example(), accuracy));
     }
     const double words_per_second = static_cast<double>(examples) * model.words_per_example() / seconds;
     fmt::print("{:<7} {:>7} {:>4} {:>10.2f} {:>12.0f} {:>9.4f} {:>10}\n", to_string(s.policy), s.workers,
                tau_to_string(s.tau), seconds, words_per_second, loss, analogy);
   }
   csv.close();
-  if (!csv) throw RuntimeError(fmt::format("{}: writing the CSV failed", csv_path.string()));
-  plot(f, csv_path, dir / "staleness_w2v.png",
+  plot(f, csv.path(), dir / "staleness_w2v.png",
        fmt::format("word2vec skip-gram on {}: training loss vs staleness", std::filesystem::path(f.corpus).filename().string()));
   return 0;
 }
@@ -273,7 +325,9 @@ int staleness_mf(const StalenessFlags& f) {
   }
   const std::uint64_t epochs = f.epochs ? f.epochs : 20;
   const auto dir = output_folder(f);
-  const auto csv_path = dir / "staleness_mf.csv";
+  Csv csv(dir / "staleness_mf.csv",
+          "problem,schedule,policy,workers,tau,epoch,seconds,loss,test_rmse,mean_staleness,max_staleness,max_lead,"
+          "examples_per_second");
   mf::Ratings all;
   std::string what;
   if (f.ratings.empty()) {
@@ -291,11 +345,12 @@ int staleness_mf(const StalenessFlags& f) {
     what = fmt::format("{}", f.ratings);
   }
   const auto split = mf::random_split(all, 0.1, 42);
+  if (split.test.size() == 0 || split.train.size() == 0) {
+    throw InputError(fmt::format("--ratings {}: {} rating(s) leave {} for the test split (10 %); give more ratings",
+                                 f.ratings, all.size(), split.test.size()));
+  }
   fmt::print("problem: biased MF k 32, lr 0.02, l2 0.05, on {} (90/10 split)\n", what);
 
-  std::ofstream csv(csv_path);
-  csv << "problem,schedule,policy,workers,tau,epoch,seconds,loss,test_rmse,mean_staleness,max_staleness,max_lead,"
-         "examples_per_second\n";
   fmt::print("{:<8} {:<7} {:>7} {:>4} {:>9} {:>14} {:>9} {:>9}\n", "schedule", "policy", "workers", "tau", "seconds",
              "updates/s", "stale", "test RMSE");
   for (const auto& schedule : schedules) {
@@ -328,9 +383,9 @@ int staleness_mf(const StalenessFlags& f) {
         seconds += r.seconds;
         stale.merge(r.staleness);
         rmse = mf::evaluate_errors(store, problem.global_mean(), split.test).rmse;
-        csv << fmt::format("mf,{},{},{},{},{},{:.6f},{:.6f},{:.6f},{:.4f},{},{},{:.1f}\n", schedule,
-                           to_string(s.policy), s.workers, tau, e, seconds, 2.0 * r.epochs.back().loss, rmse,
-                           r.staleness.mean(), r.staleness.max(), r.max_lead, r.examples_per_second);
+        csv.row(fmt::format("mf,{},{},{},{},{},{:.6f},{:.6f},{:.6f},{:.4f},{},{},{:.1f}\n", schedule,
+                            to_string(s.policy), s.workers, tau, e, seconds, 2.0 * r.epochs.back().loss, rmse,
+                            r.staleness.mean(), r.staleness.max(), r.max_lead, r.examples_per_second));
       }
       const double rate = static_cast<double>(problem.num_examples()) * static_cast<double>(epochs) / seconds;
       fmt::print("{:<8} {:<7} {:>7} {:>4} {:>9.2f} {:>14.3g} {:>9.2f} {:>9.4f}\n", schedule, to_string(s.policy),
@@ -338,8 +393,7 @@ int staleness_mf(const StalenessFlags& f) {
     }
   }
   csv.close();
-  if (!csv) throw RuntimeError(fmt::format("{}: writing the CSV failed", csv_path.string()));
-  plot(f, csv_path, dir / "staleness_mf.png", fmt::format("biased MF: test RMSE vs staleness ({})", what));
+  plot(f, csv.path(), dir / "staleness_mf.png", fmt::format("biased MF: test RMSE vs staleness ({})", what));
   return 0;
 }
 
@@ -354,17 +408,23 @@ int staleness_cnn(const StalenessFlags& f) {
     if (c != "off" && c != "on") throw InputError(fmt::format("--compensation: '{}': expected off or on", c));
     modes.push_back(c == "on");
   }
+  // Compensation acts on a view's age: tau 0 and inf have none to act on (one plain run each).
+  std::size_t runs = 0;
+  for (const auto& s : settings)
+    for (const bool compensate : modes) runs += !(compensate && (s.tau == 0 || s.tau == kUnbounded));
+  if (runs == 0) {
+    throw InputError("--compensation on: applies to a bounded tau > 0 only, and --taus has none: nothing to run");
+  }
   const std::uint64_t epochs = f.epochs ? f.epochs : 10;
   const auto dir = output_folder(f);
-  const auto csv_path = dir / "staleness_cnn.csv";
+  Csv csv(dir / "staleness_cnn.csv",
+          "problem,policy,workers,tau,epoch,seconds,images_per_s,train_loss,test_error,test_accuracy,"
+          "mean_staleness,max_staleness,momentum,lr");
   const auto tt = load_mnist(f.data);
   const dense::Network net = dense::lenet5();
   fmt::print("problem: LeNet-5, {} train / {} test images, batch 64 per worker, lr 0.02 cosine, momentum 0.9, "
              "weight decay 5e-4, {} epochs\n",
              tt.train.size(), tt.test.size(), epochs);
-  std::ofstream csv(csv_path);
-  csv << "problem,policy,workers,tau,epoch,seconds,images_per_s,train_loss,test_error,test_accuracy,"
-         "mean_staleness,max_staleness,momentum,lr\n";
   fmt::print("{:<12} {:>7} {:>4} {:>9} {:>10} {:>7} {:>9}\n", "policy", "workers", "tau", "seconds", "images/s",
              "stale", "accuracy");
   for (const auto& s : settings)
@@ -391,11 +451,10 @@ int staleness_cnn(const StalenessFlags& f) {
         seconds += r.seconds;
         stale = r.mean_staleness;
         last = r;
-        csv << fmt::format("cnn,{},{},{},{},{:.4f},{:.1f},{:.6f},{:.6f},{:.6f},{:.4f},{},{:.4f},{:.6f}\n", policy,
-                           s.workers, tau_to_string(s.tau), r.epoch, seconds, r.images_per_second, r.mean_loss,
-                           1.0 - r.test_accuracy, r.test_accuracy, r.mean_staleness, r.max_staleness, r.momentum,
-                           r.lr);
-        csv.flush();
+        csv.row(fmt::format("cnn,{},{},{},{},{:.4f},{:.1f},{:.6f},{:.6f},{:.6f},{:.4f},{},{:.4f},{:.6f}\n", policy,
+                            s.workers, tau_to_string(s.tau), r.epoch, seconds, r.images_per_second, r.mean_loss,
+                            1.0 - r.test_accuracy, r.test_accuracy, r.mean_staleness, r.max_staleness, r.momentum,
+                            r.lr));
       });
       fmt::print("{:<12} {:>7} {:>4} {:>9.1f} {:>10.0f} {:>7.2f} {:>8.2f}%\n", policy, s.workers,
                  tau_to_string(s.tau), seconds,
@@ -403,12 +462,15 @@ int staleness_cnn(const StalenessFlags& f) {
                  100.0 * last.test_accuracy);
     }
   csv.close();
-  plot(f, csv_path, dir / "staleness_cnn.png",
+  plot(f, csv.path(), dir / "staleness_cnn.png",
        "LeNet-5 on MNIST: test error vs staleness (batch 64 per worker, momentum 0.9)");
   return 0;
 }
 
 int staleness(const StalenessFlags& f) {
+  if (f.problem != "linear" && f.problem != "w2v" && f.problem != "mf" && f.problem != "cnn")
+    throw InputError(fmt::format("--problem '{}': expected linear, w2v, mf or cnn", f.problem));
+  check_flags_apply(f);
   if (f.problem == "linear") return staleness_linear(f);
   if (f.problem == "w2v") return staleness_w2v(f);
   if (f.problem == "mf") return staleness_mf(f);
@@ -441,7 +503,12 @@ void add_bench_commands(CLI::App& app, int& exit_code) {
   cmd->add_option("--l2", f->l2, "L2 strength")->capture_default_str();
   cmd->add_option("--out", f->out, "Output folder for the CSV and PNG")->capture_default_str();
   cmd->add_flag("--no-plot", f->no_plot, "Write the CSV only");
-  cmd->callback([f, &exit_code] { exit_code = run_guarded([&] { return staleness(*f); }); });
+  cmd->callback([f, cmd, &exit_code] {
+    for (const CLI::Option* o : cmd->get_options()) {
+      if (o->count() > 0) f->given.insert(o->get_name());
+    }
+    exit_code = run_guarded([&] { return staleness(*f); });
+  });
 }
 
 }  // namespace asgd::cli

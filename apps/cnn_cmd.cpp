@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "asgd/config.hpp"
 #include "asgd/dense/mnist.hpp"
@@ -437,7 +438,15 @@ int train(const CnnFlags& f, Distributed& dist) {
   return 0;
 }
 
+// Counts where 0 would mean nothing: refused rather than taken as 1.
+void expect_positive(std::initializer_list<std::pair<const char*, std::size_t>> counts) {
+  for (const auto& [flag, value] : counts) {
+    if (value == 0) throw InputError(fmt::format("{} 0: expected at least 1", flag));
+  }
+}
+
 int eval(const CnnFlags& f) {
+  expect_positive({{"--batch", f.batch}, {"--workers", f.workers}, {"--repeats", f.repeats}});
   const bool on_gpu = use_gpu(f.device, true);
   if (on_gpu && f.workers > 1) {
     if (f.device == "gpu") throw InputError("--workers: CPU threads; not with --device gpu (one stream evaluates)");
@@ -454,11 +463,10 @@ int eval(const CnnFlags& f) {
   // Timed over `repeats` passes (the first warms caches); the median is printed.
   std::vector<double> rates;
   dense::EvalResult r;
-  for (std::size_t i = 0; i < std::max<std::size_t>(1, f.repeats); ++i) {
+  for (std::size_t i = 0; i < f.repeats; ++i) {
     const auto start = std::chrono::steady_clock::now();
-    r = on_gpu ? gpu::evaluate(net, ck.params.data(), test, std::max<std::size_t>(1, f.batch))
-               : dense::evaluate(net, ck.params.data(), test, std::max<std::size_t>(1, f.batch),
-                                 std::max<std::size_t>(1, f.workers));
+    r = on_gpu ? gpu::evaluate(net, ck.params.data(), test, f.batch)
+               : dense::evaluate(net, ck.params.data(), test, f.batch, f.workers);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     rates.push_back(static_cast<double>(test.size()) / std::max(s, 1e-9));
   }
@@ -475,18 +483,30 @@ int eval(const CnnFlags& f) {
 // The floor: LeNet-5's GEMM FLOPs per training image over the device's
 // measured SGEMM rate, the images/s a step could reach if it did nothing
 // but large GEMMs at full speed (bench/RESULTS.md compares training with it).
-int floor_cmd(CnnFlags f) {
-  f.threads = std::max<std::size_t>(1, f.threads);
+int floor_cmd(const CnnFlags& f) {
+  expect_positive({{"--threads", f.threads}, {"--workers", f.workers}, {"--repeats", f.repeats}});
   const bool on_gpu = use_gpu(f.device, f.quiet);
+  // The CPU's flags: refused when the GPU was asked for, a note when auto chose it (as cnn train and eval do).
+  if (on_gpu && (f.threads > 1 || f.workers > 1)) {
+    const char* flag = f.workers > 1 ? "--workers" : "--threads";
+    if (f.device == "gpu") throw InputError(fmt::format("{}: CPU only (GPU streams share the device's floor)", flag));
+    std::fprintf(stderr, "asgd cnn floor: note: %s is for the CPU; the GPU's floor ignores it\n", flag);
+  }
+  const unsigned cores = std::thread::hardware_concurrency();
+  if (!on_gpu && cores > 0 && f.workers * f.threads > cores && !f.quiet) {
+    std::fprintf(stderr,
+                 "asgd cnn floor: note: %zu workers x %zu threads assumes as many cores; this machine has %u, so "
+                 "the floor is above what it can reach\n",
+                 f.workers, f.threads, cores);
+  }
   const dense::Network net = dense::lenet5();
   const auto flops = net.flops_per_sample();
   const std::size_t n = f.size > 0 ? f.size : (on_gpu ? 4096 : 2048);
   if (n > 16384) throw InputError(fmt::format("--size {}: at most 16384 (three n x n matrices)", n));
-  const std::size_t repeats = std::max<std::size_t>(1, f.repeats);
+  const std::size_t repeats = f.repeats;
   // CPU workers each run their own GEMMs on their own cores: W of them reach
   // W times one worker's floor. GPU streams share one device's rate.
-  const std::size_t workers = std::max<std::size_t>(1, f.workers);
-  if (on_gpu && workers > 1) throw InputError("cnn floor --workers: CPU only (GPU streams share the device's floor)");
+  const std::size_t workers = on_gpu ? 1 : f.workers;
   const double gflops =
       on_gpu ? gpu::sgemm_gflops(n, repeats) : dense::sgemm_gflops(n, repeats, f.threads);
   const double images_per_s = gflops * 1e9 / flops.training * static_cast<double>(workers);

@@ -294,6 +294,16 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
   }
   if (f.train == "-" && f.read_vocab == "-")
     throw InputError("-train - and -read-vocab -: only one of them can read standard input");
+  // mpirun gives standard input to rank 0 alone: every rank reads the corpus and the vocabulary.
+  if (dist.active()) {
+    for (const auto& [flag, path] : {std::pair{"-train", f.train}, std::pair{"-read-vocab", f.read_vocab}}) {
+      if (path == "-" || path == "/dev/stdin") {
+        throw InputError(fmt::format("{} {}: under mpirun standard input reaches rank 0 only; give a file every "
+                                     "rank can read",
+                                     flag, path));
+      }
+    }
+  }
 
   // Before the corpus is read: the flags that need parsing.
   const Consistency consistency = parse_flag("-policy", [&] { return parse_consistency(f.policy); });
@@ -378,7 +388,7 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
     vocab = f.read_vocab.empty() ? count_vocabulary(reader, vo, &counted)
                                  : Vocabulary::read(f.read_vocab, vo, &vocab_left_out);
   }
-  if (!f.save_vocab.empty()) vocab.save(f.save_vocab);
+  if (!f.save_vocab.empty() && dist.root()) vocab.save(f.save_vocab);  // rank 0's, as -output
   // Every rank reads the whole corpus (one vocabulary, one noise
   // distribution) and trains its shard of the sentences.
   EncodedCorpus corpus = encode_corpus(reader, vocab);

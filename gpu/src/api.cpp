@@ -77,8 +77,15 @@ const Loaded& backend() {
       l.table = table;
       return l;
     }
-    l.error = std::string("the CUDA backend ") + ASGD_GPU_BACKEND_NAME + " was not found (looked for " + tried +
-              "; set ASGD_GPU_BACKEND to its path)";
+    const char* env = std::getenv("ASGD_GPU_BACKEND");
+    if (env != nullptr && *env != '\0') {
+      // The variable names the one file to load: saying "set it" would not help.
+      l.error = std::string("ASGD_GPU_BACKEND=") + env + ": no such file (it names the CUDA backend, " +
+                ASGD_GPU_BACKEND_NAME + "; unset it to look in the usual places)";
+    } else {
+      l.error = std::string("the CUDA backend ") + ASGD_GPU_BACKEND_NAME + " was not found (looked for " + tried +
+                "; set ASGD_GPU_BACKEND to its path)";
+    }
     return l;
   }();
   return loaded;

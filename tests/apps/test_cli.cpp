@@ -510,3 +510,35 @@ TEST_F(Cli, StalenessBenchWritesCsvAndPlot) {
     EXPECT_GT(fs::file_size(path("st/staleness_linear.png")), 10000u);
   }
 }
+
+// A sweep's flags are checked before anything runs: a flag of another problem (it used to be ignored, and with
+// cnn --policies ran one setting three times), 0 for a count (it meant the default), more workers than the
+// engine takes (refused only when that setting came up), a sweep with nothing to run, a CSV that cannot be
+// written (reported after the whole sweep), an mf split with no test ratings (RMSE nan).
+TEST_F(Cli, StalenessBenchRefusesWhatItWouldIgnoreBeforeRunning) {
+  const auto bench = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = {"bench", "staleness", "--no-plot"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    if (std::find(a.begin(), a.end(), "--out") == a.end()) a.insert(a.end(), {"--out", path("st")});
+    return run(a);
+  };
+  std::ofstream(path("two.txt")) << "u1 i1 5\nu2 i2 3\n";
+  fs::create_directories(path("blocked/staleness_linear.csv"));
+  const std::pair<std::vector<std::string>, std::string> cases[] = {
+      {{"--problem", "mf", "--l2", "0.5"}, "--l2: does nothing with --problem mf (it is for linear)"},
+      {{"--problem", "cnn", "--policies", "racy,atomic"}, "--policies: does nothing with --problem cnn"},
+      {{"--problem", "w2v", "--corpus", "x", "--data", "builtin"}, "--data: does nothing with --problem w2v"},
+      {{"--epochs", "0"}, "--epochs 0: expected 1 to"},
+      {{"--step", "0"}, "--step 0: expected at least 1"},
+      {{"--workers", "1,2000"}, "--workers: '2000': expected 1 to 1024"},
+      {{"--problem", "cnn", "--taus", "0,inf", "--compensation", "on"}, "nothing to run"},
+      {{"--examples", "100", "--out", path("blocked")}, "staleness_linear.csv: cannot write the CSV"},
+      {{"--problem", "mf", "--ratings", path("two.txt")}, "leave 0 for the test split"},
+  };
+  for (const auto& [extra, message] : cases) {
+    const auto r = bench(extra);
+    EXPECT_EQ(r.status, 2) << extra[0] << ": " << r.output;
+    EXPECT_NE(r.output.find(message), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("optimum (L-BFGS)"), std::string::npos) << "ran before refusing: " << r.output;
+  }
+}

@@ -382,10 +382,10 @@ TEST_F(CnnCli, CudaBackendIsLoadedOnlyByGpuCommands) {
   ::unsetenv("ASGD_GPU_BACKEND");
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_EQ(gpu.status, 2) << gpu.output;
-  EXPECT_NE(gpu.output.find(missing), std::string::npos) << gpu.output;
-  EXPECT_NE(gpu.output.find("ASGD_GPU_BACKEND"), std::string::npos) << gpu.output;
+  // The variable names a file that is not there: said so (it used to advise setting the variable).
+  EXPECT_NE(gpu.output.find("ASGD_GPU_BACKEND=" + missing + ": no such file"), std::string::npos) << gpu.output;
   EXPECT_EQ(automatic.status, 0) << automatic.output;
-  EXPECT_NE(automatic.output.find("device: cpu (the CUDA backend"), std::string::npos) << automatic.output;
+  EXPECT_NE(automatic.output.find("device: cpu (ASGD_GPU_BACKEND=" + missing), std::string::npos) << automatic.output;
 }
 
 // `asgd cnn floor`: LeNet-5's FLOPs per training image and the measured
@@ -407,6 +407,15 @@ TEST_F(CnnCli, FloorIsFlopsOverTheMeasuredSgemmRate) {
   ASSERT_EQ(two.status, 0) << two.output;
   ASSERT_EQ(std::sscanf(two.output.c_str(), "%lf %lf %lf", &flops, &gflops, &images), 3) << two.output;
   EXPECT_NEAR(images, 2 * gflops * 1e9 / flops, 0.001 * images + 1);
+  // 0 is refused (it was taken as 1), here and in cnn eval.
+  for (const char* flag : {"--repeats", "--threads", "--workers"}) {
+    const auto zero = run({"cnn", "floor", "--size", "64", flag, "0"});
+    EXPECT_EQ(zero.status, 2) << zero.output;
+    EXPECT_NE(zero.output.find(std::string(flag) + " 0: expected at least 1"), std::string::npos) << zero.output;
+  }
+  const auto eval = run({"cnn", "eval", "--model", path("none.asgd"), "--batch", "0"});
+  EXPECT_EQ(eval.status, 2) << eval.output;
+  EXPECT_NE(eval.output.find("--batch 0: expected at least 1"), std::string::npos) << eval.output;
 }
 
 #if defined(ASGD_GPU_EMULATED)
@@ -518,5 +527,15 @@ TEST_F(CnnCli, GpuCommandsOnTheEmulatedBackend) {
   ASSERT_EQ(floor.status, 0) << floor.output;
   EXPECT_NE(floor.output.find("SGEMM 128 x 128 x 128, FP32: "), std::string::npos) << floor.output;
   EXPECT_GT(asgd::testing::number_after(floor.output, "floor: "), 0.0) << floor.output;
+  // The CPU's flags: refused with --device gpu (--threads was ignored), a note with auto (--workers was refused).
+  ::setenv("ASGD_GPU_BACKEND", ASGD_GPU_EMULATED, 1);
+  const auto gpu_threads = run({"cnn", "floor", "--device", "gpu", "--size", "64", "--threads", "2"});
+  const auto auto_workers =
+      run({"cnn", "floor", "--device", "auto", "--size", "64", "--repeats", "1", "--workers", "2"});
+  ::unsetenv("ASGD_GPU_BACKEND");
+  EXPECT_EQ(gpu_threads.status, 2) << gpu_threads.output;
+  EXPECT_NE(gpu_threads.output.find("--threads: CPU only"), std::string::npos) << gpu_threads.output;
+  ASSERT_EQ(auto_workers.status, 0) << auto_workers.output;
+  EXPECT_NE(auto_workers.output.find("note: --workers is for the CPU"), std::string::npos) << auto_workers.output;
 }
 #endif

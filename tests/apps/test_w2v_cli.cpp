@@ -295,6 +295,26 @@ TEST_F(W2vCli, CheckpointLetsTrainingGoOnForMoreEpochs) {
   EXPECT_NE(r.output.find("not a word2vec checkpoint"), std::string::npos) << r.output;
 }
 
+// The w2v staleness sweep puts each setting's analogy accuracy in the CSV, on its last epoch's row (it used to
+// print it only).
+TEST_F(W2vCli, StalenessSweepWritesAnalogyAccuracyInTheCsv) {
+  const auto corpus = write("c.txt", topics_corpus(1000));
+  write("q.txt", ": topic\nw0 w1 w20 w21\nw0 w2 w40 w42\n");
+  const auto r = run({"bench", "staleness", "--problem", "w2v", "--corpus", corpus, "--analogies", path("q.txt"),
+                      "--epochs", "2", "--workers", "1", "--policies", "racy", "--no-plot", "--out", path("st")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::istringstream csv(slurp("st/staleness_w2v.csv"));
+  std::string header, first, last;
+  std::getline(csv, header);
+  std::getline(csv, first);
+  std::getline(csv, last);
+  EXPECT_EQ(header.substr(header.rfind(',') + 1), "analogy_accuracy");
+  EXPECT_EQ(first.back(), ',') << first;  // epoch 1 of 2: not scored
+  const double accuracy = std::stod(last.substr(last.rfind(',') + 1));
+  EXPECT_GE(accuracy, 0.0);
+  EXPECT_LE(accuracy, 1.0);
+}
+
 TEST_F(W2vCli, EvalReportsAndErrors) {
   const auto corpus = write("c.txt", topics_corpus(1000));
   ASSERT_EQ(w2v({"-train", corpus, "-size", "8", "-iter", "1", "-min-count", "1", "-output", path("v.txt")}).status,

@@ -224,6 +224,17 @@ refused_at_start "w2v: ranks with other corpora" 'the corpus (rank 1 differs fro
 refused_at_start "w2v: ranks with another -window" 'the ranks differ in -window (rank 1 differs from rank 0' \
   -n 1 "${w2v_rank[@]}" -train "$work/corpus.txt" : -n 1 "${w2v_rank[@]}" -train "$work/corpus.txt" -window 2
 echo "w2v, ranks given other corpora or -window: refused at the start"
+# Standard input reaches rank 0 alone: -train - is refused on every rank, with the reason.
+refused_at_start "w2v: -train - under mpirun" 'under mpirun standard input reaches rank 0 only' \
+  -n 2 "${w2v_rank[@]}" -train - < "$work/corpus.txt"
+# -save-vocab is rank 0's, as -output: a rank that could not write it (another working folder) ended the job.
+mkdir -p "$work/rank0/sub" "$work/rank1"
+w2v_anywhere=("$(realpath "$asgd")" "${w2v_rank[@]:1}")  # -wdir: the command's path must not be relative
+timeout 120 "$mpiexec" --oversubscribe -n 1 -wdir "$work/rank0" "${w2v_anywhere[@]}" -train "$work/corpus.txt" \
+  -save-vocab sub/vocab.txt : -n 1 -wdir "$work/rank1" "${w2v_anywhere[@]}" -train "$work/corpus.txt" \
+  -save-vocab sub/vocab.txt > "$work/log" 2>&1 || fail "w2v -save-vocab under mpirun: rank 1 wrote it too"
+[[ -s "$work/rank0/sub/vocab.txt" ]] || fail "w2v -save-vocab under mpirun: rank 0 did not write it"
+echo "w2v under mpirun: -train - refused, -save-vocab written by rank 0 alone"
 # A checkpoint records the whole corpus's words per epoch, not rank 0's shard's: resumed on the same corpus, by the
 # same ranks or by one process, nobody is warned of another corpus.
 mpi 2 w2v -train "$work/corpus.txt" -output /dev/null -size 8 -iter 1 -min-count 1 -threads 1 \

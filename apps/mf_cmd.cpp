@@ -161,6 +161,15 @@ LoadedModel load_model(const std::string& path, const std::string& shm = {}) {
   if (!shm.empty()) {
     m.store.emplace(ParamStore::attach_shared(shm, d.layout, Access::read_only));
   } else {
+    // `mf train --shm` writes the model file before it trains (a server needs its ids meanwhile) and again at
+    // the end: a file still at epoch 0 is from a run that did not finish, its factors the initial random ones.
+    if (d.state.epoch == 0) {
+      fmt::print(stderr,
+                 "asgd mf: warning: {} holds no trained epoch (written as training into shared memory began, by a "
+                 "run that did not finish): its factors are the initial ones; serve the segment with --shm NAME, "
+                 "or train again\n",
+                 path);
+    }
     m.store.emplace(ParamStore::on_heap(d.layout));
     m.store->assign(d.params);
   }

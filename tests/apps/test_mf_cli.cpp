@@ -83,6 +83,11 @@ TEST_F(MfCli, ServesTopKFromALiveSegmentWhileTrainingWritesIt) {
   trainer.kill_now();
   trainer.wait();
   asgd::ParamStore::remove_shared(shm);
+  // The killed run's model file is the one written before training: read alone, it is said to hold the initial
+  // factors (it was used without a word).
+  r = run({"mf", "recommend", path("m"), "--user", "u3", "-k", "5"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("holds no trained epoch"), std::string::npos) << r.output;
 }
 
 // A segment's rows are users and items in the order the file that made it numbered them. The same ratings in

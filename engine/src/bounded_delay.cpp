@@ -74,15 +74,20 @@ BoundedDelay::WorkerClock& BoundedDelay::own(std::size_t w, const char* what) {
   return clocks_[w];
 }
 
-std::optional<std::uint64_t> BoundedDelay::enter(std::size_t w) {
-  WorkerClock& own_clock = own(w, "enter");
-  const std::uint64_t c = own_clock.completed.load(std::memory_order_relaxed);
-  if (c == kUnbounded || own_clock.computing.load(std::memory_order_relaxed) != kUnbounded) {
-    throw std::logic_error(fmt::format("bounded delay: enter({}) while {}", w,
+BoundedDelay::WorkerClock& BoundedDelay::between_steps(std::size_t w, const char* what) {
+  WorkerClock& mine = own(w, what);
+  const std::uint64_t c = mine.completed.load(std::memory_order_relaxed);
+  if (c == kUnbounded || mine.computing.load(std::memory_order_relaxed) != kUnbounded) {
+    throw std::logic_error(fmt::format("bounded delay: {}({}) while {}", what, w,
                                        c != kUnbounded ? "in a step"
-                                       : own_clock.paused ? "paused"
-                                                          : "retired"));
+                                       : mine.paused   ? "paused"
+                                                       : "retired"));
   }
+  return mine;
+}
+
+std::optional<std::uint64_t> BoundedDelay::enter(std::size_t w) {
+  const std::uint64_t c = between_steps(w, "enter").completed.load(std::memory_order_relaxed);
   // A worker may start step c once every other worker completed c - tau steps.
   // (c - slow, not slow + tau: a huge finite tau must not wrap around.)
   auto allowed = [&](std::uint64_t slow) {
@@ -123,26 +128,19 @@ void BoundedDelay::retire(std::size_t w) {
 }
 
 void BoundedDelay::pause(std::size_t w) {
-  WorkerClock& own_clock = own(w, "pause");
-  const std::uint64_t c = own_clock.completed.load(std::memory_order_relaxed);
-  if (c == kUnbounded || own_clock.computing.load(std::memory_order_relaxed) != kUnbounded) {
-    throw std::logic_error(fmt::format("bounded delay: pause({}) while {}", w,
-                                       c != kUnbounded ? "in a step"
-                                       : own_clock.paused ? "paused"
-                                                          : "retired"));
-  }
-  own_clock.paused = true;
-  clocks_[w].paused_at = c;
-  clocks_[w].completed.store(kUnbounded, std::memory_order_seq_cst);
+  WorkerClock& mine = between_steps(w, "pause");
+  mine.paused = true;
+  mine.paused_at = mine.completed.load(std::memory_order_relaxed);
+  mine.completed.store(kUnbounded, std::memory_order_seq_cst);
   { std::scoped_lock lock(mutex_); }
   wake_.notify_all();
 }
 
 void BoundedDelay::resume(std::size_t w) {
-  WorkerClock& own_clock = own(w, "resume");
-  if (!own_clock.paused) throw std::logic_error(fmt::format("bounded delay: resume({}) of a worker not paused", w));
-  own_clock.paused = false;
-  clocks_[w].completed.store(clocks_[w].paused_at, std::memory_order_seq_cst);
+  WorkerClock& mine = own(w, "resume");
+  if (!mine.paused) throw std::logic_error(fmt::format("bounded delay: resume({}) of a worker not paused", w));
+  mine.paused = false;
+  mine.completed.store(mine.paused_at, std::memory_order_seq_cst);
 }
 
 void BoundedDelay::cancel() {

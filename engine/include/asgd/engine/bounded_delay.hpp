@@ -92,7 +92,10 @@ class BoundedDelay {
     std::uint64_t paused_at = 0;  // the clock, while paused (w's own)
     bool paused = false;
   };
+  // w's clock; std::logic_error naming `what` when w is out of range, or (between_steps) in a step, paused or
+  // retired.
   WorkerClock& own(std::size_t w, const char* what);
+  WorkerClock& between_steps(std::size_t w, const char* what);
 
   std::size_t workers_;
   std::uint64_t tau_;

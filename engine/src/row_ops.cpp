@@ -81,7 +81,7 @@ void bilinear_step_generic(float* a, float* b, std::size_t n, float sa, float da
 }
 
 void axpy_generic(float s, const float* x, float* y, std::size_t n) noexcept {
-  for (std::size_t k = 0; k < n; ++k) y[k] += s * x[k];
+  for (std::size_t k = 0; k < n; ++k) y[k] += s * read_shared(x + k);
 }
 
 #if defined(ASGD_ROWS_X86) && !defined(ASGD_ROWS_TSAN)

@@ -84,7 +84,6 @@ Word2Vec::Scratch& Word2Vec::scratch() const {
   };
   grow(s.hidden, dim);
   grow(s.hidden_grad, dim);
-  grow(s.row, dim);
   grow(s.sentence, kMaxSentence);
   grow(s.targets, targets);
   if (options_.batch) {

@@ -37,7 +37,7 @@ void add_scaled(float* shared, const float* d, float scale, std::size_t n) noexc
 void bilinear_step(float* a, float* b, std::size_t n, float sa, float da, float sb, float db) noexcept;
 
 // sum_k a[k] * b[k]; either row may be shared (each float read whole), and
-// y[k] += s * x[k] on local rows.
+// y[k] += s * x[k] into a local row y (x may be shared, read as dot reads).
 float dot(const float* a, const float* b, std::size_t n) noexcept;
 void axpy(float s, const float* x, float* y, std::size_t n) noexcept;
 

@@ -61,6 +61,17 @@ class UpdateSink {
   // sum_k x[a + k] * x[b + k] over two rows of shared parameters (each
   // float read whole, as read()).
   float dot(std::size_t a, std::size_t b, std::size_t n) const noexcept { return rows::dot(params_ + a, params_ + b, n); }
+  // The same for a local row `local` against the shared row at offset, and
+  // out[k] += s * x[offset + k] into a local row: a model that uses a shared
+  // row twice (a dot, then its gradient) reads it in place each time, as
+  // word2vec.c does, rather than copying it first (read()); another worker's
+  // update may land in between.
+  float dot(const float* local, std::size_t offset, std::size_t n) const noexcept {
+    return rows::dot(local, params_ + offset, n);
+  }
+  void add_row_to(float s, std::size_t offset, float* out, std::size_t n) const noexcept {
+    rows::axpy(s, params_ + offset, out, n);
+  }
 
   // The gradient of a bilinear term on two rows a, b (not overlapping): for
   // a loss L(x) at x = a . b with L2 weight l2 on both rows, g = L'(x) and

@@ -96,7 +96,7 @@ class Word2Vec {
  private:
   struct Scratch {
     std::vector<std::uint32_t> sentence;
-    std::vector<float> hidden, hidden_grad, row;
+    std::vector<float> hidden, hidden_grad;
     std::vector<std::uint32_t> targets;
     // HogBatch: contexts x dim inputs and their gradients, targets x dim
     // outputs and theirs, contexts x targets scores.
@@ -133,22 +133,20 @@ double Word2Vec::train_targets(std::uint32_t word, Scratch& s, FastRng& rng, Sin
   const std::size_t dim = options_.dim;
   float* const hidden = s.hidden.data();
   float* const grad = s.hidden_grad.data();
-  float* const row = s.row.data();
   double loss = 0;
   if (options_.hs) {
     const auto code = tree_.code(word);
     const auto points = tree_.points(word);
     for (std::size_t d = 0; d < code.size(); ++d) {
       const std::size_t offset = hs_offset_ + points[d] * stride_;
-      sink.read(offset, row, dim);
-      const float f = rows::dot(hidden, row, dim);
+      const float f = sink.dot(hidden, offset, dim);
       // code 1 means "left": the target of sigmoid is 1 - code.
       const float label = 1.0f - static_cast<float>(code[d]);
       loss += sigmoid_.neg_log_sigmoid(label > 0 ? f : -f);
       ++pairs;
       if (f <= -SigmoidTable::kMaxExp || f >= SigmoidTable::kMaxExp) continue;
       const float g = label - sigmoid_.sigmoid(f);
-      rows::axpy(g, row, grad, dim);
+      sink.add_row_to(g, offset, grad, dim);
       sink.add_gradient(offset, hidden, dim, -g);
     }
   }
@@ -164,8 +162,7 @@ double Word2Vec::train_targets(std::uint32_t word, Scratch& s, FastRng& rng, Sin
     for (std::size_t d = 0; d <= options_.negative; ++d) {
       if (d > 0 && targets[d] == word) continue;
       const std::size_t offset = output_offset_ + targets[d] * stride_;
-      sink.read(offset, row, dim);
-      const float f = rows::dot(hidden, row, dim);
+      const float f = sink.dot(hidden, offset, dim);
       const float label = d == 0 ? 1.0f : 0.0f;
       loss += sigmoid_.neg_log_sigmoid(d == 0 ? f : -f);
       ++pairs;
@@ -178,7 +175,9 @@ double Word2Vec::train_targets(std::uint32_t word, Scratch& s, FastRng& rng, Sin
         g = label - sigmoid_.sigmoid(f);
       }
       if (g == 0.0f) continue;
-      rows::axpy(g, row, grad, dim);
+      // The output row is read in place, for the dot and again here (word2vec.c's order): a copy of it first
+      // cost a sixth of the loop's instructions.
+      sink.add_row_to(g, offset, grad, dim);
       sink.add_gradient(offset, hidden, dim, -g);  // the engine multiplies by the rate
     }
   }
@@ -273,8 +272,7 @@ double Word2Vec::gradient(std::size_t i, Sink& sink) const {
       std::size_t context = 0;
       for (std::size_t c = lo; c <= hi; ++c) {
         if (c == pos) continue;
-        sink.read(input_offset_ + s.sentence[c] * stride_, s.row.data(), dim);
-        rows::axpy(1.0f, s.row.data(), hidden, dim);
+        sink.add_row_to(1.0f, input_offset_ + s.sentence[c] * stride_, hidden, dim);
         ++context;
       }
       if (context == 0) continue;

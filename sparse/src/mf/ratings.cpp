@@ -378,9 +378,28 @@ Split leave_k_out(const Ratings& all, std::size_t k) {
       std::stable_sort(rows.begin(), rows.end(),
                        [&](std::size_t a, std::size_t b) { return all.timestamp[a] < all.timestamp[b]; });
     }
-    const std::size_t keep = rows.size() > k ? rows.size() - k : rows.size();
-    train.insert(train.end(), rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(keep));
-    test.insert(test.end(), rows.begin() + static_cast<std::ptrdiff_t>(keep), rows.end());
+    // The latest rating of each of the k most recent distinct items goes to test; the user's earlier ratings of
+    // those items leave the training part too, so the model has never seen a held-out item (a log that repeats
+    // an interaction would otherwise score an item it trained on as unseen).
+    std::vector<std::uint32_t> held;  // the k most recent distinct items, and one more if the user has it
+    for (auto r = rows.rbegin(); r != rows.rend() && held.size() <= k; ++r) {
+      if (std::find(held.begin(), held.end(), all.item[*r]) == held.end()) held.push_back(all.item[*r]);
+    }
+    if (held.size() <= k) {  // k or fewer distinct items: all of them train (a user needs one to train on)
+      train.insert(train.end(), rows.begin(), rows.end());
+      continue;
+    }
+    held.pop_back();
+    std::vector<std::uint32_t> placed;  // held items whose latest rating went to test
+    for (auto r = rows.rbegin(); r != rows.rend(); ++r) {
+      const std::uint32_t item = all.item[*r];
+      if (std::find(held.begin(), held.end(), item) == held.end()) {
+        train.push_back(*r);
+      } else if (std::find(placed.begin(), placed.end(), item) == placed.end()) {
+        placed.push_back(item);
+        test.push_back(*r);
+      }
+    }
   }
   std::sort(train.begin(), train.end());
   std::sort(test.begin(), test.end());

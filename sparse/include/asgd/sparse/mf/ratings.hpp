@@ -111,8 +111,10 @@ Split random_split(const Ratings& all, double test_fraction, std::uint64_t seed)
 // Per user, a seeded random `test_fraction` of the user's ratings (rounded,
 // at least one when the user has two or more) goes to test.
 Split random_split_per_user(const Ratings& all, double test_fraction, std::uint64_t seed);
-// Per user, the k most recent ratings (by timestamp; the last k in file
-// order when there are none) go to test; users with <= k ratings keep all in train.
+// Per user, the latest rating of each of the k most recently rated distinct
+// items (by timestamp; file order when there are none) goes to test, and the
+// user's other ratings of those items are dropped, so no held-out item was
+// trained on; users with <= k distinct items keep all in train.
 Split leave_k_out(const Ratings& all, std::size_t k);
 
 }  // namespace asgd::sparse::mf

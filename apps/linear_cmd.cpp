@@ -246,8 +246,10 @@ int train(const TrainFlags& f, Distributed& dist) {
       throw InputError(fmt::format("--resume {}: {} epochs are done already; {} (give more)", f.resume,
                                    saved.state.epoch,
                                    f.until_epoch ? "--until-epoch is the last to train" : "--epochs is the run's total"));
-    if (dist.root()) warn_options_changed("linear train", f.resume, saved_options(saved.metadata), run_options);
+    // Loaded first: a step rule it refuses (AdaGrad on or off) is an error, not a warning followed by one.
+    const nlohmann::json before = saved_options(saved.metadata);
     trainer.load_checkpoint(std::move(saved), own);
+    if (dist.root()) warn_options_changed("linear train", f.resume, before, run_options);
     if (dist.root()) fmt::print(out, "resumed from {} at epoch {}\n", f.resume, trainer.state().epoch);
   }
   if (dist.active()) fmt::print(out, "mpi: {}; rank 0 trains {} of {} examples\n", dist.describe(), problem.num_examples(),

@@ -49,9 +49,10 @@ void add_shm_commands(CLI::App& app, int& exit_code) {
           throw InputError(fmt::format("{}; not removed (pass --force to remove it anyway)", e.what()));
         }
         if (!info.writers.empty()) {
-          throw InputError(fmt::format("segment '{}' has {} live writer(s) (pid {}); a new trainer would start a "
+          throw InputError(fmt::format("segment '{}' has {} live writer(s) ({} {}); a new trainer would start a "
                                        "second model under the same name. Stop them, or pass --force",
-                                       *name, info.writers.size(), info.writers[0]));
+                                       *name, info.writers.size(), info.writers.size() > 1 ? "pids" : "pid",
+                                       fmt::join(info.writers, ", ")));
         }
       }
       if (!ParamStore::remove_shared(*name)) throw InputError(fmt::format("no shared segment '{}'", *name));

@@ -74,7 +74,7 @@ const char* kUsage = R"(usage: asgd w2v -train FILE [options]   (FILE may be - f
   -checkpoint FILE   save parameters, vocabulary and epoch after every epoch
   -resume FILE       continue a checkpointed run up to -iter epochs (default: the run's own);
                      a finished run's vectors are written again without -train
-  -quiet 1           no progress line
+  -quiet 1           no progress line (word2vec.c's -debug 0 is the same; -debug N > 0 is the default)
 Under mpirun -np N (each rank trains 1/N of the sentences; rank 0 writes):
   -allreduce A       tree, ring or native (ring)
   -average-every E   average the ranks' vectors every epoch or every E local steps (epoch)
@@ -135,6 +135,12 @@ W2vFlags parse_flags(const std::vector<std::string>& args) {
       {"policy", [&](auto&, auto& v) { f.policy = v; }},
       {"tau", [&](auto&, auto& v) { f.tau = v; }},
       {"quiet", [&](auto& n, auto& v) { int q = 0; boolean(n, v, q); f.quiet = q; }},
+      // word2vec.c's verbosity (2 by default): 0 is -quiet 1, more is asgd's usual report.
+      {"debug", [&](auto& n, auto& v) { std::uint64_t d = 0; unsigned_flag(n, v, d); f.quiet = d == 0; }},
+      {"classes", [&](auto&, auto&) {
+         throw InputError("-classes: word2vec.c's K-means word classes are not part of asgd w2v; write the vectors "
+                          "(-output) and cluster them");
+       }},
       {"allreduce", [&](auto&, auto& v) { f.dist.allreduce = v; }},
       {"average-every", [&](auto&, auto& v) { f.dist.average_every = v; }},
       {"average-weighted", [&](auto& n, auto& v) { int w = 0; boolean(n, v, w); f.dist.weighted = w; }},
@@ -155,6 +161,8 @@ W2vFlags parse_flags(const std::vector<std::string>& args) {
     if (i + 1 >= args.size()) throw InputError(fmt::format("-{}: expects a value", name));
     // word2vec.c reads a flag's first value, a last-wins parser its last: neither is what a repeat meant.
     if (f.given.count(name)) throw InputError(fmt::format("-{}: given twice", name));
+    if ((name == "debug" && f.given.count("quiet")) || (name == "quiet" && f.given.count("debug")))
+      throw InputError("-debug and -quiet: give one of them");
     h->second(name, args[++i]);
     f.given.insert(name);
   }

@@ -342,6 +342,7 @@ TEST_F(Cli, ResumedTrainingEqualsUninterrupted) {
   r = with({"--epochs", "6", "--resume", path("plain")});
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("holds no AdaGrad sums and this run uses AdaGrad"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("warning"), std::string::npos) << r.output;  // not "the run continues" first
   // A resume keeps the run's seed, and must have epochs left to train; a stop with nothing to resume from is
   // refused (before: each was run, and said nothing).
   r = run({"linear", "train", "--data", path("r.svm"), "--workers", "1", "--seed", "7", "--adagrad", "--quiet",

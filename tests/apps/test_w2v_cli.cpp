@@ -132,6 +132,17 @@ TEST_F(W2vCli, OutputToANonRegularFileIsWrittenInPlace) {
   r = run({"w2v", "-train", corpus, "-size", "4", "-iter", "1", "-min-count", "1", "-output", "-", "-quiet", "1"});
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("\n60 4\n"), std::string::npos) << r.output.substr(0, 300);
+  // word2vec.c's -debug is taken (it was an unknown flag): -debug 0 is -quiet 1.
+  const std::vector<std::string> one = {"w2v", "-train", corpus, "-size", "4", "-iter", "1", "-min-count", "1",
+                                        "-threads", "1", "-output", "-"};
+  auto with = [&](std::vector<std::string> a, std::string flag) {
+    a.insert(a.end(), {flag, flag == "-quiet" ? "1" : "0"});
+    return run(a);
+  };
+  const auto quiet = with(one, "-quiet"), debug = with(one, "-debug");
+  ASSERT_EQ(debug.status, 0) << debug.output;
+  const auto vectors = [](const std::string& out) { return out.substr(out.find("\n60 4\n")); };  // after the report
+  EXPECT_EQ(vectors(debug.output), vectors(quiet.output));
   // A symlink's target is replaced; the link stays a link.
   std::ofstream(path("target.txt")) << "old";
   fs::create_symlink(path("target.txt"), path("link.txt"));
@@ -183,6 +194,8 @@ TEST_F(W2vCli, BadInputGetsAClearErrorNeverACrash) {
       {{"-train", good, "-threads", "0"}, "-threads 0"},
       {{"-train", good, "-size", "5", "-size", "7"}, "-size: given twice"},
       {{"-train", good, "-alpha", "inf"}, "-alpha inf: expected a finite rate"},
+      {{"-train", good, "-classes", "10"}, "-classes: word2vec.c's K-means word classes are not part of asgd"},
+      {{"-train", good, "-debug", "0", "-quiet", "1"}, "-debug and -quiet: give one of them"},
       {{"-train", good, "-size", "-3"}, "-size -3: must not be negative"},
       {{"-train", good, "-help"}, "-help goes alone"},
       {{"-train", good, "-allreduce", "x"}, "asgd: error: -allreduce: expected tree, ring or native"},  // not --

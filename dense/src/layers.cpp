@@ -753,12 +753,15 @@ class MaxPool2 final : public Layer {
   }
   static void pool(const float* __restrict tops, const float* __restrict bottoms, float* __restrict out,
                    std::uint8_t* __restrict choice, std::size_t m) {
+    // The first maximum wins a tie; a NaN anywhere in the window wins (as PyTorch's max-pool): a NaN activation
+    // reaches the loss, which stops the run, instead of vanishing unless it was a window's first value.
     for (std::size_t i = 0; i < m; ++i) {
       const float a = tops[2 * i], b = tops[2 * i + 1], c = bottoms[2 * i], d = bottoms[2 * i + 1];
-      const float top = std::max(a, b), bottom = std::max(c, d);
-      const std::uint8_t t = b > a ? 1 : 0, u = d > c ? 3 : 2;
-      out[i] = std::max(top, bottom);
-      choice[i] = bottom > top ? u : t;
+      const bool right_top = b > a || b != b, right_bottom = d > c || d != d;
+      const float top = right_top ? b : a, bottom = right_bottom ? d : c;
+      const bool lower = bottom > top || bottom != bottom;
+      out[i] = lower ? bottom : top;
+      choice[i] = lower ? (right_bottom ? 3 : 2) : (right_top ? 1 : 0);
     }
   }
   static void unpool(const float* __restrict dout, const std::uint8_t* __restrict choice, float* __restrict tops,
@@ -788,7 +791,8 @@ class Relu final : public Layer {
                 Scratch&) const override {
     if (din == nullptr) return;
     const std::size_t m = n * in_.size();
-    for (std::size_t i = 0; i < m; ++i) din[i] = out[i] > 0.0f ? dout[i] : 0.0f;
+    // Not below or at 0 (a NaN too, as PyTorch's threshold_backward): the gradient passes.
+    for (std::size_t i = 0; i < m; ++i) din[i] = out[i] <= 0.0f ? 0.0f : dout[i];
   }
 };
 

@@ -76,8 +76,9 @@ ASGD_HD void relu_forward(std::size_t i, const float* __restrict__ in, float* __
   out[i] = max_as_cpu(in[i], 0.0f);
 }
 
+// As dense/: the gradient passes unless the output is at or below 0 (a NaN passes it, as in PyTorch).
 ASGD_HD void relu_backward(std::size_t i, const float* out, const float* dout, float* din) {
-  din[i] = out[i] > 0.0f ? dout[i] : 0.0f;
+  din[i] = out[i] <= 0.0f ? 0.0f : dout[i];
 }
 
 ASGD_HD std::size_t pooled_size(const PoolGeometry& g) {
@@ -93,8 +94,8 @@ ASGD_HD std::size_t pooled_at(std::size_t i, const PoolGeometry& g) {
   return (sample * g.c + channel) * plane + i % plane;
 }
 
-// Output i of 2x2 max pooling; the winner 0..3 (the first on ties, as
-// dense/) goes to choice[i].
+// Output i of 2x2 max pooling; the winner 0..3 (the first on ties, a NaN
+// anywhere, as dense/ and PyTorch) goes to choice[i].
 ASGD_HD void max_pool_forward(std::size_t i, const float* __restrict__ in, float* __restrict__ out,
                               std::uint8_t* __restrict__ choice, const PoolGeometry& g) {
   const int oh = g.h / 2, ow = g.w / 2;
@@ -103,14 +104,16 @@ ASGD_HD void max_pool_forward(std::size_t i, const float* __restrict__ in, float
   const float* r0 = in + (p * g.h + 2 * y) * g.w + 2 * x;
   const float* r1 = r0 + g.w;
   const float a = r0[0], b = r0[1], c = r1[0], d = r1[1];
-  const float top = max_as_cpu(a, b), bottom = max_as_cpu(c, d);
-  const std::uint8_t t = b > a ? 1 : 0, u = d > c ? 3 : 2;
-  out[pooled_at(i, g)] = max_as_cpu(top, bottom);
-  choice[i] = bottom > top ? u : t;
+  const bool right_top = b > a || b != b, right_bottom = d > c || d != d;
+  const float top = right_top ? b : a, bottom = right_bottom ? d : c;
+  const bool lower = bottom > top || bottom != bottom;
+  out[pooled_at(i, g)] = lower ? bottom : top;
+  choice[i] = lower ? (right_bottom ? 3 : 2) : (right_top ? 1 : 0);
 }
 
 // The 2x2 window of output i: the gradient to the winner (0 when `pooled`
-// is given and the window's maximum is not above 0), zeros elsewhere.
+// is given, a ReLU's output pooled, and the window's maximum is at or below
+// 0, as relu_backward), zeros elsewhere.
 ASGD_HD void max_pool_backward(std::size_t i, const float* __restrict__ dout, const std::uint8_t* __restrict__ choice,
                                const float* __restrict__ pooled, float* __restrict__ din, const PoolGeometry& g) {
   const int oh = g.h / 2, ow = g.w / 2;
@@ -119,7 +122,7 @@ ASGD_HD void max_pool_backward(std::size_t i, const float* __restrict__ dout, co
   float* r0 = din + (p * g.h + 2 * y) * g.w + 2 * x;
   float* r1 = r0 + g.w;
   const std::size_t at = pooled_at(i, g);
-  const float grad = pooled == nullptr || pooled[at] > 0.0f ? dout[at] : 0.0f;
+  const float grad = pooled != nullptr && pooled[at] <= 0.0f ? 0.0f : dout[at];
   const std::uint8_t c = choice[i];
   r0[0] = c == 0 ? grad : 0.0f;
   r0[1] = c == 1 ? grad : 0.0f;

@@ -435,6 +435,34 @@ TEST(DenseLayers, MaxPoolRoutesTheGradientToTheFirstMaximum) {
   }
 }
 
+// A NaN anywhere in a window wins it, and its gradient goes there (PyTorch's max-pool): the NaN used to vanish
+// unless it was the window's first value, so a diverged activation could leave the loss finite. ReLU passes the
+// gradient at a NaN output, as PyTorch's threshold_backward does.
+TEST(DenseLayers, MaxPoolAndReluPassANanOn) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const auto pool = max_pool2();
+  Layout layout;
+  pool->declare(layout, "pool", Shape{1, 2, 2});
+  Scratch scratch;
+  for (std::size_t at = 0; at < 4; ++at) {
+    std::vector<float> x = {1.0f, 3.0f, 2.0f, 0.5f}, out(1), dout = {5.0f}, din(4, -1.0f);
+    x[at] = nan;
+    pool->forward(nullptr, x.data(), out.data(), 1, scratch);
+    EXPECT_TRUE(std::isnan(out[0])) << "NaN at " << at;
+    pool->backward(nullptr, x.data(), out.data(), dout.data(), din.data(), nullptr, 1, scratch);
+    for (std::size_t k = 0; k < 4; ++k) EXPECT_EQ(din[k], k == at ? 5.0f : 0.0f) << "NaN at " << at << ", " << k;
+  }
+  const auto relu_layer = relu();
+  Layout relu_layout;
+  relu_layer->declare(relu_layout, "relu", Shape{1, 1, 3});
+  const std::vector<float> x = {nan, -1.0f, 2.0f}, dout = {7.0f, 7.0f, 7.0f};
+  std::vector<float> out(3), din(3);
+  relu_layer->forward(nullptr, x.data(), out.data(), 1, scratch);
+  EXPECT_TRUE(std::isnan(out[0]));
+  relu_layer->backward(nullptr, x.data(), out.data(), dout.data(), din.data(), nullptr, 1, scratch);
+  EXPECT_EQ(din, (std::vector<float>{7.0f, 0.0f, 7.0f}));
+}
+
 TEST(DenseGradients, LinearReluStack) {
   expect_gradient_matches(Shape{6, 1, 1}, {{Spec::lin, 6, 5}, {Spec::relu_}, {Spec::lin, 5, 4}}, 5, 11);
 }

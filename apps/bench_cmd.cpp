@@ -18,6 +18,7 @@
 #include "asgd/dense/mnist.hpp"
 #include "asgd/dense/network.hpp"
 #include "asgd/dense/trainer.hpp"
+#include "asgd/engine/atomic_file.hpp"
 #include "asgd/engine/errors.hpp"
 #include "cli_common.hpp"
 #include "asgd/sparse/word2vec/corpus.hpp"
@@ -78,12 +79,21 @@ void check_flags_apply(const StalenessFlags& f) {
 }
 
 // One CSV row at a time, flushed and checked: a sweep that is stopped keeps the rows of the settings it ran, and
-// a disk that fills stops it with the error rather than after hours of runs. Opened (and its header written)
-// before the data is read.
+// a disk that fills stops it with the error rather than after hours of runs. Made before the data is read, it
+// checks that the file can be written; begin() replaces it (header first) once the data is in, so a sweep refused
+// for its input leaves the previous sweep's CSV as it was.
 class Csv {
  public:
-  Csv(std::filesystem::path path, std::string_view header) : path_(std::move(path)), out_(path_) {
-    out_ << header << '\n';
+  Csv(std::filesystem::path path, std::string header) : path_(std::move(path)), header_(std::move(header)) {
+    try {
+      AtomicFile::check(path_);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("{}: cannot write the CSV ({})", path_.string(), e.what()));
+    }
+  }
+  void begin() {
+    out_.open(path_);
+    out_ << header_ << '\n';
     if (!out_.flush()) throw InputError(fmt::format("{}: cannot write the CSV", path_.string()));
   }
   void row(std::string_view line) {
@@ -98,6 +108,7 @@ class Csv {
 
  private:
   std::filesystem::path path_;
+  std::string header_;
   std::ofstream out_;
 };
 
@@ -169,8 +180,8 @@ std::vector<Setting> settings_of(const StalenessFlags& f, const std::string& def
   for (const auto& w : split_list(f.workers.empty() ? default_workers : f.workers, "--workers")) {
     std::size_t v = 0;
     const auto [p, ec] = std::from_chars(w.data(), w.data() + w.size(), v);
-    if (ec != std::errc() || p != w.data() + w.size() || v == 0 || v > 1024) {
-      throw InputError(fmt::format("--workers: '{}': expected 1 to 1024", w));
+    if (ec != std::errc() || p != w.data() + w.size() || v == 0 || v > kMaxWorkers) {
+      throw InputError(fmt::format("--workers: '{}': expected 1 to {}", w, kMaxWorkers));
     }
     workers.push_back(v);
   }
@@ -232,6 +243,7 @@ int staleness_linear(const StalenessFlags& f) {
   fmt::print("optimum (L-BFGS): {:.8f} (|grad| {:.1e}, {:.1f} s)\n", bench.optimum.objective,
              bench.optimum.gradient_norm, bench.lbfgs_seconds);
 
+  csv.begin();  // the data is in: the previous CSV is replaced from here
   fmt::print("{:<7} {:>7} {:>4} {:>10} {:>12} {:>10} {:>9} {:>5} {:>6}\n", "policy", "workers", "tau", "seconds",
              "objective", "gap", "stale", "lead", "<=1e-3");
   int missed = 0;
@@ -290,6 +302,7 @@ int staleness_w2v(const StalenessFlags& f) {
   fmt::print("problem: word2vec skip-gram d{} w{} neg{} sample {}, {} ({} words, vocabulary {})\n", m.dim, m.window,
              m.negative, m.sample, f.corpus, corpus.tokens.size(), vocab.size());
 
+  csv.begin();  // the data is in: the previous CSV is replaced from here
   fmt::print("{:<7} {:>7} {:>4} {:>10} {:>12} {:>9} {:>10}\n", "policy", "workers", "tau", "seconds", "words/s",
              "loss", "analogy");
   for (const auto& s : settings) {
@@ -368,6 +381,7 @@ int staleness_mf(const StalenessFlags& f) {
   }
   fmt::print("problem: biased MF k 32, lr 0.02, l2 0.05, on {} (90/10 split)\n", what);
 
+  csv.begin();  // the data is in: the previous CSV is replaced from here
   fmt::print("{:<8} {:<7} {:>7} {:>4} {:>9} {:>14} {:>9} {:>9}\n", "schedule", "policy", "workers", "tau", "seconds",
              "updates/s", "stale", "test RMSE");
   for (const auto& schedule : schedules) {
@@ -426,9 +440,12 @@ int staleness_cnn(const StalenessFlags& f) {
     modes.push_back(c == "on");
   }
   // Compensation acts on a view's age: tau 0 and inf have none to act on (one plain run each).
+  const auto runs_with = [](const Setting& s, bool compensate) {
+    return !compensate || (s.tau != 0 && s.tau != kUnbounded);
+  };
   std::size_t runs = 0;
   for (const auto& s : settings)
-    for (const bool compensate : modes) runs += !(compensate && (s.tau == 0 || s.tau == kUnbounded));
+    for (const bool compensate : modes) runs += runs_with(s, compensate) ? 1 : 0;
   if (runs == 0) {
     throw InputError("--compensation on: applies to a bounded tau > 0 only, and --taus has none: nothing to run");
   }
@@ -442,11 +459,12 @@ int staleness_cnn(const StalenessFlags& f) {
   fmt::print("problem: LeNet-5, {} train / {} test images, batch 64 per worker, lr 0.02 cosine, momentum 0.9, "
              "weight decay 5e-4, {} epochs\n",
              tt.train.size(), tt.test.size(), epochs);
+  csv.begin();  // the data is in: the previous CSV is replaced from here
   fmt::print("{:<12} {:>7} {:>4} {:>9} {:>10} {:>7} {:>9}\n", "policy", "workers", "tau", "seconds", "images/s",
              "stale", "accuracy");
   for (const auto& s : settings)
     for (const bool compensate : modes) {
-      if (compensate && (s.tau == 0 || s.tau == kUnbounded)) continue;
+      if (!runs_with(s, compensate)) continue;
       ParamStore store = ParamStore::on_heap(net.layout());
       std::vector<float> init(store.size()), momentum;
       net.initialize(init, 1);

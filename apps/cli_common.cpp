@@ -38,8 +38,8 @@ void add_engine_flags(CLI::App& app, EngineFlags& f) {
 
 TrainerOptions to_trainer_options(const EngineFlags& f) {
   // Checked here first so that the message names the flag.
-  if (f.workers == 0 || f.workers > 1024) {
-    throw InputError(fmt::format("{} {}: expected 1 to 1024", f.names.workers, f.workers));
+  if (f.workers == 0 || f.workers > kMaxWorkers) {
+    throw InputError(fmt::format("{} {}: expected 1 to {}", f.names.workers, f.workers, kMaxWorkers));
   }
   if (f.epochs == 0 || f.epochs > kMaxEpochs)
     throw InputError(fmt::format("{} {}: expected 1 to {}", f.names.epochs, f.epochs, kMaxEpochs));

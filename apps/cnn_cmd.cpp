@@ -488,9 +488,11 @@ int floor_cmd(const CnnFlags& f) {
   const bool on_gpu = use_gpu(f.device, f.quiet);
   // The CPU's flags: refused when the GPU was asked for, a note when auto chose it (as cnn train and eval do).
   if (on_gpu && (f.threads > 1 || f.workers > 1)) {
-    const char* flag = f.workers > 1 ? "--workers" : "--threads";
+    const char* flag = f.workers > 1 && f.threads > 1 ? "--workers and --threads"
+                       : f.workers > 1                  ? "--workers"
+                                                        : "--threads";
     if (f.device == "gpu") throw InputError(fmt::format("{}: CPU only (GPU streams share the device's floor)", flag));
-    std::fprintf(stderr, "asgd cnn floor: note: %s is for the CPU; the GPU's floor ignores it\n", flag);
+    std::fprintf(stderr, "asgd cnn floor: note: %s: CPU only (ignored for the GPU's floor)\n", flag);
   }
   const unsigned cores = std::thread::hardware_concurrency();
   if (!on_gpu && cores > 0 && f.workers * f.threads > cores && !f.quiet) {

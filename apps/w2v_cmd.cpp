@@ -169,7 +169,8 @@ W2vFlags parse_flags(const std::vector<std::string>& args) {
   for (const char* flag : {"allreduce", "average-every", "average-weighted", "combine"})
     if (f.given.count(flag)) f.dist.given.emplace_back(flag);
   if (f.train.empty() && f.resume.empty()) throw InputError("w2v: -train FILE is required (see asgd w2v -help)");
-  if (f.threads == 0 || f.threads > 1024) throw InputError(fmt::format("-threads {}: expected 1 to 1024", f.threads));
+  if (f.threads == 0 || f.threads > kMaxWorkers)
+    throw InputError(fmt::format("-threads {}: expected 1 to {}", f.threads, kMaxWorkers));
   if (f.iter == 0 || f.iter > kMaxEpochs)
     throw InputError(fmt::format("-iter {}: expected 1 to {} epochs", f.iter, kMaxEpochs));
   // Under mpirun the ranks' updates add up unless asked otherwise
@@ -300,12 +301,15 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
     check_distinct("-checkpoint", f.checkpoint, {{"-train", f.train}, {"-read-vocab", f.read_vocab}});
     check_one_on_stdout({{"-output", f.output}, {"-save-vocab", f.save_vocab}});
   }
-  if (f.train == "-" && f.read_vocab == "-")
-    throw InputError("-train - and -read-vocab -: only one of them can read standard input");
+  const auto stdin_path = [](const std::string& path) { return path == "-" || path == "/dev/stdin"; };
+  if (stdin_path(f.train) && stdin_path(f.read_vocab)) {
+    throw InputError(fmt::format("-train {} and -read-vocab {}: only one of them can read standard input", f.train,
+                                 f.read_vocab));
+  }
   // mpirun gives standard input to rank 0 alone: every rank reads the corpus and the vocabulary.
   if (dist.active()) {
     for (const auto& [flag, path] : {std::pair{"-train", f.train}, std::pair{"-read-vocab", f.read_vocab}}) {
-      if (path == "-" || path == "/dev/stdin") {
+      if (stdin_path(path)) {
         throw InputError(fmt::format("{} {}: under mpirun standard input reaches rank 0 only; give a file every "
                                      "rank can read",
                                      flag, path));

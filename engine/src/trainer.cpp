@@ -19,7 +19,8 @@ std::string nonfinite_loss_message(double loss, std::uint64_t epoch, std::uint64
 }  // namespace detail
 
 void TrainerOptions::validate() const {
-  if (workers == 0 || workers > 1024) throw InputError(fmt::format("workers {}: expected 1 to 1024", workers));
+  if (workers == 0 || workers > kMaxWorkers)
+    throw InputError(fmt::format("workers {}: expected 1 to {}", workers, kMaxWorkers));
   if (epochs == 0 || epochs > kMaxEpochs)
     throw InputError(fmt::format("epochs {}: expected 1 to {}", epochs, kMaxEpochs));
   if (step_examples == 0) throw InputError("step examples: expected at least 1");

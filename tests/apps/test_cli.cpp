@@ -536,10 +536,15 @@ TEST_F(Cli, StalenessBenchRefusesWhatItWouldIgnoreBeforeRunning) {
       {{"--examples", "100", "--out", path("blocked")}, "staleness_linear.csv: cannot write the CSV"},
       {{"--problem", "mf", "--ratings", path("two.txt")}, "leave 0 for the test split"},
   };
+  // A previous sweep's CSV is left as it was by a sweep refused for its input (it was truncated to a header).
+  fs::create_directories(path("st"));
+  std::ofstream(path("st/staleness_mf.csv")) << "problem,old\nmf,row\n";
   for (const auto& [extra, message] : cases) {
     const auto r = bench(extra);
     EXPECT_EQ(r.status, 2) << extra[0] << ": " << r.output;
     EXPECT_NE(r.output.find(message), std::string::npos) << r.output;
     EXPECT_EQ(r.output.find("optimum (L-BFGS)"), std::string::npos) << "ran before refusing: " << r.output;
   }
+  std::ifstream kept(path("st/staleness_mf.csv"));
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(kept), {}), "problem,old\nmf,row\n");
 }

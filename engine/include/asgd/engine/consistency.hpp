@@ -5,8 +5,10 @@
 //    through `load_param` / a policy's `add`, which use std::atomic_ref<float>
 //    with memory_order_relaxed. Races are therefore a decision, not undefined
 //    behaviour, and ThreadSanitizer sees them as atomic. The one exception is
-//    whole-row Racy traffic (rows::load, Racy::add_scaled): vectorised, with
-//    the per-float guarantee and the TSan fallback written in row_ops.hpp.
+//    whole-row traffic through the rows:: kernels (the reads of load, dot and
+//    axpy, for every policy; the writes of Racy::add_scaled and
+//    Racy::bilinear_step): vectorised, with the per-float guarantee and the
+//    TSan fallback written in row_ops.hpp.
 //  * Racy (Hogwild!): relaxed load + relaxed store. Two workers adding to the
 //    same float at once may lose one of the updates. That is intended: on
 //    sparse problems collisions are rare and the loss is bounded (Niu et al.

@@ -93,7 +93,8 @@ struct Progress {
   bool last = false;              // the closing event of this run()
 };
 
-// Called from a worker thread, never two at once; return false to stop: the
+// Called from a worker thread (the closing event: from the thread that called
+// run()), never two at once; return false to stop: the
 // workers stop at their next step and the callback is not called again in
 // this run(). (False from the closing event, `last`, changes nothing: the run
 // is over.)
@@ -101,6 +102,8 @@ using ProgressCallback = std::function<bool(const Progress&)>;
 
 // A run keeps statistics for each of its epochs: more than this many is a typo, not a plan.
 inline constexpr std::uint64_t kMaxEpochs = 1'000'000;
+// Workers are threads, each with its own counters and clock.
+inline constexpr std::size_t kMaxWorkers = 1024;
 
 struct TrainerOptions {
   std::size_t workers = 1;
@@ -273,7 +276,7 @@ struct Trainer::Run {
     std::uint64_t staleness_max = 0;
     std::uint64_t lead_max = 0;
   };
-  struct WorkerLocal {
+  struct alignas(kCacheLine) WorkerLocal {  // written every step by its worker alone: no line shared
     // Epochs first + 2k and first + 2k + 1 (a worker is at most one epoch ahead): the last worker to leave an
     // epoch folds every worker's sums into epoch_stats and clears them for the epoch after next, so the sums
     // take two slots a worker, whatever the number of epochs.

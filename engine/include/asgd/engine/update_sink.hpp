@@ -1,5 +1,6 @@
 // The update sink: what a Problem writes its gradient into. It reads shared
-// parameters (relaxed atomic loads), turns a gradient into a step with the
+// parameters (relaxed atomic loads one at a time; whole rows through the
+// rows:: kernels, each float read whole), turns a gradient into a step with the
 // current learning rate (plain SGD or AdaGrad) and lands it through the
 // consistency policy. A model never sees the policy, the rate or the memory.
 #pragma once

@@ -17,6 +17,8 @@ DATA="${DATA:-$root/../shared/data/mnist}"
 BATCHES="${BATCHES:-64 256}"
 REPEATS="${REPEATS:-3}"
 OUT="${OUT:-/tmp/asgd-cnn-compare}"
+# PyTorch and OpenBLAS's threaded build from Debian, when missing (apt-get as root, sudo otherwise).
+bash "$root/scripts/install-deps.sh" --bench
 mkdir -p "$OUT"
 tsv="$OUT/compare.tsv"
 printf 'peer\tbatch\trepeat\ttrain_images_per_s\ttest_accuracy\tinfer_images_per_s\n' > "$tsv"

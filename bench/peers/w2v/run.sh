@@ -68,6 +68,8 @@ wordsim="$DATA_DIR/text/wordsim353.tsv"
 [[ -f "$questions" ]] || { note "no $questions: analogy accuracy is not measured"; questions=""; }
 [[ -f "$wordsim" ]] || { note "no $wordsim: WS-353 Spearman is not measured"; wordsim=""; }
 
+# fastText and gensim from Debian, when missing (apt-get as root, sudo otherwise).
+bash "$root/scripts/install-deps.sh" --bench
 mkdir -p "$OUT/logs"
 work="$(mktemp -d "${TMPDIR:-/tmp}/asgd-w2v-peers.XXXXXX")"
 trap 'rm -rf "$work"' EXIT

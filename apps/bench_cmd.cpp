@@ -503,13 +503,13 @@ int staleness_cnn(const StalenessFlags& f) {
 }
 
 int staleness(const StalenessFlags& f) {
-  if (f.problem != "linear" && f.problem != "w2v" && f.problem != "mf" && f.problem != "cnn")
-    throw InputError(fmt::format("--problem '{}': expected linear, w2v, mf or cnn", f.problem));
-  check_flags_apply(f);
-  if (f.problem == "linear") return staleness_linear(f);
-  if (f.problem == "w2v") return staleness_w2v(f);
-  if (f.problem == "mf") return staleness_mf(f);
-  if (f.problem == "cnn") return staleness_cnn(f);
+  static const std::pair<const char*, int (*)(const StalenessFlags&)> problems[] = {
+      {"linear", staleness_linear}, {"w2v", staleness_w2v}, {"mf", staleness_mf}, {"cnn", staleness_cnn}};
+  for (const auto& [name, sweep] : problems) {
+    if (f.problem != name) continue;
+    check_flags_apply(f);  // the problem is known: its flags can be told from the others'
+    return sweep(f);
+  }
   throw InputError(fmt::format("--problem '{}': expected linear, w2v, mf or cnn", f.problem));
 }
 

@@ -146,17 +146,38 @@ LoadedModel load_model(const std::string& path, const std::string& shm = {}) {
     throw InputError(fmt::format("{}: not an asgd mf model", path));
   }
   LoadedModel m;
-  m.mean = j.at("mean").get<float>();
-  m.loss = j.value("loss", "squared");
-  m.positive = j.value("positive", m.positive);
-  if (j.contains("min_rating") && j.contains("max_rating")) {
-    m.range = {j.at("min_rating").get<float>(), j.at("max_rating").get<float>()};
+  try {
+    m.mean = j.at("mean").get<float>();
+    m.loss = j.value("loss", "squared");
+    m.positive = j.value("positive", m.positive);
+    if (j.contains("min_rating") && j.contains("max_rating")) {
+      m.range = {j.at("min_rating").get<float>(), j.at("max_rating").get<float>()};
+    }
+    m.users = IdMap::from_names(get_names(j, "users", path));
+    m.items = IdMap::from_names(get_names(j, "items", path));
+    for (auto [key, ids] : {std::pair{"cold_users", &m.cold.users}, std::pair{"cold_items", &m.cold.items}}) {
+      if (j.contains(key)) *ids = j.at(key).get<std::vector<std::uint32_t>>();
+      std::sort(ids->begin(), ids->end());
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(fmt::format("{}: bad mf model metadata: {}", path, e.what()));
   }
-  m.users = IdMap::from_names(get_names(j, "users", path));
-  m.items = IdMap::from_names(get_names(j, "items", path));
-  for (auto [key, ids] : {std::pair{"cold_users", &m.cold.users}, std::pair{"cold_items", &m.cold.items}}) {
-    if (j.contains(key)) *ids = j.at(key).get<std::vector<std::uint32_t>>();
-    std::sort(ids->begin(), ids->end());
+  // The ids index the factor rows: a file whose parts disagree (forged, or from another build) is refused before
+  // anything is read through them.
+  const FactorLayout f = [&] {
+    try {
+      return FactorLayout::of(d.layout);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("{}: {}", path, e.what()));
+    }
+  }();
+  if (m.users.size() != f.users || m.items.size() != f.items) {
+    throw InputError(fmt::format("{}: {} user and {} item ids for {} x {} factor rows", path, m.users.size(),
+                                 m.items.size(), f.users, f.items));
+  }
+  if ((!m.cold.users.empty() && m.cold.users.back() >= f.users) ||
+      (!m.cold.items.empty() && m.cold.items.back() >= f.items)) {
+    throw InputError(fmt::format("{}: a cold id past the model's users or items", path));
   }
   if (!shm.empty()) {
     m.store.emplace(ParamStore::attach_shared(shm, d.layout, Access::read_only));

@@ -4,6 +4,7 @@
 #include <set>
 #include <thread>
 
+#include "asgd/engine/checkpoint.hpp"
 #include "asgd/engine/param_store.hpp"
 #include "cli_harness.hpp"
 
@@ -349,4 +350,45 @@ TEST_F(MfCli, GenerateCountsTheUsersItWroteRatingsFor) {
             std::string::npos)
       << r.output;
   EXPECT_LT(users.size(), 1000u);
+}
+
+// A model file whose parts disagree (a CRC and layout hash that fit, forged or from another build) is refused
+// before its ids or rows are used: fewer ids than factor rows read past the id map (a crash), a short bias
+// vector read past the parameters, more than 1024 factors overflowed a buffer on the stack.
+TEST_F(MfCli, AModelWhosePartsDisagreeIsRefused) {
+  std::ofstream(path("r.txt")) << "u1 i1 4\nu2 i2 3\nu3 i1 5\nu1 i2 2\nu2 i3 4\n";
+  ASSERT_EQ(run({"mf", "train", path("r.txt"), path("m"), "-k", "4", "-t", "2", "-q"}).status, 0);
+  const asgd::CheckpointData good = asgd::read_checkpoint(path("m"));
+  const auto forge = [&](const std::string& name, asgd::Layout layout, std::string metadata) {
+    auto store = asgd::ParamStore::on_heap(layout);
+    store.fill(0.1f);
+    asgd::save_checkpoint(path(name), store, good.state, {}, metadata);
+    return path(name);
+  };
+  std::string fewer_users = good.metadata;
+  const auto users_at = fewer_users.find("\"u1\",");
+  ASSERT_NE(users_at, std::string::npos) << fewer_users;
+  fewer_users.erase(users_at, 5);
+  const auto shaped = [&](std::size_t factors, std::size_t item_biases) {
+    asgd::Layout l;
+    l.set_tag(good.layout.tag());
+    l.add("P", {3, factors}, asgd::RowPadding::cache_line);
+    l.add("Q", {3, factors}, asgd::RowPadding::cache_line);
+    l.add("user_bias", {3});
+    l.add("item_bias", {item_biases});
+    return l;
+  };
+  const std::pair<std::string, std::string> cases[] = {
+      {forge("ids.m", good.layout, fewer_users), "2 user and 3 item ids for 3 x 3 factor rows"},
+      {forge("bias.m", shaped(4, 1), good.metadata), "1 item biases for 3 items"},
+      {forge("wide.m", shaped(1025, 3), good.metadata), "1025 factors; expected 1 to 1024"},
+  };
+  for (const auto& [model, message] : cases) {
+    for (const std::vector<std::string>& cmd : {std::vector<std::string>{"mf", "recommend", model, "--user", "u2"},
+                                               std::vector<std::string>{"mf", "eval", path("r.txt"), model}}) {
+      const auto r = run(cmd);
+      EXPECT_EQ(r.status, 2) << cmd[1] << " " << model << ": " << r.output;
+      EXPECT_NE(r.output.find(message), std::string::npos) << r.output;
+    }
+  }
 }

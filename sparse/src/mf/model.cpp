@@ -39,9 +39,22 @@ FactorLayout FactorLayout::of(const Layout& l) {
   f.p = p.offset;
   f.q = q.offset;
   if (q.row_stride != f.stride || q.cols != f.factors) throw InputError("layout: P and Q differ in width");
+  // A model file's layout is checked as a whole (hash and text), not that it makes sense: each part is checked
+  // here before anything indexes with it.
+  if (f.factors == 0 || f.factors > BiasedMf::kMaxFactors) {
+    throw InputError(fmt::format("layout: {} factors; expected 1 to {}", f.factors, BiasedMf::kMaxFactors));
+  }
   f.has_user_bias = l.contains("user_bias");
-  if (f.has_user_bias) f.user_bias = l["user_bias"].offset;
-  f.item_bias = l["item_bias"].offset;
+  if (f.has_user_bias) {
+    const Tensor& b = l["user_bias"];
+    if (b.elements() != f.users)
+      throw InputError(fmt::format("layout: {} user biases for {} users", b.elements(), f.users));
+    f.user_bias = b.offset;
+  }
+  const Tensor& item_bias = l["item_bias"];
+  if (item_bias.elements() != f.items)
+    throw InputError(fmt::format("layout: {} item biases for {} items", item_bias.elements(), f.items));
+  f.item_bias = item_bias.offset;
   return f;
 }
 

@@ -104,10 +104,26 @@ sparse::UnsortedIds parse_unsorted(const std::string& s) {
   throw InputError(fmt::format("--unsorted '{}': expected sort or reject", s));
 }
 
-// Weights to score `data` with: features the model never saw weigh 0, and
-// the dataset is widened to cover every weight.
+// Weights to score `data` with: features the model never saw weigh 0, so they are left out of the data (the
+// weights used to be widened to the data's largest id: one line with feature 2^31 - 1 asked for 8 GB); the
+// dataset is widened to cover every weight.
 std::vector<float> weights_for(sparse::SparseDataset& data, std::vector<float> w) {
-  if (data.num_features > w.size()) w.resize(data.num_features, 0.0f);
+  if (data.num_features > w.size()) {
+    std::uint64_t kept = 0;
+    for (std::size_t r = 0; r < data.rows(); ++r) {
+      const std::uint64_t begin = data.row_ptr[r], end = data.row_ptr[r + 1];
+      data.row_ptr[r] = kept;
+      for (std::uint64_t k = begin; k < end; ++k) {
+        if (data.index[k] >= w.size()) continue;
+        data.index[kept] = data.index[k];
+        data.value[kept] = data.value[k];
+        ++kept;
+      }
+    }
+    data.row_ptr[data.rows()] = kept;
+    data.index.resize(kept);
+    data.value.resize(kept);
+  }
   data.num_features = static_cast<std::uint32_t>(w.size());
   return w;
 }

@@ -134,6 +134,14 @@ TEST_F(Cli, BadInputExitsTwoWithWhereAndWhat) {
   r = run({"linear", "eval", "--data", path("ok.svm"), "--model", path("ok.model"), "--l2", "-3"});
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("l2 must be finite and >= 0, got -3"), std::string::npos) << r.output;
+  // Features the model never saw weigh 0 and are left out: one line with feature 2^31 - 1 used to widen the
+  // weights to 8 GB. The score is that of the line without the feature.
+  std::ofstream(path("far.svm")) << "+1 2147483647:1\n";
+  std::ofstream(path("near.svm")) << "+1\n";
+  r = run({"linear", "eval", "--data", path("far.svm"), "--model", path("ok.model")});
+  const auto near = run({"linear", "eval", "--data", path("near.svm"), "--model", path("ok.model")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(r.output, near.output);
   // A test file asked for without a size would not be written: refused (before: exit 0, no file).
   r = run({"linear", "generate", "--out", path("g.svm"), "--examples", "10", "--features", "5", "--nnz", "2",
            "--test-out", path("t.svm")});

@@ -66,7 +66,12 @@ std::string linear_model_metadata(double l2, std::uint32_t features, sparse::Lin
 int linear_model_ranks(const std::string& metadata) {
   const auto j = nlohmann::json::parse(metadata, nullptr, false);
   if (j.is_discarded() || !j.is_object() || !j.contains("ranks")) return 1;
-  return j["ranks"].get<int>();
+  // An integer from 1 up (a float or a huge number is no rank count: get<int> would convert it undefined).
+  const auto& ranks = j["ranks"];
+  if (!ranks.is_number_integer() || ranks.get<std::int64_t>() < 1 || ranks.get<std::int64_t>() > (1 << 24)) {
+    throw InputError(fmt::format("the model's rank count is {}, not a number of ranks", ranks.dump()));
+  }
+  return static_cast<int>(ranks.get<std::int64_t>());
 }
 
 sparse::LinearLoss linear_model_loss(const std::string& metadata) {
@@ -248,8 +253,14 @@ int train(const TrainFlags& f, Distributed& dist) {
                                    f.l2, saved_l2));
     }
     // Each rank's sums fit the shard it trained: other ranks would take over sums built on other examples.
-    if (const int wrote = linear_model_ranks(saved.metadata);
-        options.schedule.has_adagrad() && !saved.optimizer_state.empty() && wrote != dist.size()) {
+    const int wrote = [&] {
+      try {
+        return linear_model_ranks(saved.metadata);
+      } catch (const InputError& e) {
+        throw InputError(fmt::format("--resume {}: {}", own.string(), e.what()));
+      }
+    }();
+    if (wrote != dist.size() && options.schedule.has_adagrad() && !saved.optimizer_state.empty()) {
       throw InputError(fmt::format("--resume {}: written by an AdaGrad job of {} rank(s), each with its own sums; "
                                    "resume with {} rank(s), not {}",
                                    f.resume, wrote, wrote, dist.size()));

@@ -95,8 +95,11 @@ class ByteSource {
       end_ -= pos_;
       pos_ = 0;
     }
-    if (buffer_.size() < std::max(n, kChunk)) buffer_.resize(std::max(n, 2 * buffer_.size()) + kChunk);
+    // The buffer grows with what is read, doubling, not to n at once: n may come from the file (a header's
+    // dimension) and ask for far more than the file holds.
+    if (buffer_.size() < kChunk) buffer_.resize(kChunk);
     while (end_ < n && !eof_) {
+      if (end_ == buffer_.size()) buffer_.resize(2 * buffer_.size());
       const std::size_t got = std::fread(buffer_.data() + end_, 1, buffer_.size() - end_, file_.get());
       end_ += got;
       if (got == 0) {

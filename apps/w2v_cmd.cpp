@@ -244,10 +244,18 @@ Resumed from_metadata(const std::string& path, const std::string& text) {
     while (at < text.size()) {
       const auto end = text.find('\n', at);
       const std::string_view line(text.data() + at, (end == std::string::npos ? text.size() : end) - at);
+      // "word count", a count of digits only (the Vocabulary checks the words).
       const auto space = line.rfind(' ');
-      if (space == std::string_view::npos) throw InputError("bad vocabulary line");
-      words.emplace_back(line.substr(0, space));
-      counts.push_back(std::stoull(std::string(line.substr(space + 1))));
+      const std::string_view word = line.substr(0, space == std::string_view::npos ? 0 : space);
+      const std::string_view digits = space == std::string_view::npos ? line : line.substr(space + 1);
+      std::uint64_t count = 0;
+      const auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), count);
+      if (space == std::string_view::npos || ec != std::errc() || p != digits.data() + digits.size()) {
+        throw InputError(fmt::format("vocabulary entry {} is '{}', not 'word count'", words.size() + 1,
+                                     std::string(line.substr(0, 60))));
+      }
+      words.emplace_back(word);
+      counts.push_back(count);
       at = end == std::string::npos ? text.size() : end + 1;
     }
     if (words.size() != j.at("words").get<std::size_t>()) throw InputError("vocabulary size differs from header");

@@ -8,6 +8,7 @@
 #include <string>
 #include <thread>
 
+#include "asgd/engine/checkpoint.hpp"
 #include "asgd/sparse/word2vec/embeddings.hpp"
 #include "cli_harness.hpp"
 
@@ -327,6 +328,38 @@ TEST_F(W2vCli, StalenessSweepWritesAnalogyAccuracyInTheCsv) {
   const double accuracy = std::stod(last.substr(last.rfind(',') + 1));
   EXPECT_GE(accuracy, 0.0);
   EXPECT_LE(accuracy, 1.0);
+}
+
+// A checkpoint's vocabulary lines are checked (its CRC and layout hash fit a forged or foreign file): a word with
+// a blank used to train the whole run and fail writing the vectors; a count of -1 was read as 2^64 - 1.
+TEST_F(W2vCli, ACheckpointsVocabularyIsChecked) {
+  const auto corpus = write("c.txt", topics_corpus(200));
+  ASSERT_EQ(w2v({"-train", corpus, "-size", "4", "-iter", "1", "-min-count", "1", "-threads", "1", "-checkpoint",
+                 path("ck")})
+                .status,
+            0);
+  const asgd::CheckpointData good = asgd::read_checkpoint(path("ck"));
+  const auto line = good.metadata.find("\nw");  // the first vocabulary line, "wN count"
+  ASSERT_NE(line, std::string::npos) << good.metadata;
+  const auto forge = [&](const std::string& name, const std::string& replacement) {
+    std::string metadata = good.metadata;
+    const auto end = metadata.find('\n', line + 1);  // the whole line
+    metadata.replace(line + 1, end - line - 1, replacement);
+    auto store = asgd::ParamStore::on_heap(good.layout);
+    store.assign(good.params);
+    asgd::save_checkpoint(path(name), store, good.state, {}, metadata);
+    return path(name);
+  };
+  const std::pair<std::string, std::string> cases[] = {
+      {forge("blank.ck", "a\tb 3"), "empty or with a blank in it"},
+      {forge("minus.ck", "w0 -1"), "not 'word count'"},
+  };
+  for (const auto& [ck, message] : cases) {
+    const auto r = w2v({"-train", corpus, "-resume", ck, "-iter", "2", "-threads", "1"});
+    EXPECT_EQ(r.status, 2) << r.output;
+    EXPECT_NE(r.output.find(message), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("words in"), std::string::npos) << "trained first: " << r.output;
+  }
 }
 
 TEST_F(W2vCli, EvalReportsAndErrors) {

@@ -70,10 +70,19 @@ Vocabulary::Vocabulary(std::vector<std::string> words, std::vector<std::uint64_t
 void Vocabulary::index() {
   ids_.clear();
   ids_.reserve(words_.size());
+  total_ = 0;
   for (std::uint32_t i = 0; i < words_.size(); ++i) {
+    // A word is a token of the corpus reader's: never empty, never with a blank in it (it could never match, and
+    // the vectors file, "word v1 v2 ...", could not be read back).
+    if (words_[i].empty() || std::any_of(words_[i].begin(), words_[i].end(), text::is_whitespace)) {
+      throw InputError(fmt::format("vocabulary: word {} is '{}': empty or with a blank in it", i + 1,
+                                   words_[i].substr(0, 60)));
+    }
     if (!ids_.emplace(words_[i], i).second) throw InputError(fmt::format("vocabulary: '{}' appears twice", words_[i]));
+    if (counts_[i] > std::numeric_limits<std::uint64_t>::max() - total_)
+      throw InputError("vocabulary: the counts add up past 2^64");
+    total_ += counts_[i];
   }
-  total_ = std::accumulate(counts_.begin(), counts_.end(), std::uint64_t{0});
 }
 
 std::optional<std::uint32_t> Vocabulary::find(std::string_view word) const noexcept {

@@ -350,13 +350,15 @@ int eval(const EvalFlags& f) {
   if (!f.model.empty()) {
     const CheckpointData d = read_checkpoint(f.model);
     if (!d.layout.contains("weights")) throw InputError(fmt::format("{}: not a linear model", f.model));
-    w = d.params;
+    const Tensor& weights = d.layout["weights"];  // the weights alone, whatever else a layout holds
+    w.assign(d.params.begin() + static_cast<std::ptrdiff_t>(weights.offset),
+             d.params.begin() + static_cast<std::ptrdiff_t>(weights.offset + weights.elements()));
     if (!l2) l2 = linear_model_l2(d.metadata, 1e-4);
     if (f.loss.empty()) loss = linear_model_loss(d.metadata);
   } else {
     const ParamStore store = ParamStore::attach_shared_any(f.shm, Access::read_only);
     if (!store.layout().contains("weights")) throw InputError(fmt::format("segment {}: not a linear model", f.shm));
-    w = store.snapshot();
+    w = store.snapshot("weights");
     if (!l2) {
       l2 = 1e-4;  // a segment carries parameters only
       fmt::print("(segment: objective with --l2 {}, the training default; pass --l2 if it trained with another)\n",

@@ -88,7 +88,7 @@ class Csv {
     try {
       AtomicFile::check(path_);
     } catch (const InputError& e) {
-      throw InputError(fmt::format("{}: cannot write the CSV ({})", path_.string(), e.what()));
+      throw InputError(fmt::format("cannot write the CSV: {}", e.what()));
     }
   }
   void begin() {
@@ -505,12 +505,15 @@ int staleness_cnn(const StalenessFlags& f) {
 int staleness(const StalenessFlags& f) {
   static const std::pair<const char*, int (*)(const StalenessFlags&)> problems[] = {
       {"linear", staleness_linear}, {"w2v", staleness_w2v}, {"mf", staleness_mf}, {"cnn", staleness_cnn}};
+  std::string names;
   for (const auto& [name, sweep] : problems) {
-    if (f.problem != name) continue;
-    check_flags_apply(f);  // the problem is known: its flags can be told from the others'
-    return sweep(f);
+    if (f.problem == name) {
+      check_flags_apply(f);  // the problem is known: its flags can be told from the others'
+      return sweep(f);
+    }
+    names += fmt::format("{}{}", names.empty() ? "" : ", ", name);
   }
-  throw InputError(fmt::format("--problem '{}': expected linear, w2v, mf or cnn", f.problem));
+  throw InputError(fmt::format("--problem '{}': expected one of {}", f.problem, names));
 }
 
 }  // namespace

@@ -319,7 +319,11 @@ int train(const TrainFlags& f, Distributed& dist) {
                      : "");
     }
   }
-  if (test) print_quality(out, "test", sparse::LinearProblem(*test, f.l2, loss), weights_for(*test, {w.begin(), w.end()}));
+  if (test) {
+    // weights_for first (it narrows the data to the model's features): the problem is built on what it leaves.
+    const std::vector<float> scored = weights_for(*test, {w.begin(), w.end()});
+    print_quality(out, "test", sparse::LinearProblem(*test, f.l2, loss), scored);
+  }
   if (!f.model.empty()) {
     // Rank 0 alone writes the model, with its own AdaGrad sums and no rank files: it records no ranks, so one
     // process may resume it (checkpoints of an AdaGrad job record theirs).

@@ -320,6 +320,19 @@ TEST_F(Cli, ResumedTrainingEqualsUninterrupted) {
   // The model file says which AdaGrad wrote its sums, as the checkpoints do.
   EXPECT_EQ(asgd::read_checkpoint(path("full")).optimizer_kind, asgd::OptimizerKind::adagrad);
   EXPECT_EQ(asgd::read_checkpoint(path("ck")).optimizer_kind, asgd::OptimizerKind::adagrad);
+  // A rank count that is no count (1e30 was converted undefined: "an AdaGrad job of -2147483648 rank(s)").
+  for (const char* ranks : {"1e30", "0", "1.5"}) {
+    asgd::CheckpointData forged = asgd::read_checkpoint(path("ck"));
+    ASSERT_EQ(forged.metadata.front(), '{') << forged.metadata;
+    forged.metadata.insert(1, std::string("\"ranks\":") + ranks + ",");
+    auto store = asgd::ParamStore::on_heap(forged.layout);
+    store.assign(forged.params);
+    asgd::save_checkpoint(path("ranks"), store, forged.state, forged.optimizer_state, forged.metadata,
+                          forged.optimizer_kind);
+    r = with({"--epochs", "6", "--resume", path("ranks")});
+    EXPECT_EQ(r.status, 2) << ranks << ": " << r.output;
+    EXPECT_NE(r.output.find("not a number of ranks"), std::string::npos) << r.output;
+  }
   // Another rate or schedule is said (before: taken in silence, and the result differed from the uninterrupted
   // run's); the run goes on with what was given.
   r = with({"--epochs", "6", "--resume", path("ck"), "--lr", "0.05", "--schedule", "constant", "--policy", "hogwild",
@@ -541,7 +554,7 @@ TEST_F(Cli, StalenessBenchRefusesWhatItWouldIgnoreBeforeRunning) {
       {{"--step", "0"}, "--step 0: expected at least 1"},
       {{"--workers", "1,2000"}, "--workers: '2000': expected 1 to 1024"},
       {{"--problem", "cnn", "--taus", "0,inf", "--compensation", "on"}, "nothing to run"},
-      {{"--examples", "100", "--out", path("blocked")}, "staleness_linear.csv: cannot write the CSV"},
+      {{"--examples", "100", "--out", path("blocked")}, "cannot write the CSV: " + path("blocked/staleness_linear.csv")},
       {{"--problem", "mf", "--ratings", path("two.txt")}, "leave 0 for the test split"},
   };
   // A previous sweep's CSV is left as it was by a sweep refused for its input (it was truncated to a header).

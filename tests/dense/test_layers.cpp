@@ -452,6 +452,14 @@ TEST(DenseLayers, MaxPoolAndReluPassANanOn) {
     pool->backward(nullptr, x.data(), out.data(), dout.data(), din.data(), nullptr, 1, scratch);
     for (std::size_t k = 0; k < 4; ++k) EXPECT_EQ(din[k], k == at ? 5.0f : 0.0f) << "NaN at " << at << ", " << k;
   }
+  // NaNs in both rows: one of them wins (the last, as PyTorch's scan), and it alone gets the gradient.
+  {
+    std::vector<float> x = {nan, 1.0f, 2.0f, nan}, out(1), dout = {5.0f}, din(4, -1.0f);
+    pool->forward(nullptr, x.data(), out.data(), 1, scratch);
+    EXPECT_TRUE(std::isnan(out[0]));
+    pool->backward(nullptr, x.data(), out.data(), dout.data(), din.data(), nullptr, 1, scratch);
+    EXPECT_EQ(din, (std::vector<float>{0.0f, 0.0f, 0.0f, 5.0f}));
+  }
   const auto relu_layer = relu();
   Layout relu_layout;
   relu_layer->declare(relu_layout, "relu", Shape{1, 1, 3});

@@ -65,6 +65,18 @@ TEST(Vocabulary, SubsamplingKeepProbabilitiesAsWord2vec) {
   EXPECT_EQ(rare.keep_probabilities(0.5)[0], 1.0f);
 }
 
+// Every vocabulary's words are tokens the corpus reader could make, and its counts add up: a checkpoint's
+// forged vocabulary (a word with a blank, an empty one, counts of 2^64 - 1) used to be taken.
+TEST(Vocabulary, RefusesWordsNoTokenCanBeAndCountsPastTwoToThe64) {
+  using asgd::testing::message_of;
+  EXPECT_NE(message_of([] { Vocabulary({"a", "b c"}, {2, 1}); }).find("word 2 is 'b c': empty or with a blank"),
+            std::string::npos);
+  EXPECT_NE(message_of([] { Vocabulary({"a", "b\tc"}, {2, 1}); }).find("word 2 is 'b\\x09c'"), std::string::npos);
+  EXPECT_NE(message_of([] { Vocabulary({""}, {1}); }).find("word 1 is '': empty"), std::string::npos);
+  EXPECT_NE(message_of([] { Vocabulary({"a", "b"}, {~std::uint64_t{0}, 1}); }).find("past 2^64"), std::string::npos);
+  EXPECT_EQ(Vocabulary({"a", "b"}, {~std::uint64_t{0} - 1, 1}).size(), 2u);
+}
+
 TEST(Vocabulary, SaveReadRoundTripAndBadFiles) {
   TempDir dir;
   Vocabulary v({"the", "of", "zebra"}, {10, 7, 7});

@@ -18,7 +18,9 @@ BATCHES="${BATCHES:-64 256}"
 REPEATS="${REPEATS:-3}"
 OUT="${OUT:-/tmp/asgd-cnn-compare}"
 # PyTorch and OpenBLAS's threaded build from Debian, when missing (apt-get as root, sudo otherwise).
-bash "$root/scripts/install-deps.sh" --bench
+if ! /usr/bin/python3 -c 'import torch' 2>/dev/null || ! dpkg -s libopenblas0-pthread >/dev/null 2>&1; then
+  bash "$root/scripts/install-deps.sh" --bench
+fi
 mkdir -p "$OUT"
 tsv="$OUT/compare.tsv"
 printf 'peer\tbatch\trepeat\ttrain_images_per_s\ttest_accuracy\tinfer_images_per_s\n' > "$tsv"

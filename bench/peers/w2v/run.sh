@@ -55,6 +55,9 @@ die() { echo "run.sh: $*" >&2; exit 2; }
 note() { echo "run.sh: $*" >&2; }
 
 [[ -x "$ASGD" ]] || die "asgd binary '$ASGD' not found: build it (cmake --build build --target asgd) or set ASGD=PATH"
+# Debian's fastText (with the other peers' packages) when the default one is missing (apt-get as root, sudo
+# otherwise); a FASTTEXT=PATH that is not there is the caller's to fix.
+if [[ "$FASTTEXT" == fasttext ]] && ! command -v fasttext >/dev/null; then bash "$root/scripts/install-deps.sh" --bench; fi
 command -v "$FASTTEXT" >/dev/null || die "fastText '$FASTTEXT' not found: apt-get install fasttext, or set FASTTEXT=PATH"
 [[ -x /usr/bin/time ]] || die "/usr/bin/time (GNU time) is needed: apt-get install time"
 [[ "$REPEATS" =~ ^[1-9][0-9]*$ ]] || die "REPEATS must be a positive integer, got '$REPEATS'"
@@ -68,8 +71,6 @@ wordsim="$DATA_DIR/text/wordsim353.tsv"
 [[ -f "$questions" ]] || { note "no $questions: analogy accuracy is not measured"; questions=""; }
 [[ -f "$wordsim" ]] || { note "no $wordsim: WS-353 Spearman is not measured"; wordsim=""; }
 
-# fastText and gensim from Debian, when missing (apt-get as root, sudo otherwise).
-bash "$root/scripts/install-deps.sh" --bench
 mkdir -p "$OUT/logs"
 work="$(mktemp -d "${TMPDIR:-/tmp}/asgd-w2v-peers.XXXXXX")"
 trap 'rm -rf "$work"' EXIT

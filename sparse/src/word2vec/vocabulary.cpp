@@ -75,8 +75,8 @@ void Vocabulary::index() {
     // A word is a token of the corpus reader's: never empty, never with a blank in it (it could never match, and
     // the vectors file, "word v1 v2 ...", could not be read back).
     if (words_[i].empty() || std::any_of(words_[i].begin(), words_[i].end(), text::is_whitespace)) {
-      throw InputError(fmt::format("vocabulary: word {} is '{}': empty or with a blank in it", i + 1,
-                                   words_[i].substr(0, 60)));
+      throw InputError(fmt::format("vocabulary: word {} is {}: empty or with a blank in it", i + 1,
+                                   text::quote_token(words_[i])));
     }
     if (!ids_.emplace(words_[i], i).second) throw InputError(fmt::format("vocabulary: '{}' appears twice", words_[i]));
     if (counts_[i] > std::numeric_limits<std::uint64_t>::max() - total_)

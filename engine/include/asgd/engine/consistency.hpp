@@ -6,9 +6,10 @@
 //    with memory_order_relaxed. Races are therefore a decision, not undefined
 //    behaviour, and ThreadSanitizer sees them as atomic. The one exception is
 //    whole-row traffic through the rows:: kernels (the reads of load, dot and
-//    axpy, for every policy; the writes of Racy::add_scaled and
-//    Racy::bilinear_step): vectorised, with the per-float guarantee and the
-//    TSan fallback written in row_ops.hpp.
+//    axpy, for every policy; the writes of Racy::add_scaled,
+//    Racy::bilinear_step and Locked::add_scaled, the last under its stripe
+//    locks, which readers do not take): vectorised, with the per-float
+//    guarantee and the TSan fallback written in row_ops.hpp.
 //  * Racy (Hogwild!): relaxed load + relaxed store. Two workers adding to the
 //    same float at once may lose one of the updates. That is intended: on
 //    sparse problems collisions are rare and the loss is bounded (Niu et al.

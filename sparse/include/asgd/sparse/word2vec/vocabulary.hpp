@@ -43,6 +43,8 @@ class Vocabulary {
   };
 
   // From words and counts given in frequency order (e.g. a vocab file).
+  // InputError for a word that is empty, holds a blank (the corpus reader's
+  // whitespace) or comes twice, and for counts that add up past 2^64.
   Vocabulary(std::vector<std::string> words, std::vector<std::uint64_t> counts);
   Vocabulary() = default;
 
@@ -52,8 +54,9 @@ class Vocabulary {
   // first "</s>" line (a later one is a word), then applies
   // min_count/max_size; it throws InputError with file:line for a line that
   // is not "word count", a word with a space or tab in it, a count that is
-  // not a positive integer, a duplicate word, or counts that are not in
-  // descending order. A word with other whitespace the corpus reader splits
+  // not a non-negative integer, or a duplicate word; counts in any order are
+  // sorted (as word2vec.c's ReadVocab), and a word of count 0 is dropped. A
+  // word with other whitespace the corpus reader splits
   // on (\v, \f, \r; word2vec.c's files may hold them) is left out: no
   // token could match it; `left_out`, when given, counts those words.
   // read("-") reads standard input.

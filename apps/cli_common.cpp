@@ -1,6 +1,7 @@
 #include "cli_common.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 
 #include "asgd/engine/atomic_file.hpp"
 #include "asgd/engine/errors.hpp"
+#include "asgd/engine/param_store.hpp"
 
 namespace asgd::cli {
 
@@ -202,6 +204,16 @@ void check_distinct(std::string_view flag, const std::string& path,
       throw InputError(fmt::format("{}: {} is also {}'s file (give each its own)", flag, path, other_flag));
     }
   }
+}
+
+void warn_if_writers_died(const std::string& name) {
+  const SegmentInfo info = ParamStore::inspect_shared(name);
+  if (info.dead_writers.empty()) return;
+  fmt::print(stderr,
+             "asgd: warning: segment '{}' was trained by {} {} that died without detaching: it holds what was "
+             "written until then (see asgd shm info {})\n",
+             name, info.dead_writers.size() > 1 ? "processes" : "process",
+             fmt::join(info.dead_writers, ", "), name);
 }
 
 void check_one_on_stdout(std::initializer_list<std::pair<std::string_view, std::string_view>> outputs) {

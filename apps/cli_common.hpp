@@ -168,6 +168,11 @@ void check_distinct(std::string_view flag, const std::string& path,
 // of the (flag, path) outputs both write to stdout ("-", /dev/stdout, or the
 // file stdout was redirected to): their bytes would run into one another.
 void check_one_on_stdout(std::initializer_list<std::pair<std::string_view, std::string_view>> outputs);
+
+// A reader of segment `name` (attached read-only) is told on stderr when a process that trained into it died
+// without detaching: what it serves is what that process had written, perhaps mid-epoch (`asgd shm info` says as
+// much; a writer would have to pass --shm-recover).
+void warn_if_writers_died(const std::string& name);
 // check_output for a file rewritten during the run (a checkpoint after every
 // epoch): InputError too when `path` is stdout, a pipe or a device, where
 // each write would follow the last and none could be read back.

@@ -361,6 +361,7 @@ int eval(const EvalFlags& f) {
     if (f.loss.empty()) loss = linear_model_loss(d.metadata);
   } else {
     const ParamStore store = ParamStore::attach_shared_any(f.shm, Access::read_only);
+    warn_if_writers_died(f.shm);
     if (!store.layout().contains("weights")) throw InputError(fmt::format("segment {}: not a linear model", f.shm));
     w = store.snapshot("weights");
     if (!l2) {

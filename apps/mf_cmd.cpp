@@ -181,6 +181,7 @@ LoadedModel load_model(const std::string& path, const std::string& shm = {}) {
   }
   if (!shm.empty()) {
     m.store.emplace(ParamStore::attach_shared(shm, d.layout, Access::read_only));
+    warn_if_writers_died(shm);
   } else {
     // `mf train --shm` writes the model file before it trains (a server needs its ids meanwhile) and again at
     // the end: a file still at epoch 0 is from a run that did not finish, its factors the initial random ones.

@@ -454,6 +454,13 @@ TEST_F(Cli, AKilledTrainerLeavesASegmentThatIsReportedStale) {
   auto r = run({"shm", "info", shm});
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find("DEAD writers: " + std::to_string(t.pid())), std::string::npos) << r.output;
+  // A reader is told (it served the dead trainer's last writes without a word).
+  r = run({"linear", "eval", "--data", path("k.svm"), "--shm", shm});
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("warning: segment '" + shm + "' was trained by process " + std::to_string(t.pid()) +
+                          " that died without detaching"),
+            std::string::npos)
+      << r.output;
   r = run({"linear", "train", "--data", path("k.svm"), "--shm", shm, "--epochs", "1", "--quiet"});
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("died without detaching"), std::string::npos) << r.output;

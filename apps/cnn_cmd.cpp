@@ -211,6 +211,13 @@ void print_confusion(const dense::EvalResult& r, std::size_t k) {
   }
 }
 
+// Counts where 0 would mean nothing: refused rather than taken as 1.
+void expect_positive(std::initializer_list<std::pair<const char*, std::size_t>> counts) {
+  for (const auto& [flag, value] : counts) {
+    if (value == 0) throw InputError(fmt::format("{} 0: expected at least 1", flag));
+  }
+}
+
 int train(const CnnFlags& f, Distributed& dist) {
   if (f.cuda_graphs && f.device == "cpu") throw InputError("--cuda-graphs: only with --device gpu or auto");
   // The report goes to stderr when the model or the CSV goes to stdout (--model -, --csv -).
@@ -241,7 +248,7 @@ int train(const CnnFlags& f, Distributed& dist) {
   else if (f.schedule != "constant")
     throw InputError(fmt::format("--lr-schedule: expected constant or cosine, got '{}'", f.schedule));
   if (f.threads != 0) {
-    if (f.workers == 0) throw InputError("--workers 0: expected at least 1");
+    expect_positive({{"--workers", f.workers}});
     if (f.threads % f.workers != 0)
       throw InputError(fmt::format("--threads {}: must be a multiple of --workers {}", f.threads, f.workers));
     o.gemm_threads = f.threads / f.workers;
@@ -436,13 +443,6 @@ int train(const CnnFlags& f, Distributed& dist) {
     std::fprintf(out, "stopped after epoch %zu of %zu%s\n", stop, f.epochs,
                 f.checkpoint.empty() ? "" : fmt::format("; continue with --resume {}", f.checkpoint).c_str());
   return 0;
-}
-
-// Counts where 0 would mean nothing: refused rather than taken as 1.
-void expect_positive(std::initializer_list<std::pair<const char*, std::size_t>> counts) {
-  for (const auto& [flag, value] : counts) {
-    if (value == 0) throw InputError(fmt::format("{} 0: expected at least 1", flag));
-  }
 }
 
 int eval(const CnnFlags& f) {

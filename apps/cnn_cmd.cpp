@@ -539,7 +539,9 @@ void add_cnn_commands(CLI::App& app, int& exit_code) {
   t->add_option("--batch", f->batch, "Minibatch per worker")->capture_default_str();
   t->add_option("--lr", f->lr, "Learning rate")->capture_default_str();
   t->add_option("--momentum", f->momentum, "Momentum")->capture_default_str();
-  t->add_option("--weight-decay", f->weight_decay, "L2 weight decay")->capture_default_str();
+  t->add_option("--weight-decay", f->weight_decay,
+                "L2 weight decay, on every parameter, biases included (as PyTorch's SGD weight_decay)")
+      ->capture_default_str();
   t->add_option("--workers", f->workers, "Workers (each with single-threaded GEMMs)")->capture_default_str();
   t->add_option("--threads", f->threads,
                 "Threads in all (default: = workers); more than workers runs each worker's GEMMs on threads/workers "

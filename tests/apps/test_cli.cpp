@@ -142,6 +142,24 @@ TEST_F(Cli, BadInputExitsTwoWithWhereAndWhat) {
   const auto near = run({"linear", "eval", "--data", path("near.svm"), "--model", path("ok.model")});
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_EQ(r.output, near.output);
+  // Eval scores with the `weights` tensor alone, wherever the layout puts it: the same weights behind another
+  // tensor (and with padding after) give the same output as the model itself.
+  {
+    const auto d = asgd::read_checkpoint(path("ok.model"));
+    const asgd::Tensor& w = d.layout["weights"];
+    asgd::Layout other;
+    other.add("other", {5}).add("weights", {w.elements()}).add("after", {3});
+    auto store = asgd::ParamStore::on_heap(other);
+    std::vector<float> params(store.size(), 7.0f);
+    std::copy_n(d.params.begin() + static_cast<std::ptrdiff_t>(w.offset), w.elements(),
+                params.begin() + static_cast<std::ptrdiff_t>(other["weights"].offset));
+    store.assign(params);
+    asgd::save_checkpoint(path("other.model"), store, d.state, {}, d.metadata);
+    r = run({"linear", "eval", "--data", path("ok.svm"), "--model", path("other.model")});
+    const auto plain = run({"linear", "eval", "--data", path("ok.svm"), "--model", path("ok.model")});
+    ASSERT_EQ(r.status, 0) << r.output;
+    EXPECT_EQ(r.output, plain.output);
+  }
   // A test file asked for without a size would not be written: refused (before: exit 0, no file).
   r = run({"linear", "generate", "--out", path("g.svm"), "--examples", "10", "--features", "5", "--nnz", "2",
            "--test-out", path("t.svm")});

@@ -13,7 +13,9 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <ostream>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "../common/random_vector.hpp"
@@ -504,53 +506,70 @@ TEST(GpuTraining, CudaGraphsTrainAsKernelByKernel) {
   EXPECT_GT(normwise_error(graphs.params, init), 1e-3);
 }
 
-TEST(GpuTraining, LearnsUnderEveryDelayRule) {
+// Every rule on 1 and 3 streams; stale streams with CUDA graphs too (each
+// graph reads its own stream's view). One test per case, so that each has its
+// own time limit (the emulator under ThreadSanitizer takes about a minute a
+// case) and ctest can run them side by side.
+struct DelayCase {
+  std::uint64_t tau;
+  std::size_t workers;
+  bool graphs;
+};
+
+// What ctest's test list shows for a case (gtest would print its bytes).
+void PrintTo(const DelayCase& c, std::ostream* os) {
+  *os << "tau " << (c.tau == kUnbounded ? std::string("unbounded") : std::to_string(c.tau)) << ", " << c.workers
+      << (c.workers == 1 ? " stream" : " streams") << (c.graphs ? ", graphs" : "");
+}
+
+class GpuDelayRule : public ::testing::TestWithParam<DelayCase> {};
+
+TEST_P(GpuDelayRule, Learns) {
   SKIP_WITHOUT_GPU();
+  const auto [tau, workers, graphs] = GetParam();
   const dense::Network net = dense::lenet5();
   const dense::Dataset train = bars(3000, 9), test = bars(500, 10);
-  struct Case {
-    std::uint64_t tau;
-    std::size_t workers;
-    bool graphs;
-  };
-  // Every rule on 1 and 3 streams; stale streams with CUDA graphs too (each
-  // graph reads its own stream's view).
-  const Case cases[] = {{0, 1, false},          {0, 3, false},          {2, 1, false},
-                        {2, 3, false},          {2, 3, true},           {kUnbounded, 1, false},
-                        {kUnbounded, 3, false}, {kUnbounded, 3, true}};
-  for (const auto [tau, workers, graphs] : cases) {
-    SCOPED_TRACE(::testing::Message() << "tau " << tau << " workers " << workers << (graphs ? " graphs" : ""));
-    ParamStore store = ParamStore::on_heap(net.layout());
-    std::vector<float> init(store.size()), momentum;
-    net.initialize(init, 11);
-    store.assign(init);
-    gpu::GpuTrainOptions o;
-    o.cuda_graphs = graphs;
-    o.epochs = 2;
-    o.batch = 32;
-    o.workers = workers;
-    o.tau = tau;
-    o.lr = 0.02f;
-    // Momentum 0.9 at a mean staleness of 2 is on the edge of divergence
-    // here, on the CPU as well: compensation (the explicit momentum less
-    // the implicit s / (s + 1)) is how stale runs are meant to be trained.
-    o.compensate = tau != 0;
-    const auto reports = gpu::train(net, store, momentum, train, &test, o);
-    ASSERT_EQ(reports.size(), 2u);
-    EXPECT_EQ(reports.back().graph_steps, graphs ? 3000u / 32 : 0u);  // the full batches
-    EXPECT_LT(reports.back().mean_loss, reports.front().mean_loss);
-    EXPECT_GT(reports.back().test_accuracy, 0.9);
-    if (tau != kUnbounded) {
-      EXPECT_LE(reports.back().max_view_age, tau);
-    }
-    if (tau == 0 || (workers == 1 && tau == kUnbounded)) {
-      EXPECT_EQ(reports.back().max_staleness, 0u);
-    }
-    // The layout's padding between tensors is never touched.
-    for (std::size_t i = 0; i < store.size(); ++i)
-      ASSERT_TRUE(std::isfinite(store.data()[i]) && std::isfinite(momentum[i])) << i;
+  ParamStore store = ParamStore::on_heap(net.layout());
+  std::vector<float> init(store.size()), momentum;
+  net.initialize(init, 11);
+  store.assign(init);
+  gpu::GpuTrainOptions o;
+  o.cuda_graphs = graphs;
+  o.epochs = 2;
+  o.batch = 32;
+  o.workers = workers;
+  o.tau = tau;
+  o.lr = 0.02f;
+  // Momentum 0.9 at a mean staleness of 2 is on the edge of divergence
+  // here, on the CPU as well: compensation (the explicit momentum less
+  // the implicit s / (s + 1)) is how stale runs are meant to be trained.
+  o.compensate = tau != 0;
+  const auto reports = gpu::train(net, store, momentum, train, &test, o);
+  ASSERT_EQ(reports.size(), 2u);
+  EXPECT_EQ(reports.back().graph_steps, graphs ? 3000u / 32 : 0u);  // the full batches
+  EXPECT_LT(reports.back().mean_loss, reports.front().mean_loss);
+  EXPECT_GT(reports.back().test_accuracy, 0.9);
+  if (tau != kUnbounded) {
+    EXPECT_LE(reports.back().max_view_age, tau);
   }
+  if (tau == 0 || (workers == 1 && tau == kUnbounded)) {
+    EXPECT_EQ(reports.back().max_staleness, 0u);
+  }
+  // The layout's padding between tensors is never touched.
+  for (std::size_t i = 0; i < store.size(); ++i)
+    ASSERT_TRUE(std::isfinite(store.data()[i]) && std::isfinite(momentum[i])) << i;
 }
+
+INSTANTIATE_TEST_SUITE_P(
+    EveryRule, GpuDelayRule,
+    ::testing::Values(DelayCase{0, 1, false}, DelayCase{0, 3, false}, DelayCase{2, 1, false}, DelayCase{2, 3, false},
+                      DelayCase{2, 3, true}, DelayCase{kUnbounded, 1, false}, DelayCase{kUnbounded, 3, false},
+                      DelayCase{kUnbounded, 3, true}),
+    [](const ::testing::TestParamInfo<DelayCase>& info) {
+      const DelayCase& c = info.param;
+      return (c.tau == kUnbounded ? std::string("TauUnbounded") : "Tau" + std::to_string(c.tau)) + "_" +
+             std::to_string(c.workers) + (c.workers == 1 ? "Stream" : "Streams") + (c.graphs ? "_Graphs" : "");
+    });
 
 // What `asgd cnn floor --device gpu` divides by: a timed cuBLAS SGEMM.
 TEST(GpuApi, SgemmRateIsMeasured) {

@@ -412,7 +412,7 @@ int train(const CnnFlags& f, Distributed& dist) {
     dist.same_on_all_ranks(plan, "epochs done/last epoch/K of --average-every (0: epoch)/updates per epoch (every "
                                  "rank needs the same --resume, --epochs, --until-epoch, --average-every and, with "
                                  "--average-every K, --batch, --workers and --tau)");
-    dist.start(std::span<float>(store.data(), store.size()));
+    dist.start(std::span<float>(store.data(), store.size()), store.layout());
     o.after_epoch = [&] {
       dist.average(static_cast<double>(shard.size()));
       dist.mean_of_ranks(momentum);

@@ -54,6 +54,8 @@ void sum_unless_chosen(DistributedFlags& flags, bool combine_given) {
 }
 
 namespace {
+constexpr std::uint64_t kDigestMask = (std::uint64_t{1} << 40) - 1;  // what gather() carries exactly
+
 std::uint64_t parse_every(const std::string& s, const std::string& dashes) {
   if (s == "epoch") return 0;
   std::uint64_t k = 0;
@@ -164,11 +166,11 @@ std::filesystem::path Distributed::own_checkpoint(const std::filesystem::path& p
 
 void Distributed::start(Trainer& trainer, ParamStore& store) {
   trainer_ = &trainer;
-  start(std::span<float>(store.data(), store.size()));
+  start(std::span<float>(store.data(), store.size()), store.layout());
   if (averager_ && !every_epoch()) averager_->start(every_steps_);
 }
 
-void Distributed::start(std::span<float> params) {
+void Distributed::start(std::span<float> params, const Layout& layout) {
   if (!active()) return;
 #if ASGD_HAVE_MPI
   // The first round sums params.size() floats on every rank: ranks whose models differ in size (other data
@@ -176,6 +178,12 @@ void Distributed::start(std::span<float> params) {
   const std::uint64_t count[] = {params.size()};
   same_on_all_ranks(count, "the number of parameters (every rank needs data of the same dimensions and the same "
                            "model flags)");
+  // As many parameters is not the same model: rows are padded to whole cache lines (mf -k 8, 12 and 16 take
+  // as many floats), and mf numbers its users and items in the order of its file. Averaging such models mixes
+  // unrelated rows without a word.
+  const std::uint64_t digest[] = {layout.hash() & kDigestMask};
+  same_on_all_ranks(digest, "the model's layout digest (its tensors, their shapes and what the rows stand for: "
+                            "every rank needs the same model flags and, for mf, the same ratings file)");
   averager_ = std::make_unique<net::ModelAverager>(
       *mpi_->allreduce, params,
       net::AveragingOptions{.weighted = weighted_, .combine = sum_ ? net::Combine::sum : net::Combine::mean});
@@ -272,7 +280,6 @@ void Distributed::same_settings(std::span<const std::pair<std::string_view, std:
   if (!active()) return;
   const std::uint64_t count = settings.size();
   same_on_all_ranks(std::span(&count, 1), "the number of model settings (every rank needs the same command)");
-  constexpr std::uint64_t kDigestMask = (std::uint64_t{1} << 40) - 1;  // what gather() carries exactly
   std::vector<std::uint64_t> digests;
   for (const auto& [flag, value] : settings) digests.push_back(fnv1a(kFnv1aStart, value) & kDigestMask);
   const auto all = gather(digests, "model settings", false);

@@ -83,8 +83,11 @@ class Distributed {
   // --average-every K, starts the communication thread.
   void start(Trainer& trainer, ParamStore& store);
   // The same for a model trained outside the Trainer (the CNN): a common
-  // start now, then average() after each epoch or K updates.
-  void start(std::span<float> params);
+  // start now, then average() after each epoch or K updates. Both refuse
+  // ranks whose parameters differ in number or in `layout` (tensors, shapes
+  // and tag: k 8 and k 16 pad to the same row stride, and mf's tag stands
+  // for its ids).
+  void start(std::span<float> params, const Layout& layout);
   // After each Trainer::run(problem, e) of one epoch: averages (per-epoch
   // mode) and then writes rank 0's checkpoint.
   void epoch_done(const TrainReport& epoch);

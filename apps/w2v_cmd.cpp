@@ -379,6 +379,14 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
     const Tensor& in = layout["input"];
     write_word2vec(f.output, f.binary == 1, vocab.words(), m.dim, [&](std::size_t id) { return params + in.at(id); });
   };
+  if (dist.active()) {
+    // Before a rank can take the path below and return: one that did while the others trained would leave
+    // them waiting forever for its first round.
+    const bool resuming = !f.resume.empty();
+    const std::uint64_t plan[] = {resuming, resuming ? resumed.state.epoch : 0, epochs};
+    dist.same_on_all_ranks(plan, "-resume (1: given)/epochs done/epochs in all (every rank needs the same -resume "
+                                 "and -iter)");
+  }
   if (!f.resume.empty() && resumed.state.epoch == epochs) {
     // -resume of a finished run: its vectors as they were (a way to write them again, in another format), with no
     // corpus to read.

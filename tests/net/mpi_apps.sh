@@ -204,6 +204,17 @@ grep -q '^mpi: 2 ranks, .* allreduce, summing updates' "$work/log" || fail "bpr:
 [[ "$rounds" -eq 51 ]] || fail "bpr: $rounds averaging rounds, expected 51 (a common start and one per epoch)"
 awk -v a="$ndcg" -v b="$pop" 'BEGIN { exit !(a > b + 0.02) }' || fail "bpr: NDCG@10 $ndcg, most-popular $pop"
 echo "mf --loss bpr, 2 ranks: NDCG@10 $ndcg against most-popular $pop, $rounds rounds"
+# Ranks whose models take as many floats but are not the same model are refused (before: trained, and averaged
+# unrelated rows): -k 8 and -k 16 pad to the same row stride, and two ratings files of the same users and items
+# number them in another order.
+mf_rank=("$asgd" mf train -t 1 -s 1 -q)
+"$asgd" mf generate "$work/ratings-other.txt" --users 300 --items 200 --ratings 20000 --seed 4 > /dev/null ||
+  fail "mf generate (other)"
+refused_at_start "mf: ranks with -k 8 and 16" "the ranks differ in the model's layout digest" \
+  -n 1 "${mf_rank[@]}" -k 16 "$work/ratings.txt" : -n 1 "${mf_rank[@]}" -k 8 "$work/ratings.txt"
+refused_at_start "mf: ranks with other ratings files" "the ranks differ in the model's layout digest" \
+  -n 1 "${mf_rank[@]}" "$work/ratings.txt" : -n 1 "${mf_rank[@]}" "$work/ratings-other.txt"
+echo "mf, ranks given -k 8 and 16, or other ratings files: refused at the start"
 
 # w2v: sentences over two topics of 20 words each
 awk 'BEGIN { srand(7); for (s = 0; s < 3000; s++) { t = int(rand() * 2); line = "";
@@ -245,6 +256,12 @@ mpi 2 w2v -train "$work/corpus.txt" -output /dev/null -threads 1 -iter 2 -resume
   fail "w2v -resume of a 2-rank checkpoint"
 grep -q 'warning' "$work/log" && fail "w2v: a resume on the same corpus warns"
 echo "w2v, 2 ranks: checkpointed and resumed (by 2 ranks and by one process) without a warning"
+# A rank that finds its -resume finished while another has epochs to train: refused at the start (before: the first
+# returned and the other waited forever).
+refused_at_start "w2v: ranks resuming with other -iter" 'the ranks differ in -resume (1: given)/epochs done' \
+  -n 1 "$asgd" w2v -train "$work/corpus.txt" -output /dev/null -threads 1 -iter 1 -resume "$work/w2v.ck" : \
+  -n 1 "$asgd" w2v -train "$work/corpus.txt" -output /dev/null -threads 1 -iter 2 -resume "$work/w2v.ck"
+echo "w2v, ranks resuming with other -iter: refused at the start"
 
 # cnn: 600 training and 200 test digits, each class a bright bar at its own place
 perl -e '

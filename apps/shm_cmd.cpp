@@ -45,6 +45,14 @@ void add_shm_commands(CLI::App& app, int& exit_code) {
         try {
           info = ParamStore::inspect_shared(*name);
         } catch (const InputError& e) {
+          // What a creator killed before writing the header left holds nothing, and nobody is making it.
+          if (const auto left = ParamStore::abandoned_shared(*name)) {
+            if (!ParamStore::remove_shared(*name, *left)) {
+              throw InputError(fmt::format("no shared segment '{}'", *name));
+            }
+            fmt::print("removed {} (its creator died before writing its header)\n", *name);
+            return 0;
+          }
           // Another program's shared memory (Open MPI's, a database's) is not ours to remove unless told to.
           throw InputError(fmt::format("{}; not removed (pass --force to remove it anyway)", e.what()));
         }

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <optional>
@@ -38,35 +39,89 @@ using segment::kMaxWriters;
 using segment::kStateReady;
 using segment::SegmentHeader;
 
-// When process `pid` started (/proc/PID/stat's starttime, clock ticks since
-// boot); 0 when it cannot be read (no such process, no /proc).
-std::uint64_t process_start(int pid) {
-  if (pid <= 0) return 0;
+// Process `pid`'s state letter and start time (/proc/PID/stat's fields 3 and 22; the start in clock ticks since
+// boot); none when it cannot be read (no such process, no /proc).
+struct ProcStat {
+  char state = '?';
+  std::uint64_t start = 0;
+};
+std::optional<ProcStat> proc_stat(int pid) {
+  if (pid <= 0) return std::nullopt;
   std::ifstream in(fmt::format("/proc/{}/stat", pid));
   std::string line;
-  if (!std::getline(in, line)) return 0;
+  if (!std::getline(in, line)) return std::nullopt;
   // "pid (comm) state ppid ...": comm may hold spaces and ')', so the fields count from the last ')'.
   const auto close = line.rfind(')');
-  if (close == std::string::npos) return 0;
+  if (close == std::string::npos) return std::nullopt;
   std::istringstream fields(line.substr(close + 1));
+  ProcStat stat;
   std::string field;
   for (int i = 3; i <= 22; ++i) {  // field 3 is the state, 22 the start time
-    if (!(fields >> field)) return 0;
+    if (!(fields >> field)) return std::nullopt;
+    if (i == 3) stat.state = field.empty() ? '?' : field[0];
   }
-  std::uint64_t ticks = 0;
-  const auto [p, ec] = std::from_chars(field.data(), field.data() + field.size(), ticks);
-  return ec == std::errc() && p == field.data() + field.size() ? ticks : 0;
+  const auto [p, ec] = std::from_chars(field.data(), field.data() + field.size(), stat.start);
+  if (ec != std::errc() || p != field.data() + field.size()) stat.start = 0;
+  return stat;
+}
+
+// When process `pid` started; 0 when it cannot be read.
+std::uint64_t process_start(int pid) {
+  const auto stat = proc_stat(pid);
+  return stat ? stat->start : 0;
 }
 
 // Whether the process that wrote (`pid`, `started`) into a segment is alive: a
-// process of that pid exists and, when both start times are known, started
-// when the writer did, so a dead writer's pid reused by another process is
-// not taken for the writer.
+// process of that pid exists, is no zombie (killed and not yet reaped: kill(pid, 0) still finds it) and, when
+// both start times are known, started when the writer did, so a dead writer's pid reused by another process is
+// not taken for the writer. Without /proc, a process that kill() finds is alive.
 bool process_alive(int pid, std::uint64_t started) {
   if (pid <= 0 || (::kill(pid, 0) != 0 && errno != EPERM)) return false;
-  if (started == 0) return true;
-  const std::uint64_t now = process_start(pid);
-  return now == 0 || now == started;
+  const auto stat = proc_stat(pid);
+  if (stat && (stat->state == 'Z' || stat->state == 'X')) return false;
+  return started == 0 || !stat || stat->start == 0 || stat->start == started;
+}
+
+// A process (this one included) that has shared-memory object `name` open (a creator holds its object open from
+// shm_open on); 0 when none is seen, -1 when that cannot be told (no /proc). Processes whose descriptors we may
+// not read are not seen: a segment is owner-only, so only its owner (or root) could have it open.
+int holder_of(const std::string& name) {
+  namespace fs = std::filesystem;
+  const fs::path target = fs::path("/dev/shm") / name;
+  std::error_code ec;
+  if (!fs::exists("/proc/self/fd", ec)) return -1;
+  for (fs::directory_iterator procs("/proc", ec), end; !ec && procs != end; procs.increment(ec)) {
+    const std::string pid_text = procs->path().filename().string();
+    int pid = 0;
+    const auto [p, err] = std::from_chars(pid_text.data(), pid_text.data() + pid_text.size(), pid);
+    if (err != std::errc() || p != pid_text.data() + pid_text.size()) continue;
+    std::error_code fd_ec;
+    for (fs::directory_iterator fds(procs->path() / "fd", fd_ec), fds_end; !fd_ec && fds != fds_end;
+         fds.increment(fd_ec)) {
+      std::error_code link_ec;
+      if (fs::read_symlink(fds->path(), link_ec) == target) return pid;
+    }
+  }
+  return ec ? -1 : 0;
+}
+
+// Whether the state word of a mapped header says ready.
+bool is_ready(const SegmentHeader* h) {
+  return std::atomic_ref<std::uint32_t>(const_cast<std::uint32_t&>(h->state)).load(std::memory_order_acquire) ==
+         kStateReady;
+}
+
+// Maps all of `shm` into `region`. A creator writes the header, then sizes the segment, then marks it ready:
+// a segment seen ready but mapped while it was growing is mapped again, at its final size.
+void map_whole(bip::shared_memory_object& shm, bip::mode_t mode, bip::mapped_region& region) {
+  region = bip::mapped_region(shm, mode);
+  if (region.get_size() < kHeaderBytes) return;
+  const auto* h = static_cast<const SegmentHeader*>(region.get_address());
+  const std::uint64_t elements = h->elements;
+  if (is_ready(h) && elements <= (SIZE_MAX - kHeaderBytes) / sizeof(float) &&
+      region.get_size() < kHeaderBytes + elements * sizeof(float)) {
+    region = bip::mapped_region(shm, mode);
+  }
 }
 
 // The object a descriptor has open, and the one `name` names now (none when it names nothing).
@@ -104,6 +159,11 @@ void check_name(const std::string& name) {
   }
   if (name == "." || name == "..") {
     throw InputError(fmt::format("shared segment '{}': not a name (it is the shared-memory directory)", name));
+  }
+  if (name[0] == '-') {
+    throw InputError(fmt::format("shared segment '{}': a name may not start with '-' (a command line would take it "
+                                 "for an option)",
+                                 name));
   }
   for (char ch : name) {
     const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
@@ -148,8 +208,7 @@ SegmentInfo read_info(const std::string& name, const SegmentHeader* h, std::size
   info.elements = h->elements;
   info.creator_pid = h->creator_pid;
   info.creator_alive = process_alive(h->creator_pid, h->creator_start);
-  info.ready = std::atomic_ref<std::uint32_t>(const_cast<std::uint32_t&>(h->state)).load(std::memory_order_acquire) ==
-               kStateReady;
+  info.ready = is_ready(h);
   if (info.ready) {
     if (h->layout_text_bytes > kLayoutTextMax || h->elements > (mapped_bytes - kHeaderBytes) / sizeof(float)) {
       throw InputError(fmt::format("shared segment '{}' is truncated or corrupt (header says {} elements)", name,
@@ -257,9 +316,19 @@ ParamStore ParamStore::create_shared(const std::string& name, Layout layout, Cre
     try {
       info = inspect_shared(name);
     } catch (const InputError&) {
-      info.name = name;  // not ours or corrupt: only an explicit remove may delete it
+      // Not ours or corrupt: only an explicit remove may delete it; one a creator left before writing its header
+      // holds nothing.
+      if (const auto left = abandoned_shared(name)) {
+        if (options.replace_stale) {
+          remove_shared(name, *left);
+          return create_shared(name, std::move(layout), CreateOptions{false}, initialize);
+        }
+        throw InputError(fmt::format("shared segment '{}' exists but its creator died before writing its header; "
+                                     "remove it (asgd shm remove {}) or replace it",
+                                     name, name));
+      }
       throw InputError(fmt::format("shared segment '{}' exists and is not a usable asgd segment; remove it "
-                                   "(asgd shm remove {}) if it is yours",
+                                   "(asgd shm remove --force {}) if it is yours",
                                    name, name));
     }
     const bool nobody_alive = info.writers.empty() && !(!info.ready && info.creator_alive);
@@ -283,6 +352,21 @@ ParamStore ParamStore::create_shared(const std::string& name, Layout layout, Cre
   ::fchmod(s->shm.get_mapping_handle().handle, 0600);
   const std::size_t n = layout.size();
   try {
+    // The header first (its magic last), state initialising: a creator killed while it sizes the parameters
+    // leaves a segment that names it, which recovery replaces and `asgd shm remove` removes, and an attacher
+    // waits on a live creator however long the sizing takes.
+    s->shm.truncate(static_cast<bip::offset_t>(kHeaderBytes));
+    s->region = bip::mapped_region(s->shm, bip::read_write, 0, kHeaderBytes);
+    auto* h = static_cast<SegmentHeader*>(s->region.get_address());
+    h->format_version = kFormatVersion;
+    h->header_bytes = kHeaderBytes;
+    h->layout_hash = layout.hash();
+    h->elements = n;
+    h->layout_text_bytes = text.size();
+    h->creator_pid = ::getpid();
+    h->creator_start = process_start(h->creator_pid);
+    std::memcpy(h->layout_text, text.data(), text.size());
+    std::atomic_ref<std::uint64_t>(h->magic).store(kMagic, std::memory_order_release);
     const auto bytes = static_cast<bip::offset_t>(kHeaderBytes + n * sizeof(float));
     s->shm.truncate(bytes);
     // truncate() only sizes a sparse file: reserve its pages now, so a full /dev/shm is this error and not a
@@ -297,18 +381,9 @@ ParamStore ParamStore::create_shared(const std::string& name, Layout layout, Cre
                                    kHeaderBytes + n * sizeof(float), e.what()));
   }
   auto* h = static_cast<SegmentHeader*>(s->region.get_address());
-  h->format_version = kFormatVersion;
-  h->header_bytes = kHeaderBytes;
-  h->layout_hash = layout.hash();
-  h->elements = n;
-  h->layout_text_bytes = text.size();
-  h->creator_pid = ::getpid();
-  h->creator_start = process_start(h->creator_pid);
-  std::memcpy(h->layout_text, text.data(), text.size());
   s->header = h;
   s->name = name;
   s->layout = std::move(layout);
-  std::atomic_ref<std::uint64_t>(h->magic).store(kMagic, std::memory_order_release);
   s->register_writer();
   float* data = reinterpret_cast<float*>(static_cast<char*>(s->region.get_address()) + kHeaderBytes);
   ParamStore made(std::move(s), data, n, true);
@@ -348,35 +423,54 @@ SegmentInfo open_segment(const std::string& name, Access access, bip::shared_mem
     }
     throw InputError(fmt::format("shared segment '{}': cannot open: {}", name, e.what()));
   }
+  constexpr std::chrono::seconds kHeaderWait{2};
+  constexpr std::chrono::seconds kInitialiseWait{600};
   // A creator may be between shm_open and writing its magic: until the
   // deadline, a short segment or a zero magic means "still initialising".
-  // Once the header is there, a live creator may take longer (it fills the
-  // parameters before marking the segment ready): wait for it up to 10 min.
+  // Once the header is there, a live creator may take longer (it sizes the
+  // segment and fills the parameters before marking it ready): wait for it
+  // up to 10 min.
   const auto start = std::chrono::steady_clock::now();
   auto wait_or_fail = [&](const std::string& what, std::chrono::seconds limit) {
     if (std::chrono::steady_clock::now() - start > limit) {
-      throw InputError(fmt::format("shared segment '{}' {} after {} s: not an asgd segment, or its creator died "
-                                   "or hangs while making it; remove it (asgd shm remove {})",
+      throw InputError(fmt::format("shared segment '{}' {} after {} s: its creator hangs while making it; stop "
+                                   "it, or remove the segment (asgd shm remove --force {})",
                                    name, what, limit.count(), name));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   };
-  constexpr std::chrono::seconds kHeaderWait{2};
-  constexpr std::chrono::seconds kInitialiseWait{600};
+  // No header yet: past the deadline, one that no process is making (a creator killed before it wrote the
+  // header) is named as such, with a removal that works; anything else may be another program's memory.
+  auto wait_for_header = [&](const std::string& what) {
+    if (std::chrono::steady_clock::now() - start <= kHeaderWait) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      return;
+    }
+    region = bip::mapped_region();
+    shm = bip::shared_memory_object();  // closed, so that we do not count as its creator below
+    if (ParamStore::abandoned_shared(name)) {
+      throw InputError(fmt::format("shared segment '{}' {}: its creator died before writing it; remove it (asgd "
+                                   "shm remove {}), or replace it (asgd: --shm-recover)",
+                                   name, what, name));
+    }
+    throw InputError(fmt::format("shared segment '{}' {} after {} s: not an asgd segment, or its creator hangs "
+                                 "while making it; remove it if it is yours (asgd shm remove --force {})",
+                                 name, what, kHeaderWait.count(), name));
+  };
   bool told = false;
   for (;;) {
     bip::offset_t bytes = 0;
     shm.get_size(bytes);
     if (static_cast<std::size_t>(bytes) < kHeaderBytes) {
-      wait_or_fail(fmt::format("is only {} bytes", bytes), kHeaderWait);
+      wait_for_header(fmt::format("is only {} bytes", bytes));
       continue;
     }
-    region = bip::mapped_region(shm, mode);
+    map_whole(shm, mode, region);
     const auto* h = static_cast<const SegmentHeader*>(region.get_address());
     const auto magic =
         std::atomic_ref<std::uint64_t>(const_cast<std::uint64_t&>(h->magic)).load(std::memory_order_acquire);
     if (magic == 0) {
-      wait_or_fail("has no header", kHeaderWait);
+      wait_for_header("has no header");
       continue;
     }
     SegmentInfo info = read_info(name, h, region.get_size());
@@ -467,7 +561,8 @@ SegmentInfo ParamStore::inspect_shared(const std::string& name) {
   if (static_cast<std::size_t>(bytes) < kHeaderBytes) {
     throw InputError(fmt::format("shared segment '{}' is not an asgd parameter segment ({} bytes)", name, bytes));
   }
-  bip::mapped_region region(shm, bip::read_only);
+  bip::mapped_region region;
+  map_whole(shm, bip::read_only, region);
   SegmentInfo info = read_info(name, static_cast<const SegmentHeader*>(region.get_address()), region.get_size());
   info.id = id_of(shm.get_mapping_handle().handle).value_or(SegmentId{});
   return info;
@@ -485,13 +580,14 @@ bool ParamStore::exists_shared(const std::string& name) {
 }
 
 namespace {
-// Whether segment `name` is an asgd segment whose creator died before making it ready, with no writer left.
+// Whether segment `name` is an asgd segment whose creator died before making it ready, with no writer left, or
+// an object a creator killed before writing the header left.
 bool never_finished(const std::string& name) {
   try {
     const SegmentInfo info = ParamStore::inspect_shared(name);
     return !info.ready && !info.creator_alive && info.writers.empty();
   } catch (const InputError&) {  // not ours, or gone: attach says which
-    return false;
+    return ParamStore::abandoned_shared(name).has_value();
   }
 }
 }  // namespace
@@ -508,9 +604,15 @@ ParamStore ParamStore::open_or_create_shared(const std::string& name, Layout lay
     if (exists_shared(name)) {
       // With recovery, a segment whose creator died before making it ready holds nothing: make it again.
       if (options.recover_stale && never_finished(name)) {
-        ParamStore made = create_shared(name, layout, CreateOptions{true}, initialize);
-        if (created != nullptr) *created = true;
-        return made;
+        try {
+          ParamStore made = create_shared(name, layout, CreateOptions{true}, initialize);
+          if (created != nullptr) *created = true;
+          return made;
+        } catch (const InputError&) {
+          // Another process recovering it too replaced it first: attach to its segment.
+          if (attempt >= 2 || !exists_shared(name)) throw;
+          continue;
+        }
       }
       try {
         return attach_shared(name, layout, Access::read_write, options);
@@ -529,6 +631,27 @@ ParamStore ParamStore::open_or_create_shared(const std::string& name, Layout lay
       if (attempt >= 2 || !exists_shared(name)) throw;
     }
   }
+}
+
+std::optional<SegmentId> ParamStore::abandoned_shared(const std::string& name) {
+  check_name(name);
+  const int fd = ::shm_open(("/" + name).c_str(), O_RDONLY, 0);
+  if (fd < 0) return std::nullopt;
+  // What a creator killed between shm_open and writing its magic leaves: nothing, or a header's size of bytes
+  // without the magic.
+  struct stat st {};
+  bool headerless = false;
+  if (::fstat(fd, &st) == 0 && st.st_size == 0) {
+    headerless = true;
+  } else if (st.st_size == static_cast<off_t>(kHeaderBytes)) {
+    std::uint64_t magic = 1;
+    headerless = ::pread(fd, &magic, sizeof magic, 0) == static_cast<ssize_t>(sizeof magic) && magic == 0;
+  }
+  auto id = headerless ? id_of(fd) : std::nullopt;
+  ::close(fd);
+  // A live creator has it open (its create made it, so none can have started since).
+  if (!id || holder_of(name) != 0) return std::nullopt;
+  return id;
 }
 
 bool ParamStore::remove_shared(const std::string& name) noexcept {

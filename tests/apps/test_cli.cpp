@@ -2,6 +2,8 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -511,6 +513,81 @@ TEST_F(Cli, ShmRemoveLeavesOtherProgramsMemoryUnlessForced) {
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_EQ(r.output.find("no shared segment"), std::string::npos) << r.output;  // the naming rule instead
   fs::remove(object);
+}
+
+// A creator killed while it sizes the segment (here by SIGXFSZ, as under `ulimit -f 100`) leaves one that names
+// it: recovery replaces it and `shm remove` removes it (before: an object without a header that both refused).
+TEST_F(Cli, ACreatorKilledWhileSizingLeavesASegmentThatRecoveryReplaces) {
+  generate("z.svm", 2000, 1000);
+  const std::string shm = "asgd-cli-sizing-" + std::to_string(::getpid());
+  asgd::ParamStore::remove_shared(shm);
+  const std::vector<std::string> train = {"linear", "train", "--data", path("z.svm"), "--shm", shm,
+                                          "--features", "1000000", "--epochs", "1", "--quiet"};
+  auto killed_while_sizing = [&] {
+    rlimit old{}, no_core{0, 0};
+    ::getrlimit(RLIMIT_FSIZE, &old);
+    rlimit small = old;
+    small.rlim_cur = 100 * 1024;  // the header fits, the 4 MB of parameters do not
+    ::setrlimit(RLIMIT_FSIZE, &small);
+    rlimit old_core{};
+    ::getrlimit(RLIMIT_CORE, &old_core);
+    ::setrlimit(RLIMIT_CORE, &no_core);
+    Child c(train, dir_ / ("sizing" + std::to_string(runs_++)));
+    ::setrlimit(RLIMIT_FSIZE, &old);
+    ::setrlimit(RLIMIT_CORE, &old_core);
+    return c.wait();
+  };
+  auto r = killed_while_sizing();
+  ASSERT_EQ(r.status, 128 + SIGXFSZ) << r.output;
+  r = run({"shm", "info", shm});
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("(NOT READY)"), std::string::npos) << r.output;
+  r = run(train);
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("died before it was ready"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--shm-recover"), std::string::npos) << r.output;
+  r = run({"shm", "remove", shm});
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_FALSE(asgd::ParamStore::exists_shared(shm));
+  r = killed_while_sizing();
+  ASSERT_EQ(r.status, 128 + SIGXFSZ) << r.output;
+  auto recover = train;
+  recover.push_back("--shm-recover");
+  r = run(recover);
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(asgd::ParamStore::inspect_shared(shm).ready);
+  asgd::ParamStore::remove_shared(shm);
+}
+
+// An object a creator killed before writing the header left (forged: 0 bytes) is removed by `shm remove` once
+// no process has it open; while one has (a creator about to write the header), it is refused.
+TEST_F(Cli, ShmRemoveRemovesWhatACreatorLeftBeforeItsHeader) {
+  if (!fs::is_directory("/proc/self/fd")) GTEST_SKIP() << "no /proc";
+  const std::string name = "asgd-cli-headerless-" + std::to_string(::getpid());
+  asgd::ParamStore::remove_shared(name);
+  const int fd = ::shm_open(("/" + name).c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  ASSERT_GE(fd, 0);
+  auto r = run({"shm", "remove", name});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("pass --force"), std::string::npos) << r.output;
+  EXPECT_TRUE(asgd::ParamStore::exists_shared(name));
+  ::close(fd);
+  r = run({"shm", "remove", name});
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("removed " + name + " (its creator died before writing its header)"), std::string::npos)
+      << r.output;
+  EXPECT_FALSE(asgd::ParamStore::exists_shared(name));
+}
+
+// `asgd shm remove -x` would take the name for an option: such a name is refused before anything is made.
+TEST_F(Cli, ASegmentNameStartingWithADashIsRefused) {
+  generate("d.svm", 2000, 300);
+  const std::string shm = "-asgd-cli-dash-" + std::to_string(::getpid());
+  const auto r = run({"linear", "train", "--data", path("d.svm"), "--shm=" + shm, "--epochs", "1", "--quiet"});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("may not start with '-'"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists("/dev/shm/" + shm));
+  fs::remove("/dev/shm/" + shm);
 }
 
 TEST_F(Cli, AFailedRunRemovesTheSegmentItCreatedOnly) {

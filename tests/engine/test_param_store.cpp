@@ -2,12 +2,16 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -342,4 +346,200 @@ TEST_F(ShmTest, ReplaceStaleMakesAFreshSegment) {
   EXPECT_NE(message_of([&] { ParamStore::create_shared(name_, small_layout()); }).find("stale"), std::string::npos);
   auto fresh = ParamStore::create_shared(name_, small_layout(), {.replace_stale = true});
   EXPECT_EQ(fresh.load(0), 0.0f);
+}
+
+TEST_F(ShmTest, NamesStartingWithADashAreRefused) {
+  // `asgd shm remove -x` would take the name for an option.
+  const auto msg = message_of([&] { ParamStore::create_shared("-x", small_layout()); });
+  EXPECT_NE(msg.find("may not start with '-'"), std::string::npos) << msg;
+  EXPECT_THROW(ParamStore::inspect_shared("-" + name_), asgd::InputError);
+  EXPECT_NO_THROW(ParamStore::exists_shared("x-"));
+}
+
+// A killed process its parent has not reaped yet (a zombie) is dead: kill(pid, 0) still finds it.
+TEST_F(ShmTest, AZombieCreatorAndWriterAreDead) {
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // Registered as a writer, then gone without detaching, before the segment was ready.
+    ParamStore::create_shared(name_, small_layout(), {}, [](ParamStore&) { ::_exit(0); });
+    ::_exit(1);
+  }
+  auto state_of = [](pid_t pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    std::getline(in, line);
+    const auto close = line.rfind(')');
+    return close == std::string::npos || close + 2 >= line.size() ? '?' : line[close + 2];
+  };
+  for (int i = 0; i < 2000 && state_of(child) != 'Z'; ++i) ::usleep(1000);
+  if (state_of(child) != 'Z') {
+    ::waitpid(child, nullptr, 0);
+    GTEST_SKIP() << "no /proc/PID/stat";
+  }
+  const auto info = ParamStore::inspect_shared(name_);
+  bool made = false;
+  if (!info.creator_alive) {  // else recovery would wait for it to finish (10 min)
+    auto store = ParamStore::open_or_create_shared(name_, small_layout(), {.recover_stale = true}, &made);
+  }
+  ASSERT_EQ(::waitpid(child, nullptr, 0), child);
+  EXPECT_FALSE(info.creator_alive);
+  EXPECT_TRUE(info.writers.empty());
+  EXPECT_EQ(info.dead_writers, std::vector<int>{child});
+  EXPECT_TRUE(made);
+}
+
+// A creator writes the header (its pid in it) before it sizes the segment: one killed while sizing (here by
+// SIGXFSZ, as under `ulimit -f`) leaves a segment that names it, which recovery replaces (before: an object of 0
+// bytes, or of full size without a header, that recovery refused).
+TEST_F(ShmTest, ACreatorKilledWhileSizingLeavesASegmentThatNamesIt) {
+  Layout big;
+  big.add("w", {100000});
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const rlimit no_core{0, 0}, small{64 * 1024, RLIM_INFINITY};
+    ::setrlimit(RLIMIT_CORE, &no_core);
+    ::setrlimit(RLIMIT_FSIZE, &small);
+    ParamStore::create_shared(name_, big);
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGXFSZ) << status;
+  const auto info = ParamStore::inspect_shared(name_);
+  EXPECT_FALSE(info.ready);
+  EXPECT_EQ(info.creator_pid, child);
+  EXPECT_FALSE(info.creator_alive);
+  EXPECT_TRUE(info.stale());
+  const auto msg = message_of([&] { ParamStore::open_or_create_shared(name_, big); });
+  EXPECT_NE(msg.find("died before it was ready"), std::string::npos) << msg;
+  bool made = false;
+  auto store = ParamStore::open_or_create_shared(name_, big, {.recover_stale = true}, &made);
+  EXPECT_TRUE(made);
+  EXPECT_EQ(store.size(), big.size());
+}
+
+// An attacher copes with a segment whose header is written but which its creator is still sizing: it waits and
+// maps it at its final size.
+TEST_F(ShmTest, AnAttacherWaitsWhileTheCreatorSizesTheSegment) {
+  const std::string real = name_ + "-real";
+  ParamStore::remove_shared(real);
+  std::vector<char> header(asgd::segment::kHeaderBytes);
+  {
+    auto made = ParamStore::create_shared(real, small_layout());
+    const int fd = ::shm_open(("/" + real).c_str(), O_RDONLY, 0);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::pread(fd, header.data(), header.size(), 0), static_cast<ssize_t>(header.size()));
+    ::close(fd);
+  }
+  ParamStore::remove_shared(real);
+  auto* h = reinterpret_cast<asgd::segment::SegmentHeader*>(header.data());
+  h->state = asgd::segment::kStateInitialising;
+  for (auto& w : h->writers) w = 0;
+  const int fd = ::shm_open(("/" + name_).c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::pwrite(fd, header.data(), header.size(), 0), static_cast<ssize_t>(header.size()));
+  std::optional<ParamStore> attached;
+  std::jthread attacher([&] { attached.emplace(ParamStore::attach_shared(name_, small_layout())); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const std::size_t bytes = asgd::segment::kHeaderBytes + small_layout().size() * sizeof(float);
+  ASSERT_EQ(::ftruncate(fd, static_cast<off_t>(bytes)), 0);
+  const std::uint32_t ready = asgd::segment::kStateReady;
+  ASSERT_EQ(::pwrite(fd, &ready, sizeof ready, offsetof(asgd::segment::SegmentHeader, state)),
+            static_cast<ssize_t>(sizeof ready));
+  ::close(fd);
+  attacher.join();
+  ASSERT_TRUE(attached.has_value());
+  EXPECT_EQ(attached->size(), small_layout().size());
+  attached->store(attached->size() - 1, 3.0f);
+  EXPECT_EQ(attached->load(attached->size() - 1), 3.0f);
+}
+
+// What a creator killed before writing its header leaves (0 bytes, or a header's size of zeros) and no process
+// has open is abandoned: recovery replaces it. One that a process has open (a creator about to write it) or of
+// another size is not.
+TEST_F(ShmTest, AHeaderlessObjectNobodyHasOpenIsAbandoned) {
+  const int fd = ::shm_open(("/" + name_).c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  ASSERT_GE(fd, 0);
+  if (!std::filesystem::exists("/proc/self/fd")) GTEST_SKIP() << "no /proc";
+  EXPECT_FALSE(ParamStore::abandoned_shared(name_).has_value());  // we have it open
+  ASSERT_EQ(::ftruncate(fd, 20000), 0);
+  ::close(fd);
+  EXPECT_FALSE(ParamStore::abandoned_shared(name_).has_value());  // not what a creator leaves
+  {
+    const int again = ::shm_open(("/" + name_).c_str(), O_RDWR, 0);
+    ASSERT_EQ(::ftruncate(again, 0), 0);
+    ASSERT_EQ(::ftruncate(again, asgd::segment::kHeaderBytes), 0);
+    ::close(again);
+  }
+  ASSERT_TRUE(ParamStore::abandoned_shared(name_).has_value());
+  auto msg = message_of([&] { ParamStore::attach_shared(name_, small_layout()); });  // after 2 s
+  EXPECT_NE(msg.find("has no header: its creator died before writing it; remove it (asgd shm remove " + name_),
+            std::string::npos)
+      << msg;
+  msg = message_of([&] { ParamStore::create_shared(name_, small_layout()); });
+  EXPECT_NE(msg.find("its creator died before writing its header"), std::string::npos) << msg;
+  bool made = false;
+  {
+    auto store = ParamStore::open_or_create_shared(name_, small_layout(), {.recover_stale = true}, &made);
+    EXPECT_TRUE(made);
+    EXPECT_TRUE(ParamStore::inspect_shared(name_).ready);
+  }
+  ASSERT_TRUE(ParamStore::remove_shared(name_));
+  const int empty = ::shm_open(("/" + name_).c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);  // killed at its truncate
+  ASSERT_GE(empty, 0);
+  ::close(empty);
+  EXPECT_TRUE(ParamStore::abandoned_shared(name_).has_value());
+  auto store = ParamStore::create_shared(name_, small_layout(), {.replace_stale = true});
+  EXPECT_TRUE(ParamStore::inspect_shared(name_).ready);
+}
+
+// Processes recovering one segment whose creator died before it was ready, at once: one makes it again, the
+// others attach to that (before: some failed, as the name they saw stale had been made again).
+TEST_F(ShmTest, RacingRecoveriesAllSucceed) {
+  for (int round = 0; round < 5; ++round) {
+    {
+      auto s = ParamStore::create_shared(name_, small_layout());
+    }  // detached: no writer left
+    {
+      // Forged: never ready, and its creator another process (its start time not ours), so dead.
+      const int fd = ::shm_open(("/" + name_).c_str(), O_RDWR, 0);
+      ASSERT_GE(fd, 0);
+      void* mapped = ::mmap(nullptr, asgd::segment::kHeaderBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      ::close(fd);
+      ASSERT_NE(mapped, MAP_FAILED);
+      auto* h = static_cast<asgd::segment::SegmentHeader*>(mapped);
+      h->state = asgd::segment::kStateInitialising;
+      h->creator_start += 1;
+      ::munmap(mapped, asgd::segment::kHeaderBytes);
+    }
+    ASSERT_FALSE(ParamStore::inspect_shared(name_).creator_alive);
+    std::atomic<int> created{0}, waiting{0};
+    std::vector<std::string> failures;
+    std::mutex failures_mutex;
+    std::vector<std::optional<ParamStore>> stores(4);
+    {
+      std::vector<std::jthread> racers;
+      for (auto& s : stores)
+        racers.emplace_back([&] {
+          ++waiting;
+          while (waiting < static_cast<int>(stores.size())) std::this_thread::yield();
+          try {
+            bool made = false;
+            s.emplace(ParamStore::open_or_create_shared(name_, small_layout(), {.recover_stale = true}, &made,
+                                                        [](ParamStore& p) { p.fill(2.0f); }));
+            created += made ? 1 : 0;
+          } catch (const std::exception& e) {
+            std::scoped_lock lock(failures_mutex);
+            failures.push_back(e.what());
+          }
+        });
+    }
+    ASSERT_TRUE(failures.empty()) << "round " << round << ": " << failures[0];
+    EXPECT_EQ(created.load(), 1);
+    for (auto& s : stores) EXPECT_EQ(s->load(0), 2.0f);
+    stores.clear();
+    ASSERT_TRUE(ParamStore::remove_shared(name_));
+  }
 }

@@ -10,7 +10,10 @@
 //  * creator still initialising       -> attach waits while the creator lives
 //    (at most 10 minutes; set_wait_notice hears of it after 2 s), then goes
 //    on as below; InputError if the name is removed meanwhile
-//  * creator died before it was ready -> InputError: stale, remove it
+//  * creator died before it was ready -> InputError: stale, remove it (a
+//    creator writes the header, with its pid, before it sizes the segment)
+//  * no header after 2 s              -> InputError; one that no process has
+//    open (its creator died before writing the header) is abandoned_shared
 //  * a writer died without detaching  -> InputError naming the pid, unless
 //    AttachOptions::recover_stale: then the dead writer's slot is cleared and
 //    the parameters (valid floats, maybe mid-update) are taken as they are.
@@ -24,6 +27,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -102,6 +106,14 @@ class ParamStore {
   static ParamStore open_or_create_shared(const std::string& name, Layout layout, AttachOptions options = {},
                                           bool* created = nullptr,
                                           const std::function<void(ParamStore&)>& initialize = {});
+  // The object's id when `name` is what a creator killed before writing the
+  // header left behind (0 bytes, or a header's size without the magic) and
+  // no process has it open (a live creator holds its object open; processes
+  // whose descriptors cannot be read, another user's, are not seen); none
+  // for anything else. Such an object holds nothing: `asgd shm remove` and
+  // recovery remove it, as they do a segment whose creator died before it
+  // was ready. Linux (/proc); none where that cannot be told.
+  static std::optional<SegmentId> abandoned_shared(const std::string& name);
   // Called once per attach that has waited 2 s for a creator to finish
   // initialising (the command line prints it on stderr); none by default.
   static void set_wait_notice(std::function<void(const std::string&)> notice);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <signal.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -663,7 +664,25 @@ bool ParamStore::remove_shared(const std::string& name) noexcept {
 }
 
 bool ParamStore::remove_shared(const std::string& name, SegmentId only) noexcept {
+  // Removers by id hold one lock (flock on the shared-memory directory) from the check to the unlink: of two
+  // processes replacing one stale segment at once, the second cannot check the old object, let the first unlink
+  // it and make the name again, and then unlink the new one. (Without the directory, no lock: the window is
+  // microseconds wide.)
+  struct DirLock {
+    int fd = ::open("/dev/shm", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DirLock() {
+      if (fd >= 0)
+        while (::flock(fd, LOCK_EX) != 0 && errno == EINTR) {
+        }
+    }
+    ~DirLock() {
+      if (fd >= 0) ::close(fd);  // releases the lock
+    }
+    DirLock(const DirLock&) = delete;
+    DirLock& operator=(const DirLock&) = delete;
+  };
   try {
+    const DirLock lock;
     return id_of(name) == only && bip::shared_memory_object::remove(name.c_str());
   } catch (...) {
     return false;

@@ -124,9 +124,9 @@ class ParamStore {
   static bool remove_shared(const std::string& name) noexcept;
   // Removes `name` only while it names the object `only` (segment_id() of a
   // store that attached it): not a segment made again under the name since.
-  // The check and the removal are two calls, so this narrows the race with
-  // a process removing and recreating the name to microseconds; it cannot
-  // close it.
+  // The check and the removal are two calls, made under one lock that every
+  // removal by id takes (flock on /dev/shm), so two processes replacing one
+  // stale segment cannot remove the one the other made again.
   static bool remove_shared(const std::string& name, SegmentId only) noexcept;
 
   // A moved-from store may only be assigned to or destroyed.

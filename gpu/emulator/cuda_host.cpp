@@ -287,6 +287,8 @@ cudaError_t cudaGetLastError() {
   return e;
 }
 
+cudaError_t cudaPeekAtLastError() { return last_error; }
+
 const char* cudaGetErrorName(cudaError_t e) {
   switch (e) {
     case cudaSuccess: return "cudaSuccess";
@@ -297,6 +299,7 @@ const char* cudaGetErrorName(cudaError_t e) {
     case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
     case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
     case cudaErrorIllegalState: return "cudaErrorIllegalState";
+    case cudaErrorNotReady: return "cudaErrorNotReady";
     default: return "cudaError (emulated)";
   }
 }
@@ -532,6 +535,16 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e) {
   return cudaSuccess;
 }
 
+// cudaErrorNotReady until the stream reaches the event's last record. It is
+// left as the thread's last error too (fail()), the stricter reading of
+// CUDA's rules: a caller must not let it reach a later launch check.
+cudaError_t cudaEventQuery(cudaEvent_t e) {
+  if (e == nullptr) return fail(cudaErrorInvalidResourceHandle);
+  if (unsafe_during_capture()) return fail(cudaErrorStreamCaptureUnsupported);
+  std::scoped_lock lock(e->state->m);
+  return e->state->reached >= e->state->recorded ? cudaSuccess : fail(cudaErrorNotReady);
+}
+
 // Work queued on s after this waits for the event's last record before it.
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) {
   if (e == nullptr) return fail(cudaErrorInvalidResourceHandle);
@@ -699,10 +712,10 @@ std::size_t operations(cudaStream_t s) {
 
 void enqueue(cudaStream_t s, std::function<void()> work) {
   if (s == nullptr) {
-    // The legacy null stream: after all other work, before any later work.
-    synchronize_device();
-    work();
-    return;
+    // The legacy null stream would be a device-wide barrier here, but gpu/'s
+    // streams are non-blocking, and on a GPU they do not wait for it (nor it
+    // for them): work ordered here would race there. gpu/ queues nothing on it.
+    throw std::logic_error("emulator: work queued on the legacy null stream (gpu/ orders work on its own streams)");
   }
   s->push(std::move(work));
 }

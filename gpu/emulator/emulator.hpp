@@ -11,7 +11,7 @@
 namespace asgd::gpu::emulator {
 
 // Queues `work` on stream s (it runs after everything queued on s before
-// it); the null stream runs it at once, after every other stream is idle.
+// it); std::logic_error for the null stream, which gpu/ never uses.
 void enqueue(cudaStream_t s, std::function<void()> work);
 // A kernel launch: enqueue, after checking that s belongs to the calling
 // thread's current device (std::logic_error otherwise, as CUDA refuses it).

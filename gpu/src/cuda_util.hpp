@@ -128,6 +128,21 @@ class Event {
   void record(cudaStream_t s) const { ASGD_CUDA(cudaEventRecord(e_, s)); }
   // Work queued on `s` from now on waits for this event's work.
   void wait_on(cudaStream_t s) const { ASGD_CUDA(cudaStreamWaitEvent(s, e_, 0)); }
+  // Blocks the calling thread until the work before the last record is done.
+  void synchronize() const { ASGD_CUDA(cudaEventSynchronize(e_)); }
+  // Whether the work before the last record is done (true if never
+  // recorded), without waiting.
+  bool done() const {
+    const cudaError_t rc = cudaEventQuery(e_);
+    if (rc == cudaErrorNotReady) {
+      // Not an error: kept out of the thread's last error, which the next
+      // ASGD_CUDA_LAUNCHED() reads.
+      if (cudaPeekAtLastError() == cudaErrorNotReady) (void)cudaGetLastError();
+      return false;
+    }
+    ASGD_CUDA(rc);
+    return true;
+  }
 
  private:
   cudaEvent_t e_ = nullptr;
@@ -137,10 +152,15 @@ class Cublas {
  public:
   explicit Cublas(cudaStream_t stream) {
     ASGD_CUBLAS(cublasCreate(&h_));
-    ASGD_CUBLAS(cublasSetStream(h_, stream));
-    // FP32 GEMMs stay FP32 (no TF32): the parity tests compare with the CPU
-    // at 1e-4.
-    ASGD_CUBLAS(cublasSetMathMode(h_, CUBLAS_DEFAULT_MATH));
+    try {
+      ASGD_CUBLAS(cublasSetStream(h_, stream));
+      // FP32 GEMMs stay FP32 (no TF32): the parity tests compare with the
+      // CPU at 1e-4.
+      ASGD_CUBLAS(cublasSetMathMode(h_, CUBLAS_DEFAULT_MATH));
+    } catch (...) {
+      (void)cublasDestroy(h_);  // no destructor runs for a throwing constructor
+      throw;
+    }
   }
   ~Cublas() {
     if (h_ != nullptr && cublasDestroy(h_) != CUBLAS_STATUS_SUCCESS) (void)cudaGetLastError();

@@ -3,6 +3,7 @@
 #include "asgd/gpu/gpu.hpp"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -291,6 +292,13 @@ double sgemm_gflops(std::size_t n, std::size_t repeats) {
 
 namespace {
 
+// At tau > 0, how many of its steps a stream may have queued and not done:
+// one running and one waiting, so that the device never idles for the host,
+// while the version count the host keeps stays within about W x this of the
+// device's (else the host threads would queue every step of an epoch at
+// once, and the views' ages would count steps queued, not steps done).
+constexpr std::size_t kQueueDepth = 2;
+
 // One stream's state: its network buffers, minibatch, gradient and view.
 struct Worker {
   Stream stream;
@@ -299,7 +307,8 @@ struct Worker {
   DeviceBuffer<float> x, grad, view;
   DeviceBuffer<std::uint8_t> y;
   DeviceBuffer<double> loss;  // sum of this epoch's minibatch mean losses
-  Event grad_done, update_done, view_done;
+  Event grad_done, update_done, view_done;  // view_done: after the last copy into `view`
+  std::array<Event, kQueueDepth> step_done;  // at tau > 0: step k's end in step_done[k % kQueueDepth]
   std::uint64_t view_version = 0;
   bool has_view = false;
   std::size_t batches = 0;
@@ -368,7 +377,7 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
     // A workspace of the handle's own for every stream, graphs or not, so
     // that cuBLAS chooses its GEMMs alike in both modes.
     wk->cublas.own_workspace(kCublasWorkspace);
-    if (o.cuda_graphs && B <= n) {
+    if (o.cuda_graphs) {
       // The step reads the shared parameters at tau = 0 and the stream's
       // view otherwise: the pointer is bound into the graph.
       Worker& w = *wk;
@@ -392,8 +401,8 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
     eval_net = std::make_unique<GpuNetwork>(net, 1000, eval_stream.get(), eval_cublas.get(), GpuNetwork::Pass::forward);
 
   // The order of operations on the shared parameters: every update, and
-  // every copy into a view, waits for the one before (an event chain), so
-  // each is atomic with respect to the others.
+  // every change from the host, waits for the one before (an event chain),
+  // so each is atomic with respect to the others.
   std::mutex chain;
   const Event* last = nullptr;
   std::uint64_t version = 0;  // updates made (guarded by chain)
@@ -401,6 +410,79 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
   auto after_last = [&](cudaStream_t s) {
     if (last != nullptr) last->wait_on(s);
   };
+  // At tau > 0 the views are copied from snapshots, not from d_w: after
+  // every update the chain copies the parameters into slot version % R of a
+  // ring. A copy from d_w would have to wait for the newest update queued,
+  // and so for the gradient before it on another stream: the streams'
+  // gradients would run one after another. A refresh takes the newest
+  // snapshot that the delay rule allows and that costs no wait: complete
+  // already, or taken on the worker's own stream (behind its own update,
+  // which its next gradient follows anyway; so one stream always sees its
+  // last update). Only when there is none does it wait (for the oldest
+  // allowed). A slot is written again only after the copies that read it
+  // (their view_done).
+  const bool views = o.tau > 0;
+  // The versions not yet done are at most about W x kQueueDepth: a ring of
+  // that many, and 2 more, holds a complete snapshot nearly always.
+  const std::size_t R = views ? W * kQueueDepth + 2 : 0;
+  std::vector<DeviceBuffer<float>> snaps;
+  std::vector<std::unique_ptr<Event>> snap_ready;
+  std::vector<std::vector<Worker*>> slot_readers(R);  // copies from the slot since it was written
+  std::vector<std::uint64_t> slot_version(R);
+  std::vector<cudaStream_t> slot_stream(R);  // where the slot was written
+  std::uint64_t first_valid = 0;  // older snapshots predate a change of d_w made from the host
+  for (std::size_t r = 0; r < R; ++r) {
+    snaps.emplace_back(P);
+    snap_ready.push_back(std::make_unique<Event>());
+  }
+  // Under `chain`, or while no worker thread runs: d_w as it is after the
+  // work queued on s so far becomes the snapshot of `version`.
+  auto snapshot = [&](cudaStream_t s) {
+    const std::size_t slot = version % R;
+    for (Worker* reader : slot_readers[slot]) reader->view_done.wait_on(s);
+    slot_readers[slot].clear();
+    ASGD_CUDA(cudaMemcpyAsync(snaps[slot].get(), d_w.get(), P * sizeof(float), cudaMemcpyDeviceToDevice, s));
+    snap_ready[slot]->record(s);
+    slot_version[slot] = version;
+    slot_stream[slot] = s;
+  };
+  // Under `chain`: brings wk's view within the delay rule, from a snapshot.
+  auto refresh_view = [&](Worker& wk) {
+    if (wk.has_view && o.tau != kUnbounded && version - wk.view_version <= o.tau) return;  // young enough
+    // The versions allowed, all still in the ring: [lo, version].
+    std::uint64_t lo = std::max(first_valid, version + 1 >= R ? version + 1 - R : 0);
+    if (o.tau != kUnbounded && version > o.tau) lo = std::max(lo, version - o.tau);
+    std::optional<std::uint64_t> newest_free;
+    for (std::uint64_t v = version + 1; v-- > lo;) {
+      const std::size_t slot = v % R;
+      if (slot_version[slot] != v) throw std::logic_error("gpu: a snapshot missing from the ring");
+      if (slot_stream[slot] == wk.stream.get() || snap_ready[slot]->done()) {
+        newest_free = v;
+        break;
+      }
+    }
+    // Any age is allowed at tau = inf: a view is replaced only by a newer one, never waited for.
+    if (o.tau == kUnbounded && wk.has_view && (!newest_free || *newest_free <= wk.view_version)) return;
+    const std::uint64_t v = newest_free.value_or(lo);
+    const std::size_t slot = v % R;
+    snap_ready[slot]->wait_on(wk.stream.get());
+    ASGD_CUDA(cudaMemcpyAsync(wk.view.get(), snaps[slot].get(), P * sizeof(float), cudaMemcpyDeviceToDevice,
+                              wk.stream.get()));
+    wk.view_done.record(wk.stream.get());
+    if (std::find(slot_readers[slot].begin(), slot_readers[slot].end(), &wk) == slot_readers[slot].end())
+      slot_readers[slot].push_back(&wk);
+    wk.view_version = v;
+    wk.has_view = true;
+  };
+  // After the host changed d_w (on the copy stream): views and snapshots of
+  // earlier parameters are not used again.
+  auto host_changed_parameters = [&] {
+    for (auto& wk : workers) wk->has_view = false;
+    if (!views) return;
+    snapshot(copy.get());
+    first_valid = version;
+  };
+  if (views) snapshot(copy.get());  // version 0: the parameters as uploaded
   // bo.after_updates (under mpirun: the ranks average their models) runs on
   // the host copy of the parameters: after the last update, the parameters
   // go to the host, and every later update or view copy waits for their
@@ -414,9 +496,9 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
     copy.synchronize();
     bo.after_updates();
     to_device(d_w.get(), params.data(), P, copy.get());
+    host_changed_parameters();
     exchanged.record(copy.get());
     last = &exchanged;
-    for (auto& wk : workers) wk->has_view = false;
   };
   auto update = [&](Worker& wk, const kernels::GradSum& g, std::uint64_t staleness) {
     // Under `chain`.
@@ -425,9 +507,10 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
     after_last(wk.stream.get());
     kernels::sgd_momentum(d_w.get(), d_v.get(), g, P, current.lr, current.momentum, o.weight_decay,
                           wk.stream.get());
+    ++version;
+    if (views) snapshot(wk.stream.get());
     wk.update_done.record(wk.stream.get());
     last = &wk.update_done;
-    ++version;
     if (bo.update_hook_due(bo.first_update + version)) exchange();
   };
 
@@ -496,22 +579,16 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
           Worker& wk = *workers[w];
           try {
             use_device();
-            for (;;) {
+            for (std::size_t step = 0;; ++step) {
               const std::size_t b = next.fetch_add(1);
               if (b >= batches) break;
+              // At most kQueueDepth steps of this stream queued ahead of the device (see kQueueDepth). Not under
+              // `chain`: the work waited for is queued already and needs nothing more from the host.
+              if (step >= kQueueDepth) wk.step_done[step % kQueueDepth].synchronize();
               if (!gate.enter(w)) break;
               {
                 std::scoped_lock lock(chain);
-                const std::uint64_t age = version - wk.view_version;
-                if (!wk.has_view || o.tau == kUnbounded || age > o.tau) {
-                  after_last(wk.stream.get());
-                  ASGD_CUDA(cudaMemcpyAsync(wk.view.get(), d_w.get(), P * sizeof(float), cudaMemcpyDeviceToDevice,
-                                            wk.stream.get()));
-                  wk.view_done.record(wk.stream.get());
-                  last = &wk.view_done;  // the next update waits for this copy
-                  wk.view_version = version;
-                  wk.has_view = true;
-                }
+                refresh_view(wk);
                 wk.max_view_age = std::max(wk.max_view_age, version - wk.view_version);
               }
               gradient(wk, b, wk.view.get());
@@ -526,6 +603,7 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
                 g.count = 1;
                 update(wk, g, staleness);
               }
+              wk.step_done[step % kQueueDepth].record(wk.stream.get());
               gate.finish_step(w);
             }
           } catch (...) {
@@ -574,8 +652,8 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
       o.after_epoch();
       to_device(d_w.get(), params.data(), P, copy.get());
       to_device(d_v.get(), momentum_buffer.data(), P, copy.get());
+      host_changed_parameters();
       copy.synchronize();
-      for (auto& wk : workers) wk->has_view = false;
     }
     std::optional<dense::EvalResult> scored;
     if (test_data) {

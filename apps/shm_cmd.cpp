@@ -48,7 +48,9 @@ void add_shm_commands(CLI::App& app, int& exit_code) {
           // What a creator killed before writing the header left holds nothing, and nobody is making it.
           if (const auto left = ParamStore::abandoned_shared(*name)) {
             if (!ParamStore::remove_shared(*name, *left)) {
-              throw InputError(fmt::format("no shared segment '{}'", *name));
+              throw InputError(fmt::format("shared segment '{}' changed meanwhile (made again, or removed); "
+                                           "not removed: look again (asgd shm info {})",
+                                           *name, *name));
             }
             fmt::print("removed {} (its creator died before writing its header)\n", *name);
             return 0;

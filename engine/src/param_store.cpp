@@ -6,6 +6,7 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <boost/interprocess/mapped_region.hpp>
@@ -13,6 +14,7 @@
 #include <cerrno>
 #include <charconv>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -83,14 +85,17 @@ bool process_alive(int pid, std::uint64_t started) {
   return started == 0 || !stat || stat->start == 0 || stat->start == started;
 }
 
-// A process (this one included) that has shared-memory object `name` open (a creator holds its object open from
-// shm_open on); 0 when none is seen, -1 when that cannot be told (no /proc). Processes whose descriptors we may
-// not read are not seen: a segment is owner-only, so only its owner (or root) could have it open.
-int holder_of(const std::string& name) {
+// A process (this one included) that holds shared-memory object `id`: open (a creator holds its object open
+// from shm_open on) or mapped (another program may map an object and close its descriptor); 0 when none is
+// seen, -1 when that cannot be told (no /proc). Matched by device and inode, not by path (/dev/shm may be a
+// link). Processes whose descriptors and maps we may not read are not seen: a segment is owner-only, so only
+// its owner (or root) could hold it.
+int holder_of(const SegmentId& id) {
   namespace fs = std::filesystem;
-  const fs::path target = fs::path("/dev/shm") / name;
   std::error_code ec;
   if (!fs::exists("/proc/self/fd", ec)) return -1;
+  const auto dev_major = static_cast<unsigned>(major(static_cast<dev_t>(id.device)));
+  const auto dev_minor = static_cast<unsigned>(minor(static_cast<dev_t>(id.device)));
   for (fs::directory_iterator procs("/proc", ec), end; !ec && procs != end; procs.increment(ec)) {
     const std::string pid_text = procs->path().filename().string();
     int pid = 0;
@@ -99,8 +104,21 @@ int holder_of(const std::string& name) {
     std::error_code fd_ec;
     for (fs::directory_iterator fds(procs->path() / "fd", fd_ec), fds_end; !fd_ec && fds != fds_end;
          fds.increment(fd_ec)) {
-      std::error_code link_ec;
-      if (fs::read_symlink(fds->path(), link_ec) == target) return pid;
+      struct stat st {};
+      if (::stat(fds->path().c_str(), &st) == 0 && static_cast<std::uint64_t>(st.st_dev) == id.device &&
+          static_cast<std::uint64_t>(st.st_ino) == id.inode)
+        return pid;
+    }
+    // "address perms offset major:minor inode path", the numbers of the device in hex.
+    std::ifstream maps(procs->path() / "maps");
+    std::string line;
+    while (std::getline(maps, line)) {
+      std::istringstream fields(line);
+      std::string range, perms, offset, device;
+      std::uint64_t inode = 0;
+      if (!(fields >> range >> perms >> offset >> device >> inode) || inode != id.inode) continue;
+      unsigned ma = 0, mi = 0;
+      if (std::sscanf(device.c_str(), "%x:%x", &ma, &mi) == 2 && ma == dev_major && mi == dev_minor) return pid;
     }
   }
   return ec ? -1 : 0;
@@ -118,8 +136,9 @@ void map_whole(bip::shared_memory_object& shm, bip::mode_t mode, bip::mapped_reg
   region = bip::mapped_region(shm, mode);
   if (region.get_size() < kHeaderBytes) return;
   const auto* h = static_cast<const SegmentHeader*>(region.get_address());
-  const std::uint64_t elements = h->elements;
-  if (is_ready(h) && elements <= (SIZE_MAX - kHeaderBytes) / sizeof(float) &&
+  if (!is_ready(h)) return;
+  const std::uint64_t elements = h->elements;  // read after the acquire of `state`
+  if (elements <= (SIZE_MAX - kHeaderBytes) / sizeof(float) &&
       region.get_size() < kHeaderBytes + elements * sizeof(float)) {
     region = bip::mapped_region(shm, mode);
   }
@@ -650,8 +669,9 @@ std::optional<SegmentId> ParamStore::abandoned_shared(const std::string& name) {
   }
   auto id = headerless ? id_of(fd) : std::nullopt;
   ::close(fd);
-  // A live creator has it open (its create made it, so none can have started since).
-  if (!id || holder_of(name) != 0) return std::nullopt;
+  // A live creator has it open (its create made it, so none can have started since); another program may hold
+  // such an object too, by a descriptor or a mapping.
+  if (!id || holder_of(*id) != 0) return std::nullopt;
   return id;
 }
 
@@ -666,14 +686,14 @@ bool ParamStore::remove_shared(const std::string& name) noexcept {
 bool ParamStore::remove_shared(const std::string& name, SegmentId only) noexcept {
   // Removers by id hold one lock (flock on the shared-memory directory) from the check to the unlink: of two
   // processes replacing one stale segment at once, the second cannot check the old object, let the first unlink
-  // it and make the name again, and then unlink the new one. (Without the directory, no lock: the window is
-  // microseconds wide.)
+  // it and make the name again, and then unlink the new one. (Without the directory, or when another program
+  // holds a lock on it for over 10 s, no lock: the window is then microseconds wide, not a hang.)
   struct DirLock {
     int fd = ::open("/dev/shm", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     DirLock() {
-      if (fd >= 0)
-        while (::flock(fd, LOCK_EX) != 0 && errno == EINTR) {
-        }
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (fd >= 0 && ::flock(fd, LOCK_EX | LOCK_NB) != 0 && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     ~DirLock() {
       if (fd >= 0) ::close(fd);  // releases the lock

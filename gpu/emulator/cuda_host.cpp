@@ -384,10 +384,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaM
   }
   asgd::gpu::emulator::enqueue(s, [dst, src, bytes] { std::memmove(dst, src, bytes); });
   // Into pageable memory: returns when the copy is done.
-  if (kind == cudaMemcpyDeviceToHost && !is_pinned(dst, bytes)) {
-    if (s == nullptr) return cudaSuccess;
-    s->synchronize();
-  }
+  if (kind == cudaMemcpyDeviceToHost && !is_pinned(dst, bytes)) s->synchronize();
   return cudaSuccess;
 }
 
@@ -502,11 +499,14 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) {
 
 cudaError_t cudaEventDestroy(cudaEvent_t e) { return destroy(e, cudaErrorInvalidResourceHandle); }
 
-// Records are reached in the order they were made (gpu/ records each event
-// on one stream only).
+// A wait or query refers to the last record made before it, as in CUDA
+// (`reached` keeps the latest record done): an event recorded on several
+// streams (the snapshot slots in gpu.cpp) is recorded in an order the event
+// chain already imposes on those streams.
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
   if (e == nullptr) return fail(cudaErrorInvalidResourceHandle);
   if (is_capturing(s)) return fail(cudaErrorStreamCaptureUnsupported);  // not emulated (see the top)
+  if (s == nullptr) throw std::logic_error("emulator: an event recorded on the legacy null stream");
   auto st = e->state;
   std::uint64_t k = 0;
   {

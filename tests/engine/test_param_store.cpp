@@ -474,6 +474,17 @@ TEST_F(ShmTest, AHeaderlessObjectNobodyHasOpenIsAbandoned) {
     ::close(again);
   }
   ASSERT_TRUE(ParamStore::abandoned_shared(name_).has_value());
+  {
+    // Held by a mapping alone (another program's way: map, then close the descriptor): not abandoned (before:
+    // only descriptors were looked for, and `shm remove` removed it).
+    const int again = ::shm_open(("/" + name_).c_str(), O_RDWR, 0);
+    void* mapped = ::mmap(nullptr, asgd::segment::kHeaderBytes, PROT_READ, MAP_SHARED, again, 0);
+    ::close(again);
+    ASSERT_NE(mapped, MAP_FAILED);
+    EXPECT_FALSE(ParamStore::abandoned_shared(name_).has_value());
+    ::munmap(mapped, asgd::segment::kHeaderBytes);
+  }
+  ASSERT_TRUE(ParamStore::abandoned_shared(name_).has_value());
   auto msg = message_of([&] { ParamStore::attach_shared(name_, small_layout()); });  // after 2 s
   EXPECT_NE(msg.find("has no header: its creator died before writing it; remove it (asgd shm remove " + name_),
             std::string::npos)

@@ -6,9 +6,11 @@
 // size the step is bound by launches, and fusing layers is what cuts them.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../../gpu/emulator/emulator.hpp"
@@ -84,6 +86,35 @@ TEST(EmulatedCapture, WhatACaptureForbidsFailsAndEndsIt) {
 // pools with their ReLUs and the flatten = 2, the second conv (weight GEMM,
 // bias GEMV, input GEMM, col2im) 4 and the first without its input gradient
 // 2 = 19. With only the bias + ReLU fusion, the same step was 38.
+// Event::done() asks without waiting: true for an event never recorded, false
+// while its stream has not reached the record, and the not-ready answer does
+// not stay behind as the thread's last error (which the next launch check
+// reads). The emulator leaves it there, the stricter reading of CUDA's rules.
+TEST(EmulatedEvents, DoneAsksWithoutWaitingAndLeavesNoError) {
+  Stream s;
+  Event e;
+  EXPECT_TRUE(e.done());
+  std::atomic<bool> release{false};
+  emulator::launch(s.get(), [&] {
+    while (!release.load()) std::this_thread::yield();
+  });
+  e.record(s.get());
+  EXPECT_FALSE(e.done());
+  EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);
+  release = true;
+  e.synchronize();
+  EXPECT_TRUE(e.done());
+}
+
+// gpu/'s streams are non-blocking, which a GPU does not order against the
+// legacy null stream: work there would be ordered here and race there.
+TEST(EmulatedEvents, TheNullStreamIsRefused) {
+  EXPECT_THROW(emulator::enqueue(nullptr, [] {}), std::logic_error);
+  Event e;
+  EXPECT_THROW(e.record(nullptr), std::logic_error);
+  EXPECT_TRUE(e.done());  // the refused record is not waited for
+}
+
 TEST(EmulatedLaunches, ALenetStepIs34Operations) {
   const dense::Network net = dense::lenet5();
   constexpr std::size_t kBatch = 16;

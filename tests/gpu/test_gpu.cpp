@@ -462,6 +462,15 @@ TEST(GpuTraining, AfterUpdatesHookAsOnTheCpu) {
   gpu_seen.clear();
   run(gpu::train, gpu_seen, gpu_calls);
   EXPECT_EQ(gpu_calls, 5) << "tau 2, 2 streams";
+  // One stream at tau inf computes on its own last update, as one CPU worker does: after the hook, on the
+  // hook's parameters, not on the snapshot taken before it.
+  o.workers = 1;
+  o.tau = kUnbounded;
+  cpu_calls = gpu_calls = 0;
+  const auto c1 = run(dense::train, cpu_seen, cpu_calls);
+  const auto g1 = run(gpu::train, gpu_seen, gpu_calls);
+  EXPECT_EQ(gpu_calls, 5) << "tau inf, 1 stream";
+  EXPECT_LE(normwise_error(g1, c1), 1e-4) << "tau inf, 1 stream, at the end";
 }
 
 // A CUDA graph replays the step it captured: training with graphs gives the

@@ -35,6 +35,16 @@ Layout small_layout() {
   return l;
 }
 
+// Segment `name`'s header, mapped writable to forge it (nullptr if it cannot
+// be); munmap(h, kHeaderBytes) when done.
+asgd::segment::SegmentHeader* map_header(const std::string& name) {
+  const int fd = ::shm_open(("/" + name).c_str(), O_RDWR, 0);
+  if (fd < 0) return nullptr;
+  void* mapped = ::mmap(nullptr, asgd::segment::kHeaderBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  return mapped == MAP_FAILED ? nullptr : static_cast<asgd::segment::SegmentHeader*>(mapped);
+}
+
 // A unique segment name per test and process, removed at the end.
 class ShmTest : public ::testing::Test {
  protected:
@@ -276,12 +286,8 @@ TEST_F(ShmTest, AKilledWriterIsDetectedAndRecoverable) {
 // another start time) is dead, and the creator likewise.
 TEST_F(ShmTest, AReusedPidIsNotTheWriter) {
   auto owner = ParamStore::create_shared(name_, small_layout());
-  const int fd = ::shm_open(("/" + name_).c_str(), O_RDWR, 0);
-  ASSERT_GE(fd, 0);
-  void* mapped = ::mmap(nullptr, asgd::segment::kHeaderBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  ::close(fd);
-  ASSERT_NE(mapped, MAP_FAILED);
-  auto* h = static_cast<asgd::segment::SegmentHeader*>(mapped);
+  auto* h = map_header(name_);
+  ASSERT_NE(h, nullptr);
   ASSERT_EQ(h->format_version, asgd::segment::kFormatVersion);
   ASSERT_EQ(h->writers[0], ::getpid());
   const std::uint64_t started = h->writer_starts[0];
@@ -310,7 +316,7 @@ TEST_F(ShmTest, AReusedPidIsNotTheWriter) {
 
   h->creator_start = started + 1;
   EXPECT_FALSE(ParamStore::inspect_shared(name_).creator_alive);
-  ::munmap(mapped, asgd::segment::kHeaderBytes);
+  ::munmap(h, asgd::segment::kHeaderBytes);
 }
 
 // A removal by id removes the segment that was made, not one made again
@@ -515,15 +521,11 @@ TEST_F(ShmTest, RacingRecoveriesAllSucceed) {
     }  // detached: no writer left
     {
       // Forged: never ready, and its creator another process (its start time not ours), so dead.
-      const int fd = ::shm_open(("/" + name_).c_str(), O_RDWR, 0);
-      ASSERT_GE(fd, 0);
-      void* mapped = ::mmap(nullptr, asgd::segment::kHeaderBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-      ::close(fd);
-      ASSERT_NE(mapped, MAP_FAILED);
-      auto* h = static_cast<asgd::segment::SegmentHeader*>(mapped);
+      auto* h = map_header(name_);
+      ASSERT_NE(h, nullptr);
       h->state = asgd::segment::kStateInitialising;
       h->creator_start += 1;
-      ::munmap(mapped, asgd::segment::kHeaderBytes);
+      ::munmap(h, asgd::segment::kHeaderBytes);
     }
     ASSERT_FALSE(ParamStore::inspect_shared(name_).creator_alive);
     std::atomic<int> created{0}, waiting{0};

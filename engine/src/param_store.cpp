@@ -85,31 +85,57 @@ bool process_alive(int pid, std::uint64_t started) {
   return started == 0 || !stat || stat->start == 0 || stat->start == started;
 }
 
-// A process (this one included) that holds shared-memory object `id`: open (a creator holds its object open
-// from shm_open on) or mapped (another program may map an object and close its descriptor); 0 when none is
-// seen, -1 when that cannot be told (no /proc). Matched by device and inode, not by path (/dev/shm may be a
-// link). Processes whose descriptors and maps we may not read are not seen: a segment is owner-only, so only
-// its owner (or root) could hold it.
-int holder_of(const SegmentId& id) {
+// A process (this one included) that holds shared-memory object `id` (named `name`): open (a creator holds its
+// object open from shm_open on) or mapped (another program may map an object and close its descriptor); 0 when
+// none is seen, -1 when that cannot be told: no /proc, or a process that could hold it (running as the object's
+// owner, or any process when we are root) whose descriptors we may not read. Matched by device and
+// inode (/dev/shm may be a link); a descriptor is looked at (stat) only when its link ends in the name, so that
+// a hung network file in some process does not hang this.
+int holder_of(const SegmentId& id, const std::string& name, unsigned owner_uid) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::exists("/proc/self/fd", ec)) return -1;
   const auto dev_major = static_cast<unsigned>(major(static_cast<dev_t>(id.device)));
   const auto dev_minor = static_cast<unsigned>(minor(static_cast<dev_t>(id.device)));
+  const bool root = ::geteuid() == 0;
+  // Whether process `dir` runs as a user who could hold the object (its real, effective, saved or fs uid).
+  auto could_hold = [&](const fs::path& dir) {
+    if (root) return true;
+    std::ifstream status(dir / "status");
+    std::string line;
+    while (std::getline(status, line)) {
+      if (line.rfind("Uid:", 0) != 0) continue;
+      std::istringstream uids(line.substr(4));
+      unsigned uid = 0;
+      while (uids >> uid)
+        if (uid == owner_uid) return true;
+      return false;
+    }
+    return false;  // gone
+  };
   for (fs::directory_iterator procs("/proc", ec), end; !ec && procs != end; procs.increment(ec)) {
     const std::string pid_text = procs->path().filename().string();
     int pid = 0;
     const auto [p, err] = std::from_chars(pid_text.data(), pid_text.data() + pid_text.size(), pid);
     if (err != std::errc() || p != pid_text.data() + pid_text.size()) continue;
     std::error_code fd_ec;
-    for (fs::directory_iterator fds(procs->path() / "fd", fd_ec), fds_end; !fd_ec && fds != fds_end;
-         fds.increment(fd_ec)) {
+    fs::directory_iterator fds(procs->path() / "fd", fd_ec);
+    if (fd_ec) {
+      if (fd_ec != std::errc::no_such_file_or_directory && could_hold(procs->path())) return -1;
+      continue;
+    }
+    for (fs::directory_iterator fds_end; !fd_ec && fds != fds_end; fds.increment(fd_ec)) {
+      std::error_code link_ec;
+      const fs::path target = fs::read_symlink(fds->path(), link_ec);
+      if (link_ec || target.filename() != name) continue;
       struct stat st {};
       if (::stat(fds->path().c_str(), &st) == 0 && static_cast<std::uint64_t>(st.st_dev) == id.device &&
           static_cast<std::uint64_t>(st.st_ino) == id.inode)
         return pid;
     }
-    // "address perms offset major:minor inode path", the numbers of the device in hex.
+    // "address perms offset major:minor inode path", the numbers of the device in hex. A process whose
+    // descriptors we could read but whose maps we may not (pid 1 in a container, even for root) is taken at
+    // its descriptors: only one that mapped the object and closed it would be missed.
     std::ifstream maps(procs->path() / "maps");
     std::string line;
     while (std::getline(maps, line)) {
@@ -166,8 +192,32 @@ bool same_object(const bip::shared_memory_object& shm, const std::string& name) 
 
 // Removes `name` if it still names the object `shm` has open: a failed creator must not remove a segment that
 // another process made under the name meanwhile (after an `asgd shm remove`).
+// Removers by id hold one lock (flock on the shared-memory directory) from the check to the unlink: of two
+// processes replacing one stale segment at once, the second cannot check the old object, let the first unlink
+// it and make the name again, and then unlink the new one. (Without the directory, or when another program
+// holds a lock on it for over 10 s, no lock: the window is then microseconds wide, not a hang.)
+class DirLock {
+ public:
+  DirLock() {
+    if (fd_ < 0) return;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (::flock(fd_, LOCK_EX | LOCK_NB) != 0 && (errno == EWOULDBLOCK || errno == EINTR) &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ~DirLock() {
+    if (fd_ >= 0) ::close(fd_);  // releases the lock
+  }
+  DirLock(const DirLock&) = delete;
+  DirLock& operator=(const DirLock&) = delete;
+
+ private:
+  int fd_ = ::open("/dev/shm", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+};
+
 void remove_if_same(const bip::shared_memory_object& shm, const std::string& name) noexcept {
   try {
+    const DirLock lock;
     if (same_object(shm, name)) bip::shared_memory_object::remove(name.c_str());
   } catch (...) {
   }
@@ -242,6 +292,19 @@ SegmentInfo read_info(const std::string& name, const SegmentHeader* h, std::size
     (process_alive(pid, started) ? info.writers : info.dead_writers).push_back(pid);
   }
   return info;
+}
+
+// read_info on `region`, mapped by map_whole: a creator may grow its segment and mark it ready after
+// map_whole looked and before read_info does, which would read as truncated; then it is mapped again, whole,
+// and read once more (a segment truncated for real is still said to be).
+SegmentInfo read_info_whole(const std::string& name, bip::shared_memory_object& shm, bip::mode_t mode,
+                            bip::mapped_region& region) {
+  try {
+    return read_info(name, static_cast<const SegmentHeader*>(region.get_address()), region.get_size());
+  } catch (const InputError&) {
+    map_whole(shm, mode, region);
+    return read_info(name, static_cast<const SegmentHeader*>(region.get_address()), region.get_size());
+  }
 }
 
 }  // namespace
@@ -493,7 +556,7 @@ SegmentInfo open_segment(const std::string& name, Access access, bip::shared_mem
       wait_for_header("has no header");
       continue;
     }
-    SegmentInfo info = read_info(name, h, region.get_size());
+    SegmentInfo info = read_info_whole(name, shm, mode, region);
     if (info.ready) return info;
     if (!info.creator_alive) {
       throw InputError(fmt::format("shared segment '{}' is stale: its creator (pid {}) died before it was ready; "
@@ -583,7 +646,7 @@ SegmentInfo ParamStore::inspect_shared(const std::string& name) {
   }
   bip::mapped_region region;
   map_whole(shm, bip::read_only, region);
-  SegmentInfo info = read_info(name, static_cast<const SegmentHeader*>(region.get_address()), region.get_size());
+  SegmentInfo info = read_info_whole(name, shm, bip::read_only, region);
   info.id = id_of(shm.get_mapping_handle().handle).value_or(SegmentId{});
   return info;
 }
@@ -669,9 +732,16 @@ std::optional<SegmentId> ParamStore::abandoned_shared(const std::string& name) {
   }
   auto id = headerless ? id_of(fd) : std::nullopt;
   ::close(fd);
+  // A creator writes its header microseconds after it made the object: one modified (made or truncated) less
+  // than kAbandonedAge ago may still be on its way, whatever /proc shows (a creator in another pid namespace
+  // that shares /dev/shm is not in ours).
+  constexpr std::chrono::seconds kAbandonedAge{2};
+  if (!id || std::chrono::system_clock::now() - std::chrono::system_clock::from_time_t(st.st_mtim.tv_sec) <
+                 kAbandonedAge)
+    return std::nullopt;
   // A live creator has it open (its create made it, so none can have started since); another program may hold
   // such an object too, by a descriptor or a mapping.
-  if (!id || holder_of(*id) != 0) return std::nullopt;
+  if (holder_of(*id, name, st.st_uid) != 0) return std::nullopt;
   return id;
 }
 
@@ -684,23 +754,6 @@ bool ParamStore::remove_shared(const std::string& name) noexcept {
 }
 
 bool ParamStore::remove_shared(const std::string& name, SegmentId only) noexcept {
-  // Removers by id hold one lock (flock on the shared-memory directory) from the check to the unlink: of two
-  // processes replacing one stale segment at once, the second cannot check the old object, let the first unlink
-  // it and make the name again, and then unlink the new one. (Without the directory, or when another program
-  // holds a lock on it for over 10 s, no lock: the window is then microseconds wide, not a hang.)
-  struct DirLock {
-    int fd = ::open("/dev/shm", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    DirLock() {
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-      while (fd >= 0 && ::flock(fd, LOCK_EX | LOCK_NB) != 0 && std::chrono::steady_clock::now() < deadline)
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    ~DirLock() {
-      if (fd >= 0) ::close(fd);  // releases the lock
-    }
-    DirLock(const DirLock&) = delete;
-    DirLock& operator=(const DirLock&) = delete;
-  };
   try {
     const DirLock lock;
     return id_of(name) == only && bip::shared_memory_object::remove(name.c_str());

@@ -79,13 +79,6 @@ TEST(EmulatedCapture, WhatACaptureForbidsFailsAndEndsIt) {
   cudaGetLastError();
 }
 
-// Forward: conv (im2col, GEMM, bias + ReLU) and pool twice, the second pool
-// writing the flattened layout, then three linear layers (GEMM, bias [+ ReLU])
-// = 14; the softmax cross-entropy 1; backward: three linear layers (weight
-// GEMM, bias GEMV, input GEMM) with the two ReLUs between them = 11, the
-// pools with their ReLUs and the flatten = 2, the second conv (weight GEMM,
-// bias GEMV, input GEMM, col2im) 4 and the first without its input gradient
-// 2 = 19. With only the bias + ReLU fusion, the same step was 38.
 // Event::done() asks without waiting: true for an event never recorded, false
 // while its stream has not reached the record, and the not-ready answer does
 // not stay behind as the thread's last error (which the next launch check
@@ -115,6 +108,13 @@ TEST(EmulatedEvents, TheNullStreamIsRefused) {
   EXPECT_TRUE(e.done());  // the refused record is not waited for
 }
 
+// Forward: conv (im2col, GEMM, bias + ReLU) and pool twice, the second pool
+// writing the flattened layout, then three linear layers (GEMM, bias [+ ReLU])
+// = 14; the softmax cross-entropy 1; backward: three linear layers (weight
+// GEMM, bias GEMV, input GEMM) with the two ReLUs between them = 11, the
+// pools with their ReLUs and the flatten = 2, the second conv (weight GEMM,
+// bias GEMV, input GEMM, col2im) 4 and the first without its input gradient
+// 2 = 19. With only the bias + ReLU fusion, the same step was 38.
 TEST(EmulatedLaunches, ALenetStepIs34Operations) {
   const dense::Network net = dense::lenet5();
   constexpr std::size_t kBatch = 16;

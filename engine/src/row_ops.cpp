@@ -80,6 +80,19 @@ void bilinear_step_generic(float* a, float* b, std::size_t n, float sa, float da
   }
 }
 
+void gram_generic(const float* a, const float* b, std::size_t n, float out[3]) noexcept {
+  float aa = 0, bb = 0, ab = 0;
+  for (std::size_t k = 0; k < n; ++k) {
+    const float x = read_shared(a + k), y = read_shared(b + k);
+    aa += x * x;
+    bb += y * y;
+    ab += x * y;
+  }
+  out[0] = aa;
+  out[1] = bb;
+  out[2] = ab;
+}
+
 void axpy_generic(float s, const float* x, float* y, std::size_t n) noexcept {
   for (std::size_t k = 0; k < n; ++k) y[k] += s * read_shared(x + k);
 }
@@ -135,6 +148,34 @@ __attribute__((target("avx2,fma"))) void bilinear_step_avx2(float* a, float* b, 
   }
 }
 
+__attribute__((target("avx2,fma"))) inline float sum8(__m256 v) noexcept {
+  __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+  lo = _mm_add_ss(lo, _mm_shuffle_ps(lo, lo, 1));
+  return _mm_cvtss_f32(lo);
+}
+
+__attribute__((target("avx2,fma"))) void gram_avx2(const float* a, const float* b, std::size_t n,
+                                                  float out[3]) noexcept {
+  __m256 aa = _mm256_setzero_ps(), bb = _mm256_setzero_ps(), ab = _mm256_setzero_ps();
+  std::size_t k = 0;
+  for (; k + 8 <= n; k += 8) {
+    const __m256 x = _mm256_loadu_ps(a + k), y = _mm256_loadu_ps(b + k);
+    aa = _mm256_fmadd_ps(x, x, aa);
+    bb = _mm256_fmadd_ps(y, y, bb);
+    ab = _mm256_fmadd_ps(x, y, ab);
+  }
+  float saa = sum8(aa), sbb = sum8(bb), sab = sum8(ab);
+  for (; k < n; ++k) {
+    saa += a[k] * a[k];
+    sbb += b[k] * b[k];
+    sab += a[k] * b[k];
+  }
+  out[0] = saa;
+  out[1] = sbb;
+  out[2] = sab;
+}
+
 __attribute__((target("avx2,fma"))) void axpy_avx2(float s, const float* x, float* y, std::size_t n) noexcept {
   const __m256 sv = _mm256_set1_ps(s);
   std::size_t k = 0;
@@ -184,6 +225,7 @@ static decltype(&add_scaled_generic) asgd_rows_pick_add_scaled() { return ASGD_R
 static decltype(&bilinear_step_generic) asgd_rows_pick_bilinear_step() { return ASGD_ROWS_PICK(bilinear_step); }
 static decltype(&dot_generic) asgd_rows_pick_dot() { return ASGD_ROWS_PICK(dot); }
 static decltype(&axpy_generic) asgd_rows_pick_axpy() { return ASGD_ROWS_PICK(axpy); }
+static decltype(&gram_generic) asgd_rows_pick_gram() { return ASGD_ROWS_PICK(gram); }
 }
 
 void load(const float*, float*, std::size_t) noexcept __attribute__((ifunc("asgd_rows_pick_load")));
@@ -192,6 +234,7 @@ void bilinear_step(float*, float*, std::size_t, float, float, float, float) noex
     __attribute__((ifunc("asgd_rows_pick_bilinear_step")));
 float dot(const float*, const float*, std::size_t) noexcept __attribute__((ifunc("asgd_rows_pick_dot")));
 void axpy(float, const float*, float*, std::size_t) noexcept __attribute__((ifunc("asgd_rows_pick_axpy")));
+void gram(const float*, const float*, std::size_t, float*) noexcept __attribute__((ifunc("asgd_rows_pick_gram")));
 #else
 
 void load(const float* shared, float* out, std::size_t n) noexcept {
@@ -213,6 +256,10 @@ float dot(const float* a, const float* b, std::size_t n) noexcept {
 void axpy(float s, const float* x, float* y, std::size_t n) noexcept {
   static const auto fn = ASGD_ROWS_PICK(axpy);
   fn(s, x, y, n);
+}
+void gram(const float* a, const float* b, std::size_t n, float out[3]) noexcept {
+  static const auto fn = ASGD_ROWS_PICK(gram);
+  fn(a, b, n, out);
 }
 #endif
 

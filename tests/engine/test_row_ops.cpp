@@ -18,6 +18,16 @@ TEST(RowOps, MatchScalarLoopsForAllLengthsAndOffsets) {
       double expect_dot = 0;
       for (std::size_t k = 0; k < n; ++k) expect_dot += static_cast<double>(a[off + k]) * b[off + k];
       EXPECT_NEAR(asgd::rows::dot(a.data() + off, b.data() + off, n), expect_dot, 1e-4) << n;
+      double expect_aa = 0, expect_bb = 0;
+      for (std::size_t k = 0; k < n; ++k) {
+        expect_aa += static_cast<double>(a[off + k]) * a[off + k];
+        expect_bb += static_cast<double>(b[off + k]) * b[off + k];
+      }
+      float gram[3] = {-1, -1, -1};
+      asgd::rows::gram(a.data() + off, b.data() + off, n, gram);
+      EXPECT_NEAR(gram[0], expect_aa, 1e-4) << n;
+      EXPECT_NEAR(gram[1], expect_bb, 1e-4) << n;
+      EXPECT_NEAR(gram[2], expect_dot, 1e-4) << n;
 
       std::vector<float> p(a), q(b);
       asgd::rows::bilinear_step(p.data() + off, q.data() + off, n, 0.125f, 0.75f, 0.25f, 0.5f);

@@ -40,6 +40,9 @@ void bilinear_step(float* a, float* b, std::size_t n, float sa, float da, float 
 // y[k] += s * x[k] into a local row y (x may be shared, read as dot reads).
 float dot(const float* a, const float* b, std::size_t n) noexcept;
 void axpy(float s, const float* x, float* y, std::size_t n) noexcept;
+// out = {a . a, b . b, a . b} in one pass (rows as dot reads them): the
+// squared norms of both rows' bilinear gradients (per-row AdaGrad).
+void gram(const float* a, const float* b, std::size_t n, float out[3]) noexcept;
 
 // "avx2+fma" or "generic": what this machine runs.
 const char* simd_level() noexcept;

@@ -86,8 +86,9 @@ class UpdateSink {
     if constexpr (kRule == StepRule::row_adagrad) {
       // Both rows' squared gradient norms from |a|^2, |b|^2 and a . b:
       // |g b + l2 a|^2 = g^2 |b|^2 + 2 g l2 a.b + l2^2 |a|^2.
-      const float aa = rows::dot(params_ + a, params_ + a, n), bb = rows::dot(params_ + b, params_ + b, n);
-      const float ab = rows::dot(params_ + a, params_ + b, n), inv_n = 1.0f / static_cast<float>(n);
+      float gram[3];
+      rows::gram(params_ + a, params_ + b, n, gram);
+      const float aa = gram[0], bb = gram[1], ab = gram[2], inv_n = 1.0f / static_cast<float>(n);
       rate_a = row_rate(a, (g * g * bb + 2 * g * l2 * ab + l2 * l2 * aa) * inv_n);
       rate_b = row_rate(b, (g * g * aa + 2 * g * l2 * ab + l2 * l2 * bb) * inv_n);
     }

@@ -214,7 +214,24 @@ TEST(GpuParity, PartlyFusedStacksEvaluateAndTrainWithShortBatches) {
     const auto cpu_eval = dense::evaluate(net, init.data(), d, 10, 1);
     const auto gpu_eval = gpu::evaluate(net, init.data(), d, 10);
     EXPECT_NEAR(gpu_eval.loss, cpu_eval.loss, 1e-4 * cpu_eval.loss);
-    EXPECT_EQ(gpu_eval.confusion, cpu_eval.confusion);
+    // Every image in its label's row; at most one predicted otherwise (a near-tie of two logits may flip
+    // under another summation order, as in EvaluateAgreesWithTheCpu).
+    ASSERT_EQ(gpu_eval.confusion.size(), cpu_eval.confusion.size());
+    const auto k =
+        static_cast<std::size_t>(std::lround(std::sqrt(static_cast<double>(cpu_eval.confusion.size()))));
+    std::size_t moved = 0;
+    for (std::size_t label = 0; label < k; ++label) {
+      std::int64_t gpu_row = 0, cpu_row = 0;
+      for (std::size_t c = 0; c < k; ++c) {
+        const std::size_t at = label * k + c;
+        gpu_row += static_cast<std::int64_t>(gpu_eval.confusion[at]);
+        cpu_row += static_cast<std::int64_t>(cpu_eval.confusion[at]);
+        moved += static_cast<std::size_t>(std::abs(static_cast<std::int64_t>(gpu_eval.confusion[at]) -
+                                                   static_cast<std::int64_t>(cpu_eval.confusion[at])));
+      }
+      EXPECT_EQ(gpu_row, cpu_row) << "label " << label;
+    }
+    EXPECT_LE(moved, 2u) << "more than one image predicted otherwise";
     for (const bool graphs : {false, true}) {
       SCOPED_TRACE(graphs ? "cuda graphs" : "kernel by kernel");
       gpu::GpuTrainOptions o;
@@ -396,7 +413,9 @@ TEST(GpuTraining, AfterEpochHookAsOnTheCpu) {
       }
     };
     const auto reports = trainer(net, store, momentum, d, &test, hooked, {});
-    EXPECT_DOUBLE_EQ(reports[0].test_accuracy, dense::evaluate(net, other.data(), test).accuracy);
+    // A near-tie of two logits may flip under the GPU's summation order.
+    EXPECT_NEAR(reports[0].test_accuracy, dense::evaluate(net, other.data(), test).accuracy,
+                1.0 / static_cast<double>(test.size()));
     return store.snapshot();
   };
   std::vector<float> cpu_seen, gpu_seen;

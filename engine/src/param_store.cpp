@@ -190,8 +190,6 @@ bool same_object(const bip::shared_memory_object& shm, const std::string& name) 
   return held && id_of(name) == held;
 }
 
-// Removes `name` if it still names the object `shm` has open: a failed creator must not remove a segment that
-// another process made under the name meanwhile (after an `asgd shm remove`).
 // Removers by id hold one lock (flock on the shared-memory directory) from the check to the unlink: of two
 // processes replacing one stale segment at once, the second cannot check the old object, let the first unlink
 // it and make the name again, and then unlink the new one. (Without the directory, or when another program
@@ -215,12 +213,10 @@ class DirLock {
   int fd_ = ::open("/dev/shm", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 };
 
+// Removes `name` if it still names the object `shm` has open: a failed creator must not remove a segment that
+// another process made under the name meanwhile (after an `asgd shm remove`).
 void remove_if_same(const bip::shared_memory_object& shm, const std::string& name) noexcept {
-  try {
-    const DirLock lock;
-    if (same_object(shm, name)) bip::shared_memory_object::remove(name.c_str());
-  } catch (...) {
-  }
+  if (const auto held = id_of(shm.get_mapping_handle().handle)) ParamStore::remove_shared(name, *held);
 }
 
 void check_name(const std::string& name) {

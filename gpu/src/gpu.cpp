@@ -425,26 +425,26 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
   // The versions not yet done are at most about W x kQueueDepth: a ring of
   // that many, and 2 more, holds a complete snapshot nearly always.
   const std::size_t R = views ? W * kQueueDepth + 2 : 0;
-  std::vector<DeviceBuffer<float>> snaps;
-  std::vector<std::unique_ptr<Event>> snap_ready;
-  std::vector<std::vector<Worker*>> slot_readers(R);  // copies from the slot since it was written
-  std::vector<std::uint64_t> slot_version(R);
-  std::vector<cudaStream_t> slot_stream(R);  // where the slot was written
+  struct Snapshot {
+    DeviceBuffer<float> params;
+    Event ready;                   // after the copy into params
+    std::uint64_t version = 0;     // of the parameters it holds
+    cudaStream_t stream = nullptr;  // where it was written
+    std::vector<Worker*> readers;  // copies from it since it was written
+  };
+  std::vector<Snapshot> ring(R);  // built in place: an Event does not move
+  for (Snapshot& slot : ring) slot.params.resize(P);
   std::uint64_t first_valid = 0;  // older snapshots predate a change of d_w made from the host
-  for (std::size_t r = 0; r < R; ++r) {
-    snaps.emplace_back(P);
-    snap_ready.push_back(std::make_unique<Event>());
-  }
   // Under `chain`, or while no worker thread runs: d_w as it is after the
   // work queued on s so far becomes the snapshot of `version`.
   auto snapshot = [&](cudaStream_t s) {
-    const std::size_t slot = version % R;
-    for (Worker* reader : slot_readers[slot]) reader->view_done.wait_on(s);
-    slot_readers[slot].clear();
-    ASGD_CUDA(cudaMemcpyAsync(snaps[slot].get(), d_w.get(), P * sizeof(float), cudaMemcpyDeviceToDevice, s));
-    snap_ready[slot]->record(s);
-    slot_version[slot] = version;
-    slot_stream[slot] = s;
+    Snapshot& slot = ring[version % R];
+    for (Worker* reader : slot.readers) reader->view_done.wait_on(s);
+    slot.readers.clear();
+    ASGD_CUDA(cudaMemcpyAsync(slot.params.get(), d_w.get(), P * sizeof(float), cudaMemcpyDeviceToDevice, s));
+    slot.ready.record(s);
+    slot.version = version;
+    slot.stream = s;
   };
   // Under `chain`: brings wk's view within the delay rule, from a snapshot.
   auto refresh_view = [&](Worker& wk) {
@@ -454,9 +454,9 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
     if (o.tau != kUnbounded && version > o.tau) lo = std::max(lo, version - o.tau);
     std::optional<std::uint64_t> newest_free;
     for (std::uint64_t v = version + 1; v-- > lo;) {
-      const std::size_t slot = v % R;
-      if (slot_version[slot] != v) throw std::logic_error("gpu: a snapshot missing from the ring");
-      if (slot_stream[slot] == wk.stream.get() || snap_ready[slot]->done()) {
+      const Snapshot& slot = ring[v % R];
+      if (slot.version != v) throw std::logic_error("gpu: a snapshot missing from the ring");
+      if (slot.stream == wk.stream.get() || slot.ready.done()) {
         newest_free = v;
         break;
       }
@@ -464,13 +464,12 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
     // Any age is allowed at tau = inf: a view is replaced only by a newer one, never waited for.
     if (o.tau == kUnbounded && wk.has_view && (!newest_free || *newest_free <= wk.view_version)) return;
     const std::uint64_t v = newest_free.value_or(lo);
-    const std::size_t slot = v % R;
-    snap_ready[slot]->wait_on(wk.stream.get());
-    ASGD_CUDA(cudaMemcpyAsync(wk.view.get(), snaps[slot].get(), P * sizeof(float), cudaMemcpyDeviceToDevice,
+    Snapshot& slot = ring[v % R];
+    slot.ready.wait_on(wk.stream.get());
+    ASGD_CUDA(cudaMemcpyAsync(wk.view.get(), slot.params.get(), P * sizeof(float), cudaMemcpyDeviceToDevice,
                               wk.stream.get()));
     wk.view_done.record(wk.stream.get());
-    if (std::find(slot_readers[slot].begin(), slot_readers[slot].end(), &wk) == slot_readers[slot].end())
-      slot_readers[slot].push_back(&wk);
+    if (std::find(slot.readers.begin(), slot.readers.end(), &wk) == slot.readers.end()) slot.readers.push_back(&wk);
     wk.view_version = v;
     wk.has_view = true;
   };

@@ -12,8 +12,8 @@
 //    on as below; InputError if the name is removed meanwhile
 //  * creator died before it was ready -> InputError: stale, remove it (a
 //    creator writes the header, with its pid, before it sizes the segment)
-//  * no header after 2 s              -> InputError; one that no process has
-//    open (its creator died before writing the header) is abandoned_shared
+//  * no header after 2 s              -> InputError; one that no process
+//    holds (its creator died before writing the header) is abandoned_shared
 //  * a writer died without detaching  -> InputError naming the pid, unless
 //    AttachOptions::recover_stale: then the dead writer's slot is cleared and
 //    the parameters (valid floats, maybe mid-update) are taken as they are.
@@ -107,12 +107,13 @@ class ParamStore {
                                           bool* created = nullptr,
                                           const std::function<void(ParamStore&)>& initialize = {});
   // The object's id when `name` is what a creator killed before writing the
-  // header left behind (0 bytes, or a header's size without the magic) and
-  // no process has it open (a live creator holds its object open; processes
-  // whose descriptors cannot be read, another user's, are not seen); none
-  // for anything else. Such an object holds nothing: `asgd shm remove` and
-  // recovery remove it, as they do a segment whose creator died before it
-  // was ready. Linux (/proc); none where that cannot be told.
+  // header left behind (0 bytes, or a header's size without the magic),
+  // unchanged for 2 s and held by no process, open or mapped (a live creator
+  // holds its object open); none for anything else, and none when a process
+  // that could hold it cannot be looked into. Such an object holds nothing:
+  // `asgd shm remove` and recovery remove it, as they do a segment whose
+  // creator died before it was ready. Linux (/proc); none where that cannot
+  // be told.
   static std::optional<SegmentId> abandoned_shared(const std::string& name);
   // Called once per attach that has waited 2 s for a creator to finish
   // initialising (the command line prints it on stderr); none by default.

@@ -2,10 +2,14 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <csignal>
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -144,6 +148,85 @@ void warn_options_changed(std::string_view command, const std::string& path, con
 }
 
 bool stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }
+
+namespace {
+// The stop request a signal makes: lock-free, so the handler may store it.
+std::atomic<bool> g_stop{false};
+static_assert(std::atomic<bool>::is_always_lock_free);
+volatile std::sig_atomic_t g_signal = 0;
+struct sigaction g_previous[2];  // SIGINT's and SIGTERM's before install
+constexpr int kStopSignals[2] = {SIGINT, SIGTERM};
+
+void on_stop_signal(int sig) {
+  // Async-signal-safe calls only: the defaults back (the next signal kills), the request, one write.
+  const int saved_errno = errno;
+  struct sigaction defaults {};
+  defaults.sa_handler = SIG_DFL;
+  sigemptyset(&defaults.sa_mask);
+  for (const int s : kStopSignals) ::sigaction(s, &defaults, nullptr);
+  if (g_signal == 0) g_signal = sig;
+  g_stop.store(true, std::memory_order_relaxed);
+  static constexpr char kInt[] = "\nasgd: SIGINT: stopping after the current step (again to kill now)\n";
+  static constexpr char kTerm[] = "\nasgd: SIGTERM: stopping after the current step (again to kill now)\n";
+  const bool is_int = sig == SIGINT;
+  [[maybe_unused]] const auto wrote = ::write(STDERR_FILENO, is_int ? kInt : kTerm, (is_int ? sizeof kInt : sizeof kTerm) - 1);
+  errno = saved_errno;
+}
+
+const char* signal_name(int sig) { return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal"; }
+}  // namespace
+
+StopOnSignal::StopOnSignal(bool install) {
+  if (!install) return;
+  struct sigaction action {};
+  action.sa_handler = on_stop_signal;
+  sigemptyset(&action.sa_mask);
+  for (const int s : kStopSignals) ::sigaddset(&action.sa_mask, s);  // one handler at a time
+  for (std::size_t i = 0; i < 2; ++i) {
+    ::sigaction(kStopSignals[i], nullptr, &g_previous[i]);
+    // A signal ignored when we started stays ignored (a job started with nohup, or in the background of a
+    // non-interactive shell, must not stop on the terminal's Ctrl-C).
+    if (g_previous[i].sa_handler != SIG_IGN) ::sigaction(kStopSignals[i], &action, nullptr);
+  }
+  installed_ = true;
+}
+
+StopOnSignal::~StopOnSignal() {
+  if (!installed_ || g_signal != 0) return;  // after a signal the defaults stay: the next one kills
+  for (std::size_t i = 0; i < 2; ++i) ::sigaction(kStopSignals[i], &g_previous[i], nullptr);
+}
+
+const std::atomic<bool>* StopOnSignal::flag() const noexcept { return installed_ ? &g_stop : nullptr; }
+
+int StopOnSignal::received() noexcept { return g_signal; }
+
+int interrupted_exit_code() noexcept { return 128 + (g_signal != 0 ? static_cast<int>(g_signal) : SIGINT); }
+
+void die_of_stop_signal(int exit_code) {
+  const int sig = g_signal;
+  if (sig == 0 || exit_code != 128 + sig) return;
+  std::fflush(nullptr);
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+void print_interrupted(std::string_view command, std::uint64_t epochs_done, std::uint64_t epochs,
+                       const std::string& checkpoint, std::string_view dashes, const std::string& shm) {
+  std::string where;
+  if (!shm.empty())
+    where = fmt::format("; shared segment '{}' keeps the parameters trained so far (detached, not stale)", shm);
+  if (!checkpoint.empty() && std::filesystem::exists(checkpoint)) {
+    where += fmt::format("; resume from the last checkpoint with {}resume {}", dashes, checkpoint);
+  } else if (shm.empty()) {
+    where += dashes.empty() ? std::string("; the epochs trained are lost (this command keeps no checkpoints)")
+                            : fmt::format("; the epochs trained are lost (a run given {}checkpoint FILE keeps them)",
+                                          dashes);
+  }
+  std::fprintf(stderr, "asgd %.*s: interrupted (%s) in epoch %llu of %llu: nothing written%s\n",
+               static_cast<int>(command.size()), command.data(), signal_name(g_signal),
+               static_cast<unsigned long long>(epochs_done + 1), static_cast<unsigned long long>(epochs),
+               where.c_str());
+}
 
 namespace {
 std::string human_duration(double s) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <cstdint>
@@ -138,6 +139,45 @@ struct TrainingStore {
 };
 TrainingStore open_training_store(const std::string& shm, Layout layout, AttachOptions attach = {},
                                   const std::function<void(ParamStore&)>& initialize = {});
+
+// Ctrl-C (SIGINT) or SIGTERM while a command trains. The first asks the run
+// to stop (TrainerOptions::stop, BlockTrainOptions::stop): the workers end
+// their step, the command writes nothing more (the last checkpoint stays
+// what a resume starts from), detaches a shared segment as a finished run
+// does (not stale: the next trainer needs no --shm-recover), says where
+// the run stopped, and returns interrupted_exit_code(); main() then dies
+// of the same signal, so a shell or a script sees an interrupted command.
+// A second signal kills at once (the handlers are the defaults again).
+// Under mpirun it installs nothing and flag() is null: a rank that stopped
+// alone would leave the others waiting in a collective, so there the
+// signal ends the job as before.
+class StopOnSignal {
+ public:
+  explicit StopOnSignal(bool install = true);
+  StopOnSignal(const StopOnSignal&) = delete;
+  StopOnSignal& operator=(const StopOnSignal&) = delete;
+  ~StopOnSignal();  // the handlers that were there before, unless a signal came
+  const std::atomic<bool>* flag() const noexcept;
+  // The signal that asked to stop: SIGINT or SIGTERM; 0 while none has.
+  static int received() noexcept;
+
+ private:
+  bool installed_ = false;
+};
+// 128 + the signal: what a command returns after a stop by signal (main
+// then re-raises it; the shell's own code for a command killed by it).
+int interrupted_exit_code() noexcept;
+// Called by main() with the command's exit code, last: when the command
+// stopped on a signal, dies of it (default disposition); otherwise returns.
+void die_of_stop_signal(int exit_code);
+// "asgd COMMAND: interrupted (SIGINT) in epoch E of N: nothing written;
+// ..." on stderr: what a shared segment `shm` keeps, and how to resume from
+// `checkpoint` (written by the run, or there from before; empty: none).
+// `dashes` spell the command's checkpoint and resume flags ("--", or "-" for
+// w2v); empty for a command without checkpoints. `epochs_done` counts the
+// whole run's, those before a resume too.
+void print_interrupted(std::string_view command, std::uint64_t epochs_done, std::uint64_t epochs,
+                       const std::string& checkpoint, std::string_view dashes, const std::string& shm);
 
 // A progress callback: a live line on a terminal (stderr), nothing in a pipe.
 ProgressCallback progress_printer(std::string label, bool quiet);

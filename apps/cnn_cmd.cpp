@@ -424,10 +424,16 @@ int train(const CnnFlags& f, Distributed& dist) {
   }
   const dense::Dataset& data = dist.active() ? shard : tt.train;
   const dense::Dataset* test = dist.root() ? &tt.test : nullptr;
+  const StopOnSignal on_signal(!dist.active());
+  o.stop = on_signal.flag();
   const auto reports = on_gpu ? gpu::train(net, store, momentum, data, test, o, on_epoch)
                               : dense::train(net, store, momentum, data, test, o, on_epoch);
   if (csv != nullptr && csv != stdout && csv != stderr && std::fclose(csv) != 0)
     throw RuntimeError(fmt::format("--csv {}: cannot write: {}", f.csv, std::strerror(errno)));
+  if (reports.size() < o.epochs) {  // only a stop request ends the run early
+    print_interrupted("cnn train", done + reports.size(), f.epochs, f.checkpoint, "--", {});
+    return interrupted_exit_code();
+  }
   if (!dist.root()) return 0;  // every rank holds the same model; rank 0 reports and writes it
   const auto& last = reports.back();
   // Images this rank trained in this run (its shard under mpirun).

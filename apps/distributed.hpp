@@ -155,7 +155,7 @@ int run_distributed(const DistributedFlags& flags, const std::function<int(Distr
 // between them (or in the background), merging the reports; `after_epoch`
 // sees each epoch's report after its average (rank 0's checkpoint is
 // written by then). A single process without `after_epoch` trains them in
-// one run.
+// one run. A stopped run ends the loop (report.stopped).
 template <class P>
 TrainReport run_averaged(Distributed& dist, Trainer& trainer, P& problem, std::uint64_t until_epoch,
                          const std::function<void(const TrainReport&)>& after_epoch = {}) {
@@ -178,10 +178,12 @@ TrainReport run_averaged(Distributed& dist, Trainer& trainer, P& problem, std::u
   TrainReport total;
   for (std::uint64_t e = trainer.state().epoch + 1; e <= until_epoch; ++e) {
     TrainReport r = trainer.run(problem, e);
+    total.append(r);
+    // A stopped run (TrainerOptions::stop: only in a single process, see StopOnSignal) left its epoch
+    // unfinished: neither averaged, checkpointed nor shown to after_epoch.
+    if (r.stopped) break;
     dist.epoch_done(r);
     if (after_epoch) after_epoch(r);
-    total.append(r);
-    if (r.stopped) break;
   }
   dist.finish();
   return total;

@@ -233,6 +233,8 @@ int train(const TrainFlags& f, Distributed& dist) {
     fmt::print(out, "{} shared segment '{}'{}\n", t.created ? "created" : "attached to", f.shm,
                t.created ? "" : " (training continues from the parameters in it)");
   }
+  const StopOnSignal on_signal(!dist.active());
+  options.stop = on_signal.flag();
   dist.prepare(options);
   Trainer trainer(store, options);
   if (!f.resume.empty()) {
@@ -284,6 +286,10 @@ int train(const TrainFlags& f, Distributed& dist) {
   dist.start(trainer, store);
   t.cleanup.release();  // from here on the segment holds training: kept whatever happens next
   const TrainReport report = run_averaged(dist, trainer, problem, f.until_epoch ? f.until_epoch : options.epochs);
+  if (report.stopped) {
+    print_interrupted("linear train", report.state.epoch, options.epochs, f.checkpoint, "--", f.shm);
+    return interrupted_exit_code();
+  }
   for (const auto& e : report.epochs) {
     if (!f.quiet) {
       fmt::print(out, "epoch {:3}: mean loss {:.6f}  {:.2f} s  staleness mean {:.2f} max {}  lead max {}\n", e.epoch,

@@ -309,6 +309,8 @@ int train_bpr(std::FILE* out, const MfTrainFlags& f, Distributed& dist) {
   const ColdIds cold = cold_ids(positives.users.size(), items, split.train);
   o.checkpoint_metadata = model_metadata(split.train, cold, 0.0f, mo, "bpr", f.positive_threshold);
   o.on_progress = progress_printer("bpr", f.quiet);
+  const StopOnSignal on_signal(!dist.active());
+  o.stop = on_signal.flag();
   dist.prepare(o);
   Trainer trainer(store, o);
   if (!f.shm.empty() && !f.model_file.empty()) trainer.save_checkpoint(f.model_file);
@@ -319,6 +321,10 @@ int train_bpr(std::FILE* out, const MfTrainFlags& f, Distributed& dist) {
   dist.start(trainer, store);
   t.cleanup.release();  // from here on the segment holds training: kept whatever happens next
   const auto report = run_averaged(dist, trainer, problem, f.epochs);
+  if (report.stopped) {
+    print_interrupted("mf train", report.state.epoch, f.epochs, {}, {}, f.shm);
+    return interrupted_exit_code();
+  }
   fmt::print(out, "bpr: {} in {:.2f} s of SGD ({:.3g} updates/s, {})\n", counted(report.epochs.size(), "epoch"),
              report.seconds, static_cast<double>(report.examples) / report.seconds, counted(f.threads, "worker"));
   if (dist.active()) {
@@ -487,6 +493,8 @@ int train(const MfTrainFlags& f, Distributed& dist) {
   o.checkpoint_metadata = model_metadata(train_set, cold_ids(train_set.users.size(), train_set.items.size(), train_set),
                                          problem.global_mean(), mo, "squared");
   o.on_progress = progress_printer("mf", f.quiet);
+  const StopOnSignal on_signal(!dist.active());
+  o.stop = on_signal.flag();
   dist.prepare(o);
   Trainer trainer(store, o);
   if (!f.shm.empty() && !f.model_file.empty()) {
@@ -517,6 +525,10 @@ int train(const MfTrainFlags& f, Distributed& dist) {
     }
     fmt::print(out, "{}  ({:.2f} s)\n", line, sgd_seconds);
   });
+  if (report.stopped) {
+    print_interrupted("mf train", report.state.epoch, f.epochs, {}, {}, f.shm);
+    return interrupted_exit_code();
+  }
   if (dist.active()) {
     fmt::print(out, "mpi: {}\n", dist.traffic());
     if (!dist.root()) return 0;  // every rank holds the same model; rank 0 reports and writes it

@@ -495,6 +495,8 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
       return true;
     };
   }
+  const StopOnSignal on_signal(!dist.active());
+  o.stop = on_signal.flag();
   dist.prepare(o);
   Trainer trainer(store, o);
   if (!f.resume.empty()) {
@@ -506,6 +508,10 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
   dist.start(trainer, store);
   const TrainReport report = run_averaged(dist, trainer, model, o.epochs);
   if (show_progress) std::fputc('\n', stderr);
+  if (report.stopped) {
+    print_interrupted("w2v", report.state.epoch, o.epochs, f.checkpoint, "-", {});
+    return interrupted_exit_code();
+  }
   if (dist.active()) {
     if (!dist.root()) return 0;  // every rank holds the same vectors; rank 0 reports and writes them
     fmt::print(stderr, "asgd w2v: mpi: {}; {}; rank 0's numbers follow\n", dist.describe(), dist.traffic());

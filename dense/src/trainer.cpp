@@ -144,6 +144,7 @@ std::vector<EpochReport> train(const Network& net, ParamStore& params, std::vect
           }
           return {net.loss_and_gradient(view, s.x.data(), s.y.data(), m, grad, s.ws), m};
         });
+    if (st.stopped) break;  // an unfinished epoch: not reported, evaluated or handed to after_epoch
     EpochReport r;
     static_cast<BlockEpochStats&>(r) = st;
     r.epoch = epoch + 1;

@@ -102,11 +102,14 @@ BlockTrainer::Minibatch checked(BlockTrainer::Minibatch m, std::size_t batch) {
 // Rounds: worker i takes batch r * W + i. The barrier's completion step
 // (one thread, all others waiting) makes the single update from the
 // sample-weighted mean gradient.
-void BlockTrainer::run_sync(std::size_t batches, const Gradient& gradient) {
+bool BlockTrainer::run_sync(std::size_t batches, const Gradient& gradient) {
   const std::size_t W = workers_.size(), P = store_.size();
+  const std::uint64_t before = version_.load(std::memory_order_relaxed);
   const std::size_t rounds = (batches + W - 1) / W;
   Failure failure;
-  auto update = [&]() noexcept {
+  // Read by every worker after a round's barrier, written in its completion alone: all leave at the same round.
+  bool stopping = options_.stop_requested();
+  auto update_once = [&]() noexcept {
     if (failure.failed.load()) return;
     std::size_t total = 0;
     for (const auto& wk : workers_) total += wk.samples;
@@ -130,13 +133,18 @@ void BlockTrainer::run_sync(std::size_t batches, const Gradient& gradient) {
       }
     }
   };
+  // After the update and its hook: a request the hook makes stops the next round, as at tau > 0 the next minibatch.
+  auto update = [&]() noexcept {
+    update_once();
+    stopping = stopping || options_.stop_requested();
+  };
   std::barrier round_end(static_cast<std::ptrdiff_t>(W), update);
   {
     std::vector<std::jthread> pool;
     for (std::size_t i = 0; i < W; ++i)
       pool.emplace_back([&, i] {
         Worker& wk = workers_[i];
-        for (std::size_t r = 0; r < rounds; ++r) {
+        for (std::size_t r = 0; r < rounds && !stopping; ++r) {
           wk.samples = 0;
           const std::size_t b = r * W + i;
           if (b < batches && !failure.failed.load()) {
@@ -156,9 +164,10 @@ void BlockTrainer::run_sync(std::size_t batches, const Gradient& gradient) {
       });
   }
   if (failure.error) std::rethrow_exception(failure.error);
+  return stopping && version_.load(std::memory_order_relaxed) - before < rounds;
 }
 
-void BlockTrainer::run_async(std::size_t batches, const Gradient& gradient) {
+bool BlockTrainer::run_async(std::size_t batches, const Gradient& gradient) {
   const std::size_t W = workers_.size();
   const bool live = options_.tau == kUnbounded;
   std::vector<std::mutex> block_locks(blocks_.size());
@@ -202,6 +211,7 @@ void BlockTrainer::run_async(std::size_t batches, const Gradient& gradient) {
   };
   BoundedDelay gate(W, options_.tau);
   std::atomic<std::size_t> next{0};
+  std::atomic<bool> stopped{false};
   {
     std::vector<std::jthread> pool;
     for (std::size_t i = 0; i < W; ++i)
@@ -210,6 +220,10 @@ void BlockTrainer::run_async(std::size_t batches, const Gradient& gradient) {
         try {
           while (!failure.failed.load()) {
             if (!gate.enter(i)) break;
+            if (options_.stop_requested()) {
+              stopped.store(true, std::memory_order_relaxed);
+              break;
+            }
             const std::size_t b = next.fetch_add(1);
             if (b >= batches) break;
             // Refresh the view when it is more than tau updates old (tau =
@@ -267,6 +281,7 @@ void BlockTrainer::run_async(std::size_t batches, const Gradient& gradient) {
       });
   }
   if (failure.error) std::rethrow_exception(failure.error);
+  return stopped.load() && next.load() < batches;
 }
 
 BlockEpochStats BlockTrainer::run_epoch(std::size_t batches, const Gradient& gradient) {
@@ -277,11 +292,9 @@ BlockEpochStats BlockTrainer::run_epoch(std::size_t batches, const Gradient& gra
     wk.max_view_age = 0;
   }
   const auto start = std::chrono::steady_clock::now();
-  if (options_.tau == 0)
-    run_sync(batches, gradient);
-  else
-    run_async(batches, gradient);
+  const bool stopped = options_.tau == 0 ? run_sync(batches, gradient) : run_async(batches, gradient);
   BlockEpochStats s;
+  s.stopped = stopped;
   s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   double loss = 0, staleness = 0;
   std::size_t count = 0;

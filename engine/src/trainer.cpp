@@ -225,6 +225,13 @@ void Trainer::maybe_report(Run& run, bool force) {
   run.reporting.store(false, std::memory_order_release);
 }
 
+bool Trainer::stop_requested(Run& run) const noexcept {
+  if (options_.stop == nullptr || !options_.stop->load(std::memory_order_relaxed)) return false;
+  run.stopped_on_request.store(true, std::memory_order_relaxed);
+  run.halt();
+  return true;
+}
+
 TrainReport Trainer::finish(Run& run) {
   if (run.error) std::rethrow_exception(run.error);
   TrainReport report;
@@ -255,6 +262,9 @@ TrainReport Trainer::finish(Run& run) {
   if (stopped) {
     report.stopped = true;
     report.stop_reason = "stopped by the progress callback";
+  } else if (run.stopped_on_request.load()) {
+    report.stopped = true;
+    report.stop_reason = "stop requested";
   }
   for (std::size_t i = 0; i < store_.size(); ++i) {
     const float v = store_.load(i);

@@ -22,7 +22,7 @@
 
 namespace asgd::gpu::detail {
 
-inline constexpr std::uint32_t kBackendAbi = 4;  // 4: BlockTrainOptions::every_updates, after_updates
+inline constexpr std::uint32_t kBackendAbi = 5;  // 4: BlockTrainOptions::every_updates, after_updates; 5: stop
 
 struct Backend {
   std::uint32_t abi;

@@ -528,6 +528,7 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
       wk->max_staleness = wk->max_view_age = 0;
     }
     const auto t0 = std::chrono::steady_clock::now();
+    bool stopped = false;  // by o.stop, minibatches left untrained
     auto gradient = [&](Worker& wk, std::size_t b, const float* view) {
       const std::size_t first = b * B, m = std::min(B, n - first);
       kernels::gather(train_data.images.get(), train_data.labels.get(), d_index.get(), first, m, D, wk.x.get(),
@@ -548,6 +549,10 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
       // W streams compute on the same parameters, then one update on
       // stream 0 uses the sample-weighted mean of their gradients.
       for (std::size_t round = 0; round * W < batches; ++round) {
+        if (o.stop_requested()) {
+          stopped = true;
+          break;
+        }
         kernels::GradSum g{};
         std::size_t total = 0, sizes[kernels::kMaxGrads] = {};
         for (std::size_t w = 0; w < W && round * W + w < batches; ++w) {
@@ -579,6 +584,7 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
           try {
             use_device();
             for (std::size_t step = 0;; ++step) {
+              if (o.stop_requested()) break;
               const std::size_t b = next.fetch_add(1);
               if (b >= batches) break;
               // At most kQueueDepth steps of this stream queued ahead of the device (see kQueueDepth). Not under
@@ -614,6 +620,15 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
       for (auto& t : threads) t.join();
       for (auto& err : errors)
         if (err) std::rethrow_exception(err);
+      stopped = next.load() < batches;  // only a stop request leaves minibatches untaken
+    }
+    if (stopped) {
+      // An unfinished epoch, as on the CPU: not reported; the host copy holds the updates made.
+      ASGD_CUDA(cudaDeviceSynchronize());
+      to_host(params.data(), d_w.get(), P, copy.get());
+      to_host(momentum_buffer.data(), d_v.get(), P, copy.get());
+      copy.synchronize();
+      break;
     }
 
     double loss_sum = 0;

@@ -39,6 +39,11 @@ class Child {
       : log_(log) {
     pid_ = ::fork();
     if (pid_ == 0) {
+      // As a shell starts a job in the foreground: Ctrl-C and SIGTERM at their defaults, whatever this test
+      // inherited (a CI run in the background of a non-interactive shell ignores SIGINT, and asgd leaves an
+      // ignored signal ignored).
+      ::signal(SIGINT, SIG_DFL);
+      ::signal(SIGTERM, SIG_DFL);
       const int in = ::open(input.c_str(), O_RDONLY);
       ::dup2(in, 0);
       const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -71,7 +76,7 @@ class Child {
     ss << in.rdbuf();
     return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), ss.str()};
   }
-  void kill_now() { ::kill(pid_, SIGKILL); }
+  void kill_now(int sig = SIGKILL) { ::kill(pid_, sig); }
   pid_t pid() const { return pid_; }
 
  private:
@@ -99,25 +104,39 @@ class CliTest : public ::testing::Test {
   }
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
   // Starts `args`, which write a checkpoint to file `checkpoint` after every
-  // epoch, and kills it (SIGKILL) a few milliseconds after that file first
-  // appears: in the middle of some later epoch or save, before the run ends
-  // if it has epochs enough. Returns the epoch the checkpoint then holds.
-  std::uint64_t killed_after_first_checkpoint(const std::vector<std::string>& args, const std::string& checkpoint) {
+  // epoch, and sends it `sig` (SIGKILL; SIGINT as Ctrl-C) a few milliseconds
+  // after that file first appears: in the middle of some later epoch or
+  // save, before the run ends if it has epochs enough. Returns the epoch the
+  // checkpoint then holds; `result`, when given, gets how the child ended.
+  std::uint64_t killed_after_first_checkpoint(const std::vector<std::string>& args, const std::string& checkpoint,
+                                              int sig = SIGKILL, Result* result = nullptr) {
     Child victim(args, dir_ / ("victim" + std::to_string(runs_++)));
     for (int i = 0; i < 5000 && !fs::exists(path(checkpoint)); ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     std::this_thread::sleep_for(std::chrono::milliseconds(5 + ::getpid() % 20));
-    victim.kill_now();
-    victim.wait();
+    victim.kill_now(sig);
+    const Result r = victim.wait();
+    if (result) *result = r;
     return asgd::read_checkpoint(path(checkpoint)).state.epoch;
   }
-  // `args(extra)` is a training command line plus `extra`: killed after its
-  // first checkpoint and resumed from it, it must give the uninterrupted
-  // run's parameters.
+  // `args(extra)` is a training command line plus `extra`: killed (`sig`)
+  // after its first checkpoint and resumed from it, it must give the
+  // uninterrupted run's parameters. Stopped by SIGINT (Ctrl-C) it must also
+  // die of it, say so, and write no model; a run that finished first (a
+  // busy machine) exits 0.
   void expect_killed_and_resumed_is_whole(
-      const std::function<std::vector<std::string>(std::vector<std::string>)>& args) {
-    const auto killed_at = killed_after_first_checkpoint(args({"--checkpoint", path("ck")}), "ck");
+      const std::function<std::vector<std::string>(std::vector<std::string>)>& args, int sig = SIGKILL) {
+    Result victim;
+    const auto killed_at =
+        killed_after_first_checkpoint(args({"--checkpoint", path("ck"), "--model", path("victim-model")}), "ck",
+                                      sig, &victim);
     ASSERT_GE(killed_at, 1u);
+    if (sig == SIGINT && victim.status != 0) {
+      EXPECT_EQ(victim.status, 128 + SIGINT) << victim.output;
+      EXPECT_NE(victim.output.find("interrupted (SIGINT)"), std::string::npos) << victim.output;
+      EXPECT_NE(victim.output.find("--resume " + path("ck")), std::string::npos) << victim.output;
+      EXPECT_FALSE(fs::exists(path("victim-model"))) << "an interrupted run writes no model";
+    }
     auto r = run(args({"--resume", path("ck"), "--model", path("resumed")}));
     // Killed after its last epoch (a busy machine): a resume has nothing to train and is refused; the last
     // checkpoint is then the model.

@@ -459,6 +459,52 @@ TEST_F(Cli, KilledMidRunThenResumedWithOneWorkerEqualsUninterrupted) {
   expect_killed_and_resumed_is_whole(with);
 }
 
+// Ctrl-C stops at the next step: the command dies of SIGINT (a script sees it interrupted), writes nothing, and
+// the last checkpoint resumes the run to the uninterrupted result.
+TEST_F(Cli, CtrlCMidRunThenResumedWithOneWorkerEqualsUninterrupted) {
+  generate("k.svm", 20000, 3000);
+  // 100 epochs of about 10 ms: the signal comes in one of the first few.
+  const std::vector<std::string> common = {"linear", "train", "--data", path("k.svm"), "--workers", "1",
+                                           "--epochs", "100", "--seed", "3", "--quiet"};
+  auto with = [&](std::vector<std::string> extra) {
+    auto args = common;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  };
+  expect_killed_and_resumed_is_whole(with, SIGINT);
+}
+
+// Stopped by SIGTERM (or Ctrl-C), a trainer detaches from its segment as a finished one does: not stale, so the
+// next trainer attaches without --shm-recover. Before, any signal left it "trained by a process that died".
+TEST_F(Cli, ATrainerStoppedBySigtermDetachesFromItsSegment) {
+  generate("k.svm", 20000, 3000);
+  const std::string shm = "asgd-cli-term-" + std::to_string(::getpid());
+  asgd::ParamStore::remove_shared(shm);
+  Child t({"linear", "train", "--data", path("k.svm"), "--shm", shm, "--workers", "2", "--epochs", "100000",
+           "--model", path("m"), "--quiet"},
+          dir_ / "t.log");
+  for (int i = 0; i < 500 && !asgd::ParamStore::exists_shared(shm); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  t.kill_now(SIGTERM);
+  const auto start = std::chrono::steady_clock::now();
+  auto r = t.wait();
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 10.0);
+  EXPECT_EQ(r.status, 128 + SIGTERM) << r.output;
+  EXPECT_NE(r.output.find("asgd linear train: interrupted (SIGTERM) in epoch "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("shared segment '" + shm + "' keeps the parameters"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(path("m")));
+  r = run({"shm", "info", shm});
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(r.output.find("DEAD"), std::string::npos) << r.output;
+  r = run({"linear", "train", "--data", path("k.svm"), "--shm", shm, "--epochs", "1"});
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("attached to shared segment"), std::string::npos) << r.output;
+  r = run({"shm", "remove", shm});
+  EXPECT_EQ(r.status, 0) << r.output;
+}
+
 TEST_F(Cli, AKilledTrainerLeavesASegmentThatIsReportedStale) {
   generate("k.svm", 20000, 3000);
   const std::string shm = "asgd-cli-kill-" + std::to_string(::getpid());

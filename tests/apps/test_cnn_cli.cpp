@@ -252,6 +252,20 @@ TEST_F(CnnCli, KilledMidRunThenResumedEqualsUninterrupted) {
   expect_killed_and_resumed_is_whole(args);
 }
 
+// Ctrl-C mid-run: the command dies of SIGINT, writes no model, and the last checkpoint resumes to the
+// uninterrupted result.
+TEST_F(CnnCli, CtrlCMidRunThenResumedEqualsUninterrupted) {
+  write_idx("train", 600, 21);
+  write_idx("t10k", 50, 22);
+  const auto args = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a{"cnn", "train", "--data", path(""), "--epochs", "40", "--workers", "2", "--tau", "0",
+                               "--batch", "32", "--lr", "0.02", "-q"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  expect_killed_and_resumed_is_whole(args, SIGINT);
+}
+
 TEST_F(CnnCli, ClearErrors) {
   auto r = run({"cnn", "train", "--data", path("missing"), "--epochs", "1"});
   EXPECT_EQ(r.status, 2) << r.output;

@@ -81,10 +81,18 @@ TEST_F(MfCli, ServesTopKFromALiveSegmentWhileTrainingWritesIt) {
     if (::waitpid(trainer.pid(), nullptr, WNOHANG) == 0) ++served_while_training;
   }
   EXPECT_EQ(served_while_training, 3);
-  trainer.kill_now();
-  trainer.wait();
+  // Ctrl-C: the trainer stops and detaches; the segment goes on serving, not stale.
+  trainer.kill_now(SIGINT);
+  r = trainer.wait();
+  EXPECT_EQ(r.status, 128 + SIGINT) << r.output;
+  EXPECT_NE(r.output.find("asgd mf train: interrupted (SIGINT)"), std::string::npos) << r.output;
+  r = run({"shm", "info", shm});
+  EXPECT_EQ(r.status, 0) << r.output;
+  r = run({"mf", "recommend", path("m"), "--shm", shm, "--user", "u3", "-k", "5"});
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(r.output.find("warning"), std::string::npos) << r.output;
   asgd::ParamStore::remove_shared(shm);
-  // The killed run's model file is the one written before training: read alone, it is said to hold the initial
+  // The stopped run's model file is the one written before training: read alone, it is said to hold the initial
   // factors (it was used without a word).
   r = run({"mf", "recommend", path("m"), "--user", "u3", "-k", "5"});
   ASSERT_EQ(r.status, 0) << r.output;

@@ -165,6 +165,46 @@ TEST(BlockTrainer, ErrorsStopEveryWorkerAndReachTheCaller) {
   EXPECT_NO_THROW(BlockTrainer(store, m, apart, {}));
 }
 
+// BlockTrainOptions::stop (Ctrl-C in `asgd cnn train`): the workers take no minibatch after it, every one of
+// them leaves (at tau 0 all at the same round, none waiting at the barrier), and the epoch says it stopped. An
+// epoch whose last minibatch was taken before the request is whole.
+TEST(BlockTrainer, AStopRequestEndsTheEpochEarly) {
+  const Layout l = flat();
+  for (std::uint64_t tau : {std::uint64_t{0}, std::uint64_t{2}, kUnbounded}) {
+    for (const std::size_t stop_at : {std::size_t{0}, std::size_t{1}, std::size_t{40}, std::size_t{1000}}) {
+      SCOPED_TRACE(::testing::Message() << "tau " << tau << ", stop at gradient " << stop_at);
+      ParamStore store = ParamStore::on_heap(l);
+      std::vector<float> m(l.size());
+      BlockTrainOptions o;
+      o.workers = 3;
+      o.tau = tau;
+      o.lr = 0.05f;
+      std::atomic<bool> stop{stop_at == 0};
+      o.stop = &stop;
+      BlockTrainer t(store, m, blocks_of(l), o);
+      const auto grad = quadratic(l);
+      std::atomic<std::size_t> calls{0};
+      const BlockEpochStats s = t.run_epoch(100, [&](std::size_t w, std::size_t b, const float* v, float* g) {
+        if (calls.fetch_add(1) + 1 == stop_at) stop.store(true);
+        return grad(w, b, v, g);
+      });
+      const bool early = stop_at < 100;
+      EXPECT_EQ(s.stopped, early);
+      if (stop_at == 0) {
+        EXPECT_EQ(calls.load(), 0u);
+      }
+      // After the request: at most the minibatches under way (tau 0: the round under way, 3 gradients).
+      if (early && stop_at > 0) {
+        EXPECT_LE(calls.load(), stop_at + 2);
+      }
+      if (!early) {
+        EXPECT_EQ(calls.load(), 100u);
+      }
+      EXPECT_EQ(t.updates(), tau == 0 ? (calls.load() + 2) / 3 : calls.load());
+    }
+  }
+}
+
 TEST(BlockTrainer, AfterUpdatesRunsEveryKUpdatesOfTheRunWithNoUpdateInFlight) {
   const Layout l = flat();
   for (std::uint64_t tau : {std::uint64_t{0}, std::uint64_t{2}, kUnbounded}) {

@@ -226,6 +226,58 @@ TEST(Trainer, ProgressEventsAndStopFromTheCallback) {
   EXPECT_LT(r.state.epoch, 1000u);
 }
 
+// TrainerOptions::stop (what Ctrl-C sets in the commands): once it holds true every worker stops at its next
+// step, at any tau and with checkpoint barriers, without waiting for a clock or an epoch slot of a worker that
+// left; the report says stopped, and the epoch under way is neither counted nor checkpointed.
+TEST(Trainer, AStopRequestEndsTheRunAtTheNextStep) {
+  const fs::path ckpt = fs::temp_directory_path() / ("asgd-stop-" + std::to_string(::getpid()));
+  SharedQuadratic p{2000, 4};
+  struct Case {
+    std::size_t workers;
+    std::uint64_t tau;
+    bool checkpoints;
+  };
+  for (const Case c : {Case{1, kUnbounded, false}, Case{4, 0, false}, Case{4, 2, true}, Case{4, kUnbounded, true},
+                       Case{3, kUnbounded, false}}) {
+    SCOPED_TRACE(::testing::Message() << c.workers << " workers, tau " << c.tau << (c.checkpoints ? ", checkpoints" : ""));
+    fs::remove(ckpt);
+    for (const std::uint64_t stop_after : {0u, 1u, 150u, 1001u}) {  // steps: 286 an epoch (2000 / 7)
+      SCOPED_TRACE(::testing::Message() << "stop after " << stop_after << " steps");
+      auto store = ParamStore::on_heap(p.layout());
+      auto o = options(c.workers, Consistency::racy, c.tau, 1000);
+      o.schedule.lr = 0.001f;
+      if (c.checkpoints) o.checkpoint_path = ckpt;
+      std::atomic<bool> stop{stop_after == 0};
+      std::atomic<std::uint64_t> steps{0};
+      o.stop = &stop;
+      o.on_step = [&](std::uint64_t) {
+        if (steps.fetch_add(1) + 1 == stop_after) stop.store(true);
+      };
+      Trainer t(store, o);
+      const auto start = std::chrono::steady_clock::now();
+      const auto r = t.run(p);
+      EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 10.0);
+      EXPECT_TRUE(r.stopped);
+      EXPECT_EQ(r.stop_reason, "stop requested");
+      // Each worker finishes the step it is in: no more than one step each after the request.
+      EXPECT_LE(steps.load(), stop_after + c.workers - 1);
+      const std::uint64_t whole_epochs = steps.load() / 286;
+      EXPECT_LE(r.state.epoch, whole_epochs);
+      EXPECT_EQ(r.epochs.size(), r.state.epoch);
+      EXPECT_EQ(t.state().epoch, r.state.epoch);
+      if (stop_after == 0) {
+        EXPECT_EQ(r.examples, 0u);
+      }
+      if (c.checkpoints && r.state.epoch > 0) {
+        const auto saved = asgd::read_checkpoint(ckpt);
+        EXPECT_EQ(saved.state.epoch, r.state.epoch) << "the last epoch finished, not the one stopped";
+        EXPECT_EQ(saved.state.examples, saved.state.epoch * p.examples);
+      }
+    }
+  }
+  fs::remove(ckpt);
+}
+
 // Once the callback returns false it is not asked again: the other workers still finish the step they are in
 // (every step reports here) and used to call it once or twice more.
 TEST(Trainer, AfterTheCallbackSaysStopItIsNotCalledAgain) {

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -490,6 +491,44 @@ TEST(GpuTraining, AfterUpdatesHookAsOnTheCpu) {
   const auto g1 = run(gpu::train, gpu_seen, gpu_calls);
   EXPECT_EQ(gpu_calls, 5) << "tau inf, 1 stream";
   EXPECT_LE(normwise_error(g1, c1), 1e-4) << "tau inf, 1 stream, at the end";
+}
+
+// A stop request (Ctrl-C) ends the epoch at the next step, as on the CPU: no report for the unfinished epoch, and
+// the host's parameters and momentum hold the updates made before it.
+TEST(GpuTraining, AStopRequestEndsTheEpochAsOnTheCpu) {
+  SKIP_WITHOUT_GPU();
+  const dense::Network net = dense::lenet5();
+  const dense::Dataset d = bars(256, 12);
+  std::vector<float> init(net.layout().size());
+  net.initialize(init, 14);
+  for (const std::uint64_t tau : {std::uint64_t{0}, kUnbounded}) {
+    SCOPED_TRACE(::testing::Message() << "tau " << tau);
+    dense::TrainOptions o;
+    o.epochs = 2;
+    o.batch = 32;  // 8 updates an epoch; the request comes from the hook after update 3
+    o.lr = 0.05f;
+    o.tau = tau;
+    o.every_updates = 3;
+    auto run = [&](auto&& trainer, std::vector<float>& momentum, std::size_t& reports) {
+      ParamStore store = ParamStore::on_heap(net.layout());
+      store.assign(init);
+      std::atomic<bool> stop{false};
+      dense::TrainOptions stopped = o;
+      stopped.stop = &stop;
+      stopped.after_updates = [&] { stop.store(true); };
+      reports = trainer(net, store, momentum, d, nullptr, stopped, {}).size();
+      return store.snapshot();
+    };
+    std::vector<float> cpu_momentum, gpu_momentum;
+    std::size_t cpu_reports = 9, gpu_reports = 9;
+    const auto c = run(dense::train, cpu_momentum, cpu_reports);
+    const auto g = run(gpu::train, gpu_momentum, gpu_reports);
+    EXPECT_EQ(cpu_reports, 0u);
+    EXPECT_EQ(gpu_reports, 0u);
+    EXPECT_GT(normwise_error(c, init), 1e-3) << "3 updates made";
+    EXPECT_LE(normwise_error(g, c), 1e-4) << "parameters";
+    EXPECT_LE(normwise_error(gpu_momentum, cpu_momentum), 1e-4) << "momentum";
+  }
 }
 
 // A CUDA graph replays the step it captured: training with graphs gives the

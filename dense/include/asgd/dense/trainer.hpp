@@ -98,7 +98,11 @@ inline void check_not_diverged(std::span<const float> params, const EvalResult* 
 // `momentum_buffer` (layout().size() floats, zero to start) carries the
 // optimiser state across calls (and checkpoints). After each epoch
 // `on_epoch` gets the report (test accuracy measured when `test` is given).
-// Throws RuntimeError if the loss becomes NaN or infinite.
+// With options.stop set mid-run the epoch under way stops unfinished (see
+// BlockTrainOptions::stop) and train returns the reports of the epochs
+// finished before it: fewer than options.epochs (the parameters hold the
+// part-epoch's updates too). Throws RuntimeError if the loss becomes NaN or
+// infinite.
 std::vector<EpochReport> train(const Network& net, ParamStore& params, std::vector<float>& momentum_buffer,
                                const Dataset& train, const Dataset* test, const TrainOptions& options,
                                const std::function<void(const EpochReport&)>& on_epoch = {});

@@ -74,6 +74,12 @@ struct BlockTrainOptions {
   // gradient. 0: never.
   std::uint64_t every_updates = 0;
   std::function<void()> after_updates;
+  // A stop request, as TrainerOptions::stop: once it holds true (a signal
+  // handler may set it), the workers take no further minibatch and
+  // run_epoch returns with `stopped` set, the epoch unfinished (at tau = 0
+  // after the round under way: every worker stops at the same round).
+  const std::atomic<bool>* stop = nullptr;
+  bool stop_requested() const noexcept { return stop != nullptr && stop->load(std::memory_order_relaxed); }
   bool has_update_hook() const noexcept { return every_updates != 0 && static_cast<bool>(after_updates); }
   // Whether after_updates runs after update number `update` (counted as
   // first_update is): what every backend asks.
@@ -90,6 +96,7 @@ struct BlockEpochStats {
   std::uint64_t max_staleness = 0;
   std::uint64_t max_view_age = 0;  // updates between a view and the start of its gradient (<= tau)
   float momentum = 0, lr = 0;      // in use at the end of the epoch
+  bool stopped = false;            // by BlockTrainOptions::stop, before the epoch's last minibatch
 };
 
 // The momentum and rate of update number `update` made at mean staleness
@@ -157,8 +164,9 @@ class BlockTrainer {
     StalenessHistogram staleness;
   };
   void apply(const float* g, std::size_t first, std::size_t last, BlockStep step) noexcept;
-  void run_sync(std::size_t batches, const Gradient& gradient);
-  void run_async(std::size_t batches, const Gradient& gradient);
+  // Each returns whether a stop request left minibatches of the epoch untrained.
+  bool run_sync(std::size_t batches, const Gradient& gradient);
+  bool run_async(std::size_t batches, const Gradient& gradient);
 
   ParamStore& store_;
   std::span<float> momentum_;

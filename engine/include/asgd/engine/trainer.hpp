@@ -32,8 +32,9 @@
 // others stop at their next step and run() rethrows it. The parameters then
 // hold whatever the workers had done, but state() still says where the run
 // started: go on from the last checkpoint (load_checkpoint), not by calling
-// run() again. A progress callback that returns false stops the run cleanly
-// (the report says so).
+// run() again. A progress callback that returns false, or TrainerOptions::stop
+// set from anywhere (another thread, a signal handler), stops the run cleanly:
+// every worker ends its step and leaves, and the report says stopped.
 //
 // Checkpoints are taken at epoch boundaries with every worker held there, so
 // a checkpoint is a consistent snapshot with an exact example count. With
@@ -125,6 +126,13 @@ struct TrainerOptions {
   // examples (model averaging counts local steps with it). Must be cheap and
   // must not block.
   std::function<void(std::uint64_t examples)> on_step;
+  // A stop request, read by the workers before and after every step: once
+  // it holds true (a lock-free store, so a signal handler may make it),
+  // each finishes the step it is in and run() returns a report with stopped
+  // set. The epoch under way is left unfinished: state() counts the epochs
+  // done and no checkpoint is written for it, so a resume from the last
+  // checkpoint trains it whole. Null: no request. Outlives run().
+  const std::atomic<bool>* stop = nullptr;
   std::filesystem::path checkpoint_path;  // empty: no checkpoints
   std::uint64_t checkpoint_every = 1;     // epochs
   std::string checkpoint_metadata;        // stored with every checkpoint
@@ -154,7 +162,7 @@ struct TrainReport {
   double examples_per_second = 0;
   StalenessHistogram staleness;  // per step: other workers' updates that landed while it ran
   std::uint64_t max_lead = 0;    // most steps a worker ran ahead of the slowest (<= tau)
-  bool stopped = false;  // by the progress callback
+  bool stopped = false;  // by the progress callback or TrainerOptions::stop
   std::string stop_reason;
   TrainState state;  // after the run
   std::string summary() const;
@@ -237,6 +245,9 @@ class Trainer {
   // gate) and frees its slot for epoch + 2.
   void epoch_finished(Run& run, std::uint64_t epoch, std::size_t w);
   void maybe_report(Run& run, bool force);
+  // Whether TrainerOptions::stop asks to stop; if so, halts the run (the
+  // workers waiting for a slot or a clock must not wait for one that left).
+  bool stop_requested(Run& run) const noexcept;
   // The scheduled rate for the next step of a run that started `before`
   // examples into a training of `total`; `staleness`: that of the worker's
   // previous step (what a staleness-aware rate divides by).
@@ -494,6 +505,7 @@ struct Trainer::Run {
   alignas(kCacheLine) std::atomic<std::uint64_t> updates{0};
   std::atomic<bool> stop{false};
   std::atomic<bool> stopped_by_callback{false};
+  std::atomic<bool> stopped_on_request{false};  // TrainerOptions::stop
   std::mutex error_mutex;
   std::exception_ptr error;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
@@ -604,7 +616,7 @@ void Trainer::worker_loop(P& problem, Sink sink, std::size_t w, Run& run) {
         const auto [shard, step] = *taken;
         if (!run.wait_for_shard(shard, epoch, w)) return;
         const auto lead = run.gate.enter(w);
-        if (!lead || run.stop.load(std::memory_order_relaxed)) return;
+        if (!lead || run.stop.load(std::memory_order_relaxed) || stop_requested(run)) return;
         const float lr = rate_now(run, before, total, run.locals[w].last_staleness);
         sink.set_learning_rate(lr);
         const std::vector<std::uint64_t>& order = shard_order(*slot, shard, epoch);
@@ -640,7 +652,7 @@ void Trainer::worker_loop_blocks(P& problem, Sink sink, std::size_t w, Run& run)
           Block b;
           ~GiveBack() { s.put(b); }
         } give_back{*run.blocks, *block};
-        if (run.stop.load(std::memory_order_relaxed)) return;
+        if (run.stop.load(std::memory_order_relaxed) || stop_requested(run)) return;
         const float lr = rate_now(run, before, total, 0);
         sink.set_learning_rate(lr);
         const auto [lo, hi] = problem.block_range(block->row, block->col);

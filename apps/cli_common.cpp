@@ -150,26 +150,31 @@ void warn_options_changed(std::string_view command, const std::string& path, con
 bool stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }
 
 namespace {
-// The stop request a signal makes: lock-free, so the handler may store it.
+// The stop request a signal makes, and which signal: lock-free, so the handler may store them.
 std::atomic<bool> g_stop{false};
-static_assert(std::atomic<bool>::is_always_lock_free);
-volatile std::sig_atomic_t g_signal = 0;
-struct sigaction g_previous[2];  // SIGINT's and SIGTERM's before install
+std::atomic<int> g_signal{0};
+static_assert(std::atomic<bool>::is_always_lock_free && std::atomic<int>::is_always_lock_free);
 constexpr int kStopSignals[2] = {SIGINT, SIGTERM};
+struct sigaction g_previous[2];       // SIGINT's and SIGTERM's before install
+std::atomic<bool> g_installed[2] = {};  // which of them the handler took (an ignored one stays ignored)
 
 void on_stop_signal(int sig) {
-  // Async-signal-safe calls only: the defaults back (the next signal kills), the request, one write.
+  // Async-signal-safe calls only: the defaults back for the signals we took (the next one kills), the request,
+  // one write.
   const int saved_errno = errno;
   struct sigaction defaults {};
   defaults.sa_handler = SIG_DFL;
   sigemptyset(&defaults.sa_mask);
-  for (const int s : kStopSignals) ::sigaction(s, &defaults, nullptr);
-  if (g_signal == 0) g_signal = sig;
+  for (std::size_t i = 0; i < 2; ++i)
+    if (g_installed[i].load(std::memory_order_relaxed)) ::sigaction(kStopSignals[i], &defaults, nullptr);
+  int none = 0;
+  g_signal.compare_exchange_strong(none, sig, std::memory_order_relaxed);
   g_stop.store(true, std::memory_order_relaxed);
-  static constexpr char kInt[] = "\nasgd: SIGINT: stopping after the current step (again to kill now)\n";
-  static constexpr char kTerm[] = "\nasgd: SIGTERM: stopping after the current step (again to kill now)\n";
+  static constexpr char kInt[] = "\nasgd: SIGINT: stopping (again to kill now)\n";
+  static constexpr char kTerm[] = "\nasgd: SIGTERM: stopping (again to kill now)\n";
   const bool is_int = sig == SIGINT;
-  [[maybe_unused]] const auto wrote = ::write(STDERR_FILENO, is_int ? kInt : kTerm, (is_int ? sizeof kInt : sizeof kTerm) - 1);
+  [[maybe_unused]] const auto wrote =
+      ::write(STDERR_FILENO, is_int ? kInt : kTerm, (is_int ? sizeof kInt : sizeof kTerm) - 1);
   errno = saved_errno;
 }
 
@@ -182,49 +187,62 @@ StopOnSignal::StopOnSignal(bool install) {
   action.sa_handler = on_stop_signal;
   sigemptyset(&action.sa_mask);
   for (const int s : kStopSignals) ::sigaddset(&action.sa_mask, s);  // one handler at a time
+  // A write to a pipe or a terminal that the signal interrupts goes on (it would fail with EINTR: a command
+  // printing into `| less` when Ctrl-C came failed instead of stopping).
+  action.sa_flags = SA_RESTART;
   for (std::size_t i = 0; i < 2; ++i) {
     ::sigaction(kStopSignals[i], nullptr, &g_previous[i]);
-    // A signal ignored when we started stays ignored (a job started with nohup, or in the background of a
-    // non-interactive shell, must not stop on the terminal's Ctrl-C).
-    if (g_previous[i].sa_handler != SIG_IGN) ::sigaction(kStopSignals[i], &action, nullptr);
+    // A signal ignored when we started stays ignored (SIGINT in a background job of a non-interactive shell).
+    if (g_previous[i].sa_handler == SIG_IGN) continue;
+    g_installed[i].store(true, std::memory_order_relaxed);
+    ::sigaction(kStopSignals[i], &action, nullptr);
   }
   installed_ = true;
 }
 
 StopOnSignal::~StopOnSignal() {
-  if (!installed_ || g_signal != 0) return;  // after a signal the defaults stay: the next one kills
-  for (std::size_t i = 0; i < 2; ++i) ::sigaction(kStopSignals[i], &g_previous[i], nullptr);
+  if (!installed_ || g_signal.load() != 0) return;  // after a signal the defaults stay: the next one kills
+  for (std::size_t i = 0; i < 2; ++i) {
+    if (g_installed[i].exchange(false)) ::sigaction(kStopSignals[i], &g_previous[i], nullptr);
+  }
 }
 
 const std::atomic<bool>* StopOnSignal::flag() const noexcept { return installed_ ? &g_stop : nullptr; }
 
-int StopOnSignal::received() noexcept { return g_signal; }
+int StopOnSignal::received() noexcept { return g_signal.load(); }
 
-int interrupted_exit_code() noexcept { return 128 + (g_signal != 0 ? static_cast<int>(g_signal) : SIGINT); }
+int interrupted_exit_code() noexcept {
+  const int sig = g_signal.load();
+  return 128 + (sig != 0 ? sig : SIGINT);
+}
 
-void die_of_stop_signal(int exit_code) {
-  const int sig = g_signal;
-  if (sig == 0 || exit_code != 128 + sig) return;
+void die_of_stop_signal() {
+  const int sig = g_signal.load();
+  if (sig == 0) return;
   std::fflush(nullptr);
   ::signal(sig, SIG_DFL);
   ::raise(sig);
 }
 
-void print_interrupted(std::string_view command, std::uint64_t epochs_done, std::uint64_t epochs,
-                       const std::string& checkpoint, std::string_view dashes, const std::string& shm) {
+void print_interrupted(const Interrupted& run) {
+  const std::string resume = std::string(run.dashes) + "resume";
   std::string where;
-  if (!shm.empty())
-    where = fmt::format("; shared segment '{}' keeps the parameters trained so far (detached, not stale)", shm);
-  if (!checkpoint.empty() && std::filesystem::exists(checkpoint)) {
-    where += fmt::format("; resume from the last checkpoint with {}resume {}", dashes, checkpoint);
-  } else if (shm.empty()) {
-    where += dashes.empty() ? std::string("; the epochs trained are lost (this command keeps no checkpoints)")
-                            : fmt::format("; the epochs trained are lost (a run given {}checkpoint FILE keeps them)",
-                                          dashes);
+  if (!run.shm.empty())
+    where = fmt::format("; shared segment '{}' keeps the parameters trained so far (detached, not stale)", run.shm);
+  if (!run.checkpoint.empty() && run.epochs_done > run.epochs_at_start) {
+    where += fmt::format("; {} {} goes on from the end of epoch {}", resume, run.checkpoint, run.epochs_done);
+  } else if (!run.resumed_from.empty()) {
+    where += fmt::format("; {} {} goes on from the end of epoch {} again", resume, run.resumed_from,
+                         run.epochs_at_start);
+  } else if (run.shm.empty()) {
+    where += run.dashes.empty() ? std::string("; the epochs trained are lost (this command keeps no checkpoints)")
+             : run.checkpoint.empty()
+                 ? fmt::format("; the epochs trained are lost (a run given {}checkpoint FILE keeps them)", run.dashes)
+                 : std::string("; no epoch finished, so no checkpoint was written");
   }
   std::fprintf(stderr, "asgd %.*s: interrupted (%s) in epoch %llu of %llu: nothing written%s\n",
-               static_cast<int>(command.size()), command.data(), signal_name(g_signal),
-               static_cast<unsigned long long>(epochs_done + 1), static_cast<unsigned long long>(epochs),
+               static_cast<int>(run.command.size()), run.command.data(), signal_name(g_signal.load()),
+               static_cast<unsigned long long>(run.epochs_done + 1), static_cast<unsigned long long>(run.epochs),
                where.c_str());
 }
 

@@ -147,10 +147,12 @@ TrainingStore open_training_store(const std::string& shm, Layout layout, AttachO
 // does (not stale: the next trainer needs no --shm-recover), says where
 // the run stopped, and returns interrupted_exit_code(); main() then dies
 // of the same signal, so a shell or a script sees an interrupted command.
-// A second signal kills at once (the handlers are the defaults again).
-// Under mpirun it installs nothing and flag() is null: a rank that stopped
-// alone would leave the others waiting in a collective, so there the
-// signal ends the job as before.
+// A signal after training (while the command evaluates or writes) lets that
+// work finish and the process then dies of it all the same. A second signal
+// kills at once (the handlers are the defaults again). Keep the object for
+// the whole command. Under mpirun with several ranks it installs nothing
+// and flag() is null: a rank that stopped alone would leave the others
+// waiting in a collective, so there the signal ends the job as before.
 class StopOnSignal {
  public:
   explicit StopOnSignal(bool install = true);
@@ -164,20 +166,28 @@ class StopOnSignal {
  private:
   bool installed_ = false;
 };
-// 128 + the signal: what a command returns after a stop by signal (main
-// then re-raises it; the shell's own code for a command killed by it).
+// 128 + the signal: what a command returns after a stop by signal (the
+// shell's own code for a command killed by it).
 int interrupted_exit_code() noexcept;
-// Called by main() with the command's exit code, last: when the command
-// stopped on a signal, dies of it (default disposition); otherwise returns.
-void die_of_stop_signal(int exit_code);
+// Called by main() last: when a signal asked to stop, dies of it (default
+// disposition); otherwise returns.
+void die_of_stop_signal();
+// Where an interrupted run stopped, for print_interrupted.
+struct Interrupted {
+  std::string_view command = {};       // "linear train"
+  std::uint64_t epochs_at_start = 0;   // done before this run (a resume's)
+  std::uint64_t epochs_done = 0;       // done now, those before a resume too
+  std::uint64_t epochs = 0;            // the run's total
+  std::string checkpoint = {};         // written after every epoch (empty: none)
+  std::string resumed_from = {};       // the checkpoint this run resumed (empty: none)
+  std::string_view dashes = {};        // spell the checkpoint and resume flags: "--", "-" (w2v); empty: none
+  std::string shm = {};                // the shared segment trained (empty: the heap)
+};
 // "asgd COMMAND: interrupted (SIGINT) in epoch E of N: nothing written;
-// ..." on stderr: what a shared segment `shm` keeps, and how to resume from
-// `checkpoint` (written by the run, or there from before; empty: none).
-// `dashes` spell the command's checkpoint and resume flags ("--", or "-" for
-// w2v); empty for a command without checkpoints. `epochs_done` counts the
-// whole run's, those before a resume too.
-void print_interrupted(std::string_view command, std::uint64_t epochs_done, std::uint64_t epochs,
-                       const std::string& checkpoint, std::string_view dashes, const std::string& shm);
+// ..." on stderr: what a shared segment keeps, and which checkpoint a
+// resume goes on from (this run's, when it finished an epoch; else the one
+// it resumed).
+void print_interrupted(const Interrupted& run);
 
 // A progress callback: a live line on a terminal (stderr), nothing in a pipe.
 ProgressCallback progress_printer(std::string label, bool quiet);

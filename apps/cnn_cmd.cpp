@@ -431,7 +431,13 @@ int train(const CnnFlags& f, Distributed& dist) {
   if (csv != nullptr && csv != stdout && csv != stderr && std::fclose(csv) != 0)
     throw RuntimeError(fmt::format("--csv {}: cannot write: {}", f.csv, std::strerror(errno)));
   if (reports.size() < o.epochs) {  // only a stop request ends the run early
-    print_interrupted("cnn train", done + reports.size(), f.epochs, f.checkpoint, "--", {});
+    print_interrupted({.command = "cnn train",
+                       .epochs_at_start = done,
+                       .epochs_done = done + reports.size(),
+                       .epochs = f.epochs,
+                       .checkpoint = f.checkpoint,
+                       .resumed_from = f.resume,
+                       .dashes = "--"});
     return interrupted_exit_code();
   }
   if (!dist.root()) return 0;  // every rank holds the same model; rank 0 reports and writes it

@@ -227,7 +227,10 @@ int train(const TrainFlags& f, Distributed& dist) {
   if (f.until_epoch != 0 && f.checkpoint.empty() && f.model.empty())
     throw InputError("--until-epoch: give --checkpoint FILE to resume from (or --model), or the run is lost");
 
-  TrainingStore t = open_training_store(f.shm, problem.layout(), {.recover_stale = f.shm_recover});
+  // The objective, which every process training the segment must share (the rates and step rules may differ).
+  TrainingStore t = open_training_store(
+      f.shm, problem.layout(),
+      {.recover_stale = f.shm_recover, .settings = fmt::format("--loss {} --l2 {}", sparse::to_string(loss), f.l2)});
   ParamStore& store = t.store;
   if (!f.shm.empty() && !f.quiet) {
     fmt::print(out, "{} shared segment '{}'{}\n", t.created ? "created" : "attached to", f.shm,
@@ -287,7 +290,14 @@ int train(const TrainFlags& f, Distributed& dist) {
   t.cleanup.release();  // from here on the segment holds training: kept whatever happens next
   const TrainReport report = run_averaged(dist, trainer, problem, f.until_epoch ? f.until_epoch : options.epochs);
   if (report.stopped) {
-    print_interrupted("linear train", report.state.epoch, options.epochs, f.checkpoint, "--", f.shm);
+    print_interrupted({.command = "linear train",
+                       .epochs_at_start = report.state.epoch - report.epochs.size(),
+                       .epochs_done = report.state.epoch,
+                       .epochs = options.epochs,
+                       .checkpoint = f.checkpoint,
+                       .resumed_from = f.resume,
+                       .dashes = "--",
+                       .shm = f.shm});
     return interrupted_exit_code();
   }
   for (const auto& e : report.epochs) {

@@ -54,6 +54,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "asgd: error: writing standard output: %s\n", std::strerror(errno));
     return exit_code != 0 ? exit_code : asgd::cli::kExitRuntime;
   }
-  asgd::cli::die_of_stop_signal(exit_code);  // a run stopped by Ctrl-C or SIGTERM ends as killed by it
+  asgd::cli::die_of_stop_signal();  // a command stopped by Ctrl-C or SIGTERM ends as killed by it
   return exit_code;
 }

@@ -232,9 +232,13 @@ TrainerOptions trainer_options(const MfTrainFlags& f, const char* default_schedu
 // process may attach it). Ids without a rating in `trained` start as zero rows.
 TrainingStore make_store(std::FILE* out, const MfTrainFlags& f, const Layout& layout, float init_scale,
                          const Ratings& trained) {
-  TrainingStore t = open_training_store(f.shm, layout, {.recover_stale = f.shm_recover}, [&](ParamStore& s) {
-    initialize_factors(s, f.seed, init_scale, &trained);
-  });
+  // The objective, which every process training the segment must share (the rates and step rules may differ).
+  const bool bpr = f.loss == "bpr";
+  const std::string settings =
+      fmt::format("--loss {} --l2 {} --bias-l2 {}{}", bpr ? "bpr" : "squared", f.l2, f.bias_l2,
+                  bpr ? fmt::format(" --positive {}", f.positive_threshold) : f.no_biases ? " --no-biases" : "");
+  TrainingStore t = open_training_store(f.shm, layout, {.recover_stale = f.shm_recover, .settings = settings},
+                                        [&](ParamStore& s) { initialize_factors(s, f.seed, init_scale, &trained); });
   if (!f.shm.empty()) {
     fmt::print(out, "mf: {} shared segment '{}' (serve it with: asgd mf recommend MODEL_FILE --shm {})\n",
                t.created ? "created" : "training into existing", f.shm, f.shm);
@@ -322,7 +326,11 @@ int train_bpr(std::FILE* out, const MfTrainFlags& f, Distributed& dist) {
   t.cleanup.release();  // from here on the segment holds training: kept whatever happens next
   const auto report = run_averaged(dist, trainer, problem, f.epochs);
   if (report.stopped) {
-    print_interrupted("mf train", report.state.epoch, f.epochs, {}, {}, f.shm);
+    print_interrupted({.command = "mf train",
+                       .epochs_at_start = 0,
+                       .epochs_done = report.state.epoch,
+                       .epochs = f.epochs,
+                       .shm = f.shm});
     return interrupted_exit_code();
   }
   fmt::print(out, "bpr: {} in {:.2f} s of SGD ({:.3g} updates/s, {})\n", counted(report.epochs.size(), "epoch"),
@@ -354,7 +362,12 @@ int train_bpr(std::FILE* out, const MfTrainFlags& f, Distributed& dist) {
     auto loo_model = ParamStore::on_heap(loo_problem.layout());
     initialize_factors(loo_model, f.seed, mo.init_scale);
     TrainerOptions lo = trainer_options(f, "linear", 0.0f);
-    Trainer(loo_model, lo).run(loo_problem);
+    lo.stop = on_signal.flag();
+    if (Trainer(loo_model, lo).run(loo_problem).stopped) {
+      fmt::print(stderr, "asgd mf train: interrupted in the training of --sampled-eval{}\n",
+                 f.model_file.empty() ? "" : fmt::format(" (the model was written to {})", f.model_file));
+      return interrupted_exit_code();
+    }
     const SeenItems all_seen(positives, positives.users.size());
     const auto sampled = evaluate_sampled(loo_model, loo.test, all_seen, 99, 10, f.split_seed);
     const auto loo_popularity = popularity_scores(loo.train, items);
@@ -526,7 +539,11 @@ int train(const MfTrainFlags& f, Distributed& dist) {
     fmt::print(out, "{}  ({:.2f} s)\n", line, sgd_seconds);
   });
   if (report.stopped) {
-    print_interrupted("mf train", report.state.epoch, f.epochs, {}, {}, f.shm);
+    print_interrupted({.command = "mf train",
+                       .epochs_at_start = 0,
+                       .epochs_done = report.state.epoch,
+                       .epochs = f.epochs,
+                       .shm = f.shm});
     return interrupted_exit_code();
   }
   if (dist.active()) {

@@ -23,6 +23,7 @@ void add_shm_commands(CLI::App& app, int& exit_code) {
       fmt::print("segment {}: format {}, {} floats, layout hash {:016x}, created by pid {}{}\n", i.name,
                  i.format_version, i.elements, i.layout_hash, i.creator_pid, i.ready ? "" : " (NOT READY)");
       fmt::print("{}", Layout::parse(i.layout).describe());
+      if (!i.settings.empty()) fmt::print("trained with: {}\n", i.settings);
       fmt::print("live writers: {}\n", fmt::join(i.writers, " "));
       if (!i.dead_writers.empty()) {
         fmt::print("DEAD writers: {} (killed without detaching; the segment is stale)\n",

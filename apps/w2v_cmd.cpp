@@ -509,7 +509,13 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
   const TrainReport report = run_averaged(dist, trainer, model, o.epochs);
   if (show_progress) std::fputc('\n', stderr);
   if (report.stopped) {
-    print_interrupted("w2v", report.state.epoch, o.epochs, f.checkpoint, "-", {});
+    print_interrupted({.command = "w2v",
+                       .epochs_at_start = report.state.epoch - report.epochs.size(),
+                       .epochs_done = report.state.epoch,
+                       .epochs = o.epochs,
+                       .checkpoint = f.checkpoint,
+                       .resumed_from = f.resume,
+                       .dashes = "-"});
     return interrupted_exit_code();
   }
   if (dist.active()) {

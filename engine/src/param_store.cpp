@@ -276,11 +276,13 @@ SegmentInfo read_info(const std::string& name, const SegmentHeader* h, std::size
   info.creator_alive = process_alive(h->creator_pid, h->creator_start);
   info.ready = is_ready(h);
   if (info.ready) {
-    if (h->layout_text_bytes > kLayoutTextMax || h->elements > (mapped_bytes - kHeaderBytes) / sizeof(float)) {
+    if (h->layout_text_bytes > kLayoutTextMax || h->settings_bytes > kLayoutTextMax - h->layout_text_bytes ||
+        h->elements > (mapped_bytes - kHeaderBytes) / sizeof(float)) {
       throw InputError(fmt::format("shared segment '{}' is truncated or corrupt (header says {} elements)", name,
                                    h->elements));
     }
     info.layout.assign(h->layout_text, h->layout_text_bytes);
+    info.settings.assign(h->layout_text + h->layout_text_bytes, h->settings_bytes);
   }
   for (std::size_t i = 0; i < kMaxWriters; ++i) {
     const auto [pid, started] = read_slot(*h, i);
@@ -382,6 +384,12 @@ ParamStore ParamStore::create_shared(const std::string& name, Layout layout, Cre
   if (text.size() > kLayoutTextMax) {
     throw InputError(fmt::format("shared segment '{}': layout description too long ({} bytes)", name, text.size()));
   }
+  if (options.settings.size() > kLayoutTextMax - text.size()) {
+    throw InputError(fmt::format("shared segment '{}': settings too long ({} bytes, {} left after the layout)", name,
+                                 options.settings.size(), kLayoutTextMax - text.size()));
+  }
+  CreateOptions again = options;  // for a create after removing what was there
+  again.replace_stale = false;
   auto s = std::make_unique<Storage>();
   bip::permissions owner_only;
   owner_only.set_permissions(0600);
@@ -400,7 +408,7 @@ ParamStore ParamStore::create_shared(const std::string& name, Layout layout, Cre
       if (const auto left = abandoned_shared(name)) {
         if (options.replace_stale) {
           remove_shared(name, *left);
-          return create_shared(name, std::move(layout), CreateOptions{false}, initialize);
+          return create_shared(name, std::move(layout), again, initialize);
         }
         throw InputError(fmt::format("shared segment '{}' exists but its creator died before writing its header; "
                                      "remove it (asgd shm remove {}) or replace it",
@@ -415,7 +423,7 @@ ParamStore ParamStore::create_shared(const std::string& name, Layout layout, Cre
       // Only the segment judged stale: one made again under the name meanwhile is left (the create below then
       // finds the name taken and says so).
       remove_shared(name, info.id);
-      return create_shared(name, std::move(layout), CreateOptions{false}, initialize);
+      return create_shared(name, std::move(layout), again, initialize);
     }
     if (info.stale() && nobody_alive) {
       throw InputError(fmt::format("shared segment '{}' exists but is stale (left by a killed process{}); "
@@ -442,9 +450,11 @@ ParamStore ParamStore::create_shared(const std::string& name, Layout layout, Cre
     h->layout_hash = layout.hash();
     h->elements = n;
     h->layout_text_bytes = text.size();
+    h->settings_bytes = options.settings.size();
     h->creator_pid = ::getpid();
     h->creator_start = process_start(h->creator_pid);
     std::memcpy(h->layout_text, text.data(), text.size());
+    std::memcpy(h->layout_text + text.size(), options.settings.data(), options.settings.size());
     std::atomic_ref<std::uint64_t>(h->magic).store(kMagic, std::memory_order_release);
     const auto bytes = static_cast<bip::offset_t>(kHeaderBytes + n * sizeof(float));
     s->shm.truncate(bytes);
@@ -599,6 +609,12 @@ ParamStore ParamStore::attach(const std::string& name, const Layout* expected, A
     throw InputError(fmt::format("shared segment '{}' holds another layout:\n{}expected:\n{}", name,
                                  s->layout.describe(), expected->describe()));
   }
+  if (access == Access::read_write && !options.settings.empty() && !info.settings.empty() &&
+      options.settings != info.settings) {
+    throw InputError(fmt::format("shared segment '{}' is trained with {}; this process would train it with {}: "
+                                 "processes that train one segment must train one objective",
+                                 name, info.settings, options.settings));
+  }
   if (access == Access::read_write) {
     if (!info.dead_writers.empty()) {
       if (!options.recover_stale) {
@@ -684,7 +700,7 @@ ParamStore ParamStore::open_or_create_shared(const std::string& name, Layout lay
       // With recovery, a segment whose creator died before making it ready holds nothing: make it again.
       if (options.recover_stale && never_finished(name)) {
         try {
-          ParamStore made = create_shared(name, layout, CreateOptions{true}, initialize);
+          ParamStore made = create_shared(name, layout, CreateOptions{true, options.settings}, initialize);
           if (created != nullptr) *created = true;
           return made;
         } catch (const InputError&) {
@@ -702,7 +718,7 @@ ParamStore ParamStore::open_or_create_shared(const std::string& name, Layout lay
       }
     }
     try {
-      ParamStore made = create_shared(name, layout, {}, initialize);
+      ParamStore made = create_shared(name, layout, CreateOptions{false, options.settings}, initialize);
       if (created != nullptr) *created = true;
       return made;
     } catch (const InputError&) {

@@ -14,7 +14,9 @@ namespace asgd::segment {
 constexpr std::uint64_t kMagic = 0x4d52415044475341ULL;
 // 2: each writer slot and the creator record their process's start time
 // (version 1 had pids only, so a dead writer's reused pid looked alive).
-constexpr std::uint32_t kFormatVersion = 2;
+// 3: the creator's training settings, compared by every writer that
+// attaches (a segment of version 2 is refused: made by an older asgd).
+constexpr std::uint32_t kFormatVersion = 3;
 constexpr std::size_t kMaxWriters = 64;
 constexpr std::size_t kHeaderBytes = 16384;  // data starts here: page- and cache-aligned
 constexpr std::uint32_t kStateInitialising = 0;
@@ -30,12 +32,13 @@ struct SegmentHeader {
   std::uint64_t layout_hash;
   std::uint64_t elements;
   std::uint64_t layout_text_bytes;
+  std::uint64_t settings_bytes;  // the creator's settings, right after the layout text
   std::int32_t creator_pid;
   std::uint32_t state;
   std::uint64_t creator_start;
   std::int32_t writers[kMaxWriters];          // 0: free
   std::uint64_t writer_starts[kMaxWriters];  // each set after its pid, cleared before it
-  char layout_text[1];                        // layout_text_bytes, up to the end of the header
+  char layout_text[1];  // layout_text_bytes, then settings_bytes; together up to the end of the header
 };
 constexpr std::size_t kLayoutTextMax = kHeaderBytes - offsetof(SegmentHeader, layout_text);
 static_assert(std::atomic_ref<std::int32_t>::is_always_lock_free);

@@ -505,6 +505,29 @@ TEST_F(Cli, ATrainerStoppedBySigtermDetachesFromItsSegment) {
   EXPECT_EQ(r.status, 0) << r.output;
 }
 
+// Processes that train one segment train one objective: another --loss or --l2 is refused (before: trained
+// into it, mixing two problems); `shm info` shows what the segment trains.
+TEST_F(Cli, ASegmentRefusesAWriterOfAnotherObjective) {
+  generate("k.svm", 2000, 300);
+  const std::string shm = "asgd-cli-objective-" + std::to_string(::getpid());
+  asgd::ParamStore::remove_shared(shm);
+  auto r = run({"linear", "train", "--data", path("k.svm"), "--shm", shm, "--epochs", "1", "--quiet"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = run({"shm", "info", shm});
+  EXPECT_NE(r.output.find("trained with: --loss logistic --l2 "), std::string::npos) << r.output;
+  for (const std::vector<std::string>& other : {std::vector<std::string>{"--loss", "hinge"},
+                                               std::vector<std::string>{"--l2", "0.5"}}) {
+    std::vector<std::string> args = {"linear", "train", "--data", path("k.svm"), "--shm", shm, "--epochs", "1"};
+    args.insert(args.end(), other.begin(), other.end());
+    r = run(args);
+    EXPECT_EQ(r.status, 2) << r.output;
+    EXPECT_NE(r.output.find("must train one objective"), std::string::npos) << r.output;
+  }
+  r = run({"linear", "train", "--data", path("k.svm"), "--shm", shm, "--epochs", "1", "--quiet"});
+  EXPECT_EQ(r.status, 0) << r.output;
+  asgd::ParamStore::remove_shared(shm);
+}
+
 TEST_F(Cli, AKilledTrainerLeavesASegmentThatIsReportedStale) {
   generate("k.svm", 20000, 3000);
   const std::string shm = "asgd-cli-kill-" + std::to_string(::getpid());

@@ -101,6 +101,44 @@ TEST_F(MfCli, ServesTopKFromALiveSegmentWhileTrainingWritesIt) {
 
 // A segment's rows are users and items in the order the file that made it numbered them. The same ratings in
 // another order number them differently: training or serving with those ids would read other users' rows.
+// Processes that train one segment train one objective: mf with another --l2 or --loss is refused.
+TEST_F(MfCli, ASegmentRefusesAWriterOfAnotherObjective) {
+  auto r = run({"mf", "generate", path("all.txt"), "--users", "200", "--items", "100", "--ratings", "5000"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string shm = "asgd-mf-objective-" + std::to_string(::getpid());
+  asgd::ParamStore::remove_shared(shm);
+  r = run({"mf", "train", "-t", "1", "-q", "--l2", "0.05", "--shm", shm, path("all.txt")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = run({"mf", "train", "-t", "1", "-q", "--l2", "0.1", "--shm", shm, path("all.txt")});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("is trained with --loss squared --l2 0.05 --bias-l2 0.05; this process would train it "
+                          "with --loss squared --l2 0.1"),
+            std::string::npos)
+      << r.output;
+  r = run({"mf", "train", "-t", "1", "-q", "-l2", "0.05", "--shm", shm, path("all.txt")});
+  EXPECT_EQ(r.status, 0) << r.output;
+  asgd::ParamStore::remove_shared(shm);
+}
+
+// --sampled-eval trains a second model after the first is written: a stop there ends that training too (before,
+// it ran to its end and the command exited 0).
+TEST_F(MfCli, AStopDuringTheSampledEvaluationEndsIt) {
+  auto r = run({"mf", "generate", path("all.txt"), "--users", "300", "--items", "200", "--ratings", "20000"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  asgd::testing::Child trainer({"mf", "train", "--loss", "bpr", "--positive", "3", "-t", "1000", "-s", "1", "-q",
+                                "--sampled-eval", path("all.txt"), path("m")},
+                               dir_ / "trainer.log");
+  for (int i = 0; i < 3000 && !fs::exists(path("m")); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(fs::exists(path("m")));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  trainer.kill_now(SIGTERM);
+  r = trainer.wait();
+  EXPECT_EQ(r.status, 128 + SIGTERM) << r.output;
+  EXPECT_NE(r.output.find("interrupted in the training of --sampled-eval (the model was written to " + path("m")),
+            std::string::npos)
+      << r.output;
+}
+
 TEST_F(MfCli, ASegmentOfOtherIdsIsRefused) {
   std::ofstream(path("a.txt")) << "u1 i1 4\nu2 i2 3\nu3 i1 5\nu1 i2 2\n";
   std::ofstream(path("b.txt")) << "u2 i2 3\nu1 i1 4\nu3 i1 5\nu1 i2 2\n";  // the same, u2 and i2 first

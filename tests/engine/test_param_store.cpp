@@ -249,6 +249,41 @@ TEST_F(ShmTest, ClearErrorsForMissingForeignAndOtherLayout) {
   }
 }
 
+// Writers of one segment train one objective: a writer with other settings is refused before it registers (no
+// trace left in the segment), with both settings named; readers, and a side without settings, compare nothing.
+// Recovery and open_or_create keep the settings in the segment they make.
+TEST_F(ShmTest, AWriterWithOtherSettingsIsRefused) {
+  const asgd::CreateOptions logistic{false, "--loss logistic --l2 0.0001"};
+  auto s = ParamStore::create_shared(name_, small_layout(), logistic);
+  EXPECT_EQ(ParamStore::inspect_shared(name_).settings, logistic.settings);
+  const auto msg = message_of([&] {
+    ParamStore::attach_shared(name_, small_layout(), Access::read_write, {false, "--loss hinge --l2 0.0001"});
+  });
+  EXPECT_NE(msg.find("is trained with --loss logistic --l2 0.0001; this process would train it with --loss hinge "
+                     "--l2 0.0001"),
+            std::string::npos)
+      << msg;
+  EXPECT_EQ(ParamStore::inspect_shared(name_).writers.size(), 1u) << "the refused writer did not register";
+  EXPECT_NO_THROW(ParamStore::attach_shared(name_, small_layout(), Access::read_write, {false, logistic.settings}));
+  EXPECT_NO_THROW(ParamStore::attach_shared(name_, small_layout(), Access::read_write, {}));
+  EXPECT_NO_THROW(ParamStore::attach_shared(name_, small_layout(), Access::read_only, {false, "--loss hinge"}));
+  bool created = true;
+  const auto msg2 = message_of([&] {
+    ParamStore::open_or_create_shared(name_, small_layout(), {false, "--loss hinge --l2 0.0001"}, &created);
+  });
+  EXPECT_NE(msg2.find("must train one objective"), std::string::npos) << msg2;
+  s = ParamStore::on_heap(small_layout());
+  ParamStore::remove_shared(name_);
+  auto made = ParamStore::open_or_create_shared(name_, small_layout(), {false, "--loss hinge"}, &created);
+  EXPECT_TRUE(created);
+  EXPECT_EQ(ParamStore::inspect_shared(name_).settings, "--loss hinge");
+  // Settings that do not fit beside the layout in the header are refused at creation.
+  ParamStore::remove_shared(name_);
+  const auto msg3 = message_of(
+      [&] { ParamStore::create_shared(name_, small_layout(), {false, std::string(20000, 'x')}); });
+  EXPECT_NE(msg3.find("settings too long"), std::string::npos) << msg3;
+}
+
 TEST_F(ShmTest, NotAnAsgdSegment) {
   {
     // Someone else's segment under the name: refuse, never crash.

@@ -529,6 +529,25 @@ TEST(GpuTraining, AStopRequestEndsTheEpochAsOnTheCpu) {
     EXPECT_LE(normwise_error(g, c), 1e-4) << "parameters";
     EXPECT_LE(normwise_error(gpu_momentum, cpu_momentum), 1e-4) << "momentum";
   }
+  // Several streams: each host thread stops before its next step, and the epoch is unfinished.
+  for (const std::uint64_t tau : {std::uint64_t{2}, kUnbounded}) {
+    SCOPED_TRACE(::testing::Message() << "3 streams, tau " << tau);
+    dense::TrainOptions o;
+    o.epochs = 2;
+    o.batch = 16;  // 16 updates an epoch
+    o.lr = 0.05f;
+    o.workers = 3;
+    o.tau = tau;
+    o.every_updates = 3;
+    std::atomic<bool> stop{false};
+    o.stop = &stop;
+    o.after_updates = [&] { stop.store(true); };
+    ParamStore store = ParamStore::on_heap(net.layout());
+    store.assign(init);
+    std::vector<float> momentum;
+    EXPECT_TRUE(gpu::train(net, store, momentum, d, nullptr, o, {}).empty());
+    EXPECT_GT(normwise_error(store.snapshot(), init), 1e-3) << "updates made before the stop";
+  }
 }
 
 // A CUDA graph replays the step it captured: training with graphs gives the

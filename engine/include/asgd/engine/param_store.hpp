@@ -14,6 +14,8 @@
 //    creator writes the header, with its pid, before it sizes the segment)
 //  * no header after 2 s              -> InputError; one that no process
 //    holds (its creator died before writing the header) is abandoned_shared
+//  * a writer with other settings     -> InputError naming both (the
+//    objective the writers train, kept by the creator; AttachOptions)
 //  * a writer died without detaching  -> InputError naming the pid, unless
 //    AttachOptions::recover_stale: then the dead writer's slot is cleared and
 //    the parameters (valid floats, maybe mid-update) are taken as they are.
@@ -43,10 +45,22 @@ struct CreateOptions {
   // processes replacing the same name at once (one may remove the other's
   // new segment); the command line never does it, `asgd shm remove` does.
   bool replace_stale = false;
+  // What the writers train, as text ("--loss logistic --l2 0.0001"): kept
+  // in the header for every writer that attaches to compare (see
+  // AttachOptions::settings). Empty: none kept.
+  std::string settings = {};  // (an initializer: designated {.replace_stale = true} leaves it out unwarned)
 };
 
 struct AttachOptions {
   bool recover_stale = false;  // take over a segment whose writer was killed
+  // A writer's settings (CreateOptions::settings): a read-write attach is
+  // refused (InputError naming both) when the segment keeps other settings.
+  // Processes that train one segment must train one objective: their
+  // Hogwild! updates would otherwise mix two problems, each quietly pulling
+  // the parameters towards its own optimum. Empty on either side: nothing
+  // compared. Readers never compare. open_or_create_shared keeps them in a
+  // segment it creates.
+  std::string settings = {};
 };
 
 // What a segment's header says, and which of its processes are still alive.
@@ -63,6 +77,7 @@ struct SegmentInfo {
   std::uint64_t layout_hash = 0;
   std::uint64_t elements = 0;
   std::string layout;  // Layout::serialize() of the creator
+  std::string settings;  // CreateOptions::settings of the creator (empty: none)
   int creator_pid = 0;
   bool creator_alive = false;  // its creator lives (the same process: its pid and start time)
   bool ready = false;  // the creator finished initialising it

@@ -126,7 +126,7 @@ struct TrainerOptions {
   // examples (model averaging counts local steps with it). Must be cheap and
   // must not block.
   std::function<void(std::uint64_t examples)> on_step;
-  // A stop request, read by the workers before and after every step: once
+  // A stop request, read by each worker before every step: once
   // it holds true (a lock-free store, so a signal handler may make it),
   // each finishes the step it is in and run() returns a report with stopped
   // set. The epoch under way is left unfinished: state() counts the epochs

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "asgd/config.hpp"
+#include "asgd_build_paths.hpp"
 #include "asgd/dense/mnist.hpp"
 #include "asgd/dense/network.hpp"
 #include "asgd/dense/trainer.hpp"

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "asgd/config.hpp"
+#include "asgd_build_paths.hpp"
 #include "asgd/dense/mnist.hpp"
 #include "asgd/dense/network.hpp"
 #include "asgd/dense/trainer.hpp"

@@ -29,8 +29,10 @@ function(asgd_add_library name)
   cmake_parse_arguments(ARG "" "" "SOURCES;PUBLIC_DEPS;PRIVATE_DEPS" ${ARGN})
   add_library(asgd_${name} ${ARG_SOURCES})
   add_library(asgd::${name} ALIAS asgd_${name})
+  # VERSION/SOVERSION matter with BUILD_SHARED_LIBS: 0.x releases break their ABI at each minor version.
   set_target_properties(asgd_${name} PROPERTIES EXPORT_NAME ${name}
-                        OUTPUT_NAME asgd_${name} POSITION_INDEPENDENT_CODE ON)
+                        OUTPUT_NAME asgd_${name} POSITION_INDEPENDENT_CODE ON
+                        VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR})
   target_include_directories(asgd_${name} PUBLIC
     $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
     $<BUILD_INTERFACE:${PROJECT_BINARY_DIR}/generated>

@@ -4,6 +4,7 @@
 // backend module, which is loaded on the first call: `asgd w2v` or `asgd mf`
 // never load cuBLAS. Without CUDA the functions say this build has none.
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "asgd/engine/errors.hpp"
@@ -30,9 +31,20 @@ struct Loaded {
   std::string error;  // why table is null
 };
 
+// The paths add_backend_path gave (a function's static: it may be called while other statics start).
+std::mutex& added_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::vector<std::string>& added_paths() {
+  static std::vector<std::string> paths;
+  return paths;
+}
+
 // Where the module may be, in order: $ASGD_GPU_BACKEND (exactly that file,
 // when set), beside the executable, the install's lib/asgd next to its bin/,
-// and the build tree this binary came from.
+// the paths added (a program built against the installed package: that
+// install's), and the build tree this binary came from.
 std::vector<std::string> candidates() {
   if (const char* env = std::getenv("ASGD_GPU_BACKEND"); env != nullptr && *env != '\0') return {env};
   std::vector<std::string> out;
@@ -41,6 +53,10 @@ std::vector<std::string> candidates() {
   if (!ec) {
     out.push_back((exe.parent_path() / ASGD_GPU_BACKEND_NAME).string());
     out.push_back((exe.parent_path() / ".." / ASGD_GPU_BACKEND_INSTALL_DIR / ASGD_GPU_BACKEND_NAME).string());
+  }
+  {
+    std::scoped_lock lock(added_mutex());
+    out.insert(out.end(), added_paths().begin(), added_paths().end());
   }
   out.push_back(ASGD_GPU_BACKEND_BUILD_PATH);
   return out;
@@ -110,6 +126,11 @@ const detail::Backend& table() {
 
 bool built_with_cuda() noexcept { return true; }
 
+void add_backend_path(std::string path) {
+  std::scoped_lock lock(added_mutex());
+  added_paths().push_back(std::move(path));
+}
+
 std::string unavailable() {
   const Loaded& b = backend();
   return b.table == nullptr ? b.error : b.table->unavailable();
@@ -149,6 +170,8 @@ double loss_and_gradient(const dense::Network& net, const float* params, const f
 #else
 
 bool built_with_cuda() noexcept { return false; }
+
+void add_backend_path(std::string) {}  // no module to look for
 
 std::string unavailable() {
   return "this asgd was built without CUDA (nvcc and cuBLAS were not found when it was configured; "

@@ -35,6 +35,15 @@ std::string unavailable();
 // "NVIDIA H100 80GB HBM3, sm_90, 79.1 GiB" for device 0 (throws when unavailable).
 std::string describe_device();
 
+// A CUDA build keeps its CUDA code in a module (libasgd_gpu_cuda.so) that the
+// first GPU call loads: from $ASGD_GPU_BACKEND when set (that file alone),
+// else beside the executable, in the executable's ../lib/asgd, at each path
+// added here (in order), and last in the build tree asgd was built in.
+// Effective before that first call. A program built against the installed
+// package needs nothing: the package defines ASGD_GPU_INSTALLED_BACKEND for
+// whatever links asgd::gpu, and this header adds it (below).
+void add_backend_path(std::string path);
+
 // Workers are CUDA streams (TrainOptions::workers of them), each driven by
 // one host thread; tau as on the CPU (0: synchronous rounds whose update
 // uses the mean of the workers' gradients; tau > 0: a stream computes on a
@@ -88,3 +97,10 @@ double loss_and_gradient(const dense::Network& net, const float* params, const f
                          const std::uint8_t* labels, std::size_t n, float* grad);
 
 }  // namespace asgd::gpu
+
+#if defined(ASGD_GPU_INSTALLED_BACKEND)
+namespace asgd::gpu::detail {
+// Once per program that includes this header: the module of the install it was built against.
+inline const bool installed_backend_added = (add_backend_path(ASGD_GPU_INSTALLED_BACKEND), true);
+}  // namespace asgd::gpu::detail
+#endif

@@ -246,6 +246,12 @@ TrainingStore make_store(std::FILE* out, const MfTrainFlags& f, const Layout& la
   return t;
 }
 
+// A run stopped by Ctrl-C or SIGTERM (StopOnSignal): says so, and the exit code. mf keeps no checkpoints.
+int interrupted(const MfTrainFlags& f, const TrainReport& report) {
+  print_interrupted({.command = "mf train", .epochs_done = report.state.epoch, .epochs = f.epochs, .shm = f.shm});
+  return interrupted_exit_code();
+}
+
 MfOptions model_options(const MfTrainFlags& f) {
   MfOptions mo;
   mo.factors = f.factors;
@@ -325,14 +331,7 @@ int train_bpr(std::FILE* out, const MfTrainFlags& f, Distributed& dist) {
   dist.start(trainer, store);
   t.cleanup.release();  // from here on the segment holds training: kept whatever happens next
   const auto report = run_averaged(dist, trainer, problem, f.epochs);
-  if (report.stopped) {
-    print_interrupted({.command = "mf train",
-                       .epochs_at_start = 0,
-                       .epochs_done = report.state.epoch,
-                       .epochs = f.epochs,
-                       .shm = f.shm});
-    return interrupted_exit_code();
-  }
+  if (report.stopped) return interrupted(f, report);
   fmt::print(out, "bpr: {} in {:.2f} s of SGD ({:.3g} updates/s, {})\n", counted(report.epochs.size(), "epoch"),
              report.seconds, static_cast<double>(report.examples) / report.seconds, counted(f.threads, "worker"));
   if (dist.active()) {
@@ -538,14 +537,7 @@ int train(const MfTrainFlags& f, Distributed& dist) {
     }
     fmt::print(out, "{}  ({:.2f} s)\n", line, sgd_seconds);
   });
-  if (report.stopped) {
-    print_interrupted({.command = "mf train",
-                       .epochs_at_start = 0,
-                       .epochs_done = report.state.epoch,
-                       .epochs = f.epochs,
-                       .shm = f.shm});
-    return interrupted_exit_code();
-  }
+  if (report.stopped) return interrupted(f, report);
   if (dist.active()) {
     fmt::print(out, "mpi: {}\n", dist.traffic());
     if (!dist.root()) return 0;  // every rank holds the same model; rank 0 reports and writes it

@@ -240,7 +240,7 @@ void print_interrupted(const Interrupted& run) {
                  ? fmt::format("; the epochs trained are lost (a run given {}checkpoint FILE keeps them)", run.dashes)
                  : std::string("; no epoch finished, so no checkpoint was written");
   }
-  std::fprintf(stderr, "asgd %.*s: interrupted (%s) in epoch %llu of %llu: nothing written%s\n",
+  std::fprintf(stderr, "asgd %.*s: interrupted (%s) in epoch %llu of %llu: nothing more written%s\n",
                static_cast<int>(run.command.size()), run.command.data(), signal_name(g_signal.load()),
                static_cast<unsigned long long>(run.epochs_done + 1), static_cast<unsigned long long>(run.epochs),
                where.c_str());

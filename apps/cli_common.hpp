@@ -183,7 +183,7 @@ struct Interrupted {
   std::string_view dashes = {};        // spell the checkpoint and resume flags: "--", "-" (w2v); empty: none
   std::string shm = {};                // the shared segment trained (empty: the heap)
 };
-// "asgd COMMAND: interrupted (SIGINT) in epoch E of N: nothing written;
+// "asgd COMMAND: interrupted (SIGINT) in epoch E of N: nothing more written;
 // ..." on stderr: what a shared segment keeps, and which checkpoint a
 // resume goes on from (this run's, when it finished an epoch; else the one
 // it resumed).

@@ -7,6 +7,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 
 #include "asgd/engine/checkpoint.hpp"
 #include "asgd/engine/errors.hpp"
@@ -380,8 +381,23 @@ int eval(const EvalFlags& f) {
     warn_if_writers_died(f.shm);
     if (!store.layout().contains("weights")) throw InputError(fmt::format("segment {}: not a linear model", f.shm));
     w = store.snapshot("weights");
+    // The segment keeps the objective its trainers share ("--loss hinge --l2 0.01", as linear train writes it).
+    std::istringstream kept(ParamStore::inspect_shared(f.shm).settings);
+    std::optional<double> kept_l2;
+    for (std::string flag, value; kept >> flag >> value;) {
+      if (flag == "--l2") {
+        try {
+          kept_l2 = std::stod(value);
+        } catch (const std::exception&) {
+          throw InputError(fmt::format("segment {}: its --l2 '{}' is not a number", f.shm, value));
+        }
+      }
+      if (flag == "--loss" && f.loss.empty())
+        loss = parse_flag("the segment's --loss", [&] { return sparse::parse_linear_loss(value); });
+    }
+    if (!l2 && kept_l2) l2 = kept_l2;
     if (!l2) {
-      l2 = 1e-4;  // a segment carries parameters only
+      l2 = 1e-4;  // a segment made by another program: parameters only
       fmt::print("(segment: objective with --l2 {}, the training default; pass --l2 if it trained with another)\n",
                  *l2);
     }
@@ -468,7 +484,7 @@ void add_linear_commands(CLI::App& app, int& exit_code) {
   eval_cmd->add_option("--shm", ef->shm, "Shared segment to read (attached read-only)");
   eval_cmd->add_option("--l2", ef->l2, "L2 strength for the objective (default: the model's)")
       ->each([ef](const std::string&) { ef->l2_given = true; });
-  eval_cmd->add_option("--loss", ef->loss, "Loss for the objective (default: the model's; logistic for --shm)");
+  eval_cmd->add_option("--loss", ef->loss, "Loss for the objective (default: the model's or the segment's)");
   eval_cmd->add_option("--unsorted", ef->unsorted, "Unsorted feature ids: sort or reject")->capture_default_str();
   eval_cmd->callback([ef, &exit_code] { exit_code = run_guarded([&] { return eval(*ef); }); });
 

@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
   // descriptor is a failure (exit 1), not a success with the output lost.
   if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
     std::fprintf(stderr, "asgd: error: writing standard output: %s\n", std::strerror(errno));
+    asgd::cli::die_of_stop_signal();
     return exit_code != 0 ? exit_code : asgd::cli::kExitRuntime;
   }
   asgd::cli::die_of_stop_signal();  // a command stopped by Ctrl-C or SIGTERM ends as killed by it

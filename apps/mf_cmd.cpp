@@ -235,8 +235,10 @@ TrainingStore make_store(std::FILE* out, const MfTrainFlags& f, const Layout& la
   // The objective, which every process training the segment must share (the rates and step rules may differ).
   const bool bpr = f.loss == "bpr";
   const std::string settings =
-      fmt::format("--loss {} --l2 {} --bias-l2 {}{}", bpr ? "bpr" : "squared", f.l2, f.bias_l2,
-                  bpr ? fmt::format(" --positive {}", f.positive_threshold) : f.no_biases ? " --no-biases" : "");
+      fmt::format("--loss {} --l2 {}{}", bpr ? "bpr" : "squared", f.l2,
+                  bpr           ? fmt::format(" --bias-l2 {} --positive {}", f.bias_l2, f.positive_threshold)
+                  : f.no_biases ? std::string(" --no-biases")  // --bias-l2 then has nothing to weigh
+                                : fmt::format(" --bias-l2 {}", f.bias_l2));
   TrainingStore t = open_training_store(f.shm, layout, {.recover_stale = f.shm_recover, .settings = settings},
                                         [&](ParamStore& s) { initialize_factors(s, f.seed, init_scale, &trained); });
   if (!f.shm.empty()) {

@@ -33,6 +33,9 @@ function(asgd_add_library name)
   set_target_properties(asgd_${name} PROPERTIES EXPORT_NAME ${name}
                         OUTPUT_NAME asgd_${name} POSITION_INDEPENDENT_CODE ON
                         VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR})
+  if(BUILD_SHARED_LIBS)  # each finds the others it needs beside it, wherever the prefix goes
+    set_target_properties(asgd_${name} PROPERTIES INSTALL_RPATH "$ORIGIN")
+  endif()
   target_include_directories(asgd_${name} PUBLIC
     $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
     $<BUILD_INTERFACE:${PROJECT_BINARY_DIR}/generated>

@@ -276,8 +276,12 @@ SegmentInfo read_info(const std::string& name, const SegmentHeader* h, std::size
   info.creator_alive = process_alive(h->creator_pid, h->creator_start);
   info.ready = is_ready(h);
   if (info.ready) {
-    if (h->layout_text_bytes > kLayoutTextMax || h->settings_bytes > kLayoutTextMax - h->layout_text_bytes ||
-        h->elements > (mapped_bytes - kHeaderBytes) / sizeof(float)) {
+    if (h->layout_text_bytes > kLayoutTextMax || h->settings_bytes > kLayoutTextMax - h->layout_text_bytes) {
+      throw InputError(fmt::format("shared segment '{}' is corrupt (header says {} bytes of layout and {} of "
+                                   "settings, more than its {})",
+                                   name, h->layout_text_bytes, h->settings_bytes, kLayoutTextMax));
+    }
+    if (h->elements > (mapped_bytes - kHeaderBytes) / sizeof(float)) {
       throw InputError(fmt::format("shared segment '{}' is truncated or corrupt (header says {} elements)", name,
                                    h->elements));
     }

@@ -526,6 +526,17 @@ TEST_F(Cli, ASegmentRefusesAWriterOfAnotherObjective) {
   r = run({"linear", "train", "--data", path("k.svm"), "--shm", shm, "--epochs", "1", "--quiet"});
   EXPECT_EQ(r.status, 0) << r.output;
   asgd::ParamStore::remove_shared(shm);
+  // `linear eval --shm` scores with the segment's objective (before: logistic and --l2 1e-4, whatever it trained).
+  r = run({"linear", "train", "--data", path("k.svm"), "--shm", shm, "--epochs", "1", "--quiet", "--loss", "hinge",
+           "--l2", "0.01"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto from_segment = run({"linear", "eval", "--data", path("k.svm"), "--shm", shm});
+  const auto given = run({"linear", "eval", "--data", path("k.svm"), "--shm", shm, "--loss", "hinge", "--l2", "0.01"});
+  EXPECT_EQ(from_segment.status, 0) << from_segment.output;
+  EXPECT_EQ(from_segment.output.find("the training default"), std::string::npos) << from_segment.output;
+  EXPECT_EQ(number_after(from_segment.output, "objective "), number_after(given.output, "objective "))
+      << from_segment.output << given.output;
+  asgd::ParamStore::remove_shared(shm);
 }
 
 TEST_F(Cli, AKilledTrainerLeavesASegmentThatIsReportedStale) {

@@ -158,6 +158,16 @@ CheckpointData read_checkpoint(const std::filesystem::path& path) {
       }
     }
   }
+  // AdaGrad's sums of squared gradients: a negative one would make its step a NaN at the first update.
+  if (d.optimizer_kind == OptimizerKind::adagrad || d.optimizer_kind == OptimizerKind::row_adagrad) {
+    for (std::size_t i = 0; i < d.optimizer_state.size(); ++i) {
+      if (d.optimizer_state[i] < 0) {
+        throw InputError(fmt::format("checkpoint {}: AdaGrad sum {} is {} (a sum of squares; not a model asgd "
+                                     "saved)",
+                                     path.string(), i, d.optimizer_state[i]));
+      }
+    }
+  }
   d.state = TrainState{h.epoch, h.examples, h.seed};
   return d;
 }

@@ -54,15 +54,14 @@ Layout& Layout::add(std::string name, std::vector<std::size_t> shape, RowPadding
   t.offset = size_;
   t.shape = std::move(shape);
   size_ = round_up(t.offset + t.span(), kFloatsPerLine);
+  index_.emplace(t.name, tensors_.size());
   tensors_.push_back(std::move(t));
   paddings_.push_back(padding);
   return *this;
 }
 
 const Tensor& Layout::operator[](std::string_view name) const {
-  for (const auto& t : tensors_) {
-    if (t.name == name) return t;
-  }
+  if (const auto at = index_.find(name); at != index_.end()) return tensors_[at->second];
   std::string names;
   for (const auto& t : tensors_) {
     if (!names.empty()) names += ", ";
@@ -77,12 +76,7 @@ Layout& Layout::set_tag(std::string tag) {
   return *this;
 }
 
-bool Layout::contains(std::string_view name) const noexcept {
-  for (const auto& t : tensors_) {
-    if (t.name == name) return true;
-  }
-  return false;
-}
+bool Layout::contains(std::string_view name) const noexcept { return index_.find(name) != index_.end(); }
 
 std::uint64_t Layout::hash() const noexcept {
   std::uint64_t h = kFnv1aStart;

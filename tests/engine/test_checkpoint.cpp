@@ -283,6 +283,21 @@ TEST_F(CheckpointTest, LoadingRefusesNonFiniteValuesEvenUnderAValidChecksum) {
   EXPECT_NE(msg.find("parameter 0 is nan"), std::string::npos) << msg;
 }
 
+// AdaGrad's sums are sums of squares: a negative one (a forged file) is refused when read, not found later as a
+// NaN step and "training diverged".
+TEST_F(CheckpointTest, LoadingRefusesANegativeAdagradSum) {
+  const fs::path path = dir_ / "negative.ckpt";
+  auto s = ParamStore::on_heap(layout_of(8));
+  const std::size_t n = s.size();
+  std::vector<float> sums(n, 1.0f);
+  sums[3] = -1.0f;
+  save_checkpoint(path, s, {1, 1, 1}, sums, "", asgd::OptimizerKind::adagrad);
+  auto msg = message_of([&] { (void)asgd::read_checkpoint(path); });
+  EXPECT_NE(msg.find("AdaGrad sum 3 is -1"), std::string::npos) << msg;
+  save_checkpoint(path, s, {1, 1, 1}, sums, "", asgd::OptimizerKind::unrecorded);  // another optimizer's state
+  EXPECT_NO_THROW((void)asgd::read_checkpoint(path));
+}
+
 // Replacing a file: a private one stays private; names that only look like our temp files are the user's and
 // stay; a name near the file system's limit still gets written (its temp name is short).
 TEST_F(CheckpointTest, ReplacingAFileKeepsItsModeAndNeighbours) {

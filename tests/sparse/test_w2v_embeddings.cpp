@@ -296,6 +296,8 @@ TEST(W2vEmbeddings, MalformedFilesSayWhereAndWhat) {
       {"word_only", "2 2\na\nb 3 4\n", ":2: expected 2 values after 'a', found 0"},
       {"not_numeric", "2 2\na 1 2\nb 3 x4\n", ":3: value 2 of 'b': expected a finite number, found 'x4'"},
       {"nan_text", "1 2\na nan 1\n", ":2: value 1 of 'a': expected a finite number, found 'nan'"},
+      // Decimal commas: text, said so (before: read as binary garbage, exit 0).
+      {"decimal_comma", "2 3\na 0,1 0,2 0,3\nb 0,3 0,2 0,1\n", ":2: value 1 of 'a': expected a finite number, found '0,1'"},
       {"overflow_text", "1 2\na 1e39 1\n", ":2: value 1 of 'a': expected a finite number"},
       {"extra_lines", "1 2\na 1 2\nb 3 4\n", ":3: the header says 1 words, but more lines follow"},
       {"short_binary", "2 2\na " + le_floats({1, 2}) + "\n", "the header says 2 words, the file ends after 1"},

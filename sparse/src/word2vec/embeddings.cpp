@@ -221,6 +221,14 @@ bool detect_binary(ByteSource& in, const Header& h) {
   const auto rest = v.substr(space + 1);
   const auto newline = rest.find('\n');
   const auto line = rest.substr(0, std::min(newline, limit));
+  // D numbers written with decimal commas ("0,1 0,2") are text: they were taken for binary (',' is no number's
+  // byte) and read as garbage; now the text reader says which value is not a number. (A binary vector would
+  // need a 0x2c byte, number-like bytes elsewhere and blanks splitting it into exactly D fields.)
+  const bool comma_numbers = line.find(',') != std::string_view::npos &&
+                             std::all_of(line.begin(), line.end(),
+                                         [](char c) { return c == ',' || is_whitespace(c) || is_number_char(c); });
+  if (newline != std::string_view::npos && newline < limit && comma_numbers && split_fields(line).size() == h.dim)
+    return false;
   for (const char c : line) {
     if (!is_whitespace(c) && !is_number_char(c)) return true;
   }

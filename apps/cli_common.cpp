@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <exception>
 #include <filesystem>
+#include <sstream>
 #include <utility>
 
 #include "asgd/engine/atomic_file.hpp"
@@ -110,6 +111,20 @@ TrainingStore open_training_store(const std::string& shm, Layout layout, AttachO
   ParamStore store = ParamStore::open_or_create_shared(shm, std::move(layout), attach, &created, initialize);
   auto cleanup = created ? RemoveOnFailure(shm, store.segment_id()) : RemoveOnFailure();
   return {std::move(cleanup), std::move(store), created};
+}
+
+std::string settings_text(Settings settings) {
+  std::string text;
+  for (const auto& [flag, value] : settings) text += fmt::format("{}{} {}", text.empty() ? "" : " ", flag, value);
+  return text;
+}
+
+std::optional<std::string> setting_of(const std::string& text, std::string_view flag) {
+  std::istringstream in(text);
+  for (std::string name, value; in >> name >> value;) {
+    if (name == flag) return value;
+  }
+  return std::nullopt;
 }
 
 nlohmann::json engine_options(const TrainerOptions& o) {

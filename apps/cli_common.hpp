@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <functional>
 #include <initializer_list>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -68,6 +70,15 @@ void refuse_negative_unsigned(CLI::App& app);
 void add_engine_flags(CLI::App& app, EngineFlags& flags);
 // Throws InputError naming the flag that is wrong.
 TrainerOptions to_trainer_options(const EngineFlags& flags);
+
+// Settings as one line, "--loss logistic --l2 0.0001": the (flag, value)
+// pairs of the objective, as Distributed::same_settings compares them
+// between ranks, and as a shared segment keeps them for the processes that
+// train it (AttachOptions::settings). Values hold no blanks.
+using Settings = std::span<const std::pair<std::string_view, std::string>>;
+std::string settings_text(Settings settings);
+// The value of `flag` in such a line; none when it is not there.
+std::optional<std::string> setting_of(const std::string& text, std::string_view flag);
 
 // A value as text, as fmt prints it (for option records and settings).
 template <class T>

@@ -7,7 +7,6 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <sstream>
 
 #include "asgd/engine/checkpoint.hpp"
 #include "asgd/engine/errors.hpp"
@@ -228,10 +227,9 @@ int train(const TrainFlags& f, Distributed& dist) {
   if (f.until_epoch != 0 && f.checkpoint.empty() && f.model.empty())
     throw InputError("--until-epoch: give --checkpoint FILE to resume from (or --model), or the run is lost");
 
-  // The objective, which every process training the segment must share (the rates and step rules may differ).
-  TrainingStore t = open_training_store(
-      f.shm, problem.layout(),
-      {.recover_stale = f.shm_recover, .settings = fmt::format("--loss {} --l2 {}", sparse::to_string(loss), f.l2)});
+  // The objective, which every process training the segment must share too (the rates and step rules may differ).
+  TrainingStore t =
+      open_training_store(f.shm, problem.layout(), {.recover_stale = f.shm_recover, .settings = settings_text(settings)});
   ParamStore& store = t.store;
   if (!f.shm.empty() && !f.quiet) {
     fmt::print(out, "{} shared segment '{}'{}\n", t.created ? "created" : "attached to", f.shm,
@@ -381,21 +379,17 @@ int eval(const EvalFlags& f) {
     warn_if_writers_died(f.shm);
     if (!store.layout().contains("weights")) throw InputError(fmt::format("segment {}: not a linear model", f.shm));
     w = store.snapshot("weights");
-    // The segment keeps the objective its trainers share ("--loss hinge --l2 0.01", as linear train writes it).
-    std::istringstream kept(ParamStore::inspect_shared(f.shm).settings);
-    std::optional<double> kept_l2;
-    for (std::string flag, value; kept >> flag >> value;) {
-      if (flag == "--l2") {
-        try {
-          kept_l2 = std::stod(value);
-        } catch (const std::exception&) {
-          throw InputError(fmt::format("segment {}: its --l2 '{}' is not a number", f.shm, value));
-        }
+    // The segment keeps the objective its trainers share (linear train's settings_text).
+    const std::string kept = ParamStore::inspect_shared(f.shm).settings;
+    if (const auto kept_loss = setting_of(kept, "--loss"); kept_loss && f.loss.empty())
+      loss = parse_flag("the segment's --loss", [&] { return sparse::parse_linear_loss(*kept_loss); });
+    if (const auto kept_l2 = setting_of(kept, "--l2"); kept_l2 && !l2) {
+      try {
+        l2 = std::stod(*kept_l2);
+      } catch (const std::exception&) {
+        throw InputError(fmt::format("segment {}: its --l2 '{}' is not a number", f.shm, *kept_l2));
       }
-      if (flag == "--loss" && f.loss.empty())
-        loss = parse_flag("the segment's --loss", [&] { return sparse::parse_linear_loss(value); });
     }
-    if (!l2 && kept_l2) l2 = kept_l2;
     if (!l2) {
       l2 = 1e-4;  // a segment made by another program: parameters only
       fmt::print("(segment: objective with --l2 {}, the training default; pass --l2 if it trained with another)\n",

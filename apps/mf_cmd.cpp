@@ -234,12 +234,17 @@ TrainingStore make_store(std::FILE* out, const MfTrainFlags& f, const Layout& la
                          const Ratings& trained) {
   // The objective, which every process training the segment must share (the rates and step rules may differ).
   const bool bpr = f.loss == "bpr";
-  const std::string settings =
-      fmt::format("--loss {} --l2 {}{}", bpr ? "bpr" : "squared", f.l2,
-                  bpr           ? fmt::format(" --bias-l2 {} --positive {}", f.bias_l2, f.positive_threshold)
-                  : f.no_biases ? std::string(" --no-biases")  // --bias-l2 then has nothing to weigh
-                                : fmt::format(" --bias-l2 {}", f.bias_l2));
-  TrainingStore t = open_training_store(f.shm, layout, {.recover_stale = f.shm_recover, .settings = settings},
+  std::vector<std::pair<std::string_view, std::string>> objective = {{"--loss", bpr ? "bpr" : "squared"},
+                                                                     {"--l2", as_text(f.l2)}};
+  if (bpr) {
+    objective.insert(objective.end(), {{"--bias-l2", as_text(f.bias_l2)}, {"--positive", as_text(f.positive_threshold)}});
+  } else if (f.no_biases) {
+    objective.emplace_back("--no-biases", "on");  // --bias-l2 then has nothing to weigh
+  } else {
+    objective.emplace_back("--bias-l2", as_text(f.bias_l2));
+  }
+  TrainingStore t = open_training_store(f.shm, layout,
+                                        {.recover_stale = f.shm_recover, .settings = settings_text(objective)},
                                         [&](ParamStore& s) { initialize_factors(s, f.seed, init_scale, &trained); });
   if (!f.shm.empty()) {
     fmt::print(out, "mf: {} shared segment '{}' (serve it with: asgd mf recommend MODEL_FILE --shm {})\n",

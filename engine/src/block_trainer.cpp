@@ -164,7 +164,7 @@ bool BlockTrainer::run_sync(std::size_t batches, const Gradient& gradient) {
       });
   }
   if (failure.error) std::rethrow_exception(failure.error);
-  return stopping && version_.load(std::memory_order_relaxed) - before < rounds;
+  return version_.load(std::memory_order_relaxed) - before < rounds;  // only a stop leaves rounds undone
 }
 
 bool BlockTrainer::run_async(std::size_t batches, const Gradient& gradient) {
@@ -211,7 +211,6 @@ bool BlockTrainer::run_async(std::size_t batches, const Gradient& gradient) {
   };
   BoundedDelay gate(W, options_.tau);
   std::atomic<std::size_t> next{0};
-  std::atomic<bool> stopped{false};
   {
     std::vector<std::jthread> pool;
     for (std::size_t i = 0; i < W; ++i)
@@ -220,10 +219,7 @@ bool BlockTrainer::run_async(std::size_t batches, const Gradient& gradient) {
         try {
           while (!failure.failed.load()) {
             if (!gate.enter(i)) break;
-            if (options_.stop_requested()) {
-              stopped.store(true, std::memory_order_relaxed);
-              break;
-            }
+            if (options_.stop_requested()) break;
             const std::size_t b = next.fetch_add(1);
             if (b >= batches) break;
             // Refresh the view when it is more than tau updates old (tau =
@@ -281,7 +277,7 @@ bool BlockTrainer::run_async(std::size_t batches, const Gradient& gradient) {
       });
   }
   if (failure.error) std::rethrow_exception(failure.error);
-  return stopped.load() && next.load() < batches;
+  return next.load() < batches;  // only a stop leaves minibatches untaken
 }
 
 BlockEpochStats BlockTrainer::run_epoch(std::size_t batches, const Gradient& gradient) {

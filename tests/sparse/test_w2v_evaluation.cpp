@@ -101,6 +101,28 @@ TEST(W2vAnalogies, CountsSectionsCoverageAndAccuracy) {
   EXPECT_EQ(report.restrict_vocab, 9u);
 }
 
+// Very wide vectors are asked a block of questions at a time (a block holds 64 MB of queries, here 32
+// questions): the same counts as at dimension 4, across several blocks.
+TEST(W2vAnalogies, WideVectorsGiveTheSameCountsAcrossQueryBlocks) {
+  ScratchDir dir;
+  std::string many;
+  for (int i = 0; i < 15; ++i) many += kQuestions;  // 105 questions, 90 seen: 3 blocks
+  const auto questions = write_text(dir / "q.txt", many);
+  const auto narrow = royal_fruit();
+  Embeddings wide;
+  wide.words = narrow.words;
+  wide.dim = (std::size_t{1} << 19) + 3;
+  wide.vectors.assign(wide.size() * wide.dim, 0.0f);
+  for (std::size_t w = 0; w < wide.size(); ++w) {
+    for (std::size_t d = 0; d < narrow.dim; ++d) wide.vectors[w * wide.dim + 5 * d + 1] = narrow.row(w)[d];
+  }
+  const auto report = evaluate_analogies(wide, questions, 9);
+  ASSERT_EQ(report.sections.size(), 30u);
+  EXPECT_EQ(report.seen, 90u);
+  EXPECT_EQ(report.correct, 75u);
+  for (std::size_t s = 0; s < report.sections.size(); ++s) EXPECT_EQ(report.sections[s].correct, s % 2 ? 2u : 3u);
+}
+
 TEST(W2vAnalogies, RestrictionLimitsCandidatesAndCoverage) {
   ScratchDir dir;
   const auto questions = write_text(dir / "q.txt", kQuestions);

@@ -120,6 +120,16 @@ TEST(Vocabulary, SaveReadRoundTripAndBadFiles) {
             std::string::npos);
   EXPECT_NE(message_of([&] { Vocabulary::read(dir / ""); }).find("is a directory"), std::string::npos);
   EXPECT_NE(message_of([&] { Vocabulary::read(dir.file("b4", "a 5\na 5\n")); }).find("twice"), std::string::npos);
+  // Twice is an error whichever copy -min-count or a zero count leaves out: which count was meant is unknown.
+  EXPECT_NE(message_of([&] { Vocabulary::read(dir.file("b6", "a 9\nb 3\na 1\n"), {5, 0}); })
+                .find("b6:3: 'a' appears twice (first on line 1)"),
+            std::string::npos);
+  EXPECT_NE(message_of([&] { Vocabulary::read(dir.file("b7", "a 0\nb 3\na 4\n"), {1, 0}); }).find("b7:3: 'a' appears"),
+            std::string::npos);
+  // A NUL byte: the corpus reader refuses one, so no token could match; a binary file read by mistake.
+  EXPECT_NE(message_of([&] { Vocabulary::read(dir.file("b8", std::string("a 9\nb\0c 3\n", 10)), {1, 0}); })
+                .find("b8:2: a word holds a NUL byte"),
+            std::string::npos);
   EXPECT_NE(message_of([&] { Vocabulary::read(dir.file("b5", "lonely\n")); }).find("b5:1"), std::string::npos);
   EXPECT_THROW(Vocabulary::read(dir / "missing"), asgd::InputError);
 }

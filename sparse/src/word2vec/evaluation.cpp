@@ -303,11 +303,9 @@ AnalogyReport evaluate_analogies(const EmbeddingIndex& index, std::span<const An
 
   struct Seen {
     std::size_t section;
-    std::uint32_t answer;
+    std::array<std::uint32_t, 4> ids;
   };
   std::vector<Seen> seen;
-  std::vector<std::array<std::uint32_t, 3>> excluded;
-  std::vector<float> queries;
   for (std::size_t s = 0; s < questions.size(); ++s) {
     AnalogySection section;
     section.name = questions[s].name;
@@ -323,19 +321,34 @@ AnalogyReport evaluate_analogies(const EmbeddingIndex& index, std::span<const An
       }
       if (!known) continue;
       ++section.seen;
-      seen.push_back({s, ids[3]});
-      excluded.push_back({ids[0], ids[1], ids[2]});
-      const auto a = index.unit(ids[0]), b = index.unit(ids[1]), c = index.unit(ids[2]);
-      for (std::size_t d = 0; d < dim; ++d) queries.push_back(b[d] - a[d] + c[d]);
+      seen.push_back({s, ids});
     }
     report.sections.push_back(std::move(section));
   }
 
   std::vector<std::uint32_t> group(limit);
   for (std::size_t c = 0; c < limit; ++c) group[c] = index.canonical(c);
-  const auto best = detail::best_candidates(queries, index.units().first(limit * dim), group, excluded, dim);
-  for (std::size_t q = 0; q < seen.size(); ++q) {
-    if (best[q] < limit && group[best[q]] == seen[q].answer) ++report.sections[seen[q].section].correct;
+  // The queries (b - a + c) are made a block at a time: all of them at once take questions x dim floats, which
+  // for a few words of a very wide model repeated in many questions is gigabytes. A block holds 64 MB of queries
+  // (every question of questions-words.txt at dimension 300 is one block) and at least 32 questions.
+  const std::size_t block = std::max<std::size_t>(32, (std::size_t{64} << 20) / (dim * sizeof(float)));
+  std::vector<float> queries;
+  std::vector<std::array<std::uint32_t, 3>> excluded;
+  for (std::size_t first = 0; first < seen.size(); first += block) {
+    const std::size_t last = std::min(first + block, seen.size());
+    queries.clear();
+    excluded.clear();
+    for (std::size_t q = first; q < last; ++q) {
+      const auto& ids = seen[q].ids;
+      excluded.push_back({ids[0], ids[1], ids[2]});
+      const auto a = index.unit(ids[0]), b = index.unit(ids[1]), c = index.unit(ids[2]);
+      for (std::size_t d = 0; d < dim; ++d) queries.push_back(b[d] - a[d] + c[d]);
+    }
+    const auto best = detail::best_candidates(queries, index.units().first(limit * dim), group, excluded, dim);
+    for (std::size_t q = first; q < last; ++q) {
+      const auto b = best[q - first];
+      if (b < limit && group[b] == seen[q].ids[3]) ++report.sections[seen[q].section].correct;
+    }
   }
 
   for (const auto& section : report.sections) {

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iostream>
 #include <numeric>
+#include <unordered_map>
 
 #include "asgd/engine/atomic_file.hpp"
 #include "asgd/engine/errors.hpp"
@@ -122,6 +123,9 @@ Vocabulary Vocabulary::read(const std::filesystem::path& path, const VocabOption
   }
   std::istream& in = from_stdin ? std::cin : file;
   std::vector<std::pair<std::string, std::uint64_t>> entries;
+  // Every word read and its line, those dropped below too: a word listed twice is an error whichever copy
+  // -min-count or a zero count would leave out (which count was meant cannot be told).
+  std::unordered_map<std::string, std::size_t> first_line;
   std::string line;
   std::size_t line_no = 0, read = 0;
   bool first_entry = true;
@@ -150,7 +154,14 @@ Vocabulary Vocabulary::read(const std::filesystem::path& path, const VocabOption
     if (word.empty() || word.find_first_of(" \t") != std::string::npos) {
       throw InputError(fmt::format("{}: a word may not be empty or contain spaces or tabs", where()));
     }
+    if (word.find('\0') != std::string::npos) {
+      throw InputError(fmt::format("{}: a word holds a NUL byte: this looks like a binary file, not a vocabulary",
+                                   where()));
+    }
     if (sentence_marker) continue;
+    if (const auto [it, fresh] = first_line.emplace(word, line_no); !fresh) {
+      throw InputError(fmt::format("{}: '{}' appears twice (first on line {})", where(), word, it->second));
+    }
     // Other whitespace of the corpus reader's (\v, \f, \r: word2vec.c splits on spaces, tabs and newlines only,
     // so its vocab files may hold such words): no token could ever match the word, so it is left out.
     if (std::any_of(word.begin(), word.end(), text::is_whitespace)) {

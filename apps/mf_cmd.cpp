@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -94,16 +97,47 @@ void put_names(nlohmann::json& j, const std::string& key, const std::vector<std:
 std::vector<std::string> get_names(const nlohmann::json& j, const std::string& key, const std::string& path) {
   if (!j.contains(key + "_hex")) return j.at(key).get<std::vector<std::string>>();
   std::vector<std::string> names;
+  auto nibble = [](char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  // Two hex digits a byte, nothing else (sscanf's %2x took "+1", " 1" and an odd last digit).
   for (const auto& h : j.at(key + "_hex").get<std::vector<std::string>>()) {
+    if (h.size() % 2 != 0) throw InputError(fmt::format("{}: bad {} ids: '{}' is not whole bytes", path, key, h));
     std::string name;
-    for (std::size_t i = 0; i + 1 < h.size(); i += 2) {
-      unsigned byte = 0;
-      if (std::sscanf(h.c_str() + i, "%2x", &byte) != 1) throw InputError(fmt::format("{}: bad {} ids", path, key));
-      name += static_cast<char>(byte);
+    for (std::size_t i = 0; i < h.size(); i += 2) {
+      const int hi = nibble(h[i]), lo = nibble(h[i + 1]);
+      if (hi < 0 || lo < 0) throw InputError(fmt::format("{}: bad {} ids: '{}' is not hex", path, key, h));
+      name += static_cast<char>(hi * 16 + lo);
     }
     names.push_back(std::move(name));
   }
   return names;
+}
+
+// A metadata number that must be finite (nlohmann converts 1e300 to a float inf without a word).
+float finite_float(const nlohmann::json& j, const char* key, const std::string& path) {
+  const auto& v = j.at(key);
+  if (!v.is_number()) throw InputError(fmt::format("{}: bad mf model metadata: {} is not a number", path, key));
+  const auto x = v.get<double>();
+  if (!std::isfinite(static_cast<float>(x))) {
+    throw InputError(fmt::format("{}: bad mf model metadata: {} is {}, not a finite float", path, key, x));
+  }
+  return static_cast<float>(x);
+}
+
+// Row indices, each a non-negative integer (get<uint32_t> wrapped 2^32 + 1 to 1 and took 1.5 as 1).
+std::vector<std::uint32_t> get_rows(const nlohmann::json& j, const char* key, const std::string& path) {
+  std::vector<std::uint32_t> rows;
+  for (const auto& v : j.at(key)) {
+    if (!v.is_number_unsigned() || v.get<std::uint64_t>() > std::numeric_limits<std::uint32_t>::max()) {
+      throw InputError(fmt::format("{}: bad mf model metadata: {} holds {}, not a row number", path, key, v.dump()));
+    }
+    rows.push_back(v.get<std::uint32_t>());
+  }
+  return rows;
 }
 
 // `positive`: bpr's threshold (what `mf eval` counts as a positive).
@@ -147,16 +181,23 @@ LoadedModel load_model(const std::string& path, const std::string& shm = {}) {
   }
   LoadedModel m;
   try {
-    m.mean = j.at("mean").get<float>();
+    m.mean = finite_float(j, "mean", path);
     m.loss = j.value("loss", "squared");
-    m.positive = j.value("positive", m.positive);
+    if (m.loss != "squared" && m.loss != "bpr") {
+      throw InputError(fmt::format("{}: bad mf model metadata: loss '{}', expected squared or bpr", path, m.loss));
+    }
+    if (j.contains("positive")) m.positive = finite_float(j, "positive", path);
     if (j.contains("min_rating") && j.contains("max_rating")) {
-      m.range = {j.at("min_rating").get<float>(), j.at("max_rating").get<float>()};
+      m.range = {finite_float(j, "min_rating", path), finite_float(j, "max_rating", path)};
+      if (m.range.lo > m.range.hi) {
+        throw InputError(fmt::format("{}: bad mf model metadata: min_rating {} above max_rating {}", path,
+                                     m.range.lo, m.range.hi));
+      }
     }
     m.users = IdMap::from_names(get_names(j, "users", path));
     m.items = IdMap::from_names(get_names(j, "items", path));
     for (auto [key, ids] : {std::pair{"cold_users", &m.cold.users}, std::pair{"cold_items", &m.cold.items}}) {
-      if (j.contains(key)) *ids = j.at(key).get<std::vector<std::uint32_t>>();
+      if (j.contains(key)) *ids = get_rows(j, key, path);
       std::sort(ids->begin(), ids->end());
     }
   } catch (const nlohmann::json::exception& e) {

@@ -429,6 +429,29 @@ TEST_F(MfCli, AModelWhosePartsDisagreeIsRefused) {
       {forge("bias.m", shaped(4, 1), good.metadata), "1 item biases for 3 items"},
       {forge("wide.m", shaped(1025, 3), good.metadata), "1025 factors; expected 1 to 1024"},
   };
+  // Metadata values that were converted unchecked: a mean of 1e300 became inf, 2^32 + 1 as a cold id wrapped to
+  // 1, an unknown loss read as squared, sscanf's %2x took "+1" for a byte.
+  const auto with = [&](const std::string& key, const std::string& value) {
+    std::string m = good.metadata;
+    const auto at = m.find("\"" + key + "\":");
+    if (at == std::string::npos) return m.insert(m.size() - 1, ",\"" + key + "\":" + value);
+    const auto from = at + key.size() + 3, to = m.find_first_of(",}", from);
+    return m.replace(from, to - from, value);
+  };
+  const std::pair<std::string, std::string> metadata_cases[] = {
+      {forge("mean.m", good.layout, with("mean", "1e300")), "mean is 1e+300, not a finite float"},
+      {forge("range.m", good.layout, with("min_rating", "9")), "min_rating 9 above max_rating 5"},
+      {forge("loss.m", good.layout, with("loss", "\"hinge\"")), "loss 'hinge', expected squared or bpr"},
+      {forge("cold.m", good.layout, with("cold_users", "[4294967297]")), "cold_users holds 4294967297, not a row"},
+      {forge("half.m", good.layout, with("cold_items", "[1.5]")), "cold_items holds 1.5, not a row"},
+      {forge("hex.m", good.layout, with("users_hex", "[\"7531\",\"+1\",\"7533\"]")), "bad users ids: '+1' is not hex"},
+      {forge("odd.m", good.layout, with("users_hex", "[\"7531\",\"753\",\"7533\"]")), "'753' is not whole bytes"},
+  };
+  for (const auto& [model, message] : metadata_cases) {
+    const auto r = run({"mf", "recommend", model, "--user", "u2"});
+    EXPECT_EQ(r.status, 2) << model << ": " << r.output;
+    EXPECT_NE(r.output.find(message), std::string::npos) << r.output;
+  }
   for (const auto& [model, message] : cases) {
     for (const std::vector<std::string>& cmd : {std::vector<std::string>{"mf", "recommend", model, "--user", "u2"},
                                                std::vector<std::string>{"mf", "eval", path("r.txt"), model}}) {

@@ -370,8 +370,11 @@ int eval(const EvalFlags& f) {
     const CheckpointData d = read_checkpoint(f.model);
     if (!d.layout.contains("weights")) throw InputError(fmt::format("{}: not a linear model", f.model));
     const Tensor& weights = d.layout["weights"];  // the weights alone, whatever else a layout holds
-    w.assign(d.params.begin() + static_cast<std::ptrdiff_t>(weights.offset),
-             d.params.begin() + static_cast<std::ptrdiff_t>(weights.offset + weights.elements()));
+    // Row by row, as ParamStore::snapshot reads a segment: a layout may pad its rows.
+    for (std::size_t r = 0; r < weights.rows; ++r) {
+      const auto row = d.params.begin() + static_cast<std::ptrdiff_t>(weights.at(r));
+      w.insert(w.end(), row, row + static_cast<std::ptrdiff_t>(weights.cols));
+    }
     if (!l2) l2 = linear_model_l2(d.metadata, 1e-4);
     if (f.loss.empty()) loss = linear_model_loss(d.metadata);
   } else {

@@ -162,6 +162,19 @@ TEST_F(Cli, BadInputExitsTwoWithWhereAndWhat) {
     const auto plain = run({"linear", "eval", "--data", path("ok.svm"), "--model", path("ok.model")});
     ASSERT_EQ(r.status, 0) << r.output;
     EXPECT_EQ(r.output, plain.output);
+    // The same weights as a column whose rows are padded to a cache line: the padding is no weight (before,
+    // eval read the first elements() floats, padding and all).
+    asgd::Layout padded;
+    padded.add("weights", {w.elements(), 1}, asgd::RowPadding::cache_line);
+    auto column = asgd::ParamStore::on_heap(padded);
+    std::vector<float> values(column.size(), 7.0f);
+    for (std::size_t i = 0; i < w.elements(); ++i) values[padded["weights"].at(i)] = d.params[w.offset + i];
+    column.assign(values);
+    asgd::save_checkpoint(path("padded.model"), column, d.state, {}, d.metadata);
+    ASSERT_GT(padded["weights"].row_stride, 1u);
+    r = run({"linear", "eval", "--data", path("ok.svm"), "--model", path("padded.model")});
+    ASSERT_EQ(r.status, 0) << r.output;
+    EXPECT_EQ(r.output, plain.output);
   }
   // A test file asked for without a size would not be written: refused (before: exit 0, no file).
   r = run({"linear", "generate", "--out", path("g.svm"), "--examples", "10", "--features", "5", "--nnz", "2",

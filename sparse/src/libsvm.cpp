@@ -87,7 +87,7 @@ class Parser {
     data_.value.reserve(colons);
     data_.row_ptr.push_back(0);
 
-    std::size_t pos = 0;
+    std::size_t pos = text_.starts_with(text::kUtf8Bom) ? text::kUtf8Bom.size() : 0;
     while (pos < text_.size()) {
       ++line_no_;
       std::size_t eol = text_.find('\n', pos);

@@ -10,6 +10,15 @@
 
 namespace asgd::sparse::text {
 
+// A UTF-8 byte-order mark (Notepad and Excel's "CSV UTF-8" start files with one): every text reader skips it at
+// the start of a file, as Python's utf-8-sig does, rather than reading it into the first word or refusing it.
+inline constexpr std::string_view kUtf8Bom = "\xEF\xBB\xBF";
+
+// `line` without a byte-order mark at its start (for the first line of a file).
+inline void drop_bom(std::string& line) {
+  if (line.starts_with(kUtf8Bom)) line.erase(0, kUtf8Bom.size());
+}
+
 // Any ASCII whitespace, newline included.
 inline bool is_whitespace(char c) noexcept {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';

@@ -89,6 +89,12 @@ TEST(Libsvm, ToleratesCrlfCommentsBlankLinesAndTabs) {
   EXPECT_EQ(d.num_features, 7u);
 }
 
+// A UTF-8 byte-order mark at the start of the file is skipped (before: "t.svm:1:1: bad label").
+TEST(Libsvm, SkipsAByteOrderMarkAtTheStart) {
+  expect_same(parse_libsvm("\xEF\xBB\xBF+1 1:2\n-1 3:4\n", "t.svm"), parse_libsvm("+1 1:2\n-1 3:4\n", "t.svm"));
+  EXPECT_NE(parse_error("+1 1:2\n\xEF\xBB\xBF-1 3:4\n").find("t.svm:2:"), std::string::npos);  // only there
+}
+
 TEST(Libsvm, EmptyAndCommentOnlyInputGiveNoRows) {
   for (const std::string text : {"", "\n\n", "# nothing here\r\n  \n"}) {
     const auto d = parse_libsvm(text, "t.svm");

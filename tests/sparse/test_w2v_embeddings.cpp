@@ -221,6 +221,11 @@ TEST(W2vEmbeddings, ReadsGensimBinaryWithoutNewlinesAndLooseText) {
   e = read_word2vec(dir / "t.txt");
   EXPECT_EQ(e.words, (std::vector<std::string>{"the", "of"}));
   EXPECT_EQ(e.vectors, (std::vector<float>{1.0f, 2.5f, -0.3f, 4.0f, 5.0f, 6.0f}));
+  // A UTF-8 byte-order mark before the header, in either format.
+  write_bytes(dir / "bom.txt", "\xEF\xBB\xBF" "2 3\nthe 1 2.5 -0.3\nof 4 5 6\n");
+  EXPECT_EQ(read_word2vec(dir / "bom.txt").vectors, e.vectors);
+  write_bytes(dir / "bom.bin", "\xEF\xBB\xBF" "2 2\nthe " + le_floats({1.0f, 2.0f}) + "of " + le_floats({3.0f, 4.0f}));
+  EXPECT_EQ(read_word2vec(dir / "bom.bin").words, (std::vector<std::string>{"the", "of"}));
   // An empty model.
   write_bytes(dir / "empty.txt", "0 100\n");
   e = read_word2vec(dir / "empty.txt");

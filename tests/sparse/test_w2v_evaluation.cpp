@@ -243,6 +243,17 @@ TEST(W2vAnalogies, BlockedKernelsAgreeWithBruteForce) {
   EXPECT_EQ(detail::best_candidates(one_query, three, ids, all, 2), std::vector<std::uint32_t>{3});
 }
 
+// A UTF-8 byte-order mark at the start of a questions or pairs file is skipped (an Excel CSV starts with one).
+TEST(W2vEvaluationFiles, AByteOrderMarkAtTheStartIsSkipped) {
+  ScratchDir dir;
+  const auto questions = read_analogy_questions(write_text(dir / "q.txt", "\xEF\xBB\xBF: royal\na b c d\n"));
+  ASSERT_EQ(questions.size(), 1u);
+  EXPECT_EQ(questions[0].name, "royal");
+  const auto pairs = read_similarity_pairs(write_text(dir / "p.csv", "\xEF\xBB\xBFWord 1,Word 2,Human\na,b,7.5\n"));
+  ASSERT_EQ(pairs.size(), 1u);  // the header is still told from the data
+  EXPECT_EQ(pairs[0].first, "a");
+}
+
 // ---- similarity -----------------------------------------------------------
 
 TEST(W2vSimilarity, SpearmanAveragesTiedRanks) {

@@ -9,6 +9,9 @@
 #include <map>
 #include <random>
 #include <set>
+#include <thread>
+
+#include <sys/stat.h>
 
 #include "../common/message_of.hpp"
 #include "../common/scratch_dir.hpp"
@@ -149,6 +152,36 @@ TEST(Corpus, EncodesDropsUnknownWordsAndSplitsLongLines) {
   EXPECT_EQ(c.sentence_begin[4] - c.sentence_begin[3], 500u);
   EXPECT_EQ(c.stats.split_lines, 1u);
   EXPECT_EQ(c.stats.lines, 3u);
+}
+
+// A UTF-8 byte-order mark at the start of a corpus or vocabulary file is no part of the first word (word2vec.c and
+// fastText read it into it: "\xEF\xBB\xBFthe" became a word of its own), from a file, a pipe and on the second pass.
+TEST(Corpus, AByteOrderMarkAtTheStartIsSkipped) {
+  TempDir dir;
+  const std::string bom = "\xEF\xBB\xBF";
+  const auto path = dir.file("bom.txt", bom + "the cat the\nthe " + bom + "cat\n");
+  auto words_of = [](const fs::path& p) {
+    TokenReader r(p);
+    std::vector<std::vector<std::string>> passes(2);
+    for (auto& pass : passes) {
+      std::string_view token;
+      for (TokenReader::Kind k; (k = r.next(token)) != TokenReader::Kind::end;) {
+        if (k == TokenReader::Kind::word) pass.emplace_back(token);
+      }
+      r.rewind();
+    }
+    return passes;
+  };
+  const std::vector<std::string> expected = {"the", "cat", "the", "the", bom + "cat"};  // only at the start
+  for (const auto& pass : words_of(path)) EXPECT_EQ(pass, expected);
+  const fs::path fifo = dir / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::thread writer([&] { std::ofstream(fifo, std::ios::binary) << bom << "the cat the\nthe " << bom << "cat\n"; });
+  const auto from_pipe = words_of(fifo);
+  writer.join();
+  for (const auto& pass : from_pipe) EXPECT_EQ(pass, expected);
+  const auto v = Vocabulary::read(dir.file("v.txt", bom + "</s> 0\nthe 5\ncat 2\n"), {1, 0});
+  EXPECT_EQ(v.words(), (std::vector<std::string>{"the", "cat"}));
 }
 
 TEST(Corpus, ATokenStraddlingTheReadChunkStaysWhole) {

@@ -223,7 +223,7 @@ Ratings parse_ratings(std::string_view text, std::string_view source, RatingsFor
     r.items = id_maps_from->items;
   }
   std::size_t line_no = 0, pos = 0;
-  if (text.starts_with("\xEF\xBB\xBF")) pos = 3;  // a UTF-8 byte-order mark
+  if (text.starts_with(text::kUtf8Bom)) pos = text::kUtf8Bom.size();
   bool first = true;
   // Whether lines carry a timestamp: LIBMF text never; the others as their first data line does (all lines
   // alike; a header's names do not decide it).

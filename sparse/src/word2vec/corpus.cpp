@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "asgd/engine/errors.hpp"
+#include "../text_util.hpp"
 
 namespace asgd::sparse::w2v {
 namespace {
@@ -45,6 +46,7 @@ TokenReader::TokenReader(const std::filesystem::path& path) : name_(path.string(
     while ((n = std::fread(chunk, 1, sizeof chunk, stdin)) > 0) buffer_.insert(buffer_.end(), chunk, chunk + n);
     end_ = buffer_.size();
     eof_ = true;
+    pos_ = start_of_text();
     return;
   }
   if (std::filesystem::is_directory(path)) throw InputError(fmt::format("{}: is a directory, not a text file", name_));
@@ -61,6 +63,7 @@ TokenReader::TokenReader(const std::filesystem::path& path) : name_(path.string(
     if (std::ferror(file_)) throw RuntimeError(fmt::format("{}: read error: {}", name_, std::strerror(errno)));
     end_ = buffer_.size();
     eof_ = true;
+    pos_ = start_of_text();
     return;
   }
   buffer_.resize(kChunk);
@@ -70,11 +73,18 @@ TokenReader::~TokenReader() {
   if (file_) std::fclose(file_);
 }
 
+std::size_t TokenReader::start_of_text() const noexcept {
+  return std::string_view(buffer_.data(), end_).starts_with(text::kUtf8Bom) ? text::kUtf8Bom.size() : 0;
+}
+
 void TokenReader::rewind() {
   pos_ = 0;
   carry_.clear();
   truncated_ = 0;
-  if (from_memory_) return;
+  if (from_memory_) {
+    pos_ = start_of_text();
+    return;
+  }
   if (std::fseek(file_, 0, SEEK_SET) != 0) {
     throw RuntimeError(fmt::format("{}: cannot read it a second time: {}", name_, std::strerror(errno)));
   }
@@ -85,9 +95,10 @@ void TokenReader::rewind() {
 
 bool TokenReader::refill() {
   if (from_memory_ || eof_) return false;
+  const bool first = consumed_ == 0 && end_ == 0;
   consumed_ += end_;
   end_ = std::fread(buffer_.data(), 1, buffer_.size(), file_);
-  pos_ = 0;
+  pos_ = first ? start_of_text() : 0;
   if (end_ < buffer_.size()) {
     if (std::ferror(file_)) throw RuntimeError(fmt::format("{}: read error: {}", name_, std::strerror(errno)));
     eof_ = true;

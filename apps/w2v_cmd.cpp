@@ -91,6 +91,9 @@ W2vFlags parse_flags(const std::vector<std::string>& args) {
     using T = std::remove_reference_t<decltype(out)>;
     T value{};
     const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec == std::errc::result_out_of_range && p == text.data() + text.size()) {
+      throw InputError(fmt::format("-{} {}: out of range", name, text));
+    }
     if (ec != std::errc() || p != text.data() + text.size()) {
       throw InputError(fmt::format("-{} '{}': expected a number", name, text));
     }
@@ -229,12 +232,18 @@ Resumed from_metadata(const std::string& path, const std::string& text) {
   if (eol == std::string::npos || j.is_discarded() || !j.is_object() || j.value("model", "") != "word2vec") {
     throw InputError(fmt::format("{}: not a word2vec checkpoint", path));
   }
+  // A whole number as written (get<std::size_t> took 8.7 as 8 and -1 as 2^64 - 1).
+  auto whole = [&](const char* key) {
+    const auto& v = j.at(key);
+    if (!v.is_number_unsigned()) throw InputError(fmt::format("{} is {}, not a whole number", key, v.dump()));
+    return v.get<std::size_t>();
+  };
   try {
     ModelOptions m;
     m.cbow = j.at("cbow").get<bool>();
-    m.dim = j.at("dim").get<std::size_t>();
-    m.window = j.at("window").get<std::size_t>();
-    m.negative = j.at("negative").get<std::size_t>();
+    m.dim = whole("dim");
+    m.window = whole("window");
+    m.negative = whole("negative");
     m.hs = j.at("hs").get<bool>();
     m.sample = j.at("sample").get<double>();
     m.batch = j.value("batch", false);
@@ -258,7 +267,7 @@ Resumed from_metadata(const std::string& path, const std::string& text) {
       counts.push_back(count);
       at = end == std::string::npos ? text.size() : end + 1;
     }
-    if (words.size() != j.at("words").get<std::size_t>()) throw InputError("vocabulary size differs from header");
+    if (words.size() != whole("words")) throw InputError("vocabulary size differs from header");
     const ResumeInfo info{j.value("alpha", 0.0f), j.value("corpus_tokens", std::uint64_t{0}),
                           j.value("iter", std::uint64_t{0})};
     return {m, Vocabulary(std::move(words), std::move(counts)), info};

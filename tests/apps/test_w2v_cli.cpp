@@ -196,6 +196,7 @@ TEST_F(W2vCli, BadInputGetsAClearErrorNeverACrash) {
       {{"-train", good, "-threads", "0"}, "-threads 0"},
       {{"-train", good, "-size", "5", "-size", "7"}, "-size: given twice"},
       {{"-train", good, "-alpha", "inf"}, "-alpha inf: expected a finite rate"},
+      {{"-train", good, "-alpha", "1e39"}, "-alpha 1e39: out of range"},
       {{"-train", good, "-classes", "10"}, "-classes: word2vec.c's K-means word classes are not part of asgd"},
       {{"-train", good, "-debug", "0", "-quiet", "1"}, "-debug and -quiet: give one of them"},
       {{"-train", good, "-size", "-3"}, "-size -3: must not be negative"},
@@ -372,9 +373,22 @@ TEST_F(W2vCli, ACheckpointsVocabularyIsChecked) {
     asgd::save_checkpoint(path(name), store, good.state, {}, metadata);
     return path(name);
   };
+  // Its header's whole numbers too: 4.5 was read as 4, -1 as 2^64 - 1.
+  const auto forge_header = [&](const std::string& name, const std::string& from, const std::string& to) {
+    std::string metadata = good.metadata;
+    const auto at = metadata.find(from);
+    EXPECT_LT(at, line) << from << " in " << metadata.substr(0, line);
+    metadata.replace(at, from.size(), to);
+    auto store = asgd::ParamStore::on_heap(good.layout);
+    store.assign(good.params);
+    asgd::save_checkpoint(path(name), store, good.state, {}, metadata);
+    return path(name);
+  };
   const std::pair<std::string, std::string> cases[] = {
       {forge("blank.ck", "a\tb 3"), "empty or with a blank in it"},
       {forge("minus.ck", "w0 -1"), "not 'word count'"},
+      {forge_header("dim.ck", "\"dim\":4", "\"dim\":4.5"), "dim is 4.5, not a whole number"},
+      {forge_header("window.ck", "\"window\":5", "\"window\":-1"), "window is -1, not a whole number"},
   };
   for (const auto& [ck, message] : cases) {
     const auto r = w2v({"-train", corpus, "-resume", ck, "-iter", "2", "-threads", "1"});

@@ -47,8 +47,10 @@ function(asgd_add_library name)
     # linked: in this tree and in a project that uses the installed package.
     target_link_options(asgd_${name} INTERFACE -fsanitize=${ASGD_SANITIZE})
   endif()
-  install(TARGETS asgd_${name} EXPORT asgdTargets
+  # One export set per library: the package config loads a component with only the packages it needs.
+  install(TARGETS asgd_${name} EXPORT asgd_${name}Targets
           ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
           LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  install(EXPORT asgd_${name}Targets NAMESPACE asgd:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/asgd)
   install(DIRECTORY include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 endfunction()

@@ -7,7 +7,7 @@ function(step)
   message(STATUS "${out}")
 endfunction()
 
-file(REMOVE_RECURSE ${PREFIX} ${CONSUMER_BUILD})
+file(REMOVE_RECURSE ${PREFIX} ${CONSUMER_BUILD} ${CONSUMER_BUILD}-engine ${CONSUMER_BUILD}-missing)
 step(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${PREFIX})
 if(NOT EXISTS ${PREFIX}/include/asgd/engine/trainer.hpp OR NOT EXISTS ${PREFIX}/include/asgd/config.hpp)
   message(FATAL_ERROR "install tree lacks the engine headers or the config header")
@@ -19,6 +19,21 @@ file(READ ${PREFIX}/include/asgd/config.hpp config)
 string(FIND "${config}" "${SOURCE_DIR}" in_source)
 if(NOT in_source EQUAL -1)
   message(FATAL_ERROR "the installed config.hpp names the source or build tree")
+endif()
+# The engine alone, as a project that has none of the other components' packages would ask for it.
+step(${CMAKE_COMMAND} -S ${CONSUMER_SOURCE}/../engine_only -B ${CONSUMER_BUILD}-engine -DCMAKE_PREFIX_PATH=${PREFIX}
+     -DCMAKE_BUILD_TYPE=Release)
+step(${CMAKE_COMMAND} --build ${CONSUMER_BUILD}-engine)
+step(${CONSUMER_BUILD}-engine/engine_only)
+# A component that does not exist, required: the package is not found, and the message names it.
+file(WRITE ${CONSUMER_BUILD}-missing/src/CMakeLists.txt
+     "cmake_minimum_required(VERSION 3.25)\nproject(missing LANGUAGES CXX)\n"
+     "find_package(asgd 0.1 REQUIRED COMPONENTS engine nosuch)\n")
+execute_process(COMMAND ${CMAKE_COMMAND} -S ${CONSUMER_BUILD}-missing/src -B ${CONSUMER_BUILD}-missing/build
+                        -DCMAKE_PREFIX_PATH=${PREFIX}
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(rc EQUAL 0 OR NOT err MATCHES "nosuch")
+  message(FATAL_ERROR "find_package(asgd REQUIRED COMPONENTS engine nosuch) gave ${rc}:\n${out}\n${err}")
 endif()
 step(${CMAKE_COMMAND} -S ${CONSUMER_SOURCE} -B ${CONSUMER_BUILD} -DCMAKE_PREFIX_PATH=${PREFIX}
      -DEXPECTED_PREFIX=${PREFIX} -DCMAKE_BUILD_TYPE=Release)

@@ -22,7 +22,7 @@ if(NOT in_source EQUAL -1)
 endif()
 # The engine alone, as a project that has none of the other components' packages would ask for it.
 step(${CMAKE_COMMAND} -S ${CONSUMER_SOURCE}/../engine_only -B ${CONSUMER_BUILD}-engine -DCMAKE_PREFIX_PATH=${PREFIX}
-     -DCMAKE_BUILD_TYPE=Release)
+     -DCMAKE_BUILD_TYPE=Release -DHAVE_MPI=${HAVE_MPI})
 step(${CMAKE_COMMAND} --build ${CONSUMER_BUILD}-engine)
 step(${CONSUMER_BUILD}-engine/engine_only)
 # A component that does not exist, required: the package is not found, and the message names it.

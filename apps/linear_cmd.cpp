@@ -227,6 +227,9 @@ int train(const TrainFlags& f, Distributed& dist) {
   if (f.until_epoch != 0 && f.checkpoint.empty() && f.model.empty())
     throw InputError("--until-epoch: give --checkpoint FILE to resume from (or --model), or the run is lost");
 
+  // From before the segment is opened: a signal while it is created or attached stops the run at its first step,
+  // which detaches as a finished run does (a kill then left a segment stale, for --shm-recover).
+  const StopOnSignal on_signal(!dist.active());
   // The objective, which every process training the segment must share too (the rates and step rules may differ).
   TrainingStore t =
       open_training_store(f.shm, problem.layout(), {.recover_stale = f.shm_recover, .settings = settings_text(settings)});
@@ -235,7 +238,6 @@ int train(const TrainFlags& f, Distributed& dist) {
     fmt::print(out, "{} shared segment '{}'{}\n", t.created ? "created" : "attached to", f.shm,
                t.created ? "" : " (training continues from the parameters in it)");
   }
-  const StopOnSignal on_signal(!dist.active());
   options.stop = on_signal.flag();
   dist.prepare(options);
   Trainer trainer(store, options);

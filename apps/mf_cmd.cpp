@@ -360,6 +360,7 @@ int train_bpr(std::FILE* out, const MfTrainFlags& f, Distributed& dist) {
   std::optional<std::vector<std::size_t>> shard;
   if (dist.active()) shard = dist.shard(split.train.size(), "training positives");
   const BprMf problem(split.train, mo, f.seed, shard ? &*shard : nullptr);
+  const StopOnSignal on_signal(!dist.active());  // before the segment opens: see linear train
   TrainingStore t = make_store(out, f, problem.layout(), mo.init_scale, split.train);
   ParamStore& store = t.store;
   TrainerOptions o = trainer_options(f, "linear", 0.0f);
@@ -367,7 +368,6 @@ int train_bpr(std::FILE* out, const MfTrainFlags& f, Distributed& dist) {
   const ColdIds cold = cold_ids(positives.users.size(), items, split.train);
   o.checkpoint_metadata = model_metadata(split.train, cold, 0.0f, mo, "bpr", f.positive_threshold);
   o.on_progress = progress_printer("bpr", f.quiet);
-  const StopOnSignal on_signal(!dist.active());
   o.stop = on_signal.flag();
   dist.prepare(o);
   Trainer trainer(store, o);
@@ -545,6 +545,7 @@ int train(const MfTrainFlags& f, Distributed& dist) {
   if (dist.active()) shard = train_set.subset(dist.shard(train_set.size(), "training ratings"));
   const BiasedMf problem(shard ? *shard : train_set, mo, f.seed);
   const RatingRange range = RatingRange::of(train_set);
+  const StopOnSignal on_signal(!dist.active());  // before the segment opens: see linear train
   TrainingStore t = make_store(out, f, problem.layout(), mo.init_scale, train_set);
   ParamStore& store = t.store;
 
@@ -553,7 +554,6 @@ int train(const MfTrainFlags& f, Distributed& dist) {
   o.checkpoint_metadata = model_metadata(train_set, cold_ids(train_set.users.size(), train_set.items.size(), train_set),
                                          problem.global_mean(), mo, "squared");
   o.on_progress = progress_printer("mf", f.quiet);
-  const StopOnSignal on_signal(!dist.active());
   o.stop = on_signal.flag();
   dist.prepare(o);
   Trainer trainer(store, o);

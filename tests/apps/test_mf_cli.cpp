@@ -139,6 +139,28 @@ TEST_F(MfCli, AStopDuringTheSampledEvaluationEndsIt) {
       << r.output;
 }
 
+// A stop that comes while the segment is being created and its factors drawn (here 120 MB of them) stops the run
+// at its first step, which detaches: before, the handler came after, and the kill left the segment stale.
+TEST_F(MfCli, AStopWhileTheSegmentIsMadeLeavesItDetached) {
+  auto r = run({"mf", "generate", path("wide.txt"), "--users", "100000", "--items", "20000", "--ratings", "30000"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string shm = "asgd-mf-early-stop-" + std::to_string(::getpid());
+  asgd::ParamStore::remove_shared(shm);
+  asgd::testing::Child trainer({"mf", "train", "-k", "256", "-t", "1000", "-q", "--shm", shm, path("wide.txt")},
+                               dir_ / "trainer.log");
+  for (int i = 0; i < 20000 && !asgd::ParamStore::exists_shared(shm); ++i) {
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+  }
+  trainer.kill_now(SIGTERM);
+  r = trainer.wait();
+  EXPECT_EQ(r.status, 128 + SIGTERM) << r.output;
+  EXPECT_NE(r.output.find("interrupted (SIGTERM) in epoch 1 of 1000"), std::string::npos) << r.output;
+  r = run({"shm", "info", shm});
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(r.output.find("DEAD"), std::string::npos) << r.output;
+  asgd::ParamStore::remove_shared(shm);
+}
+
 TEST_F(MfCli, ASegmentOfOtherIdsIsRefused) {
   std::ofstream(path("a.txt")) << "u1 i1 4\nu2 i2 3\nu3 i1 5\nu1 i2 2\n";
   std::ofstream(path("b.txt")) << "u2 i2 3\nu1 i1 4\nu3 i1 5\nu1 i2 2\n";  // the same, u2 and i2 first

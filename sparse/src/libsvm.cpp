@@ -18,15 +18,11 @@
 
 #include "asgd/engine/atomic_file.hpp"
 #include "asgd/engine/errors.hpp"
+#include "input.hpp"
 #include "text_util.hpp"
 
 namespace asgd::sparse {
 namespace {
-
-struct FileCloser {
-  void operator()(std::FILE* f) const noexcept { std::fclose(f); }
-};
-using File = std::unique_ptr<std::FILE, FileCloser>;
 
 bool is_space(char c) noexcept { return c == ' ' || c == '\t' || c == '\r'; }
 
@@ -229,8 +225,6 @@ class Parser {
   SparseDataset data_;
 };
 
-std::string errno_text(int err) { return std::generic_category().message(err); }
-
 }  // namespace
 
 void SparseDataset::validate() const {
@@ -270,29 +264,8 @@ SparseDataset parse_libsvm(std::string_view text, std::string_view source_name, 
 }
 
 SparseDataset read_libsvm(const std::filesystem::path& path, UnsortedIds unsorted) {
-  const std::string name = path.string();
-  std::error_code ignored;
-  if (std::filesystem::is_directory(path, ignored)) {
-    throw InputError(fmt::format("{}: is a directory, expected a libsvm file", name));
-  }
-  File file(std::fopen(name.c_str(), "rb"));
-  if (!file) throw InputError(fmt::format("{}: cannot open for reading: {}", name, errno_text(errno)));
-  // One read of the whole file (not a stream per line): parsing then runs
-  // over memory. Chunks rather than file_size() so pipes and /proc work too.
-  std::string text;
-  std::error_code size_error;
-  const auto size_hint = std::filesystem::file_size(path, size_error);
-  if (!size_error) text.reserve(static_cast<std::size_t>(size_hint));
-  constexpr std::size_t kChunk = std::size_t{1} << 20;
-  for (;;) {
-    const std::size_t old = text.size();
-    text.resize(old + kChunk);
-    const std::size_t got = std::fread(text.data() + old, 1, kChunk, file.get());
-    text.resize(old + got);
-    if (got < kChunk) break;
-  }
-  if (std::ferror(file.get())) throw RuntimeError(fmt::format("{}: read failed: {}", name, errno_text(errno)));
-  return parse_libsvm(text, name, unsorted);
+  // One read of the whole file (not a stream per line): parsing then runs over memory. Gzipped or not.
+  return parse_libsvm(io::read_all(path, "a libsvm file"), path.string(), unsorted);
 }
 
 void write_libsvm(const std::filesystem::path& path, const SparseDataset& data, std::uint32_t first_id) {

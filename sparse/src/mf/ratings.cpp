@@ -1,8 +1,6 @@
 #include "asgd/sparse/mf/ratings.hpp"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -17,6 +15,7 @@
 #include "asgd/engine/errors.hpp"
 #include "asgd/engine/fingerprint.hpp"
 #include "asgd/engine/random.hpp"
+#include "../input.hpp"
 #include "../text_util.hpp"
 
 namespace asgd::sparse::mf {
@@ -296,23 +295,7 @@ Ratings parse_ratings(std::string_view text, std::string_view source, RatingsFor
 }
 
 Ratings read_ratings(const std::filesystem::path& path, RatingsFormat format, const Ratings* id_maps_from) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw InputError(fmt::format("{}: cannot open: {}", path.string(), std::strerror(errno)));
-  std::string text;
-  char buffer[1 << 16];
-  for (;;) {
-    const ssize_t k = ::read(fd, buffer, sizeof buffer);
-    if (k < 0 && errno == EINTR) continue;
-    if (k < 0) {
-      const int saved = errno;
-      ::close(fd);
-      throw InputError(fmt::format("{}: read error: {}", path.string(), std::strerror(saved)));
-    }
-    if (k == 0) break;
-    text.append(buffer, static_cast<std::size_t>(k));
-  }
-  ::close(fd);
-  return parse_ratings(text, path.string(), format, id_maps_from);
+  return parse_ratings(io::read_all(path, "a ratings file"), path.string(), format, id_maps_from);
 }
 
 void write_ratings(const std::filesystem::path& path, const Ratings& r) {

@@ -1,13 +1,11 @@
 #include "asgd/sparse/word2vec/corpus.hpp"
 
 #include <fmt/format.h>
-#include <sys/stat.h>
 
 #include <array>
-#include <cerrno>
-#include <cstring>
 
 #include "asgd/engine/errors.hpp"
+#include "../input.hpp"
 #include "../text_util.hpp"
 
 namespace asgd::sparse::w2v {
@@ -37,31 +35,20 @@ std::size_t cut_at_character(const char* p, std::size_t len) {
 
 }  // namespace
 
-TokenReader::TokenReader(const std::filesystem::path& path) : name_(path.string()) {
-  if (path == "-") {
-    name_ = "<stdin>";
+TokenReader::TokenReader(const std::filesystem::path& path)
+    : file_(std::make_unique<io::InputFile>(path, "a text corpus")) {
+  name_ = path == "-" ? std::string("<stdin>") : file_->name();
+  if (!file_->regular()) {
+    // A pipe, FIFO or /dev/stdin cannot be rewound for the second pass: read it once into memory.
     from_memory_ = true;
-    char chunk[1 << 16];
+    buffer_.resize(kChunk);
     std::size_t n = 0;
-    while ((n = std::fread(chunk, 1, sizeof chunk, stdin)) > 0) buffer_.insert(buffer_.end(), chunk, chunk + n);
-    end_ = buffer_.size();
-    eof_ = true;
-    pos_ = start_of_text();
-    return;
-  }
-  if (std::filesystem::is_directory(path)) throw InputError(fmt::format("{}: is a directory, not a text file", name_));
-  file_ = std::fopen(path.c_str(), "rb");
-  if (!file_) throw InputError(fmt::format("{}: cannot open: {}", name_, std::strerror(errno)));
-  struct stat st {};
-  if (::fstat(::fileno(file_), &st) == 0 && !S_ISREG(st.st_mode)) {
-    // A pipe, FIFO or /dev/stdin cannot be rewound for the second pass:
-    // read it once into memory, as for "-".
-    from_memory_ = true;
-    char chunk[1 << 16];
-    std::size_t n = 0;
-    while ((n = std::fread(chunk, 1, sizeof chunk, file_)) > 0) buffer_.insert(buffer_.end(), chunk, chunk + n);
-    if (std::ferror(file_)) throw RuntimeError(fmt::format("{}: read error: {}", name_, std::strerror(errno)));
-    end_ = buffer_.size();
+    while ((n = file_->read(buffer_.data() + end_, buffer_.size() - end_)) > 0) {
+      end_ += n;
+      if (end_ == buffer_.size()) buffer_.resize(2 * buffer_.size());
+    }
+    buffer_.resize(end_);
+    file_.reset();
     eof_ = true;
     pos_ = start_of_text();
     return;
@@ -69,9 +56,7 @@ TokenReader::TokenReader(const std::filesystem::path& path) : name_(path.string(
   buffer_.resize(kChunk);
 }
 
-TokenReader::~TokenReader() {
-  if (file_) std::fclose(file_);
-}
+TokenReader::~TokenReader() = default;
 
 std::size_t TokenReader::start_of_text() const noexcept {
   return std::string_view(buffer_.data(), end_).starts_with(text::kUtf8Bom) ? text::kUtf8Bom.size() : 0;
@@ -85,9 +70,7 @@ void TokenReader::rewind() {
     pos_ = start_of_text();
     return;
   }
-  if (std::fseek(file_, 0, SEEK_SET) != 0) {
-    throw RuntimeError(fmt::format("{}: cannot read it a second time: {}", name_, std::strerror(errno)));
-  }
+  file_->rewind();
   consumed_ = 0;
   end_ = 0;
   eof_ = false;
@@ -97,12 +80,9 @@ bool TokenReader::refill() {
   if (from_memory_ || eof_) return false;
   const bool first = consumed_ == 0 && end_ == 0;
   consumed_ += end_;
-  end_ = std::fread(buffer_.data(), 1, buffer_.size(), file_);
+  end_ = file_->read(buffer_.data(), buffer_.size());
   pos_ = first ? start_of_text() : 0;
-  if (end_ < buffer_.size()) {
-    if (std::ferror(file_)) throw RuntimeError(fmt::format("{}: read error: {}", name_, std::strerror(errno)));
-    eof_ = true;
-  }
+  if (end_ < buffer_.size()) eof_ = true;
   return end_ > 0;
 }
 

@@ -20,6 +20,7 @@
 
 #include "asgd/engine/atomic_file.hpp"
 #include "asgd/engine/errors.hpp"
+#include "../input.hpp"
 #include "../text_util.hpp"
 
 namespace asgd::sparse::w2v {
@@ -32,13 +33,6 @@ namespace fs = std::filesystem;
 constexpr std::size_t kMaxWordBytes = 64 * 1024;
 // A header line longer than this is not "V D".
 constexpr std::size_t kMaxHeaderBytes = 256;
-
-struct FileCloser {
-  void operator()(std::FILE* f) const noexcept { std::fclose(f); }
-};
-using File = std::unique_ptr<std::FILE, FileCloser>;
-
-std::string errno_text(int err) { return std::system_category().message(err); }
 
 // The characters the corpus reader splits on: none may be part of a word.
 using text::is_whitespace;
@@ -66,15 +60,8 @@ float float_from_le(const char* bytes) noexcept {
 // text line or a whole binary vector before it consumes it.
 class ByteSource {
  public:
-  // "-" is standard input (as `w2v -train -`).
-  explicit ByteSource(const fs::path& path) : name_(path == "-" ? "stdin" : path.string()) {
-    std::error_code ec;
-    if (fs::is_directory(path, ec)) {
-      throw InputError(fmt::format("{}: is a directory, expected a word2vec vectors file", name_));
-    }
-    file_.reset(path == "-" ? ::fdopen(::dup(STDIN_FILENO), "rb") : std::fopen(name_.c_str(), "rb"));
-    if (!file_) throw InputError(fmt::format("{}: cannot open: {}", name_, errno_text(errno)));
-  }
+  // "-" is standard input (as `w2v -train -`); gzipped or not (GoogleNews-vectors-negative300.bin.gz as it is).
+  explicit ByteSource(const fs::path& path) : file_(path, "a word2vec vectors file"), name_(file_.name()) {}
 
   const std::string& name() const noexcept { return name_; }
   // Offset in the file of the next unread byte.
@@ -100,12 +87,9 @@ class ByteSource {
     if (buffer_.size() < kChunk) buffer_.resize(kChunk);
     while (end_ < n && !eof_) {
       if (end_ == buffer_.size()) buffer_.resize(2 * buffer_.size());
-      const std::size_t got = std::fread(buffer_.data() + end_, 1, buffer_.size() - end_, file_.get());
+      const std::size_t got = file_.read(buffer_.data() + end_, buffer_.size() - end_);
       end_ += got;
-      if (got == 0) {
-        if (std::ferror(file_.get())) throw RuntimeError(fmt::format("{}: read failed: {}", name_, errno_text(errno)));
-        eof_ = true;
-      }
+      if (got == 0) eof_ = true;
     }
     return end_ - pos_;
   }
@@ -136,8 +120,8 @@ class ByteSource {
 
  private:
   static constexpr std::size_t kChunk = std::size_t{1} << 20;
+  io::InputFile file_;
   std::string name_;
-  File file_;
   std::vector<char> buffer_;
   std::size_t pos_ = 0, end_ = 0;
   std::uint64_t consumed_ = 0;

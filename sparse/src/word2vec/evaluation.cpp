@@ -10,12 +10,13 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
-#include <fstream>
+#include <sstream>
 #include <limits>
 #include <numeric>
 #include <stdexcept>
 
 #include "asgd/engine/errors.hpp"
+#include "../input.hpp"
 #include "../text_util.hpp"
 
 #if defined(__x86_64__) || defined(_M_X64)
@@ -31,12 +32,9 @@ namespace fs = std::filesystem;
 using text::is_whitespace;
 using text::split_fields;
 
-std::ifstream open_text(const fs::path& path, const char* what) {
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) throw InputError(fmt::format("{}: is a directory, expected {}", path.string(), what));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot open {}", path.string(), what));
-  return in;
+// The whole file (these are small), gzipped or not.
+std::istringstream open_text(const fs::path& path, const char* what) {
+  return std::istringstream(io::read_all(path, what));
 }
 
 // The fields of a comma-separated line, each without the blanks around it
@@ -291,7 +289,6 @@ std::vector<AnalogySectionQuestions> read_analogy_questions(const fs::path& path
     sections.back().questions.push_back(
         {std::string(fields[0]), std::string(fields[1]), std::string(fields[2]), std::string(fields[3])});
   }
-  if (in.bad()) throw RuntimeError(fmt::format("{}: read failed", path.string()));
   return sections;
 }
 
@@ -409,7 +406,6 @@ std::vector<SimilarityPair> read_similarity_pairs(const fs::path& path) {
     }
     pairs.push_back({std::string(fields[0]), std::string(fields[1]), score});
   }
-  if (in.bad()) throw RuntimeError(fmt::format("{}: read failed", path.string()));
   return pairs;
 }
 

@@ -5,13 +5,13 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <fstream>
-#include <iostream>
+#include <sstream>
 #include <numeric>
 #include <unordered_map>
 
 #include "asgd/engine/atomic_file.hpp"
 #include "asgd/engine/errors.hpp"
+#include "../input.hpp"
 #include "../text_util.hpp"
 
 namespace asgd::sparse::w2v {
@@ -110,18 +110,9 @@ void Vocabulary::save(const std::filesystem::path& path) const {
 
 Vocabulary Vocabulary::read(const std::filesystem::path& path, const VocabOptions& options, std::size_t* left_out) {
   if (left_out != nullptr) *left_out = 0;
-  // "-" is standard input (as -train - is), named stdin in errors.
-  const bool from_stdin = path == "-";
-  const std::string name = from_stdin ? std::string("stdin") : path.string();
-  std::error_code ec;
-  if (!from_stdin && std::filesystem::is_directory(path, ec))
-    throw InputError(fmt::format("{}: is a directory, not a vocabulary file", name));
-  std::ifstream file;
-  if (!from_stdin) {
-    file.open(path, std::ios::binary);
-    if (!file) throw InputError(fmt::format("{}: cannot open the vocabulary file", name));
-  }
-  std::istream& in = from_stdin ? std::cin : file;
+  // "-" is standard input (as -train - is), named stdin in errors; gzipped or not.
+  const std::string name = path == "-" ? std::string("stdin") : path.string();
+  std::istringstream in(io::read_all(path, "a vocabulary file"));
   std::vector<std::pair<std::string, std::uint64_t>> entries;
   // Every word read and its line, those dropped below too: a word listed twice is an error whichever copy
   // -min-count or a zero count would leave out (which count was meant cannot be told).
@@ -173,7 +164,6 @@ Vocabulary Vocabulary::read(const std::filesystem::path& path, const VocabOption
     if (count == 0) continue;
     entries.emplace_back(std::move(word), count);
   }
-  if (in.bad()) throw RuntimeError(fmt::format("{}: read error", name));
   if (read == 0) throw InputError(fmt::format("{}: the vocabulary file is empty", name));
   // In any order, as word2vec.c's ReadVocab sorts (words of one count keep the file's order).
   std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.second > b.second; });

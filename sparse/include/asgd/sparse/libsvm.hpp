@@ -68,8 +68,9 @@ struct SparseDataset {
 
 enum class UnsortedIds { sort, reject };
 
-// Reads a whole libsvm file. InputError for a file that cannot be opened or
-// does not parse; RuntimeError for a failure while reading.
+// Reads a whole libsvm file, gzipped or not. InputError for a file that
+// cannot be opened, does not parse, or is a cut-off gzip stream; RuntimeError
+// for a failure while reading.
 SparseDataset read_libsvm(const std::filesystem::path& path, UnsortedIds unsorted = UnsortedIds::sort);
 
 // Parses libsvm text; `source_name` prefixes error messages (a file name).

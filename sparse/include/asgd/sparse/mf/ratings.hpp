@@ -88,8 +88,8 @@ enum class RatingsFormat {
 RatingsFormat parse_ratings_format(std::string_view name);  // InputError naming the choices
 std::string_view to_string(RatingsFormat f) noexcept;
 
-// Reads a whole file (one pass over memory, std::from_chars, no iostream per
-// line). Blank lines, CRLF and a missing final newline are fine; a malformed
+// Reads a whole file, gzipped or not (one pass over memory, std::from_chars,
+// no iostream per line). Blank lines, CRLF and a missing final newline are fine; a malformed
 // line is InputError "file:line: expected ..., got '...'". Ids are tokens
 // (any non-separator bytes): integers are kept as their text. With `into`,
 // ids are mapped with (and added to) its maps, so a test file shares the

@@ -1,6 +1,7 @@
 // Reading a text corpus for word2vec: whitespace-separated tokens, one
-// sentence per line, streamed from a file in chunks (or from stdin, which is
-// buffered once so it can be read twice); and the corpus encoded as word ids.
+// sentence per line, streamed from a file in chunks (or from stdin or a pipe,
+// which is buffered once so it can be read twice), gzipped or not (told by its
+// first bytes, as gzip -dc does); and the corpus encoded as word ids.
 //
 // Documented behaviour on odd input:
 //  * tokens are byte strings: invalid UTF-8 is kept as it is (as word2vec.c);
@@ -22,6 +23,10 @@
 
 #include "asgd/sparse/word2vec/vocabulary.hpp"
 
+namespace asgd::sparse::io {
+class InputFile;
+}
+
 namespace asgd::sparse::w2v {
 
 inline constexpr std::size_t kMaxSentence = 1000;
@@ -31,8 +36,8 @@ class TokenReader {
  public:
   enum class Kind { word, line_end, end };
 
-  // "-" reads standard input (all of it, into memory). Throws InputError when
-  // the file cannot be opened.
+  // "-" reads standard input (all of it, into memory, as a pipe). Throws
+  // InputError when the file cannot be opened.
   explicit TokenReader(const std::filesystem::path& path);
   TokenReader(const TokenReader&) = delete;
   TokenReader& operator=(const TokenReader&) = delete;
@@ -53,7 +58,7 @@ class TokenReader {
   [[noreturn]] void binary_error(std::size_t at) const;
 
   std::string name_;
-  std::FILE* file_ = nullptr;
+  std::unique_ptr<io::InputFile> file_;
   bool from_memory_ = false;
   std::vector<char> buffer_;
   std::size_t pos_ = 0, end_ = 0;

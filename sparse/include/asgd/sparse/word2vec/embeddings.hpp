@@ -51,7 +51,8 @@ void write_word2vec(const std::filesystem::path& path, bool binary, const Embedd
 void write_word2vec_text(const std::filesystem::path& path, const Embeddings& embeddings);
 void write_word2vec_binary(const std::filesystem::path& path, const Embeddings& embeddings);
 
-// Reads either format, telling them apart by the first record: text when
+// Reads either format, from a file gzipped or not (offsets are then in the
+// unpacked bytes), telling them apart by the first record: text when
 // the rest of its line is numbers and blanks (the text reader then insists
 // on D of them), binary when it holds a byte no number has (embeddings.cpp
 // says how the rare ambiguous case is settled). Words are kept as bytes.

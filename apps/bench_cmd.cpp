@@ -187,7 +187,9 @@ std::vector<Setting> settings_of(const StalenessFlags& f, const std::string& def
     workers.push_back(v);
   }
   std::vector<std::uint64_t> taus;
-  for (const auto& t : split_list(f.taus.empty() ? default_taus : f.taus, "--taus")) taus.push_back(parse_tau(t));
+  for (const auto& t : split_list(f.taus.empty() ? default_taus : f.taus, "--taus")) {
+    taus.push_back(parse_flag("--taus", [&] { return parse_tau(t); }));
+  }
   std::vector<Setting> out;
   for (auto p : policies)
     for (auto w : workers)
@@ -232,6 +234,7 @@ void plot(const StalenessFlags& f, const std::filesystem::path& csv, const std::
 // Logistic regression with a known optimum: every setting must end within
 // 1e-3 of it (exit 1 otherwise).
 int staleness_linear(const StalenessFlags& f) {
+  check_generator_flags(f.gen);
   const auto settings = settings_of(f, "1,2,4,8", "0,1,8,inf");
   const std::uint64_t epochs = f.epochs ? f.epochs : 10;
   const auto dir = output_folder(f);

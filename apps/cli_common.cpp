@@ -342,6 +342,19 @@ void check_one_on_stdout(std::initializer_list<std::pair<std::string_view, std::
   }
 }
 
+void check_generator_flags(const sparse::GeneratorOptions& gen) {
+  if (gen.examples == 0) throw InputError("--examples 0: give at least 1");
+  if (gen.features == 0 || gen.features - 1 > sparse::kMaxFeatureId) {
+    throw InputError(fmt::format("--features {}: expected 1 to {}", gen.features, std::uint64_t{sparse::kMaxFeatureId} + 1));
+  }
+  if (gen.nnz_per_example == 0 || gen.nnz_per_example > gen.features) {
+    throw InputError(fmt::format("--nnz {}: expected 1 to --features ({})", gen.nnz_per_example, gen.features));
+  }
+  if (!(gen.label_noise >= 0.0f && gen.label_noise <= 1.0f)) {
+    throw InputError(fmt::format("--noise {}: expected a probability in [0, 1]", gen.label_noise));
+  }
+}
+
 void check_rewritten_output(std::string_view flag, const std::string& path) {
   check_output(flag, path);
   if (!path.empty() && !AtomicFile::replaces(path))

@@ -19,6 +19,8 @@
 #include <utility>
 
 #include "asgd/dense/mnist.hpp"
+#include "asgd/sparse/generator.hpp"
+#include "asgd/sparse/libsvm.hpp"
 #include "asgd/engine/errors.hpp"
 #include "asgd/engine/param_store.hpp"
 #include "asgd/engine/trainer.hpp"
@@ -229,6 +231,10 @@ void check_distinct(std::string_view flag, const std::string& path,
 // of the (flag, path) outputs both write to stdout ("-", /dev/stdout, or the
 // file stdout was redirected to): their bytes would run into one another.
 void check_one_on_stdout(std::initializer_list<std::pair<std::string_view, std::string_view>> outputs);
+
+// The generated problem's sizes (linear generate, demo, bench staleness), refused with the flags' names before
+// anything is printed or made (generate_sparse's own errors name its fields).
+void check_generator_flags(const sparse::GeneratorOptions& gen);
 
 // A reader of segment `name` (attached read-only) is told on stderr when a process that trained into it died
 // without detaching: what it serves is what that process had written, perhaps mid-epoch (`asgd shm info` says as

@@ -236,7 +236,7 @@ int train(const CnnFlags& f, Distributed& dist) {
   o.total_epochs = f.epochs;
   o.batch = f.batch;
   o.workers = f.workers;
-  o.tau = parse_tau(f.tau);
+  o.tau = parse_flag("--tau", [&] { return parse_tau(f.tau); });
   o.lr = f.lr;
   o.momentum = f.momentum;
   o.weight_decay = f.weight_decay;
@@ -244,6 +244,10 @@ int train(const CnnFlags& f, Distributed& dist) {
   // tau compensates unless told not to; inf's staleness is set by timing, not the bound. Tau 0 has no
   // staleness, so there compensation is off whatever was asked (the CSV and checkpoint say "plain"/"off").
   o.compensate = o.tau > 0 && (f.compensate == "on" || (f.compensate == "auto" && o.tau != kUnbounded));
+  if (o.tau == 0 && f.compensate == "on") {
+    fmt::print(stderr, "asgd cnn train: note: --compensate: tau 0 has no stale views to compensate; momentum and "
+                       "lr stay as given\n");
+  }
   o.seed = f.seed;
   if (f.schedule == "cosine") o.schedule = dense::TrainOptions::Schedule::cosine;
   else if (f.schedule != "constant")
@@ -328,7 +332,7 @@ int train(const CnnFlags& f, Distributed& dist) {
   if (!f.quiet) {
     std::fprintf(out, "data: %zu train, %zu test images (%zux%zu) from %s\n", tt.train.size(), tt.test.size(),
                 tt.train.rows, tt.train.cols, resolve_mnist_dir(f.data).string().c_str());
-    std::fprintf(out, "net: %s\n", net.describe().c_str());
+    std::fprintf(out, "net: %s\n", net.describe(on_gpu).c_str());
     std::fprintf(out, "workers %zu, batch %zu, tau %s, lr %g (%s), momentum %g, weight decay %g%s%s\n", f.workers,
                 f.batch, tau_to_string(o.tau).c_str(), f.lr, f.schedule.c_str(), f.momentum, f.weight_decay,
                 o.compensate ? ", staleness compensation on" : "", on_gpu && o.cuda_graphs ? ", CUDA graphs" : "");

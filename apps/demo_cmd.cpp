@@ -23,6 +23,7 @@ struct DemoFlags {
 };
 
 int demo(const DemoFlags& f) {
+  check_generator_flags(f.gen);
   TrainerOptions o = to_trainer_options(f.engine);
   o.on_progress = progress_printer("demo", false);
   fmt::print("asgd demo: L2-regularised logistic regression, {} examples x {} features ({} non-zeros each)\n",

@@ -231,8 +231,18 @@ int train(const TrainFlags& f, Distributed& dist) {
   // which detaches as a finished run does (a kill then left a segment stale, for --shm-recover).
   const StopOnSignal on_signal(!dist.active());
   // The objective, which every process training the segment must share too (the rates and step rules may differ).
-  TrainingStore t =
-      open_training_store(f.shm, problem.layout(), {.recover_stale = f.shm_recover, .settings = settings_text(settings)});
+  TrainingStore t = [&] {
+    try {
+      return open_training_store(f.shm, problem.layout(),
+                                 {.recover_stale = f.shm_recover, .settings = settings_text(settings)});
+    } catch (const InputError& e) {
+      // Without --features each process sizes the model from its own data's largest feature id.
+      if (f.features != 0 || std::string_view(e.what()).find("holds another layout") == std::string_view::npos) throw;
+      throw InputError(fmt::format("{}\n(without --features each process sizes the weights from the largest "
+                                   "feature id in its own --data: give every process the same --features N)",
+                                   e.what()));
+    }
+  }();
   ParamStore& store = t.store;
   if (!f.shm.empty() && !f.quiet) {
     fmt::print(out, "{} shared segment '{}'{}\n", t.created ? "created" : "attached to", f.shm,
@@ -274,8 +284,7 @@ int train(const TrainFlags& f, Distributed& dist) {
     if (f.engine.seed_given && f.engine.seed != saved.state.seed)
       throw InputError(fmt::format("--seed {}: {} was trained with seed {}, and a resumed run keeps it", f.engine.seed,
                                    f.resume, saved.state.seed));
-    // (Past them is the trainer's error: "N epochs are done already, past epoch M".)
-    if (const std::uint64_t last = f.until_epoch ? f.until_epoch : options.epochs; saved.state.epoch == last)
+    if (const std::uint64_t last = f.until_epoch ? f.until_epoch : options.epochs; saved.state.epoch >= last)
       throw InputError(fmt::format("--resume {}: {} epochs are done already; {} (give more)", f.resume,
                                    saved.state.epoch,
                                    f.until_epoch ? "--until-epoch is the last to train" : "--epochs is the run's total"));
@@ -418,7 +427,11 @@ int generate(const GenerateFlags& f) {
   std::FILE* const out = report_stream({f.out, f.test_out});
   if (f.test_examples > 0 && f.test_out.empty()) throw InputError("--test-examples needs --test-out FILE");
   if (f.test_examples == 0 && !f.test_out.empty()) throw InputError("--test-out needs --test-examples N (N > 0)");
+  check_generator_flags(f.gen);
+  check_output("--out", f.out);
+  check_output("--test-out", f.test_out);
   check_distinct("--test-out", f.test_out, {{"--out", f.out}});
+  check_one_on_stdout({{"--out", f.out}, {"--test-out", f.test_out}});
   auto options = f.gen;
   options.examples += f.test_examples;
   const auto g = sparse::generate_sparse(options);

@@ -239,12 +239,17 @@ LoadedModel load_model(const std::string& path, const std::string& shm = {}) {
   return m;
 }
 
+// --format's value; its error names the flag.
+RatingsFormat format_flag(const std::string& name) {
+  return parse_flag("--format", [&] { return parse_ratings_format(name); });
+}
+
 // A ratings file mapped with the model's ids (ids it has never seen are appended).
 Ratings read_with_ids_of(const LoadedModel& m, const std::string& path, const std::string& format) {
   Ratings with_maps;
   with_maps.users = m.users;
   with_maps.items = m.items;
-  return read_ratings(path, parse_ratings_format(format), &with_maps);
+  return read_ratings(path, format_flag(format), &with_maps);
 }
 
 // The engine options both losses train with.
@@ -337,7 +342,7 @@ std::string metrics_text(const RankingMetrics& m, std::size_t k) {
 // sampled negatives (Krichene & Rendle 2020: sampled metrics can mislead;
 // this is for comparison with published numbers).
 int train_bpr(std::FILE* out, const MfTrainFlags& f, Distributed& dist) {
-  const Ratings all = read_ratings(f.train_file, parse_ratings_format(f.format));
+  const Ratings all = read_ratings(f.train_file, format_flag(f.format));
   const Ratings positives = positives_of(all, f.positive_threshold);
   if (positives.size() == 0) throw InputError(fmt::format("no rating >= {} (--positive)", f.positive_threshold));
   const MfOptions mo = model_options(f);
@@ -483,7 +488,7 @@ int train(const MfTrainFlags& f, Distributed& dist) {
     only_with("--schedule blocks", {"--bins"});
   }
   const auto start = std::chrono::steady_clock::now();
-  Ratings all = read_ratings(f.train_file, parse_ratings_format(f.format));
+  Ratings all = read_ratings(f.train_file, format_flag(f.format));
   Ratings train_set, test_set;
   bool have_test = false;
   if (f.test_fraction > 0) {
@@ -506,7 +511,7 @@ int train(const MfTrainFlags& f, Distributed& dist) {
     have_validation = true;
   }
   if (!f.validation_file.empty()) {
-    validation_set = read_ratings(f.validation_file, parse_ratings_format(f.format), &train_set);
+    validation_set = read_ratings(f.validation_file, format_flag(f.format), &train_set);
     // Ids first seen in the validation file get rows too (never trained).
     train_set.users = validation_set.users;
     train_set.items = validation_set.items;
@@ -748,6 +753,7 @@ struct MfGenerateFlags {
 };
 
 int generate(const MfGenerateFlags& f) {
+  check_output("out", f.out);
   std::FILE* const out = report_stream({f.out});
   const Ratings r = generate_ratings(f.options);
   write_ratings(f.out, r);

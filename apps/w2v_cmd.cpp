@@ -396,6 +396,11 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
     dist.same_on_all_ranks(plan, "-resume (1: given)/epochs done/epochs in all (every rank needs the same -resume "
                                  "and -iter)");
   }
+  if (!f.resume.empty() && resumed.state.epoch > epochs) {
+    throw InputError(fmt::format("-iter {}: {} holds {} epochs already; -iter is the run's total (give more, or "
+                                 "leave it out to finish the run)",
+                                 epochs, f.resume, resumed.state.epoch));
+  }
   if (!f.resume.empty() && resumed.state.epoch == epochs) {
     // -resume of a finished run: its vectors as they were (a way to write them again, in another format), with no
     // corpus to read.

@@ -117,6 +117,25 @@ TEST_F(Cli, BadInputExitsTwoWithWhereAndWhat) {
   EXPECT_EQ(r.status, 2) << r.output;
   r = run({"linear", "train", "--no-such-flag"});
   EXPECT_EQ(r.status, 2) << r.output;
+  // Errors name the flag (before: "tau 'x': ...", "generate_sparse: nnz_per_example must be in 1..features",
+  // "format 'foo'", "/nonexist/r.svm: cannot write here"), and two outputs on stdout are refused.
+  for (const auto& [args, message] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"cnn", "train", "--tau", "x"}, "--tau: tau 'x'"},
+           {{"bench", "staleness", "--taus", "0,x", "--out", path("st")}, "--taus: tau 'x'"},
+           {{"mf", "train", path("ok.svm"), "--format", "foo"}, "--format: format 'foo'"},
+           {{"linear", "generate", "--out", path("g.svm"), "--features", "10", "--nnz", "20"},
+            "--nnz 20: expected 1 to --features (10)"},
+           {{"demo", "--features", "100", "--nnz", "200"}, "--nnz 200: expected 1 to --features (100)"},
+           {{"bench", "staleness", "--features", "10", "--out", path("st")}, "--nnz 20: expected 1 to --features"},
+           {{"linear", "generate", "--out", path("no/such/dir/g.svm")}, "--out: "},
+           {{"mf", "generate", path("no/such/dir/r.txt")}, "out: "},
+           {{"linear", "generate", "--out", "-", "--test-out", "-", "--test-examples", "5"},
+            "--test-out: stdout is --out's already"}}) {
+    r = run(args);
+    EXPECT_EQ(r.status, 2) << args[0] << ": " << r.output;
+    EXPECT_NE(r.output.find("asgd: error: " + message), std::string::npos) << args[0] << ": " << r.output;
+    EXPECT_EQ(r.output.find("asgd demo:"), std::string::npos) << "printed before refusing: " << r.output;
+  }
   // A negative count for an unsigned option is refused in every command (CLI11 read -1 as 2^64 - 1: cnn trained
   // with --batch -1, w2v-eval -k -1 printed every neighbour).
   for (const std::vector<std::string>& args :
@@ -346,7 +365,13 @@ TEST_F(Cli, ResumedTrainingEqualsUninterrupted) {
   // Stop after epoch 3 of a 6-epoch schedule, then resume from its checkpoint.
   ASSERT_EQ(with({"--epochs", "6", "--until-epoch", "3", "--checkpoint", path("ck")}).status, 0);
   EXPECT_EQ(asgd::read_checkpoint(path("ck")).state.epoch, 3u);
-  auto r = with({"--epochs", "6", "--resume", path("ck"), "--model", path("again")});
+  // Fewer epochs than it holds: refused naming --epochs, before it says it resumed (before: the engine's "trainer:
+  // 3 epochs are done already, past epoch 2" after "resumed from" and a warning).
+  auto r = with({"--epochs", "2", "--resume", path("ck")});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("3 epochs are done already; --epochs is the run's total"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("resumed from"), std::string::npos) << r.output;
+  r = with({"--epochs", "6", "--resume", path("ck"), "--model", path("again")});
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("warning"), std::string::npos) << r.output;
@@ -382,7 +407,8 @@ TEST_F(Cli, ResumedTrainingEqualsUninterrupted) {
   // epochs 3 on again next time).
   r = with({"--epochs", "6", "--until-epoch", "2", "--resume", path("ck"), "--model", path("back")});
   EXPECT_EQ(r.status, 2) << r.output;
-  EXPECT_NE(r.output.find("3 epochs are done already, past epoch 2"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("3 epochs are done already; --until-epoch is the last to train"), std::string::npos)
+      << r.output;
   EXPECT_FALSE(fs::exists(path("back")));
   r = with({"--epochs", "2", "--resume", path("ck"), "--model", path("back")});
   EXPECT_EQ(r.status, 2) << r.output;
@@ -538,6 +564,12 @@ TEST_F(Cli, ASegmentRefusesAWriterOfAnotherObjective) {
   }
   r = run({"linear", "train", "--data", path("k.svm"), "--shm", shm, "--epochs", "1", "--quiet"});
   EXPECT_EQ(r.status, 0) << r.output;
+  // A shard whose largest feature id differs sizes the weights otherwise: the refusal says to give --features.
+  std::ofstream(path("narrow.svm")) << "+1 0:1\n-1 1:1\n";
+  r = run({"linear", "train", "--data", path("narrow.svm"), "--shm", shm, "--epochs", "1", "--quiet"});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("holds another layout"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("give every process the same --features N"), std::string::npos) << r.output;
   asgd::ParamStore::remove_shared(shm);
   // `linear eval --shm` scores with the segment's objective (before: logistic and --l2 1e-4, whatever it trained).
   r = run({"linear", "train", "--data", path("k.svm"), "--shm", shm, "--epochs", "1", "--quiet", "--loss", "hinge",

@@ -113,6 +113,10 @@ TEST_F(CnnCli, StaleTrainingCompensatesByDefault) {
     ASSERT_EQ(plain.status, 0) << plain.output;
     EXPECT_EQ(plain.output.find("compensation"), std::string::npos) << plain.output;
   }
+  // Asked for at tau 0, it says why it is off (before: silently).
+  const auto asked = train({"--tau", "0", "--compensate"});
+  EXPECT_NE(asked.output.find("note: --compensate: tau 0 has no stale views to compensate"), std::string::npos)
+      << asked.output;
   const auto forced = train({"--tau", "inf", "--compensate"});
   EXPECT_NE(forced.output.find("staleness compensation on"), std::string::npos) << forced.output;
   EXPECT_NE(train({"--compensate", "--no-compensate"}).status, 0);
@@ -457,6 +461,9 @@ TEST_F(CnnCli, GpuCommandsOnTheEmulatedBackend) {
   const auto on_cpu = run({"cnn", "eval", "--data", path(""), "--device", "cpu", "--model", path("gpu.asgd")});
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("device: asgd host emulation"), std::string::npos) << r.output;
+  // The convolutions as the GPU runs them, not the CPU's direct kernels.
+  EXPECT_NE(r.output.find("conv 1->6 5x5 pad 2 (im2col + SGEMM)"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("direct"), std::string::npos) << r.output;
   const double accuracy = asgd::testing::number_after(r.output, "test accuracy ");
   EXPECT_GT(accuracy, 90.0) << r.output;
   ASSERT_EQ(on_gpu.status, 0) << on_gpu.output;

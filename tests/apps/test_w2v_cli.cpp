@@ -276,6 +276,10 @@ TEST_F(W2vCli, CheckpointLetsTrainingGoOnForMoreEpochs) {
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_EQ(r.output.find("writing it to"), std::string::npos) << r.output;
   EXPECT_EQ(slurp("ck-copy"), slurp("ck"));
+  // Fewer epochs than it holds: refused naming -iter (before: the engine's "trainer: 2 epochs are done already").
+  r = w2v({"-train", corpus, "-threads", "1", "-iter", "1", "-resume", path("ck"), "-output", path("one.txt")});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("-iter 1: " + path("ck") + " holds 2 epochs already"), std::string::npos) << r.output;
   r = w2v({"-resume", path("ck"), "-iter", "3", "-output", path("no-corpus.txt")});
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("-train FILE is required to continue training"), std::string::npos) << r.output;

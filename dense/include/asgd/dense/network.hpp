@@ -121,7 +121,9 @@ class Network {
   Shape input() const noexcept { return input_; }
   std::size_t classes() const noexcept { return shapes_.back().size(); }
   std::size_t num_params() const noexcept;
-  std::string describe() const;
+  // The layers and shapes, each convolution with the kernel it runs as here; `gpu`: as gpu/ runs them (every
+  // convolution as im2col + SGEMM), not this CPU's choice.
+  std::string describe(bool gpu = false) const;
   // Parameter blocks for block updates: one per tensor, [offset, offset+size).
   struct Block {
     std::string name;

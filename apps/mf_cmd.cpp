@@ -773,7 +773,7 @@ void add_mf_commands(CLI::App& app, int& exit_code) {
 
   auto t = std::make_shared<MfTrainFlags>();
   auto* train_cmd = mf->add_subcommand("train", "asgd mf train [options] TRAIN_FILE [MODEL_FILE]");
-  train_cmd->add_option("train_file", t->train_file, "Ratings (u.data, ratings.dat, ratings.csv or LIBMF text)")
+  train_cmd->add_option("train_file", t->train_file, "Ratings (u.data, ratings.dat, ratings.csv or LIBMF text; gzipped or not)")
       ->required();
   train_cmd->add_option("model_file", t->model_file, "Write the model here");
   train_cmd->add_option("-k", t->factors, "Factors")->capture_default_str();

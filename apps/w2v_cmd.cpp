@@ -51,7 +51,7 @@ struct W2vFlags {
 };
 
 const char* kUsage = R"(usage: asgd w2v -train FILE [options]   (FILE may be - for stdin)
-  -train FILE        text, one sentence per line, whitespace-separated tokens
+  -train FILE        text, one sentence per line, whitespace-separated tokens (gzipped or not; - is stdin)
   -output FILE       word vectors (word2vec format; text unless -binary 1)
   -size N            vector dimension (100)
   -window N          context words each side, shrunk at random per word (5)

@@ -458,8 +458,8 @@ void add_linear_commands(CLI::App& app, int& exit_code) {
   tf->engine.lr = 0.5f;
   auto* train_cmd = linear->add_subcommand("train", "Train a model");
   train_cmd->add_option("--data", tf->data,
-                        "Training file (libsvm: label id:value ..., gzipped or not); under mpirun, {rank} in the name gives each rank "
-                        "its own file")
+                        "Training file (libsvm: label id:value ..., gzipped or not); under mpirun, {rank} in the name "
+                        "gives each rank its own file")
       ->required();
   train_cmd->add_option("--test", tf->test, "Test file to report accuracy on");
   train_cmd->add_option("--l2", tf->l2, "L2 regularisation strength")->capture_default_str();

@@ -101,12 +101,12 @@ TEST(W2vAnalogies, CountsSectionsCoverageAndAccuracy) {
   EXPECT_EQ(report.restrict_vocab, 9u);
 }
 
-// Very wide vectors are asked a block of questions at a time (a block holds 64 MB of queries, here 32
-// questions): the same counts as at dimension 4, across several blocks.
+// Very wide vectors: each task makes its own queries, here one tile of 6 at a time (at most 8 MB of them), so
+// the questions are spread over many tasks: the same counts as at dimension 4.
 TEST(W2vAnalogies, WideVectorsGiveTheSameCountsAcrossQueryBlocks) {
   ScratchDir dir;
   std::string many;
-  for (int i = 0; i < 15; ++i) many += kQuestions;  // 105 questions, 90 seen: 3 blocks
+  for (int i = 0; i < 15; ++i) many += kQuestions;  // 105 questions, 90 seen: 15 tiles
   const auto questions = write_text(dir / "q.txt", many);
   const auto narrow = royal_fruit();
   Embeddings wide;

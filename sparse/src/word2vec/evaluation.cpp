@@ -326,27 +326,21 @@ AnalogyReport evaluate_analogies(const EmbeddingIndex& index, std::span<const An
 
   std::vector<std::uint32_t> group(limit);
   for (std::size_t c = 0; c < limit; ++c) group[c] = index.canonical(c);
-  // The queries (b - a + c) are made a block at a time: all of them at once take questions x dim floats, which
-  // for a few words of a very wide model repeated in many questions is gigabytes. A block holds 64 MB of queries
-  // (every question of questions-words.txt at dimension 300 is one block) and at least 32 questions.
-  const std::size_t block = std::max<std::size_t>(32, (std::size_t{64} << 20) / (dim * sizeof(float)));
-  std::vector<float> queries;
+  // The queries (b - a + c) are made as they are scored, a few tiles at a time (all of them at once take
+  // questions x dim floats: for a few words of a very wide model repeated in many questions, gigabytes).
   std::vector<std::array<std::uint32_t, 3>> excluded;
-  for (std::size_t first = 0; first < seen.size(); first += block) {
-    const std::size_t last = std::min(first + block, seen.size());
-    queries.clear();
-    excluded.clear();
-    for (std::size_t q = first; q < last; ++q) {
-      const auto& ids = seen[q].ids;
-      excluded.push_back({ids[0], ids[1], ids[2]});
-      const auto a = index.unit(ids[0]), b = index.unit(ids[1]), c = index.unit(ids[2]);
-      for (std::size_t d = 0; d < dim; ++d) queries.push_back(b[d] - a[d] + c[d]);
-    }
-    const auto best = detail::best_candidates(queries, index.units().first(limit * dim), group, excluded, dim);
-    for (std::size_t q = first; q < last; ++q) {
-      const auto b = best[q - first];
-      if (b < limit && group[b] == seen[q].ids[3]) ++report.sections[seen[q].section].correct;
-    }
+  excluded.reserve(seen.size());
+  for (const auto& q : seen) excluded.push_back({q.ids[0], q.ids[1], q.ids[2]});
+  const auto best = detail::best_candidates(
+      seen.size(),
+      [&](std::size_t q, float* out) {
+        const auto& ids = seen[q].ids;
+        const auto a = index.unit(ids[0]), b = index.unit(ids[1]), c = index.unit(ids[2]);
+        for (std::size_t d = 0; d < dim; ++d) out[d] = b[d] - a[d] + c[d];
+      },
+      index.units().first(limit * dim), group, excluded, dim);
+  for (std::size_t q = 0; q < seen.size(); ++q) {
+    if (best[q] < limit && group[best[q]] == seen[q].ids[3]) ++report.sections[seen[q].section].correct;
   }
 
   for (const auto& section : report.sections) {
@@ -490,9 +484,19 @@ std::vector<std::uint32_t> best_candidates(std::span<const float> queries, std::
                                            std::span<const std::uint32_t> group,
                                            std::span<const std::array<std::uint32_t, 3>> excluded, std::size_t dim,
                                            ScoreKernel kernel) {
-  const std::size_t n_queries = excluded.size();
+  if (dim == 0 || queries.size() != excluded.size() * dim) throw std::invalid_argument("best_candidates: sizes do not match");
+  return best_candidates(
+      excluded.size(), [&](std::size_t q, float* out) { std::copy_n(queries.data() + q * dim, dim, out); }, candidates,
+      group, excluded, dim, kernel);
+}
+
+std::vector<std::uint32_t> best_candidates(std::size_t n_queries,
+                                           const std::function<void(std::size_t, float*)>& make_query,
+                                           std::span<const float> candidates, std::span<const std::uint32_t> group,
+                                           std::span<const std::array<std::uint32_t, 3>> excluded, std::size_t dim,
+                                           ScoreKernel kernel) {
   const std::size_t n_candidates = group.size();
-  if (dim == 0 || queries.size() != n_queries * dim || candidates.size() != n_candidates * dim) {
+  if (dim == 0 || excluded.size() != n_queries || candidates.size() != n_candidates * dim) {
     throw std::invalid_argument("best_candidates: sizes do not match");
   }
   if (n_candidates >= std::numeric_limits<std::uint32_t>::max()) {
@@ -514,26 +518,29 @@ std::vector<std::uint32_t> best_candidates(std::span<const float> queries, std::
       }
     }
   });
-  // Queries padded with zero rows to whole tiles.
   const std::size_t n_tiles = (n_queries + kRows - 1) / kRows;
-  std::vector<float> padded(n_tiles * kRows * dim, 0.0f);
-  std::copy(queries.begin(), queries.end(), padded.begin());
-
   const std::size_t chunk_panels = std::max<std::size_t>(1, kChunkBytes / (kCols * dim * sizeof(float)));
+  // A task's queries are made into its own buffer: kTilesPerTask tiles, fewer when they would pass 8 MB (a
+  // very wide model), so the memory is a few tiles' worth per thread.
+  const std::size_t tiles_per_task =
+      std::clamp<std::size_t>((std::size_t{8} << 20) / (kRows * dim * sizeof(float)), 1, kTilesPerTask);
   const TileFn tile = pick_tile(kernel);
 
   tbb::parallel_for(
-      tbb::blocked_range<std::size_t>(0, n_tiles, kTilesPerTask),
+      tbb::blocked_range<std::size_t>(0, n_tiles, tiles_per_task),
       [&](const tbb::blocked_range<std::size_t>& r) {
         const std::size_t first_row = r.begin() * kRows;
         const std::size_t rows = std::min(r.end() * kRows, n_queries) - first_row;
+        // This task's queries, padded with zero rows to whole tiles.
+        std::vector<float> padded(r.size() * kRows * dim, 0.0f);
+        for (std::size_t i = 0; i < rows; ++i) make_query(first_row + i, padded.data() + i * dim);
         std::vector<float> best_score(rows, -std::numeric_limits<float>::infinity());
         std::vector<std::uint32_t> best_id(rows, none);
         alignas(32) float out[kRows * kCols];
         for (std::size_t chunk = 0; chunk < n_panels; chunk += chunk_panels) {
           const std::size_t chunk_end = std::min(chunk + chunk_panels, n_panels);
           for (std::size_t t = r.begin(); t != r.end(); ++t) {
-            const float* q = padded.data() + t * kRows * dim;
+            const float* q = padded.data() + (t - r.begin()) * kRows * dim;
             const std::size_t tile_rows = std::min(kRows, n_queries - t * kRows);
             for (std::size_t p = chunk; p != chunk_end; ++p) {
               tile(q, dim, packed.data() + p * dim * kCols, out);

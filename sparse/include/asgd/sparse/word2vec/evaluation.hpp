@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -160,6 +161,15 @@ enum class ScoreKernel { automatic, portable };
 // `group` maps a candidate to the id that stands for its spelling.
 std::vector<std::uint32_t> best_candidates(std::span<const float> queries, std::span<const float> candidates,
                                            std::span<const std::uint32_t> group,
+                                           std::span<const std::array<std::uint32_t, 3>> excluded, std::size_t dim,
+                                           ScoreKernel kernel = ScoreKernel::automatic);
+
+// The same with query q made on demand: make_query(q, out) writes its dim floats to out. Each task makes only
+// the queries it scores, so memory is a few tiles' worth per thread, not n_queries x dim (a wide model's
+// analogy questions would take gigabytes); make_query is called from several threads at once.
+std::vector<std::uint32_t> best_candidates(std::size_t n_queries,
+                                           const std::function<void(std::size_t, float*)>& make_query,
+                                           std::span<const float> candidates, std::span<const std::uint32_t> group,
                                            std::span<const std::array<std::uint32_t, 3>> excluded, std::size_t dim,
                                            ScoreKernel kernel = ScoreKernel::automatic);
 

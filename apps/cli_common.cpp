@@ -342,6 +342,17 @@ void check_one_on_stdout(std::initializer_list<std::pair<std::string_view, std::
   }
 }
 
+void check_one_stdin(std::initializer_list<std::pair<std::string_view, std::string_view>> inputs) {
+  std::string_view first;
+  for (const auto& [flag, path] : inputs) {
+    if (path != "-") continue;
+    if (!first.empty()) {
+      throw InputError(fmt::format("{} - and {} -: only one of them can read standard input", first, flag));
+    }
+    first = flag;
+  }
+}
+
 void check_generator_flags(const sparse::GeneratorOptions& gen) {
   if (gen.examples == 0) throw InputError("--examples 0: give at least 1");
   if (gen.features == 0 || gen.features - 1 > sparse::kMaxFeatureId) {

@@ -232,6 +232,9 @@ void check_distinct(std::string_view flag, const std::string& path,
 // file stdout was redirected to): their bytes would run into one another.
 void check_one_on_stdout(std::initializer_list<std::pair<std::string_view, std::string_view>> outputs);
 
+// Standard input ("-") read by one input at most: a second reader would find it spent and read nothing.
+void check_one_stdin(std::initializer_list<std::pair<std::string_view, std::string_view>> inputs);
+
 // The generated problem's sizes (linear generate, demo, bench staleness), refused with the flags' names before
 // anything is printed or made (generate_sparse's own errors name its fields).
 void check_generator_flags(const sparse::GeneratorOptions& gen);

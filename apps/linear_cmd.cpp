@@ -140,6 +140,7 @@ void print_quality(std::FILE* out, const char* what, const sparse::LinearProblem
 }
 
 int train(const TrainFlags& f, Distributed& dist) {
+  check_one_stdin({{"--data", f.data}, {"--test", f.test}});
   // The report goes to stderr when the model goes to stdout (--model -).
   std::FILE* const out = report_stream({f.model});
   TrainerOptions options = to_trainer_options(f.engine);

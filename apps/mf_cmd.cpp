@@ -131,6 +131,10 @@ float finite_float(const nlohmann::json& j, const char* key, const std::string& 
 // Row indices, each a non-negative integer (get<uint32_t> wrapped 2^32 + 1 to 1 and took 1.5 as 1).
 std::vector<std::uint32_t> get_rows(const nlohmann::json& j, const char* key, const std::string& path) {
   std::vector<std::uint32_t> rows;
+  // A list: a range-for over a number or an object walks it as one element (1 read as [1]).
+  if (!j.at(key).is_array()) {
+    throw InputError(fmt::format("{}: bad mf model metadata: {} is {}, not a list", path, key, j.at(key).dump()));
+  }
   for (const auto& v : j.at(key)) {
     if (!v.is_number_unsigned() || v.get<std::uint64_t>() > std::numeric_limits<std::uint32_t>::max()) {
       throw InputError(fmt::format("{}: bad mf model metadata: {} holds {}, not a row number", path, key, v.dump()));
@@ -439,6 +443,7 @@ int train_bpr(std::FILE* out, const MfTrainFlags& f, Distributed& dist) {
 }
 
 int train(const MfTrainFlags& f, Distributed& dist) {
+  check_one_stdin({{"TRAIN_FILE", f.train_file}, {"-v", f.validation_file}});
   for (const auto& [flag, value] : {std::pair{"--test-fraction", f.test_fraction},
                                     std::pair{"--validation-fraction", f.validation_fraction}}) {
     if (!(value >= 0 && value < 1)) throw InputError(fmt::format("{} {}: expected 0 <= F < 1", flag, value));
@@ -681,6 +686,7 @@ int eval_ranking(const MfEvalFlags& f, const LoadedModel& m) {
 }
 
 int eval(const MfEvalFlags& f) {
+  check_one_stdin({{"test_file", f.test_file}, {"--exclude", f.exclude}});
   LoadedModel m = load_model(f.model_file);
   if (m.loss == "bpr") return eval_ranking(f, m);
   if (!f.exclude.empty()) throw InputError("--exclude: only for a bpr model (a squared model is scored by RMSE)");

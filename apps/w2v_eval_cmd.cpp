@@ -62,6 +62,7 @@ int run_w2v_eval(const W2vEvalFlags& f) {
     throw InputError("nothing to evaluate: give --analogies, --similarity and/or --neighbours");
   }
   if (f.k == 0) throw InputError("-k 0: expected at least 1 neighbour");
+  check_one_stdin({{"--vectors", f.vectors}, {"--analogies", f.analogies}, {"--similarity", f.similarity}});
   // Bad request files fail before the vectors (the slow part) are read.
   std::vector<w2v::AnalogySectionQuestions> questions;
   if (!f.analogies.empty()) questions = w2v::read_analogy_questions(f.analogies);

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <string_view>
 
 #include "asgd/engine/errors.hpp"
 
@@ -25,10 +26,11 @@ struct InputFile::Gz {
 };
 
 InputFile::InputFile(const fs::path& path, const char* what)
-    : name_(path == "-" ? std::string("stdin") : path.string()), gz_(std::make_unique<Gz>()) {
+    : name_(display_name(path)), gz_(std::make_unique<Gz>()) {
   std::error_code ec;
   if (path != "-" && fs::is_directory(path, ec)) throw InputError(fmt::format("{}: is a directory, not {}", name_, what));
-  const int fd = path == "-" ? ::dup(STDIN_FILENO) : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd =
+      path == "-" ? ::fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 0) : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw InputError(fmt::format("{}: cannot open {}: {}", name_, what, std::strerror(errno)));
   struct stat st {};
   regular_ = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
@@ -57,7 +59,10 @@ std::size_t InputFile::read(char* dst, std::size_t n) {
     // included), so what was read is not checked.
     if (err == Z_BUF_ERROR) throw InputError(fmt::format("{}: truncated: the gzip stream is cut off", name_));
     if (err != Z_OK) {
-      throw InputError(fmt::format("{}: corrupt gzip data: {}", name_, message != nullptr ? message : "zlib error"));
+      // zlib's message starts with the file it was given, here "<fd:N>: ": ours names the file already.
+      std::string_view what = message != nullptr ? message : "zlib error";
+      if (what.starts_with("<fd:")) what.remove_prefix(std::min(what.size(), what.find(": ") + 2));
+      throw InputError(fmt::format("{}: corrupt gzip data: {}", name_, what));
     }
     break;  // the end
   }
@@ -68,8 +73,6 @@ void InputFile::rewind() {
   if (!regular_) throw RuntimeError(fmt::format("{}: cannot read it a second time (not a regular file)", name_));
   if (gzrewind(gz_->file) != 0) throw RuntimeError(fmt::format("{}: cannot rewind: {}", name_, std::strerror(errno)));
 }
-
-bool InputFile::gzip() const noexcept { return gzdirect(gz_->file) == 0; }
 
 std::string read_all(const fs::path& path, const char* what) {
   InputFile in(path, what);

@@ -28,7 +28,6 @@ class InputFile {
 
   const std::string& name() const noexcept { return name_; }
   bool regular() const noexcept { return regular_; }  // a regular file: rewind() works
-  bool gzip() const noexcept;                          // known once something was read
 
  private:
   std::string name_;
@@ -39,5 +38,8 @@ class InputFile {
 
 // The whole text of a file, gzip or not.
 std::string read_all(const std::filesystem::path& path, const char* what);
+
+// How errors name a path: "stdin" for "-".
+inline std::string display_name(const std::filesystem::path& path) { return path == "-" ? "stdin" : path.string(); }
 
 }  // namespace asgd::sparse::io

@@ -265,7 +265,7 @@ SparseDataset parse_libsvm(std::string_view text, std::string_view source_name, 
 
 SparseDataset read_libsvm(const std::filesystem::path& path, UnsortedIds unsorted) {
   // One read of the whole file (not a stream per line): parsing then runs over memory. Gzipped or not.
-  return parse_libsvm(io::read_all(path, "a libsvm file"), path.string(), unsorted);
+  return parse_libsvm(io::read_all(path, "a libsvm file"), io::display_name(path), unsorted);
 }
 
 void write_libsvm(const std::filesystem::path& path, const SparseDataset& data, std::uint32_t first_id) {

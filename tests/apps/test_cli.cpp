@@ -130,7 +130,13 @@ TEST_F(Cli, BadInputExitsTwoWithWhereAndWhat) {
            {{"linear", "generate", "--out", path("no/such/dir/g.svm")}, "--out: "},
            {{"mf", "generate", path("no/such/dir/r.txt")}, "out: "},
            {{"linear", "generate", "--out", "-", "--test-out", "-", "--test-examples", "5"},
-            "--test-out: stdout is --out's already"}}) {
+            "--test-out: stdout is --out's already"},
+           // Standard input read by two inputs: the second found it spent (an empty test set, no pairs scored).
+           {{"linear", "train", "--data", "-", "--test", "-"},
+            "--data - and --test -: only one of them can read standard input"},
+           {{"mf", "train", "-", "-v", "-"}, "TRAIN_FILE - and -v -: only one of them"},
+           {{"mf", "eval", "-", path("m"), "--exclude", "-"}, "test_file - and --exclude -: only one of them"},
+           {{"w2v-eval", "--vectors", "-", "--analogies", "-"}, "--vectors - and --analogies -: only one of them"}}) {
     r = run(args);
     EXPECT_EQ(r.status, 2) << args[0] << ": " << r.output;
     EXPECT_NE(r.output.find("asgd: error: " + message), std::string::npos) << args[0] << ": " << r.output;

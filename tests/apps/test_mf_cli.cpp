@@ -466,6 +466,7 @@ TEST_F(MfCli, AModelWhosePartsDisagreeIsRefused) {
       {forge("loss.m", good.layout, with("loss", "\"hinge\"")), "loss 'hinge', expected squared or bpr"},
       {forge("cold.m", good.layout, with("cold_users", "[4294967297]")), "cold_users holds 4294967297, not a row"},
       {forge("half.m", good.layout, with("cold_items", "[1.5]")), "cold_items holds 1.5, not a row"},
+      {forge("one.m", good.layout, with("cold_users", "1")), "cold_users is 1, not a list"},
       {forge("hex.m", good.layout, with("users_hex", "[\"7531\",\"+1\",\"7533\"]")), "bad users ids: '+1' is not hex"},
       {forge("odd.m", good.layout, with("users_hex", "[\"7531\",\"753\",\"7533\"]")), "'753' is not whole bytes"},
   };

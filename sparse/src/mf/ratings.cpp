@@ -295,7 +295,7 @@ Ratings parse_ratings(std::string_view text, std::string_view source, RatingsFor
 }
 
 Ratings read_ratings(const std::filesystem::path& path, RatingsFormat format, const Ratings* id_maps_from) {
-  return parse_ratings(io::read_all(path, "a ratings file"), path.string(), format, id_maps_from);
+  return parse_ratings(io::read_all(path, "a ratings file"), io::display_name(path), format, id_maps_from);
 }
 
 void write_ratings(const std::filesystem::path& path, const Ratings& r) {

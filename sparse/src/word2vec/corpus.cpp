@@ -37,7 +37,7 @@ std::size_t cut_at_character(const char* p, std::size_t len) {
 
 TokenReader::TokenReader(const std::filesystem::path& path)
     : file_(std::make_unique<io::InputFile>(path, "a text corpus")) {
-  name_ = path == "-" ? std::string("<stdin>") : file_->name();
+  name_ = file_->name();
   if (!file_->regular()) {
     // A pipe, FIFO or /dev/stdin cannot be rewound for the second pass: read it once into memory.
     from_memory_ = true;

@@ -276,14 +276,14 @@ std::vector<AnalogySectionQuestions> read_analogy_questions(const fs::path& path
       text.remove_prefix(1);
       while (!text.empty() && is_whitespace(text.front())) text.remove_prefix(1);
       if (text.empty())
-        throw InputError(fmt::format("{}:{}: expected a section name after ':'", path.string(), line_no));
+        throw InputError(fmt::format("{}:{}: expected a section name after ':'", io::display_name(path), line_no));
       sections.push_back({std::string(text), {}});
       continue;
     }
     const auto fields = split_fields(text);
     if (fields.size() != 4) {
-      throw InputError(fmt::format("{}:{}: expected 4 words (a b c d) or ': section', found {} fields", path.string(),
-                                   line_no, fields.size()));
+      throw InputError(fmt::format("{}:{}: expected 4 words (a b c d) or ': section', found {} fields",
+                                   io::display_name(path), line_no, fields.size()));
     }
     if (sections.empty()) sections.push_back({"", {}});
     sections.back().questions.push_back(
@@ -382,8 +382,8 @@ std::vector<SimilarityPair> read_similarity_pairs(const fs::path& path) {
     if (fields.size() < 3) fields = split_fields(line);
     if (fields.empty() || fields[0].front() == '#') continue;
     if (fields.size() < 3) {
-      throw InputError(fmt::format("{}:{}: expected 'word1 word2 score', found {} field{}", path.string(), line_no,
-                                   fields.size(), fields.size() == 1 ? "" : "s"));
+      throw InputError(fmt::format("{}:{}: expected 'word1 word2 score', found {} field{}", io::display_name(path),
+                                   line_no, fields.size(), fields.size() == 1 ? "" : "s"));
     }
     double score = 0.0;
     const bool numeric = parse_double(fields[2], score);
@@ -395,8 +395,8 @@ std::vector<SimilarityPair> read_similarity_pairs(const fs::path& path) {
     first_data_line = false;
     if (header) continue;
     if (!numeric) {
-      throw InputError(
-          fmt::format("{}:{}: expected a finite number as the score, found '{}'", path.string(), line_no, fields[2]));
+      throw InputError(fmt::format("{}:{}: expected a finite number as the score, found '{}'", io::display_name(path),
+                                   line_no, fields[2]));
     }
     pairs.push_back({std::string(fields[0]), std::string(fields[1]), score});
   }
@@ -484,7 +484,9 @@ std::vector<std::uint32_t> best_candidates(std::span<const float> queries, std::
                                            std::span<const std::uint32_t> group,
                                            std::span<const std::array<std::uint32_t, 3>> excluded, std::size_t dim,
                                            ScoreKernel kernel) {
-  if (dim == 0 || queries.size() != excluded.size() * dim) throw std::invalid_argument("best_candidates: sizes do not match");
+  if (dim == 0 || queries.size() != excluded.size() * dim) {
+    throw std::invalid_argument("best_candidates: sizes do not match");
+  }
   return best_candidates(
       excluded.size(), [&](std::size_t q, float* out) { std::copy_n(queries.data() + q * dim, dim, out); }, candidates,
       group, excluded, dim, kernel);

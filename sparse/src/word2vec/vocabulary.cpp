@@ -111,7 +111,7 @@ void Vocabulary::save(const std::filesystem::path& path) const {
 Vocabulary Vocabulary::read(const std::filesystem::path& path, const VocabOptions& options, std::size_t* left_out) {
   if (left_out != nullptr) *left_out = 0;
   // "-" is standard input (as -train - is), named stdin in errors; gzipped or not.
-  const std::string name = path == "-" ? std::string("stdin") : path.string();
+  const std::string name = io::display_name(path);
   std::istringstream in(io::read_all(path, "a vocabulary file"));
   std::vector<std::pair<std::string, std::uint64_t>> entries;
   // Every word read and its line, those dropped below too: a word listed twice is an error whichever copy

@@ -36,8 +36,9 @@ class TokenReader {
  public:
   enum class Kind { word, line_end, end };
 
-  // "-" reads standard input (all of it, into memory, as a pipe). Throws
-  // InputError when the file cannot be opened.
+  // "-" reads standard input: into memory when it is a pipe (read twice),
+  // streamed like a file when it is one. Throws InputError when the file
+  // cannot be opened.
   explicit TokenReader(const std::filesystem::path& path);
   TokenReader(const TokenReader&) = delete;
   TokenReader& operator=(const TokenReader&) = delete;

@@ -261,6 +261,12 @@ void print_interrupted(const Interrupted& run) {
                where.c_str());
 }
 
+void print_interrupted(Interrupted run, const TrainReport& report) {
+  run.epochs_at_start = report.state.epoch - report.epochs.size();
+  run.epochs_done = report.state.epoch;
+  print_interrupted(run);
+}
+
 namespace {
 std::string human_duration(double s) {
   if (s < 90) return fmt::format("{:.0f}s", s);
@@ -342,14 +348,17 @@ void check_one_on_stdout(std::initializer_list<std::pair<std::string_view, std::
   }
 }
 
+bool reads_stdin(std::string_view path) noexcept { return path == "-" || path == "/dev/stdin"; }
+
 void check_one_stdin(std::initializer_list<std::pair<std::string_view, std::string_view>> inputs) {
-  std::string_view first;
-  for (const auto& [flag, path] : inputs) {
-    if (path != "-") continue;
-    if (!first.empty()) {
-      throw InputError(fmt::format("{} - and {} -: only one of them can read standard input", first, flag));
+  const std::pair<std::string_view, std::string_view>* first = nullptr;
+  for (const auto& input : inputs) {
+    if (!reads_stdin(input.second)) continue;
+    if (first != nullptr) {
+      throw InputError(fmt::format("{} {} and {} {}: only one of them can read standard input", first->first,
+                                   first->second, input.first, input.second));
     }
-    first = flag;
+    first = &input;
   }
 }
 

@@ -201,6 +201,8 @@ struct Interrupted {
 // resume goes on from (this run's, when it finished an epoch; else the one
 // it resumed).
 void print_interrupted(const Interrupted& run);
+// The same for a Trainer's run: the epochs at its start and done now come from the report.
+void print_interrupted(Interrupted run, const TrainReport& report);
 
 // A progress callback: a live line on a terminal (stderr), nothing in a pipe.
 ProgressCallback progress_printer(std::string label, bool quiet);
@@ -232,7 +234,9 @@ void check_distinct(std::string_view flag, const std::string& path,
 // file stdout was redirected to): their bytes would run into one another.
 void check_one_on_stdout(std::initializer_list<std::pair<std::string_view, std::string_view>> outputs);
 
-// Standard input ("-") read by one input at most: a second reader would find it spent and read nothing.
+// Whether an input path reads standard input ("-" or /dev/stdin).
+bool reads_stdin(std::string_view path) noexcept;
+// Standard input read by one input at most: a second reader would find it spent and read nothing.
 void check_one_stdin(std::initializer_list<std::pair<std::string_view, std::string_view>> inputs);
 
 // The generated problem's sizes (linear generate, demo, bench staleness), refused with the flags' names before

@@ -236,12 +236,12 @@ int train(const TrainFlags& f, Distributed& dist) {
     try {
       return open_training_store(f.shm, problem.layout(),
                                  {.recover_stale = f.shm_recover, .settings = settings_text(settings)});
-    } catch (const InputError& e) {
+    } catch (const LayoutMismatch& e) {
       // Without --features each process sizes the model from its own data's largest feature id.
-      if (f.features != 0 || std::string_view(e.what()).find("holds another layout") == std::string_view::npos) throw;
-      throw InputError(fmt::format("{}\n(without --features each process sizes the weights from the largest "
-                                   "feature id in its own --data: give every process the same --features N)",
-                                   e.what()));
+      if (f.features != 0) throw;
+      throw LayoutMismatch(fmt::format("{}\n(without --features each process sizes the weights from the largest "
+                                       "feature id in its own --data: give every process the same --features N)",
+                                       e.what()));
     }
   }();
   ParamStore& store = t.store;
@@ -302,13 +302,12 @@ int train(const TrainFlags& f, Distributed& dist) {
   const TrainReport report = run_averaged(dist, trainer, problem, f.until_epoch ? f.until_epoch : options.epochs);
   if (report.stopped) {
     print_interrupted({.command = "linear train",
-                       .epochs_at_start = report.state.epoch - report.epochs.size(),
-                       .epochs_done = report.state.epoch,
                        .epochs = options.epochs,
                        .checkpoint = f.checkpoint,
                        .resumed_from = f.resume,
                        .dashes = "--",
-                       .shm = f.shm});
+                       .shm = f.shm},
+                      report);
     return interrupted_exit_code();
   }
   for (const auto& e : report.epochs) {

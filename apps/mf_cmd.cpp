@@ -305,7 +305,7 @@ TrainingStore make_store(std::FILE* out, const MfTrainFlags& f, const Layout& la
 
 // A run stopped by Ctrl-C or SIGTERM (StopOnSignal): says so, and the exit code. mf keeps no checkpoints.
 int interrupted(const MfTrainFlags& f, const TrainReport& report) {
-  print_interrupted({.command = "mf train", .epochs_done = report.state.epoch, .epochs = f.epochs, .shm = f.shm});
+  print_interrupted({.command = "mf train", .epochs = f.epochs, .shm = f.shm}, report);
   return interrupted_exit_code();
 }
 

@@ -318,15 +318,11 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
     check_distinct("-checkpoint", f.checkpoint, {{"-train", f.train}, {"-read-vocab", f.read_vocab}});
     check_one_on_stdout({{"-output", f.output}, {"-save-vocab", f.save_vocab}});
   }
-  const auto stdin_path = [](const std::string& path) { return path == "-" || path == "/dev/stdin"; };
-  if (stdin_path(f.train) && stdin_path(f.read_vocab)) {
-    throw InputError(fmt::format("-train {} and -read-vocab {}: only one of them can read standard input", f.train,
-                                 f.read_vocab));
-  }
+  check_one_stdin({{"-train", f.train}, {"-read-vocab", f.read_vocab}});
   // mpirun gives standard input to rank 0 alone: every rank reads the corpus and the vocabulary.
   if (dist.active()) {
     for (const auto& [flag, path] : {std::pair{"-train", f.train}, std::pair{"-read-vocab", f.read_vocab}}) {
-      if (stdin_path(path)) {
+      if (reads_stdin(path)) {
         throw InputError(fmt::format("{} {}: under mpirun standard input reaches rank 0 only; give a file every "
                                      "rank can read",
                                      flag, path));
@@ -524,12 +520,11 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
   if (show_progress) std::fputc('\n', stderr);
   if (report.stopped) {
     print_interrupted({.command = "w2v",
-                       .epochs_at_start = report.state.epoch - report.epochs.size(),
-                       .epochs_done = report.state.epoch,
                        .epochs = o.epochs,
                        .checkpoint = f.checkpoint,
                        .resumed_from = f.resume,
-                       .dashes = "-"});
+                       .dashes = "-"},
+                      report);
     return interrupted_exit_code();
   }
   if (dist.active()) {

@@ -528,9 +528,9 @@ class Conv2d final : public Layer {
   }
   std::string describe() const override {
     static constexpr const char* kPathNames[] = {"direct, rows", "direct, channels", "im2col + GEMM"};
-    return fmt::format("conv {}->{} {}x{} pad {} ({})", in_c_, out_c_, k_, k_, pad_,
-                       kPathNames[static_cast<int>(path())]);
+    return describe_as(kPathNames[static_cast<int>(path())]);
   }
+  std::string describe_on_gpu() const override { return describe_as("im2col + SGEMM"); }
   Shape output(Shape in) const override {
     if (in.c != in_c_) throw InputError(fmt::format("conv2d: expected {} input channels, got {}", in_c_, in.c));
     if (in.h + 2 * pad_ < k_ || in.w + 2 * pad_ < k_)
@@ -629,6 +629,9 @@ class Conv2d final : public Layer {
   }
 
  private:
+  std::string describe_as(const char* kernel) const {
+    return fmt::format("conv {}->{} {}x{} pad {} ({})", in_c_, out_c_, k_, k_, pad_, kernel);
+  }
   // col[(ci, ky, kx)][(s, oy, ox)] = in[ci][s][oy + ky - pad][ox + kx - pad] (0 outside).
   void im2col(const float* in, float* col, std::size_t n) const {
     const std::size_t H = in_.h, Wd = in_.w, OH = out_.h, OW = out_.w;

@@ -34,10 +34,7 @@ std::size_t Network::num_params() const noexcept {
 std::string Network::describe(bool gpu) const {
   std::string s;
   for (std::size_t i = 0; i < layers_.size(); ++i) {
-    std::string layer = layers_[i]->describe();
-    if (gpu && layers_[i]->spec().kind == LayerSpec::Kind::conv2d) {
-      layer = layer.substr(0, layer.rfind(" (")) + " (im2col + SGEMM)";  // "conv 1->6 5x5 pad 2 (direct, rows)"
-    }
+    const std::string layer = gpu ? layers_[i]->describe_on_gpu() : layers_[i]->describe();
     s += fmt::format("{}{} -> {}x{}x{}", i ? ", " : "", layer, shapes_[i + 1].c, shapes_[i + 1].h, shapes_[i + 1].w);
   }
   return s + fmt::format(" ({} parameters)", num_params());

@@ -610,8 +610,8 @@ ParamStore ParamStore::attach(const std::string& name, const Layout* expected, A
                                  name, s->layout.tag(), expected->tag()));
   }
   if (expected && s->layout.hash() != expected->hash()) {
-    throw InputError(fmt::format("shared segment '{}' holds another layout:\n{}expected:\n{}", name,
-                                 s->layout.describe(), expected->describe()));
+    throw LayoutMismatch(fmt::format("shared segment '{}' holds another layout:\n{}expected:\n{}", name,
+                                     s->layout.describe(), expected->describe()));
   }
   if (access == Access::read_write && !options.settings.empty() && !info.settings.empty() &&
       options.settings != info.settings) {

@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "asgd/engine/errors.hpp"
+#include "text_util.hpp"
 
 namespace asgd::sparse::io {
 
@@ -46,6 +47,22 @@ InputFile::InputFile(const fs::path& path, const char* what)
 InputFile::~InputFile() = default;
 
 std::size_t InputFile::read(char* dst, std::size_t n) {
+  if (at_start_) {
+    at_start_ = false;
+    char start[3];
+    held_.assign(start, read_stream(start, sizeof start));
+    if (held_ == text::kUtf8Bom) held_.clear();
+  }
+  std::size_t given = 0;
+  if (!held_.empty()) {
+    given = std::min(n, held_.size());
+    std::copy_n(held_.data(), given, dst);
+    held_.erase(0, given);
+  }
+  return given + read_stream(dst + given, n - given);
+}
+
+std::size_t InputFile::read_stream(char* dst, std::size_t n) {
   std::size_t total = 0;
   while (total < n) {
     const auto ask = static_cast<unsigned>(std::min<std::size_t>(n - total, INT_MAX / 2));
@@ -72,6 +89,8 @@ std::size_t InputFile::read(char* dst, std::size_t n) {
 void InputFile::rewind() {
   if (!regular_) throw RuntimeError(fmt::format("{}: cannot read it a second time (not a regular file)", name_));
   if (gzrewind(gz_->file) != 0) throw RuntimeError(fmt::format("{}: cannot rewind: {}", name_, std::strerror(errno)));
+  at_start_ = true;
+  held_.clear();
 }
 
 std::string read_all(const fs::path& path, const char* what) {

@@ -10,14 +10,9 @@
 
 namespace asgd::sparse::text {
 
-// A UTF-8 byte-order mark (Notepad and Excel's "CSV UTF-8" start files with one): every text reader skips it at
-// the start of a file, as Python's utf-8-sig does, rather than reading it into the first word or refusing it.
+// A UTF-8 byte-order mark (Notepad and Excel's "CSV UTF-8" start files with one). io::InputFile skips it at the
+// start of every file; parse_libsvm and parse_ratings skip it at the start of the text they are given.
 inline constexpr std::string_view kUtf8Bom = "\xEF\xBB\xBF";
-
-// `line` without a byte-order mark at its start (for the first line of a file).
-inline void drop_bom(std::string& line) {
-  if (line.starts_with(kUtf8Bom)) line.erase(0, kUtf8Bom.size());
-}
 
 // Any ASCII whitespace, newline included.
 inline bool is_whitespace(char c) noexcept {

@@ -50,7 +50,6 @@ TokenReader::TokenReader(const std::filesystem::path& path)
     buffer_.resize(end_);
     file_.reset();
     eof_ = true;
-    pos_ = start_of_text();
     return;
   }
   buffer_.resize(kChunk);
@@ -58,18 +57,11 @@ TokenReader::TokenReader(const std::filesystem::path& path)
 
 TokenReader::~TokenReader() = default;
 
-std::size_t TokenReader::start_of_text() const noexcept {
-  return std::string_view(buffer_.data(), end_).starts_with(text::kUtf8Bom) ? text::kUtf8Bom.size() : 0;
-}
-
 void TokenReader::rewind() {
   pos_ = 0;
   carry_.clear();
   truncated_ = 0;
-  if (from_memory_) {
-    pos_ = start_of_text();
-    return;
-  }
+  if (from_memory_) return;
   file_->rewind();
   consumed_ = 0;
   end_ = 0;
@@ -78,10 +70,9 @@ void TokenReader::rewind() {
 
 bool TokenReader::refill() {
   if (from_memory_ || eof_) return false;
-  const bool first = consumed_ == 0 && end_ == 0;
   consumed_ += end_;
   end_ = file_->read(buffer_.data(), buffer_.size());
-  pos_ = first ? start_of_text() : 0;
+  pos_ = 0;
   if (end_ < buffer_.size()) eof_ = true;
   return end_ > 0;
 }

@@ -135,9 +135,6 @@ struct Header {
 };
 
 Header read_header(ByteSource& in) {
-  if (in.fill(text::kUtf8Bom.size()) >= text::kUtf8Bom.size() && in.view().starts_with(text::kUtf8Bom)) {
-    in.consume(text::kUtf8Bom.size());
-  }
   bool complete = false;
   const auto line = in.peek_line(kMaxHeaderBytes, complete);
   auto bad = [&](const std::string& found) {

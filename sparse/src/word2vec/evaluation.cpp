@@ -267,7 +267,6 @@ std::vector<AnalogySectionQuestions> read_analogy_questions(const fs::path& path
   std::size_t line_no = 0;
   while (std::getline(in, line)) {
     ++line_no;
-    if (line_no == 1) text::drop_bom(line);
     std::string_view text(line);
     while (!text.empty() && is_whitespace(text.front())) text.remove_prefix(1);
     while (!text.empty() && is_whitespace(text.back())) text.remove_suffix(1);
@@ -375,7 +374,6 @@ std::vector<SimilarityPair> read_similarity_pairs(const fs::path& path) {
   bool first_data_line = true;
   while (std::getline(in, line)) {
     ++line_no;
-    if (line_no == 1) text::drop_bom(line);
     // Whitespace-separated (wordsim353.tsv, SimLex's .txt) or comma-separated (WordSim-353's combined.csv: a
     // line of three or more fields between commas; "a b 7,35" stays a whitespace line with a bad score).
     auto fields = split_commas(line);

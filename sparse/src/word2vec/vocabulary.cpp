@@ -122,7 +122,6 @@ Vocabulary Vocabulary::read(const std::filesystem::path& path, const VocabOption
   bool first_entry = true;
   while (std::getline(in, line)) {
     ++line_no;
-    if (line_no == 1) text::drop_bom(line);
     // Blanks after the count (a trailing space, a CRLF line end) are no part of it.
     while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
     if (line.empty()) continue;

@@ -59,6 +59,8 @@ class Layer {
  public:
   virtual ~Layer() = default;
   virtual std::string describe() const = 0;
+  // As gpu/ runs it (a convolution: im2col + SGEMM, whatever this CPU's kernel).
+  virtual std::string describe_on_gpu() const { return describe(); }
   // Output shape for `in`; throws InputError when the layer cannot take it.
   virtual Shape output(Shape in) const = 0;
   // Adds this layer's parameter tensors to `layout` ("<prefix>.weight", ...)

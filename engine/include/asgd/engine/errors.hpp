@@ -20,6 +20,13 @@ class InputError : public Error {
   using Error::Error;
 };
 
+// A shared segment that holds another layout than the one asked for: an InputError that a caller may add to
+// (linear train says which flag sizes the model).
+class LayoutMismatch : public InputError {
+ public:
+  using InputError::InputError;
+};
+
 // A failure while running: I/O error, non-finite loss, a worker that failed.
 class RuntimeError : public Error {
  public:

@@ -55,7 +55,6 @@ class TokenReader {
 
  private:
   bool refill();
-  std::size_t start_of_text() const noexcept;  // 3 past a UTF-8 byte-order mark at the start of the buffer, else 0
   [[noreturn]] void binary_error(std::size_t at) const;
 
   std::string name_;

@@ -417,7 +417,7 @@ int staleness_mf(const StalenessFlags& f) {
         const auto r = trainer.run(problem, e);
         seconds += r.seconds;
         stale.merge(r.staleness);
-        rmse = mf::evaluate_errors(store, problem.global_mean(), split.test).rmse;
+        rmse = mf::evaluate_errors(store, problem.rating_scale(), split.test).rmse;
         csv.row(fmt::format("mf,{},{},{},{},{},{:.6f},{:.6f},{:.6f},{:.4f},{},{},{:.1f}\n", schedule,
                             to_string(s.policy), s.workers, tau, e, seconds, 2.0 * r.epochs.back().loss, rmse,
                             r.staleness.mean(), r.staleness.max(), r.max_lead, r.examples_per_second));

@@ -46,7 +46,7 @@ struct MfTrainFlags {
   float l2 = 0.05f, bias_l2 = 0.05f, rate = 0.02f;
   float init_scale = MfOptions{}.init_scale;
   double test_fraction = 0, validation_fraction = 0;
-  bool no_biases = false;
+  bool no_biases = false, no_mean = false, scale_ratings = false;
   bool shm_recover = false;  // take over a segment whose writer was killed
   bool adagrad = false, row_adagrad = false, quiet = false, sampled_eval = false;
   // The options on the command line: each one's first name ("--bins") and all of them ("-n,--bins").
@@ -146,14 +146,17 @@ std::vector<std::uint32_t> get_rows(const nlohmann::json& j, const char* key, co
 
 // `positive`: bpr's threshold (what `mf eval` counts as a positive).
 // `cold`: cold_ids of `r` (ids with no training rating).
-std::string model_metadata(const Ratings& r, const ColdIds& cold, float mean, const MfOptions& o,
+std::string model_metadata(const Ratings& r, const ColdIds& cold, const RatingScale& rs, const MfOptions& o,
                            const std::string& loss, float positive = 0) {
   const RatingRange range = RatingRange::of(r);
-  nlohmann::json j{{"model", "mf"},   {"loss", loss},         {"mean", mean},
+  nlohmann::json j{{"model", "mf"},   {"loss", loss},         {"mean", rs.mean},
                    {"factors", o.factors}, {"l2", o.l2}, {"bias_l2", o.bias_l2}};
   if (loss == "squared") {
     j["min_rating"] = range.lo;
     j["max_rating"] = range.hi;
+    // A prediction is offset + scale * (biases + p . q); files without them are centred on the mean.
+    j["offset"] = rs.offset;
+    j["scale"] = rs.scale;
   } else {
     j["positive"] = positive;
   }
@@ -169,7 +172,7 @@ struct LoadedModel {
   std::optional<ParamStore> store;
   std::string loss = "squared";
   float positive = 4.0f;  // bpr: ratings at or above are positives
-  float mean = 0;
+  RatingScale scale;  // bpr: 0, unused (its scores only rank)
   RatingRange range;
   IdMap users, items;
   ColdIds cold;  // sorted
@@ -185,7 +188,12 @@ LoadedModel load_model(const std::string& path, const std::string& shm = {}) {
   }
   LoadedModel m;
   try {
-    m.mean = finite_float(j, "mean", path);
+    const float mean = finite_float(j, "mean", path);
+    m.scale = RatingScale(mean, j.contains("offset") ? finite_float(j, "offset", path) : mean,
+                          j.contains("scale") ? finite_float(j, "scale", path) : 1.0f);
+    if (!(m.scale.scale > 0)) {
+      throw InputError(fmt::format("{}: bad mf model metadata: scale {}, expected > 0", path, m.scale.scale));
+    }
     m.loss = j.value("loss", "squared");
     if (m.loss != "squared" && m.loss != "bpr") {
       throw InputError(fmt::format("{}: bad mf model metadata: loss '{}', expected squared or bpr", path, m.loss));
@@ -288,10 +296,14 @@ TrainingStore make_store(std::FILE* out, const MfTrainFlags& f, const Layout& la
                                                                      {"--l2", as_text(f.l2)}};
   if (bpr) {
     objective.insert(objective.end(), {{"--bias-l2", as_text(f.bias_l2)}, {"--positive", as_text(f.positive_threshold)}});
-  } else if (f.no_biases) {
-    objective.emplace_back("--no-biases", "on");  // --bias-l2 then has nothing to weigh
   } else {
-    objective.emplace_back("--bias-l2", as_text(f.bias_l2));
+    if (f.no_biases) {
+      objective.emplace_back("--no-biases", "on");  // --bias-l2 then has nothing to weigh
+    } else {
+      objective.emplace_back("--bias-l2", as_text(f.bias_l2));
+    }
+    if (f.no_mean) objective.emplace_back("--no-mean", "on");
+    if (f.scale_ratings) objective.emplace_back("--scale-ratings", "on");
   }
   TrainingStore t = open_training_store(f.shm, layout,
                                         {.recover_stale = f.shm_recover, .settings = settings_text(objective)},
@@ -316,6 +328,8 @@ MfOptions model_options(const MfTrainFlags& f) {
   mo.bias_l2 = f.bias_l2;
   mo.init_scale = f.init_scale;
   mo.biases = !f.no_biases;
+  mo.center = !f.no_mean;
+  mo.scale_ratings = f.scale_ratings;
   return mo;
 }
 
@@ -481,7 +495,8 @@ int train(const MfTrainFlags& f, Distributed& dist) {
       }
   };
   if (f.loss == "bpr") {
-    only_with("--loss squared", {"-v", "--validation-fraction", "--schedule", "--bins", "--no-biases"});
+    only_with("--loss squared",
+              {"-v", "--validation-fraction", "--schedule", "--bins", "--no-biases", "--no-mean", "--scale-ratings"});
     return train_bpr(out, f, dist);
   }
   only_with("--loss bpr", {"--positive", "--sampled-eval"});
@@ -549,8 +564,9 @@ int train(const MfTrainFlags& f, Distributed& dist) {
     }
   }
   // Under mpirun each rank trains every P-th rating, around the whole
-  // training set's mean; ids and evaluation sets are the same on all ranks.
+  // training set's mean and deviation; ids and evaluation sets are the same on all ranks.
   mo.mean = static_cast<float>(train_set.mean());
+  mo.deviation = static_cast<float>(train_set.deviation());
   std::optional<Ratings> shard;
   if (dist.active()) shard = train_set.subset(dist.shard(train_set.size(), "training ratings"));
   const BiasedMf problem(shard ? *shard : train_set, mo, f.seed);
@@ -561,8 +577,10 @@ int train(const MfTrainFlags& f, Distributed& dist) {
 
   TrainerOptions o = trainer_options(f, "constant", 0.0f);
   o.blocks = blocks;
-  o.checkpoint_metadata = model_metadata(train_set, cold_ids(train_set.users.size(), train_set.items.size(), train_set),
-                                         problem.global_mean(), mo, "squared");
+  // Ids first seen in a validation or test file: zero rows, predicted as unknown ids are.
+  const ColdIds cold = cold_ids(train_set.users.size(), train_set.items.size(), train_set);
+  const RatingScale& scale = problem.rating_scale();
+  o.checkpoint_metadata = model_metadata(train_set, cold, scale, mo, "squared");
   o.on_progress = progress_printer("mf", f.quiet);
   o.stop = on_signal.flag();
   dist.prepare(o);
@@ -587,11 +605,11 @@ int train(const MfTrainFlags& f, Distributed& dist) {
     std::string line = fmt::format("epoch {:3}: train loss {:.4f}", r.epochs.back().epoch, 2.0 * r.epochs.back().loss);
     if (have_validation && validation_set.size() > 0) {
       line += fmt::format("  validation RMSE {:.4f}",
-                          evaluate_errors(store, problem.global_mean(), validation_set, range.lo, range.hi).rmse);
+                          evaluate_errors(store, scale, validation_set, range.lo, range.hi, &cold).rmse);
     }
     if (have_test && test_set.size() > 0) {
       line += fmt::format("  test RMSE {:.4f}",
-                          evaluate_errors(store, problem.global_mean(), test_set, range.lo, range.hi).rmse);
+                          evaluate_errors(store, scale, test_set, range.lo, range.hi, &cold).rmse);
     }
     fmt::print(out, "{}  ({:.2f} s)\n", line, sgd_seconds);
   });
@@ -608,7 +626,7 @@ int train(const MfTrainFlags& f, Distributed& dist) {
   for (const auto& [name, set, have] : {std::tuple{"validation", &validation_set, have_validation},
                                         std::tuple{"test", &test_set, have_test}}) {
     if (!have) continue;
-    const auto m = evaluate_errors(store, problem.global_mean(), *set, range.lo, range.hi);
+    const auto m = evaluate_errors(store, scale, *set, range.lo, range.hi, &cold);
     if (m.count == 0)
       fmt::print(out, "{}: no ratings (the fraction held out is too small for this file)\n", name);
     else
@@ -634,13 +652,13 @@ int predict(const MfPredictFlags& f) {
   std::string out;
   for (std::size_t i = 0; i < test.size(); ++i) {
     // Unknown users or items: the global mean plus the bias of the side that is known.
-    const float r = m.range.clip(predict_or_fallback(*m.store, layout, m.mean, test.user[i], test.item[i]));
+    const float r = m.range.clip(predict_or_fallback(*m.store, layout, m.scale, test.user[i], test.item[i], &m.cold));
     out += fmt::format("{:.6g}\n", r);
   }
   AtomicFile file(f.output_file);
   file.write(out);
   file.commit();
-  const auto metrics = evaluate_errors(*m.store, m.mean, test, m.range.lo, m.range.hi, &m.cold);
+  const auto metrics = evaluate_errors(*m.store, m.scale, test, m.range.lo, m.range.hi, &m.cold);
   fmt::print(stderr, "predicted {} ratings ({} with a known user and item); RMSE {:.4f} MAE {:.4f}\n", test.size(),
              metrics.known, metrics.rmse, metrics.mae);
   return 0;
@@ -692,7 +710,7 @@ int eval(const MfEvalFlags& f) {
   if (!f.exclude.empty()) throw InputError("--exclude: only for a bpr model (a squared model is scored by RMSE)");
   if (f.k_given) throw InputError("-k: only for a bpr model (a squared model is scored by RMSE, not at k)");
   const Ratings test = read_with_ids_of(m, f.test_file, f.format);
-  const auto metrics = evaluate_errors(*m.store, m.mean, test, m.range.lo, m.range.hi, &m.cold);
+  const auto metrics = evaluate_errors(*m.store, m.scale, test, m.range.lo, m.range.hi, &m.cold);
   fmt::print("eval: {} ratings ({} with a known user and item; the rest from the mean and known biases), RMSE {:.4f}, "
              "MAE {:.4f}\n",
              test.size(), metrics.known, metrics.rmse, metrics.mae);
@@ -730,7 +748,7 @@ int recommend_cmd(const MfRecommendFlags& f) {
   }
   const auto start = std::chrono::steady_clock::now();
   // Items without a training rating have no learnt factors: never recommended.
-  const auto lists = recommend(*m.store, m.mean, seen ? &*seen : nullptr, users, f.k, 128, m.cold.items);
+  const auto lists = recommend(*m.store, m.scale, seen ? &*seen : nullptr, users, f.k, 128, m.cold.items);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   // Ranked by the raw score; printed as `mf predict` would say it (clipped
   // into the training ratings' range; BPR scores have none).
@@ -805,6 +823,10 @@ void add_mf_commands(CLI::App& app, int& exit_code) {
   train_cmd->add_option("--tau", t->tau, "Bounded delay in steps (inf = async)")->capture_default_str();
   train_cmd->add_flag("--adagrad", t->adagrad, "Per-parameter AdaGrad steps");
   train_cmd->add_flag("--no-biases", t->no_biases, "squared: learn no user and item biases (as LIBMF)");
+  train_cmd->add_flag("--no-mean", t->no_mean,
+                      "squared: predict biases + p . q, not centred on the mean (as LIBMF; unknown ids still get the mean)");
+  train_cmd->add_flag("--scale-ratings", t->scale_ratings,
+                      "squared: fit ratings divided by their standard deviation, the L2 weights too (as LIBMF)");
   train_cmd->add_flag("--row-adagrad", t->row_adagrad, "Per-row AdaGrad steps: lr / sqrt(1 + G_row), as LIBMF 2");
   train_cmd->add_option("--schedule", t->schedule, "hogwild (racy updates anywhere) or blocks (LIBMF's grid)")
       ->capture_default_str();

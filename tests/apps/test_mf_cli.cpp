@@ -234,6 +234,8 @@ TEST_F(MfCli, LibmfFlagsValidationSplitAndBprModels) {
            {{"--loss", "bpr", "-n", "3"}, "-n/--bins: only with --loss squared"},
            {{"--loss", "bpr", "--validation-fraction", "0.5"}, "--validation-fraction: only with --loss squared"},
            {{"--loss", "bpr", "--no-biases"}, "--no-biases: only with --loss squared"},
+           {{"--loss", "bpr", "--no-mean"}, "--no-mean: only with --loss squared"},
+           {{"--loss", "bpr", "--scale-ratings"}, "--scale-ratings: only with --loss squared"},
            {{"--sampled-eval"}, "--sampled-eval: only with --loss bpr"},
            {{"--positive", "3"}, "--positive: only with --loss bpr"},
            // And one of the other schedule (before: both ignored without a word).
@@ -255,6 +257,46 @@ TEST_F(MfCli, LibmfFlagsValidationSplitAndBprModels) {
   std::size_t rows = 0;
   for (char c : r.output) rows += c == '\n';
   EXPECT_EQ(rows, 4u) << r.output;
+}
+
+// LIBMF's whole rule (its form: no mean, ratings divided by their deviation): the model file says how to undo it,
+// so that eval, predict and recommend say what training said, and ids without a training rating predict the
+// mean, not 0 (a non-centred model's zero row).
+TEST_F(MfCli, LibmfsFormIsUndoneByEveryCommandThatPredicts) {
+  auto r = run({"mf", "generate", path("all.txt"), "--users", "300", "--items", "150", "--ratings", "12000", "--rank",
+                "4", "--noise", "0.3"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::ofstream(path("val.txt")) << "u1 i1 3\nu2 i3 4\nnewcomer i1 4\nnewcomer i2 3\nu3 newitem 5\n";
+  r = run({"mf", "train", "-k", "8", "-t", "10", "--no-biases", "--row-adagrad", "--init", "1", "-r", "0.1", "-l2",
+           "0.1", "--no-mean", "--scale-ratings", "-v", path("val.txt"), "--test-fraction", "0.1", path("all.txt"),
+           path("m")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  const double test_rmse = asgd::testing::number_after(r.output, "test: 1200 ratings, RMSE ");
+  EXPECT_LT(test_rmse, 0.6) << r.output;
+  const auto at = r.output.find("validation: 5 ratings");
+  ASSERT_NE(at, std::string::npos) << r.output;
+  const std::string validation = r.output.substr(at, r.output.find('\n', at) - at);
+  const asgd::CheckpointData d = asgd::read_checkpoint(path("m"));
+  EXPECT_NE(d.metadata.find("\"offset\":0.0"), std::string::npos) << d.metadata;
+  EXPECT_NE(d.metadata.find("\"scale\":"), std::string::npos) << d.metadata;
+  // The same five ratings scored from the file: the same RMSE, to the digits printed.
+  r = run({"mf", "eval", path("val.txt"), path("m")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(asgd::testing::number_after(r.output, "RMSE "), asgd::testing::number_after(validation, "RMSE "))
+      << r.output << validation;
+  r = run({"mf", "predict", path("val.txt"), path("m"), path("pred.txt")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::ifstream pred(path("pred.txt"));
+  std::vector<double> values;
+  for (double v; pred >> v;) values.push_back(v);
+  ASSERT_EQ(values.size(), 5u);
+  for (std::size_t i : {2u, 3u, 4u}) EXPECT_GT(values[i], 2.5) << "cold pair " << i << " predicted " << values[i];
+  EXPECT_NEAR(values[2], values[3], 1e-6);  // the cold user with either item: the mean alone (no biases)
+  r = run({"mf", "recommend", path("m"), "--user", "u1", "-k", "3"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  double first = 0;
+  EXPECT_EQ(std::sscanf(r.output.c_str(), "%*s %lf", &first), 1) << r.output;
+  EXPECT_GT(first, 2.0) << r.output;  // a rating, not a score in the model's units
 }
 
 // Inputs a user may well have, each with a clear answer: ids in any bytes, an --exclude file that repeats pairs
@@ -462,6 +504,8 @@ TEST_F(MfCli, AModelWhosePartsDisagreeIsRefused) {
   };
   const std::pair<std::string, std::string> metadata_cases[] = {
       {forge("mean.m", good.layout, with("mean", "1e300")), "mean is 1e+300, not a finite float"},
+      {forge("offset.m", good.layout, with("offset", "\"3\"")), "offset is not a number"},
+      {forge("scale.m", good.layout, with("scale", "0")), "scale 0, expected > 0"},
       {forge("range.m", good.layout, with("min_rating", "9")), "min_rating 9 above max_rating 5"},
       {forge("loss.m", good.layout, with("loss", "\"hinge\"")), "loss 'hinge', expected squared or bpr"},
       {forge("cold.m", good.layout, with("cold_users", "[4294967297]")), "cold_users holds 4294967297, not a row"},

@@ -220,7 +220,7 @@ struct PlantedResult {
   ErrorMetrics test;
   std::size_t test_size = 0;
 };
-PlantedResult planted_run(std::size_t bins, std::size_t workers) {
+PlantedResult planted_run(std::size_t bins, std::size_t workers, bool libmf_form = false) {
   RatingsGeneratorOptions g;
   g.users = 1000;
   g.items = 500;
@@ -233,6 +233,8 @@ PlantedResult planted_run(std::size_t bins, std::size_t workers) {
   mo.l2 = 0.02f;
   mo.bias_l2 = 0.02f;
   mo.bins = bins;
+  mo.center = !libmf_form;
+  mo.scale_ratings = libmf_form;
   const BiasedMf problem(split.train, mo);
   auto store = asgd::ParamStore::on_heap(problem.layout());
   initialize_factors(store, 1, mo.init_scale);
@@ -246,7 +248,7 @@ PlantedResult planted_run(std::size_t bins, std::size_t workers) {
   o.schedule.floor = 0.0f;
   const auto report = asgd::Trainer(store, o).run(problem);
   EXPECT_EQ(report.examples, 50u * split.train.size());  // every rating once per epoch
-  return {evaluate_errors(store, problem.global_mean(), split.test), split.test.size()};
+  return {evaluate_errors(store, problem.rating_scale(), split.test), split.test.size()};
 }
 }  // namespace
 
@@ -264,6 +266,52 @@ TEST(BiasedMf, ReachesTheNoiseFloorOnPlantedData) {
   EXPECT_LT(r.test.rmse, 1.05 * kPlantedNoise) << "noise floor " << kPlantedNoise;
   std::printf("test RMSE %.4f, noise floor %.2f\n", r.test.rmse, kPlantedNoise);
   EXPECT_GT(r.test.rmse, 0.9 * kPlantedNoise);  // below the floor would mean leakage
+}
+
+// LIBMF's form: ratings divided by their deviation, no mean. It fits as well
+// (in rating units), and the scale is undone wherever a rating is predicted.
+TEST(BiasedMf, LibmfsFormFitsRatingsScaledAndUncentred) {
+  const auto r = planted_run(0, 2, true);
+  EXPECT_LT(r.test.rmse, 1.05 * kPlantedNoise) << "noise floor " << kPlantedNoise;
+  EXPECT_GT(r.test.rmse, 0.9 * kPlantedNoise);
+
+  const Ratings train = parse_ratings("a x 5\na y 3\nb x 4\nb y 1\nc y 2\nd z 3\n", "train", RatingsFormat::libmf);
+  MfOptions mo;
+  mo.factors = 4;
+  mo.center = false;
+  mo.scale_ratings = true;
+  const BiasedMf problem(train, mo, 1);
+  const RatingScale& rs = problem.rating_scale();
+  EXPECT_FLOAT_EQ(rs.mean, static_cast<float>(train.mean()));
+  EXPECT_EQ(rs.offset, 0.0f);
+  EXPECT_FLOAT_EQ(rs.scale, static_cast<float>(train.deviation()));
+  EXPECT_NEAR(train.deviation(), std::sqrt((4.0 + 0.0 + 1.0 + 4.0 + 1.0 + 0.0) / 6), 1e-6);  // mean 3
+  auto store = asgd::ParamStore::on_heap(problem.layout());
+  initialize_factors(store, 1, 1.0f);
+  asgd::TrainerOptions o;
+  o.workers = 1;
+  o.epochs = 20;
+  o.schedule.lr = 0.05f;
+  const auto report = asgd::Trainer(store, o).run(problem);
+  const FactorLayout f = FactorLayout::of(store.layout());
+  // The loss is in squared rating units: what the predictions' errors say, up to the updates within the epoch.
+  const ErrorMetrics on_train = evaluate_errors(store, rs, train);
+  EXPECT_NEAR(2.0 * report.epochs.back().loss, on_train.rmse * on_train.rmse, 0.25 * on_train.rmse * on_train.rmse + 1e-3);
+  float sum = store.load(f.user_bias + 1) + store.load(f.item_bias + 0);  // b rates x
+  for (std::size_t c = 0; c < f.factors; ++c) sum += store.load(f.p + 1 * f.stride + c) * store.load(f.q + c);
+  EXPECT_NEAR(predict(store, f, rs, 1, 0), rs.scale * sum, 1e-5);
+  // A cold or unknown side predicts the mean (plus the known side's bias, scaled), never 0: d and z are cold here.
+  const ColdIds cold{{3}, {2}};
+  const float b_x = store.load(f.item_bias + 0);
+  EXPECT_FLOAT_EQ(predict_or_fallback(store, f, rs, 3, 0, &cold), rs.mean + rs.scale * b_x);
+  EXPECT_FLOAT_EQ(predict_or_fallback(store, f, rs, 3, 2, &cold), rs.mean);
+  EXPECT_FLOAT_EQ(predict_or_fallback(store, f, rs, 9, 9), rs.mean);
+  EXPECT_NE(predict_or_fallback(store, f, rs, 3, 2), rs.mean);  // without `cold`: d's row and z's, as trained
+  // recommend() scores as predict() does.
+  const std::vector<std::uint32_t> users = {1};
+  const auto lists = recommend(store, rs, nullptr, users, 3);
+  ASSERT_EQ(lists[0].size(), 3u);
+  for (const auto& item : lists[0]) EXPECT_NEAR(item.score, predict(store, f, rs, 1, item.item), 1e-5);
 }
 
 TEST(Recommend, TopKIsTheBestUnseenItemsBestFirst) {

@@ -112,32 +112,42 @@ ColdIds cold_ids(std::size_t users, std::size_t items, const Ratings& trained) {
   return cold;
 }
 
-float predict(const ParamStore& store, const FactorLayout& f, float mean, std::uint32_t user, std::uint32_t item) {
+float predict(const ParamStore& store, const FactorLayout& f, const RatingScale& rs, std::uint32_t user,
+              std::uint32_t item) {
   float p[BiasedMf::kMaxFactors], q[BiasedMf::kMaxFactors];
   rows::load(store.data() + f.p + user * f.stride, p, f.factors);
   rows::load(store.data() + f.q + item * f.stride, q, f.factors);
-  float r = mean + rows::dot(p, q, f.factors) + store.load(f.item_bias + item);
-  if (f.has_user_bias) r += store.load(f.user_bias + user);
-  return r;
+  float sum = rows::dot(p, q, f.factors) + store.load(f.item_bias + item);
+  if (f.has_user_bias) sum += store.load(f.user_bias + user);
+  return rs.rating(sum);
 }
 
-float predict_or_fallback(const ParamStore& store, const FactorLayout& f, float mean, std::uint32_t user,
-                          std::uint32_t item) {
-  const bool user_known = user < f.users, item_known = item < f.items;
-  if (user_known && item_known) return predict(store, f, mean, user, item);
-  float r = mean;
-  if (item_known) r += store.load(f.item_bias + item);
-  if (user_known && f.has_user_bias) r += store.load(f.user_bias + user);
-  return r;
+float predict_or_fallback(const ParamStore& store, const FactorLayout& f, const RatingScale& rs, std::uint32_t user,
+                          std::uint32_t item, const ColdIds* cold) {
+  const bool user_known = user < f.users && !(cold && cold->has_user(user));
+  const bool item_known = item < f.items && !(cold && cold->has_item(item));
+  if (user_known && item_known) return predict(store, f, rs, user, item);
+  float bias = 0;
+  if (item_known) bias += store.load(f.item_bias + item);
+  if (user_known && f.has_user_bias) bias += store.load(f.user_bias + user);
+  return rs.unknown(bias);
 }
 
 BiasedMf::BiasedMf(const Ratings& train, MfOptions options, std::uint64_t seed)
     : users_(train.users.size()), items_(train.items.size()), ids_(train.id_maps_tag()), options_(options) {
   options_.validate();
   if (train.size() == 0) throw InputError("mf: no training ratings");
-  mean_ = options_.mean ? *options_.mean : static_cast<float>(train.mean());
+  const float mean = options_.mean ? *options_.mean : static_cast<float>(train.mean());
+  // LIBMF's floor, so that ratings all alike do not divide by 0.
+  const float deviation = options_.deviation ? *options_.deviation : static_cast<float>(train.deviation());
+  scale_ = RatingScale(mean, options_.center ? mean : 0.0f, options_.scale_ratings ? std::max(1e-4f, deviation) : 1.0f);
+  offset_ = scale_.offset / scale_.scale;
+  l2_ = options_.l2 / scale_.scale;
+  bias_l2_ = options_.bias_l2 / scale_.scale;
+  loss_scale_ = static_cast<double>(scale_.scale) * scale_.scale;
   entries_.resize(train.size());
-  for (std::size_t i = 0; i < train.size(); ++i) entries_[i] = {train.user[i], train.item[i], train.rating[i]};
+  for (std::size_t i = 0; i < train.size(); ++i)
+    entries_[i] = {train.user[i], train.item[i], train.rating[i] / scale_.scale};
   std::mt19937_64 rng(seed);
   shuffle_in_place(std::span<Entry>(entries_), rng);
   if (options_.bins > 0) {
@@ -167,7 +177,7 @@ BiasedMf::BiasedMf(const Ratings& train, MfOptions options, std::uint64_t seed)
 
 Layout BiasedMf::layout() const { return FactorLayout::make(users_, items_, options_.factors, true, ids_); }
 
-ErrorMetrics evaluate_errors(const ParamStore& store, float mean, const Ratings& test, float lo, float hi,
+ErrorMetrics evaluate_errors(const ParamStore& store, const RatingScale& rs, const Ratings& test, float lo, float hi,
                              const ColdIds* cold) {
   const FactorLayout f = FactorLayout::of(store.layout());
   struct Sums {
@@ -181,7 +191,7 @@ ErrorMetrics evaluate_errors(const ParamStore& store, float mean, const Ratings&
           if (test.user[i] < f.users && test.item[i] < f.items &&
               (cold == nullptr || (!cold->has_user(test.user[i]) && !cold->has_item(test.item[i]))))
             ++acc.known;
-          float r = predict_or_fallback(store, f, mean, test.user[i], test.item[i]);
+          float r = predict_or_fallback(store, f, rs, test.user[i], test.item[i], cold);
           if (lo < hi) r = std::clamp(r, lo, hi);
           const double e = static_cast<double>(r) - test.rating[i];
           acc.squared += e * e;

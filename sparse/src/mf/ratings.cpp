@@ -121,6 +121,14 @@ double Ratings::mean() const noexcept {
   return s / static_cast<double>(rating.size());
 }
 
+double Ratings::deviation() const noexcept {
+  if (rating.empty()) return 0.0;
+  const double m = mean();
+  double s = 0;
+  for (float r : rating) s += (r - m) * (r - m);
+  return std::sqrt(s / static_cast<double>(rating.size()));
+}
+
 Ratings Ratings::subset(std::span<const std::size_t> rows) const {
   Ratings out;
   out.users = users;

@@ -49,7 +49,7 @@ bool SeenItems::contains(std::uint32_t user, std::uint32_t item) const noexcept 
   return std::binary_search(s.begin(), s.end(), item);
 }
 
-std::vector<std::vector<Recommendation>> recommend(const ParamStore& store, float mean, const SeenItems* seen,
+std::vector<std::vector<Recommendation>> recommend(const ParamStore& store, const RatingScale& rs, const SeenItems* seen,
                                                    std::span<const std::uint32_t> users, std::size_t k,
                                                    std::size_t batch, std::span<const std::uint32_t> never) {
   const FactorLayout f = FactorLayout::of(store.layout());
@@ -82,9 +82,9 @@ std::vector<std::vector<Recommendation>> recommend(const ParamStore& store, floa
       scores.noalias() = p * q.transpose();  // n x items, one blocked product
       for (std::size_t r = 0; r < n; ++r) {
         const std::uint32_t u = users[first + r];
-        const float offset = mean + (user_bias ? store.load(f.user_bias + u) : 0.0f);
+        const float b_u = user_bias ? store.load(f.user_bias + u) : 0.0f;
         float* row = scores.row(static_cast<Eigen::Index>(r)).data();
-        for (std::size_t i = 0; i < f.items; ++i) row[i] += item_bias[static_cast<Eigen::Index>(i)] + offset;
+        for (std::size_t i = 0; i < f.items; ++i) row[i] = rs.rating(row[i] + item_bias[static_cast<Eigen::Index>(i)] + b_u);
         // Excluded items the model has (an --exclude file may name others), each counted once: a score is
         // -inf only once excluded (the model's scores are finite).
         constexpr float kExcluded = -std::numeric_limits<float>::infinity();

@@ -37,9 +37,14 @@ struct MfOptions {
   // > 0: group the ratings into bins x bins blocks (users and items each
   // split into `bins` random groups) for the LIBMF-style block schedule.
   std::size_t bins = 0;
-  // mu: the training ratings' mean unless given (shards of one model, as
-  // under mpirun, pass the whole training set's).
-  std::optional<float> mean;
+  // How ratings map to the model (RatingScale): centred on the mean (the
+  // default) or not (LIBMF: p . q alone), and divided by their standard
+  // deviation or not (LIBMF divides them and the L2 weights by it).
+  bool center = true;
+  bool scale_ratings = false;
+  // mu and the standard deviation: the training ratings' unless given (shards
+  // of one model, as under mpirun, pass the whole training set's).
+  std::optional<float> mean, deviation;
   void validate() const;          // InputError naming the flag
 };
 
@@ -70,12 +75,14 @@ struct ColdIds {
 };
 ColdIds cold_ids(std::size_t users, std::size_t items, const Ratings& trained);
 
-// mu + b_u + b_i + p_u . q_i from a store (any thread, racy reads).
-float predict(const ParamStore& store, const FactorLayout& f, float mean, std::uint32_t user, std::uint32_t item);
-// The same for any ids: a user or item outside the model adds nothing, so an
-// unknown pair predicts the mean plus the bias of whichever side is known.
-float predict_or_fallback(const ParamStore& store, const FactorLayout& f, float mean, std::uint32_t user,
-                          std::uint32_t item);
+// rs.rating(b_u + b_i + p_u . q_i) from a store (any thread, racy reads).
+float predict(const ParamStore& store, const FactorLayout& f, const RatingScale& rs, std::uint32_t user,
+              std::uint32_t item);
+// The same for any ids: a user or item outside the model, or one of `cold`
+// (sorted; zero rows), is unknown, and a pair with an unknown side predicts
+// rs.unknown(the bias of whichever side is known).
+float predict_or_fallback(const ParamStore& store, const FactorLayout& f, const RatingScale& rs, std::uint32_t user,
+                          std::uint32_t item, const ColdIds* cold = nullptr);
 
 class BiasedMf {
  public:
@@ -105,7 +112,9 @@ class BiasedMf {
     const std::size_t b = r * options_.bins + c;
     return {block_begin_[b], block_begin_[b + 1]};
   }
-  float global_mean() const noexcept { return mean_; }
+  float global_mean() const noexcept { return scale_.mean; }
+  // How the model's sums map to ratings (what predict and evaluate need).
+  const RatingScale& rating_scale() const noexcept { return scale_; }
   const MfOptions& options() const noexcept { return options_; }
 
   template <class Sink>
@@ -121,7 +130,7 @@ class BiasedMf {
     }
     const std::size_t pu = f_.p + r.user * f_.stride;
     const std::size_t qi = f_.q + r.item * f_.stride;
-    float prediction = mean_ + sink.dot(pu, qi, k);
+    float prediction = offset_ + sink.dot(pu, qi, k);
     const std::size_t bu = f_.user_bias + r.user, bi = f_.item_bias + r.item;
     float b_u = 0, b_i = 0;
     if (options_.biases) {
@@ -130,12 +139,12 @@ class BiasedMf {
       prediction += b_u + b_i;
     }
     const float e = prediction - r.rating;
-    sink.add_bilinear_gradient(pu, qi, k, e, options_.l2);
+    sink.add_bilinear_gradient(pu, qi, k, e, l2_);
     if (options_.biases) {
-      sink.add_gradient(bu, e + options_.bias_l2 * b_u);
-      sink.add_gradient(bi, e + options_.bias_l2 * b_i);
+      sink.add_gradient(bu, e + bias_l2_ * b_u);
+      sink.add_gradient(bi, e + bias_l2_ * b_i);
     }
-    return 0.5 * static_cast<double>(e) * e;
+    return 0.5 * static_cast<double>(e) * e * loss_scale_;
   }
 
   static constexpr std::size_t kMaxFactors = 1024;
@@ -151,7 +160,12 @@ class BiasedMf {
   std::size_t users_, items_;
   std::string ids_;  // the layout's tag
   MfOptions options_;
-  float mean_;
+  // Entries hold ratings in the model's units, r / scale: a prediction is
+  // offset_ (the offset / scale) + the model's sum. The L2 weights are
+  // divided by the scale too, and the loss is in squared rating units.
+  RatingScale scale_;
+  float offset_ = 0, l2_ = 0, bias_l2_ = 0;
+  double loss_scale_ = 1;
   FactorLayout f_;
 };
 
@@ -161,15 +175,15 @@ static_assert(BlockedProblem<BiasedMf>);
 // RMSE and MAE of a store's predictions on all of `test` (parallel),
 // predictions clipped to [lo, hi] when lo < hi; pairs with a user or item
 // outside the model count too, predicted by predict_or_fallback (as LIBMF and
-// Surprise score them). `known`: the pairs whose user and item are both in
-// the model and, with `cold` (sorted), neither is one of its ids without a
-// training rating (a zero row, predicted as an unknown id is). count 0: no
+// Surprise score them), with `cold` (sorted: ids without a training rating,
+// zero rows) as unknown. `known`: the pairs whose user and item are both in
+// the model and neither is cold. count 0: no
 // ratings, and rmse and mae are NaN.
 struct ErrorMetrics {
   double rmse = 0, mae = 0;
   std::size_t count = 0, known = 0;
 };
-ErrorMetrics evaluate_errors(const ParamStore& store, float mean, const Ratings& test, float lo = 0, float hi = 0,
-                             const ColdIds* cold = nullptr);
+ErrorMetrics evaluate_errors(const ParamStore& store, const RatingScale& rs, const Ratings& test, float lo = 0,
+                             float hi = 0, const ColdIds* cold = nullptr);
 
 }  // namespace asgd::sparse::mf

@@ -55,6 +55,22 @@ class IdMap {
   std::size_t hashed_ = 0;
 };
 
+// How a model's sum s = b_u + b_i + p_u . q_i maps to a rating: offset +
+// scale * s. The default is centred: offset = the training mean, scale 1.
+// LIBMF's form (MfOptions::center false, scale_ratings true) has offset 0 and
+// scale = the ratings' standard deviation: the factors fit r / sd. A pair the
+// model knows nothing about (an id outside it, or a cold one) predicts mean +
+// scale * (the bias of the side that is known), as LIBMF predicts its mean.
+struct RatingScale {
+  float mean = 0, offset = 0, scale = 1;
+  RatingScale() = default;
+  // Centred on `mean` (implicit: a plain mean is the default form).
+  RatingScale(float centred_mean) noexcept : mean(centred_mean), offset(centred_mean) {}  // NOLINT
+  RatingScale(float mean_, float offset_, float scale_) noexcept : mean(mean_), offset(offset_), scale(scale_) {}
+  float rating(float sum) const noexcept { return offset + scale * sum; }
+  float unknown(float known_bias) const noexcept { return mean + scale * known_bias; }
+};
+
 struct Ratings {
   std::vector<std::uint32_t> user;
   std::vector<std::uint32_t> item;
@@ -65,6 +81,8 @@ struct Ratings {
   std::size_t size() const noexcept { return rating.size(); }
   bool has_timestamps() const noexcept { return !timestamp.empty(); }
   double mean() const noexcept;
+  // The ratings' standard deviation (of the population; 0 when empty).
+  double deviation() const noexcept;
   // The entries `rows` (in that order) with the same id maps.
   Ratings subset(std::span<const std::size_t> rows) const;
   // "user and item ids " and a fingerprint of the id maps (names in id

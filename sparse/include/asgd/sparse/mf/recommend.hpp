@@ -27,7 +27,7 @@ class SeenItems {
 
 struct Recommendation {
   std::uint32_t item;
-  float score;  // the predicted rating (mean + biases + p . q)
+  float score;  // the predicted rating: RatingScale::rating(biases + p . q)
 };
 
 // The k best unseen items for each of `users`, best first. `seen` may be
@@ -36,7 +36,7 @@ struct Recommendation {
 // as good as the reads. Batches run in parallel (oneTBB). Items in `never`
 // (sorted; e.g. those the model was never trained on) are left out for every
 // user.
-std::vector<std::vector<Recommendation>> recommend(const ParamStore& store, float mean, const SeenItems* seen,
+std::vector<std::vector<Recommendation>> recommend(const ParamStore& store, const RatingScale& rs, const SeenItems* seen,
                                                    std::span<const std::uint32_t> users, std::size_t k,
                                                    std::size_t batch = 128, std::span<const std::uint32_t> never = {});
 

@@ -245,13 +245,7 @@ bool BlockTrainer::run_async(std::size_t batches, const Gradient& gradient) {
             ++wk.batches;
             const std::uint64_t now = version_.load(std::memory_order_acquire);
             wk.staleness.add(now - seen);
-            // A running mean for the first 100 updates, then an average over
-            // about the last 100: compensation must act from the first stale
-            // update (a lagging estimate lets momentum 0.9 at staleness 8
-            // diverge in the first steps).
-            const double alpha = std::max(1.0 / static_cast<double>(++wk.updates), 0.01);
-            wk.staleness_mean += alpha * (static_cast<double>(now - seen) - wk.staleness_mean);
-            const BlockStep step = block_step(options_, wk.staleness_mean, now);
+            const BlockStep step = block_step(options_, wk.estimate.add(now - seen), now);
             std::uint64_t made = 0;
             {
               const auto in_whole = share_whole();
@@ -300,7 +294,7 @@ BlockEpochStats BlockTrainer::run_epoch(std::size_t batches, const Gradient& gra
     count += wk.batches;
     all.merge(wk.staleness);
     s.max_view_age = std::max(s.max_view_age, wk.max_view_age);
-    staleness += wk.staleness_mean / static_cast<double>(workers_.size());
+    staleness += wk.estimate.value() / static_cast<double>(workers_.size());
   }
   s.mean_loss = count ? loss / static_cast<double>(count) : 0.0;
   s.mean_staleness = all.mean();

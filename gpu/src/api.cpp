@@ -72,8 +72,10 @@ const Loaded& backend() {
         tried += (tried.empty() ? "" : ", ") + path;
         continue;
       }
-      // Never closed: the CUDA runtime must outlive every buffer.
-      void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+      // By its absolute path: dlopen looks a name without a '/' up in the library path, not here. Never
+      // closed: the CUDA runtime must outlive every buffer.
+      const std::filesystem::path file = std::filesystem::absolute(path, ec);
+      void* handle = dlopen(ec ? path.c_str() : file.c_str(), RTLD_NOW | RTLD_LOCAL);
       if (handle == nullptr) {
         const char* why = dlerror();
         l.error = "the CUDA backend " + path + " could not be loaded: " + (why ? why : "unknown dlopen error");
@@ -146,8 +148,8 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
 }
 
 dense::EvalResult evaluate(const dense::Network& net, const float* params, const dense::Dataset& data,
-                           std::size_t batch) {
-  return table().evaluate(net, params, data, batch);
+                           std::size_t batch, std::span<double> seconds) {
+  return table().evaluate(net, params, data, batch, seconds);
 }
 
 double sgemm_gflops(std::size_t n, std::size_t repeats) { return table().sgemm_gflops(n, repeats); }
@@ -186,7 +188,9 @@ std::vector<dense::EpochReport> train(const dense::Network&, ParamStore&, std::v
   no_cuda();
 }
 
-dense::EvalResult evaluate(const dense::Network&, const float*, const dense::Dataset&, std::size_t) { no_cuda(); }
+dense::EvalResult evaluate(const dense::Network&, const float*, const dense::Dataset&, std::size_t, std::span<double>) {
+  no_cuda();
+}
 
 double sgemm_gflops(std::size_t, std::size_t) { no_cuda(); }
 

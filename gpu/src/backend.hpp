@@ -22,7 +22,7 @@
 
 namespace asgd::gpu::detail {
 
-inline constexpr std::uint32_t kBackendAbi = 5;  // 4: BlockTrainOptions::every_updates, after_updates; 5: stop
+inline constexpr std::uint32_t kBackendAbi = 6;  // 4: BlockTrainOptions::every_updates, after_updates; 5: stop; 6: timed evaluate
 
 struct Backend {
   std::uint32_t abi;

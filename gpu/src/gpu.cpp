@@ -101,34 +101,46 @@ DeviceData upload(const dense::Dataset& d, cudaStream_t copy) {
   return out;
 }
 
-dense::EvalResult evaluate_on_device(GpuNetwork& net, const float* params, const DeviceData& data, cudaStream_t s) {
-  dense::EvalResult r;
-  const std::size_t k = net.classes(), B = net.capacity();
-  DeviceBuffer<unsigned> counts(k * k);
-  DeviceBuffer<double> loss(1);
-  ASGD_CUDA(cudaMemsetAsync(counts.get(), 0, k * k * sizeof(unsigned), s));
-  ASGD_CUDA(cudaMemsetAsync(loss.get(), 0, sizeof(double), s));
-  DeviceBuffer<float> sample_loss(B);
-  for (std::size_t first = 0; first < data.n; first += B) {
-    const std::size_t m = std::min(B, data.n - first);
-    const float* logits = net.forward(params, data.images.get() + first * data.dim, m);
-    const std::uint8_t* y = data.labels.get() + first;
-    kernels::softmax_xent(logits, y, m, static_cast<int>(k), sample_loss.get(), nullptr, 1.0f, s);
-    kernels::accumulate_sum(sample_loss.get(), m, 1.0, loss.get(), s);
-    kernels::confusion(logits, y, m, static_cast<int>(k), counts.get(), s);
+// Accuracy, loss and confusion of `net` on the device, with buffers made
+// once: a pass allocates nothing (a cudaMalloc would be timed with it).
+class DeviceEvaluator {
+ public:
+  explicit DeviceEvaluator(GpuNetwork& net)
+      : net_(net), k_(net.classes()), counts_(k_ * k_), loss_(1), sample_loss_(net.capacity()) {}
+
+  dense::EvalResult operator()(const float* params, const DeviceData& data, cudaStream_t s) {
+    dense::EvalResult r;
+    const std::size_t k = k_, B = net_.capacity();
+    ASGD_CUDA(cudaMemsetAsync(counts_.get(), 0, k * k * sizeof(unsigned), s));
+    ASGD_CUDA(cudaMemsetAsync(loss_.get(), 0, sizeof(double), s));
+    for (std::size_t first = 0; first < data.n; first += B) {
+      const std::size_t m = std::min(B, data.n - first);
+      const float* logits = net_.forward(params, data.images.get() + first * data.dim, m);
+      const std::uint8_t* y = data.labels.get() + first;
+      kernels::softmax_xent(logits, y, m, static_cast<int>(k), sample_loss_.get(), nullptr, 1.0f, s);
+      kernels::accumulate_sum(sample_loss_.get(), m, 1.0, loss_.get(), s);
+      kernels::confusion(logits, y, m, static_cast<int>(k), counts_.get(), s);
+    }
+    std::vector<unsigned> host(k * k);
+    double loss_sum = 0;
+    ASGD_CUDA(cudaMemcpyAsync(host.data(), counts_.get(), k * k * sizeof(unsigned), cudaMemcpyDeviceToHost, s));
+    ASGD_CUDA(cudaMemcpyAsync(&loss_sum, loss_.get(), sizeof(double), cudaMemcpyDeviceToHost, s));
+    ASGD_CUDA(cudaStreamSynchronize(s));
+    r.confusion.assign(host.begin(), host.end());
+    std::size_t right = 0;
+    for (std::size_t c = 0; c < k; ++c) right += host[c * k + c];
+    r.accuracy = data.n ? static_cast<double>(right) / static_cast<double>(data.n) : 0.0;
+    r.loss = data.n ? loss_sum / static_cast<double>(data.n) : 0.0;
+    return r;
   }
-  std::vector<unsigned> host(k * k);
-  double loss_sum = 0;
-  ASGD_CUDA(cudaMemcpyAsync(host.data(), counts.get(), k * k * sizeof(unsigned), cudaMemcpyDeviceToHost, s));
-  ASGD_CUDA(cudaMemcpyAsync(&loss_sum, loss.get(), sizeof(double), cudaMemcpyDeviceToHost, s));
-  ASGD_CUDA(cudaStreamSynchronize(s));
-  r.confusion.assign(host.begin(), host.end());
-  std::size_t right = 0;
-  for (std::size_t c = 0; c < k; ++c) right += host[c * k + c];
-  r.accuracy = data.n ? static_cast<double>(right) / static_cast<double>(data.n) : 0.0;
-  r.loss = data.n ? loss_sum / static_cast<double>(data.n) : 0.0;
-  return r;
-}
+
+ private:
+  GpuNetwork& net_;
+  std::size_t k_;
+  DeviceBuffer<unsigned> counts_;
+  DeviceBuffer<double> loss_;
+  DeviceBuffer<float> sample_loss_;
+};
 
 void check_layer(const dense::Network& net, std::size_t layer) {
   if (layer >= net.specs().size())
@@ -258,12 +270,21 @@ double loss_and_gradient(const dense::Network& net, const float* params, const f
 }
 
 dense::EvalResult evaluate(const dense::Network& net, const float* params, const dense::Dataset& data,
-                           std::size_t batch) {
+                           std::size_t batch, std::span<double> seconds) {
   require_device();
   dense::check_images(net, data, "evaluate");
   OneShot g(net, std::min(batch, std::max<std::size_t>(data.size(), 1)), params, GpuNetwork::Pass::forward);
   const DeviceData d = upload(data, g.s());
-  return evaluate_on_device(g.net, g.params.get(), d, g.s());
+  DeviceEvaluator evaluate_on_device(g.net);
+  if (seconds.empty()) return evaluate_on_device(g.params.get(), d, g.s());
+  g.stream.synchronize();  // the upload done: each pass is timed alone
+  dense::EvalResult r;
+  for (double& s : seconds) {
+    const auto start = std::chrono::steady_clock::now();
+    r = evaluate_on_device(g.params.get(), d, g.s());  // ends with its result on the host
+    s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  return r;
 }
 
 double sgemm_gflops(std::size_t n, std::size_t repeats) {
@@ -292,11 +313,12 @@ double sgemm_gflops(std::size_t n, std::size_t repeats) {
 
 namespace {
 
-// At tau > 0, how many of its steps a stream may have queued and not done:
-// one running and one waiting, so that the device never idles for the host,
-// while the version count the host keeps stays within about W x this of the
-// device's (else the host threads would queue every step of an epoch at
-// once, and the views' ages would count steps queued, not steps done).
+// How many of its steps a stream may have queued and not done (at tau 0:
+// how many rounds): one running and one waiting, so that the device never
+// idles for the host. Else the host would queue every step of an epoch at
+// once: a stop request would wait for the whole epoch, and at tau > 0 the
+// version count the host keeps would run ahead of the device's, so the
+// views' ages would count steps queued, not steps done.
 constexpr std::size_t kQueueDepth = 2;
 
 // One stream's state: its network buffers, minibatch, gradient and view.
@@ -308,12 +330,13 @@ struct Worker {
   DeviceBuffer<std::uint8_t> y;
   DeviceBuffer<double> loss;  // sum of this epoch's minibatch mean losses
   Event grad_done, update_done, view_done;  // view_done: after the last copy into `view`
-  std::array<Event, kQueueDepth> step_done;  // at tau > 0: step k's end in step_done[k % kQueueDepth]
+  std::array<Event, kQueueDepth> step_done;  // step (at tau 0: round) k's end in step_done[k % kQueueDepth]
   std::uint64_t view_version = 0;
   bool has_view = false;
   std::size_t batches = 0;
   double staleness_sum = 0;
   std::uint64_t max_staleness = 0, max_view_age = 0;
+  StalenessEstimate estimate;  // what compensation reads, as BlockTrainer's worker keeps it
   // With cuda_graphs: the full-batch step on `graph_view`, captured once
   // (declared last: destroyed before the buffers it refers to).
   std::optional<Graph> step;
@@ -347,8 +370,9 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
   if (n == 0) throw InputError("train: no training images");
   // No minibatch holds more than the n images: a larger --batch allocates no more than they take.
   const std::size_t W = o.workers, B = std::min(o.batch, n), batches = (n + B - 1) / B;
-  if (o.tau == 0 && W > static_cast<std::size_t>(kernels::kMaxGrads))
-    throw InputError(fmt::format("--device gpu: at most {} streams with --tau 0", kernels::kMaxGrads));
+  static_assert(kMaxSynchronousStreams == static_cast<std::size_t>(kernels::kMaxGrads));
+  if (o.tau == 0 && W > kMaxSynchronousStreams)
+    throw InputError(fmt::format("--device gpu: at most {} streams with --tau 0", kMaxSynchronousStreams));
   momentum_buffer.resize(P, 0.0f);
 
   const BlockTrainOptions bo = o.block_options(batches);
@@ -395,10 +419,13 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
     workers.push_back(std::move(wk));
   }
   std::unique_ptr<GpuNetwork> eval_net;
+  std::optional<DeviceEvaluator> evaluate_on_device;
   Stream eval_stream;
   Cublas eval_cublas(eval_stream.get());
-  if (test_data)
+  if (test_data) {
     eval_net = std::make_unique<GpuNetwork>(net, 1000, eval_stream.get(), eval_cublas.get(), GpuNetwork::Pass::forward);
+    evaluate_on_device.emplace(*eval_net);
+  }
 
   // The order of operations on the shared parameters: every update, and
   // every change from the host, waits for the one before (an event chain),
@@ -406,7 +433,6 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
   std::mutex chain;
   const Event* last = nullptr;
   std::uint64_t version = 0;  // updates made (guarded by chain)
-  double staleness_mean = 0;  // running mean of the staleness at update, as BlockTrainer keeps it
   auto after_last = [&](cudaStream_t s) {
     if (last != nullptr) last->wait_on(s);
   };
@@ -501,8 +527,7 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
   };
   auto update = [&](Worker& wk, const kernels::GradSum& g, std::uint64_t staleness) {
     // Under `chain`.
-    staleness_mean += (static_cast<double>(staleness) - staleness_mean) / static_cast<double>(version + 1);
-    const BlockStep current = block_step(bo, staleness_mean, bo.first_update + version);
+    const BlockStep current = block_step(bo, wk.estimate.add(staleness), bo.first_update + version);
     after_last(wk.stream.get());
     kernels::sgd_momentum(d_w.get(), d_v.get(), g, P, current.lr, current.momentum, o.weight_decay,
                           wk.stream.get());
@@ -545,10 +570,13 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
     };
 
     if (o.tau == 0) {
-      // Synchronous rounds, driven from this thread without waiting: the
-      // W streams compute on the same parameters, then one update on
-      // stream 0 uses the sample-weighted mean of their gradients.
+      // Synchronous rounds, driven from this thread: the W streams compute
+      // on the same parameters, then one update on stream 0 uses the
+      // sample-weighted mean of their gradients.
+      Worker& lead = *workers[0];
       for (std::size_t round = 0; round * W < batches; ++round) {
+        // At most kQueueDepth rounds queued ahead of the device.
+        if (round >= kQueueDepth) lead.step_done[round % kQueueDepth].synchronize();
         if (o.stop_requested()) {
           stopped = true;
           break;
@@ -563,12 +591,12 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
           total += sizes[w];
           g.grads[g.count++] = wk.grad.get();
         }
-        Worker& lead = *workers[0];
         for (int w = 0; w < g.count; ++w) {
           g.weights[w] = static_cast<float>(sizes[w]) / static_cast<float>(total);
           if (w > 0) workers[static_cast<std::size_t>(w)]->grad_done.wait_on(lead.stream.get());
         }
         update(lead, g, 0);
+        lead.step_done[round % kQueueDepth].record(lead.stream.get());
       }
     } else {
       // Bounded delay: stream w computes on a view at most tau updates old
@@ -631,10 +659,11 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
       break;
     }
 
-    double loss_sum = 0;
+    double loss_sum = 0, staleness_estimate = 0;
     std::size_t batches_done = 0;
     dense::EpochReport r;
     for (auto& wk : workers) {
+      staleness_estimate += wk->estimate.value() / static_cast<double>(W);
       double l = 0;
       to_host(&l, wk->loss.get(), 1, wk->stream.get());
       wk->stream.synchronize();
@@ -656,7 +685,7 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
     r.mean_staleness = o.tau == 0 ? 0.0 : r.mean_staleness / static_cast<double>(std::max<std::size_t>(batches_done, 1));
     // What the next update would take, as BlockTrainer reports it (the CSV's columns mean the same on both
     // devices; a cosine schedule ends at 0).
-    const BlockStep next = block_step(bo, o.tau == 0 ? 0.0 : staleness_mean, bo.first_update + version);
+    const BlockStep next = block_step(bo, o.tau == 0 ? 0.0 : staleness_estimate, bo.first_update + version);
     r.momentum = next.momentum;
     r.lr = next.lr;
     to_host(params.data(), d_w.get(), P, copy.get());
@@ -672,7 +701,7 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
     std::optional<dense::EvalResult> scored;
     if (test_data) {
       ASGD_CUDA(cudaDeviceSynchronize());
-      scored = evaluate_on_device(*eval_net, d_w.get(), *test_data, eval_stream.get());
+      scored = (*evaluate_on_device)(d_w.get(), *test_data, eval_stream.get());
       r.test_accuracy = scored->accuracy;
     }
     dense::check_not_diverged({params.data(), params.size()}, scored ? &*scored : nullptr, r.epoch);

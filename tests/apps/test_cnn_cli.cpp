@@ -437,6 +437,56 @@ TEST_F(CnnCli, FloorIsFlopsOverTheMeasuredSgemmRate) {
 }
 
 #if defined(ASGD_GPU_EMULATED)
+// What only the GPU refuses is refused before any output is written (a CSV
+// was left with its header alone); the backend may be named relative to the
+// working directory (dlopen searched the library path for a bare name); the
+// GPU's flag is said to be ignored when auto runs on the CPU; and the GPU's
+// evaluation times its passes over one upload.
+TEST_F(CnnCli, GpuRefusalsComeBeforeAnyOutput) {
+  write_idx("train", 200, 11);
+  write_idx("t10k", 100, 12);
+  ::setenv("ASGD_GPU_BACKEND", ASGD_GPU_EMULATED, 1);
+  const auto streams = run({"cnn", "train", "--data", path(""), "--device", "gpu", "--workers", "17", "--tau", "0",
+                            "--csv", path("streams.csv")});
+  ::setenv("ASGD_GPU_DEVICE", "5", 1);
+  const auto device = run({"cnn", "train", "--data", path(""), "--device", "gpu", "-q", "--csv", path("device.csv")});
+  ::unsetenv("ASGD_GPU_DEVICE");
+  const auto trained = run({"cnn", "train", "--data", path(""), "--device", "gpu", "--epochs", "1", "-q", "--model",
+                            path("m.asgd")});
+  const auto timed =
+      run({"cnn", "eval", "--data", path(""), "--device", "gpu", "--repeats", "3", "--model", path("m.asgd")});
+  const auto once = run({"cnn", "eval", "--data", path(""), "--device", "gpu", "--model", path("m.asgd")});
+  fs::create_symlink(ASGD_GPU_EMULATED, path("backend.so"));
+  const fs::path cwd = fs::current_path();
+  fs::current_path(path(""));
+  ::setenv("ASGD_GPU_BACKEND", "backend.so", 1);
+  const auto bare = run({"cnn", "eval", "--data", path(""), "--device", "gpu", "--model", path("m.asgd")});
+  fs::current_path(cwd);
+  ::setenv("ASGD_GPU_BACKEND", path("none.so").c_str(), 1);
+  const auto fallback = run({"cnn", "train", "--data", path(""), "--device", "auto", "--epochs", "1", "--cuda-graphs"});
+  ::unsetenv("ASGD_GPU_BACKEND");
+
+  EXPECT_EQ(streams.status, 2) << streams.output;
+  EXPECT_NE(streams.output.find("--workers 17: at most 16 GPU streams with --tau 0"), std::string::npos)
+      << streams.output;
+  EXPECT_FALSE(fs::exists(path("streams.csv")));
+  EXPECT_EQ(device.status, 2) << device.output;
+  EXPECT_NE(device.output.find("ASGD_GPU_DEVICE=5: expected a device number below 1"), std::string::npos)
+      << device.output;
+  EXPECT_FALSE(fs::exists(path("device.csv")));
+  ASSERT_EQ(trained.status, 0) << trained.output;
+  ASSERT_EQ(timed.status, 0) << timed.output;
+  ASSERT_EQ(once.status, 0) << once.output;
+  EXPECT_NE(timed.output.find("median of 3"), std::string::npos) << timed.output;
+  EXPECT_EQ(asgd::testing::number_after(timed.output, "test accuracy "),
+            asgd::testing::number_after(once.output, "test accuracy "));
+  EXPECT_EQ(bare.status, 0) << bare.output;
+  EXPECT_NE(bare.output.find("test accuracy"), std::string::npos) << bare.output;
+  EXPECT_EQ(fallback.status, 0) << fallback.output;
+  EXPECT_NE(fallback.output.find("note: --cuda-graphs is for the GPU; the CPU run ignores it"), std::string::npos)
+      << fallback.output;
+}
+
 // `--device gpu` end to end on the emulated backend (no GPU needed): the
 // GPU path of the command trains on two streams under a delay bound, writes
 // a model, and both devices evaluate it to the same accuracy.

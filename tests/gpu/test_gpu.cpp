@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -17,6 +18,7 @@
 #include <ostream>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../common/random_vector.hpp"
@@ -386,6 +388,39 @@ TEST(GpuParity, OneSynchronousStepEqualsTheCpuStep) {
   EXPECT_LE(normwise_error(gpu_m, cpu_m), 1e-4);
 }
 
+// Staleness compensation reads the CPU's estimate (a running mean for 100
+// updates, then about the last 100): one stream at tau 2 sees staleness 0, 1,
+// 2, 0, ... as a CPU worker does, so 300 compensated updates agree. The GPU
+// kept one mean over the whole run, and its momentum drifted from the CPU's.
+TEST(GpuParity, StalenessCompensationAsOnTheCpu) {
+  SKIP_WITHOUT_GPU();
+  const dense::Network net = dense::lenet5();
+  std::vector<float> init(net.layout().size());
+  net.initialize(init, 17);
+  const dense::Dataset d = bars(2400, 18);
+  dense::TrainOptions o;
+  o.epochs = 1;
+  o.batch = 8;  // 300 updates
+  o.lr = 0.01f;
+  o.momentum = 0.9f;
+  o.tau = 2;
+  o.compensate = true;
+  ParamStore cpu_store = ParamStore::on_heap(net.layout()), gpu_store = ParamStore::on_heap(net.layout());
+  cpu_store.assign(init);
+  gpu_store.assign(init);
+  std::vector<float> cpu_m, gpu_m;
+  const auto c = dense::train(net, cpu_store, cpu_m, d, nullptr, o);
+  const auto g = gpu::train(net, gpu_store, gpu_m, d, nullptr, o);
+  ASSERT_EQ(c.size(), 1u);
+  ASSERT_EQ(g.size(), 1u);
+  EXPECT_EQ(c[0].max_staleness, 2u);
+  EXPECT_EQ(g[0].max_staleness, 2u);
+  EXPECT_DOUBLE_EQ(g[0].mean_staleness, c[0].mean_staleness);
+  EXPECT_FLOAT_EQ(g[0].momentum, c[0].momentum) << "the next update's momentum";
+  EXPECT_LE(normwise_error(gpu_store.snapshot(), cpu_store.snapshot()), 1e-4);
+  EXPECT_LE(normwise_error(gpu_m, cpu_m), 1e-4);
+}
+
 // The after_epoch hook (averaging under mpirun) as on the CPU: the hook sees
 // the epoch's parameters in the host store, what it writes there is what the
 // device trains on next (the stream's view included, though tau would let it
@@ -548,6 +583,49 @@ TEST(GpuTraining, AStopRequestEndsTheEpochAsOnTheCpu) {
     EXPECT_TRUE(gpu::train(net, store, momentum, d, nullptr, o, {}).empty());
     EXPECT_GT(normwise_error(store.snapshot(), init), 1e-3) << "updates made before the stop";
   }
+}
+
+// A stop request from outside (a signal handler's flag) ends a synchronous
+// run within a couple of rounds: the host queues at most kQueueDepth rounds
+// ahead of the device. It queued every round of the epoch at once, so a
+// stop waited for the device to finish the epoch (on the emulator, whose
+// host runs far ahead of its streams as a GPU's does, the whole of it).
+TEST(GpuTraining, AStopFromOutsideEndsASynchronousRunWithinRounds) {
+  SKIP_WITHOUT_GPU();
+  const dense::Network net = dense::lenet5();
+  const dense::Dataset d = bars(2048, 31);
+  std::vector<float> init(net.layout().size());
+  net.initialize(init, 32);
+  dense::TrainOptions o;
+  o.epochs = 1;
+  o.batch = 8;  // 256 rounds
+  o.lr = 0.01f;
+  o.tau = 0;
+  using Clock = std::chrono::steady_clock;
+  const auto seconds_since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
+  auto train = [&](std::atomic<bool>* stop) {
+    ParamStore store = ParamStore::on_heap(net.layout());
+    store.assign(init);
+    std::vector<float> momentum;
+    dense::TrainOptions run = o;
+    run.stop = stop;
+    return gpu::train(net, store, momentum, d, nullptr, run, {}).size();
+  };
+  const auto t0 = Clock::now();
+  ASSERT_EQ(train(nullptr), 1u);
+  const double epoch = seconds_since(t0);
+  std::atomic<bool> stop{false};
+  const auto t1 = Clock::now();
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(std::chrono::duration<double>(epoch / 10));
+    stop.store(true);
+  });
+  const std::size_t reports = train(&stop);
+  const double stopped_after = seconds_since(t1);
+  stopper.join();
+  EXPECT_EQ(reports, 0u) << "the epoch is unfinished";
+  // Stopped at a tenth of the epoch: well before its end (the rounds queued before the request finish first).
+  EXPECT_LT(stopped_after, epoch / 2) << "an epoch takes " << epoch << " s";
 }
 
 // A CUDA graph replays the step it captured: training with graphs gives the

@@ -37,6 +37,8 @@
 // staleness observed at each update.
 #pragma once
 
+#include <algorithm>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -107,6 +109,26 @@ struct BlockStep {
 };
 BlockStep block_step(const BlockTrainOptions& options, double staleness, std::uint64_t update) noexcept;
 
+// One worker's staleness as compensation reads it: a running mean over its
+// first 100 updates, then an average over about the last 100 (compensation
+// must act from the first stale update: a lagging estimate lets momentum 0.9
+// at staleness 8 diverge in the first steps). Every backend keeps one per
+// worker, and reports the workers' mean.
+class StalenessEstimate {
+ public:
+  // Counts one update made `staleness` updates after its view; returns the estimate.
+  double add(std::uint64_t staleness) noexcept {
+    const double alpha = std::max(1.0 / static_cast<double>(++updates_), 0.01);
+    mean_ += alpha * (static_cast<double>(staleness) - mean_);
+    return mean_;
+  }
+  double value() const noexcept { return mean_; }
+
+ private:
+  double mean_ = 0;
+  std::uint64_t updates_ = 0;
+};
+
 class BlockTrainer {
  public:
   // One block per [offset, offset + size) range of the store (e.g. a
@@ -158,8 +180,7 @@ class BlockTrainer {
     std::size_t samples = 0;  // in the current round (tau = 0)
     double loss_sum = 0;
     std::size_t batches = 0;
-    double staleness_mean = 0;
-    std::uint64_t updates = 0;
+    StalenessEstimate estimate;
     std::uint64_t max_view_age = 0;
     StalenessHistogram staleness;
   };

@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,10 @@ void add_backend_path(std::string path);
 // refreshed every step). Updates to the shared parameters are ordered by a
 // chain of CUDA events, so each is atomic with respect to the others, as
 // the CPU's block locks make them; no host synchronisation per step.
+// At tau 0 one update sums the streams' gradients in one kernel: at most
+// this many streams (train() refuses more).
+inline constexpr std::size_t kMaxSynchronousStreams = 16;
+
 struct GpuTrainOptions : dense::TrainOptions {
   GpuTrainOptions() = default;
   // From the CPU's options (implicit: what trains on the CPU trains here).
@@ -75,9 +80,12 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
                                       const dense::Dataset* test, const GpuTrainOptions& options,
                                       const std::function<void(const dense::EpochReport&)>& on_epoch = {});
 
-// Accuracy, mean loss and confusion matrix on the device.
+// Accuracy, mean loss and confusion matrix on the device. With `seconds`
+// not empty, seconds.size() passes run over one upload of the parameters and
+// the data, and each pass's time (its first kernel to its result on the
+// host) goes there: inference speed, without the setup and the copies.
 dense::EvalResult evaluate(const dense::Network& net, const float* params, const dense::Dataset& data,
-                           std::size_t batch = 1000);
+                           std::size_t batch = 1000, std::span<double> seconds = {});
 
 // The rate of an n x n x n FP32 cuBLAS SGEMM (TF32 off, as training runs
 // them) on this process's device, in GFLOP/s: the median of `repeats` timed runs after a

@@ -747,8 +747,9 @@ int recommend_cmd(const MfRecommendFlags& f) {
     for (std::uint32_t u = 0; u < layout.users; ++u) users.push_back(u);
   }
   const auto start = std::chrono::steady_clock::now();
-  // Items without a training rating have no learnt factors: never recommended.
-  const auto lists = recommend(*m.store, m.scale, seen ? &*seen : nullptr, users, f.k, 128, m.cold.items);
+  // Items without a training rating have no learnt factors: never recommended. Users without one score each item
+  // as an unknown user does (the mean and the item's bias).
+  const auto lists = recommend(*m.store, m.scale, seen ? &*seen : nullptr, users, f.k, 128, m.cold.items, m.cold.users);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   // Ranked by the raw score; printed as `mf predict` would say it (clipped
   // into the training ratings' range; BPR scores have none).

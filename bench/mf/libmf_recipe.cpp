@@ -14,6 +14,11 @@
 //   - users or items unseen in training are predicted by the training mean.
 // Usage: bench_mf_libmf_recipe RATINGS [-r ETA] [-l2 LAMBDA] [-k K] [-t EPOCHS]
 //        [--bins B] [--split-seed S] [--test-fraction F] [--seed S (initialisation and order)]
+//        [--center] [--no-scale] [--one-accumulator] [--no-slow-start]
+// The last four each leave one part of the recipe out (to see what each is
+// worth): centre on the mean (prediction mean + p . q), no scaling, one
+// accumulator per row over all factors (asgd's --row-adagrad), every factor
+// updated from the first epoch.
 // Prints the test RMSE on the same random split `asgd mf train
 // --test-fraction F --split-seed S` uses.
 #include <algorithm>
@@ -35,6 +40,7 @@ struct Options {
   float eta = 0.1f, lambda = 0.1f, test_fraction = 0.1f;
   int factors = 32, epochs = 20, bins = 20;
   unsigned long split_seed = 42, seed = 1;
+  bool center = false, no_scale = false, one_accumulator = false, no_slow_start = false;
 };
 
 Options parse(int argc, char** argv) {
@@ -56,6 +62,10 @@ Options parse(int argc, char** argv) {
     else if (a == "--split-seed") o.split_seed = std::strtoul(next(), nullptr, 10);
     else if (a == "--seed") o.seed = std::strtoul(next(), nullptr, 10);
     else if (a == "--test-fraction") o.test_fraction = std::strtof(next(), nullptr);
+    else if (a == "--center") o.center = true;
+    else if (a == "--no-scale") o.no_scale = true;
+    else if (a == "--one-accumulator") o.one_accumulator = true;
+    else if (a == "--no-slow-start") o.no_slow_start = true;
     else if (!a.empty() && a[0] != '-' && o.file.empty()) o.file = a;
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
@@ -99,7 +109,9 @@ int main(int argc, char** argv) try {
   for (float r : train.rating) mean += r;
   mean /= static_cast<double>(train.size());
   for (float r : train.rating) var += (r - mean) * (r - mean);
-  const float scale = static_cast<float>(std::max(1e-4, std::sqrt(var / static_cast<double>(train.size()))));
+  const float scale =
+      o.no_scale ? 1.0f : static_cast<float>(std::max(1e-4, std::sqrt(var / static_cast<double>(train.size()))));
+  const float offset = o.center ? static_cast<float>(mean) : 0.0f;
   const float lambda = o.lambda / scale;
 
   std::mt19937_64 rng(o.seed);
@@ -131,7 +143,7 @@ int main(int argc, char** argv) try {
   for (std::size_t b = 0; b < visit.size(); ++b) visit[b] = b;
   for (int epoch = 0; epoch < o.epochs; ++epoch) {
     std::shuffle(visit.begin(), visit.end(), rng);
-    const bool slow_only = epoch == 0;
+    const bool slow_only = epoch == 0 && !o.no_slow_start;
     for (std::size_t b : visit)
       for (std::uint32_t j : blocks[b]) {
         const std::uint32_t u = train.user[j], i = train.item[j];
@@ -139,7 +151,11 @@ int main(int argc, char** argv) try {
         float* q = &Q[i * k];
         float dot = 0;
         for (std::size_t d = 0; d < k; ++d) dot += p[d] * q[d];
-        const float err = train.rating[j] / scale - dot;
+        const float err = (train.rating[j] - offset) / scale - dot;
+        if (o.one_accumulator) {
+          segment_step(p, q, PG[2 * u], QG[2 * i], 0, slow_only ? kSlow : o.factors, err, o.eta, lambda);
+          continue;
+        }
         segment_step(p, q, PG[2 * u], QG[2 * i], 0, kSlow, err, o.eta, lambda);
         if (!slow_only) segment_step(p, q, PG[2 * u + 1], QG[2 * i + 1], kSlow, o.factors, err, o.eta, lambda);
       }
@@ -158,12 +174,14 @@ int main(int argc, char** argv) try {
     if (seen_user[u] && seen_item[i]) {
       float dot = 0;
       for (std::size_t d = 0; d < k; ++d) dot += P[u * k + d] * Q[i * k + d];
-      prediction = static_cast<double>(dot) * scale;
+      prediction = static_cast<double>(dot) * scale + offset;
     }
     sq += (test.rating[j] - prediction) * (test.rating[j] - prediction);
   }
-  std::printf("libmf-recipe: k %d, %d epochs, eta %g, l2 %g, bins %d, split seed %lu, seed %lu: test RMSE %.4f (%zu ratings)\n",
-              o.factors, o.epochs, o.eta, o.lambda, o.bins, o.split_seed, o.seed,
+  std::printf("libmf-recipe%s%s%s%s: k %d, %d epochs, eta %g, l2 %g, bins %d, split seed %lu, seed %lu: test RMSE %.4f "
+              "(%zu ratings)\n",
+              o.center ? " --center" : "", o.no_scale ? " --no-scale" : "", o.one_accumulator ? " --one-accumulator" : "",
+              o.no_slow_start ? " --no-slow-start" : "", o.factors, o.epochs, o.eta, o.lambda, o.bins, o.split_seed, o.seed,
               std::sqrt(sq / static_cast<double>(test.size())), test.size());
   return 0;
 } catch (const std::exception& e) {

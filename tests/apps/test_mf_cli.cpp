@@ -297,6 +297,12 @@ TEST_F(MfCli, LibmfsFormIsUndoneByEveryCommandThatPredicts) {
   double first = 0;
   EXPECT_EQ(std::sscanf(r.output.c_str(), "%*s %lf", &first), 1) << r.output;
   EXPECT_GT(first, 2.0) << r.output;  // a rating, not a score in the model's units
+  // A user without a training rating: the mean for every item (its zero row gave 0, printed as the lowest rating).
+  r = run({"mf", "recommend", path("m"), "--user", "newcomer", "-k", "2"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto tab = r.output.find('\t');
+  ASSERT_NE(tab, std::string::npos) << r.output;
+  EXPECT_GT(std::stod(r.output.substr(tab + 1)), 2.5) << r.output;
 }
 
 // Inputs a user may well have, each with a clear answer: ids in any bytes, an --exclude file that repeats pairs

@@ -51,7 +51,8 @@ bool SeenItems::contains(std::uint32_t user, std::uint32_t item) const noexcept 
 
 std::vector<std::vector<Recommendation>> recommend(const ParamStore& store, const RatingScale& rs, const SeenItems* seen,
                                                    std::span<const std::uint32_t> users, std::size_t k,
-                                                   std::size_t batch, std::span<const std::uint32_t> never) {
+                                                   std::size_t batch, std::span<const std::uint32_t> never,
+                                                   std::span<const std::uint32_t> cold_users) {
   const FactorLayout f = FactorLayout::of(store.layout());
   using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   const Eigen::Map<const RowMajor, 0, Eigen::OuterStride<>> q(store.data() + f.q, static_cast<Eigen::Index>(f.items),
@@ -60,6 +61,7 @@ std::vector<std::vector<Recommendation>> recommend(const ParamStore& store, cons
   const Eigen::Map<const Eigen::VectorXf> item_bias(store.data() + f.item_bias, static_cast<Eigen::Index>(f.items));
   const bool user_bias = f.has_user_bias;
   if (!std::is_sorted(never.begin(), never.end())) throw InputError("recommend: `never` must be sorted");
+  if (!std::is_sorted(cold_users.begin(), cold_users.end())) throw InputError("recommend: `cold_users` must be sorted");
   // The items of `never` the model has, once each.
   std::vector<std::uint32_t> never_here;
   for (const std::uint32_t i : never) {
@@ -84,7 +86,11 @@ std::vector<std::vector<Recommendation>> recommend(const ParamStore& store, cons
         const std::uint32_t u = users[first + r];
         const float b_u = user_bias ? store.load(f.user_bias + u) : 0.0f;
         float* row = scores.row(static_cast<Eigen::Index>(r)).data();
-        for (std::size_t i = 0; i < f.items; ++i) row[i] = rs.rating(row[i] + item_bias[static_cast<Eigen::Index>(i)] + b_u);
+        if (std::binary_search(cold_users.begin(), cold_users.end(), u)) {
+          for (std::size_t i = 0; i < f.items; ++i) row[i] = rs.unknown(item_bias[static_cast<Eigen::Index>(i)]);
+        } else {
+          for (std::size_t i = 0; i < f.items; ++i) row[i] = rs.rating(row[i] + item_bias[static_cast<Eigen::Index>(i)] + b_u);
+        }
         // Excluded items the model has (an --exclude file may name others), each counted once: a score is
         // -inf only once excluded (the model's scores are finite).
         constexpr float kExcluded = -std::numeric_limits<float>::infinity();

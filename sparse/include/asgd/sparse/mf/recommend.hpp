@@ -35,9 +35,11 @@ struct Recommendation {
 // writing it at the same time (Hogwild! serving), then scores are a snapshot
 // as good as the reads. Batches run in parallel (oneTBB). Items in `never`
 // (sorted; e.g. those the model was never trained on) are left out for every
-// user.
+// user. Users in `cold_users` (sorted: no training rating, a zero row) score
+// each item as predict_or_fallback does, rs.unknown(the item's bias).
 std::vector<std::vector<Recommendation>> recommend(const ParamStore& store, const RatingScale& rs, const SeenItems* seen,
                                                    std::span<const std::uint32_t> users, std::size_t k,
-                                                   std::size_t batch = 128, std::span<const std::uint32_t> never = {});
+                                                   std::size_t batch = 128, std::span<const std::uint32_t> never = {},
+                                                   std::span<const std::uint32_t> cold_users = {});
 
 }  // namespace asgd::sparse::mf

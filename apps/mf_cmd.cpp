@@ -46,7 +46,7 @@ struct MfTrainFlags {
   float l2 = 0.05f, bias_l2 = 0.05f, rate = 0.02f;
   float init_scale = MfOptions{}.init_scale;
   double test_fraction = 0, validation_fraction = 0;
-  bool no_biases = false, no_mean = false, scale_ratings = false;
+  bool no_biases = false, no_mean = false, scale_ratings = false, head_first = false;
   bool shm_recover = false;  // take over a segment whose writer was killed
   bool adagrad = false, row_adagrad = false, quiet = false, sampled_eval = false;
   // The options on the command line: each one's first name ("--bins") and all of them ("-n,--bins").
@@ -264,6 +264,9 @@ Ratings read_with_ids_of(const LoadedModel& m, const std::string& path, const st
   return read_ratings(path, format_flag(format), &with_maps);
 }
 
+// --head-first: LIBMF 2's head of a factor row, its first SIMD block of 8 floats.
+constexpr std::size_t kLibmfHead = 8;
+
 // The engine options both losses train with.
 // `default_schedule` is the loss's rate schedule unless --lr-schedule names one.
 TrainerOptions trainer_options(const MfTrainFlags& f, const char* default_schedule, float floor) {
@@ -281,6 +284,8 @@ TrainerOptions trainer_options(const MfTrainFlags& f, const char* default_schedu
   ef.names = {"-s", "-t", "-r", "--lr-schedule"};
   TrainerOptions o = to_trainer_options(ef);
   o.schedule.row_adagrad = f.row_adagrad;
+  if (f.head_first && !f.row_adagrad) throw InputError("--head-first: only with --row-adagrad (LIBMF's rule)");
+  o.schedule.row_head = f.head_first ? kLibmfHead : 0;
   o.schedule.validate();
   o.step_examples = 4096;
   return o;
@@ -330,6 +335,7 @@ MfOptions model_options(const MfTrainFlags& f) {
   mo.biases = !f.no_biases;
   mo.center = !f.no_mean;
   mo.scale_ratings = f.scale_ratings;
+  mo.head_first = f.head_first ? kLibmfHead : 0;
   return mo;
 }
 
@@ -389,7 +395,7 @@ int train_bpr(std::FILE* out, const MfTrainFlags& f, Distributed& dist) {
   TrainerOptions o = trainer_options(f, "linear", 0.0f);
   // Items with no training positive (all of theirs held out): zero rows, never recommended nor ranked.
   const ColdIds cold = cold_ids(positives.users.size(), items, split.train);
-  o.checkpoint_metadata = model_metadata(split.train, cold, 0.0f, mo, "bpr", f.positive_threshold);
+  o.checkpoint_metadata = model_metadata(split.train, cold, RatingScale(0.0f), mo, "bpr", f.positive_threshold);
   o.on_progress = progress_printer("bpr", f.quiet);
   o.stop = on_signal.flag();
   dist.prepare(o);
@@ -496,7 +502,8 @@ int train(const MfTrainFlags& f, Distributed& dist) {
   };
   if (f.loss == "bpr") {
     only_with("--loss squared",
-              {"-v", "--validation-fraction", "--schedule", "--bins", "--no-biases", "--no-mean", "--scale-ratings"});
+              {"-v", "--validation-fraction", "--schedule", "--bins", "--no-biases", "--no-mean", "--scale-ratings",
+               "--head-first"});
     return train_bpr(out, f, dist);
   }
   only_with("--loss bpr", {"--positive", "--sampled-eval"});
@@ -570,6 +577,17 @@ int train(const MfTrainFlags& f, Distributed& dist) {
   std::optional<Ratings> shard;
   if (dist.active()) shard = train_set.subset(dist.shard(train_set.size(), "training ratings"));
   const BiasedMf problem(shard ? *shard : train_set, mo, f.seed);
+  if (const float sd = problem.rating_scale().scale; f.scale_ratings) {
+    // The L2 weights are divided by the deviation too: ratings nearly all alike make them so large that the
+    // shrinking alone overshoots (every factor changes sign and grows), and the run diverges.
+    const float l2 = std::max(f.l2, f.no_biases ? 0.0f : f.bias_l2);
+    if (f.rate * l2 / sd >= 1.0f) {
+      throw InputError(fmt::format("--scale-ratings: the ratings' standard deviation is {:.3g}, which makes the L2 "
+                                   "weight {:.3g}, and a step at -r {} overshoots it; lower -r or -l2, or leave "
+                                   "the ratings unscaled",
+                                   sd, l2 / sd, f.rate));
+    }
+  }
   const RatingRange range = RatingRange::of(train_set);
   const StopOnSignal on_signal(!dist.active());  // before the segment opens: see linear train
   TrainingStore t = make_store(out, f, problem.layout(), mo.init_scale, train_set);
@@ -829,6 +847,8 @@ void add_mf_commands(CLI::App& app, int& exit_code) {
   train_cmd->add_flag("--scale-ratings", t->scale_ratings,
                       "squared: fit ratings divided by their standard deviation, the L2 weights too (as LIBMF)");
   train_cmd->add_flag("--row-adagrad", t->row_adagrad, "Per-row AdaGrad steps: lr / sqrt(1 + G_row), as LIBMF 2");
+  train_cmd->add_flag("--head-first", t->head_first,
+                      "row AdaGrad as LIBMF 2 runs it: the first 8 factors keep their own sum and train alone in epoch 1");
   train_cmd->add_option("--schedule", t->schedule, "hogwild (racy updates anywhere) or blocks (LIBMF's grid)")
       ->capture_default_str();
   train_cmd->add_option("--shm", t->shm, "Train in shared segment NAME; with MODEL_FILE, ids are written first for serving");

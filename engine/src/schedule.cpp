@@ -51,6 +51,7 @@ void Schedule::validate() const {
     throw InputError(fmt::format("schedule: warm-up start {} must be in (0, 1]", warmup_start));
   }
   if (adagrad && row_adagrad) throw InputError("schedule: choose per-parameter or per-row AdaGrad, not both");
+  if (row_head > 0 && !row_adagrad) throw InputError("schedule: a row head is for per-row AdaGrad");
   if (!(adagrad_eps > 0.0f) || !std::isfinite(adagrad_eps))
     throw InputError(fmt::format("schedule: AdaGrad eps {} must be finite and > 0", adagrad_eps));
 }
@@ -62,7 +63,7 @@ std::string Schedule::describe() const {
   if (warmup > 0.0f) s += fmt::format(", warm-up {:.0f}%", 100.0 * warmup);
   if (staleness_aware) s += ", staleness-aware";
   if (adagrad) s += ", AdaGrad";
-  if (row_adagrad) s += ", row AdaGrad";
+  if (row_adagrad) s += row_head > 0 ? fmt::format(", row AdaGrad (head {})", row_head) : ", row AdaGrad";
   return s;
 }
 

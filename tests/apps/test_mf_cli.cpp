@@ -236,6 +236,7 @@ TEST_F(MfCli, LibmfFlagsValidationSplitAndBprModels) {
            {{"--loss", "bpr", "--no-biases"}, "--no-biases: only with --loss squared"},
            {{"--loss", "bpr", "--no-mean"}, "--no-mean: only with --loss squared"},
            {{"--loss", "bpr", "--scale-ratings"}, "--scale-ratings: only with --loss squared"},
+           {{"--loss", "bpr", "--head-first"}, "--head-first: only with --loss squared"},
            {{"--sampled-eval"}, "--sampled-eval: only with --loss bpr"},
            {{"--positive", "3"}, "--positive: only with --loss bpr"},
            // And one of the other schedule (before: both ignored without a word).
@@ -303,6 +304,36 @@ TEST_F(MfCli, LibmfsFormIsUndoneByEveryCommandThatPredicts) {
   const auto tab = r.output.find('\t');
   ASSERT_NE(tab, std::string::npos) << r.output;
   EXPECT_GT(std::stod(r.output.substr(tab + 1)), 2.5) << r.output;
+
+  // Not centred but with biases: the biases hold the mean, so an unknown pair predicts the mean alone (mean plus
+  // a bias counted the mean twice: 5.66 where the centred model said 3.69).
+  r = run({"mf", "train", "-k", "8", "-t", "10", "--no-mean", "-v", path("val.txt"), path("all.txt"), path("b")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  const double mean = asgd::testing::number_after(r.output, "items, mean ");
+  r = run({"mf", "predict", path("val.txt"), path("b"), path("pred_b.txt")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::ifstream pred_b(path("pred_b.txt"));
+  std::vector<double> with_biases;
+  for (double v; pred_b >> v;) with_biases.push_back(v);
+  ASSERT_EQ(with_biases.size(), 5u);
+  EXPECT_NEAR(with_biases[2], with_biases[3], 1e-6);
+  EXPECT_NEAR(with_biases[2], with_biases[4], 1e-6);
+  EXPECT_NEAR(with_biases[2], mean, 1e-4) << "the training mean";
+
+  // LIBMF's head first (--head-first): only with --row-adagrad; it trains, and ratings all alike refuse
+  // --scale-ratings up front (the L2 weight divided by a deviation near 0 diverged at epoch 1).
+  r = run({"mf", "train", "-k", "16", "-t", "5", "--no-biases", "--row-adagrad", "--head-first", "--init", "1", "-r",
+           "0.1", "-l2", "0.1", "--no-mean", "--scale-ratings", "--test-fraction", "0.1", path("all.txt")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_LT(asgd::testing::number_after(r.output, "RMSE "), 0.7) << r.output;
+  r = run({"mf", "train", "-t", "1", "--head-first", path("all.txt")});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--head-first: only with --row-adagrad"), std::string::npos) << r.output;
+  std::ofstream(path("flat.txt")) << "u1 i1 3\nu2 i2 3\nu3 i1 3\nu1 i2 3\n";
+  r = run({"mf", "train", "-t", "1", "--scale-ratings", path("flat.txt")});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--scale-ratings: the ratings' standard deviation is 0.0001"), std::string::npos)
+      << r.output;
 }
 
 // Inputs a user may well have, each with a clear answer: ids in any bytes, an --exclude file that repeats pairs

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 #include "asgd/engine/consistency.hpp"
@@ -100,4 +101,49 @@ TEST(RowOps, BilinearGradientIsOneSgdStepUnderEveryPolicy) {
                           bilinear_through_sink<StepRule::row_adagrad>(locked)}) {
     for (std::size_t i = 0; i < expect.size(); ++i) EXPECT_NEAR(got[i], expect[i], 1e-7) << i;
   }
+}
+
+// Row AdaGrad with a row head (LIBMF 2's 8 factors): the head and the rest of
+// each row keep their own sums, in the slots of their first parameters, and
+// step at their own rates; a step on the head alone leaves the rest and its
+// sum as they were. Without a head, one sum per row (the test above).
+TEST(RowOps, RowAdagradWithAHeadKeepsTwoSumsPerRow) {
+  const std::size_t n = 20, head = 8;
+  std::vector<float> params(2 * n), sums(params.size(), 0.0f);
+  for (std::size_t i = 0; i < params.size(); ++i) params[i] = 0.02f * static_cast<float>(i % 7) - 0.05f;
+  const std::vector<float> start(params);
+  const asgd::Racy racy;
+  asgd::UpdateSink<asgd::Racy, asgd::StepRule::row_adagrad> sink(params.data(), params.size(), racy, sums.data(),
+                                                                  1e-8f, head);
+  sink.set_learning_rate(0.1f);
+  const float g = 0.5f, l2 = 0.2f;
+  // Mean squared gradient of row a (against b) over [from, to), at `x`.
+  auto mean_square = [&](const std::vector<float>& x, std::size_t a, std::size_t b, std::size_t from, std::size_t to) {
+    double s = 0;
+    for (std::size_t k = from; k < to; ++k) s += std::pow(g * x[b + k] + l2 * x[a + k], 2) / double(to - from);
+    return s;
+  };
+  sink.add_bilinear_gradient(0, n, head, g, l2);  // the head alone (LIBMF's first epoch)
+  EXPECT_NEAR(sums[0], mean_square(start, 0, n, 0, head), 1e-7);
+  EXPECT_NEAR(sums[n], mean_square(start, n, 0, 0, head), 1e-7);
+  for (std::size_t k = head; k < n; ++k) {
+    EXPECT_EQ(params[k], start[k]) << k;
+    EXPECT_EQ(params[n + k], start[n + k]) << k;
+    EXPECT_EQ(sums[k], 0.0f);
+  }
+  const std::vector<float> before(params);
+  const float head_sum = sums[0];
+  sink.add_bilinear_gradient(0, n, n, g, l2);  // the whole rows: the tail's first step is at the full rate
+  EXPECT_NEAR(sums[head], mean_square(before, 0, n, head, n), 1e-7);
+  EXPECT_NEAR(sums[0], head_sum + mean_square(before, 0, n, 0, head), 1e-7);
+  for (std::size_t k = 0; k < n; ++k) {
+    const float rate = k < head ? 0.1f / std::sqrt(1.0f + head_sum) : 0.1f;
+    EXPECT_NEAR(params[k], before[k] - rate * (g * before[n + k] + l2 * before[k]), 1e-7) << k;
+  }
+  // A row step splits the same way.
+  std::vector<float> grad(n, 1.0f);
+  const float tail_sum = sums[head];
+  sink.add_gradient(0, grad.data(), n);
+  EXPECT_NEAR(sums[head], tail_sum + 1.0f, 1e-6);
+  EXPECT_NEAR(sums[0], head_sum + mean_square(before, 0, n, 0, head) + 1.0f, 1e-6);
 }

@@ -300,10 +300,11 @@ TEST(BiasedMf, LibmfsFormFitsRatingsScaledAndUncentred) {
   float sum = store.load(f.user_bias + 1) + store.load(f.item_bias + 0);  // b rates x
   for (std::size_t c = 0; c < f.factors; ++c) sum += store.load(f.p + 1 * f.stride + c) * store.load(f.q + c);
   EXPECT_NEAR(predict(store, f, rs, 1, 0), rs.scale * sum, 1e-5);
-  // A cold or unknown side predicts the mean (plus the known side's bias, scaled), never 0: d and z are cold here.
+  // A cold or unknown side predicts the mean, never 0 (d and z are cold here), and not the mean plus the known
+  // side's bias: not centred, the biases hold the mean themselves.
   const ColdIds cold{{3}, {2}};
-  const float b_x = store.load(f.item_bias + 0);
-  EXPECT_FLOAT_EQ(predict_or_fallback(store, f, rs, 3, 0, &cold), rs.mean + rs.scale * b_x);
+  EXPECT_NE(store.load(f.item_bias + 0), 0.0f);
+  EXPECT_FLOAT_EQ(predict_or_fallback(store, f, rs, 3, 0, &cold), rs.mean);
   EXPECT_FLOAT_EQ(predict_or_fallback(store, f, rs, 3, 2, &cold), rs.mean);
   EXPECT_FLOAT_EQ(predict_or_fallback(store, f, rs, 9, 9), rs.mean);
   EXPECT_NE(predict_or_fallback(store, f, rs, 3, 2), rs.mean);  // without `cold`: d's row and z's, as trained
@@ -312,6 +313,47 @@ TEST(BiasedMf, LibmfsFormFitsRatingsScaledAndUncentred) {
   const auto lists = recommend(store, rs, nullptr, users, 3);
   ASSERT_EQ(lists[0].size(), 3u);
   for (const auto& item : lists[0]) EXPECT_NEAR(item.score, predict(store, f, rs, 1, item.item), 1e-5);
+}
+
+// LIBMF's first epoch (MfOptions::head_first, with row AdaGrad's row head):
+// only the first 8 factors of each row move, the rest (and their sums) wait
+// for the second epoch; the prediction uses them all throughout.
+TEST(BiasedMf, HeadFirstTrainsTheHeadAloneInTheFirstEpoch) {
+  RatingsGeneratorOptions g;
+  g.users = 200;
+  g.items = 100;
+  g.ratings = 5000;
+  const auto all = generate_ratings(g);
+  MfOptions mo;
+  mo.factors = 16;
+  mo.biases = false;
+  mo.center = false;
+  mo.head_first = 8;
+  const BiasedMf problem(all, mo);
+  auto store = asgd::ParamStore::on_heap(problem.layout());
+  initialize_factors(store, 2, 1.0f);
+  const std::vector<float> start = store.snapshot();
+  asgd::TrainerOptions o;
+  o.workers = 1;
+  o.epochs = 2;
+  o.schedule.lr = 0.1f;
+  o.schedule.row_adagrad = true;
+  o.schedule.row_head = 8;
+  asgd::Trainer trainer(store, o);
+  trainer.run(problem, 1);
+  const FactorLayout f = FactorLayout::of(store.layout());
+  std::size_t head_moved = 0;
+  for (std::size_t u = 0; u < f.users; ++u)
+    for (std::size_t c = 0; c < f.factors; ++c) {
+      const std::size_t at = f.p + u * f.stride + c;
+      if (c >= 8) EXPECT_EQ(store.load(at), start[at]) << "user " << u << " factor " << c;
+      else head_moved += store.load(at) != start[at];
+    }
+  EXPECT_GT(head_moved, f.users * 8 / 2);
+  trainer.run(problem, 2);
+  std::size_t tail_moved = 0;
+  for (std::size_t c = 8; c < f.factors; ++c) tail_moved += store.load(f.p + c) != start[f.p + c];
+  EXPECT_GT(tail_moved, 0u) << "the second epoch trains the whole rows";
 }
 
 TEST(Recommend, TopKIsTheBestUnseenItemsBestFirst) {
@@ -332,14 +374,14 @@ TEST(Recommend, TopKIsTheBestUnseenItemsBestFirst) {
   const SeenItems seen(all, g.users);
   std::vector<std::uint32_t> users(g.users);
   for (std::uint32_t u = 0; u < g.users; ++u) users[u] = u;
-  const auto lists = recommend(store, problem.global_mean(), &seen, users, 10, 64);
+  const auto lists = recommend(store, problem.rating_scale(), &seen, users, 10, 64);
   const auto f = FactorLayout::of(store.layout());
   for (std::uint32_t u = 0; u < g.users; ++u) {
     ASSERT_EQ(lists[u].size(), 10u);
     // Brute force: every unseen item's prediction, sorted.
     std::vector<std::pair<float, std::uint32_t>> all_scores;
     for (std::uint32_t i = 0; i < g.items; ++i) {
-      if (!seen.contains(u, i)) all_scores.push_back({-predict(store, f, problem.global_mean(), u, i), i});
+      if (!seen.contains(u, i)) all_scores.push_back({-predict(store, f, problem.rating_scale(), u, i), i});
     }
     std::sort(all_scores.begin(), all_scores.end());
     for (std::size_t j = 0; j < 10; ++j) {
@@ -349,7 +391,7 @@ TEST(Recommend, TopKIsTheBestUnseenItemsBestFirst) {
   }
   // Without exclusion a user's seen items may come back; k larger than the catalogue is cut.
   const std::vector<std::uint32_t> one = {0};
-  EXPECT_EQ(recommend(store, problem.global_mean(), nullptr, one, 1000)[0].size(), g.items);
+  EXPECT_EQ(recommend(store, problem.rating_scale(), nullptr, one, 1000)[0].size(), g.items);
 }
 
 // The block schedule resumed from a checkpoint whose example count is not
@@ -451,30 +493,31 @@ TEST(BiasedMf, UntrainedAndUnknownIdsPredictFromTheMeanAndKnownBiases) {
   o.schedule.lr = 0.05f;
   asgd::Trainer(store, o).run(problem);
   const float mean = problem.global_mean();
+  const RatingScale& rs = problem.rating_scale();
   const float b_x = store.load(f.item_bias + 0), b_a = store.load(f.user_bias + 0);
   EXPECT_NE(b_x, 0.0f);
-  EXPECT_FLOAT_EQ(predict(store, f, mean, 3, 0), mean + b_x);  // d (a zero row) rates x
-  EXPECT_FLOAT_EQ(predict_or_fallback(store, f, mean, 7, 0), mean + b_x);  // a user outside the model
-  EXPECT_FLOAT_EQ(predict_or_fallback(store, f, mean, 0, 9), mean + b_a);  // an item outside the model
-  EXPECT_FLOAT_EQ(predict_or_fallback(store, f, mean, 7, 9), mean);
+  EXPECT_FLOAT_EQ(predict(store, f, rs, 3, 0), mean + b_x);  // d (a zero row) rates x
+  EXPECT_FLOAT_EQ(predict_or_fallback(store, f, rs, 7, 0), mean + b_x);  // a user outside the model
+  EXPECT_FLOAT_EQ(predict_or_fallback(store, f, rs, 0, 9), mean + b_a);  // an item outside the model
+  EXPECT_FLOAT_EQ(predict_or_fallback(store, f, rs, 7, 9), mean);
 
   // Every rating counts; `known` says how many pairs the model has.
   const Ratings test = parse_ratings("a x 5\nnew x 4\na new 3\n", "test", RatingsFormat::libmf, &with_rows);
-  const ErrorMetrics e = evaluate_errors(store, mean, test);
+  const ErrorMetrics e = evaluate_errors(store, rs, test);
   EXPECT_EQ(e.count, 3u);
   EXPECT_EQ(e.known, 1u);
-  const double e0 = predict(store, f, mean, 0, 0) - 5.0, e1 = mean + b_x - 4.0, e2 = mean + b_a - 3.0;
+  const double e0 = predict(store, f, rs, 0, 0) - 5.0, e1 = mean + b_x - 4.0, e2 = mean + b_a - 3.0;
   EXPECT_NEAR(e.rmse, std::sqrt((e0 * e0 + e1 * e1 + e2 * e2) / 3), 1e-5);
   Ratings empty = test.subset({});
-  EXPECT_TRUE(std::isnan(evaluate_errors(store, mean, empty).rmse));
+  EXPECT_TRUE(std::isnan(evaluate_errors(store, rs, empty).rmse));
 
   // z is never recommended; with x excluded for a, only y is left.
   const std::vector<std::uint32_t> users = {0, 3};
-  const auto lists = recommend(store, mean, nullptr, users, 10, 128, cold.items);
+  const auto lists = recommend(store, rs, nullptr, users, 10, 128, cold.items);
   ASSERT_EQ(lists[0].size(), 2u);
   for (const auto& r : lists[1]) EXPECT_NE(r.item, 2u);
   const SeenItems seen(parse_ratings("a x 1\na z 1\na z 1\n", "seen", RatingsFormat::libmf, &with_rows), f.users);
-  const auto without = recommend(store, mean, &seen, users, 10, 128, cold.items);
+  const auto without = recommend(store, rs, &seen, users, 10, 128, cold.items);
   ASSERT_EQ(without[0].size(), 1u);
   EXPECT_EQ(without[0][0].item, 1u);
 }

@@ -103,7 +103,7 @@ TEST(RankingMetrics, FullRankingExcludesTrainingItems) {
 
   // The same through a scorer, and popularity: item 3 (seen twice) first.
   const auto same = evaluate_ranking_with(
-      [&](std::uint32_t u, std::uint32_t i) { return predict(store, FactorLayout::of(store.layout()), 0, u, i); }, 4,
+      [&](std::uint32_t u, std::uint32_t i) { return predict(store, FactorLayout::of(store.layout()), RatingScale(0.0f), u, i); }, 4,
       seen, test, 2);
   EXPECT_DOUBLE_EQ(same.ndcg, m.ndcg);
   const auto pop = popularity_scores(make_ratings({{0, 3}, {1, 3}, {1, 2}}, 2, 4), 4);
@@ -127,7 +127,7 @@ TEST(RankingMetrics, NeverRankedItemsAreMisses) {
   EXPECT_EQ(m.users, 1u);
   EXPECT_EQ(m.precision + m.recall + m.ndcg + m.map + m.hit_rate, 0.0);
   const auto scorer = [&](std::uint32_t u, std::uint32_t i) {
-    return predict(store, FactorLayout::of(store.layout()), 0, u, i);
+    return predict(store, FactorLayout::of(store.layout()), RatingScale(0.0f), u, i);
   };
   EXPECT_DOUBLE_EQ(evaluate_ranking_with(scorer, 4, seen, test, 2).ndcg, 1.0);
   const auto by_scorer = evaluate_ranking_with(scorer, 4, seen, test, 2, never);

@@ -13,7 +13,7 @@
 # Runs per set, threads and repeat, in that order:
 #   libmf        LIBMF's defaults (-r 0.1 -l2 0.1, per-row AdaGrad, no biases), -k 32 -t 20 -s W
 #   asgd         ours, defaults (SGD -r 0.02 --l2 0.05, biases), blocks schedule, -k 32 -t 20 -s W
-#   asgd-libmf   ours with LIBMF's rule: --no-biases --no-mean --scale-ratings --row-adagrad --init 1 -r 0.1 --l2 0.1, blocks
+#   asgd-libmf   ours with LIBMF's rule: --no-biases --no-mean --scale-ratings --row-adagrad --head-first --init 1 -r 0.1 --l2 0.1, blocks
 # Time: "train s" is LIBMF's mf_train call (its scaling, shuffling and grid
 # included) and our "s of SGD" (the epochs; our grid is built before);
 # "wall s" is the whole job: reading, training, scoring the test file.
@@ -106,7 +106,7 @@ for set in $SETS; do
       # Ours, twice: our defaults, and LIBMF's step rule.
       for tool in asgd asgd-libmf; do
         extra=()
-        [[ $tool == asgd-libmf ]] && extra=(--no-biases --no-mean --scale-ratings --row-adagrad --init 1 -r 0.1 --l2 0.1)
+        [[ $tool == asgd-libmf ]] && extra=(--no-biases --no-mean --scale-ratings --row-adagrad --head-first --init 1 -r 0.1 --l2 0.1)
         log="$OUT/logs/$set.$tool.s$w.r$rep.log"
         start=$(now)
         "$ASGD" mf train "$tr" "$OUT/$set.model" --format libmf -k $K -t $EPOCHS -s "$w" --schedule blocks \

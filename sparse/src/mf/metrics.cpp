@@ -119,7 +119,7 @@ void sample_negatives(const SeenItems& all_seen, std::uint32_t user, std::uint32
 
 ItemScorer store_scorer(const ParamStore& store) {
   const FactorLayout f = FactorLayout::of(store.layout());
-  return [&store, f](std::uint32_t u, std::uint32_t i) { return predict(store, f, 0.0f, u, i); };
+  return [&store, f](std::uint32_t u, std::uint32_t i) { return predict(store, f, RatingScale(0.0f), u, i); };
 }
 
 }  // namespace
@@ -157,7 +157,7 @@ RankingMetrics evaluate_ranking(const ParamStore& store, float mean, const SeenI
   check_k(k);
   const FactorLayout f = FactorLayout::of(store.layout());
   const TestGroups g = group_test(test_positives, f.users, f.items, train_seen);
-  const auto lists = recommend(store, mean, &train_seen, g.users, k, 128, never);
+  const auto lists = recommend(store, RatingScale(mean), &train_seen, g.users, k, 128, never);
   return reduce_users(g.users.size(), [&](std::size_t j) {
     std::vector<std::uint32_t> ranked(lists[j].size());
     for (std::size_t r = 0; r < ranked.size(); ++r) ranked[r] = lists[j][r].item;

@@ -117,9 +117,11 @@ float predict(const ParamStore& store, const FactorLayout& f, const RatingScale&
   float p[BiasedMf::kMaxFactors], q[BiasedMf::kMaxFactors];
   rows::load(store.data() + f.p + user * f.stride, p, f.factors);
   rows::load(store.data() + f.q + item * f.stride, q, f.factors);
-  float sum = rows::dot(p, q, f.factors) + store.load(f.item_bias + item);
-  if (f.has_user_bias) sum += store.load(f.user_bias + user);
-  return rs.rating(sum);
+  // offset + scale (p . q + b_i + b_u), summed in this order (at scale 1, as before the scale was there).
+  float r = rs.offset + rs.scale * rows::dot(p, q, f.factors);
+  r += rs.scale * store.load(f.item_bias + item);
+  if (f.has_user_bias) r += rs.scale * store.load(f.user_bias + user);
+  return r;
 }
 
 float predict_or_fallback(const ParamStore& store, const FactorLayout& f, const RatingScale& rs, std::uint32_t user,

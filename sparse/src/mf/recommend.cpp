@@ -84,12 +84,14 @@ std::vector<std::vector<Recommendation>> recommend(const ParamStore& store, cons
       scores.noalias() = p * q.transpose();  // n x items, one blocked product
       for (std::size_t r = 0; r < n; ++r) {
         const std::uint32_t u = users[first + r];
-        const float b_u = user_bias ? store.load(f.user_bias + u) : 0.0f;
         float* row = scores.row(static_cast<Eigen::Index>(r)).data();
         if (std::binary_search(cold_users.begin(), cold_users.end(), u)) {
           for (std::size_t i = 0; i < f.items; ++i) row[i] = rs.unknown(item_bias[static_cast<Eigen::Index>(i)]);
         } else {
-          for (std::size_t i = 0; i < f.items; ++i) row[i] = rs.rating(row[i] + item_bias[static_cast<Eigen::Index>(i)] + b_u);
+          // As predict() sums it: offset + scale (p . q + b_i + b_u).
+          const float offset = rs.offset + rs.scale * (user_bias ? store.load(f.user_bias + u) : 0.0f);
+          for (std::size_t i = 0; i < f.items; ++i)
+            row[i] = rs.scale * row[i] + (rs.scale * item_bias[static_cast<Eigen::Index>(i)] + offset);
         }
         // Excluded items the model has (an --exclude file may name others), each counted once: a score is
         // -inf only once excluded (the model's scores are finite).

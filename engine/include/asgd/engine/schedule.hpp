@@ -41,6 +41,9 @@ struct Schedule {
   // of one), rate lr / sqrt(1 + G_row), G_row += the step's mean squared
   // gradient. Exclusive with `adagrad`.
   bool row_adagrad = false;
+  // With row_adagrad and > 0: a row's first row_head parameters and the rest
+  // keep an accumulator each (LIBMF 2: 8, its first SIMD block of factors).
+  std::size_t row_head = 0;
   // Whether the run keeps AdaGrad sums (either kind): state a checkpoint carries.
   bool has_adagrad() const noexcept { return adagrad || row_adagrad; }
 

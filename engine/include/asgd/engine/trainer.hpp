@@ -570,7 +570,9 @@ TrainReport Trainer::run_with(P& problem, const Policy& policy, std::uint64_t un
                                                  options_.schedule.adagrad_eps),
            w);
     } else if (options_.schedule.row_adagrad) {
-      loop(UpdateSink<Policy, StepRule::row_adagrad>(params, store_.size(), policy, adagrad_sums_.data()), w);
+      loop(UpdateSink<Policy, StepRule::row_adagrad>(params, store_.size(), policy, adagrad_sums_.data(),
+                                                     options_.schedule.adagrad_eps, options_.schedule.row_head),
+           w);
     } else {
       loop(UpdateSink<Policy, StepRule::sgd>(params, store_.size(), policy), w);
     }

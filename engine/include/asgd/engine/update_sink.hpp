@@ -19,16 +19,18 @@ namespace asgd {
 // Step rule: plain SGD (w -= lr * g), AdaGrad per parameter (w -= lr * g /
 // sqrt(G + eps), G += g^2) or AdaGrad per row (LIBMF 2: a row's step is
 // lr / sqrt(1 + G_row), G_row += mean g^2 over the row, G_row kept in the
-// accumulator slot of the row's first parameter). Accumulators are updated
-// racily, like the parameters.
+// accumulator slot of the row's first parameter; with a row head h > 0, a
+// row's first h parameters and the rest each keep their own, in the slots of
+// their first parameters, as LIBMF 2 does with h = 8). Accumulators are
+// updated racily, like the parameters.
 enum class StepRule { sgd, adagrad, row_adagrad };
 
 template <ConsistencyPolicy Policy, StepRule kRule = StepRule::sgd>
 class UpdateSink {
  public:
   UpdateSink(float* params, std::size_t size, const Policy& policy, float* adagrad_sums = nullptr,
-             float adagrad_eps = 1e-8f) noexcept
-      : params_(params), size_(size), policy_(&policy), sums_(adagrad_sums), eps_(adagrad_eps) {}
+             float adagrad_eps = 1e-8f, std::size_t row_head = 0) noexcept
+      : params_(params), size_(size), policy_(&policy), sums_(adagrad_sums), eps_(adagrad_eps), row_head_(row_head) {}
 
   // The current value of parameter i (relaxed; may be mid-update by others).
   float read(std::size_t i) const noexcept { return load_param(params_[i]); }
@@ -54,8 +56,12 @@ class UpdateSink {
       for (std::size_t k = 0; k < n; ++k) add_gradient(offset + k, scale * g[k]);
     } else {
       if (n == 0) return;
-      const float mean_square = scale * scale * rows::dot(g, g, n) / static_cast<float>(n);
-      policy_->add_scaled(params_ + offset, g, -row_rate(offset, mean_square) * scale, n);
+      if (row_head_ > 0 && n > row_head_) {  // the head and the tail at their own rates
+        row_step(offset, g, row_head_, scale);
+        row_step(offset + row_head_, g + row_head_, n - row_head_, scale);
+      } else {
+        row_step(offset, g, n, scale);
+      }
     }
   }
 
@@ -82,39 +88,14 @@ class UpdateSink {
   // matrix factorization's whole factor update.
   void add_bilinear_gradient(std::size_t a, std::size_t b, std::size_t n, float g, float l2) noexcept {
     if (n == 0) return;
-    float rate_a = lr_, rate_b = lr_;
     if constexpr (kRule == StepRule::row_adagrad) {
-      // Both rows' squared gradient norms from |a|^2, |b|^2 and a . b:
-      // |g b + l2 a|^2 = g^2 |b|^2 + 2 g l2 a.b + l2^2 |a|^2.
-      float gram[3];
-      rows::gram(params_ + a, params_ + b, n, gram);
-      const float aa = gram[0], bb = gram[1], ab = gram[2], inv_n = 1.0f / static_cast<float>(n);
-      rate_a = row_rate(a, (g * g * bb + 2 * g * l2 * ab + l2 * l2 * aa) * inv_n);
-      rate_b = row_rate(b, (g * g * aa + 2 * g * l2 * ab + l2 * l2 * bb) * inv_n);
-    }
-    if constexpr (kRule != StepRule::adagrad && requires(float* p) { policy_->bilinear_step(p, p, n, g, g, g, g); }) {
-      policy_->bilinear_step(params_ + a, params_ + b, n, rate_a * g, 1.0f - rate_a * l2, rate_b * g,
-                             1.0f - rate_b * l2);
-    } else {
-      constexpr std::size_t kChunk = 64;
-      float x[kChunk], y[kChunk], gx[kChunk], gy[kChunk];
-      for (std::size_t k = 0; k < n; k += kChunk) {
-        const std::size_t m = std::min(kChunk, n - k);
-        read(a + k, x, m);
-        read(b + k, y, m);
-        for (std::size_t j = 0; j < m; ++j) {
-          gx[j] = g * y[j] + l2 * x[j];
-          gy[j] = g * x[j] + l2 * y[j];
-        }
-        if constexpr (kRule == StepRule::adagrad) {
-          add_gradient(a + k, gx, m);
-          add_gradient(b + k, gy, m);
-        } else {
-          policy_->add_scaled(params_ + a + k, gx, -rate_a, m);
-          policy_->add_scaled(params_ + b + k, gy, -rate_b, m);
-        }
+      if (row_head_ > 0 && n > row_head_) {  // the rows' heads and tails at their own rates
+        bilinear_rows(a, b, row_head_, g, l2);
+        bilinear_rows(a + row_head_, b + row_head_, n - row_head_, g, l2);
+        return;
       }
     }
+    bilinear_rows(a, b, n, g, l2);
   }
 
   float learning_rate() const noexcept { return lr_; }
@@ -152,6 +133,49 @@ class UpdateSink {
     return lr_ / std::sqrt(1.0f + before);
   }
 
+  // add_bilinear_gradient on rows (or row heads or tails) of one accumulator each.
+  void bilinear_rows(std::size_t a, std::size_t b, std::size_t n, float g, float l2) noexcept {
+    float rate_a = lr_, rate_b = lr_;
+    if constexpr (kRule == StepRule::row_adagrad) {
+      // Both rows' squared gradient norms from |a|^2, |b|^2 and a . b:
+      // |g b + l2 a|^2 = g^2 |b|^2 + 2 g l2 a.b + l2^2 |a|^2.
+      float gram[3];
+      rows::gram(params_ + a, params_ + b, n, gram);
+      const float aa = gram[0], bb = gram[1], ab = gram[2], inv_n = 1.0f / static_cast<float>(n);
+      rate_a = row_rate(a, (g * g * bb + 2 * g * l2 * ab + l2 * l2 * aa) * inv_n);
+      rate_b = row_rate(b, (g * g * aa + 2 * g * l2 * ab + l2 * l2 * bb) * inv_n);
+    }
+    if constexpr (kRule != StepRule::adagrad && requires(float* p) { policy_->bilinear_step(p, p, n, g, g, g, g); }) {
+      policy_->bilinear_step(params_ + a, params_ + b, n, rate_a * g, 1.0f - rate_a * l2, rate_b * g,
+                             1.0f - rate_b * l2);
+    } else {
+      constexpr std::size_t kChunk = 64;
+      float x[kChunk], y[kChunk], gx[kChunk], gy[kChunk];
+      for (std::size_t k = 0; k < n; k += kChunk) {
+        const std::size_t m = std::min(kChunk, n - k);
+        read(a + k, x, m);
+        read(b + k, y, m);
+        for (std::size_t j = 0; j < m; ++j) {
+          gx[j] = g * y[j] + l2 * x[j];
+          gy[j] = g * x[j] + l2 * y[j];
+        }
+        if constexpr (kRule == StepRule::adagrad) {
+          add_gradient(a + k, gx, m);
+          add_gradient(b + k, gy, m);
+        } else {
+          policy_->add_scaled(params_ + a + k, gx, -rate_a, m);
+          policy_->add_scaled(params_ + b + k, gy, -rate_b, m);
+        }
+      }
+    }
+  }
+
+  // One row (or a row's head or tail) of a row-AdaGrad step.
+  void row_step(std::size_t offset, const float* g, std::size_t n, float scale) noexcept {
+    const float mean_square = scale * scale * rows::dot(g, g, n) / static_cast<float>(n);
+    policy_->add_scaled(params_ + offset, g, -row_rate(offset, mean_square) * scale, n);
+  }
+
   float adagrad_step(std::size_t i, float g) noexcept {
     std::atomic_ref<float> sum(sums_[i]);
     const float s = sum.load(std::memory_order_relaxed) + g * g;
@@ -164,6 +188,7 @@ class UpdateSink {
   const Policy* policy_;
   float* sums_;
   float eps_;
+  std::size_t row_head_;
   float lr_ = 0.0f;
   std::uint64_t seed_ = 0;
   std::uint64_t epoch_ = 0;

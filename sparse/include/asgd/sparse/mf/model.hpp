@@ -42,6 +42,11 @@ struct MfOptions {
   // deviation or not (LIBMF divides them and the L2 weights by it).
   bool center = true;
   bool scale_ratings = false;
+  // > 0: the first epoch updates only each factor row's first head_first
+  // factors (the prediction uses them all). LIBMF 2 does so with 8, and with
+  // per-row AdaGrad sums of its own for those (Schedule::row_head): the rest
+  // start their steps at the full rate in the second epoch.
+  std::size_t head_first = 0;
   // mu and the standard deviation: the training ratings' unless given (shards
   // of one model, as under mpirun, pass the whole training set's).
   std::optional<float> mean, deviation;
@@ -139,7 +144,8 @@ class BiasedMf {
       prediction += b_u + b_i;
     }
     const float e = prediction - r.rating;
-    sink.add_bilinear_gradient(pu, qi, k, e, l2_);
+    const bool head_only = options_.head_first > 0 && sink.epoch() == 0;
+    sink.add_bilinear_gradient(pu, qi, head_only ? std::min(k, options_.head_first) : k, e, l2_);
     if (options_.biases) {
       sink.add_gradient(bu, e + bias_l2_ * b_u);
       sink.add_gradient(bi, e + bias_l2_ * b_i);

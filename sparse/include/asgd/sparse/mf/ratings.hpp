@@ -59,16 +59,17 @@ class IdMap {
 // scale * s. The default is centred: offset = the training mean, scale 1.
 // LIBMF's form (MfOptions::center false, scale_ratings true) has offset 0 and
 // scale = the ratings' standard deviation: the factors fit r / sd. A pair the
-// model knows nothing about (an id outside it, or a cold one) predicts mean +
-// scale * (the bias of the side that is known), as LIBMF predicts its mean.
+// model knows nothing about (an id outside it, or a cold one) predicts, when
+// centred, the mean plus the bias of the side that is known; when not, the
+// mean (its biases hold the mean, and are no deviations from it), as LIBMF
+// predicts its mean.
 struct RatingScale {
   float mean = 0, offset = 0, scale = 1;
   RatingScale() = default;
-  // Centred on `mean` (implicit: a plain mean is the default form).
-  RatingScale(float centred_mean) noexcept : mean(centred_mean), offset(centred_mean) {}  // NOLINT
+  explicit RatingScale(float centred_mean) noexcept : mean(centred_mean), offset(centred_mean) {}
   RatingScale(float mean_, float offset_, float scale_) noexcept : mean(mean_), offset(offset_), scale(scale_) {}
-  float rating(float sum) const noexcept { return offset + scale * sum; }
-  float unknown(float known_bias) const noexcept { return mean + scale * known_bias; }
+  bool centred() const noexcept { return offset == mean; }
+  float unknown(float known_bias) const noexcept { return centred() ? mean + scale * known_bias : mean; }
 };
 
 struct Ratings {

@@ -248,6 +248,8 @@ LoadedModel load_model(const std::string& path, const std::string& shm = {}) {
     m.store.emplace(ParamStore::on_heap(d.layout));
     m.store->assign(d.params);
   }
+  // Not centred: unknown ids predict from the mean biases of the trained rows (a live segment's, as attached).
+  m.scale = with_bias_means(m.scale, *m.store, &m.cold);
   return m;
 }
 
@@ -623,11 +625,11 @@ int train(const MfTrainFlags& f, Distributed& dist) {
     std::string line = fmt::format("epoch {:3}: train loss {:.4f}", r.epochs.back().epoch, 2.0 * r.epochs.back().loss);
     if (have_validation && validation_set.size() > 0) {
       line += fmt::format("  validation RMSE {:.4f}",
-                          evaluate_errors(store, scale, validation_set, range.lo, range.hi, &cold).rmse);
+                          evaluate_errors(store, with_bias_means(scale, store, &cold), validation_set, range.lo, range.hi, &cold).rmse);
     }
     if (have_test && test_set.size() > 0) {
       line += fmt::format("  test RMSE {:.4f}",
-                          evaluate_errors(store, scale, test_set, range.lo, range.hi, &cold).rmse);
+                          evaluate_errors(store, with_bias_means(scale, store, &cold), test_set, range.lo, range.hi, &cold).rmse);
     }
     fmt::print(out, "{}  ({:.2f} s)\n", line, sgd_seconds);
   });
@@ -644,7 +646,7 @@ int train(const MfTrainFlags& f, Distributed& dist) {
   for (const auto& [name, set, have] : {std::tuple{"validation", &validation_set, have_validation},
                                         std::tuple{"test", &test_set, have_test}}) {
     if (!have) continue;
-    const auto m = evaluate_errors(store, scale, *set, range.lo, range.hi, &cold);
+    const auto m = evaluate_errors(store, with_bias_means(scale, store, &cold), *set, range.lo, range.hi, &cold);
     if (m.count == 0)
       fmt::print(out, "{}: no ratings (the fraction held out is too small for this file)\n", name);
     else

@@ -300,14 +300,17 @@ TEST(BiasedMf, LibmfsFormFitsRatingsScaledAndUncentred) {
   float sum = store.load(f.user_bias + 1) + store.load(f.item_bias + 0);  // b rates x
   for (std::size_t c = 0; c < f.factors; ++c) sum += store.load(f.p + 1 * f.stride + c) * store.load(f.q + c);
   EXPECT_NEAR(predict(store, f, rs, 1, 0), rs.scale * sum, 1e-5);
-  // A cold or unknown side predicts the mean, never 0 (d and z are cold here), and not the mean plus the known
-  // side's bias: not centred, the biases hold the mean themselves.
+  // A cold or unknown side predicts the mean plus the known side's bias measured from its side's mean bias, never
+  // 0 (d and z are cold here), and not the mean plus the bias itself: not centred, the biases hold the mean.
   const ColdIds cold{{3}, {2}};
-  EXPECT_NE(store.load(f.item_bias + 0), 0.0f);
-  EXPECT_FLOAT_EQ(predict_or_fallback(store, f, rs, 3, 0, &cold), rs.mean);
-  EXPECT_FLOAT_EQ(predict_or_fallback(store, f, rs, 3, 2, &cold), rs.mean);
-  EXPECT_FLOAT_EQ(predict_or_fallback(store, f, rs, 9, 9), rs.mean);
-  EXPECT_NE(predict_or_fallback(store, f, rs, 3, 2), rs.mean);  // without `cold`: d's row and z's, as trained
+  const RatingScale known = with_bias_means(rs, store, &cold);
+  const float b_x = store.load(f.item_bias + 0), b_y = store.load(f.item_bias + 1);
+  EXPECT_FLOAT_EQ(known.item_bias_mean, (b_x + b_y) / 2);  // z is cold
+  EXPECT_FLOAT_EQ(predict_or_fallback(store, f, known, 3, 0, &cold), rs.mean + rs.scale * (b_x - known.item_bias_mean));
+  EXPECT_FLOAT_EQ(predict_or_fallback(store, f, known, 3, 2, &cold), rs.mean);
+  EXPECT_FLOAT_EQ(predict_or_fallback(store, f, known, 9, 9), rs.mean);
+  EXPECT_NE(predict_or_fallback(store, f, known, 3, 2), rs.mean);  // without `cold`: d's row and z's, as trained
+  EXPECT_FLOAT_EQ(with_bias_means(problem.rating_scale(), store).item_bias_mean, (b_x + b_y + store.load(f.item_bias + 2)) / 3);
   // recommend() scores as predict() does.
   const std::vector<std::uint32_t> users = {1};
   const auto lists = recommend(store, rs, nullptr, users, 3);

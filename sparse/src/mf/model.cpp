@@ -129,10 +129,28 @@ float predict_or_fallback(const ParamStore& store, const FactorLayout& f, const 
   const bool user_known = user < f.users && !(cold && cold->has_user(user));
   const bool item_known = item < f.items && !(cold && cold->has_item(item));
   if (user_known && item_known) return predict(store, f, rs, user, item);
-  float bias = 0;
-  if (item_known) bias += store.load(f.item_bias + item);
-  if (user_known && f.has_user_bias) bias += store.load(f.user_bias + user);
-  return rs.unknown(bias);
+  std::optional<float> b_u, b_i;
+  if (item_known) b_i = store.load(f.item_bias + item);
+  if (user_known && f.has_user_bias) b_u = store.load(f.user_bias + user);
+  return rs.unknown(b_u, b_i);
+}
+
+RatingScale with_bias_means(RatingScale rs, const ParamStore& store, const ColdIds* cold) {
+  if (rs.centred()) return rs;
+  const FactorLayout f = FactorLayout::of(store.layout());
+  auto mean_of = [&](std::size_t first, std::size_t n, const std::vector<std::uint32_t>* skip) {
+    double sum = 0;
+    std::size_t count = 0;
+    for (std::uint32_t k = 0; k < n; ++k) {
+      if (skip != nullptr && std::binary_search(skip->begin(), skip->end(), k)) continue;
+      sum += store.load(first + k);
+      ++count;
+    }
+    return count ? static_cast<float>(sum / static_cast<double>(count)) : 0.0f;
+  };
+  rs.item_bias_mean = mean_of(f.item_bias, f.items, cold ? &cold->items : nullptr);
+  rs.user_bias_mean = f.has_user_bias ? mean_of(f.user_bias, f.users, cold ? &cold->users : nullptr) : 0.0f;
+  return rs;
 }
 
 BiasedMf::BiasedMf(const Ratings& train, MfOptions options, std::uint64_t seed)

@@ -86,9 +86,9 @@ std::vector<std::vector<Recommendation>> recommend(const ParamStore& store, cons
         const std::uint32_t u = users[first + r];
         float* row = scores.row(static_cast<Eigen::Index>(r)).data();
         if (std::binary_search(cold_users.begin(), cold_users.end(), u)) {
-          for (std::size_t i = 0; i < f.items; ++i) row[i] = rs.unknown(item_bias[static_cast<Eigen::Index>(i)]);
+          for (std::size_t i = 0; i < f.items; ++i) row[i] = rs.unknown(std::nullopt, item_bias[static_cast<Eigen::Index>(i)]);
         } else {
-          // As predict() sums it: offset + scale (p . q + b_i + b_u).
+          // offset + scale (p . q + b_i + b_u), summed as before the scale was there (at scale 1, bit for bit).
           const float offset = rs.offset + rs.scale * (user_bias ? store.load(f.user_bias + u) : 0.0f);
           for (std::size_t i = 0; i < f.items; ++i)
             row[i] = rs.scale * row[i] + (rs.scale * item_bias[static_cast<Eigen::Index>(i)] + offset);

@@ -85,7 +85,12 @@ float predict(const ParamStore& store, const FactorLayout& f, const RatingScale&
               std::uint32_t item);
 // The same for any ids: a user or item outside the model, or one of `cold`
 // (sorted; zero rows), is unknown, and a pair with an unknown side predicts
-// rs.unknown(the bias of whichever side is known).
+// rs.unknown(the biases of the sides that are known).
+// `rs` for predicting from `store` when it is not centred: with the mean
+// biases of the users and items that have a training rating (not in
+// `cold`), which RatingScale::unknown measures a known side's bias from;
+// a centred `rs` as it is.
+RatingScale with_bias_means(RatingScale rs, const ParamStore& store, const ColdIds* cold = nullptr);
 float predict_or_fallback(const ParamStore& store, const FactorLayout& f, const RatingScale& rs, std::uint32_t user,
                           std::uint32_t item, const ColdIds* cold = nullptr);
 

@@ -58,18 +58,26 @@ class IdMap {
 // How a model's sum s = b_u + b_i + p_u . q_i maps to a rating: offset +
 // scale * s. The default is centred: offset = the training mean, scale 1.
 // LIBMF's form (MfOptions::center false, scale_ratings true) has offset 0 and
-// scale = the ratings' standard deviation: the factors fit r / sd. A pair the
-// model knows nothing about (an id outside it, or a cold one) predicts, when
-// centred, the mean plus the bias of the side that is known; when not, the
-// mean (its biases hold the mean, and are no deviations from it), as LIBMF
-// predicts its mean.
+// scale = the ratings' standard deviation: the factors fit r / sd. A pair
+// with a side the model knows nothing about (an id outside it, or a cold
+// one) predicts the mean plus the known side's bias, as LIBMF predicts its
+// mean; not centred, the biases hold the mean, so the known side's bias
+// counts by its distance from that side's mean bias (with_bias_means, in
+// model.hpp, finds those).
 struct RatingScale {
   float mean = 0, offset = 0, scale = 1;
+  float user_bias_mean = 0, item_bias_mean = 0;  // not centred: the trained rows' mean biases
   RatingScale() = default;
   explicit RatingScale(float centred_mean) noexcept : mean(centred_mean), offset(centred_mean) {}
   RatingScale(float mean_, float offset_, float scale_) noexcept : mean(mean_), offset(offset_), scale(scale_) {}
   bool centred() const noexcept { return offset == mean; }
-  float unknown(float known_bias) const noexcept { return centred() ? mean + scale * known_bias : mean; }
+  // A pair with an unknown side, from the biases of the sides that are known.
+  float unknown(std::optional<float> b_u, std::optional<float> b_i) const noexcept {
+    float d = 0;
+    if (b_u) d += centred() ? *b_u : *b_u - user_bias_mean;
+    if (b_i) d += centred() ? *b_i : *b_i - item_bias_mean;
+    return mean + scale * d;
+  }
 };
 
 struct Ratings {

@@ -36,7 +36,7 @@ struct Recommendation {
 // as good as the reads. Batches run in parallel (oneTBB). Items in `never`
 // (sorted; e.g. those the model was never trained on) are left out for every
 // user. Users in `cold_users` (sorted: no training rating, a zero row) score
-// each item as predict_or_fallback does, rs.unknown(the item's bias).
+// each item as predict_or_fallback does, from the item's bias.
 std::vector<std::vector<Recommendation>> recommend(const ParamStore& store, const RatingScale& rs, const SeenItems* seen,
                                                    std::span<const std::uint32_t> users, std::size_t k,
                                                    std::size_t batch = 128, std::span<const std::uint32_t> never = {},

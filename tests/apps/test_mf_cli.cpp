@@ -286,11 +286,16 @@ TEST_F(MfCli, LibmfsFormIsUndoneByEveryCommandThatPredicts) {
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_EQ(asgd::testing::number_after(r.output, "RMSE "), asgd::testing::number_after(validation, "RMSE "))
       << r.output << validation;
-  r = run({"mf", "predict", path("val.txt"), path("m"), path("pred.txt")});
-  ASSERT_EQ(r.status, 0) << r.output;
-  std::ifstream pred(path("pred.txt"));
-  std::vector<double> values;
-  for (double v; pred >> v;) values.push_back(v);
+  // `mf predict` of val.txt's five pairs with `model`.
+  const auto predictions = [&](const std::string& model) {
+    const auto p = run({"mf", "predict", path("val.txt"), path(model), path(model + ".pred")});
+    EXPECT_EQ(p.status, 0) << p.output;
+    std::ifstream in(path(model + ".pred"));
+    std::vector<double> out;
+    for (double v; in >> v;) out.push_back(v);
+    return out;
+  };
+  const std::vector<double> values = predictions("m");
   ASSERT_EQ(values.size(), 5u);
   for (std::size_t i : {2u, 3u, 4u}) EXPECT_GT(values[i], 2.5) << "cold pair " << i << " predicted " << values[i];
   EXPECT_NEAR(values[2], values[3], 1e-6);  // the cold user with either item: the mean alone (no biases)
@@ -311,11 +316,7 @@ TEST_F(MfCli, LibmfsFormIsUndoneByEveryCommandThatPredicts) {
   r = run({"mf", "train", "-k", "8", "-t", "10", "--no-mean", "-v", path("val.txt"), path("all.txt"), path("b")});
   ASSERT_EQ(r.status, 0) << r.output;
   const double mean = asgd::testing::number_after(r.output, "items, mean ");
-  r = run({"mf", "predict", path("val.txt"), path("b"), path("pred_b.txt")});
-  ASSERT_EQ(r.status, 0) << r.output;
-  std::ifstream pred_b(path("pred_b.txt"));
-  std::vector<double> with_biases;
-  for (double v; pred_b >> v;) with_biases.push_back(v);
+  const std::vector<double> with_biases = predictions("b");
   ASSERT_EQ(with_biases.size(), 5u);
   for (std::size_t i : {2u, 3u, 4u}) EXPECT_NEAR(with_biases[i], mean, 1.0) << "cold pair " << i;
   EXPECT_NE(with_biases[2], with_biases[3]) << "newcomer's two items differ by their biases";

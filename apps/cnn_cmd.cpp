@@ -263,9 +263,7 @@ int train(const CnnFlags& f, Distributed& dist) {
     o.gemm_threads = f.threads / f.workers;
   }
   o.validate();
-  if (on_gpu && o.tau == 0 && o.workers > gpu::kMaxSynchronousStreams)  // what gpu::train refuses, before any output
-    throw InputError(fmt::format("--workers {}: at most {} GPU streams with --tau 0", o.workers,
-                                 gpu::kMaxSynchronousStreams));
+  if (on_gpu) gpu::check_streams(o.workers, o.tau);  // what gpu::train refuses, before any output
   // --resume: parameters, momentum, epochs done and seed from the checkpoint; --epochs is the run's total and
   // --until-epoch stops early (the schedule still spans --epochs), to be resumed later.
   const dense::Network net = dense::lenet5();
@@ -612,7 +610,9 @@ void add_cnn_commands(CLI::App& app, int& exit_code) {
                  "Images a thread takes at a time (the CPU runs them in tiles of 16; the GPU in one pass)")->capture_default_str();
   ev->add_option("--workers", e->workers, "CPU threads (the GPU evaluates in one stream)")->capture_default_str();
   ev->add_option("--device", e->device, "cpu, gpu or auto")->capture_default_str();
-  ev->add_option("--repeats", e->repeats, "Time this many passes; print the median images/s (GPU: over one upload of the model and images)")->capture_default_str();
+  ev->add_option("--repeats", e->repeats,
+                 "Time this many passes; print the median images/s (GPU: over one upload of the model and images)")
+      ->capture_default_str();
   ev->callback([e, &exit_code] { exit_code = run_guarded([&] { return eval(*e); }); });
 
   auto fl = std::make_shared<CnnFlags>();

@@ -371,8 +371,7 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
   // No minibatch holds more than the n images: a larger --batch allocates no more than they take.
   const std::size_t W = o.workers, B = std::min(o.batch, n), batches = (n + B - 1) / B;
   static_assert(kMaxSynchronousStreams == static_cast<std::size_t>(kernels::kMaxGrads));
-  if (o.tau == 0 && W > kMaxSynchronousStreams)
-    throw InputError(fmt::format("--device gpu: at most {} streams with --tau 0", kMaxSynchronousStreams));
+  check_streams(W, o.tau);
   momentum_buffer.resize(P, 0.0f);
 
   const BlockTrainOptions bo = o.block_options(batches);

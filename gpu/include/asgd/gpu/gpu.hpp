@@ -24,6 +24,7 @@
 #include "asgd/dense/mnist.hpp"
 #include "asgd/dense/network.hpp"
 #include "asgd/dense/trainer.hpp"
+#include "asgd/engine/errors.hpp"
 #include "asgd/engine/param_store.hpp"
 
 namespace asgd::gpu {
@@ -53,8 +54,15 @@ void add_backend_path(std::string path);
 // chain of CUDA events, so each is atomic with respect to the others, as
 // the CPU's block locks make them; no host synchronisation per step.
 // At tau 0 one update sums the streams' gradients in one kernel: at most
-// this many streams (train() refuses more).
+// this many streams.
 inline constexpr std::size_t kMaxSynchronousStreams = 16;
+// InputError naming --workers when the device cannot run `workers` streams at
+// `tau`: train() asks first, and a command may ask before it opens its outputs.
+inline void check_streams(std::size_t workers, std::uint64_t tau) {
+  if (tau == 0 && workers > kMaxSynchronousStreams)
+    throw InputError("--workers " + std::to_string(workers) + ": at most " +
+                     std::to_string(kMaxSynchronousStreams) + " GPU streams with --tau 0");
+}
 
 struct GpuTrainOptions : dense::TrainOptions {
   GpuTrainOptions() = default;

@@ -50,6 +50,16 @@ export LD_LIBRARY_PATH="$DEPS/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LI
 # A CMake 4 refuses the old policy versions some packages' config files name.
 export CMAKE_ARGS="${CMAKE_ARGS:-} -DCMAKE_POLICY_VERSION_MINIMUM=3.5"
 command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+# What this machine brings (the build needs CMake >= 3.25; the carried Debian 12 libraries need glibc >= 2.34):
+# said first, so that a machine that cannot build is seen at once.
+{
+  echo "cmake: $(cmake --version 2> /dev/null | head -n 1 || echo missing)"
+  echo "c++: $(c++ --version 2> /dev/null | head -n 1 || echo missing)"
+  echo "nvcc: $( (nvcc --version 2> /dev/null || /usr/local/cuda/bin/nvcc --version 2> /dev/null) | tail -n 1)"
+  echo "glibc: $(ldd --version 2> /dev/null | head -n 1)"
+  echo "compute-sanitizer: $(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2> /dev/null || echo missing)"
+  echo "torch: $(python3 -c 'import torch; print(torch.__version__, "cuda", torch.cuda.is_available())' 2> /dev/null || echo missing)"
+} | tee "$dest/machine.txt"
 
 # run.sh in its own process group (job control), stopped with all it started once TIME_LIMIT seconds have
 # passed, so that the results are tarred before the tool's own limit (600 s a command) cuts the call off.
@@ -63,6 +73,10 @@ job=$!
 watchdog=$!
 wait "$job"; status=$?
 kill -TERM -- "-$watchdog" 2> /dev/null
+# A stopped asgd finishes its step and writes its CSV row before it exits: wait for the whole group (at most
+# 20 s more), so that nothing runs on after the results are tarred.
+for _ in $(seq 20); do kill -0 -- "-$job" 2> /dev/null || break; sleep 1; done
+kill -KILL -- "-$job" 2> /dev/null
 set +m
 mkdir -p "$results"
 # Stopped before its table: the table of what the stages left.

@@ -15,7 +15,10 @@
 #                    the results of several calls unpacked into one OUT make one table anywhere],
 #            EPOCHS [3 timed epochs per batch size], ACC_EPOCHS [20],
 #            TAU_EPOCHS [10], LIMIT [0: all training images; 2000 with EMULATE=1], PYTHON [python3 with torch],
-#            SANITIZE_TIMEOUT [120 s per tool, 4 tools], CMAKE_ARGS [more -D options],
+#            SANITIZE_TIMEOUT [120 s per tool, 4 tools], RUN_TIMEOUT [300 s for each training run and for the
+#            GPU tests: a hang costs that, not the whole call], TAUS ["0 1 4 16 inf 1c 4c 16c": the sweep's
+#            runs; a run whose CSV holds all its epochs already is kept, so a call cut short goes on where it
+#            stopped], CMAKE_ARGS [more -D options],
 #            EMULATE [0; 1 runs the whole script on the emulated backend, no GPU
 #                     needed, to check the script itself: its figures mean nothing].
 set -euo pipefail
@@ -23,6 +26,7 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 BUILD="${BUILD:-$root/build-gpu}"; OUT="${OUT:-$root/bench/results/gpu}"
 EPOCHS="${EPOCHS:-3}"; ACC_EPOCHS="${ACC_EPOCHS:-20}"; TAU_EPOCHS="${TAU_EPOCHS:-10}"; LIMIT="${LIMIT:-0}"
 PYTHON="${PYTHON:-python3}"; SANITIZE_TIMEOUT="${SANITIZE_TIMEOUT:-120}"; EMULATE="${EMULATE:-0}"
+RUN_TIMEOUT="${RUN_TIMEOUT:-300}"
 STAGES="${STAGES:-tests speed accuracy tau sanitize table}"
 DATA="${DATA:-$root/../shared/data/mnist}"; [[ -d "$DATA" ]] || DATA=builtin
 if [[ "$STAGES" == table ]]; then
@@ -35,7 +39,10 @@ stage() { [[ " $STAGES " == *" $1 "* ]]; }
 for s in $STAGES; do
   [[ " tests speed accuracy tau sanitize table " == *" $s "* ]] || { log "STAGES: unknown stage '$s'"; exit 2; }
 done
-taus=(0 1 4 16 inf 1c 4c 16c)
+read -r -a taus <<< "${TAUS:-0 1 4 16 inf 1c 4c 16c}"
+# The rows of a CSV in OUT (its header included; 0 when it is not there): a run killed before its first epoch
+# leaves the header alone.
+rows() { if [[ -f "$OUT/$1" ]]; then wc -l < "$OUT/$1"; else echo 0; fi; }
 
 if [[ "$STAGES" != table ]]; then
   log "build ($BUILD)"
@@ -55,12 +62,13 @@ if [[ "$STAGES" != table ]]; then
   echo "$DATA$([[ -f "$DATA/SOURCE" ]] && echo " (from $(cat "$DATA/SOURCE"))")" > "$OUT/data.txt"
 fi
 asgd="$BUILD/apps/asgd"
-train() { "$asgd" cnn train --data "$DATA" --device gpu --limit "$LIMIT" -q "$@"; }
+# SIGTERM at RUN_TIMEOUT: asgd stops at its next step (exit 143), its CSV holding the epochs done.
+train() { timeout "$RUN_TIMEOUT" "$asgd" cnn train --data "$DATA" --device gpu --limit "$LIMIT" -q "$@"; }
 
 if stage tests; then
   log "GPU tests"
   tests=pass
-  "$BUILD/tests/gpu/test_gpu" 2>&1 | tee "$OUT/test_gpu.log" | tail -n 3 >&2 || tests=FAIL
+  timeout "$RUN_TIMEOUT" "$BUILD/tests/gpu/test_gpu" 2>&1 | tee "$OUT/test_gpu.log" | tail -n 3 >&2 || tests=FAIL
   echo "$tests" > "$OUT/tests.txt"
 fi
 
@@ -79,8 +87,9 @@ if stage speed; then
     done
   done
   if [[ "$DATA" != builtin && "$EMULATE" != 1 ]] && "$PYTHON" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
-    "$PYTHON" "$root/bench/peers/cnn_gpu/lenet_torch_gpu.py" --data "$DATA" --epochs "$EPOCHS" > "$OUT/torch.jsonl" \
-      2> "$OUT/torch.log"
+    # A failure here is logged, and the stages after it still run (under set -e it ended the script).
+    timeout "$RUN_TIMEOUT" "$PYTHON" "$root/bench/peers/cnn_gpu/lenet_torch_gpu.py" --data "$DATA" --epochs "$EPOCHS" \
+      > "$OUT/torch.jsonl" 2> "$OUT/torch.log" || log "PyTorch failed or ran out of time (see torch.log)"
     "$PYTHON" -c '
 import json, sys
 for line in open(sys.argv[1]):
@@ -114,10 +123,15 @@ if stage tau; then
   first=1
   for run in "${taus[@]}"; do
     tau="${run%c}"; compensate=(--no-compensate); [[ "$run" == *c ]] && compensate=(--compensate)
-    rm -f "$OUT/tau_$run.csv"
-    train --workers 4 --tau "$tau" "${compensate[@]}" --epochs "$TAU_EPOCHS" --batch 64 --lr 0.02 --lr-schedule cosine \
-      --weight-decay 5e-4 --csv "$OUT/tau_$run.csv" > "$OUT/tau_$run.log" || log "tau $run failed (see tau_$run.log)"
-    [[ -s "$OUT/tau_$run.csv" ]] || continue
+    if [[ $(rows "tau_$run.csv") -gt $TAU_EPOCHS ]]; then
+      log "tau $run: done already (tau_$run.csv)"
+    else
+      rm -f "$OUT/tau_$run.csv"
+      train --workers 4 --tau "$tau" "${compensate[@]}" --epochs "$TAU_EPOCHS" --batch 64 --lr 0.02 \
+        --lr-schedule cosine --weight-decay 5e-4 --csv "$OUT/tau_$run.csv" > "$OUT/tau_$run.log" ||
+        log "tau $run failed or ran out of time (see tau_$run.log)"
+    fi
+    [[ $(rows "tau_$run.csv") -ge 2 ]] || continue
     if [[ $first == 1 ]]; then cat "$OUT/tau_$run.csv"; first=0; else tail -n +2 "$OUT/tau_$run.csv"; fi
   done > "$OUT/staleness_cnn_gpu.csv"
   "$PYTHON" "$root/bench/plot_staleness.py" "$OUT/staleness_cnn_gpu.csv" "$OUT/staleness_cnn_gpu.png" \
@@ -130,6 +144,8 @@ if stage sanitize; then
   have_cs=0
   if [[ "$EMULATE" != 1 ]] && { command -v compute-sanitizer > /dev/null || [[ -x /usr/local/cuda/bin/compute-sanitizer ]]; }; then
     cs="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"; have_cs=1
+  else
+    log "compute-sanitizer: $([[ "$EMULATE" == 1 ]] && echo "not under EMULATE=1" || echo "not found (PATH, /usr/local/cuda/bin)")"
   fi
   # The parity tests cover every kernel; two training tests cover the streams: a captured graph per stream, and
   # 2 streams at tau 2 with view copies and the update hook (the tau sweep itself would take too long under a
@@ -163,7 +179,6 @@ echo "device: $(or_not_run "$OUT/device.txt" unknown); data: $(or_not_run "$OUT/
 echo "tests: $(or_not_run "$OUT/tests.txt"); $(or_not_run "$OUT/sanitize.txt" "compute-sanitizer: not run")"
 # The epochs as run (column 4 of the last line), not as this call's variables say.
 last_of() { awk -F, -v c="$2" 'END {print $c}' "$OUT/$1"; }
-rows() { if [[ -f "$OUT/$1" ]]; then wc -l < "$OUT/$1"; else echo 0; fi; }
 if [[ $(rows accuracy.csv) -ge 2 ]]; then
   echo "LeNet-5, $(last_of accuracy.csv 4) epochs (2 streams x 64, tau 0): test accuracy $(last_of accuracy.csv 9) (target >= 0.99)"
 else
@@ -194,7 +209,7 @@ fi
 echo
 echo "tau sweep (4 streams, $([[ $(rows tau_0.csv) -ge 2 ]] && last_of tau_0.csv 4 || echo "$TAU_EPOCHS") epochs): final test accuracy, seconds, mean staleness"
 for run in "${taus[@]}"; do
-  [[ -s "$OUT/tau_$run.csv" ]] || { echo "  tau $run: failed or not run"; continue; }
+  [[ $(rows "tau_$run.csv") -ge 2 ]] || { echo "  tau $run: failed or not run"; continue; }
   awk -F, -v t="${run%c}" -v c="$([[ $run == *c ]] && echo ', compensated')" \
     'END {printf "  tau %s%s: %.4f in %.1f s, staleness %.2f\n", t, c, $9, $5, $10}' "$OUT/tau_$run.csv"
 done

@@ -114,11 +114,19 @@ if stage accuracy; then
   # cosine schedule, weight decay 5e-4; on the CPU 20 epochs gave 99.14 / 99.07 / 99.18 % over seeds 1-3.
   log "accuracy: $ACC_EPOCHS epochs, 2 streams x batch 64, tau 0, cosine schedule, weight decay 5e-4"
   train --epochs "$ACC_EPOCHS" --workers 2 --tau 0 --batch 64 --lr 0.02 --lr-schedule cosine --weight-decay 5e-4 \
-    --csv "$OUT/accuracy.csv" > "$OUT/accuracy.log" 2>&1 || log "the accuracy run failed (see accuracy.log)"
+    --csv "$OUT/accuracy.csv" --model "$OUT/lenet.asgd" > "$OUT/accuracy.log" 2>&1 ||
+    log "the accuracy run failed (see accuracy.log)"
+  # Inference with that model: the test set at batch 1000, passes timed over one upload (median of 5).
+  rm -f "$OUT/eval.txt"
+  if [[ -s "$OUT/lenet.asgd" ]]; then
+    timeout "$RUN_TIMEOUT" "$asgd" cnn eval --data "$DATA" --device gpu --model "$OUT/lenet.asgd" --batch 1000 \
+      --repeats 5 2>&1 | sed -n 's/^test accuracy .*; inference \([0-9]*\) images\/s.*/\1/p' > "$OUT/eval.txt" ||
+      log "cnn eval failed"
+  fi
 fi
 
 if stage tau; then
-  log "tau sweep: 4 streams, tau 0 1 4 16 inf (plain; 1 4 16 also with --compensate), $TAU_EPOCHS epochs"
+  log "tau sweep: 4 streams, runs ${taus[*]} (c: with --compensate), $TAU_EPOCHS epochs"
   # The CPU sweep's recipe (bench/RESULTS.md, "Accuracy vs tau"), on 4 streams.
   first=1
   for run in "${taus[@]}"; do
@@ -183,6 +191,9 @@ if [[ $(rows accuracy.csv) -ge 2 ]]; then
   echo "LeNet-5, $(last_of accuracy.csv 4) epochs (2 streams x 64, tau 0): test accuracy $(last_of accuracy.csv 9) (target >= 0.99)"
 else
   echo "LeNet-5 accuracy run: not run"
+fi
+if [[ -s "$OUT/eval.txt" ]]; then
+  echo "inference with that model (cnn eval, batch 1000, median of 5): $(cat "$OUT/eval.txt") images/s"
 fi
 floor=0
 if [[ -s "$OUT/floor.txt" ]]; then

@@ -248,8 +248,6 @@ LoadedModel load_model(const std::string& path, const std::string& shm = {}) {
     m.store.emplace(ParamStore::on_heap(d.layout));
     m.store->assign(d.params);
   }
-  // Not centred: unknown ids predict from the mean biases of the trained rows (a live segment's, as attached).
-  m.scale = with_bias_means(m.scale, *m.store, &m.cold);
   return m;
 }
 
@@ -625,11 +623,11 @@ int train(const MfTrainFlags& f, Distributed& dist) {
     std::string line = fmt::format("epoch {:3}: train loss {:.4f}", r.epochs.back().epoch, 2.0 * r.epochs.back().loss);
     if (have_validation && validation_set.size() > 0) {
       line += fmt::format("  validation RMSE {:.4f}",
-                          evaluate_errors(store, with_bias_means(scale, store, &cold), validation_set, range.lo, range.hi, &cold).rmse);
+                          evaluate_errors(store, scale, validation_set, range.lo, range.hi, &cold).rmse);
     }
     if (have_test && test_set.size() > 0) {
       line += fmt::format("  test RMSE {:.4f}",
-                          evaluate_errors(store, with_bias_means(scale, store, &cold), test_set, range.lo, range.hi, &cold).rmse);
+                          evaluate_errors(store, scale, test_set, range.lo, range.hi, &cold).rmse);
     }
     fmt::print(out, "{}  ({:.2f} s)\n", line, sgd_seconds);
   });
@@ -646,7 +644,7 @@ int train(const MfTrainFlags& f, Distributed& dist) {
   for (const auto& [name, set, have] : {std::tuple{"validation", &validation_set, have_validation},
                                         std::tuple{"test", &test_set, have_test}}) {
     if (!have) continue;
-    const auto m = evaluate_errors(store, with_bias_means(scale, store, &cold), *set, range.lo, range.hi, &cold);
+    const auto m = evaluate_errors(store, scale, *set, range.lo, range.hi, &cold);
     if (m.count == 0)
       fmt::print(out, "{}: no ratings (the fraction held out is too small for this file)\n", name);
     else
@@ -669,10 +667,12 @@ int predict(const MfPredictFlags& f) {
   LoadedModel m = load_model(f.model_file);
   const Ratings test = read_with_ids_of(m, f.test_file, f.format);
   const FactorLayout layout = FactorLayout::of(m.store->layout());
+  // Not centred: unknown ids predict from the mean biases of the trained rows.
+  const RatingScale scale = with_bias_means(m.scale, *m.store, &m.cold);
   std::string out;
   for (std::size_t i = 0; i < test.size(); ++i) {
     // Unknown users or items: the global mean plus the bias of the side that is known.
-    const float r = m.range.clip(predict_or_fallback(*m.store, layout, m.scale, test.user[i], test.item[i], &m.cold));
+    const float r = m.range.clip(predict_or_fallback(*m.store, layout, scale, test.user[i], test.item[i], &m.cold));
     out += fmt::format("{:.6g}\n", r);
   }
   AtomicFile file(f.output_file);

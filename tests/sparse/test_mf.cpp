@@ -310,6 +310,10 @@ TEST(BiasedMf, LibmfsFormFitsRatingsScaledAndUncentred) {
   EXPECT_FLOAT_EQ(predict_or_fallback(store, f, known, 3, 2, &cold), rs.mean);
   EXPECT_FLOAT_EQ(predict_or_fallback(store, f, known, 9, 9), rs.mean);
   EXPECT_NE(predict_or_fallback(store, f, known, 3, 2), rs.mean);  // without `cold`: d's row and z's, as trained
+  // evaluate_errors finds the mean biases itself, from the scale as the problem gives it.
+  const Ratings d_rates_x = parse_ratings("d x 3\n", "test", RatingsFormat::libmf, &train);
+  EXPECT_NEAR(evaluate_errors(store, rs, d_rates_x, 0, 0, &cold).rmse,
+              std::abs(predict_or_fallback(store, f, known, 3, 0, &cold) - 3.0f), 1e-6);
   EXPECT_FLOAT_EQ(with_bias_means(problem.rating_scale(), store).item_bias_mean, (b_x + b_y + store.load(f.item_bias + 2)) / 3);
   // recommend() scores as predict() does.
   const std::vector<std::uint32_t> users = {1};

@@ -135,21 +135,22 @@ float predict_or_fallback(const ParamStore& store, const FactorLayout& f, const 
   return rs.unknown(b_u, b_i);
 }
 
-RatingScale with_bias_means(RatingScale rs, const ParamStore& store, const ColdIds* cold) {
+RatingScale with_bias_means(RatingScale rs, const ParamStore& store, std::span<const std::uint32_t> cold_users,
+                            std::span<const std::uint32_t> cold_items) {
   if (rs.centred()) return rs;
   const FactorLayout f = FactorLayout::of(store.layout());
-  auto mean_of = [&](std::size_t first, std::size_t n, const std::vector<std::uint32_t>* skip) {
+  auto mean_of = [&](std::size_t first, std::size_t n, std::span<const std::uint32_t> skip) {
     double sum = 0;
     std::size_t count = 0;
     for (std::uint32_t k = 0; k < n; ++k) {
-      if (skip != nullptr && std::binary_search(skip->begin(), skip->end(), k)) continue;
+      if (std::binary_search(skip.begin(), skip.end(), k)) continue;
       sum += store.load(first + k);
       ++count;
     }
     return count ? static_cast<float>(sum / static_cast<double>(count)) : 0.0f;
   };
-  rs.item_bias_mean = mean_of(f.item_bias, f.items, cold ? &cold->items : nullptr);
-  rs.user_bias_mean = f.has_user_bias ? mean_of(f.user_bias, f.users, cold ? &cold->users : nullptr) : 0.0f;
+  rs.item_bias_mean = mean_of(f.item_bias, f.items, cold_items);
+  rs.user_bias_mean = f.has_user_bias ? mean_of(f.user_bias, f.users, cold_users) : 0.0f;
   return rs;
 }
 
@@ -197,9 +198,10 @@ BiasedMf::BiasedMf(const Ratings& train, MfOptions options, std::uint64_t seed)
 
 Layout BiasedMf::layout() const { return FactorLayout::make(users_, items_, options_.factors, true, ids_); }
 
-ErrorMetrics evaluate_errors(const ParamStore& store, const RatingScale& rs, const Ratings& test, float lo, float hi,
-                             const ColdIds* cold) {
+ErrorMetrics evaluate_errors(const ParamStore& store, const RatingScale& given, const Ratings& test, float lo,
+                             float hi, const ColdIds* cold) {
   const FactorLayout f = FactorLayout::of(store.layout());
+  const RatingScale rs = with_bias_means(given, store, cold);
   struct Sums {
     double squared = 0, absolute = 0;
     std::size_t count = 0, known = 0;

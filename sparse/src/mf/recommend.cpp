@@ -49,7 +49,7 @@ bool SeenItems::contains(std::uint32_t user, std::uint32_t item) const noexcept 
   return std::binary_search(s.begin(), s.end(), item);
 }
 
-std::vector<std::vector<Recommendation>> recommend(const ParamStore& store, const RatingScale& rs, const SeenItems* seen,
+std::vector<std::vector<Recommendation>> recommend(const ParamStore& store, const RatingScale& given, const SeenItems* seen,
                                                    std::span<const std::uint32_t> users, std::size_t k,
                                                    std::size_t batch, std::span<const std::uint32_t> never,
                                                    std::span<const std::uint32_t> cold_users) {
@@ -62,6 +62,8 @@ std::vector<std::vector<Recommendation>> recommend(const ParamStore& store, cons
   const bool user_bias = f.has_user_bias;
   if (!std::is_sorted(never.begin(), never.end())) throw InputError("recommend: `never` must be sorted");
   if (!std::is_sorted(cold_users.begin(), cold_users.end())) throw InputError("recommend: `cold_users` must be sorted");
+  // Not centred: cold users' scores measure item biases from the mean of the trained items'.
+  const RatingScale rs = with_bias_means(given, store, cold_users, never);
   // The items of `never` the model has, once each.
   std::vector<std::uint32_t> never_here;
   for (const std::uint32_t i : never) {

@@ -87,10 +87,15 @@ float predict(const ParamStore& store, const FactorLayout& f, const RatingScale&
 // (sorted; zero rows), is unknown, and a pair with an unknown side predicts
 // rs.unknown(the biases of the sides that are known).
 // `rs` for predicting from `store` when it is not centred: with the mean
-// biases of the users and items that have a training rating (not in
-// `cold`), which RatingScale::unknown measures a known side's bias from;
-// a centred `rs` as it is.
-RatingScale with_bias_means(RatingScale rs, const ParamStore& store, const ColdIds* cold = nullptr);
+// biases of the users and items that have a training rating (not among the
+// sorted `cold_users`, `cold_items`), which RatingScale::unknown measures a
+// known side's bias from; a centred `rs` as it is. predict_or_fallback needs
+// it so; evaluate_errors and recommend make it themselves.
+RatingScale with_bias_means(RatingScale rs, const ParamStore& store, std::span<const std::uint32_t> cold_users = {},
+                            std::span<const std::uint32_t> cold_items = {});
+inline RatingScale with_bias_means(const RatingScale& rs, const ParamStore& store, const ColdIds* cold) {
+  return cold ? with_bias_means(rs, store, cold->users, cold->items) : with_bias_means(rs, store);
+}
 float predict_or_fallback(const ParamStore& store, const FactorLayout& f, const RatingScale& rs, std::uint32_t user,
                           std::uint32_t item, const ColdIds* cold = nullptr);
 

@@ -24,7 +24,7 @@ constexpr std::uint32_t kVersion = 1;
 struct FileHeader {
   char magic[8];
   std::uint32_t version;
-  std::uint32_t optimizer_kind;  // was reserved (0) before it was recorded
+  std::uint32_t optimizer;  // kind | row head << 8; was reserved (0) before the kind was recorded
   std::uint64_t layout_hash;
   std::uint64_t elements;
   std::uint64_t optimizer_elements;
@@ -39,12 +39,17 @@ static_assert(sizeof(FileHeader) == 80);
 }  // namespace
 
 void save_checkpoint(const std::filesystem::path& path, const ParamStore& store, const TrainState& state,
-                     std::span<const float> optimizer_state, std::string_view metadata, OptimizerKind optimizer_kind) {
+                     std::span<const float> optimizer_state, std::string_view metadata, OptimizerKind optimizer_kind,
+                     std::uint32_t row_head) {
+  if (row_head >= kMaxRowHead || (row_head > 0 && optimizer_kind != OptimizerKind::row_adagrad)) {
+    throw InputError(fmt::format("checkpoint {}: a row head ({}) is for per-row AdaGrad sums, below {}", path.string(),
+                                 row_head, kMaxRowHead));
+  }
   const std::string layout_text = store.layout().serialize();
   FileHeader h{};
   std::memcpy(h.magic, kMagic, sizeof kMagic);
   h.version = kVersion;
-  h.optimizer_kind = static_cast<std::uint32_t>(optimizer_kind);
+  h.optimizer = static_cast<std::uint32_t>(optimizer_kind) | row_head << 8;
   h.layout_hash = store.layout().hash();
   h.elements = store.size();
   h.optimizer_elements = optimizer_state.size();
@@ -118,7 +123,10 @@ CheckpointData read_checkpoint(const std::filesystem::path& path) {
                                  file_bytes, expected));
   }
   CheckpointData d;
-  d.optimizer_kind = h.optimizer_kind <= 2 ? static_cast<OptimizerKind>(h.optimizer_kind) : OptimizerKind::unrecorded;
+  // A kind this asgd does not know reads as unrecorded, its head as none (what was written before either was).
+  const std::uint32_t kind = h.optimizer & 0xffu;
+  d.optimizer_kind = kind <= 2 ? static_cast<OptimizerKind>(kind) : OptimizerKind::unrecorded;
+  if (d.optimizer_kind == OptimizerKind::row_adagrad) d.row_head = h.optimizer >> 8;
   std::string layout_text(h.layout_text_bytes, '\0');
   d.metadata.resize(h.metadata_bytes);
   d.params.resize(h.elements);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "asgd/engine/checkpoint.hpp"
 #include "asgd/engine/errors.hpp"
 
 namespace asgd {
@@ -52,6 +53,7 @@ void Schedule::validate() const {
   }
   if (adagrad && row_adagrad) throw InputError("schedule: choose per-parameter or per-row AdaGrad, not both");
   if (row_head > 0 && !row_adagrad) throw InputError("schedule: a row head is for per-row AdaGrad");
+  if (row_head >= kMaxRowHead) throw InputError(fmt::format("schedule: a row head must be below {}", kMaxRowHead));
   if (!(adagrad_eps > 0.0f) || !std::isfinite(adagrad_eps))
     throw InputError(fmt::format("schedule: AdaGrad eps {} must be finite and > 0", adagrad_eps));
 }

@@ -284,7 +284,8 @@ void Trainer::save_checkpoint(const std::filesystem::path& path) const {
     zeros.assign(store_.size(), 0.0f);
     sums = zeros;
   }
-  ::asgd::save_checkpoint(path, store_, state_, sums, options_.checkpoint_metadata, optimizer_kind());
+  ::asgd::save_checkpoint(path, store_, state_, sums, options_.checkpoint_metadata, optimizer_kind(),
+                          options_.schedule.row_adagrad ? static_cast<std::uint32_t>(options_.schedule.row_head) : 0);
 }
 
 OptimizerKind Trainer::optimizer_kind() const noexcept {
@@ -319,6 +320,16 @@ void Trainer::load_checkpoint(CheckpointData data, const std::filesystem::path& 
     throw InputError(fmt::format("checkpoint {} holds {} AdaGrad sums and this run uses {} AdaGrad; resume with the "
                                  "step rule it was trained with",
                                  path.string(), name(data.optimizer_kind), name(optimizer_kind())));
+  }
+  // So are sums split into a row's head and tail (Schedule::row_head) when the head differs.
+  if (same_model && !sums.empty() && data.optimizer_kind == OptimizerKind::row_adagrad &&
+      data.row_head != options_.schedule.row_head) {
+    const auto what = [](std::size_t head) {
+      return head > 0 ? fmt::format("a row head of {}", head) : std::string("one sum per row");
+    };
+    throw InputError(fmt::format("checkpoint {} holds per-row AdaGrad sums with {} and this run uses {}; resume "
+                                 "with the step rule it was trained with",
+                                 path.string(), what(data.row_head), what(options_.schedule.row_head)));
   }
   std::vector<float> loaded;
   state_ = ::asgd::load_checkpoint(std::move(data), path, store_, &loaded);

@@ -298,6 +298,28 @@ TEST_F(CheckpointTest, LoadingRefusesANegativeAdagradSum) {
   EXPECT_NO_THROW((void)asgd::read_checkpoint(path));
 }
 
+// The optimizer word keeps the kind in its low byte and a row head above it: a head is read back with per-row
+// sums only, and one that does not fit (or goes with another kind) is refused when written.
+TEST_F(CheckpointTest, ARowHeadTravelsWithPerRowSums) {
+  const fs::path path = dir_ / "head.ckpt";
+  auto s = ParamStore::on_heap(layout_of(8));
+  const std::vector<float> sums(s.size(), 1.0f);
+  save_checkpoint(path, s, {1, 1, 1}, sums, "", asgd::OptimizerKind::row_adagrad, 8);
+  auto d = asgd::read_checkpoint(path);
+  EXPECT_EQ(d.optimizer_kind, asgd::OptimizerKind::row_adagrad);
+  EXPECT_EQ(d.row_head, 8u);
+  save_checkpoint(path, s, {1, 1, 1}, sums, "", asgd::OptimizerKind::row_adagrad, asgd::kMaxRowHead - 1);
+  EXPECT_EQ(asgd::read_checkpoint(path).row_head, asgd::kMaxRowHead - 1);
+  save_checkpoint(path, s, {1, 1, 1}, sums, "", asgd::OptimizerKind::row_adagrad);
+  EXPECT_EQ(asgd::read_checkpoint(path).row_head, 0u);
+  for (const auto& [kind, head] : {std::pair{asgd::OptimizerKind::row_adagrad, std::uint32_t{1} << 24},
+                                   std::pair{asgd::OptimizerKind::adagrad, std::uint32_t{8}}}) {
+    const auto msg = message_of([&] { save_checkpoint(path, s, {1, 1, 1}, sums, "", kind, head); });
+    EXPECT_NE(msg.find("a row head"), std::string::npos) << msg;
+  }
+  EXPECT_EQ(asgd::read_checkpoint(path).row_head, 0u);  // the refused writes left the file as it was
+}
+
 // Replacing a file: a private one stays private; names that only look like our temp files are the user's and
 // stay; a name near the file system's limit still gets written (its temp name is short).
 TEST_F(CheckpointTest, ReplacingAFileKeepsItsModeAndNeighbours) {

@@ -464,6 +464,26 @@ TEST(Trainer, AResumeKeepsTheStepRule) {
         << msg;
     Trainer same(store, row);
     EXPECT_NO_THROW(same.load_checkpoint(ckpt));
+    // Nor are sums split into a head and a tail (Schedule::row_head) one sum per row, or another head's: the head
+    // is recorded and checked (before: loaded, and a sum read as the other split's).
+    auto headed = row;
+    headed.schedule.row_head = 2;
+    checkpoint_after(p, headed, 1, ckpt);
+    EXPECT_EQ(asgd::read_checkpoint(ckpt).row_head, 2u);
+    for (const auto& [other, why] : {std::pair{row, "with a row head of 2 and this run uses one sum per row"},
+                                     std::pair{[&] {
+                                                 auto o = row;
+                                                 o.schedule.row_head = 3;
+                                                 return o;
+                                               }(),
+                                               "with a row head of 2 and this run uses a row head of 3"}}) {
+      auto fresh = ParamStore::on_heap(p.layout());
+      Trainer t2(fresh, other);
+      const auto msg2 = asgd::testing::message_of([&] { t2.load_checkpoint(ckpt); });
+      EXPECT_NE(msg2.find(why), std::string::npos) << msg2;
+    }
+    Trainer same_head(store, headed);
+    EXPECT_NO_THROW(same_head.load_checkpoint(ckpt));
   }
   // An AdaGrad trainer's checkpoint from before its first run() holds its (zero) sums: another AdaGrad trainer
   // loads it (before: written without sums, and then refused as "holds no AdaGrad sums").

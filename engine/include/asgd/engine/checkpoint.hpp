@@ -4,7 +4,9 @@
 // a torn, corrupt or foreign file with a clear message.
 //
 // File format (little-endian, version 1):
-//   "ASGDCKPT" u32 version u32 optimizer_kind (0 before it was recorded)
+//   "ASGDCKPT" u32 version u32 optimizer: OptimizerKind in bits 0-7 (0 before it
+//   was recorded), the row head of per-row sums in bits 8-31 (0: none; 0 too
+//   before it was recorded, which an older reader takes for an unknown kind)
 //   u64 layout_hash u64 elements u64 optimizer_elements
 //   u64 epoch u64 examples u64 seed u64 layout_text_bytes u64 metadata_bytes
 //   layout text | metadata | elements x f32 | optimizer_elements x f32
@@ -33,12 +35,16 @@ struct TrainState {
 // What wrote a checkpoint's optimizer state, when the writer said (the
 // Trainer does): sums of one step rule are not the other's.
 enum class OptimizerKind : std::uint32_t { unrecorded = 0, adagrad = 1, row_adagrad = 2 };
+// The largest row head a checkpoint can record is kMaxRowHead - 1 (24 bits).
+inline constexpr std::size_t kMaxRowHead = std::size_t{1} << 24;
 
 struct CheckpointData {
   Layout layout;
   std::vector<float> params;           // layout.size() values
   std::vector<float> optimizer_state;  // e.g. AdaGrad sums; empty if none
   OptimizerKind optimizer_kind = OptimizerKind::unrecorded;
+  // With row_adagrad: Schedule::row_head of the sums (0: one sum per row).
+  std::uint32_t row_head = 0;
   TrainState state;
   std::string metadata;  // opaque to the engine: apps keep id maps, options...
 };
@@ -47,10 +53,11 @@ struct CheckpointData {
 // folder, a folder, no permission: AtomicFile's checks, a caller's mistake),
 // RuntimeError when the write itself fails (the previous file, if any,
 // stays) and when a parameter is NaN or infinite (a diverged model is never
-// saved).
+// saved). `row_head` goes with OptimizerKind::row_adagrad only, and is
+// below kMaxRowHead.
 void save_checkpoint(const std::filesystem::path& path, const ParamStore& store, const TrainState& state,
                      std::span<const float> optimizer_state = {}, std::string_view metadata = {},
-                     OptimizerKind optimizer_kind = OptimizerKind::unrecorded);
+                     OptimizerKind optimizer_kind = OptimizerKind::unrecorded, std::uint32_t row_head = 0);
 
 // Throws InputError naming the file and what is wrong: missing, not a
 // checkpoint, other version, truncated, checksum mismatch.

@@ -43,7 +43,8 @@ struct Schedule {
   bool row_adagrad = false;
   // With row_adagrad and > 0: a row's first row_head parameters and the rest
   // keep an accumulator each (LIBMF 2: 8, its first SIMD block of factors).
-  // Checkpoints do not record it: resume with the head the sums were made with.
+  // Checkpoints record it (below kMaxRowHead), and a resume with another head
+  // is refused.
   std::size_t row_head = 0;
   // Whether the run keeps AdaGrad sums (either kind): state a checkpoint carries.
   bool has_adagrad() const noexcept { return adagrad || row_adagrad; }

@@ -2,8 +2,11 @@
 // on its stream, a loop running the kernel's body (kernel_bodies.hpp, the
 // code each GPU thread runs) for every element.
 #include <cstdint>
+#include <functional>
+#include <utility>
 
 #include "emulator.hpp"
+#include "../src/cuda_util.hpp"
 
 #include "../src/kernel_bodies.hpp"
 #include "../src/kernels.hpp"
@@ -12,11 +15,21 @@
 #define ASGD_OPERAND(p, elements) ::asgd::gpu::emulator::require_operand((p), (elements) * sizeof(*(p)), #p)
 
 namespace asgd::gpu::kernels {
+namespace {
+
+// A launch and its check, as kernels.cu writes each: the check reads the thread's last error, so an error a failed
+// call left there shows here as it would on a GPU.
+void launch(cudaStream_t s, std::function<void()> body) {
+  emulator::launch(s, std::move(body));
+  ASGD_CUDA_LAUNCHED();
+}
+
+}  // namespace
 
 void im2col(const float* in, float* col, const ConvGeometry& g, cudaStream_t s) {
   ASGD_OPERAND(in, body::image_size(g));
   ASGD_OPERAND(col, body::im2col_size(g));
-  emulator::launch(s, [=] {
+  launch(s, [=] {
     for (std::size_t i = 0, m = body::im2col_size(g); i < m; ++i) body::im2col(i, in, col, g);
   });
 }
@@ -24,7 +37,7 @@ void im2col(const float* in, float* col, const ConvGeometry& g, cudaStream_t s) 
 void col2im(const float* col, float* din, const ConvGeometry& g, cudaStream_t s) {
   ASGD_OPERAND(col, body::im2col_size(g));
   ASGD_OPERAND(din, body::image_size(g));
-  emulator::launch(s, [=] {
+  launch(s, [=] {
     for (std::size_t i = 0, m = body::image_size(g); i < m; ++i) body::col2im(i, col, din, g);
   });
 }
@@ -32,7 +45,7 @@ void col2im(const float* col, float* din, const ConvGeometry& g, cudaStream_t s)
 void add_row_bias(float* y, const float* b, std::size_t rows, std::size_t cols, bool relu, cudaStream_t s) {
   ASGD_OPERAND(y, rows * cols);
   ASGD_OPERAND(b, rows);
-  emulator::launch(s, [=] {
+  launch(s, [=] {
     for (std::size_t i = 0; i < rows * cols; ++i) body::add_bias(i, y, b, cols, true, relu);
   });
 }
@@ -40,7 +53,7 @@ void add_row_bias(float* y, const float* b, std::size_t rows, std::size_t cols, 
 void add_col_bias(float* y, const float* b, std::size_t n, std::size_t cols, bool relu, cudaStream_t s) {
   ASGD_OPERAND(y, n * cols);
   ASGD_OPERAND(b, cols);
-  emulator::launch(s, [=] {
+  launch(s, [=] {
     for (std::size_t i = 0; i < n * cols; ++i) body::add_bias(i, y, b, cols, false, relu);
   });
 }
@@ -48,7 +61,7 @@ void add_col_bias(float* y, const float* b, std::size_t n, std::size_t cols, boo
 void relu_forward(const float* in, float* out, std::size_t m, cudaStream_t s) {
   ASGD_OPERAND(in, m);
   ASGD_OPERAND(out, m);
-  emulator::launch(s, [=] {
+  launch(s, [=] {
     for (std::size_t i = 0; i < m; ++i) body::relu_forward(i, in, out);
   });
 }
@@ -57,7 +70,7 @@ void relu_backward(const float* out, const float* dout, float* din, std::size_t 
   ASGD_OPERAND(out, m);
   ASGD_OPERAND(dout, m);
   ASGD_OPERAND(din, m);
-  emulator::launch(s, [=] {
+  launch(s, [=] {
     for (std::size_t i = 0; i < m; ++i) body::relu_backward(i, out, dout, din);
   });
 }
@@ -66,7 +79,7 @@ void max_pool_forward(const float* in, float* out, std::uint8_t* choice, const P
   ASGD_OPERAND(in, static_cast<std::size_t>(g.c) * g.n * g.h * g.w);
   ASGD_OPERAND(out, body::pooled_size(g));
   ASGD_OPERAND(choice, body::pooled_size(g));
-  emulator::launch(s, [=] {
+  launch(s, [=] {
     for (std::size_t i = 0, m = body::pooled_size(g); i < m; ++i) body::max_pool_forward(i, in, out, choice, g);
   });
 }
@@ -77,7 +90,7 @@ void max_pool_backward(const float* dout, const std::uint8_t* choice, const floa
   ASGD_OPERAND(choice, body::pooled_size(g));
   if (pooled != nullptr) ASGD_OPERAND(pooled, body::pooled_size(g));
   ASGD_OPERAND(din, static_cast<std::size_t>(g.c) * g.n * g.h * g.w);
-  emulator::launch(s, [=] {
+  launch(s, [=] {
     for (std::size_t i = 0, m = body::pooled_size(g); i < m; ++i)
       body::max_pool_backward(i, dout, choice, pooled, din, g);
   });
@@ -86,7 +99,7 @@ void max_pool_backward(const float* dout, const std::uint8_t* choice, const floa
 void flatten_forward(const float* in, float* out, int c, std::size_t n, int hw, cudaStream_t s) {
   ASGD_OPERAND(in, n * c * hw);
   ASGD_OPERAND(out, n * c * hw);
-  emulator::launch(s, [=] {
+  launch(s, [=] {
     for (std::size_t i = 0, m = n * c * hw; i < m; ++i) body::flatten(i, in, out, c, n, hw, true);
   });
 }
@@ -94,7 +107,7 @@ void flatten_forward(const float* in, float* out, int c, std::size_t n, int hw, 
 void flatten_backward(const float* dout, float* din, int c, std::size_t n, int hw, cudaStream_t s) {
   ASGD_OPERAND(dout, n * c * hw);
   ASGD_OPERAND(din, n * c * hw);
-  emulator::launch(s, [=] {
+  launch(s, [=] {
     for (std::size_t i = 0, m = n * c * hw; i < m; ++i) body::flatten(i, dout, din, c, n, hw, false);
   });
 }
@@ -105,7 +118,7 @@ void softmax_xent(const float* logits, const std::uint8_t* labels, std::size_t n
   ASGD_OPERAND(labels, n);
   ASGD_OPERAND(loss, n);
   if (dlogits != nullptr) ASGD_OPERAND(dlogits, n * k);
-  emulator::launch(s, [=] {
+  launch(s, [=] {
     for (std::size_t i = 0; i < n; ++i) body::softmax_xent(i, logits, labels, k, loss, dlogits, scale);
   });
 }
@@ -113,7 +126,7 @@ void softmax_xent(const float* logits, const std::uint8_t* labels, std::size_t n
 void accumulate_sum(const float* x, std::size_t n, double scale, double* acc, cudaStream_t s) {
   ASGD_OPERAND(x, n);
   ASGD_OPERAND(acc, 1);
-  emulator::launch(s, [=] {
+  launch(s, [=] {
     double sum = 0;
     for (std::size_t i = 0; i < n; ++i) sum += x[i];
     *acc += scale * sum;
@@ -125,7 +138,7 @@ void confusion(const float* logits, const std::uint8_t* labels, std::size_t n, i
   ASGD_OPERAND(logits, n * k);
   ASGD_OPERAND(labels, n);
   ASGD_OPERAND(counts, static_cast<std::size_t>(k) * k);
-  emulator::launch(s, [=] {
+  launch(s, [=] {
     for (std::size_t i = 0; i < n; ++i) ++counts[labels[i] * k + body::argmax(i, logits, k)];
   });
 }
@@ -138,14 +151,14 @@ void gather(const float* images, const std::uint8_t* labels, const std::uint32_t
   ASGD_OPERAND(y, n);
   ASGD_OPERAND(images, dim);
   ASGD_OPERAND(labels, 1);
-  emulator::launch(s, [=] {
+  launch(s, [=] {
     for (std::size_t i = 0; i < n * dim; ++i) body::gather(i, images, labels, index, first, dim, x, y);
   });
 }
 
 void fill(float* x, float value, std::size_t n, cudaStream_t s) {
   ASGD_OPERAND(x, n);
-  emulator::launch(s, [=] {
+  launch(s, [=] {
     for (std::size_t i = 0; i < n; ++i) x[i] = value;
   });
 }
@@ -154,7 +167,7 @@ void sgd_momentum(float* w, float* v, const GradSum& g, std::size_t n, float lr,
   ASGD_OPERAND(w, n);
   ASGD_OPERAND(v, n);
   for (int j = 0; j < g.count; ++j) ASGD_OPERAND(g.grads[j], n);
-  emulator::launch(s, [=] {
+  launch(s, [=] {
     for (std::size_t i = 0; i < n; ++i) body::sgd_momentum(i, w, v, g, lr, mu, wd);
   });
 }

@@ -555,6 +555,7 @@ int train(const MfTrainFlags& f, Distributed& dist) {
     throw InputError(fmt::format("--schedule {}: expected hogwild or blocks", f.schedule));
   }
   const bool blocks = f.schedule == "blocks";
+  std::size_t workers = f.threads;
   constexpr std::size_t kMostBins = BlockScheduler::kMostBins;
   if (f.bins > kMostBins) throw InputError(fmt::format("--bins {}: at most {}", f.bins, kMostBins));
   if (blocks) {
@@ -568,6 +569,20 @@ int train(const MfTrainFlags& f, Distributed& dist) {
         fmt::print(stderr, "asgd mf: note: -n/--bins {}: {} (as many as the {} users or items)\n", f.bins, fewest,
                    fewest);
       mo.bins = fewest;
+    }
+    // A worker needs a row and a column of blocks that no other holds. With as many workers as bins, one that
+    // puts its block back finds none free (LIBMF refuses it: bins > workers); near that, few blocks are free at a
+    // time, so workers mostly wait and each pick searches a sparse grid (ml-100k's 943 bins: 943 workers took
+    // 321 s an epoch; the scheduler alone, bench-free: 942 workers 21 s an epoch, 471 workers 1.3 s). So bins >
+    // workers always, and where the bins were cut to the users or items, 2 x workers + 1 as by default.
+    const std::size_t most = f.bins ? mo.bins - 1 : (mo.bins - 1) / 2;
+    if (f.threads > most) {
+      workers = std::max<std::size_t>(1, most);
+      if (dist.root()) {
+        fmt::print(stderr, "asgd mf: note: -s {}: {} with --schedule blocks on {} bins ({})\n", f.threads,
+                   counted(workers, "worker"), mo.bins,
+                   f.bins ? "at most bins - 1 hold blocks at once" : "bins = 2 x workers + 1, as by default");
+      }
     }
   }
   // Under mpirun each rank trains every P-th rating, around the whole
@@ -595,6 +610,7 @@ int train(const MfTrainFlags& f, Distributed& dist) {
 
   TrainerOptions o = trainer_options(f, "constant", 0.0f);
   o.blocks = blocks;
+  o.workers = workers;
   // Ids first seen in a validation or test file: zero rows, predicted as unknown ids are.
   const ColdIds cold = cold_ids(train_set.users.size(), train_set.items.size(), train_set);
   const RatingScale& scale = problem.rating_scale();
@@ -638,7 +654,7 @@ int train(const MfTrainFlags& f, Distributed& dist) {
   }
   const double updates = static_cast<double>(report.examples);
   fmt::print(out, "mf: {} in {:.2f} s of SGD ({:.3g} rating updates/s, {}, {}, {})\n",
-             counted(report.epochs.size(), "epoch"), sgd_seconds, updates / sgd_seconds, counted(f.threads, "worker"),
+             counted(report.epochs.size(), "epoch"), sgd_seconds, updates / sgd_seconds, counted(workers, "worker"),
              f.policy,
              blocks ? fmt::format("blocks {}x{}", mo.bins, mo.bins) : std::string("hogwild"));
   for (const auto& [name, set, have] : {std::tuple{"validation", &validation_set, have_validation},
@@ -860,7 +876,8 @@ void add_mf_commands(CLI::App& app, int& exit_code) {
   train_cmd->add_option("--positive", t->positive_threshold, "bpr: ratings at or above this are positives")
       ->capture_default_str();
   train_cmd->add_option("--bins,-n", t->bins,
-                        "blocks: users and items split into this many groups, at most 4096 (default 2 x threads + 1)");
+                        "blocks: users and items split into this many groups, at most 4096 (default 2 x threads + 1); "
+                        "at most bins - 1 workers");
   train_cmd->add_flag("--quiet,-q", t->quiet, "No per-epoch lines");
   add_distributed_flags(*train_cmd, t->dist);
   train_cmd->callback([t, train_cmd, &exit_code] {

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <cmath>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -167,6 +168,9 @@ int train(const TrainFlags& f, Distributed& dist) {
     for (auto at = path.find("{rank}"); at != std::string::npos; at = path.find("{rank}", at + rank.size()))
       path.replace(at, 6, rank);
   }
+  // The flags that need no data, before the file is read (a 1 GB file was read, 5.5 s, before "--l2 -1" was said).
+  const sparse::LinearLoss loss = parse_flag("--loss", [&] { return sparse::parse_linear_loss(f.loss); });
+  if (!(f.l2 >= 0) || !std::isfinite(f.l2)) throw InputError(fmt::format("--l2 {}: expected finite and >= 0", f.l2));
   sparse::SparseDataset data = sparse::read_libsvm(path, parse_unsorted(f.unsorted));
   if (f.features > 0) {
     // Processes training shards of one model need one layout: fix its width.
@@ -180,7 +184,6 @@ int train(const TrainFlags& f, Distributed& dist) {
   // quality is reported on the whole set (rank 0's file).
   std::optional<sparse::SparseDataset> shard;
   if (dist.active() && !per_rank_files) shard = select_rows(data, dist.shard(data.rows(), "examples"));
-  const sparse::LinearLoss loss = parse_flag("--loss", [&] { return sparse::parse_linear_loss(f.loss); });
   // One objective for the models the ranks average.
   const std::pair<std::string_view, std::string> settings[] = {{"--loss", std::string(sparse::to_string(loss))},
                                                                 {"--l2", as_text(f.l2)}};

@@ -333,6 +333,13 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
   // Before the corpus is read: the flags that need parsing.
   const Consistency consistency = parse_flag("-policy", [&] { return parse_consistency(f.policy); });
   const std::uint64_t tau = parse_flag("-tau", [&] { return parse_tau(f.tau); });
+  // (a 627 MB corpus was read, 16 s, before "-alpha 0" was said)
+  const auto check_alpha = [](float alpha) {
+    if (!(alpha > 0) || !std::isfinite(alpha)) {
+      throw InputError(fmt::format("-alpha {}: expected a finite rate > 0", alpha));
+    }
+  };
+  if (f.alpha) check_alpha(*f.alpha);
 
   // Vocabulary and model shape: from a checkpoint, or from the flags.
   CheckpointData resumed;
@@ -488,8 +495,7 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
   o.step_examples = model.sentences_per_step();  // ~10,000 words a step, as word2vec.c's rate updates
   o.schedule.kind = ScheduleKind::linear;
   o.schedule.lr = f.alpha ? *f.alpha : saved.alpha > 0 ? saved.alpha : (m.cbow ? 0.05f : 0.025f);
-  if (!(o.schedule.lr > 0) || !std::isfinite(o.schedule.lr))
-    throw InputError(fmt::format("-alpha {}: expected a finite rate > 0", o.schedule.lr));
+  check_alpha(o.schedule.lr);  // a checkpoint's, when -alpha was not given
   o.schedule.floor = 1e-4f;
   o.checkpoint_path = f.checkpoint;
   o.checkpoint_metadata = metadata(m, vocab, ResumeInfo{o.schedule.lr, corpus_words, o.epochs});

@@ -162,6 +162,10 @@ TEST_F(Cli, BadInputExitsTwoWithWhereAndWhat) {
   r = run({"linear", "eval", "--data", path("ok.svm"), "--model", path("ok.model"), "--l2", "-3"});
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("l2 must be finite and >= 0, got -3"), std::string::npos) << r.output;
+  // train says so before it reads the data (here: before it finds it missing).
+  r = run({"linear", "train", "--data", path("missing.svm"), "--l2", "-3"});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--l2 -3: expected finite and >= 0"), std::string::npos) << r.output;
   // Features the model never saw weigh 0 and are left out: one line with feature 2^31 - 1 used to widen the
   // weights to 8 GB. The score is that of the line without the feature.
   std::ofstream(path("far.svm")) << "+1 2147483647:1\n";

@@ -388,6 +388,11 @@ TEST_F(MfCli, OddInputsTrainOrGetAClearRefusal) {
       {{"mf", "train", "--schedule", "blocks", "-n", "4097", path("ids.txt")}, "--bins 4097: at most"},
       {{"mf", "recommend", path("m"), "--user", cafe, "-k", "0"}, "-k 0: expected at least 1"},
       {{"mf", "train", "--init", "0", path("ids.txt")}, "--init 0: expected > 0"},
+      // Flags that need no data are refused before the file is read (here: before it is found missing).
+      {{"mf", "train", "-k", "0", path("missing.txt")}, "-k 0: expected"},
+      {{"mf", "train", "--l2", "-1", path("missing.txt")}, "-1: expected >= 0"},
+      {{"mf", "train", "--schedule", "blocks", "-n", "4097", path("missing.txt")}, "--bins 4097: at most"},
+      {{"mf", "train", "--loss", "bpr", "--positive", "nan", path("missing.txt")}, "--positive nan: expected"},
       {{"mf", "generate", path("g.txt"), "--users", "10", "--items", "1000", "--ratings", "5000", "--zipf", "4"},
        "--zipf 4"},
   };

@@ -210,6 +210,7 @@ TEST_F(W2vCli, BadInputGetsAClearErrorNeverACrash) {
       {{"-train", good, "-bogus", "1"}, "unknown flag"},
       {{"-train", good, "-size"}, "expects a value"},
       {{"-train", path("missing.txt")}, "cannot open"},
+      {{"-train", path("missing.txt"), "-alpha", "0"}, "-alpha 0: expected a finite rate"},  // before the corpus
       {{"-output", path("o")}, "-train"},
   };
   for (const auto& c : cases) {

@@ -420,7 +420,7 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
       auto finished = ParamStore::on_heap(resumed.layout);
       std::copy(resumed.params.begin(), resumed.params.end(), finished.data());
       save_checkpoint(f.checkpoint, finished, resumed.state, resumed.optimizer_state, resumed.metadata,
-                      resumed.optimizer_kind);
+                      resumed.optimizer_kind, resumed.row_head);
     }
     return 0;
   }
@@ -436,7 +436,9 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
   if (!f.save_vocab.empty() && dist.root()) vocab.save(f.save_vocab);  // rank 0's, as -output
   // Every rank reads the whole corpus (one vocabulary, one noise
   // distribution) and trains its shard of the sentences.
-  EncodedCorpus corpus = encode_corpus(reader, vocab);
+  // Counted here and unpruned, the vocabulary's total is the number of tokens the corpus keeps.
+  const bool counted_here = f.resume.empty() && f.read_vocab.empty() && counted.vocabulary_prunes == 0;
+  EncodedCorpus corpus = encode_corpus(reader, vocab, counted_here ? vocab.total_count() : 0);
   // The whole corpus's words per epoch, what a checkpoint records (the same on every rank and in one process).
   const std::uint64_t corpus_words = corpus.stats.kept_tokens;
   if (dist.active()) {
@@ -471,6 +473,11 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
   }
   if (corpus.stats.truncated_tokens > 0) {
     notes += fmt::format("; {} token(s) cut to {} bytes", corpus.stats.truncated_tokens, kMaxTokenBytes);
+  }
+  if (counted.vocabulary_prunes > 0) {
+    notes += fmt::format("; past {} distinct words the rarest were dropped while counting (word2vec.c's "
+                         "ReduceVocab), {} time(s): words seen up to {} time(s) then may be missing",
+                         Vocabulary::Counter::kPruneAt, counted.vocabulary_prunes, counted.vocabulary_prunes);
   }
   if (vocab_left_out > 0) {
     notes += fmt::format("; {} -read-vocab word(s) with \\v, \\f or \\r left out (no token can match)",

@@ -56,6 +56,26 @@ TEST(Vocabulary, CountsSortsAndCuts) {
   EXPECT_EQ(count_vocabulary(r2, VocabOptions{1, 2}).size(), 2u);  // max size
 }
 
+// Past its limit of distinct words the counter drops the rarest, as word2vec.c's ReduceVocab: count <= 1 at the
+// first prune, <= 2 at the next; a dropped word starts again from 0 when it comes back. Under the limit it counts
+// exactly (the default limit, 21M, is word2vec.c's).
+TEST(Vocabulary, TheCounterPrunesTheRarestPastItsLimit) {
+  Vocabulary::Counter c(4);
+  for (const char* t : {"a", "a", "a", "b", "b", "c", "d"}) c.add(t);
+  EXPECT_EQ(c.prunes(), 0u);
+  c.add("e");  // the fifth distinct word: c, d and e (seen once) go
+  EXPECT_EQ(c.prunes(), 1u);
+  EXPECT_EQ(c.distinct(), 2u);
+  for (const char* t : {"c", "f", "g"}) c.add(t);  // 5 again: counts <= 2 go (b, c, f, g), a stays
+  EXPECT_EQ(c.prunes(), 2u);
+  EXPECT_EQ(c.tokens(), 11u);
+  c.add("a");
+  const Vocabulary v = std::move(c).finish({1, 0});
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v.word(0), "a");
+  EXPECT_EQ(v.count(0), 4u);
+}
+
 TEST(Vocabulary, SubsamplingKeepProbabilitiesAsWord2vec) {
   // total 100, sample 0.01: t = 1; keep = sqrt(t/c) + t/c, capped at 1.
   Vocabulary v({"x", "y", "z"}, {64, 25, 11});
@@ -144,8 +164,10 @@ TEST(Corpus, EncodesDropsUnknownWordsAndSplitsLongLines) {
   text += "\nb";
   TokenReader r(dir.file("c.txt", text));
   const auto v = count_vocabulary(r, VocabOptions{2, 0});
-  const auto c = encode_corpus(r, v);
+  const auto c = encode_corpus(r, v, v.total_count());  // counted from this corpus: its total, reserved exactly
   EXPECT_EQ(c.tokens.size(), 3u + 2500 + 1);
+  EXPECT_EQ(c.tokens.capacity(), c.tokens.size());
+  EXPECT_EQ(c.tokens, encode_corpus(r, v).tokens);
   ASSERT_EQ(c.sentences(), 1u + 3 + 1);  // 3 / 1000,1000,500 / 1
   EXPECT_EQ(c.sentence_begin[1], 3u);
   EXPECT_EQ(c.sentence_begin[2] - c.sentence_begin[1], kMaxSentence);

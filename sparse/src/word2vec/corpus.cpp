@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <cstdlib>
+#include <new>
 
 #include "asgd/engine/errors.hpp"
 #include "../input.hpp"
@@ -56,6 +58,16 @@ TokenReader::TokenReader(const std::filesystem::path& path)
 }
 
 TokenReader::~TokenReader() = default;
+
+TokenReader::Bytes::~Bytes() { std::free(p_); }
+
+void TokenReader::Bytes::resize(std::size_t n) {
+  if (n == n_) return;
+  void* p = std::realloc(p_, n > 0 ? n : 1);
+  if (p == nullptr) throw std::bad_alloc();
+  p_ = static_cast<char*>(p);
+  n_ = n;
+}
 
 void TokenReader::rewind() {
   pos_ = 0;
@@ -142,6 +154,7 @@ Vocabulary count_vocabulary(TokenReader& reader, const VocabOptions& options, Co
   s.lines += line_has_text ? 1 : 0;
   s.tokens = counter.tokens();
   s.truncated_tokens = reader.truncated_tokens();
+  s.vocabulary_prunes = counter.prunes();
   if (stats) *stats = s;
   if (s.tokens == 0) throw InputError(fmt::format("{}: no words (empty or only whitespace)", reader.name()));
   try {
@@ -151,9 +164,10 @@ Vocabulary count_vocabulary(TokenReader& reader, const VocabOptions& options, Co
   }
 }
 
-EncodedCorpus encode_corpus(TokenReader& reader, const Vocabulary& vocab) {
+EncodedCorpus encode_corpus(TokenReader& reader, const Vocabulary& vocab, std::uint64_t expected_tokens) {
   reader.rewind();
   EncodedCorpus c;
+  c.tokens.reserve(expected_tokens);  // then shrink_to_fit below copies nothing
   c.sentence_begin.push_back(0);
   std::string_view token;
   std::size_t in_sentence = 0;  // kept words in the current sentence

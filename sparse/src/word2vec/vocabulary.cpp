@@ -27,6 +27,10 @@ void Vocabulary::Counter::add(std::string_view token) {
     ++it->second;
   } else {
     counts_.emplace(std::string(token), 1);
+    if (counts_.size() > prune_at_) {
+      std::erase_if(counts_, [&](const auto& e) { return e.second <= prune_floor_; });
+      ++prune_floor_;
+    }
   }
 }
 
@@ -38,10 +42,16 @@ void cut(std::vector<std::pair<std::string, std::uint64_t>>& entries, const Voca
 }  // namespace
 
 Vocabulary Vocabulary::Counter::finish(const VocabOptions& options) && {
+  // Only the words that reach min_count, moved out of the map node by node (a copy of every word, then a sort of
+  // them all, held 20M words twice to keep none).
   std::vector<std::pair<std::string, std::uint64_t>> entries;
-  entries.reserve(counts_.size());
-  for (auto& [word, count] : counts_) entries.emplace_back(word, count);
-  counts_.clear();
+  entries.reserve(static_cast<std::size_t>(
+      std::count_if(counts_.begin(), counts_.end(), [&](const auto& e) { return e.second >= options.min_count; })));
+  while (!counts_.empty()) {
+    auto node = counts_.extract(counts_.begin());
+    if (node.mapped() >= options.min_count) entries.emplace_back(std::move(node.key()), node.mapped());
+  }
+  counts_ = {};  // its buckets too
   std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
     return a.second != b.second ? a.second > b.second : a.first < b.first;
   });

@@ -60,7 +60,25 @@ class TokenReader {
   std::string name_;
   std::unique_ptr<io::InputFile> file_;
   bool from_memory_ = false;
-  std::vector<char> buffer_;
+  // Bytes in one malloc'ed block, grown by realloc: a large block grows by remapping its pages, not by a copy
+  // beside the old one, and new bytes are not zeroed. (A whole pipe read into a vector<char> peaked at 3x the
+  // corpus: the old buffer and the doubled, zeroed new one; and it kept the doubled capacity.)
+  class Bytes {
+   public:
+    Bytes() = default;
+    Bytes(const Bytes&) = delete;
+    Bytes& operator=(const Bytes&) = delete;
+    ~Bytes();
+    void resize(std::size_t n);  // new bytes uninitialised; std::bad_alloc when it cannot
+    char* data() noexcept { return p_; }
+    std::size_t size() const noexcept { return n_; }
+    char operator[](std::size_t i) const noexcept { return p_[i]; }
+
+   private:
+    char* p_ = nullptr;
+    std::size_t n_ = 0;
+  };
+  Bytes buffer_;
   std::size_t pos_ = 0, end_ = 0;
   std::uint64_t consumed_ = 0;  // bytes before buffer_[0]
   bool eof_ = false;
@@ -74,6 +92,7 @@ struct CorpusStats {
   std::uint64_t kept_tokens = 0;      // tokens in the vocabulary
   std::uint64_t split_lines = 0;      // lines longer than kMaxSentence kept words
   std::uint64_t truncated_tokens = 0;
+  std::size_t vocabulary_prunes = 0;  // count_vocabulary's (Vocabulary::Counter::prunes)
 };
 
 // The corpus as word ids (out-of-vocabulary tokens dropped), cut into
@@ -88,6 +107,9 @@ struct EncodedCorpus {
 // One pass counting every token.
 Vocabulary count_vocabulary(TokenReader& reader, const VocabOptions& options, CorpusStats* stats = nullptr);
 // One pass encoding with `vocab`. Throws InputError when no token is in it.
-EncodedCorpus encode_corpus(TokenReader& reader, const Vocabulary& vocab);
+// `expected_tokens`: how many tokens it will keep, when known (a vocabulary
+// counted from this corpus, unpruned: its total count), reserved at once
+// instead of grown (growing peaked at twice the array, 8 GB for 2^30 tokens).
+EncodedCorpus encode_corpus(TokenReader& reader, const Vocabulary& vocab, std::uint64_t expected_tokens = 0);
 
 }  // namespace asgd::sparse::w2v

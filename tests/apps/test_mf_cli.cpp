@@ -395,6 +395,12 @@ TEST_F(MfCli, OddInputsTrainOrGetAClearRefusal) {
       {{"mf", "train", "--loss", "bpr", "--positive", "nan", path("missing.txt")}, "--positive nan: expected"},
       {{"mf", "generate", path("g.txt"), "--users", "10", "--items", "1000", "--ratings", "5000", "--zipf", "4"},
        "--zipf 4"},
+      // Every user and item gets a factor row: a bound, not a bad_alloc after seconds (2^32 users, one rating).
+      {{"mf", "generate", path("g.txt"), "--users", "4294967296", "--items", "1", "--ratings", "1"},
+       "--users 4294967296 and --items 1: at most 33554432 each"},
+      // users x items / 2 said in full (it wrapped past 2^64).
+      {{"mf", "generate", path("g.txt"), "--users", "33554432", "--items", "33554432", "--ratings", "0"},
+       "half of users x items (562949953421312)"},
   };
   for (const auto& [args, expect] : refused) {
     r = run(args);

@@ -13,9 +13,15 @@ namespace asgd::sparse::mf {
 
 void RatingsGeneratorOptions::validate() const {
   if (users == 0 || items == 0) throw InputError("generate: --users and --items must be at least 1");
-  if (ratings == 0 || static_cast<double>(ratings) > 0.5 * static_cast<double>(users) * static_cast<double>(items)) {
-    throw InputError(fmt::format("generate: --ratings {} must be between 1 and half of users x items ({})", ratings,
-                                 users * items / 2));
+  // Each user and item gets a factor row and a name, rated or not (20M users took 2.8 GB for one rating; 2^32
+  // failed with a bare bad_alloc).
+  if (users > kMostIds || items > kMostIds) {
+    throw InputError(fmt::format("generate: --users {} and --items {}: at most {} each", users, items, kMostIds));
+  }
+  const double half = 0.5 * static_cast<double>(users) * static_cast<double>(items);
+  if (ratings == 0 || static_cast<double>(ratings) > half) {
+    throw InputError(fmt::format("generate: --ratings {} must be between 1 and half of users x items ({:.0f})",
+                                 ratings, std::floor(half)));
   }
   if (rank == 0 || rank > 1024) throw InputError(fmt::format("generate: --rank {}: expected 1 to 1024", rank));
   if (!(noise >= 0) || !std::isfinite(noise)) throw InputError("generate: --noise must be >= 0");

@@ -256,10 +256,11 @@ RankingMetrics evaluate_sampled(const ParamStore& store, const Ratings& test_one
 }
 
 std::vector<float> popularity_scores(const Ratings& train, std::size_t items) {
-  std::vector<float> s(items, 0.0f);
+  // Counted in integers, made floats once: adding 1.0f stopped at 2^24, where every more popular item tied.
+  std::vector<std::uint64_t> counts(items, 0);
   for (const std::uint32_t i : train.item)
-    if (i < items) s[i] += 1.0f;
-  return s;
+    if (i < items) ++counts[i];
+  return {counts.begin(), counts.end()};
 }
 
 ItemScorer popularity_scorer(std::span<const float> scores) {

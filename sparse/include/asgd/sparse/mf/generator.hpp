@@ -9,6 +9,8 @@
 namespace asgd::sparse::mf {
 
 struct RatingsGeneratorOptions {
+  // Users and items each: every one gets a factor row and a name, rated or not.
+  static constexpr std::size_t kMostIds = std::size_t{1} << 25;
   std::size_t users = 2000;
   std::size_t items = 1000;
   std::size_t ratings = 100000;  // distinct (user, item) pairs

@@ -70,6 +70,8 @@ std::uint32_t IdMap::intern(std::string_view name) {
     slot = probe(name, key);
     if (slots_[slot].id != kAbsent) return slots_[slot].id;
   }
+  // Ids are 32 bits, kAbsent not one of them (read by code, not run: 2^32 - 1 names is over 100 GB).
+  if (names_.size() >= kAbsent) throw InputError(fmt::format("more than {} distinct ids", kAbsent - 1));
   const auto id = static_cast<std::uint32_t>(names_.size());
   names_.emplace_back(name);
   if (numeric) {

@@ -141,6 +141,9 @@ struct CUgraphExec_st {
 
 namespace {
 
+// What an emulated device says it has (cudaGetDeviceProperties), and the most one cudaMalloc gets.
+constexpr std::size_t kDeviceMemory = std::size_t{16} << 30;
+
 // Live streams, for cudaDeviceSynchronize, cudaFree and the null stream.
 std::mutex streams_mutex;
 std::set<cudaStream_t>& streams() {
@@ -277,7 +280,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int device) {
   if (p == nullptr || device < 0 || device >= device_count()) return fail(cudaErrorInvalidDevice);
   *p = cudaDeviceProp{};
   std::strncpy(p->name, "asgd host emulation (no GPU)", sizeof p->name - 1);
-  p->totalGlobalMem = std::size_t{1} << 30;
+  p->totalGlobalMem = kDeviceMemory;
   return cudaSuccess;
 }
 
@@ -322,6 +325,9 @@ const char* cudaGetErrorString(cudaError_t e) {
 cudaError_t cudaMalloc(void** p, std::size_t bytes) {
   if (p == nullptr) return fail(cudaErrorInvalidValue);
   if (unsafe_during_capture()) return fail(cudaErrorStreamCaptureUnsupported);
+  // More than the device has fails, as on a GPU (and before the host is asked: a sanitizer's allocator aborts on
+  // an absurd size instead of failing).
+  if (bytes > kDeviceMemory) return fail(cudaErrorMemoryAllocation);
   // 256-byte aligned, as cudaMalloc's are.
   void* q = ::operator new(std::max<std::size_t>(bytes, 1), std::align_val_t{256}, std::nothrow);
   if (q == nullptr) return fail(cudaErrorMemoryAllocation);

@@ -576,7 +576,8 @@ int train(const MfTrainFlags& f, Distributed& dist) {
     // them (4096 bins on 100 users took seconds an epoch for 1000 ratings).
     const std::size_t fewest =
         std::max<std::size_t>(1, std::min(train_set.users.size(), train_set.items.size()));
-    if (mo.bins > fewest) {
+    const bool cut = mo.bins > fewest;
+    if (cut) {
       if (f.bins && dist.root())
         fmt::print(stderr, "asgd mf: note: -n/--bins {}: {} (as many as the {} users or items)\n", f.bins, fewest,
                    fewest);
@@ -586,15 +587,14 @@ int train(const MfTrainFlags& f, Distributed& dist) {
     // puts its block back finds none free (LIBMF refuses it: bins > workers); near that, few blocks are free at a
     // time, so workers mostly wait and each pick searches a sparse grid (ml-100k's 943 bins: 943 workers took
     // 321 s an epoch; the scheduler alone, bench-free: 942 workers 21 s an epoch, 471 workers 1.3 s). So bins >
-    // workers always, and where the bins were cut to the users or items, 2 x workers + 1 as by default.
-    const std::size_t most = f.bins ? mo.bins - 1 : (mo.bins - 1) / 2;
-    if (f.threads > most) {
-      workers = std::max<std::size_t>(1, most);
-      if (dist.root()) {
-        fmt::print(stderr, "asgd mf: note: -s {}: {} with --schedule blocks on {} bins ({})\n", f.threads,
-                   counted(workers, "worker"), mo.bins,
-                   f.bins ? "at most bins - 1 hold blocks at once" : "bins = 2 x workers + 1, as by default");
-      }
+    // workers always (-n as given), and where the bins were cut to the users or items, bins > 2 x workers, as
+    // the default 2 x threads + 1.
+    const std::size_t most = cut ? (mo.bins - 1) / 2 : mo.bins - 1;
+    workers = std::max<std::size_t>(1, std::min(f.threads, most));
+    if (workers < f.threads && dist.root()) {
+      fmt::print(stderr, "asgd mf: note: -s {}: {} with --schedule blocks on {} bins ({})\n", f.threads,
+                 counted(workers, "worker"), mo.bins,
+                 cut ? "bins cut to the users or items, more than 2 x workers" : "more bins than workers");
     }
   }
   // Under mpirun each rank trains every P-th rating, around the whole

@@ -476,8 +476,8 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
   }
   if (counted.vocabulary_prunes > 0) {
     notes += fmt::format("; past {} distinct words the rarest were dropped while counting (word2vec.c's "
-                         "ReduceVocab), {} time(s): words seen up to {} time(s) then may be missing",
-                         Vocabulary::Counter::kPruneAt, counted.vocabulary_prunes, counted.vocabulary_prunes);
+                         "ReduceVocab), {} time(s): a rare word may be missing or undercounted",
+                         Vocabulary::Counter::kPruneAt, counted.vocabulary_prunes);
   }
   if (vocab_left_out > 0) {
     notes += fmt::format("; {} -read-vocab word(s) with \\v, \\f or \\r left out (no token can match)",

@@ -327,9 +327,12 @@ void Trainer::load_checkpoint(CheckpointData data, const std::filesystem::path& 
     const auto what = [](std::size_t head) {
       return head > 0 ? fmt::format("a row head of {}", head) : std::string("one sum per row");
     };
-    throw InputError(fmt::format("checkpoint {} holds per-row AdaGrad sums with {} and this run uses {}; resume "
+    // A file from before heads were recorded says 0 whatever its head was (no asgd command resumes one with one).
+    throw InputError(fmt::format("checkpoint {} holds per-row AdaGrad sums with {}{} and this run uses {}; resume "
                                  "with the step rule it was trained with",
-                                 path.string(), what(data.row_head), what(options_.schedule.row_head)));
+                                 path.string(), what(data.row_head),
+                                 data.row_head == 0 ? " (or is from before asgd recorded row heads)" : "",
+                                 what(options_.schedule.row_head)));
   }
   std::vector<float> loaded;
   state_ = ::asgd::load_checkpoint(std::move(data), path, store_, &loaded);

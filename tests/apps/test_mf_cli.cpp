@@ -203,21 +203,32 @@ TEST_F(MfCli, LibmfFlagsValidationSplitAndBprModels) {
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("note: -n/--bins 4096: 150"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("blocks 150x150"), std::string::npos) << r.output;
-  // Fewer workers than bins: with as many, one that gives its block back finds none free (before: 943 workers on
-  // 943 bins of ml-100k took 321 s an epoch). Bins cut to the items keep the default's 2 x workers + 1; bins
-  // given keep LIBMF's rule, bins > workers.
-  r = run({"mf", "train", "-k", "4", "-t", "1", "-s", "200", "--schedule", "blocks", "-q", path("all.txt")});
-  ASSERT_EQ(r.status, 0) << r.output;
-  EXPECT_NE(r.output.find("note: -s 200: 74 workers with --schedule blocks on 150 bins (bins = 2 x workers + 1"),
-            std::string::npos)
-      << r.output;
-  EXPECT_NE(r.output.find("74 workers, racy, blocks 150x150"), std::string::npos) << r.output;
+  // Fewer workers than bins: with as many, one that gives its block back finds none free (the new scheduler took
+  // 321 s an epoch with 943 workers on ml-100k's 943 bins). Bins cut to the items (given or by default) keep
+  // bins > 2 x workers, as the default 2 x threads + 1; bins given and kept, LIBMF's rule, bins > workers.
+  for (const auto& bins : {std::vector<std::string>{}, std::vector<std::string>{"-n", "4096"}}) {
+    std::vector<std::string> args = {"mf", "train", "-k", "4", "-t", "1", "-s", "200", "--schedule", "blocks", "-q"};
+    args.insert(args.end(), bins.begin(), bins.end());
+    args.push_back(path("all.txt"));
+    r = run(args);
+    ASSERT_EQ(r.status, 0) << r.output;
+    EXPECT_NE(r.output.find("note: -s 200: 74 workers with --schedule blocks on 150 bins (bins cut to the users or "
+                            "items, more than 2 x workers)"),
+              std::string::npos)
+        << r.output;
+    EXPECT_NE(r.output.find("74 workers, racy, blocks 150x150"), std::string::npos) << r.output;
+  }
   r = run({"mf", "train", "-k", "4", "-t", "1", "-s", "8", "-n", "8", "--schedule", "blocks", "-q", path("all.txt")});
   ASSERT_EQ(r.status, 0) << r.output;
-  EXPECT_NE(r.output.find("note: -s 8: 7 workers with --schedule blocks on 8 bins (at most bins - 1"),
+  EXPECT_NE(r.output.find("note: -s 8: 7 workers with --schedule blocks on 8 bins (more bins than workers)"),
             std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("7 workers, racy, blocks 8x8"), std::string::npos) << r.output;
+  // Nothing changed, nothing said (one worker is the least, whatever the bins).
+  r = run({"mf", "train", "-k", "4", "-t", "1", "-s", "1", "-n", "1", "--schedule", "blocks", "-q", path("all.txt")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(r.output.find("workers with --schedule blocks"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("worker with --schedule blocks"), std::string::npos) << r.output;
 
   r = run({"mf", "train", "-k", "4", "-t", "3", "--test-fraction", "0.1", "--validation-fraction", "0.2",
            path("all.txt")});
@@ -398,6 +409,11 @@ TEST_F(MfCli, OddInputsTrainOrGetAClearRefusal) {
       // Every user and item gets a factor row: a bound, not a bad_alloc after seconds (2^32 users, one rating).
       {{"mf", "generate", path("g.txt"), "--users", "4294967296", "--items", "1", "--ratings", "1"},
        "--users 4294967296 and --items 1: at most 33554432 each"},
+      {{"mf", "generate", path("g.txt"), "--users", "33554432", "--items", "33554432", "--rank", "1024", "--ratings",
+        "1"},
+       "(--users + --items) x --rank = 67108864 x 1024: at most 2147483648 factor values"},
+      {{"mf", "generate", path("g.txt"), "--users", "33554432", "--items", "33554432", "--ratings", "100000000000000"},
+       "--ratings 100000000000000: at most 1073741824"},
       // users x items / 2 said in full (it wrapped past 2^64).
       {{"mf", "generate", path("g.txt"), "--users", "33554432", "--items", "33554432", "--ratings", "0"},
        "half of users x items (562949953421312)"},

@@ -24,6 +24,12 @@ void RatingsGeneratorOptions::validate() const {
                                  ratings, std::floor(half)));
   }
   if (rank == 0 || rank > 1024) throw InputError(fmt::format("generate: --rank {}: expected 1 to 1024", rank));
+  // The planted factors and the ratings drawn, in memory at once.
+  if (static_cast<double>(users + items) * static_cast<double>(rank) > static_cast<double>(kMostFactorValues)) {
+    throw InputError(fmt::format("generate: (--users + --items) x --rank = {} x {}: at most {} factor values",
+                                 users + items, rank, kMostFactorValues));
+  }
+  if (ratings > kMostRatings) throw InputError(fmt::format("generate: --ratings {}: at most {}", ratings, kMostRatings));
   if (!(noise >= 0) || !std::isfinite(noise)) throw InputError("generate: --noise must be >= 0");
   if (!(zipf >= 0) || !std::isfinite(zipf)) throw InputError("generate: --zipf must be >= 0");
 }

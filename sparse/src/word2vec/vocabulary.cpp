@@ -51,7 +51,7 @@ Vocabulary Vocabulary::Counter::finish(const VocabOptions& options) && {
     auto node = counts_.extract(counts_.begin());
     if (node.mapped() >= options.min_count) entries.emplace_back(std::move(node.key()), node.mapped());
   }
-  counts_ = {};  // its buckets too
+  counts_ = decltype(counts_){};  // its buckets too (assigning {} clears and keeps them)
   std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
     return a.second != b.second ? a.second > b.second : a.first < b.first;
   });

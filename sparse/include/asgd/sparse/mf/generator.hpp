@@ -11,6 +11,10 @@ namespace asgd::sparse::mf {
 struct RatingsGeneratorOptions {
   // Users and items each: every one gets a factor row and a name, rated or not.
   static constexpr std::size_t kMostIds = std::size_t{1} << 25;
+  // The planted factors ((users + items) x rank floats: 8 GiB) and the ratings (with the set of pairs drawn,
+  // about 60 bytes each) are held in memory.
+  static constexpr std::size_t kMostFactorValues = std::size_t{1} << 31;
+  static constexpr std::size_t kMostRatings = std::size_t{1} << 30;
   std::size_t users = 2000;
   std::size_t items = 1000;
   std::size_t ratings = 100000;  // distinct (user, item) pairs

@@ -26,7 +26,8 @@ class Vocabulary {
     // Past `prune_at` distinct words, the rarest are dropped as word2vec.c's
     // ReduceVocab does (at 21M, 0.7 of its 30M-slot table): words seen at
     // most once, then at most twice at the next prune, and so on; their
-    // counts so far are lost. It bounds the memory of a corpus of many rare
+    // counts so far are lost (a word dropped at every prune and seen again
+    // in between can be missing at the end, or counted short). It bounds the memory of a corpus of many rare
     // tokens (about 110 bytes a distinct word: 20M took 2.2 GB, then found
     // none at -min-count 5).
     static constexpr std::size_t kPruneAt = 21'000'000;

@@ -585,8 +585,8 @@ int train(const MfTrainFlags& f, Distributed& dist) {
     }
     // A worker needs a row and a column of blocks that no other holds. With as many workers as bins, one that
     // puts its block back finds none free (LIBMF refuses it: bins > workers); near that, few blocks are free at a
-    // time, so workers mostly wait and each pick searches a sparse grid (ml-100k's 943 bins: 943 workers took
-    // 321 s an epoch; the scheduler alone, bench-free: 942 workers 21 s an epoch, 471 workers 1.3 s). So bins >
+    // time, so workers mostly wait and each pick searches a sparse grid (ml-100k's 943 bins with this scheduler:
+    // 943 workers took 321 s an epoch; with no work per block, 942 workers 21 s, 471 workers 1.3 s). So bins >
     // workers always (-n as given), and where the bins were cut to the users or items, bins > 2 x workers, as
     // the default 2 x threads + 1.
     const std::size_t most = cut ? (mo.bins - 1) / 2 : mo.bins - 1;
@@ -889,7 +889,7 @@ void add_mf_commands(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   train_cmd->add_option("--bins,-n", t->bins,
                         "blocks: users and items split into this many groups, at most 4096 (default 2 x threads + 1); "
-                        "at most bins - 1 workers");
+                        "fewer workers than bins (lowered, with a note)");
   train_cmd->add_flag("--quiet,-q", t->quiet, "No per-epoch lines");
   add_distributed_flags(*train_cmd, t->dist);
   train_cmd->callback([t, train_cmd, &exit_code] {

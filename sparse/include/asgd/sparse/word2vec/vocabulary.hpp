@@ -25,11 +25,11 @@ class Vocabulary {
    public:
     // Past `prune_at` distinct words, the rarest are dropped as word2vec.c's
     // ReduceVocab does (at 21M, 0.7 of its 30M-slot table): words seen at
-    // most once, then at most twice at the next prune, and so on; their
-    // counts so far are lost (a word dropped at every prune and seen again
-    // in between can be missing at the end, or counted short). It bounds the memory of a corpus of many rare
-    // tokens (about 110 bytes a distinct word: 20M took 2.2 GB, then found
-    // none at -min-count 5).
+    // most once, then at most twice at the next prune, and so on. Their
+    // counts so far are lost: a word dropped at every prune and seen again in
+    // between can be missing at the end, or counted short. It bounds the
+    // memory of a corpus of many rare tokens (about 70 bytes a distinct word:
+    // 20M took 1.45 GB, then found none at -min-count 5).
     static constexpr std::size_t kPruneAt = 21'000'000;
     explicit Counter(std::size_t prune_at = kPruneAt) : prune_at_(prune_at) {}
     void add(std::string_view token);

@@ -1,6 +1,7 @@
 // End-to-end tests of `asgd mf` as a LIBMF user runs it.
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -533,6 +534,32 @@ TEST_F(MfCli, RecommendPrintsRatingsWithinTheTrainingRange) {
     ++rows;
   }
   EXPECT_GT(rows, 5u);
+}
+
+// --all-users scores and writes a part of the users at a time (about 2^24 recommendations each: 1,664 users at
+// -k 10000), so that all the lists are never held at once; the parts write what one pass wrote, every user's list
+// as --user gives it, in user order.
+TEST_F(MfCli, AllUsersListsAreWrittenPartByPartAsOneUserGetsThem) {
+  auto r = run({"mf", "generate", path("g.txt"), "--users", "2000", "--items", "40", "--ratings", "20000"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = run({"mf", "train", "-k", "4", "-t", "2", "-q", path("g.txt"), path("m")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = run({"mf", "recommend", path("m"), "--all-users", path("all.tsv"), "-k", "10000"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::ifstream all(path("all.tsv"));
+  std::map<std::string, std::string> lists;  // user -> "item\tscore\n" lines, as --user prints them
+  std::vector<std::string> order;
+  for (std::string user, rank, item, score; all >> user >> rank >> item >> score;) {
+    if (order.empty() || order.back() != user) order.push_back(user);
+    lists[user] += item + "\t" + score + "\n";
+  }
+  ASSERT_EQ(order.size(), lists.size()) << "a user's lines are not together";
+  ASSERT_GT(order.size(), 1664u) << "one part only";
+  for (const std::string& user : {order.front(), order[1663], order[1664], order.back()}) {
+    r = run({"mf", "recommend", path("m"), "--user", user, "-k", "10000"});
+    ASSERT_EQ(r.status, 0) << r.output;
+    EXPECT_EQ(r.output, lists[user]) << user;
+  }
 }
 
 // The summary of `generate` counts the users and items that got a rating, not the ids it drew from.

@@ -339,13 +339,6 @@ MfOptions model_options(const MfTrainFlags& f) {
   return mo;
 }
 
-// The flags that need no data, checked before any is read (a 217 MB ratings file was read, 2 s, before "-k 0" or
-// "--l2 -1" was said; reading scales with the file). `default_schedule`: the loss's, as trainer_options takes it.
-void check_flags_before_reading(const MfTrainFlags& f, const char* default_schedule) {
-  model_options(f).validate();
-  (void)trainer_options(f, default_schedule, 0.0f);
-}
-
 // Full-ranking metrics at k of a factor model and of most-popular (counted over `train`) on the same test
 // positives, each user's training items and the `never` items left out of both rankings.
 struct RankedAgainstPopular {
@@ -373,14 +366,16 @@ std::string metrics_text(const RankingMetrics& m, std::size_t k) {
 // sampled negatives (Krichene & Rendle 2020: sampled metrics can mislead;
 // this is for comparison with published numbers).
 int train_bpr(std::FILE* out, const MfTrainFlags& f, Distributed& dist) {
-  check_flags_before_reading(f, "linear");
+  // The options from the flags alone, made (and so checked) before any data is read: see train.
+  const MfOptions mo = model_options(f);
+  mo.validate();
+  TrainerOptions o = trainer_options(f, "linear", 0.0f);
   if (!std::isfinite(f.positive_threshold)) {
     throw InputError(fmt::format("--positive {}: expected a finite rating", f.positive_threshold));
   }
   const Ratings all = read_ratings(f.train_file, format_flag(f.format));
   const Ratings positives = positives_of(all, f.positive_threshold);
   if (positives.size() == 0) throw InputError(fmt::format("no rating >= {} (--positive)", f.positive_threshold));
-  const MfOptions mo = model_options(f);
   const std::size_t items = positives.items.size();
   // The model has a row for every id of the file; fewer have a positive to learn from.
   std::vector<char> user_has(positives.users.size(), 0), item_has(items, 0);
@@ -403,7 +398,6 @@ int train_bpr(std::FILE* out, const MfTrainFlags& f, Distributed& dist) {
   const StopOnSignal on_signal(!dist.active());  // before the segment opens: see linear train
   TrainingStore t = make_store(out, f, problem.layout(), mo.init_scale, split.train);
   ParamStore& store = t.store;
-  TrainerOptions o = trainer_options(f, "linear", 0.0f);
   // Items with no training positive (all of theirs held out): zero rows, never recommended nor ranked.
   const ColdIds cold = cold_ids(positives.users.size(), items, split.train);
   o.checkpoint_metadata = model_metadata(split.train, cold, RatingScale(0.0f), mo, "bpr", f.positive_threshold);
@@ -525,7 +519,11 @@ int train(const MfTrainFlags& f, Distributed& dist) {
   } else {
     only_with("--schedule blocks", {"--bins"});
   }
-  check_flags_before_reading(f, "constant");
+  // The options from the flags alone, made (and so checked) before any data is read: a 217 MB ratings file was
+  // read, 2 s, before "-k 0" or "--l2 -1" was said, and reading scales with the file.
+  MfOptions mo = model_options(f);
+  mo.validate();
+  TrainerOptions o = trainer_options(f, "constant", 0.0f);
   if (f.schedule != "hogwild" && f.schedule != "blocks") {
     throw InputError(fmt::format("--schedule {}: expected hogwild or blocks", f.schedule));
   }
@@ -567,7 +565,6 @@ int train(const MfTrainFlags& f, Distributed& dist) {
   }
   const double load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
-  MfOptions mo = model_options(f);
   const bool blocks = f.schedule == "blocks";
   std::size_t workers = f.threads;
   if (blocks) {
@@ -620,7 +617,6 @@ int train(const MfTrainFlags& f, Distributed& dist) {
   TrainingStore t = make_store(out, f, problem.layout(), mo.init_scale, train_set);
   ParamStore& store = t.store;
 
-  TrainerOptions o = trainer_options(f, "constant", 0.0f);
   o.blocks = blocks;
   o.workers = workers;
   // Ids first seen in a validation or test file: zero rows, predicted as unknown ids are.

@@ -285,7 +285,7 @@ void Trainer::save_checkpoint(const std::filesystem::path& path) const {
     sums = zeros;
   }
   ::asgd::save_checkpoint(path, store_, state_, sums, options_.checkpoint_metadata, optimizer_kind(),
-                          options_.schedule.row_adagrad ? static_cast<std::uint32_t>(options_.schedule.row_head) : 0);
+                          static_cast<std::uint32_t>(options_.schedule.row_head));  // 0 without row AdaGrad
 }
 
 OptimizerKind Trainer::optimizer_kind() const noexcept {

@@ -24,6 +24,7 @@
 #include "asgd/engine/param_store.hpp"
 #include "asgd/engine/row_ops.hpp"
 #include "asgd/engine/trainer.hpp"
+#include "asgd/sparse/word2vec/classes.hpp"
 #include "asgd/sparse/word2vec/corpus.hpp"
 #include "asgd/sparse/word2vec/embeddings.hpp"
 #include "asgd/sparse/word2vec/model.hpp"
@@ -38,7 +39,7 @@ using namespace asgd::sparse::w2v;
 // word2vec.c's flags, defaults included, plus asgd's engine flags.
 struct W2vFlags {
   std::string train, output, save_vocab, read_vocab, checkpoint, resume;
-  std::size_t size = 100, window = 5, negative = 5, min_count = 5, max_vocab = 0;
+  std::size_t size = 100, window = 5, negative = 5, min_count = 5, max_vocab = 0, classes = 0;
   std::size_t threads = std::max(1u, std::thread::hardware_concurrency());
   std::uint64_t iter = 5, seed = 1;
   double sample = 1e-3;
@@ -65,6 +66,8 @@ const char* kUsage = R"(usage: asgd w2v -train FILE [options]   (FILE may be - f
   -alpha A           starting learning rate, decayed linearly (0.05 CBOW, 0.025 skip-gram)
   -cbow 0|1          CBOW (1) or skip-gram (0)
   -binary 0|1        write vectors in binary (0)
+  -classes N         write N word classes instead of the vectors: K-means over the vectors, "word class" lines
+                     as word2vec.c writes them (0 = the vectors)
   -batch 0|1         HogBatch: skip-gram negatives shared across a window (0)
   -save-vocab FILE   write the vocabulary ("word count" lines)
   -read-vocab FILE   use this vocabulary instead of counting (- reads stdin)
@@ -140,10 +143,7 @@ W2vFlags parse_flags(const std::vector<std::string>& args) {
       {"quiet", [&](auto& n, auto& v) { int q = 0; boolean(n, v, q); f.quiet = q; }},
       // word2vec.c's verbosity (2 by default): 0 is -quiet 1, more is asgd's usual report.
       {"debug", [&](auto& n, auto& v) { std::uint64_t d = 0; unsigned_flag(n, v, d); f.quiet = d == 0; }},
-      {"classes", [&](auto&, auto&) {
-         throw InputError("-classes: word2vec.c's K-means word classes are not part of asgd w2v; write the vectors "
-                          "(-output) and cluster them");
-       }},
+      {"classes", [&](auto& n, auto& v) { unsigned_flag(n, v, f.classes); }},
       {"allreduce", [&](auto&, auto& v) { f.dist.allreduce = v; }},
       {"average-every", [&](auto&, auto& v) { f.dist.average_every = v; }},
       {"average-weighted", [&](auto& n, auto& v) { int w = 0; boolean(n, v, w); f.dist.weighted = w; }},
@@ -174,6 +174,9 @@ W2vFlags parse_flags(const std::vector<std::string>& args) {
   if (f.train.empty() && f.resume.empty()) throw InputError("w2v: -train FILE is required (see asgd w2v -help)");
   if (f.threads == 0 || f.threads > kMaxWorkers)
     throw InputError(fmt::format("-threads {}: expected 1 to {}", f.threads, kMaxWorkers));
+  if (f.classes > 0 && f.binary == 1)
+    throw InputError("-classes writes \"word class\" text lines: -binary 1 does not apply");
+  if (f.classes > 0 && f.output.empty()) throw InputError("-classes: give -output, where the classes go");
   if (f.iter == 0 || f.iter > kMaxEpochs)
     throw InputError(fmt::format("-iter {}: expected 1 to {} epochs", f.iter, kMaxEpochs));
   // Under mpirun the ranks' updates add up unless asked otherwise
@@ -297,6 +300,13 @@ EncodedCorpus shard_of(const EncodedCorpus& c, const Distributed& dist) {
   return out;
 }
 
+// -classes N needs N words at least (checked once the vocabulary is known, before training).
+void check_classes(const W2vFlags& f, std::size_t vocabulary) {
+  if (f.classes > vocabulary) {
+    throw InputError(fmt::format("-classes {}: more classes than the vocabulary's {} words", f.classes, vocabulary));
+  }
+}
+
 int run_w2v(const W2vFlags& f, Distributed& dist) {
   const auto start = std::chrono::steady_clock::now();
   auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
@@ -376,6 +386,7 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
     }
     vocab = std::move(r.vocab);
     saved = r.info;
+    check_classes(f, vocab.size());
   } else {
     m = model_options(f);
   }
@@ -389,7 +400,18 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
   const auto write_vectors = [&](const Layout& layout, const float* params) {
     if (f.output.empty()) return;
     const Tensor& in = layout["input"];
-    write_word2vec(f.output, f.binary == 1, vocab.words(), m.dim, [&](std::size_t id) { return params + in.at(id); });
+    const auto row = [&](std::size_t id) { return params + in.at(id); };
+    if (f.classes == 0) {
+      write_word2vec(f.output, f.binary == 1, vocab.words(), m.dim, row);
+      return;
+    }
+    const auto began = std::chrono::steady_clock::now();
+    const WordClasses classes = word_classes(vocab.size(), m.dim, row, f.classes);
+    write_word_classes(f.output, vocab.words(), classes.of);
+    fmt::print(stderr, "asgd w2v: {} word classes by K-means over the vectors: {} round(s){}, {:.2f} s{}\n",
+               f.classes, classes.rounds, classes.settled ? " (settled)" : "",
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count(),
+               classes.reseeded > 0 ? fmt::format("; {} round(s) refilled an empty class", classes.reseeded) : "");
   };
   if (dist.active()) {
     // Before a rank can take the path below and return: one that did while the others trained would leave
@@ -433,6 +455,7 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
     vocab = f.read_vocab.empty() ? count_vocabulary(reader, vo, &counted)
                                  : Vocabulary::read(f.read_vocab, vo, &vocab_left_out);
   }
+  if (f.resume.empty()) check_classes(f, vocab.size());  // before the corpus is encoded and trained
   if (!f.save_vocab.empty() && dist.root()) vocab.save(f.save_vocab);  // rank 0's, as -output
   // Every rank reads the whole corpus (one vocabulary, one noise
   // distribution) and trains its shard of the sentences.

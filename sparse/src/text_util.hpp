@@ -3,10 +3,14 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "asgd/engine/errors.hpp"
 
 namespace asgd::sparse::text {
 
@@ -54,6 +58,19 @@ inline std::string quote_token(std::string_view token, std::size_t max_shown = 4
   if (token.size() > max_shown) out += "...";
   out += "'";
   return out;
+}
+
+// InputError naming `file` for an empty word or one holding whitespace, which would end the word early in a
+// file of "word ..." records; `formats` names those records in the message.
+inline void require_plain_words(std::string_view file, std::span<const std::string> words,
+                                std::string_view formats) {
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    const auto& w = words[i];
+    if (w.empty() || std::any_of(w.begin(), w.end(), is_whitespace)) {
+      throw InputError(fmt::format("{}: word {} is {}: {} need non-empty words without whitespace", file, i,
+                                   w.empty() ? std::string("empty") : quote_token(w), formats));
+    }
+  }
 }
 
 }  // namespace asgd::sparse::text

@@ -1,9 +1,12 @@
 // End-to-end tests of `asgd w2v` and `asgd w2v-eval` as a user runs them.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <random>
 #include <string>
 #include <thread>
@@ -197,7 +200,11 @@ TEST_F(W2vCli, BadInputGetsAClearErrorNeverACrash) {
       {{"-train", good, "-size", "5", "-size", "7"}, "-size: given twice"},
       {{"-train", good, "-alpha", "inf"}, "-alpha inf: expected a finite rate"},
       {{"-train", good, "-alpha", "1e39"}, "-alpha 1e39: out of range"},
-      {{"-train", good, "-classes", "10"}, "-classes: word2vec.c's K-means word classes are not part of asgd"},
+      {{"-train", good, "-classes", "10"}, "-classes: give -output"},
+      {{"-train", good, "-classes", "10", "-output", path("cl"), "-binary", "1"}, "-binary 1 does not apply"},
+      // Refused once the vocabulary is known (60 words), before training: no file is left.
+      {{"-train", good, "-classes", "1000", "-min-count", "1", "-output", path("cl")},
+       "-classes 1000: more classes than the vocabulary's"},
       {{"-train", good, "-debug", "0", "-quiet", "1"}, "-debug and -quiet: give one of them"},
       {{"-train", good, "-size", "-3"}, "-size -3: must not be negative"},
       {{"-train", good, "-help"}, "-help goes alone"},
@@ -219,6 +226,48 @@ TEST_F(W2vCli, BadInputGetsAClearErrorNeverACrash) {
     EXPECT_NE(r.output.find("asgd: error:"), std::string::npos) << r.output;
     EXPECT_NE(r.output.find(c.expect), std::string::npos) << "expected '" << c.expect << "' in: " << r.output;
   }
+}
+
+TEST_F(W2vCli, ClassesAreWrittenInsteadOfTheVectors) {
+  // word2vec.c's -classes: "word class" lines, one per word in the vocabulary's order. Three topics of 20 words
+  // each, in 3 classes: each topic's words share a class.
+  const auto corpus = write("c.txt", topics_corpus(3000));
+  const std::vector<std::string> flags = {"-train", corpus, "-size", "20", "-iter", "3", "-min-count", "1",
+                                          "-threads", "1", "-cbow", "0", "-sample", "1e-2", "-checkpoint",
+                                          path("ck")};
+  auto args = flags;
+  args.insert(args.end(), {"-output", path("classes.txt"), "-classes", "3"});
+  auto r = w2v(args);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("3 word classes by K-means"), std::string::npos) << r.output;
+  std::ifstream in(path("classes.txt"));
+  std::map<std::string, int> class_of;
+  std::string word;
+  int c = -1;
+  while (in >> word >> c) class_of[word] = c;
+  ASSERT_EQ(class_of.size(), 60u) << slurp("classes.txt");
+  std::set<int> topic_classes;
+  for (int topic = 0; topic < 3; ++topic) {
+    std::set<int> seen;
+    for (int k = 0; k < 20; ++k) seen.insert(class_of.at("w" + std::to_string(topic * 20 + k)));
+    EXPECT_EQ(seen.size(), 1u) << "topic " << topic << " is split across classes:\n" << slurp("classes.txt");
+    topic_classes.insert(*seen.begin());
+  }
+  EXPECT_EQ(topic_classes, (std::set<int>{0, 1, 2})) << slurp("classes.txt");
+  // The first line is the most frequent word's, as word2vec.c writes them (no header).
+  const std::string text = slurp("classes.txt");
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 60);
+  // A finished run's checkpoint gives classes of any count again without -train; 60 classes is one word each.
+  r = w2v({"-resume", path("ck"), "-output", path("sixty.txt"), "-classes", "60"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::ifstream sixty(path("sixty.txt"));
+  std::set<int> classes;
+  while (sixty >> word >> c) classes.insert(c);
+  EXPECT_EQ(classes.size(), 60u) << slurp("sixty.txt");
+  r = w2v({"-resume", path("ck"), "-output", path("more.txt"), "-classes", "61"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.output.find("-classes 61: more classes than the vocabulary's 60 words"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(path("more.txt")));
 }
 
 TEST_F(W2vCli, OddButValidInputHasDocumentedBehaviour) {

@@ -353,13 +353,7 @@ void write_word2vec(const fs::path& path, bool binary, std::span<const std::stri
                     const std::function<const float*(std::size_t)>& row) {
   const std::string name = path.string();
   if (dim == 0) throw InputError(fmt::format("{}: cannot write vectors of dimension 0", name));
-  for (std::size_t i = 0; i < words.size(); ++i) {
-    const auto& w = words[i];
-    if (w.empty() || std::any_of(w.begin(), w.end(), is_whitespace)) {
-      throw InputError(fmt::format("{}: word {} is {}: the word2vec formats need non-empty words without whitespace",
-                                   name, i, w.empty() ? std::string("empty") : quote(w)));
-    }
-  }
+  text::require_plain_words(name, words, "the word2vec formats");
   AtomicFile file(path);
   std::string buffer;
   constexpr std::size_t kFlushAt = std::size_t{1} << 20;

@@ -109,6 +109,8 @@ TrainingStore open_training_store(const std::string& shm, Layout layout, AttachO
   }
   bool created = false;
   ParamStore store = ParamStore::open_or_create_shared(shm, std::move(layout), attach, &created, initialize);
+  // Training would go on from a diverged run's NaN and diverge again at its first step.
+  if (!created) refuse_diverged_segment(shm, store);
   auto cleanup = created ? RemoveOnFailure(shm, store.segment_id()) : RemoveOnFailure();
   return {std::move(cleanup), std::move(store), created};
 }
@@ -267,13 +269,14 @@ void print_interrupted(Interrupted run, const TrainReport& report) {
   print_interrupted(run);
 }
 
-namespace {
 std::string human_duration(double s) {
   if (s < 90) return fmt::format("{:.0f}s", s);
-  if (s < 5400) return fmt::format("{:.0f}m{:02.0f}s", s / 60 - 0.5, std::fmod(s, 60.0));
+  if (s < 5400) {
+    const long long t = std::llround(s);  // rounded once: minutes and seconds apart gave 119.7 s as "1m60s"
+    return fmt::format("{}m{:02}s", t / 60, t % 60);
+  }
   return fmt::format("{:.1f}h", s / 3600);
 }
-}  // namespace
 
 ProgressCallback progress_printer(std::string label, bool quiet) {
   if (quiet || !stderr_is_terminal()) return {};
@@ -336,6 +339,14 @@ void warn_if_writers_died(const std::string& name) {
              "written until then (see asgd shm info {})\n",
              name, info.dead_writers.size() > 1 ? "processes" : "process",
              fmt::join(info.dead_writers, ", "), name);
+}
+
+void refuse_diverged_segment(const std::string& name, const ParamStore& store) {
+  if (const auto i = store.first_non_finite()) {
+    throw InputError(fmt::format("segment '{}': parameter {} is {}: a run that trained into it diverged (it stopped "
+                                 "with \"training diverged\"); remove it (asgd shm remove {}) and train again",
+                                 name, *i, store.load(*i), name));
+  }
 }
 
 void check_one_on_stdout(std::initializer_list<std::pair<std::string_view, std::string_view>> outputs) {

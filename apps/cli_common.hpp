@@ -204,6 +204,9 @@ void print_interrupted(const Interrupted& run);
 // The same for a Trainer's run: the epochs at its start and done now come from the report.
 void print_interrupted(Interrupted run, const TrainReport& report);
 
+// A time for a progress line's ETA: "42s", "12m05s", "3.2h".
+std::string human_duration(double seconds);
+
 // A progress callback: a live line on a terminal (stderr), nothing in a pipe.
 ProgressCallback progress_printer(std::string label, bool quiet);
 // True when stderr is a terminal.
@@ -247,6 +250,9 @@ void check_generator_flags(const sparse::GeneratorOptions& gen);
 // without detaching: what it serves is what that process had written, perhaps mid-epoch (`asgd shm info` says as
 // much; a writer would have to pass --shm-recover).
 void warn_if_writers_died(const std::string& name);
+// A reader of segment `name` refuses it (InputError) when a parameter is NaN or infinite: a run that diverged
+// stops with "training diverged" but leaves its values in the segment, and they would be served as scores.
+void refuse_diverged_segment(const std::string& name, const ParamStore& store);
 // check_output for a file rewritten during the run (a checkpoint after every
 // epoch): InputError too when `path` is stdout, a pipe or a device, where
 // each write would follow the last and none could be read back.

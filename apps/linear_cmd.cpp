@@ -394,6 +394,7 @@ int eval(const EvalFlags& f) {
   } else {
     const ParamStore store = ParamStore::attach_shared_any(f.shm, Access::read_only);
     warn_if_writers_died(f.shm);
+    refuse_diverged_segment(f.shm, store);
     if (!store.layout().contains("weights")) throw InputError(fmt::format("segment {}: not a linear model", f.shm));
     w = store.snapshot("weights");
     // The segment keeps the objective its trainers share (linear train's settings_text).

@@ -235,6 +235,7 @@ LoadedModel load_model(const std::string& path, const std::string& shm = {}) {
   if (!shm.empty()) {
     m.store.emplace(ParamStore::attach_shared(shm, d.layout, Access::read_only));
     warn_if_writers_died(shm);
+    refuse_diverged_segment(shm, *m.store);
   } else {
     // `mf train --shm` writes the model file before it trains (a server needs its ids meanwhile) and again at
     // the end: a file still at epoch 0 is from a run that did not finish, its factors the initial random ones.
@@ -606,10 +607,13 @@ int train(const MfTrainFlags& f, Distributed& dist) {
     // shrinking alone overshoots (every factor changes sign and grows), and the run diverges.
     const float l2 = std::max(f.l2, f.no_biases ? 0.0f : f.bias_l2);
     if (f.rate * l2 / sd >= 1.0f) {
-      throw InputError(fmt::format("--scale-ratings: the ratings' standard deviation is {:.3g}, which makes the L2 "
-                                   "weight {:.3g}, and a step at -r {} overshoots it; lower -r or -l2, or leave "
+      // The scale is the deviation floored at 1e-4 (LIBMF's floor): say which it was.
+      const float deviation = static_cast<float>(train_set.deviation());
+      throw InputError(fmt::format("--scale-ratings: the ratings' standard deviation is {:.3g}{}, which makes the "
+                                   "L2 weight {:.3g}, and a step at -r {} overshoots it; lower -r or -l2, or leave "
                                    "the ratings unscaled",
-                                   sd, l2 / sd, f.rate));
+                                   deviation, deviation < sd ? fmt::format(" (scaled by the floor, {:.3g})", sd) : "",
+                                   l2 / sd, f.rate));
     }
   }
   const RatingRange range = RatingRange::of(train_set);

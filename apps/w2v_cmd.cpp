@@ -279,10 +279,6 @@ Resumed from_metadata(const std::string& path, const std::string& text) {
   }
 }
 
-std::string duration(double s) {
-  return s < 120 ? fmt::format("{:.0f}s", s) : fmt::format("{}m{:02}s", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
-}
-
 // Sentences [S r / P, S (r + 1) / P) of the corpus: rank r's shard.
 EncodedCorpus shard_of(const EncodedCorpus& c, const Distributed& dist) {
   const std::size_t S = c.sentences(), P = static_cast<std::size_t>(dist.size()), r = static_cast<std::size_t>(dist.rank());
@@ -536,7 +532,7 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
       const double wps = p.examples_per_second * words_per_sentence;
       std::fprintf(stderr, "\rAlpha: %f  Progress: %.2f%%  Words/thread/sec: %.2fk  Loss: %.4f  ETA: %s   ",
                    static_cast<double>(p.learning_rate), 100.0 * p.fraction, wps / static_cast<double>(threads) / 1000.0,
-                   p.loss, duration(p.eta_seconds).c_str());
+                   p.loss, human_duration(p.eta_seconds).c_str());
       std::fflush(stderr);
       return true;
     };

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <cmath>
 #include <memory>
 #include <string>
 #include <utility>
@@ -89,6 +90,10 @@ int run_w2v_eval(const W2vEvalFlags& f) {
     const auto r = w2v::evaluate_similarity(index, pairs);
     if (r.pairs_used < 2)  // a rank correlation needs two pairs: nan says nothing
       fmt::print("similarity: no Spearman rho: {} of {} pairs have both words in the vocabulary (2 needed)\n",
+                 r.pairs_used, r.pairs_total);
+    else if (std::isnan(r.spearman))  // spearman(): either side without variation
+      fmt::print("similarity: no Spearman rho: the scores or the cosines of the {} pairs used (of {}) are all "
+                 "equal\n",
                  r.pairs_used, r.pairs_total);
     else
       fmt::print("similarity: Spearman rho {:.4f} ({} of {} pairs)\n", r.spearman, r.pairs_used, r.pairs_total);

@@ -1,4 +1,5 @@
 #include "asgd/engine/block_trainer.hpp"
+#include "asgd/engine/trainer.hpp"  // detail::kDivergenceAdvice
 
 #include <algorithm>
 #include <barrier>
@@ -93,8 +94,8 @@ struct Failure {
 
 BlockTrainer::Minibatch checked(BlockTrainer::Minibatch m, std::size_t batch) {
   if (!std::isfinite(m.loss))
-    throw RuntimeError(fmt::format("training diverged: loss {} on minibatch {} (lower the learning rate)", m.loss,
-                                   batch));
+    throw RuntimeError(fmt::format("training diverged: loss {} on minibatch {}; {}", m.loss, batch,
+                                   detail::kDivergenceAdvice));
   return m;
 }
 }  // namespace

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -818,6 +819,12 @@ void ParamStore::assign(std::span<const float> values) {
   }
   float* d = data();
   for (std::size_t i = 0; i < size_; ++i) store_param(d[i], values[i]);
+}
+
+std::optional<std::size_t> ParamStore::first_non_finite() const noexcept {
+  for (std::size_t i = 0; i < size_; ++i)
+    if (!std::isfinite(load_param(data_[i]))) return i;
+  return std::nullopt;
 }
 
 void ParamStore::fill(float value) {

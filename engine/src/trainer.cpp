@@ -12,9 +12,8 @@ namespace detail {
 std::string nonfinite_loss_message(double loss, std::uint64_t epoch, std::uint64_t example, std::size_t worker,
                                    float lr) {
   return fmt::format(
-      "training diverged: loss is {} at epoch {}, example {} (worker {}, learning rate {:g}); "
-      "lower the learning rate or check the input for extreme values",
-      loss, epoch, example, worker, lr);
+      "training diverged: loss is {} at epoch {}, example {} (worker {}, learning rate {:g}); {}", loss, epoch,
+      example, worker, lr, kDivergenceAdvice);
 }
 }  // namespace detail
 
@@ -266,11 +265,18 @@ TrainReport Trainer::finish(Run& run) {
     report.stopped = true;
     report.stop_reason = "stop requested";
   }
-  for (std::size_t i = 0; i < store_.size(); ++i) {
-    const float v = store_.load(i);
-    if (!std::isfinite(v)) {
-      throw RuntimeError(fmt::format("training diverged: parameter {} is {} after the run; lower the learning rate",
-                                     i, v));
+  if (const auto i = store_.first_non_finite()) {
+    throw RuntimeError(fmt::format("training diverged: parameter {} is {} after the run; {}", *i, store_.load(*i),
+                                   detail::kDivergenceAdvice));
+  }
+  // A squared gradient past float's range makes a sum inf (its parameter then stops moving): the model is finite
+  // but cannot be checkpointed, and the cause is the input's scale, not the rate.
+  for (std::size_t i = 0; i < adagrad_sums_.size(); ++i) {
+    if (!std::isfinite(adagrad_sums_[i])) {
+      throw RuntimeError(fmt::format("training diverged: the AdaGrad sum of parameter {} is {} after the run (a "
+                                     "squared gradient past float's range, about 3.4e38): scale the input's values "
+                                     "down",
+                                     i, adagrad_sums_[i]));
     }
   }
   return report;

@@ -356,10 +356,30 @@ TEST_F(Cli, LinearSvmLosses) {
 // implicit step bounds the weights. The squared hinge's slope grows with them.)
 TEST_F(Cli, DivergenceStopsWithExitOne) {
   generate("d.svm", 2000, 100);
-  const auto r = run({"linear", "train", "--data", path("d.svm"), "--lr", "1e30", "--schedule", "constant", "--loss",
-                      "squared-hinge"});
+  auto r = run({"linear", "train", "--data", path("d.svm"), "--lr", "1e30", "--schedule", "constant", "--loss",
+                "squared-hinge"});
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find("diverged"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("lower the learning rate, or the L2"), std::string::npos) << r.output;
+  // Into a segment: it keeps the NaN, and `linear eval` printed "objective -nan" with exit 0.
+  const std::string shm = "asgd-cli-diverged-" + std::to_string(::getpid());
+  asgd::ParamStore::remove_shared(shm);
+  r = run({"linear", "train", "--data", path("d.svm"), "--lr", "1e30", "--schedule", "constant", "--loss",
+           "squared-hinge", "--shm", shm});
+  EXPECT_EQ(r.status, 1) << r.output;
+  r = run({"linear", "eval", "--data", path("d.svm"), "--shm", shm});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("a run that trained into it diverged"), std::string::npos) << r.output;
+  asgd::ParamStore::remove_shared(shm);
+  // An AdaGrad sum past float's range (a feature of 1e20: its squared gradient is 1e40) left the model finite,
+  // and the run failed only when writing it, as "checkpoint ...: optimizer value 1 is inf".
+  std::ofstream(path("big.svm")) << "+1 1:1e20 2:1\n-1 1:1 3:1\n+1 2:0.5\n-1 3:2\n";
+  r = run({"linear", "train", "--data", path("big.svm"), "--epochs", "3", "--workers", "1", "--adagrad", "--model",
+           path("big.model")});
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("the AdaGrad sum of parameter"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("scale the input's values down"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(path("big.model")));
 }
 
 TEST_F(Cli, ResumedTrainingEqualsUninterrupted) {

@@ -122,6 +122,29 @@ TEST_F(MfCli, ASegmentRefusesAWriterOfAnotherObjective) {
   asgd::ParamStore::remove_shared(shm);
 }
 
+// A run that diverges stops (exit 1) but leaves its NaN in the segment: a reader refused it, and served +inf
+// clipped to the top rating, or NaN, with exit 0; a trainer went on from it and diverged again at once.
+TEST_F(MfCli, ADivergedSegmentIsRefusedByItsReadersAndTrainers) {
+  auto r = run({"mf", "generate", path("all.txt"), "--users", "200", "--items", "100", "--ratings", "5000"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string shm = "asgd-mf-diverged-" + std::to_string(::getpid());
+  asgd::ParamStore::remove_shared(shm);
+  r = run({"mf", "train", "-t", "3", "-s", "1", "-q", "-r", "1e30", "--shm", shm, path("all.txt"), path("m")});
+  ASSERT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("training diverged"), std::string::npos) << r.output;
+  ASSERT_TRUE(asgd::ParamStore::exists_shared(shm));
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"mf", "recommend", path("m"), "--shm", shm, "--all-users", path("all.tsv")},
+        std::vector<std::string>{"mf", "train", "-t", "1", "-q", "--shm", shm, path("all.txt")}}) {
+    r = run(args);
+    EXPECT_EQ(r.status, 2) << args[1] << "\n" << r.output;
+    EXPECT_NE(r.output.find("a run that trained into it diverged"), std::string::npos) << args[1] << "\n" << r.output;
+    EXPECT_NE(r.output.find("asgd shm remove " + shm), std::string::npos) << r.output;
+  }
+  EXPECT_FALSE(fs::exists(path("all.tsv")));
+  asgd::ParamStore::remove_shared(shm);
+}
+
 // --sampled-eval trains a second model after the first is written: a stop there ends that training too (before,
 // it ran to its end and the command exited 0).
 TEST_F(MfCli, AStopDuringTheSampledEvaluationEndsIt) {
@@ -370,7 +393,9 @@ TEST_F(MfCli, LibmfsFormIsUndoneByEveryCommandThatPredicts) {
   std::ofstream(path("flat.txt")) << "u1 i1 3\nu2 i2 3\nu3 i1 3\nu1 i2 3\n";
   r = run({"mf", "train", "-t", "1", "--scale-ratings", path("flat.txt")});
   EXPECT_EQ(r.status, 2) << r.output;
-  EXPECT_NE(r.output.find("--scale-ratings: the ratings' standard deviation is 0.0001"), std::string::npos)
+  // The deviation is 0; the scale is LIBMF's floor, and the message says which is which (it said 0.0001).
+  EXPECT_NE(r.output.find("--scale-ratings: the ratings' standard deviation is 0 (scaled by the floor, 0.0001)"),
+            std::string::npos)
       << r.output;
 }
 

@@ -336,6 +336,21 @@ TEST(W2vNeighbours, NearestByCosineWithoutTheWordItself) {
             std::string::npos);
 }
 
+TEST(W2vNeighbours, AVectorOfSubnormalValuesIsAUnitVectorToo) {
+  // Its norm is below 1 / FLT_MAX: an inverse norm in float was inf, and the word won every argmax with
+  // cosine inf (NaN where a value was 0, which misordered the sort).
+  auto e = angles();
+  e.words.push_back("tiny");
+  e.vectors.insert(e.vectors.end(), {1e-40f, 0.0f});  // the direction of w0
+  ASSERT_EQ(e.dim, 2u);
+  const auto near = nearest_neighbours(e, "w1", 2);
+  for (const auto& [word, cosine] : near) EXPECT_TRUE(std::isfinite(cosine)) << word;
+  EXPECT_EQ(near[0].first, "w0");
+  EXPECT_EQ(near[1].first, "tiny");
+  EXPECT_NEAR(near[1].second, near[0].second, 1e-6);
+  EXPECT_NEAR(nearest_neighbours(e, "tiny", 1)[0].second, 1.0, 1e-6);
+}
+
 TEST(W2vNeighbours, ExactSpellingWinsOverCase) {
   Embeddings e;
   e.dim = 1;

@@ -5,6 +5,7 @@
 
 #include <Eigen/Core>
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "asgd/engine/errors.hpp"
@@ -96,8 +97,13 @@ std::vector<std::vector<Recommendation>> recommend(const ParamStore& store, cons
             row[i] = rs.scale * row[i] + (rs.scale * item_bias[static_cast<Eigen::Index>(i)] + offset);
         }
         // Excluded items the model has (an --exclude file may name others), each counted once: a score is
-        // -inf only once excluded (the model's scores are finite).
+        // -inf only once excluded.
         constexpr float kExcluded = -std::numeric_limits<float>::infinity();
+        // A store read while another process trains it may hold a NaN or -inf (asgd's readers refuse a
+        // segment that does when they attach, not one that diverges later): ranked last, so that the sort's
+        // order stays strict and -inf means excluded.
+        for (std::size_t i = 0; i < f.items; ++i)
+          if (!(row[i] > kExcluded)) row[i] = std::numeric_limits<float>::lowest();
         for (const std::uint32_t i : never_here) row[i] = kExcluded;
         std::size_t excluded = never_here.size();
         if (seen) {

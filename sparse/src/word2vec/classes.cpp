@@ -82,14 +82,14 @@ WordClasses word_classes(std::size_t n, std::size_t dim, const std::function<con
       for (std::size_t i = 0; i < n; ++i) {
         const float* v = row(i);
         const std::uint32_t j = candidate_of[out.of[i]];
-        float dot = 0, norm = 0;
+        double dot = 0, norm = 0;
         for (std::size_t d = 0; d < dim; ++d) {
-          norm += v[d] * v[d];
-          if (j != kNoClass) dot += v[d] * centres[j * dim + d];
+          norm += static_cast<double>(v[d]) * v[d];
+          if (j != kNoClass) dot += static_cast<double>(v[d]) * centres[j * dim + d];
         }
         // No centre, or a zero or non-finite vector: first to go.
-        const float cosine = j != kNoClass && norm > 0 ? dot / std::sqrt(norm) : -2.0f;
-        fit[i] = {std::isfinite(cosine) ? cosine : -2.0f, static_cast<std::uint32_t>(i)};
+        const double cosine = j != kNoClass && norm > 0 ? dot / std::sqrt(norm) : -2.0;
+        fit[i] = {std::isfinite(cosine) ? static_cast<float>(cosine) : -2.0f, static_cast<std::uint32_t>(i)};
       }
       std::sort(fit.begin(), fit.end());
       std::size_t next = 0;

@@ -208,8 +208,10 @@ EmbeddingIndex::EmbeddingIndex(Embeddings e) {
       double sq = 0.0;
       for (std::size_t k = 0; k < dim_; ++k) sq += static_cast<double>(v[k]) * v[k];
       if (sq > 0.0) {
-        const auto inv = static_cast<float>(1.0 / std::sqrt(sq));
-        for (std::size_t k = 0; k < dim_; ++k) v[k] *= inv;
+        // Scaled in double: a vector of subnormal floats (a norm below 1 / FLT_MAX) has an inverse norm past
+        // float's range, which made its unit vector inf (NaN where a value was 0) and won every argmax.
+        const double inv = 1.0 / std::sqrt(sq);
+        for (std::size_t k = 0; k < dim_; ++k) v[k] = static_cast<float>(v[k] * inv);
       }
     }
   });

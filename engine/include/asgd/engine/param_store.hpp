@@ -170,6 +170,10 @@ class ParamStore {
   // without its padding.
   std::vector<float> snapshot() const;
   std::vector<float> snapshot(std::string_view tensor) const;
+  // The first parameter that is NaN or infinite (relaxed loads), if any: a
+  // diverged run's mark. A reader of a segment asks it before serving (a
+  // run that diverged stops, but leaves its values in the segment).
+  std::optional<std::size_t> first_non_finite() const noexcept;
   // Overwrites all parameters (relaxed stores); sizes must match.
   void assign(std::span<const float> values);
   void fill(float value);

@@ -77,6 +77,11 @@
 namespace asgd {
 
 namespace detail {
+// What a diverged run's message suggests (the Trainer's and the BlockTrainer's): the rate is the usual cause,
+// not the only one.
+inline constexpr const char* kDivergenceAdvice =
+    "lower the learning rate, or the L2 / weight decay or initial scale if large, or check the input for extreme "
+    "values";
 // The NaN/Inf guard's message (trainer.cpp).
 std::string nonfinite_loss_message(double loss, std::uint64_t epoch, std::uint64_t example, std::size_t worker,
                                    float lr);

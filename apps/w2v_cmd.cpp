@@ -75,7 +75,8 @@ const char* kUsage = R"(usage: asgd w2v -train FILE [options]   (FILE may be - f
   -policy P          how updates land: racy (Hogwild!), atomic, locked (racy)
   -tau T             bounded delay in steps of ~10,000 words (inf)
   -checkpoint FILE   save parameters, vocabulary and epoch after every epoch
-  -resume FILE       continue a checkpointed run up to -iter epochs (default: the run's own);
+  -resume FILE       continue a checkpointed run up to -iter epochs; -iter, -threads, -policy, -tau
+                     and -alpha default to the run's own (another value goes on, with a warning);
                      a finished run's vectors are written again without -train
   -quiet 1           no progress line (word2vec.c's -debug 0 is the same; -debug N > 0 is the default)
 Under mpirun -np N (each rank trains 1/N of the sentences; rank 0 writes):
@@ -206,13 +207,22 @@ struct ResumeInfo {
   float alpha = 0;
   std::uint64_t corpus_tokens = 0;
   std::uint64_t iter = 0;  // the run's -iter: a resume without -iter finishes that run (0: not recorded)
+  // How the run updates (a resume without the flag continues with the run's; a resume with another is warned):
+  // -threads (0: not recorded), -policy and -tau (empty: not recorded).
+  std::size_t threads = 0;
+  std::string policy, tau;
+  // The vocabulary's -min-count and -max-vocab (not recorded by an older asgd): a resume may repeat them.
+  std::optional<std::size_t> min_count, max_vocab;
 };
 
 std::string metadata(const ModelOptions& m, const Vocabulary& vocab, const ResumeInfo& r) {
-  const nlohmann::json j{{"model", "word2vec"}, {"cbow", m.cbow},     {"dim", m.dim},
-                         {"window", m.window},  {"negative", m.negative}, {"hs", m.hs},
-                         {"sample", m.sample},  {"batch", m.batch},       {"words", vocab.size()},
-                         {"alpha", r.alpha},    {"corpus_tokens", r.corpus_tokens}, {"iter", r.iter}};
+  nlohmann::json j{{"model", "word2vec"}, {"cbow", m.cbow},     {"dim", m.dim},
+                   {"window", m.window},  {"negative", m.negative}, {"hs", m.hs},
+                   {"sample", m.sample},  {"batch", m.batch},       {"words", vocab.size()},
+                   {"alpha", r.alpha},    {"corpus_tokens", r.corpus_tokens}, {"iter", r.iter},
+                   {"threads", r.threads}, {"policy", r.policy},    {"tau", r.tau}};
+  if (r.min_count) j["min_count"] = *r.min_count;
+  if (r.max_vocab) j["max_vocab"] = *r.max_vocab;
   std::string out = j.dump() + "\n";
   for (std::uint32_t i = 0; i < vocab.size(); ++i) {
     out += vocab.word(i);
@@ -271,8 +281,15 @@ Resumed from_metadata(const std::string& path, const std::string& text) {
       at = end == std::string::npos ? text.size() : end + 1;
     }
     if (words.size() != whole("words")) throw InputError("vocabulary size differs from header");
-    const ResumeInfo info{j.value("alpha", 0.0f), j.value("corpus_tokens", std::uint64_t{0}),
-                          j.value("iter", std::uint64_t{0})};
+    ResumeInfo info;
+    info.alpha = j.value("alpha", 0.0f);
+    info.corpus_tokens = j.value("corpus_tokens", std::uint64_t{0});
+    info.iter = j.value("iter", std::uint64_t{0});
+    if (j.contains("threads")) info.threads = whole("threads");
+    info.policy = j.value("policy", std::string());
+    info.tau = j.value("tau", std::string());
+    if (j.contains("min_count")) info.min_count = whole("min_count");
+    if (j.contains("max_vocab")) info.max_vocab = whole("max_vocab");
     return {m, Vocabulary(std::move(words), std::move(counts)), info};
   } catch (const std::exception& e) {
     throw InputError(fmt::format("{}: corrupt word2vec checkpoint metadata: {}", path, e.what()));
@@ -336,9 +353,10 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
     }
   }
 
-  // Before the corpus is read: the flags that need parsing.
-  const Consistency consistency = parse_flag("-policy", [&] { return parse_consistency(f.policy); });
-  const std::uint64_t tau = parse_flag("-tau", [&] { return parse_tau(f.tau); });
+  // Before the corpus is read: the flags that need parsing (a resume without them takes the run's, below).
+  Consistency consistency = parse_flag("-policy", [&] { return parse_consistency(f.policy); });
+  std::uint64_t tau = parse_flag("-tau", [&] { return parse_tau(f.tau); });
+  std::size_t threads = f.threads;
   // (a 627 MB corpus was read, 16 s, before "-alpha 0" was said)
   const auto check_alpha = [](float alpha) {
     if (!(alpha > 0) || !std::isfinite(alpha)) {
@@ -356,14 +374,34 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
     // The model's shape and vocabulary come from the checkpoint: a flag that
     // would change them is a mistake, not something to ignore quietly. The
     // same value again (the first run's command with -resume added) is no change.
-    for (const char* flag : {"min-count", "max-vocab", "read-vocab"}) {
-      if (f.given.count(flag)) {
-        throw InputError(fmt::format("-{}: the vocabulary comes from the checkpoint on -resume", flag));
-      }
-    }
     resumed = read_checkpoint(f.resume);
     auto r = from_metadata(f.resume, resumed.metadata);
     m = r.model;
+    const std::pair<const char*, std::pair<std::size_t, std::optional<std::size_t>>> vocab_flags[] = {
+        {"min-count", {f.min_count, r.info.min_count}}, {"max-vocab", {f.max_vocab, r.info.max_vocab}}};
+    for (const auto& [flag, values] : vocab_flags) {
+      if (!f.given.count(flag) || values.first == values.second) continue;
+      throw InputError(values.second
+                           ? fmt::format("-{} {}: {} was made with -{} {}; the vocabulary comes from the checkpoint "
+                                         "on -resume",
+                                         flag, values.first, f.resume, flag, *values.second)
+                           : fmt::format("-{}: the vocabulary comes from the checkpoint on -resume ({} does not "
+                                         "record the -{} it was made with: leave it out)",
+                                         flag, f.resume, flag));
+    }
+    if (f.given.count("read-vocab")) {
+      // The same file again is no change: read as the run read it, it gives the checkpoint's words and counts.
+      const Vocabulary again =
+          Vocabulary::read(f.read_vocab, VocabOptions{r.info.min_count.value_or(f.min_count),
+                                                      r.info.max_vocab.value_or(f.max_vocab)});
+      bool same_words = again.size() == r.vocab.size();
+      for (std::uint32_t id = 0; same_words && id < again.size(); ++id)
+        same_words = again.word(id) == r.vocab.word(id) && again.count(id) == r.vocab.count(id);
+      if (!same_words) {
+        throw InputError(fmt::format("-read-vocab {}: not the vocabulary of {}, which the run continues on -resume",
+                                     f.read_vocab, f.resume));
+      }
+    }
     const std::pair<const char*, std::pair<std::string, std::string>> same[] = {
         {"size", {as_text(f.size), as_text(m.dim)}},
         {"cbow", {as_text(f.cbow), as_text(m.cbow ? 1 : 0)}},
@@ -383,6 +421,12 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
     vocab = std::move(r.vocab);
     saved = r.info;
     check_classes(f, vocab.size());
+    // How the run updated: kept unless given (a different value is warned about where the rate is, below).
+    if (!f.given.count("threads") && saved.threads > 0 && saved.threads <= kMaxWorkers) threads = saved.threads;
+    if (!f.given.count("policy") && !saved.policy.empty())
+      consistency = parse_flag("the checkpoint's -policy", [&] { return parse_consistency(saved.policy); });
+    if (!f.given.count("tau") && !saved.tau.empty())
+      tau = parse_flag("the checkpoint's -tau", [&] { return parse_tau(saved.tau); });
   } else {
     m = model_options(f);
   }
@@ -513,7 +557,7 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
   auto store = ParamStore::on_heap(model.layout());
 
   TrainerOptions o;
-  o.workers = f.threads;
+  o.workers = threads;
   o.epochs = epochs;
   o.seed = f.seed;
   o.consistency = consistency;
@@ -524,11 +568,32 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
   check_alpha(o.schedule.lr);  // a checkpoint's, when -alpha was not given
   o.schedule.floor = 1e-4f;
   o.checkpoint_path = f.checkpoint;
-  o.checkpoint_metadata = metadata(m, vocab, ResumeInfo{o.schedule.lr, corpus_words, o.epochs});
+  ResumeInfo now;
+  now.alpha = o.schedule.lr;
+  now.corpus_tokens = corpus_words;
+  now.iter = o.epochs;
+  now.threads = o.workers;
+  now.policy = std::string(to_string(o.consistency));
+  now.tau = tau_to_string(o.tau);
+  // A resumed run keeps the vocabulary options it was made with (those of an older checkpoint are not known).
+  now.min_count = f.resume.empty() ? std::optional(f.min_count) : saved.min_count;
+  now.max_vocab = f.resume.empty() ? std::optional(f.max_vocab) : saved.max_vocab;
+  o.checkpoint_metadata = metadata(m, vocab, now);
+  if (!f.resume.empty() && dist.root()) {
+    // A resumed run continues the saved one only with its rate and its updates (-threads with more than one
+    // worker, -policy even with one: atomic adds round otherwise than racy stores).
+    const auto text = [](const auto& value) { return nlohmann::json(as_text(value)); };
+    nlohmann::json before = nlohmann::json::object(), after = nlohmann::json::object();
+    if (saved.alpha > 0) before["-alpha"] = text(saved.alpha), after["-alpha"] = text(o.schedule.lr);
+    if (saved.threads > 0) before["-threads"] = text(saved.threads), after["-threads"] = text(o.workers);
+    if (!saved.policy.empty()) before["-policy"] = saved.policy, after["-policy"] = now.policy;
+    if (!saved.tau.empty()) before["-tau"] = saved.tau, after["-tau"] = now.tau;
+    warn_options_changed("w2v", f.resume, before, after, {"-alpha", "-threads", "-policy", "-tau"});
+  }
   const double words_per_sentence = model.words_per_example();
   if (show_progress) {
     o.progress_interval_seconds = 0.25;
-    o.on_progress = [words_per_sentence, threads = f.threads](const Progress& p) {
+    o.on_progress = [words_per_sentence, threads](const Progress& p) {
       const double wps = p.examples_per_second * words_per_sentence;
       std::fprintf(stderr, "\rAlpha: %f  Progress: %.2f%%  Words/thread/sec: %.2fk  Loss: %.4f  ETA: %s   ",
                    static_cast<double>(p.learning_rate), 100.0 * p.fraction, wps / static_cast<double>(threads) / 1000.0,
@@ -570,7 +635,7 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
              "{:.0f} words/s/thread, {} threads, {}), loss {:.4f}; vocabulary {} words; reading {:.2f} s{}\n",
              m.cbow ? "cbow" : "skip-gram", m.hs ? "hs" : "ns", m.dim, m.window, m.negative,
              report.epochs.front().epoch, report.epochs.back().epoch, words, report.seconds, wps,
-             wps / static_cast<double>(f.threads), f.threads, rows::simd_level(), report.epochs.back().loss,
+             wps / static_cast<double>(threads), threads, rows::simd_level(), report.epochs.back().loss,
              vocab.size(), prep, notes);
   write_vectors(store.layout(), std::as_const(store).data());
   return 0;

@@ -181,6 +181,18 @@ TEST_F(CnnCli, StoppedAndResumedIsTheUninterruptedRun) {
   }
   EXPECT_GT(std::stod(parts_csv[3][4]), std::stod(parts_csv[2][4]));
   EXPECT_LT(std::stod(parts_csv[3][4]), 99.0);
+  // Without --epochs a resume finishes the checkpointed run (before: the default 10 epochs, another schedule).
+  r = run({"cnn", "train", "--data", path(""), "--workers", "2", "--batch", "32", "--lr-schedule", "cosine",
+           "--resume", path("ck.asgd"), "--model", path("resumed-own.asgd")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("epoch 3/3: "), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("warning"), std::string::npos) << r.output;
+  EXPECT_EQ(slurp("resumed-own.asgd"), slurp("whole.asgd"));
+  // The GEMM threads of a worker round its sums otherwise: warned (before: not, and the model differed).
+  r = train({"--resume", path("ck.asgd"), "--threads", "4"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("warning: threads-per-worker 2 now, 1 in the run " + path("ck.asgd")), std::string::npos)
+      << r.output;
 
   // Other options continue, with a warning naming each (the checkpoint's seed given again is no change).
   r = run({"cnn", "train", "--data", path(""), "--epochs", "3", "--workers", "1", "--batch", "16", "--lr", "0.02",

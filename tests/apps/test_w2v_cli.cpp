@@ -348,14 +348,41 @@ TEST_F(W2vCli, CheckpointLetsTrainingGoOnForMoreEpochs) {
   r = w2v({"-train", corpus, "-iter", "5", "-resume", path("ck"), "-seed", "5"});
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("-seed 5: " + path("ck") + " was trained with 4"), std::string::npos) << r.output;
-  r = w2v({"-train", corpus, "-iter", "5", "-resume", path("ck"), "-min-count", "1"});
+  r = w2v({"-train", corpus, "-iter", "5", "-resume", path("ck"), "-min-count", "2"});
   EXPECT_EQ(r.status, 2) << r.output;
-  EXPECT_NE(r.output.find("-min-count: the vocabulary comes from the checkpoint"), std::string::npos) << r.output;
-  // The first run's model flags again (its command with -resume added) are no change (before: refused).
-  r = w2v({"-train", corpus, "-size", "8", "-threads", "1", "-seed", "4", "-iter", "5", "-resume", path("ck"),
-           "-output", path("five-again.txt")});
+  EXPECT_NE(r.output.find("-min-count 2: " + path("ck") + " was made with -min-count 1; the vocabulary comes from "
+                          "the checkpoint"),
+            std::string::npos)
+      << r.output;
+  // The first run's model flags again (its command with -resume added) are no change (before: refused, and
+  // -min-count was refused whatever its value).
+  r = w2v({"-train", corpus, "-size", "8", "-threads", "1", "-seed", "4", "-min-count", "1", "-iter", "5", "-resume",
+           path("ck"), "-output", path("five-again.txt")});
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_EQ(slurp("five-again.txt"), slurp("five.txt"));
+  // A resume takes the run's -threads, -policy and -tau unless given (before: -threads was all cores, and the
+  // vectors were another run's), and warns about another value of those or of -alpha.
+  r = w2v({"-train", corpus, "-iter", "5", "-resume", path("ck"), "-output", path("five-own.txt")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find(" 1 threads,"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("warning"), std::string::npos) << r.output;
+  EXPECT_EQ(slurp("five-own.txt"), slurp("five.txt"));
+  r = w2v({"-train", corpus, "-iter", "5", "-resume", path("ck"), "-threads", "2", "-policy", "atomic", "-tau", "3",
+           "-alpha", "0.1"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  for (const char* changed : {"-threads 2 now, 1 in the run", "-policy atomic now, racy in the run",
+                              "-tau 3 now, inf in the run", "-alpha 0.1 now, 0.05 in the run"})
+    EXPECT_NE(r.output.find(changed), std::string::npos) << changed << "\n" << r.output;
+  // -read-vocab of the run's own vocabulary is no change; another is refused.
+  r = w2v({"-train", corpus, "-min-count", "1", "-iter", "1", "-save-vocab", path("vocab.txt")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = w2v({"-train", corpus, "-iter", "5", "-resume", path("ck"), "-read-vocab", path("vocab.txt"), "-output",
+           path("five-vocab.txt")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(slurp("five-vocab.txt"), slurp("five.txt"));
+  r = w2v({"-train", corpus, "-iter", "5", "-resume", path("ck"), "-read-vocab", write("other.txt", "w0 5\nw1 4\n")});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("not the vocabulary of " + path("ck")), std::string::npos) << r.output;
   // A checkpoint of another kind is refused.
   r = run({"linear", "generate", "--out", path("l.svm"), "--examples", "100", "--features", "10", "--nnz", "3"});
   r = run({"linear", "train", "--data", path("l.svm"), "--model", path("lin.ckpt"), "--epochs", "1"});

@@ -147,6 +147,9 @@ void Distributed::prepare(TrainerOptions& options) {
   // Rank 0 writes the checkpoint; another rank only its own AdaGrad sums' (own_checkpoint names another file).
   const std::filesystem::path own = own_checkpoint(options.checkpoint_path, options);
   checkpoint_ = root() || own != options.checkpoint_path ? own : std::filesystem::path{};
+  // Each rank its own file: a job killed between the ranks' writes leaves them a generation apart, and the ranks
+  // ahead resume from the one kept (resume_own_checkpoint).
+  options.checkpoint_keep_previous = !checkpoint_.empty() && own_files(options);
   checkpoint_every_ = options.checkpoint_every;
   if (every_epoch()) {
     options.checkpoint_path.clear();  // written after the average instead
@@ -157,11 +160,35 @@ void Distributed::prepare(TrainerOptions& options) {
   if (!root()) options.on_progress = nullptr;
 }
 
+bool Distributed::own_files(const TrainerOptions& options) const {
+  return active() && options.schedule.has_adagrad();
+}
+
 std::filesystem::path Distributed::own_checkpoint(const std::filesystem::path& path,
                                                   const TrainerOptions& options) const {
-  const bool own_state = options.schedule.has_adagrad();
-  if (!active() || root() || !own_state || path.empty()) return path;
+  if (!own_files(options) || root() || path.empty()) return path;
   return std::filesystem::path(path.string() + fmt::format(".rank{}", rank_));
+}
+
+CheckpointData Distributed::resume_own_checkpoint(const std::filesystem::path& path,
+                                                  const TrainerOptions& options) {
+  const std::filesystem::path own = own_checkpoint(path, options);
+  CheckpointData saved = read_checkpoint(own);
+  if (!own_files(options)) return saved;
+  const std::uint64_t mine[] = {saved.state.epoch};
+  const auto all = gather(mine, "the epochs of the ranks' checkpoints", false);
+  const std::uint64_t shared = *std::min_element(all.begin(), all.end());
+  if (saved.state.epoch == shared) return saved;
+  const std::filesystem::path previous = previous_checkpoint(own);
+  std::error_code ec;
+  if (!std::filesystem::exists(previous, ec)) return saved;
+  CheckpointData kept = read_checkpoint(previous);
+  if (kept.state.epoch != shared) return saved;
+  fmt::print(stderr,
+             "asgd: rank {}: {} holds epoch {}, and another rank's checkpoint epoch {} (the job was stopped between "
+             "their writes): this rank resumes from {}, its checkpoint of epoch {}\n",
+             rank_, own.string(), saved.state.epoch, shared, previous.string(), shared);
+  return kept;
 }
 
 void Distributed::start(Trainer& trainer, ParamStore& store) {
@@ -198,7 +225,10 @@ void Distributed::epoch_done(const TrainReport& epoch) {
   if (every_epoch()) average(static_cast<double>(epoch.examples));
   if (every_epoch() && !checkpoint_.empty() && trainer_ != nullptr) {
     const auto e = trainer_->state().epoch;
-    if (e % checkpoint_every_ == 0 || e == trainer_->options().epochs) trainer_->save_checkpoint(checkpoint_);
+    if (e % checkpoint_every_ == 0 || e == trainer_->options().epochs) {
+      if (trainer_->options().checkpoint_keep_previous) keep_previous_checkpoint(checkpoint_);
+      trainer_->save_checkpoint(checkpoint_);
+    }
   }
 }
 

@@ -77,6 +77,16 @@ class Distributed {
   // PATH.rank<r>, beside rank 0's PATH. Otherwise `path` (rank 0 writes it;
   // every rank resumes from it).
   std::filesystem::path own_checkpoint(const std::filesystem::path& path, const TrainerOptions& options) const;
+  // Whether each rank writes a checkpoint of its own (AdaGrad under mpirun).
+  bool own_files(const TrainerOptions& options) const;
+  // own_checkpoint(path), read, for a resume (collective: every rank calls
+  // it). With own files every rank must resume from one epoch: a job killed
+  // between two ranks' writes leaves them a generation apart, and a rank
+  // ahead then reads the checkpoint its last write replaced (PATH.prev,
+  // kept by TrainerOptions::checkpoint_keep_previous) when that is at the
+  // other ranks' epoch, and says so. Otherwise its own file as it is (the
+  // ranks' epochs are compared before training, see run_averaged).
+  CheckpointData resume_own_checkpoint(const std::filesystem::path& path, const TrainerOptions& options);
   // After the Trainer is made and initialised (or resumed), before training:
   // gives every rank rank 0's parameters, bit for bit (a common start; a
   // resumed job goes on exactly as the uninterrupted one) and, with
@@ -167,9 +177,9 @@ TrainReport run_averaged(Distributed& dist, Trainer& trainer, P& problem, std::u
     const std::string what =
         std::string("epochs done/last epoch/--epochs/K of --average-every (0: epoch) (every rank needs the same "
                     "--resume, --epochs, --until-epoch and --average-every") +
-        (own_files ? "; with AdaGrad each rank resumes from its own file, CHECKPOINT.rank<r> beside rank 0's, and a "
-                     "job killed between the ranks' checkpoint writes leaves them at different epochs: resume from "
-                     "an earlier copy of all of them, or start again)"
+        (own_files ? "; with AdaGrad each rank resumes from its own file, CHECKPOINT.rank<r> beside rank 0's, or "
+                     "from its .prev, the one before, when that is at the other ranks' epoch; files further apart "
+                     "cannot resume together: resume from an earlier copy of all of them, or start again)"
                    : ")");
     dist.same_on_all_ranks(plan, what);
   }

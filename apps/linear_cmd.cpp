@@ -262,7 +262,7 @@ int train(const TrainFlags& f, Distributed& dist) {
                                    "rank r's beside the file given; resume with as many ranks as wrote them)",
                                    own.string()));
     }
-    CheckpointData saved = read_checkpoint(own);  // its loss looked at before anything is loaded
+    CheckpointData saved = dist.resume_own_checkpoint(f.resume, options);  // its loss looked at before loading
     if (const auto saved_loss = linear_model_loss(saved.metadata); saved_loss != loss) {
       throw InputError(fmt::format("--resume {}: trained with --loss {}, not {}", f.resume,
                                    sparse::to_string(saved_loss), sparse::to_string(loss)));

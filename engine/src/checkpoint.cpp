@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <unistd.h>
 
 #include "asgd/engine/atomic_file.hpp"
 #include "asgd/engine/consistency.hpp"
@@ -37,6 +38,31 @@ struct FileHeader {
 static_assert(sizeof(FileHeader) == 80);
 
 }  // namespace
+
+std::filesystem::path previous_checkpoint(const std::filesystem::path& path) {
+  return std::filesystem::path(path.string() + ".prev");
+}
+
+void keep_previous_checkpoint(const std::filesystem::path& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return;
+  const fs::path previous = previous_checkpoint(path);
+  const fs::path temp = fs::path(previous.string() + fmt::format(".tmp.{}", ::getpid()));
+  fs::remove(temp, ec);
+  fs::create_hard_link(path, temp, ec);
+  if (ec) {
+    ec.clear();
+    fs::copy_file(path, temp, fs::copy_options::overwrite_existing, ec);
+  }
+  if (!ec) fs::rename(temp, previous, ec);
+  if (ec) {
+    std::error_code ignored;
+    fs::remove(temp, ignored);
+    throw RuntimeError(fmt::format("{}: cannot keep the previous checkpoint as {}: {}", path.string(),
+                                   previous.string(), ec.message()));
+  }
+}
 
 void save_checkpoint(const std::filesystem::path& path, const ParamStore& store, const TrainState& state,
                      std::span<const float> optimizer_state, std::string_view metadata, OptimizerKind optimizer_kind,

@@ -107,6 +107,7 @@ void Trainer::close_epoch(Run& run, std::uint64_t epoch) {
   stats.mean_staleness = steps ? static_cast<double>(staleness_sum) / static_cast<double>(steps) : 0.0;
   if (!options_.checkpoint_path.empty() && (done % options_.checkpoint_every == 0 || done == options_.epochs)) {
     const TrainState at{done, state_.examples + run.examples_done.load(std::memory_order_relaxed), state_.seed};
+    if (options_.checkpoint_keep_previous) keep_previous_checkpoint(options_.checkpoint_path);
     // With the row head, as save_checkpoint writes it (this one wrote 0, and a resume refused its own file).
     ::asgd::save_checkpoint(options_.checkpoint_path, store_, at, adagrad_sums_, options_.checkpoint_metadata,
                             optimizer_kind(), static_cast<std::uint32_t>(options_.schedule.row_head));

@@ -100,6 +100,26 @@ TEST_F(CheckpointTest, RefusesTornCorruptForeignAndOtherModels) {
             std::string::npos);
 }
 
+TEST_F(CheckpointTest, ThePreviousCheckpointIsKeptWhenAsked) {
+  // One generation back (PATH.prev), for jobs whose processes each write a file: a job killed between their
+  // writes resumes every process from the generation they share.
+  auto s = ParamStore::on_heap(layout_of(10));
+  const fs::path path = dir_ / "ck";
+  asgd::keep_previous_checkpoint(path);  // nothing there yet: nothing kept
+  EXPECT_FALSE(fs::exists(asgd::previous_checkpoint(path)));
+  for (std::uint64_t epoch = 1; epoch <= 3; ++epoch) {
+    s.fill(static_cast<float>(epoch));
+    asgd::keep_previous_checkpoint(path);
+    save_checkpoint(path, s, {epoch, epoch, 7});
+  }
+  EXPECT_EQ(asgd::previous_checkpoint(path), dir_ / "ck.prev");
+  EXPECT_EQ(asgd::read_checkpoint(path).state.epoch, 3u);
+  const auto previous = asgd::read_checkpoint(dir_ / "ck.prev");
+  EXPECT_EQ(previous.state.epoch, 2u);
+  EXPECT_EQ(previous.params[0], 2.0f);
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 2);  // no temp left
+}
+
 TEST_F(CheckpointTest, NeverSavesNonFiniteParameters) {
   auto s = ParamStore::on_heap(layout_of(10));
   s.store(3, std::nanf(""));

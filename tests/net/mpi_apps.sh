@@ -147,16 +147,30 @@ stopped_and_resumed linear 3 linear_job
 linear_adagrad_job() { linear_job --adagrad "$@"; }
 stopped_and_resumed linear-adagrad 3 linear_adagrad_job
 [[ -f "$work/linear-adagrad-ck.rank1" ]] || fail "linear-adagrad: no rank-1 checkpoint"
-# A job killed between the ranks' checkpoint writes leaves their files at different epochs (here rank 1's is put
-# back to epoch 3 after a run to epoch 4): the resume is refused, and the message says why.
+# A job killed between the ranks' checkpoint writes leaves their files a generation apart (here rank 1's is put
+# back to epoch 3 after a run to epoch 4): rank 0 resumes from the file its last write replaced (CK.prev, epoch 3),
+# and the job is the uninterrupted one (before: refused, and the run was lost).
+linear_adagrad_job --checkpoint "$work/rank-at-2" --until-epoch 2 > "$work/log" 2>&1 ||
+  fail "linear-adagrad: the run to epoch 2"
 cp "$work/linear-adagrad-ck.rank1" "$work/rank1-at-3"
 linear_adagrad_job --resume "$work/linear-adagrad-ck" --checkpoint "$work/linear-adagrad-ck" --until-epoch 4 \
   > "$work/log" 2>&1 || fail "linear-adagrad: the run to epoch 4"
+[[ -f "$work/linear-adagrad-ck.prev" && -f "$work/linear-adagrad-ck.rank1.prev" ]] ||
+  fail "linear-adagrad: no previous checkpoints kept"
 cp "$work/rank1-at-3" "$work/linear-adagrad-ck.rank1"
+linear_adagrad_job --resume "$work/linear-adagrad-ck" --model "$work/linear-adagrad-torn" > "$work/log" 2>&1 ||
+  fail "linear-adagrad: the resume of checkpoints a generation apart"
+grep -q "rank 0: .*linear-adagrad-ck holds epoch 4, and another rank's checkpoint epoch 3" "$work/log" ||
+  fail "linear-adagrad: rank 0 did not say it resumes from its previous checkpoint"
+cmp -s "$work/linear-adagrad-whole" "$work/linear-adagrad-torn" ||
+  fail "linear-adagrad: resumed from checkpoints a generation apart, the model differs from the uninterrupted one"
+echo "linear-adagrad, 2 ranks: checkpoints a generation apart resume from the one they share, as one run"
+# Two generations apart: refused, and the message says why.
+cp "$work/rank-at-2.rank1" "$work/linear-adagrad-ck.rank1"
 linear_adagrad_job --resume "$work/linear-adagrad-ck" > "$work/log" 2>&1 && fail "linear-adagrad: a torn resume ran"
-grep -q 'rank 0: 4/6/6/0, rank 1: 3/6/6/0' "$work/log" && grep -q 'killed between the ranks. checkpoint writes' \
-  "$work/log" || fail "linear-adagrad: no message naming the ranks' epochs and a torn checkpoint"
-echo "linear-adagrad, 2 ranks: checkpoints at different epochs are refused, and said to be torn"
+grep -q 'rank 0: 4/6/6/0, rank 1: 2/6/6/0' "$work/log" && grep -q 'files further apart cannot resume together' \
+  "$work/log" || fail "linear-adagrad: no message naming the ranks' epochs and files too far apart"
+echo "linear-adagrad, 2 ranks: checkpoints two generations apart are refused, and said why"
 # Resumed by fewer ranks than wrote it (rank 1's sums would be left behind), or by one process: refused.
 "$asgd" linear train --data "$work/odd.svm" --epochs 6 --workers 1 --features 500 -q --adagrad \
   --resume "$work/linear-adagrad-ck" > "$work/log" 2>&1 && fail "linear-adagrad: a 2-rank checkpoint resumed by one"

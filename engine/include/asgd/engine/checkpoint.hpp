@@ -59,6 +59,16 @@ void save_checkpoint(const std::filesystem::path& path, const ParamStore& store,
                      std::span<const float> optimizer_state = {}, std::string_view metadata = {},
                      OptimizerKind optimizer_kind = OptimizerKind::unrecorded, std::uint32_t row_head = 0);
 
+// Keeps the checkpoint at `path` as previous_checkpoint(path) (PATH.prev),
+// replacing an older one, before `path` is written again: one generation
+// back, for jobs whose processes each write a file (see
+// TrainerOptions::checkpoint_keep_previous). A hard link where the file
+// system has them, else a copy, renamed into place, so a kill leaves the old
+// PATH.prev or the new one whole. Nothing when `path` does not exist.
+// RuntimeError when it cannot be made.
+void keep_previous_checkpoint(const std::filesystem::path& path);
+std::filesystem::path previous_checkpoint(const std::filesystem::path& path);
+
 // Throws InputError naming the file and what is wrong: missing, not a
 // checkpoint, other version, truncated, checksum mismatch.
 CheckpointData read_checkpoint(const std::filesystem::path& path);

@@ -141,6 +141,12 @@ struct TrainerOptions {
   std::filesystem::path checkpoint_path;  // empty: no checkpoints
   std::uint64_t checkpoint_every = 1;     // epochs
   std::string checkpoint_metadata;        // stored with every checkpoint
+  // Before an epoch's checkpoint at checkpoint_path replaces the last one,
+  // keep that as PATH.prev (keep_previous_checkpoint; save_checkpoint
+  // below never does): under mpirun each rank may write its own file, and a
+  // job killed between two ranks' writes leaves them an epoch apart; the
+  // ranks ahead then resume from their .prev.
+  bool checkpoint_keep_previous = false;
   // LIBMF-style block schedule (a BlockedProblem only): workers take blocks
   // with disjoint rows and columns from a BlockScheduler; tau and
   // step_examples do not apply (one block is one step).

@@ -220,7 +220,10 @@ int train(const TrainFlags& f, Distributed& dist) {
   options.on_progress = progress_printer("linear", f.quiet);
   options.checkpoint_path = f.checkpoint;
   // With AdaGrad under mpirun every rank checkpoints its own sums: the file says how many ranks wrote them.
-  const nlohmann::json run_options = engine_options(options);
+  nlohmann::json run_options = engine_options(options);
+  // What this rank trains on, counted (a resume on other data is warned about, as cnn and w2v warn).
+  run_options["examples"] = as_text(problem.num_examples());
+  run_options["nonzeros"] = as_text(own_shard && shard ? shard->nnz() : data.nnz());
   options.checkpoint_metadata = linear_model_metadata(
       f.l2, problem.num_features(), loss, options.schedule.has_adagrad() && dist.active() ? dist.size() : 0,
       run_options);
@@ -263,6 +266,25 @@ int train(const TrainFlags& f, Distributed& dist) {
                                    own.string()));
     }
     CheckpointData saved = dist.resume_own_checkpoint(f.resume, options);  // its loss looked at before loading
+    // Another kind of model (mf, w2v, cnn) said so first: its loss or layout would be refused as if a flag were
+    // wrong (an mf model: "loss 'bpr': expected logistic, squared-hinge or hinge").
+    const auto kind = nlohmann::json::parse(saved.metadata, nullptr, false);
+    if (!kind.is_object() || (kind.value("model", "") != "logistic" && kind.value("model", "") != "linear")) {
+      throw InputError(fmt::format("--resume {}: not a linear model{}", f.resume,
+                                   kind.is_object() && kind.contains("model") && kind["model"].is_string()
+                                       ? fmt::format(" (its kind: {})", kind["model"].get<std::string>())
+                                       : std::string()));
+    }
+    // Without --features each run sizes the weights from its data's largest feature id.
+    if (kind.contains("features") && kind["features"].is_number_unsigned() &&
+        kind["features"].get<std::uint64_t>() != problem.num_features()) {
+      throw InputError(fmt::format("--resume {}: trained with {} features, and this run has {}{}", f.resume,
+                                   kind["features"].get<std::uint64_t>(), problem.num_features(),
+                                   f.features == 0 ? fmt::format(" (from --data's largest feature id): give "
+                                                                 "--features {}",
+                                                                 kind["features"].get<std::uint64_t>())
+                                                   : std::string()));
+    }
     if (const auto saved_loss = linear_model_loss(saved.metadata); saved_loss != loss) {
       throw InputError(fmt::format("--resume {}: trained with --loss {}, not {}", f.resume,
                                    sparse::to_string(saved_loss), sparse::to_string(loss)));
@@ -295,7 +317,7 @@ int train(const TrainFlags& f, Distributed& dist) {
     // Loaded first: a step rule it refuses (AdaGrad on or off) is an error, not a warning followed by one.
     const nlohmann::json before = saved_options(saved.metadata);
     trainer.load_checkpoint(std::move(saved), own);
-    if (dist.root()) warn_options_changed("linear train", f.resume, before, run_options);
+    if (dist.root()) warn_options_changed("linear train", f.resume, before, run_options, {"examples", "nonzeros"});
     if (dist.root()) fmt::print(out, "resumed from {} at epoch {}\n", f.resume, trainer.state().epoch);
   }
   if (dist.active()) fmt::print(out, "mpi: {}; rank 0 trains {} of {} examples\n", dist.describe(), problem.num_examples(),

@@ -470,6 +470,33 @@ TEST_F(Cli, ResumedTrainingEqualsUninterrupted) {
   r = with({"--epochs", "6", "--resume", path("ck"), "--l2", "0.1"});
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("trained with --l2 0.0001, not 0.1"), std::string::npos) << r.output;
+  // Other data goes on, warned (before: in silence; cnn and w2v warned): here 100 examples more.
+  {
+    std::ifstream in(path("r.svm"));
+    std::ofstream out(path("more.svm"));
+    std::string line;
+    for (int i = 0; std::getline(in, line); ++i) out << line << "\n" << (i < 100 ? line + "\n" : "");
+  }
+  r = run({"linear", "train", "--data", path("more.svm"), "--workers", "1", "--adagrad", "--quiet", "--epochs", "6",
+           "--resume", path("ck")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("warning: examples 5100 now, 5000 in the run " + path("ck")), std::string::npos)
+      << r.output;
+  // Data with more features: the message says what to give (before: "holds another model: weights [...]").
+  std::ofstream(path("more.svm"), std::ios::app) << "+1 2500:1\n";
+  r = run({"linear", "train", "--data", path("more.svm"), "--adagrad", "--epochs", "6", "--resume", path("ck")});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("features, and this run has 2501 (from --data's largest feature id): give --features"),
+            std::string::npos)
+      << r.output;
+  // Another kind of model is said to be one (an mf model's was "loss 'bpr': expected logistic, ...").
+  ASSERT_EQ(run({"mf", "generate", path("ratings.txt"), "--users", "50", "--items", "40", "--ratings", "500"}).status,
+            0);
+  ASSERT_EQ(run({"mf", "train", "-q", "-t", "1", "--loss", "bpr", path("ratings.txt"), path("mf.model")}).status, 0);
+  r = with({"--epochs", "6", "--resume", path("mf.model")});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--resume " + path("mf.model") + ": not a linear model (its kind: "), std::string::npos)
+      << r.output;
   // A model whose metadata holds a value of the wrong kind: exit 2 and say so (before: exit 1, a JSON exception).
   const auto d = asgd::read_checkpoint(path("full"));
   auto store = asgd::ParamStore::on_heap(d.layout);

@@ -474,8 +474,13 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
     // -checkpoint names where this run's checkpoint goes: the finished one, unless it is that very file.
     std::error_code ec;
     const bool copy = !f.checkpoint.empty() && !std::filesystem::equivalent(f.checkpoint, f.resume, ec);
-    fmt::print(stderr, "asgd w2v: {} holds all {} epochs: nothing left to train (give a larger -iter to go on){}{}\n",
-               f.resume, resumed.state.epoch, f.output.empty() ? "" : "; writing its vectors",
+    // -iter given as the epochs done of a longer run: its vectors mid-schedule, the rate not decayed to its end.
+    const std::string unfinished =
+        saved.iter > resumed.state.epoch
+            ? fmt::format("; its run has {} epochs (leave -iter out to finish it)", saved.iter)
+            : "";
+    fmt::print(stderr, "asgd w2v: {} holds all {} epochs: nothing left to train (give a larger -iter to go on){}{}{}\n",
+               f.resume, resumed.state.epoch, unfinished, f.output.empty() ? "" : "; writing its vectors",
                copy ? fmt::format("; writing it to -checkpoint {}", f.checkpoint) : "");
     write_vectors(resumed.layout, resumed.params.data());
     if (copy) {

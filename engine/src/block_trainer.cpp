@@ -1,4 +1,5 @@
 #include "asgd/engine/block_trainer.hpp"
+#include "asgd/engine/denormals.hpp"
 #include "asgd/engine/trainer.hpp"  // detail::kDivergenceAdvice
 
 #include <algorithm>
@@ -144,6 +145,7 @@ bool BlockTrainer::run_sync(std::size_t batches, const Gradient& gradient) {
     std::vector<std::jthread> pool;
     for (std::size_t i = 0; i < W; ++i)
       pool.emplace_back([&, i] {
+        const FlushDenormals subnormals(options_.flush_denormals);
         Worker& wk = workers_[i];
         for (std::size_t r = 0; r < rounds && !stopping; ++r) {
           wk.samples = 0;
@@ -216,6 +218,7 @@ bool BlockTrainer::run_async(std::size_t batches, const Gradient& gradient) {
     std::vector<std::jthread> pool;
     for (std::size_t i = 0; i < W; ++i)
       pool.emplace_back([&, i] {
+        const FlushDenormals subnormals(options_.flush_denormals);
         Worker& wk = workers_[i];
         try {
           while (!failure.failed.load()) {

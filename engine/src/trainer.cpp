@@ -1,5 +1,6 @@
 #include "asgd/engine/trainer.hpp"
 
+#include "asgd/engine/denormals.hpp"
 #include "asgd/engine/random.hpp"
 
 #include <fmt/format.h>
@@ -75,13 +76,19 @@ void Trainer::launch(Run& run, const std::function<void(std::size_t)>& body) {
   const std::size_t workers = options_.workers;
   std::vector<std::jthread> threads;  // joined on the way out, whatever happens
   threads.reserve(workers - 1);
+  const bool flush = options_.flush_denormals;
   try {
-    for (std::size_t w = 1; w < workers; ++w) threads.emplace_back(body, w);
+    for (std::size_t w = 1; w < workers; ++w)
+      threads.emplace_back([&body, w, flush] {
+        const FlushDenormals subnormals(flush);
+        body(w);
+      });
   } catch (...) {
     // A thread that could not start never arrives: count it in and stop.
     run.fail(std::current_exception());
     run.started.count_down(static_cast<std::ptrdiff_t>(workers - 1 - threads.size()));
   }
+  const FlushDenormals subnormals(flush);  // the caller's mode comes back when run() returns
   body(0);
 }
 

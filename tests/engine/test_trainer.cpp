@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "../common/message_of.hpp"
+#include "asgd/engine/denormals.hpp"
 #include "asgd/engine/trainer.hpp"
 #include "toy_problems.hpp"
 
@@ -64,6 +65,48 @@ TEST(Trainer, DisjointUpdatesEqualTheSerialResultExactly) {
             << to_string(c) << " workers " << w << " tau " << asgd::tau_to_string(tau);
       }
     }
+  }
+}
+
+namespace {
+// A problem whose gradient counts the examples computed with subnormals flushed (and a subnormal product that
+// comes out 0 only then): what each worker's arithmetic does, seen from inside the run.
+struct DenormalProbe {
+  std::atomic<std::size_t>* flushed;
+  std::atomic<std::size_t>* zero_products;
+  asgd::Layout layout() const {
+    asgd::Layout l;
+    l.add("w", {1});
+    return l;
+  }
+  std::size_t num_examples() const { return 400; }
+  template <class Sink>
+  double gradient(std::size_t, Sink&) const {
+    if (asgd::FlushDenormals::active()) flushed->fetch_add(1);
+    volatile float tiny = 1e-30f;  // volatile: computed at run time, in this thread's mode
+    if (tiny * tiny == 0.0f) zero_products->fetch_add(1);  // 1e-60 underflows; 1e-30 * 1e-10 would be subnormal
+    volatile float half_min = 1e-38f;
+    if (half_min * 0.5f == 0.0f) zero_products->fetch_add(1);  // subnormal unless flushed
+    return 0.0;
+  }
+};
+}  // namespace
+
+TEST(Trainer, WorkersFlushSubnormalsUnlessToldNotToAndTheCallerKeepsItsMode) {
+  for (const bool flush : {true, false}) {
+    std::atomic<std::size_t> flushed{0}, zero_products{0};
+    DenormalProbe p{&flushed, &zero_products};
+    auto store = ParamStore::on_heap(p.layout());
+    TrainerOptions o;
+    o.workers = 3;
+    o.epochs = 1;
+    o.flush_denormals = flush;
+    const bool before = asgd::FlushDenormals::active();
+    Trainer(store, o).run(p);
+    EXPECT_EQ(asgd::FlushDenormals::active(), before);
+    EXPECT_EQ(flushed.load(), flush ? 400u : 0u) << flush;
+    // Every example's 1e-60 is 0 either way; 0.5e-38 is 0 only when flushed.
+    EXPECT_EQ(zero_products.load(), flush ? 800u : 400u) << flush;
   }
 }
 

@@ -81,6 +81,9 @@ struct BlockTrainOptions {
   // run_epoch returns with `stopped` set, the epoch unfinished (at tau = 0
   // after the round under way: every worker stops at the same round).
   const std::atomic<bool>* stop = nullptr;
+  // Workers flush subnormal floats to zero (FlushDenormals, denormals.hpp): the default; false keeps IEEE
+  // gradual underflow.
+  bool flush_denormals = true;
   bool stop_requested() const noexcept { return stop != nullptr && stop->load(std::memory_order_relaxed); }
   bool has_update_hook() const noexcept { return every_updates != 0 && static_cast<bool>(after_updates); }
   // Whether after_updates runs after update number `update` (counted as

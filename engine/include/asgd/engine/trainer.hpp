@@ -147,6 +147,9 @@ struct TrainerOptions {
   // job killed between two ranks' writes leaves them an epoch apart; the
   // ranks ahead then resume from their .prev.
   bool checkpoint_keep_previous = false;
+  // Workers flush subnormal floats to zero (FlushDenormals, denormals.hpp):
+  // the default; false keeps IEEE gradual underflow.
+  bool flush_denormals = true;
   // LIBMF-style block schedule (a BlockedProblem only): workers take blocks
   // with disjoint rows and columns from a BlockScheduler; tau and
   // step_examples do not apply (one block is one step).

@@ -37,14 +37,9 @@ WordClasses classes_of(const std::vector<float>& v, std::size_t dim, std::size_t
   return word_classes(v.size() / dim, dim, [&](std::size_t i) { return v.data() + i * dim; }, k, rounds);
 }
 
-TEST(WordClasses, PlantedDirectionsAreFoundWhateverTheLengths) {
-  constexpr std::size_t n = 600, dim = 16, groups = 4;
-  const auto v = planted(n, dim, groups, 0.15f, 1);
-  const auto c = classes_of(v, dim, groups);
-  ASSERT_EQ(c.of.size(), n);
-  EXPECT_TRUE(c.settled);
-  EXPECT_LE(c.rounds, 10u);
-  // Each planted group is one class, and the groups have different classes.
+// Checks that each planted group of the first n words (word i in group i % groups) is one class, and returns the
+// classes the groups have.
+std::set<std::uint32_t> classes_of_groups(const WordClasses& c, std::size_t n, std::size_t groups) {
   std::map<std::size_t, std::set<std::uint32_t>> class_of_group;
   for (std::size_t i = 0; i < n; ++i) class_of_group[i % groups].insert(c.of[i]);
   std::set<std::uint32_t> used;
@@ -52,7 +47,17 @@ TEST(WordClasses, PlantedDirectionsAreFoundWhateverTheLengths) {
     EXPECT_EQ(classes.size(), 1u) << "group " << group;
     used.insert(*classes.begin());
   }
-  EXPECT_EQ(used.size(), groups);
+  return used;
+}
+
+TEST(WordClasses, PlantedDirectionsAreFoundWhateverTheLengths) {
+  constexpr std::size_t n = 600, dim = 16, groups = 4;
+  const auto v = planted(n, dim, groups, 0.15f, 1);
+  const auto c = classes_of(v, dim, groups);
+  ASSERT_EQ(c.of.size(), n);
+  EXPECT_TRUE(c.settled);
+  EXPECT_LE(c.rounds, 10u);
+  EXPECT_EQ(classes_of_groups(c, n, groups).size(), groups);
 }
 
 TEST(WordClasses, TheSameForAnyNumberOfThreads) {
@@ -95,13 +100,7 @@ TEST(WordClasses, AWordWithANaNStaysAndTheOthersAreFound) {
   v[bad * dim + 3] = std::nanf("");
   const auto c = classes_of(v, dim, groups + 1);
   EXPECT_EQ(c.of[bad], 0u);
-  std::map<std::size_t, std::set<std::uint32_t>> class_of_group;
-  for (std::size_t i = 0; i < bad; ++i) class_of_group[i % groups].insert(c.of[i]);
-  std::set<std::uint32_t> used;
-  for (const auto& [group, classes] : class_of_group) {
-    EXPECT_EQ(classes.size(), 1u) << "group " << group;
-    used.insert(*classes.begin());
-  }
+  const auto used = classes_of_groups(c, bad, groups);
   EXPECT_EQ(used.size(), groups);
   EXPECT_EQ(used.count(0u), 0u);
 }

@@ -164,6 +164,19 @@ void warn_options_changed(std::string_view command, const std::string& path, con
   }
 }
 
+void warn_data_changed(std::string_view command, const std::string& path, const nlohmann::json& before,
+                       nlohmann::json& now, const std::string& digest_key, const std::string& count_key,
+                       std::string_view what) {
+  if (before.is_object() && before.contains(digest_key) && now.contains(digest_key) &&
+      before[digest_key] != now[digest_key] && before.value(count_key, "") == now.value(count_key, ""))
+    std::fprintf(stderr,
+                 "asgd %.*s: warning: the %.*s differ from those of the run %s continues (same number); the result "
+                 "will differ from an uninterrupted run's\n",
+                 static_cast<int>(command.size()), command.data(), static_cast<int>(what.size()), what.data(),
+                 path.c_str());
+  now.erase(digest_key);
+}
+
 bool stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }
 
 namespace {

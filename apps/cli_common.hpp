@@ -115,6 +115,15 @@ nlohmann::json saved_options(const std::string& metadata);
 void warn_options_changed(std::string_view command, const std::string& path, const nlohmann::json& before,
                           const nlohmann::json& now, std::initializer_list<std::string_view> bare = {});
 
+// The data a resumed run trains on against the run's: `before` and `now`
+// (options as above) hold a digest of it under `digest_key` and its size
+// under `count_key`. A warning in words when the digest differs and the
+// size does not (another size is warn_options_changed's to say); the digest
+// is then erased from `now`, since its hex means nothing to a reader.
+void warn_data_changed(std::string_view command, const std::string& path, const nlohmann::json& before,
+                       nlohmann::json& now, const std::string& digest_key, const std::string& count_key,
+                       std::string_view what);
+
 // Removes a shared segment this command created when the command fails before
 // training: it is destroyed while an exception unwinds the scope that holds it,
 // release() was not called (the command calls it as training starts: from then

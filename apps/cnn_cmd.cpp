@@ -173,14 +173,7 @@ void warn_if_changed(const std::string& path, const std::string& metadata, const
   if (before.is_null()) return;  // from before the options were recorded
   nlohmann::json compared = now;
   if (now.value("lr-schedule", "") != "cosine" && before.value("lr-schedule", "") != "cosine") compared.erase("epochs");
-  // The training data's digest means nothing to the reader: said in words, when train-images does not say it.
-  compared.erase("train-data");
-  if (before.contains("train-data") && before["train-data"] != now["train-data"] &&
-      before.value("train-images", "") == now.value("train-images", ""))
-    std::fprintf(stderr,
-                 "asgd cnn: warning: the training images differ from those of the run %s continues (same "
-                 "number); the result will differ from an uninterrupted run's\n",
-                 path.c_str());
+  warn_data_changed("cnn", path, before, compared, "train-data", "train-images", "training images");
   warn_options_changed("cnn", path, before, compared, {"train-images", "ranks", "threads-per-worker"});
 }
 

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <exception>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "asgd/config.hpp"
@@ -175,24 +176,49 @@ CheckpointData Distributed::resume_own_checkpoint(const std::filesystem::path& p
   const std::filesystem::path own = own_checkpoint(path, options);
   CheckpointData saved = read_checkpoint(own);
   if (!own_files(options)) return saved;
+  // Epochs first: the rank whose file is behind decides which generation every rank resumes.
   const std::uint64_t mine[] = {saved.state.epoch};
   const auto all = gather(mine, "the epochs of the ranks' checkpoints", false);
   const std::uint64_t shared = *std::min_element(all.begin(), all.end());
-  if (saved.state.epoch == shared) return saved;
   const std::filesystem::path previous = previous_checkpoint(own);
-  std::error_code ec;
-  if (!std::filesystem::exists(previous, ec)) return saved;
-  CheckpointData kept = read_checkpoint(previous);
-  if (kept.state.epoch != shared) return saved;
-  fmt::print(stderr,
-             "asgd: rank {}: {} holds epoch {}, and another rank's checkpoint epoch {} (the job was stopped between "
-             "their writes): this rank resumes from {}, its checkpoint of epoch {}\n",
-             rank_, own.string(), saved.state.epoch, shared, previous.string(), shared);
-  return kept;
+  if (saved.state.epoch != shared) {
+    std::error_code ec;
+    if (std::filesystem::exists(previous, ec)) {
+      CheckpointData kept = read_checkpoint(previous);
+      if (kept.state.epoch == shared) {
+        // Back into place: the file ahead is of no use without the other ranks', and left there it would become
+        // the .prev of this run's next write, and the generation resumed from would be lost (a second stop at
+        // the same point could not resume).
+        std::filesystem::rename(previous, own, ec);
+        if (ec) {
+          throw RuntimeError(fmt::format("{}: cannot put {} back in its place: {}", own.string(), previous.string(),
+                                         ec.message()));
+        }
+        fmt::print(stderr,
+                   "asgd: rank {}: {} held epoch {}, and another rank's checkpoint epoch {} (the job was stopped "
+                   "between their writes): this rank resumes from its checkpoint of epoch {}, {}, put back as {}\n",
+                   rank_, own.string(), saved.state.epoch, shared, shared, previous.string(), own.string());
+        saved = std::move(kept);
+      }
+    }
+  }
+  // Then the run: files of one job have one seed (a .prev or a rank's file left by another job at the same path
+  // would be taken for this one's).
+  const std::uint64_t seed[] = {saved.state.seed & ((std::uint64_t{1} << 40) - 1)};
+  const auto seeds = gather(seed, "the seeds of the ranks' checkpoints", false);
+  if (std::adjacent_find(seeds.begin(), seeds.end(), std::not_equal_to<>()) != seeds.end()) {
+    std::string each;
+    for (std::size_t r = 0; r < seeds.size(); ++r) each += fmt::format("{}rank {}: {}", r ? ", " : "", r, seeds[r]);
+    throw InputError(fmt::format("the ranks' checkpoints are of different runs: their seeds differ ({}, the low 40 "
+                                 "bits); resume from files of one job",
+                                 each));
+  }
+  return saved;
 }
 
 void Distributed::start(Trainer& trainer, ParamStore& store) {
   trainer_ = &trainer;
+  trainer.forget_other_previous(checkpoint_);  // written after the average, by save_checkpoint
   start(std::span<float>(store.data(), store.size()), store.layout());
   if (averager_ && !every_epoch()) averager_->start(every_steps_);
 }
@@ -225,10 +251,7 @@ void Distributed::epoch_done(const TrainReport& epoch) {
   if (every_epoch()) average(static_cast<double>(epoch.examples));
   if (every_epoch() && !checkpoint_.empty() && trainer_ != nullptr) {
     const auto e = trainer_->state().epoch;
-    if (e % checkpoint_every_ == 0 || e == trainer_->options().epochs) {
-      if (trainer_->options().checkpoint_keep_previous) keep_previous_checkpoint(checkpoint_);
-      trainer_->save_checkpoint(checkpoint_);
-    }
+    if (e % checkpoint_every_ == 0 || e == trainer_->options().epochs) trainer_->save_checkpoint(checkpoint_);
   }
 }
 

@@ -178,8 +178,9 @@ TrainReport run_averaged(Distributed& dist, Trainer& trainer, P& problem, std::u
         std::string("epochs done/last epoch/--epochs/K of --average-every (0: epoch) (every rank needs the same "
                     "--resume, --epochs, --until-epoch and --average-every") +
         (own_files ? "; with AdaGrad each rank resumes from its own file, CHECKPOINT.rank<r> beside rank 0's, or "
-                     "from its .prev, the one before, when that is at the other ranks' epoch; files further apart "
-                     "cannot resume together: resume from an earlier copy of all of them, or start again)"
+                     "from its .prev, the one before, when that is at the other ranks' epoch; files further apart, "
+                     "or a generation apart with no .prev (written by an older asgd), cannot resume together: "
+                     "resume from an earlier copy of all of them, or start again)"
                    : ")");
     dist.same_on_all_ranks(plan, what);
   }

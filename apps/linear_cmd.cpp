@@ -224,6 +224,7 @@ int train(const TrainFlags& f, Distributed& dist) {
   // What this rank trains on, counted (a resume on other data is warned about, as cnn and w2v warn).
   run_options["examples"] = as_text(problem.num_examples());
   run_options["nonzeros"] = as_text(own_shard && shard ? shard->nnz() : data.nnz());
+  run_options["data"] = fmt::format("{:016x}", (own_shard && shard ? *shard : data).checksum());
   options.checkpoint_metadata = linear_model_metadata(
       f.l2, problem.num_features(), loss, options.schedule.has_adagrad() && dist.active() ? dist.size() : 0,
       run_options);
@@ -317,7 +318,11 @@ int train(const TrainFlags& f, Distributed& dist) {
     // Loaded first: a step rule it refuses (AdaGrad on or off) is an error, not a warning followed by one.
     const nlohmann::json before = saved_options(saved.metadata);
     trainer.load_checkpoint(std::move(saved), own);
-    if (dist.root()) warn_options_changed("linear train", f.resume, before, run_options, {"examples", "nonzeros"});
+    if (dist.root()) {
+      nlohmann::json now = run_options;
+      warn_data_changed("linear train", f.resume, before, now, "data", "examples", "training examples");
+      warn_options_changed("linear train", f.resume, before, now, {"examples", "nonzeros"});
+    }
     if (dist.root()) fmt::print(out, "resumed from {} at epoch {}\n", f.resume, trainer.state().epoch);
   }
   if (dist.active()) fmt::print(out, "mpi: {}; rank 0 trains {} of {} examples\n", dist.describe(), problem.num_examples(),

@@ -480,7 +480,8 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
             ? fmt::format("; its run has {} epochs (leave -iter out to finish it)", saved.iter)
             : "";
     fmt::print(stderr, "asgd w2v: {} holds all {} epochs: nothing left to train (give a larger -iter to go on){}{}{}\n",
-               f.resume, resumed.state.epoch, unfinished, f.output.empty() ? "" : "; writing its vectors",
+               f.resume, resumed.state.epoch, unfinished,
+               f.output.empty() ? "" : f.classes > 0 ? "; writing its word classes" : "; writing its vectors",
                copy ? fmt::format("; writing it to -checkpoint {}", f.checkpoint) : "");
     write_vectors(resumed.layout, resumed.params.data());
     if (copy) {

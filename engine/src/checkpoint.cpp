@@ -48,6 +48,10 @@ void keep_previous_checkpoint(const std::filesystem::path& path) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) return;
   const fs::path previous = previous_checkpoint(path);
+  // Already the same file (kept, and the write after it failed): a rename of one link over another of the same
+  // file does nothing and would leave the temp name behind.
+  if (fs::equivalent(path, previous, ec)) return;
+  ec.clear();
   const fs::path temp = fs::path(previous.string() + fmt::format(".tmp.{}", ::getpid()));
   fs::remove(temp, ec);
   fs::create_hard_link(path, temp, ec);

@@ -114,11 +114,30 @@ void Trainer::close_epoch(Run& run, std::uint64_t epoch) {
   stats.mean_staleness = steps ? static_cast<double>(staleness_sum) / static_cast<double>(steps) : 0.0;
   if (!options_.checkpoint_path.empty() && (done % options_.checkpoint_every == 0 || done == options_.epochs)) {
     const TrainState at{done, state_.examples + run.examples_done.load(std::memory_order_relaxed), state_.seed};
-    if (options_.checkpoint_keep_previous) keep_previous_checkpoint(options_.checkpoint_path);
+    check_adagrad_sums();  // its own message, before save_checkpoint's "refusing to save a diverged model"
+    keep_previous_of(options_.checkpoint_path);
     // With the row head, as save_checkpoint writes it (this one wrote 0, and a resume refused its own file).
     ::asgd::save_checkpoint(options_.checkpoint_path, store_, at, adagrad_sums_, options_.checkpoint_metadata,
                             optimizer_kind(), static_cast<std::uint32_t>(options_.schedule.row_head));
+    lineage_ = options_.checkpoint_path;
   }
+}
+
+void Trainer::check_adagrad_sums() const {
+  // A squared gradient past float's range makes a sum inf (its parameter then stops moving): the model is finite
+  // but cannot be checkpointed, and the cause is the input's scale, not the rate.
+  for (std::size_t i = 0; i < adagrad_sums_.size(); ++i) {
+    if (!std::isfinite(adagrad_sums_[i])) {
+      throw RuntimeError(fmt::format("training diverged: the AdaGrad sum of parameter {} is {} (a squared gradient "
+                                     "past float's range, about 3.4e38): scale the input's values down",
+                                     i, adagrad_sums_[i]));
+    }
+  }
+}
+
+void Trainer::keep_previous_of(const std::filesystem::path& path) const {
+  // Only a file of this run's own line (loaded or written by this Trainer) is a generation of it.
+  if (options_.checkpoint_keep_previous && !lineage_.empty() && lineage_ == path) keep_previous_checkpoint(path);
 }
 
 float Trainer::rate_now(const Run& run, double before, double total, std::uint64_t staleness) const {
@@ -278,16 +297,7 @@ TrainReport Trainer::finish(Run& run) {
     throw RuntimeError(fmt::format("training diverged: parameter {} is {} after the run; {}", *i, store_.load(*i),
                                    detail::kDivergenceAdvice));
   }
-  // A squared gradient past float's range makes a sum inf (its parameter then stops moving): the model is finite
-  // but cannot be checkpointed, and the cause is the input's scale, not the rate.
-  for (std::size_t i = 0; i < adagrad_sums_.size(); ++i) {
-    if (!std::isfinite(adagrad_sums_[i])) {
-      throw RuntimeError(fmt::format("training diverged: the AdaGrad sum of parameter {} is {} after the run (a "
-                                     "squared gradient past float's range, about 3.4e38): scale the input's values "
-                                     "down",
-                                     i, adagrad_sums_[i]));
-    }
-  }
+  check_adagrad_sums();
   return report;
 }
 
@@ -299,8 +309,10 @@ void Trainer::save_checkpoint(const std::filesystem::path& path) const {
     zeros.assign(store_.size(), 0.0f);
     sums = zeros;
   }
+  keep_previous_of(path);
   ::asgd::save_checkpoint(path, store_, state_, sums, options_.checkpoint_metadata, optimizer_kind(),
                           static_cast<std::uint32_t>(options_.schedule.row_head));  // 0 without row AdaGrad
+  lineage_ = path;
 }
 
 OptimizerKind Trainer::optimizer_kind() const noexcept {
@@ -352,6 +364,13 @@ void Trainer::load_checkpoint(CheckpointData data, const std::filesystem::path& 
   std::vector<float> loaded;
   state_ = ::asgd::load_checkpoint(std::move(data), path, store_, &loaded);
   adagrad_sums_ = std::move(loaded);
+  lineage_ = path;
+}
+
+void Trainer::forget_other_previous(const std::filesystem::path& path) const {
+  if (!options_.checkpoint_keep_previous || path.empty() || lineage_ == path) return;
+  std::error_code ignored;
+  std::filesystem::remove(previous_checkpoint(path), ignored);
 }
 
 }  // namespace asgd

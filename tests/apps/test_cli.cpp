@@ -380,6 +380,13 @@ TEST_F(Cli, DivergenceStopsWithExitOne) {
   EXPECT_NE(r.output.find("the AdaGrad sum of parameter"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("scale the input's values down"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(path("big.model")));
+  // The same with a checkpoint after each epoch: said before the write refuses the sum (it said "checkpoint ...:
+  // optimizer value 1 is inf; refusing to save a diverged model").
+  r = run({"linear", "train", "--data", path("big.svm"), "--epochs", "3", "--workers", "1", "--adagrad",
+           "--checkpoint", path("big.ck")});
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("the AdaGrad sum of parameter"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("refusing to save"), std::string::npos) << r.output;
 }
 
 TEST_F(Cli, ResumedTrainingEqualsUninterrupted) {
@@ -481,6 +488,21 @@ TEST_F(Cli, ResumedTrainingEqualsUninterrupted) {
            "--resume", path("ck")});
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("warning: examples 5100 now, 5000 in the run " + path("ck")), std::string::npos)
+      << r.output;
+  // The same number of examples but other data (one label flipped): said in words.
+  {
+    std::ifstream in(path("r.svm"));
+    std::ofstream out(path("flipped.svm"));
+    std::string line;
+    for (bool first = true; std::getline(in, line); first = false)
+      out << (first ? (line[0] == '-' ? "+1" + line.substr(2) : "-1" + line.substr(line.find(' '))) : line) << "\n";
+  }
+  r = run({"linear", "train", "--data", path("flipped.svm"), "--workers", "1", "--adagrad", "--quiet", "--epochs",
+           "6", "--resume", path("ck")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("warning: the training examples differ from those of the run " + path("ck") +
+                          " continues (same number)"),
+            std::string::npos)
       << r.output;
   // Data with more features: the message says what to give (before: "holds another model: weights [...]").
   std::ofstream(path("more.svm"), std::ios::app) << "+1 2500:1\n";

@@ -118,6 +118,12 @@ TEST_F(CheckpointTest, ThePreviousCheckpointIsKeptWhenAsked) {
   EXPECT_EQ(previous.state.epoch, 2u);
   EXPECT_EQ(previous.params[0], 2.0f);
   EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 2);  // no temp left
+  // Kept twice with no write between (the write failed): the same file, and still no temp left (a rename of one
+  // link over another of the same file does nothing).
+  asgd::keep_previous_checkpoint(path);
+  asgd::keep_previous_checkpoint(path);
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 2);
+  EXPECT_EQ(asgd::read_checkpoint(dir_ / "ck.prev").state.epoch, 3u);
 }
 
 TEST_F(CheckpointTest, NeverSavesNonFiniteParameters) {

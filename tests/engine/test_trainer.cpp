@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <thread>
+#include <cfenv>
 #include <cmath>
 #include <filesystem>
 #include <functional>
@@ -108,6 +109,19 @@ TEST(Trainer, WorkersFlushSubnormalsUnlessToldNotToAndTheCallerKeepsItsMode) {
     // Every example's 1e-60 is 0 either way; 0.5e-38 is 0 only when flushed.
     EXPECT_EQ(zero_products.load(), flush ? 800u : 400u) << flush;
   }
+}
+
+TEST(Trainer, FlushingSubnormalsKeepsTheExceptionFlagsRaisedMeanwhile) {
+  std::feclearexcept(FE_ALL_EXCEPT);
+  {
+    const asgd::FlushDenormals subnormals;
+    volatile float big = 3e38f;
+    volatile float product = big * big;  // overflow
+    (void)product;
+    EXPECT_NE(std::fetestexcept(FE_OVERFLOW), 0);
+  }
+  EXPECT_NE(std::fetestexcept(FE_OVERFLOW), 0);  // the whole MXCSR was restored, and the flag with it
+  std::feclearexcept(FE_ALL_EXCEPT);
 }
 
 TEST(Trainer, OneWorkerWithASeedIsReproducibleAndSeedsMatter) {

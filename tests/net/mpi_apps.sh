@@ -160,17 +160,39 @@ linear_adagrad_job --resume "$work/linear-adagrad-ck" --checkpoint "$work/linear
 cp "$work/rank1-at-3" "$work/linear-adagrad-ck.rank1"
 linear_adagrad_job --resume "$work/linear-adagrad-ck" --model "$work/linear-adagrad-torn" > "$work/log" 2>&1 ||
   fail "linear-adagrad: the resume of checkpoints a generation apart"
-grep -q "rank 0: .*linear-adagrad-ck holds epoch 4, and another rank's checkpoint epoch 3" "$work/log" ||
+grep -q "rank 0: .*linear-adagrad-ck held epoch 4, and another rank's checkpoint epoch 3" "$work/log" ||
   fail "linear-adagrad: rank 0 did not say it resumes from its previous checkpoint"
 cmp -s "$work/linear-adagrad-whole" "$work/linear-adagrad-torn" ||
   fail "linear-adagrad: resumed from checkpoints a generation apart, the model differs from the uninterrupted one"
-echo "linear-adagrad, 2 ranks: checkpoints a generation apart resume from the one they share, as one run"
+# The generation resumed from is put back in place: stopped the same way again, the job still resumes (before the
+# review: the file ahead became the .prev of the next write, and epoch 3 was lost).
+linear_adagrad_job --resume "$work/linear-adagrad-ck" --checkpoint "$work/linear-adagrad-ck" --until-epoch 4 \
+  > "$work/log" 2>&1 || fail "linear-adagrad: the run to epoch 4 again"
+cp "$work/rank1-at-3" "$work/linear-adagrad-ck.rank1"
+linear_adagrad_job --resume "$work/linear-adagrad-ck" --model "$work/linear-adagrad-torn2" > "$work/log" 2>&1 ||
+  fail "linear-adagrad: the second resume of checkpoints a generation apart"
+cmp -s "$work/linear-adagrad-whole" "$work/linear-adagrad-torn2" ||
+  fail "linear-adagrad: the second torn resume's model differs from the uninterrupted one"
+echo "linear-adagrad, 2 ranks: checkpoints a generation apart resume from the one they share, as one run, twice"
 # Two generations apart: refused, and the message says why.
+linear_adagrad_job --resume "$work/linear-adagrad-ck" --checkpoint "$work/linear-adagrad-ck" --until-epoch 4 \
+  > "$work/log" 2>&1 || fail "linear-adagrad: the run to epoch 4 a third time"
 cp "$work/rank-at-2.rank1" "$work/linear-adagrad-ck.rank1"
 linear_adagrad_job --resume "$work/linear-adagrad-ck" > "$work/log" 2>&1 && fail "linear-adagrad: a torn resume ran"
-grep -q 'rank 0: 4/6/6/0, rank 1: 2/6/6/0' "$work/log" && grep -q 'files further apart cannot resume together' \
+grep -q 'rank 0: 4/6/6/0, rank 1: 2/6/6/0' "$work/log" && grep -q 'files further apart, or a generation apart' \
   "$work/log" || fail "linear-adagrad: no message naming the ranks' epochs and files too far apart"
 echo "linear-adagrad, 2 ranks: checkpoints two generations apart are refused, and said why"
+# Files another job left at the path are not this job's generations: a fresh job removes the .prev it finds, and
+# ranks whose files have other seeds are refused (before the review: rank 1 resumed from the other job's .prev).
+linear_adagrad_job --seed 7 --checkpoint "$work/linear-adagrad-ck" --until-epoch 1 > "$work/log" 2>&1 ||
+  fail "linear-adagrad: a fresh job over the same checkpoint path"
+[[ ! -e "$work/linear-adagrad-ck.prev" && ! -e "$work/linear-adagrad-ck.rank1.prev" ]] ||
+  fail "linear-adagrad: a fresh job kept another job's .prev"
+cp "$work/rank1-at-3" "$work/linear-adagrad-ck.rank1"
+linear_adagrad_job --resume "$work/linear-adagrad-ck" > "$work/log" 2>&1 && fail "linear-adagrad: two jobs' files resumed"
+grep -q "the ranks' checkpoints are of different runs: their seeds differ" "$work/log" ||
+  fail "linear-adagrad: no message for files of two jobs"
+echo "linear-adagrad, 2 ranks: another job's files are not taken for this one's"
 # Resumed by fewer ranks than wrote it (rank 1's sums would be left behind), or by one process: refused.
 "$asgd" linear train --data "$work/odd.svm" --epochs 6 --workers 1 --features 500 -q --adagrad \
   --resume "$work/linear-adagrad-ck" > "$work/log" 2>&1 && fail "linear-adagrad: a 2-rank checkpoint resumed by one"

@@ -12,8 +12,11 @@
 //
 // The mode is per thread: the trainers set it in each worker for the run
 // and restore it after (TrainerOptions::flush_denormals,
-// BlockTrainOptions::flush_denormals). Threads a library starts on its own
-// (OpenMP's, for Eigen's parallel GEMMs) keep theirs.
+// BlockTrainOptions::flush_denormals), so what runs on a worker meanwhile
+// runs flushed too: the problem's gradients, and the callbacks and
+// checkpoint writes a worker makes (on_progress, on_step, after_updates).
+// TBB tasks a worker starts run in its mode; threads a library starts on
+// its own (OpenMP's, for Eigen's parallel GEMMs) keep theirs.
 #pragma once
 
 #include <cstdint>
@@ -39,12 +42,15 @@ class FlushDenormals {
     __asm__ volatile("msr fpcr, %0" : : "r"(fpcr));
 #endif
   }
+  // Restores the two modes only: the exception flags raised meanwhile (overflow, invalid) stay raised.
   ~FlushDenormals() {
     if (!on_) return;
 #if defined(__x86_64__) || defined(_M_X64)
-    _mm_setcsr(static_cast<unsigned>(saved_));
+    _mm_setcsr((_mm_getcsr() & ~(kFtz | kDaz)) | (static_cast<unsigned>(saved_) & (kFtz | kDaz)));
 #elif defined(__aarch64__)
-    const std::uint64_t fpcr = saved_;
+    std::uint64_t fpcr;
+    __asm__ volatile("mrs %0, fpcr" : "=r"(fpcr));
+    fpcr = (fpcr & ~kFz) | (saved_ & kFz);
     __asm__ volatile("msr fpcr, %0" : : "r"(fpcr));
 #endif
   }

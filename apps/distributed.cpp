@@ -9,6 +9,7 @@
 #include <exception>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "asgd/config.hpp"
 #include "asgd/engine/errors.hpp"
@@ -171,54 +172,76 @@ std::filesystem::path Distributed::own_checkpoint(const std::filesystem::path& p
   return std::filesystem::path(path.string() + fmt::format(".rank{}", rank_));
 }
 
-CheckpointData Distributed::resume_own_checkpoint(const std::filesystem::path& path,
-                                                  const TrainerOptions& options) {
-  const std::filesystem::path own = own_checkpoint(path, options);
+Distributed::Resumed Distributed::resume_own_checkpoint(const std::filesystem::path& path,
+                                                     const TrainerOptions& options) {
+  namespace fs = std::filesystem;
+  const fs::path own = own_checkpoint(path, options);
   CheckpointData saved = read_checkpoint(own);
-  if (!own_files(options)) return saved;
-  // Epochs first: the rank whose file is behind decides which generation every rank resumes.
-  const std::uint64_t mine[] = {saved.state.epoch};
-  const auto all = gather(mine, "the epochs of the ranks' checkpoints", false);
-  const std::uint64_t shared = *std::min_element(all.begin(), all.end());
-  const std::filesystem::path previous = previous_checkpoint(own);
-  if (saved.state.epoch != shared) {
-    std::error_code ec;
-    if (std::filesystem::exists(previous, ec)) {
-      CheckpointData kept = read_checkpoint(previous);
-      if (kept.state.epoch == shared) {
-        // Back into place: the file ahead is of no use without the other ranks', and left there it would become
-        // the .prev of this run's next write, and the generation resumed from would be lost (a second stop at
-        // the same point could not resume).
-        std::filesystem::rename(previous, own, ec);
-        if (ec) {
-          throw RuntimeError(fmt::format("{}: cannot put {} back in its place: {}", own.string(), previous.string(),
-                                         ec.message()));
-        }
-        fmt::print(stderr,
-                   "asgd: rank {}: {} held epoch {}, and another rank's checkpoint epoch {} (the job was stopped "
-                   "between their writes): this rank resumes from its checkpoint of epoch {}, {}, put back as {}\n",
-                   rank_, own.string(), saved.state.epoch, shared, shared, previous.string(), own.string());
-        saved = std::move(kept);
-      }
+  if (!own_files(options)) return {std::move(saved), own};
+  // The generation before, if this rank kept one (one that cannot be read is none).
+  const fs::path previous = previous_checkpoint(own);
+  std::optional<CheckpointData> kept;
+  std::error_code ec;
+  if (fs::exists(previous, ec)) {
+    try {
+      kept = read_checkpoint(previous);
+    } catch (const InputError&) {
     }
   }
-  // Then the run: files of one job have one seed (a .prev or a rank's file left by another job at the same path
-  // would be taken for this one's).
-  const std::uint64_t seed[] = {saved.state.seed & ((std::uint64_t{1} << 40) - 1)};
-  const auto seeds = gather(seed, "the seeds of the ranks' checkpoints", false);
-  if (std::adjacent_find(seeds.begin(), seeds.end(), std::not_equal_to<>()) != seeds.end()) {
-    std::string each;
-    for (std::size_t r = 0; r < seeds.size(); ++r) each += fmt::format("{}rank {}: {}", r ? ", " : "", r, seeds[r]);
-    throw InputError(fmt::format("the ranks' checkpoints are of different runs: their seeds differ ({}, the low 40 "
-                                 "bits); resume from files of one job",
-                                 each));
+  // The rank whose file is behind decides the generation; every rank must have it, as its file or its .prev.
+  // Nothing is changed on disk here: a refusal leaves every file as it was.
+  const std::uint64_t mine[] = {saved.state.epoch, kept ? kept->state.epoch + 1 : 0};  // 0: no .prev
+  const auto all = gather(mine, "the epochs of the ranks' checkpoints", false);
+  const std::size_t P = static_cast<std::size_t>(size_);
+  std::uint64_t shared = all[0];
+  for (std::size_t r = 1; r < P; ++r) shared = std::min(shared, all[2 * r]);
+  bool reachable = true;
+  std::string each;
+  for (std::size_t r = 0; r < P; ++r) {
+    const std::uint64_t epoch = all[2 * r], before = all[2 * r + 1];
+    reachable = reachable && (epoch == shared || before == shared + 1);
+    each += fmt::format("{}rank {}: epoch {} ({})", r ? ", " : "", r, epoch,
+                        before == 0 ? "no .prev" : fmt::format(".prev: epoch {}", before - 1));
   }
-  return saved;
+  if (!reachable) {
+    throw InputError(fmt::format("--resume {}: the ranks' checkpoints have no epoch in common ({}): each rank "
+                                 "resumes from its own file or the one before it (.prev), at the epoch of the rank "
+                                 "furthest behind; resume from an earlier copy of all of them, or start again",
+                                 path.string(), each));
+  }
+  const bool back = saved.state.epoch != shared;
+  Resumed out{back ? std::move(*kept) : std::move(saved), back ? previous : own};
+  // Files of one job carry its id (a rank's file, or .prev, left at the path by another job would be taken for
+  // this one's; seeds alone cannot tell two jobs with the default seed apart).
+  const std::uint64_t id[] = {run_id_of(out.data.metadata)};
+  const auto ids = gather(id, "the run ids of the ranks' checkpoints", false);
+  if (std::adjacent_find(ids.begin(), ids.end(), std::not_equal_to<>()) != ids.end()) {
+    std::string which;
+    for (std::size_t r = 0; r < P; ++r) which += fmt::format("{}rank {}: {:010x}", r ? ", " : "", r, ids[r]);
+    throw InputError(fmt::format("--resume {}: the ranks' checkpoints are of different runs (run ids {}); resume "
+                                 "from files of one job",
+                                 path.string(), which));
+  }
+  if (back) {
+    fmt::print(stderr,
+               "asgd: rank {}: {} holds epoch {} and another rank's checkpoint epoch {} (the job was stopped between "
+               "their writes): this rank resumes from {}, its checkpoint of epoch {}\n",
+               rank_, own.string(), all[2 * static_cast<std::size_t>(rank_)], shared, previous.string(), shared);
+  }
+  return out;
+}
+
+std::uint64_t Distributed::run_id_of(const std::string& metadata) {
+  const nlohmann::json options = saved_options(metadata);
+  if (!options.is_object() || !options.contains("run") || !options["run"].is_string()) return 0;
+  const std::string text = options["run"].get<std::string>();
+  std::uint64_t id = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), id, 16);
+  return ec == std::errc() && end == text.data() + text.size() ? id & kRunIdMask : 0;
 }
 
 void Distributed::start(Trainer& trainer, ParamStore& store) {
   trainer_ = &trainer;
-  trainer.forget_other_previous(checkpoint_);  // written after the average, by save_checkpoint
   start(std::span<float>(store.data(), store.size()), store.layout());
   if (averager_ && !every_epoch()) averager_->start(every_steps_);
 }

@@ -80,13 +80,25 @@ class Distributed {
   // Whether each rank writes a checkpoint of its own (AdaGrad under mpirun).
   bool own_files(const TrainerOptions& options) const;
   // own_checkpoint(path), read, for a resume (collective: every rank calls
-  // it). With own files every rank must resume from one epoch: a job killed
+  // it), and the file it was read from. With own files every rank resumes
+  // from one epoch, the one of the rank furthest behind: a job killed
   // between two ranks' writes leaves them a generation apart, and a rank
-  // ahead then reads the checkpoint its last write replaced (PATH.prev,
-  // kept by TrainerOptions::checkpoint_keep_previous) when that is at the
-  // other ranks' epoch, and says so. Otherwise its own file as it is (the
-  // ranks' epochs are compared before training, see run_averaged).
-  CheckpointData resume_own_checkpoint(const std::filesystem::path& path, const TrainerOptions& options);
+  // ahead then reads the file its last write replaced (PATH.prev, kept by
+  // TrainerOptions::checkpoint_keep_previous), and says so. InputError,
+  // with every rank's epochs, when a rank has that epoch in neither file,
+  // and when the files are of different runs (their run ids differ). Nothing
+  // on disk is changed.
+  struct Resumed {
+    CheckpointData data;
+    std::filesystem::path file;
+  };
+  Resumed resume_own_checkpoint(const std::filesystem::path& path, const TrainerOptions& options);
+  // The run id a checkpoint's options hold ("run", in hex: a digest of the
+  // settings the job trains with, the same on every rank, so that files of
+  // another job, or of one run with other settings, are told apart); 0 when
+  // none (an older asgd's).
+  static std::uint64_t run_id_of(const std::string& metadata);
+  static constexpr std::uint64_t kRunIdMask = (std::uint64_t{1} << 40) - 1;
   // After the Trainer is made and initialised (or resumed), before training:
   // gives every rank rank 0's parameters, bit for bit (a common start; a
   // resumed job goes on exactly as the uninterrupted one) and, with
@@ -177,10 +189,7 @@ TrainReport run_averaged(Distributed& dist, Trainer& trainer, P& problem, std::u
     const std::string what =
         std::string("epochs done/last epoch/--epochs/K of --average-every (0: epoch) (every rank needs the same "
                     "--resume, --epochs, --until-epoch and --average-every") +
-        (own_files ? "; with AdaGrad each rank resumes from its own file, CHECKPOINT.rank<r> beside rank 0's, or "
-                     "from its .prev, the one before, when that is at the other ranks' epoch; files further apart, "
-                     "or a generation apart with no .prev (written by an older asgd), cannot resume together: "
-                     "resume from an earlier copy of all of them, or start again)"
+        (own_files ? "; with AdaGrad each rank resumes from its own file, CHECKPOINT.rank<r> beside rank 0's)"
                    : ")");
     dist.same_on_all_ranks(plan, what);
   }

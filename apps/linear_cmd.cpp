@@ -11,6 +11,7 @@
 
 #include "asgd/engine/checkpoint.hpp"
 #include "asgd/engine/errors.hpp"
+#include "asgd/engine/fingerprint.hpp"
 #include "asgd/engine/param_store.hpp"
 #include "asgd/engine/trainer.hpp"
 #include "asgd/sparse/generator.hpp"
@@ -159,6 +160,9 @@ int train(const TrainFlags& f, Distributed& dist) {
   // disagree here would wait for each other for ever, or meet in allreduces of different lengths.
   const std::array<std::uint64_t, 2> shape{per_rank_files ? 1u : 0u, f.features};
   dist.same_on_all_ranks(shape, "--data with or without {rank}/--features (every rank needs the same)");
+  // So must --resume and AdaGrad: with both, the ranks agree on the checkpoint's generation (resume_own_checkpoint).
+  const std::array<std::uint64_t, 2> resuming{f.resume.empty() ? 0u : 1u, options.schedule.has_adagrad() ? 1u : 0u};
+  dist.same_on_all_ranks(resuming, "--resume (1: given)/--adagrad (1: on) (every rank needs the same)");
   if (per_rank_files) {
     if (f.features == 0) throw InputError("--data with {rank}: give --features, the model width every rank shares");
     if (f.reference && dist.active())
@@ -220,7 +224,25 @@ int train(const TrainFlags& f, Distributed& dist) {
   options.on_progress = progress_printer("linear", f.quiet);
   options.checkpoint_path = f.checkpoint;
   // With AdaGrad under mpirun every rank checkpoints its own sums: the file says how many ranks wrote them.
+  // Resumed: the checkpoint this rank goes on from, read (with AdaGrad under mpirun the ranks agree on its
+  // generation) before this run's checkpoints' metadata is made, which keeps the run's id.
+  std::optional<Distributed::Resumed> resumed;
+  if (!f.resume.empty()) {
+    const std::filesystem::path own = dist.own_checkpoint(f.resume, options);
+    if (own != f.resume && !std::filesystem::exists(own)) {
+      throw InputError(fmt::format("--resume: {} is missing (under mpirun an AdaGrad run checkpoints each rank's sums, "
+                                   "rank r's beside the file given; resume with as many ranks as wrote them)",
+                                   own.string()));
+    }
+    resumed = dist.resume_own_checkpoint(f.resume, options);
+  }
   nlohmann::json run_options = engine_options(options);
+  // The run's id: the settings every rank trains with (not random, so that a run's files stay the same byte for
+  // byte; two jobs that share every setting and the seed are one run, as far as a resume can tell).
+  const std::string settings_id =
+      fmt::format("{} {} {} {} {}", resumed ? resumed->data.state.seed : options.seed, sparse::to_string(loss),
+                  as_text(f.l2), problem.num_features(), run_options.dump());
+  run_options["run"] = fmt::format("{:010x}", fnv1a(kFnv1aStart, settings_id) & Distributed::kRunIdMask);
   // What this rank trains on, counted (a resume on other data is warned about, as cnn and w2v warn).
   run_options["examples"] = as_text(problem.num_examples());
   run_options["nonzeros"] = as_text(own_shard && shard ? shard->nnz() : data.nnz());
@@ -259,14 +281,9 @@ int train(const TrainFlags& f, Distributed& dist) {
   options.stop = on_signal.flag();
   dist.prepare(options);
   Trainer trainer(store, options);
-  if (!f.resume.empty()) {
-    const std::filesystem::path own = dist.own_checkpoint(f.resume, options);
-    if (own != f.resume && !std::filesystem::exists(own)) {
-      throw InputError(fmt::format("--resume: {} is missing (under mpirun an AdaGrad run checkpoints each rank's sums, "
-                                   "rank r's beside the file given; resume with as many ranks as wrote them)",
-                                   own.string()));
-    }
-    CheckpointData saved = dist.resume_own_checkpoint(f.resume, options);  // its loss looked at before loading
+  if (resumed) {
+    const std::filesystem::path own = resumed->file;
+    CheckpointData saved = std::move(resumed->data);  // its loss looked at before loading
     // Another kind of model (mf, w2v, cnn) said so first: its loss or layout would be refused as if a flag were
     // wrong (an mf model: "loss 'bpr': expected logistic, squared-hinge or hinge").
     const auto kind = nlohmann::json::parse(saved.metadata, nullptr, false);
@@ -321,6 +338,7 @@ int train(const TrainFlags& f, Distributed& dist) {
     if (dist.root()) {
       nlohmann::json now = run_options;
       warn_data_changed("linear train", f.resume, before, now, "data", "examples", "training examples");
+      now.erase("run");  // a digest of the settings: those that differ are said one by one
       warn_options_changed("linear train", f.resume, before, now, {"examples", "nonzeros"});
     }
     if (dist.root()) fmt::print(out, "resumed from {} at epoch {}\n", f.resume, trainer.state().epoch);

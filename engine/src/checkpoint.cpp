@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "asgd/engine/atomic_file.hpp"
@@ -47,17 +48,30 @@ void keep_previous_checkpoint(const std::filesystem::path& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) return;
+  // A link's target, as AtomicFile replaces it: a hard link to the link itself would follow every new write.
+  const fs::path file = fs::is_symlink(path, ec) ? fs::canonical(path, ec) : path;
+  if (ec) throw RuntimeError(fmt::format("{}: cannot resolve the link to keep its checkpoint: {}", path.string(),
+                                         ec.message()));
   const fs::path previous = previous_checkpoint(path);
   // Already the same file (kept, and the write after it failed): a rename of one link over another of the same
   // file does nothing and would leave the temp name behind.
-  if (fs::equivalent(path, previous, ec)) return;
+  if (fs::equivalent(file, previous, ec)) return;
   ec.clear();
-  const fs::path temp = fs::path(previous.string() + fmt::format(".tmp.{}", ::getpid()));
+  // One name, not one per process: one process writes a checkpoint path, and a keep killed half way leaves this
+  // name for the next keep to remove.
+  const fs::path temp = fs::path(previous.string() + ".tmp");
   fs::remove(temp, ec);
-  fs::create_hard_link(path, temp, ec);
+  ec.clear();
+  fs::create_hard_link(file, temp, ec);
   if (ec) {
+    // No hard links here: a copy, synced before it takes the name.
     ec.clear();
-    fs::copy_file(path, temp, fs::copy_options::overwrite_existing, ec);
+    fs::copy_file(file, temp, fs::copy_options::overwrite_existing, ec);
+    if (!ec) {
+      const int fd = ::open(temp.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0 || ::fsync(fd) != 0) ec = std::error_code(errno, std::generic_category());
+      if (fd >= 0) ::close(fd);
+    }
   }
   if (!ec) fs::rename(temp, previous, ec);
   if (ec) {

@@ -18,6 +18,15 @@ std::string nonfinite_loss_message(double loss, std::uint64_t epoch, std::uint64
 }
 }  // namespace detail
 
+namespace {
+// One spelling per file (./ck, ck and /abs/ck alike; a link as its target), for lineage comparisons.
+std::filesystem::path normalized(const std::filesystem::path& path) {
+  std::error_code ec;
+  auto p = std::filesystem::weakly_canonical(std::filesystem::absolute(path, ec), ec);
+  return ec ? path.lexically_normal() : p;
+}
+}  // namespace
+
 void TrainerOptions::validate() const {
   if (workers == 0 || workers > kMaxWorkers)
     throw InputError(fmt::format("workers {}: expected 1 to {}", workers, kMaxWorkers));
@@ -119,7 +128,7 @@ void Trainer::close_epoch(Run& run, std::uint64_t epoch) {
     // With the row head, as save_checkpoint writes it (this one wrote 0, and a resume refused its own file).
     ::asgd::save_checkpoint(options_.checkpoint_path, store_, at, adagrad_sums_, options_.checkpoint_metadata,
                             optimizer_kind(), static_cast<std::uint32_t>(options_.schedule.row_head));
-    lineage_ = options_.checkpoint_path;
+    lineage_ = normalized(options_.checkpoint_path);
   }
 }
 
@@ -136,8 +145,17 @@ void Trainer::check_adagrad_sums() const {
 }
 
 void Trainer::keep_previous_of(const std::filesystem::path& path) const {
-  // Only a file of this run's own line (loaded or written by this Trainer) is a generation of it.
-  if (options_.checkpoint_keep_previous && !lineage_.empty() && lineage_ == path) keep_previous_checkpoint(path);
+  if (!options_.checkpoint_keep_previous) return;
+  const std::filesystem::path file = normalized(path), previous = previous_checkpoint(path);
+  if (lineage_ == file) {
+    keep_previous_checkpoint(path);  // this run's last generation
+  } else if (lineage_ != normalized(previous)) {
+    // Another run's file is at the path, and maybe its .prev: never a generation of this run, which a resume
+    // could take for one. (Resumed from the .prev itself, that already holds this run's generation, and the file
+    // ahead of it is the one to replace.)
+    std::error_code ignored;
+    std::filesystem::remove(previous, ignored);
+  }
 }
 
 float Trainer::rate_now(const Run& run, double before, double total, std::uint64_t staleness) const {
@@ -312,7 +330,7 @@ void Trainer::save_checkpoint(const std::filesystem::path& path) const {
   keep_previous_of(path);
   ::asgd::save_checkpoint(path, store_, state_, sums, options_.checkpoint_metadata, optimizer_kind(),
                           static_cast<std::uint32_t>(options_.schedule.row_head));  // 0 without row AdaGrad
-  lineage_ = path;
+  lineage_ = normalized(path);
 }
 
 OptimizerKind Trainer::optimizer_kind() const noexcept {
@@ -364,13 +382,7 @@ void Trainer::load_checkpoint(CheckpointData data, const std::filesystem::path& 
   std::vector<float> loaded;
   state_ = ::asgd::load_checkpoint(std::move(data), path, store_, &loaded);
   adagrad_sums_ = std::move(loaded);
-  lineage_ = path;
-}
-
-void Trainer::forget_other_previous(const std::filesystem::path& path) const {
-  if (!options_.checkpoint_keep_previous || path.empty() || lineage_ == path) return;
-  std::error_code ignored;
-  std::filesystem::remove(previous_checkpoint(path), ignored);
+  lineage_ = normalized(path);
 }
 
 }  // namespace asgd

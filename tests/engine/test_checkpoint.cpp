@@ -124,6 +124,17 @@ TEST_F(CheckpointTest, ThePreviousCheckpointIsKeptWhenAsked) {
   asgd::keep_previous_checkpoint(path);
   EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 2);
   EXPECT_EQ(asgd::read_checkpoint(dir_ / "ck.prev").state.epoch, 3u);
+  // A checkpoint path that is a link: the link's target is kept (a link to the link would follow every write,
+  // since a write replaces the target).
+  fs::create_directories(dir_ / "real");
+  fs::create_symlink(dir_ / "real" / "ck", dir_ / "link");
+  s.fill(4.0f);
+  save_checkpoint(dir_ / "link", s, {4, 4, 7});
+  asgd::keep_previous_checkpoint(dir_ / "link");
+  s.fill(5.0f);
+  save_checkpoint(dir_ / "link", s, {5, 5, 7});
+  EXPECT_EQ(asgd::read_checkpoint(dir_ / "link").state.epoch, 5u);
+  EXPECT_EQ(asgd::read_checkpoint(dir_ / "link.prev").state.epoch, 4u);
 }
 
 TEST_F(CheckpointTest, NeverSavesNonFiniteParameters) {

@@ -150,48 +150,60 @@ stopped_and_resumed linear-adagrad 3 linear_adagrad_job
 # A job killed between the ranks' checkpoint writes leaves their files a generation apart (here rank 1's is put
 # back to epoch 3 after a run to epoch 4): rank 0 resumes from the file its last write replaced (CK.prev, epoch 3),
 # and the job is the uninterrupted one (before: refused, and the run was lost).
-linear_adagrad_job --checkpoint "$work/rank-at-2" --until-epoch 2 > "$work/log" 2>&1 ||
-  fail "linear-adagrad: the run to epoch 2"
 cp "$work/linear-adagrad-ck.rank1" "$work/rank1-at-3"
-linear_adagrad_job --resume "$work/linear-adagrad-ck" --checkpoint "$work/linear-adagrad-ck" --until-epoch 4 \
-  > "$work/log" 2>&1 || fail "linear-adagrad: the run to epoch 4"
-[[ -f "$work/linear-adagrad-ck.prev" && -f "$work/linear-adagrad-ck.rank1.prev" ]] ||
-  fail "linear-adagrad: no previous checkpoints kept"
-cp "$work/rank1-at-3" "$work/linear-adagrad-ck.rank1"
+torn_at_4() {  # CK and CK.rank1 at epoch 4, each with its .prev at 3; then rank 1's put back to 3
+  linear_adagrad_job --resume "$1" --checkpoint "$work/linear-adagrad-ck" --until-epoch 4 > "$work/log" 2>&1 ||
+    fail "linear-adagrad: the run to epoch 4 (resumed from $1)"
+  [[ -f "$work/linear-adagrad-ck.prev" && -f "$work/linear-adagrad-ck.rank1.prev" ]] ||
+    fail "linear-adagrad: no previous checkpoints kept (resumed from $1)"
+  cp "$work/rank1-at-3" "$work/linear-adagrad-ck.rank1"
+}
+torn_at_4 "$work/linear-adagrad-ck"
+# A job refused before it trains leaves the .prev files alone (they are removed only as another run first writes).
+linear_adagrad_job --checkpoint "$work/linear-adagrad-ck" --until-epoch 9 > "$work/log" 2>&1 &&
+  fail "linear-adagrad: --until-epoch past --epochs ran"
+[[ -f "$work/linear-adagrad-ck.prev" ]] || fail "linear-adagrad: a refused job removed a .prev"
 linear_adagrad_job --resume "$work/linear-adagrad-ck" --model "$work/linear-adagrad-torn" > "$work/log" 2>&1 ||
   fail "linear-adagrad: the resume of checkpoints a generation apart"
-grep -q "rank 0: .*linear-adagrad-ck held epoch 4, and another rank's checkpoint epoch 3" "$work/log" ||
+grep -q "rank 0: .*linear-adagrad-ck holds epoch 4 and another rank's checkpoint epoch 3" "$work/log" ||
   fail "linear-adagrad: rank 0 did not say it resumes from its previous checkpoint"
 cmp -s "$work/linear-adagrad-whole" "$work/linear-adagrad-torn" ||
   fail "linear-adagrad: resumed from checkpoints a generation apart, the model differs from the uninterrupted one"
-# The generation resumed from is put back in place: stopped the same way again, the job still resumes (before the
-# review: the file ahead became the .prev of the next write, and epoch 3 was lost).
-linear_adagrad_job --resume "$work/linear-adagrad-ck" --checkpoint "$work/linear-adagrad-ck" --until-epoch 4 \
-  > "$work/log" 2>&1 || fail "linear-adagrad: the run to epoch 4 again"
+# Resumed from a torn set into the same files (and the path spelt ./): the generation resumed from stays kept, so
+# the job stopped the same way again still resumes (before the review: the file ahead became the next write's
+# .prev, and epoch 3 was lost).
+linear_adagrad_job --resume "$work/./linear-adagrad-ck" --checkpoint "$work/linear-adagrad-ck" --until-epoch 4 \
+  > "$work/log" 2>&1 || fail "linear-adagrad: the run to epoch 4 from the torn set"
 cp "$work/rank1-at-3" "$work/linear-adagrad-ck.rank1"
 linear_adagrad_job --resume "$work/linear-adagrad-ck" --model "$work/linear-adagrad-torn2" > "$work/log" 2>&1 ||
   fail "linear-adagrad: the second resume of checkpoints a generation apart"
 cmp -s "$work/linear-adagrad-whole" "$work/linear-adagrad-torn2" ||
   fail "linear-adagrad: the second torn resume's model differs from the uninterrupted one"
 echo "linear-adagrad, 2 ranks: checkpoints a generation apart resume from the one they share, as one run, twice"
-# Two generations apart: refused, and the message says why.
-linear_adagrad_job --resume "$work/linear-adagrad-ck" --checkpoint "$work/linear-adagrad-ck" --until-epoch 4 \
-  > "$work/log" 2>&1 || fail "linear-adagrad: the run to epoch 4 a third time"
+# Two generations apart: refused with every rank's epochs, and nothing on disk changed.
+linear_adagrad_job --checkpoint "$work/rank-at-2" --until-epoch 2 > "$work/log" 2>&1 ||
+  fail "linear-adagrad: the run to epoch 2"
+torn_at_4 "$work/./linear-adagrad-ck"
 cp "$work/rank-at-2.rank1" "$work/linear-adagrad-ck.rank1"
+cp "$work/linear-adagrad-ck" "$work/rank0-before"
 linear_adagrad_job --resume "$work/linear-adagrad-ck" > "$work/log" 2>&1 && fail "linear-adagrad: a torn resume ran"
-grep -q 'rank 0: 4/6/6/0, rank 1: 2/6/6/0' "$work/log" && grep -q 'files further apart, or a generation apart' \
-  "$work/log" || fail "linear-adagrad: no message naming the ranks' epochs and files too far apart"
+grep -q "no epoch in common (rank 0: epoch 4 (.prev: epoch 3), rank 1: epoch 2 (.prev: epoch 3))" "$work/log" ||
+  fail "linear-adagrad: no message naming the ranks' epochs"
+cmp -s "$work/linear-adagrad-ck" "$work/rank0-before" && [[ -f "$work/linear-adagrad-ck.prev" ]] ||
+  fail "linear-adagrad: a refused resume changed the files"
 echo "linear-adagrad, 2 ranks: checkpoints two generations apart are refused, and said why"
-# Files another job left at the path are not this job's generations: a fresh job removes the .prev it finds, and
-# ranks whose files have other seeds are refused (before the review: rank 1 resumed from the other job's .prev).
+# Files another job left at the path are not this job's generations: a fresh job removes the .prev it finds as it
+# first writes, and ranks whose files are of a job with other settings (here --seed) are refused (before the
+# review: rank 1 resumed from the other job's .prev).
 linear_adagrad_job --seed 7 --checkpoint "$work/linear-adagrad-ck" --until-epoch 1 > "$work/log" 2>&1 ||
   fail "linear-adagrad: a fresh job over the same checkpoint path"
 [[ ! -e "$work/linear-adagrad-ck.prev" && ! -e "$work/linear-adagrad-ck.rank1.prev" ]] ||
   fail "linear-adagrad: a fresh job kept another job's .prev"
+linear_adagrad_job --resume "$work/linear-adagrad-ck" --checkpoint "$work/linear-adagrad-ck" --until-epoch 3 \
+  > "$work/log" 2>&1 || fail "linear-adagrad: the fresh job to epoch 3"
 cp "$work/rank1-at-3" "$work/linear-adagrad-ck.rank1"
 linear_adagrad_job --resume "$work/linear-adagrad-ck" > "$work/log" 2>&1 && fail "linear-adagrad: two jobs' files resumed"
-grep -q "the ranks' checkpoints are of different runs: their seeds differ" "$work/log" ||
-  fail "linear-adagrad: no message for files of two jobs"
+grep -q "the ranks' checkpoints are of different runs" "$work/log" || fail "linear-adagrad: no message for two jobs"
 echo "linear-adagrad, 2 ranks: another job's files are not taken for this one's"
 # Resumed by fewer ranks than wrote it (rank 1's sums would be left behind), or by one process: refused.
 "$asgd" linear train --data "$work/odd.svm" --epochs 6 --workers 1 --features 500 -q --adagrad \

@@ -141,11 +141,15 @@ struct TrainerOptions {
   std::filesystem::path checkpoint_path;  // empty: no checkpoints
   std::uint64_t checkpoint_every = 1;     // epochs
   std::string checkpoint_metadata;        // stored with every checkpoint
-  // Before a checkpoint replaces the last one this run loaded or wrote,
-  // keep that as PATH.prev (keep_previous_checkpoint; see
-  // forget_other_previous): under mpirun each rank may write its own file,
-  // and a job killed between two ranks' writes leaves them an epoch apart;
-  // the ranks ahead then resume from their .prev.
+  // Before a checkpoint (an epoch's, or save_checkpoint's) replaces the
+  // file this Trainer loaded or last wrote, keep that as PATH.prev
+  // (keep_previous_checkpoint): under mpirun each rank may write its own
+  // file, and a job killed between two ranks' writes leaves them an epoch
+  // apart; the ranks ahead then resume from their .prev. A file another run
+  // left at the path is no generation of this one: its .prev is removed at
+  // this run's first write there. Loaded from a .prev itself, the first
+  // write keeps nothing (the .prev already holds that generation). Paths are
+  // compared as files (./ck and ck alike).
   bool checkpoint_keep_previous = false;
   // Workers flush subnormal floats to zero (FlushDenormals, denormals.hpp):
   // the default; false keeps IEEE gradual underflow.
@@ -215,12 +219,6 @@ class Trainer {
   // The same from a checkpoint already read (read_checkpoint); `path` names it in errors.
   void load_checkpoint(CheckpointData data, const std::filesystem::path& path);
 
-  // With checkpoint_keep_previous a Trainer keeps the previous generation only of the file it loaded or last
-  // wrote (a file another run left at the path is not a generation of this one). For a checkpoint path that is
-  // not that file, this removes the PATH.prev another run left there, which a resume could otherwise take for
-  // this run's: run() does so for checkpoint_path; a caller that writes with save_checkpoint calls it before
-  // training.
-  void forget_other_previous(const std::filesystem::path& path) const;
 
  private:
   struct Run;
@@ -290,7 +288,7 @@ class Trainer {
   TrainerOptions options_;
   TrainState state_;
   std::vector<float> adagrad_sums_;
-  mutable std::filesystem::path lineage_;  // the checkpoint loaded or last written (forget_other_previous)
+  mutable std::filesystem::path lineage_;  // the checkpoint loaded or last written, normalised (keep_previous_of)
   // Each worker's last step's staleness, kept from one run() to the next (a caller that trains epoch by epoch
   // keeps the staleness-aware rate it would have in one run).
   std::vector<std::uint64_t> last_staleness_;
@@ -568,7 +566,6 @@ TrainReport Trainer::run_with(P& problem, const Policy& policy, std::uint64_t un
   if (options_.schedule.has_adagrad() && adagrad_sums_.size() != store_.size()) {
     adagrad_sums_.assign(store_.size(), 0.0f);
   }
-  forget_other_previous(options_.checkpoint_path);
   // A run never goes back: resumed past until_epoch, it would record the earlier epoch and train the epochs in
   // between again on the next resume.
   if (state_.epoch > until_epoch) throw InputError(fmt_past_epoch(state_.epoch, until_epoch));

@@ -211,8 +211,8 @@ Distributed::Resumed Distributed::resume_own_checkpoint(const std::filesystem::p
   }
   const bool back = saved.state.epoch != shared;
   Resumed out{back ? std::move(*kept) : std::move(saved), back ? previous : own};
-  // Files of one job carry its id (a rank's file, or .prev, left at the path by another job would be taken for
-  // this one's; seeds alone cannot tell two jobs with the default seed apart).
+  // Files of one job carry its id, a digest of its settings and seed: a rank's file, or .prev, left at the path by
+  // a job with other settings would otherwise be taken for this one's.
   const std::uint64_t id[] = {run_id_of(out.data.metadata)};
   const auto ids = gather(id, "the run ids of the ranks' checkpoints", false);
   if (std::adjacent_find(ids.begin(), ids.end(), std::not_equal_to<>()) != ids.end()) {

@@ -297,9 +297,7 @@ int staleness_w2v(const StalenessFlags& f) {
   w2v::TokenReader reader(f.corpus);
   w2v::CorpusStats counted;
   const w2v::Vocabulary vocab = w2v::count_vocabulary(reader, {5, 0}, &counted);
-  // Counted from this corpus and unpruned: its total is what the corpus keeps, reserved at once.
-  const w2v::EncodedCorpus corpus =
-      w2v::encode_corpus(reader, vocab, counted.vocabulary_prunes == 0 ? vocab.total_count() : 0);
+  const w2v::EncodedCorpus corpus = w2v::encode_corpus(reader, vocab, counted.kept_tokens);  // reserved at once
   w2v::ModelOptions m;
   m.cbow = false;
   m.sample = 1e-4;

@@ -219,10 +219,15 @@ void expect_positive(std::initializer_list<std::pair<const char*, std::size_t>> 
 
 int train(const CnnFlags& flags, Distributed& dist) {
   CnnFlags f = flags;
+  // --resume: parameters, momentum, epochs done and seed from the checkpoint, read once, first; --epochs is the
+  // run's total and --until-epoch stops early (the schedule still spans --epochs), to be resumed later.
+  const dense::Network net = dense::lenet5();
+  CheckpointData resumed;
+  if (!f.resume.empty()) resumed = read_lenet(f.resume, net);
   // A resume without --epochs finishes the checkpointed run (its --epochs; before: the default 10, so the
   // interrupted-run advice trained a 6-epoch run for 10).
   if (!f.resume.empty() && !f.epochs_given) {
-    const nlohmann::json saved = saved_options(read_checkpoint(f.resume).metadata);
+    const nlohmann::json saved = saved_options(resumed.metadata);
     if (saved.is_object() && saved.contains("epochs") && saved["epochs"].is_string()) {
       const std::string text = saved["epochs"].get<std::string>();
       std::size_t epochs = 0;
@@ -274,12 +279,7 @@ int train(const CnnFlags& flags, Distributed& dist) {
   }
   o.validate();
   if (on_gpu) gpu::check_streams(o.workers, o.tau);  // what gpu::train refuses, before any output
-  // --resume: parameters, momentum, epochs done and seed from the checkpoint; --epochs is the run's total and
-  // --until-epoch stops early (the schedule still spans --epochs), to be resumed later.
-  const dense::Network net = dense::lenet5();
-  CheckpointData resumed;
   if (!f.resume.empty()) {
-    resumed = read_lenet(f.resume, net);
     if (f.seed_given && f.seed != resumed.state.seed)
       throw InputError(fmt::format("--seed {}: {} was trained with seed {}, and a resumed run keeps it", f.seed,
                                    f.resume, resumed.state.seed));

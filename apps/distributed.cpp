@@ -56,7 +56,6 @@ void sum_unless_chosen(DistributedFlags& flags, bool combine_given) {
 }
 
 namespace {
-constexpr std::uint64_t kDigestMask = (std::uint64_t{1} << 40) - 1;  // what gather() carries exactly
 
 std::uint64_t parse_every(const std::string& s, const std::string& dashes) {
   if (s == "epoch") return 0;
@@ -237,7 +236,7 @@ std::uint64_t Distributed::run_id_of(const std::string& metadata) {
   const std::string text = options["run"].get<std::string>();
   std::uint64_t id = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), id, 16);
-  return ec == std::errc() && end == text.data() + text.size() ? id & kRunIdMask : 0;
+  return ec == std::errc() && end == text.data() + text.size() ? id & kDigestMask : 0;
 }
 
 void Distributed::start(Trainer& trainer, ParamStore& store) {

@@ -98,7 +98,9 @@ class Distributed {
   // another job, or of one run with other settings, are told apart); 0 when
   // none (an older asgd's).
   static std::uint64_t run_id_of(const std::string& metadata);
-  static constexpr std::uint64_t kRunIdMask = (std::uint64_t{1} << 40) - 1;
+  // What the ranks' comparisons carry exactly (40 bits): digests compared across ranks, run ids included, are
+  // cut to it.
+  static constexpr std::uint64_t kDigestMask = (std::uint64_t{1} << 40) - 1;
   // After the Trainer is made and initialised (or resumed), before training:
   // gives every rank rank 0's parameters, bit for bit (a common start; a
   // resumed job goes on exactly as the uninterrupted one) and, with

@@ -242,7 +242,7 @@ int train(const TrainFlags& f, Distributed& dist) {
   const std::string settings_id =
       fmt::format("{} {} {} {} {}", resumed ? resumed->data.state.seed : options.seed, sparse::to_string(loss),
                   as_text(f.l2), problem.num_features(), run_options.dump());
-  run_options["run"] = fmt::format("{:010x}", fnv1a(kFnv1aStart, settings_id) & Distributed::kRunIdMask);
+  run_options["run"] = fmt::format("{:010x}", fnv1a(kFnv1aStart, settings_id) & Distributed::kDigestMask);
   // What this rank trains on, counted (a resume on other data is warned about, as cnn and w2v warn).
   run_options["examples"] = as_text(problem.num_examples());
   run_options["nonzeros"] = as_text(own_shard && shard ? shard->nnz() : data.nnz());

@@ -523,13 +523,13 @@ int train(const MfTrainFlags& f, Distributed& dist) {
   // The options from the flags alone, made (and so checked) before any data is read: a 217 MB ratings file was
   // read, 2 s, before "-k 0" or "--l2 -1" was said, and reading scales with the file.
   MfOptions mo = model_options(f);
+  mo.bins = f.bins;  // as given (MfOptions checks it); the grid's count is set below, once the ids are known
   mo.validate();
   TrainerOptions o = trainer_options(f, "constant", 0.0f);
   if (f.schedule != "hogwild" && f.schedule != "blocks") {
     throw InputError(fmt::format("--schedule {}: expected hogwild or blocks", f.schedule));
   }
   constexpr std::size_t kMostBins = BlockScheduler::kMostBins;
-  if (f.bins > kMostBins) throw InputError(fmt::format("--bins {}: at most {}", f.bins, kMostBins));
   const auto start = std::chrono::steady_clock::now();
   Ratings all = read_ratings(f.train_file, format_flag(f.format));
   Ratings train_set, test_set;

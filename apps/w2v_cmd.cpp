@@ -505,9 +505,8 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
   if (!f.save_vocab.empty() && dist.root()) vocab.save(f.save_vocab);  // rank 0's, as -output
   // Every rank reads the whole corpus (one vocabulary, one noise
   // distribution) and trains its shard of the sentences.
-  // Counted here and unpruned, the vocabulary's total is the number of tokens the corpus keeps.
-  const bool counted_here = f.resume.empty() && f.read_vocab.empty() && counted.vocabulary_prunes == 0;
-  EncodedCorpus corpus = encode_corpus(reader, vocab, counted_here ? vocab.total_count() : 0);
+  // Counted here: the tokens it keeps are known (0 from a checkpoint or -read-vocab: grown).
+  EncodedCorpus corpus = encode_corpus(reader, vocab, counted.kept_tokens);
   // The whole corpus's words per epoch, what a checkpoint records (the same on every rank and in one process).
   const std::uint64_t corpus_words = corpus.stats.kept_tokens;
   if (dist.active()) {

@@ -21,6 +21,7 @@
 #include <system_error>
 
 #include "asgd/engine/errors.hpp"
+#include "asgd/engine/fingerprint.hpp"
 #include "asgd/engine/random.hpp"
 
 namespace asgd::dense {
@@ -275,15 +276,10 @@ Dataset Dataset::subset(std::span<const std::size_t> indices) const {
 }
 
 std::uint64_t Dataset::checksum() const noexcept {
-  // Words of the float bits folded with a multiply-xorshift (the splitmix64
-  // finaliser), fast enough for 60,000 images in a few tens of milliseconds.
-  const auto mix = [](std::uint64_t h, std::uint64_t w) {
-    h = (h ^ w) * 0xbf58476d1ce4e5b9ULL;
-    return h ^ (h >> 31);
-  };
-  std::uint64_t h = mix(mix(mix(0x9e3779b97f4a7c15ULL, rows), cols), size());
-  for (const float p : pixels) h = mix(h, std::bit_cast<std::uint32_t>(p));
-  for (const std::uint8_t l : labels) h = mix(h, l);
+  // The float bits folded word by word: 60,000 images in a few tens of milliseconds.
+  std::uint64_t h = fold(fold(fold(kFoldStart, rows), cols), size());
+  for (const float p : pixels) h = fold(h, std::bit_cast<std::uint32_t>(p));
+  for (const std::uint8_t l : labels) h = fold(h, l);
   return h;
 }
 

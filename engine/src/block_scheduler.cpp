@@ -77,25 +77,24 @@ std::optional<Block> BlockScheduler::pick() {
   const std::size_t fr = rows_.list.size(), fc = cols_.list.size();
   const std::size_t grid = fr * fc;
   const std::size_t since = none_known_ ? rows_since_.list.size() * fc + cols_since_.list.size() * fr : grid;
-  const auto untaken = [&](std::size_t r, std::size_t c) { return place_[r * bins_ + c] != kTaken; };
-  const auto pass = [&](auto&& each) {  // each(block) -> true to stop
+  // each(block) -> true to stop, over the untaken blocks of rows x cols (the rows in `skip` left out); true when
+  // each stopped it.
+  const auto cross = [&](const auto& rows, const auto& cols, const IndexSet* skip, auto& each) {
+    for (const std::uint32_t r : rows) {
+      if (skip != nullptr && skip->has(r)) continue;
+      for (const std::uint32_t c : cols) {
+        const auto b = static_cast<std::uint32_t>(r * bins_ + c);
+        if (place_[b] != kTaken && each(b)) return true;
+      }
+    }
+    return false;
+  };
+  const auto pass = [&](auto&& each) {
     if (since < grid && since < untaken_.size()) {
-      for (const std::uint32_t r : rows_since_.list) {
-        for (const std::uint32_t c : cols_.list) {
-          if (untaken(r, c) && each(static_cast<std::uint32_t>(r * bins_ + c))) return;
-        }
-      }
-      for (const std::uint32_t c : cols_since_.list) {
-        for (const std::uint32_t r : rows_.list) {  // (a row put back since, in the loop above)
-          if (!rows_since_.has(r) && untaken(r, c) && each(static_cast<std::uint32_t>(r * bins_ + c))) return;
-        }
-      }
+      // The rows put back since x the free columns, then the other free rows x the columns put back since.
+      if (!cross(rows_since_.list, cols_.list, nullptr, each)) cross(rows_.list, cols_since_.list, &rows_since_, each);
     } else if (grid < untaken_.size()) {
-      for (const std::uint32_t r : rows_.list) {
-        for (const std::uint32_t c : cols_.list) {
-          if (untaken(r, c) && each(static_cast<std::uint32_t>(r * bins_ + c))) return;
-        }
-      }
+      cross(rows_.list, cols_.list, nullptr, each);
     } else {
       for (const std::uint32_t b : untaken_) {
         if (free(b) && each(b)) return;

@@ -19,6 +19,7 @@
 
 #include "asgd/engine/atomic_file.hpp"
 #include "asgd/engine/errors.hpp"
+#include "asgd/engine/fingerprint.hpp"
 #include "input.hpp"
 #include "text_util.hpp"
 
@@ -229,16 +230,11 @@ class Parser {
 }  // namespace
 
 std::uint64_t SparseDataset::checksum() const noexcept {
-  // Words folded with a multiply-xorshift (splitmix64's finaliser), as dense::Dataset::checksum does.
-  const auto mix = [](std::uint64_t h, std::uint64_t w) {
-    h = (h ^ w) * 0xbf58476d1ce4e5b9ULL;
-    return h ^ (h >> 31);
-  };
-  std::uint64_t h = mix(mix(0x9e3779b97f4a7c15ULL, rows()), nnz());
-  for (const std::uint64_t r : row_ptr) h = mix(h, r);
+  std::uint64_t h = fold(fold(kFoldStart, rows()), nnz());
+  for (const std::uint64_t r : row_ptr) h = fold(h, r);
   for (std::size_t k = 0; k < index.size(); ++k)
-    h = mix(h, std::uint64_t{index[k]} << 32 | std::bit_cast<std::uint32_t>(value[k]));
-  for (const float l : label) h = mix(h, std::bit_cast<std::uint32_t>(l));
+    h = fold(h, std::uint64_t{index[k]} << 32 | std::bit_cast<std::uint32_t>(value[k]));
+  for (const float l : label) h = fold(h, std::bit_cast<std::uint32_t>(l));
   return h;
 }
 

@@ -29,7 +29,8 @@ void RatingsGeneratorOptions::validate() const {
     throw InputError(fmt::format("generate: (--users + --items) x --rank = {} x {}: at most {} factor values",
                                  users + items, rank, kMostFactorValues));
   }
-  if (ratings > kMostRatings) throw InputError(fmt::format("generate: --ratings {}: at most {}", ratings, kMostRatings));
+  if (ratings > kMostRatings)
+    throw InputError(fmt::format("generate: --ratings {}: at most {}", ratings, kMostRatings));
   if (!(noise >= 0) || !std::isfinite(noise)) throw InputError("generate: --noise must be >= 0");
   if (!(zipf >= 0) || !std::isfinite(zipf)) throw InputError("generate: --zipf must be >= 0");
 }

@@ -25,7 +25,7 @@ void MfOptions::validate() const {
   if (!(init_scale > 0) || !std::isfinite(init_scale))
     throw InputError(fmt::format("--init {}: expected > 0", init_scale));
   if (bins > BlockScheduler::kMostBins)
-    throw InputError(fmt::format("--bins {}: expected at most {}", bins, BlockScheduler::kMostBins));
+    throw InputError(fmt::format("--bins {}: at most {}", bins, BlockScheduler::kMostBins));
 }
 
 FactorLayout FactorLayout::of(const Layout& l) {

@@ -88,22 +88,23 @@ std::vector<std::vector<Recommendation>> recommend(const ParamStore& store, cons
       for (std::size_t r = 0; r < n; ++r) {
         const std::uint32_t u = users[first + r];
         float* row = scores.row(static_cast<Eigen::Index>(r)).data();
+        // Excluded items the model has (an --exclude file may name others), each counted once: a score is
+        // -inf only once excluded. A store read while another process trains it may hold a NaN or -inf (asgd's
+        // readers refuse a segment that does when they attach, not one that diverges later): such a score is
+        // ranked last, so that the sort's order stays strict and -inf means excluded.
+        constexpr float kExcluded = -std::numeric_limits<float>::infinity();
+        const auto ranked = [](float score) {
+          return score > kExcluded ? score : std::numeric_limits<float>::lowest();
+        };
         if (std::binary_search(cold_users.begin(), cold_users.end(), u)) {
-          for (std::size_t i = 0; i < f.items; ++i) row[i] = rs.unknown(std::nullopt, item_bias[static_cast<Eigen::Index>(i)]);
+          for (std::size_t i = 0; i < f.items; ++i)
+            row[i] = ranked(rs.unknown(std::nullopt, item_bias[static_cast<Eigen::Index>(i)]));
         } else {
           // offset + scale (p . q + b_i + b_u), summed as before the scale was there (at scale 1, bit for bit).
           const float offset = rs.offset + rs.scale * (user_bias ? store.load(f.user_bias + u) : 0.0f);
           for (std::size_t i = 0; i < f.items; ++i)
-            row[i] = rs.scale * row[i] + (rs.scale * item_bias[static_cast<Eigen::Index>(i)] + offset);
+            row[i] = ranked(rs.scale * row[i] + (rs.scale * item_bias[static_cast<Eigen::Index>(i)] + offset));
         }
-        // Excluded items the model has (an --exclude file may name others), each counted once: a score is
-        // -inf only once excluded.
-        constexpr float kExcluded = -std::numeric_limits<float>::infinity();
-        // A store read while another process trains it may hold a NaN or -inf (asgd's readers refuse a
-        // segment that does when they attach, not one that diverges later): ranked last, so that the sort's
-        // order stays strict and -inf means excluded.
-        for (std::size_t i = 0; i < f.items; ++i)
-          if (!(row[i] > kExcluded)) row[i] = std::numeric_limits<float>::lowest();
         for (const std::uint32_t i : never_here) row[i] = kExcluded;
         std::size_t excluded = never_here.size();
         if (seen) {

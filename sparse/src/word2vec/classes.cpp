@@ -19,7 +19,8 @@ namespace asgd::sparse::w2v {
 WordClasses word_classes(std::size_t n, std::size_t dim, const std::function<const float*(std::size_t)>& row,
                          std::size_t k, std::size_t max_rounds) {
   if (n == 0) throw InputError("word classes: no words");
-  if (k == 0 || k > n) throw InputError(fmt::format("word classes: {} classes of {} words (expected 1 to {})", k, n, n));
+  if (k == 0 || k > n)
+    throw InputError(fmt::format("word classes: {} classes of {} words (expected 1 to {})", k, n, n));
   if (dim == 0) throw InputError("word classes: vectors of dimension 0");
   if (max_rounds == 0) throw InputError("word classes: at least one round");
   // Classes and candidates are 32-bit ids; best_candidates answers n_candidates for "none".

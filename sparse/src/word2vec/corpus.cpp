@@ -157,11 +157,16 @@ Vocabulary count_vocabulary(TokenReader& reader, const VocabOptions& options, Co
   s.vocabulary_prunes = counter.prunes();
   if (stats) *stats = s;
   if (s.tokens == 0) throw InputError(fmt::format("{}: no words (empty or only whitespace)", reader.name()));
-  try {
-    return std::move(counter).finish(options);
-  } catch (const InputError& e) {
-    throw InputError(fmt::format("{}: {}", reader.name(), e.what()));
-  }
+  Vocabulary vocab = [&] {
+    try {
+      return std::move(counter).finish(options);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("{}: {}", reader.name(), e.what()));
+    }
+  }();
+  // Unpruned, the vocabulary's total is the tokens this corpus keeps; pruned counts fall short of it.
+  if (stats && s.vocabulary_prunes == 0) stats->kept_tokens = vocab.total_count();
+  return vocab;
 }
 
 EncodedCorpus encode_corpus(TokenReader& reader, const Vocabulary& vocab, std::uint64_t expected_tokens) {

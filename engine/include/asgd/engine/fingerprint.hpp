@@ -35,4 +35,14 @@ inline std::uint64_t fnv1a_field(std::uint64_t h, std::string_view text) noexcep
   return fnv1a(fnv1a_u64(h, text.size()), text);
 }
 
+// A word folded into a digest by a multiply-xorshift (splitmix64's
+// finaliser): eight bytes a step, for digests of whole data sets (a
+// resumed run compares its data's with its checkpoint's). Start from
+// kFoldStart.
+inline constexpr std::uint64_t kFoldStart = 0x9e3779b97f4a7c15ULL;
+inline std::uint64_t fold(std::uint64_t h, std::uint64_t word) noexcept {
+  h = (h ^ word) * 0xbf58476d1ce4e5b9ULL;
+  return h ^ (h >> 31);
+}
+
 }  // namespace asgd

@@ -89,7 +89,9 @@ class TokenReader {
 struct CorpusStats {
   std::uint64_t lines = 0;
   std::uint64_t tokens = 0;           // all tokens read
-  std::uint64_t kept_tokens = 0;      // tokens in the vocabulary
+  // Tokens in the vocabulary. count_vocabulary's: the tokens the vocabulary it made keeps of this corpus (its
+  // total count; 0 when it pruned, and so undercounted), what encode_corpus's expected_tokens asks for.
+  std::uint64_t kept_tokens = 0;
   std::uint64_t split_lines = 0;      // lines longer than kMaxSentence kept words
   std::uint64_t truncated_tokens = 0;
   std::size_t vocabulary_prunes = 0;  // count_vocabulary's (Vocabulary::Counter::prunes)
@@ -107,9 +109,9 @@ struct EncodedCorpus {
 // One pass counting every token.
 Vocabulary count_vocabulary(TokenReader& reader, const VocabOptions& options, CorpusStats* stats = nullptr);
 // One pass encoding with `vocab`. Throws InputError when no token is in it.
-// `expected_tokens`: how many tokens it will keep, when known (a vocabulary
-// counted from this corpus, unpruned: its total count), reserved at once
-// instead of grown (growing peaked at twice the array, 8 GB for 2^30 tokens).
+// `expected_tokens`: how many tokens it will keep, when known (count_vocabulary's
+// CorpusStats::kept_tokens for this corpus), reserved at once instead of
+// grown (growing peaked at twice the array, 8 GB for 2^30 tokens).
 EncodedCorpus encode_corpus(TokenReader& reader, const Vocabulary& vocab, std::uint64_t expected_tokens = 0);
 
 }  // namespace asgd::sparse::w2v

@@ -219,13 +219,17 @@ const char* simd_level() noexcept { return has_avx2_fma() ? "avx2+fma" : "generi
 #if defined(ASGD_ROWS_X86) && !defined(ASGD_ROWS_TSAN) && !defined(ASGD_ROWS_ASAN) && defined(__ELF__) && \
     defined(__GNUC__)
 extern "C" {
-// Resolvers: internal linkage, unmangled names for the ifunc attributes.
-static decltype(&load_generic) asgd_rows_pick_load() { return ASGD_ROWS_PICK(load); }
-static decltype(&add_scaled_generic) asgd_rows_pick_add_scaled() { return ASGD_ROWS_PICK(add_scaled); }
-static decltype(&bilinear_step_generic) asgd_rows_pick_bilinear_step() { return ASGD_ROWS_PICK(bilinear_step); }
-static decltype(&dot_generic) asgd_rows_pick_dot() { return ASGD_ROWS_PICK(dot); }
-static decltype(&axpy_generic) asgd_rows_pick_axpy() { return ASGD_ROWS_PICK(axpy); }
-static decltype(&gram_generic) asgd_rows_pick_gram() { return ASGD_ROWS_PICK(gram); }
+// Resolvers: unmangled names for the ifunc attributes. Hidden, not static: clang mangles a static function's
+// name even in extern "C", and the attribute then names nothing.
+#define ASGD_ROWS_RESOLVER __attribute__((visibility("hidden")))
+ASGD_ROWS_RESOLVER decltype(&load_generic) asgd_rows_pick_load() { return ASGD_ROWS_PICK(load); }
+ASGD_ROWS_RESOLVER decltype(&add_scaled_generic) asgd_rows_pick_add_scaled() { return ASGD_ROWS_PICK(add_scaled); }
+ASGD_ROWS_RESOLVER decltype(&bilinear_step_generic) asgd_rows_pick_bilinear_step() {
+  return ASGD_ROWS_PICK(bilinear_step);
+}
+ASGD_ROWS_RESOLVER decltype(&dot_generic) asgd_rows_pick_dot() { return ASGD_ROWS_PICK(dot); }
+ASGD_ROWS_RESOLVER decltype(&axpy_generic) asgd_rows_pick_axpy() { return ASGD_ROWS_PICK(axpy); }
+ASGD_ROWS_RESOLVER decltype(&gram_generic) asgd_rows_pick_gram() { return ASGD_ROWS_PICK(gram); }
 }
 
 void load(const float*, float*, std::size_t) noexcept __attribute__((ifunc("asgd_rows_pick_load")));

@@ -1,5 +1,6 @@
 #include "asgd/engine/trainer.hpp"
 
+#include "asgd/engine/atomic_file.hpp"
 #include "asgd/engine/denormals.hpp"
 #include "asgd/engine/random.hpp"
 
@@ -64,6 +65,7 @@ void TrainReport::append(const TrainReport& later) {
 Trainer::Trainer(ParamStore& store, TrainerOptions options) : store_(store), options_(std::move(options)) {
   options_.validate();
   if (!store_.writable()) throw InputError("trainer: the parameters are attached read-only");
+  if (!options_.checkpoint_path.empty()) AtomicFile::check(options_.checkpoint_path);
   state_.seed = options_.seed;
 }
 

@@ -44,7 +44,16 @@ std::vector<std::string>& added_paths() {
 // Where the module may be, in order: $ASGD_GPU_BACKEND (exactly that file,
 // when set), beside the executable, the install's lib/asgd next to its bin/,
 // the paths added (a program built against the installed package: that
-// install's), and the build tree this binary came from.
+// install's), and for an executable inside the build tree asgd was built in,
+// that tree's module (another checkout's or version's must not stand in for an
+// install's).
+bool inside(const std::filesystem::path& file, const std::filesystem::path& dir) {
+  std::error_code ec;
+  const std::filesystem::path real = std::filesystem::weakly_canonical(dir, ec);  // /proc/self/exe's is resolved
+  const auto rel = file.lexically_normal().lexically_relative(ec ? dir.lexically_normal() : real);
+  return !rel.empty() && *rel.begin() != "..";
+}
+
 std::vector<std::string> candidates() {
   if (const char* env = std::getenv("ASGD_GPU_BACKEND"); env != nullptr && *env != '\0') return {env};
   std::vector<std::string> out;
@@ -58,7 +67,7 @@ std::vector<std::string> candidates() {
     std::scoped_lock lock(added_mutex());
     out.insert(out.end(), added_paths().begin(), added_paths().end());
   }
-  out.push_back(ASGD_GPU_BACKEND_BUILD_PATH);
+  if (!ec && inside(exe, ASGD_GPU_BUILD_TREE)) out.push_back(ASGD_GPU_BACKEND_BUILD_PATH);
   return out;
 }
 

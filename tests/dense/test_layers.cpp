@@ -277,7 +277,10 @@ void for_each_tap(const ConvCase& cc, F&& f) {
 class ConvolutionForward : public ::testing::TestWithParam<ConvCase> {};
 
 TEST_P(ConvolutionForward, MatchesDirectLoops) {
-  const auto [n, ci, co, H, Wd, k, pad, path] = GetParam();
+  // Named copies, not a structured binding: clang 14 cannot capture one in a lambda.
+  const ConvCase& conv_case = GetParam();
+  const std::size_t n = conv_case.n, ci = conv_case.ci, co = conv_case.co, H = conv_case.H, Wd = conv_case.Wd,
+                    k = conv_case.k, pad = conv_case.pad;
   Network net(Shape{ci, H, Wd});
   net.add(conv2d(ci, co, k, pad));
   EXPECT_NE(net.describe().find("(" + expected_path(GetParam()) + ")"), std::string::npos) << net.describe();
@@ -328,7 +331,10 @@ INSTANTIATE_TEST_SUITE_P(DenseLayers, ConvolutionForward, kConvCases);
 class ConvolutionBackward : public ::testing::TestWithParam<ConvCase> {};
 
 TEST_P(ConvolutionBackward, MatchesDirectLoops) {
-  const auto [n, ci, co, H, Wd, k, pad, path] = GetParam();
+  // Named copies, not a structured binding: clang 14 cannot capture one in a lambda.
+  const ConvCase& conv_case = GetParam();
+  const std::size_t n = conv_case.n, ci = conv_case.ci, co = conv_case.co, H = conv_case.H, Wd = conv_case.Wd,
+                    k = conv_case.k, pad = conv_case.pad;
   const auto conv = conv2d(ci, co, k, pad);
   EXPECT_NE(conv->describe().find("(" + expected_path(GetParam()) + ")"), std::string::npos) << conv->describe();
   Layout layout;

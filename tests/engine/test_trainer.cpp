@@ -944,3 +944,14 @@ TEST(Trainer, ResumingPastTheEpochsAskedForIsRefused) {
   EXPECT_THROW(fewer.run(p), asgd::InputError);
   fs::remove(ckpt);
 }
+
+// A checkpoint path that cannot be written is refused when the Trainer is made, not after the first epoch's work.
+TEST(Trainer, ACheckpointPathThatCannotBeWrittenIsRefusedBeforeTraining) {
+  SharedQuadratic p{300, 4};
+  auto store = ParamStore::on_heap(p.layout());
+  auto o = decaying_over_six_epochs();
+  o.checkpoint_path = fs::temp_directory_path() / ("asgd-no-such-folder-" + std::to_string(::getpid())) / "ck";
+  const auto msg = asgd::testing::message_of([&] { Trainer t(store, o); });
+  EXPECT_NE(msg.find("cannot write here"), std::string::npos) << msg;
+  EXPECT_FALSE(fs::exists(o.checkpoint_path.parent_path()));
+}

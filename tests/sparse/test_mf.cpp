@@ -3,14 +3,17 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <set>
 
 #include "../common/message_of.hpp"
 #include "asgd/engine/errors.hpp"
 #include "asgd/engine/trainer.hpp"
+#include "asgd/sparse/mf/bpr.hpp"
 #include "asgd/sparse/mf/generator.hpp"
 #include "asgd/sparse/mf/model.hpp"
 #include "asgd/sparse/mf/ratings.hpp"
@@ -527,4 +530,87 @@ TEST(BiasedMf, UntrainedAndUnknownIdsPredictFromTheMeanAndKnownBiases) {
   const auto without = recommend(store, rs, &seen, users, 10, 128, cold.items);
   ASSERT_EQ(without[0].size(), 1u);
   EXPECT_EQ(without[0][0].item, 1u);
+}
+
+// Ratings built in memory meet the checks the readers make: a model refuses ids assigned by hand past the maps
+// (it sized itself from the maps and would index past its rows), lengths that differ, and a NaN.
+TEST(Ratings, InMemoryRatingsAreCheckedAsTheReadersCheckTheirs) {
+  Ratings r;
+  r.add("a", "x", 4);
+  r.add("b", "y", 2);
+  r.add("a", "y", 3);
+  EXPECT_EQ(r.users.size(), 2u);
+  EXPECT_EQ(r.item[2], 1u);
+  EXPECT_NE(message_of([&] { r.add("c", "x", std::nanf("")); }).find("expected a finite number"),
+            std::string::npos);
+  EXPECT_EQ(r.size(), 3u);
+  EXPECT_NO_THROW(BiasedMf(r, {}, 1));
+
+  Ratings by_hand = r;
+  by_hand.user.push_back(5);  // no sixth user in the maps
+  by_hand.item.push_back(0);
+  by_hand.rating.push_back(1);
+  for (const auto& [model, run] :
+       {std::pair<std::string, std::function<void()>>{"mf", [&] { BiasedMf(by_hand, {}, 1); }},
+        std::pair<std::string, std::function<void()>>{"bpr", [&] { BprMf(by_hand, {}, 1); }}}) {
+    const auto msg = message_of(run);
+    EXPECT_NE(msg.find(model + ": rating 3 has user id 5"), std::string::npos) << msg;
+  }
+  Ratings short_items = r;
+  short_items.item.pop_back();
+  EXPECT_NE(message_of([&] { BiasedMf(short_items, {}, 1); }).find("expected one each"), std::string::npos);
+  Ratings nan = r;
+  nan.rating[1] = std::nanf("");
+  EXPECT_NE(message_of([&] { BiasedMf(nan, {}, 1); }).find("mf: rating 1 is nan"), std::string::npos);
+}
+
+// A test set with maps of its own numbers its ids from 0: evaluated as it is, it would score other users' pairs.
+// The evaluations refuse it; remap_ids gives it the model's ids, as reading it with the training maps does.
+TEST(BiasedMf, EvaluationsRefuseRatingsWhoseIdsAreNotTheModels) {
+  Ratings train;
+  for (int u = 0; u < 4; ++u)
+    for (int i = 0; i < 3; ++i) train.add("u" + std::to_string(u), "i" + std::to_string(i), 1.0f + u + i);
+  BiasedMf problem(train, {}, 1);
+  auto store = asgd::ParamStore::on_heap(problem.layout());
+  initialize_factors(store, 1, 0.1f);
+  asgd::TrainerOptions o;
+  o.workers = 1;
+  o.epochs = 5;
+  asgd::Trainer(store, o).run(problem);
+
+  Ratings own;  // "u3" is its user 0
+  own.add("u3", "i2", 6);
+  own.add("new", "i0", 2);
+  const auto msg = message_of([&] { evaluate_errors(store, problem.rating_scale(), own); });
+  EXPECT_NE(msg.find("evaluate: the ratings' ids are not the model's"), std::string::npos) << msg;
+  EXPECT_NE(message_of([&] { initialize_factors(store, 1, 0.1f, &own); }).find("not the model's"),
+            std::string::npos);
+
+  const Ratings mapped = remap_ids(own, train);
+  EXPECT_EQ(mapped.user[0], 3u);
+  EXPECT_EQ(mapped.user[1], 4u);  // new: after the model's users
+  EXPECT_EQ(mapped.users.size(), 5u);
+  const Ratings read = parse_ratings("u3 i2 6\nnew i0 2\n", "test", RatingsFormat::libmf, &train);
+  const ErrorMetrics a = evaluate_errors(store, problem.rating_scale(), mapped);
+  const ErrorMetrics b = evaluate_errors(store, problem.rating_scale(), read);
+  EXPECT_EQ(a.known, 1u);
+  EXPECT_EQ(a.rmse, b.rmse);
+  EXPECT_EQ(a.mae, b.mae);
+
+  // Serving: an id from a request past the model is refused, not read past the rows, and so are seen lists that
+  // cover fewer users than the model (those users would have nothing excluded).
+  const std::vector<std::uint32_t> past = {4};
+  EXPECT_NE(message_of([&] { recommend(store, problem.rating_scale(), nullptr, past, 3); })
+                .find("recommend: user 4: the model has 4 users"),
+            std::string::npos);
+  const FactorLayout f = FactorLayout::of(store.layout());
+  EXPECT_NE(message_of([&] { predict(store, f, problem.rating_scale(), 0, 3); }).find("predict: user 0 and item 3"),
+            std::string::npos);
+  const SeenItems too_few(train, 2);
+  const std::vector<std::uint32_t> first = {0};
+  EXPECT_NE(message_of([&] { recommend(store, problem.rating_scale(), &too_few, first, 3); })
+                .find("the seen items cover 2 users, the model has 4"),
+            std::string::npos);
+  const SeenItems all(train, f.users);
+  EXPECT_TRUE(recommend(store, problem.rating_scale(), &all, first, 3)[0].empty());  // u0 has rated every item
 }

@@ -16,6 +16,7 @@ BprMf::BprMf(const Ratings& positives, MfOptions options, std::uint64_t seed,
       options_(options) {
   options_.validate();
   if (positives.size() == 0) throw InputError("bpr: no positive interactions");
+  positives.check("bpr");
   const std::size_t n = train_rows ? train_rows->size() : positives.size();
   if (n == 0) throw InputError("bpr: no positives to train in this shard");
   entries_.resize(n);
@@ -24,9 +25,6 @@ BprMf::BprMf(const Ratings& positives, MfOptions options, std::uint64_t seed,
     if (i >= positives.size()) {
       throw InputError("bpr: training row " + std::to_string(i) + " of " + std::to_string(positives.size()) +
                        " positives");
-    }
-    if (positives.user[i] >= users_ || positives.item[i] >= items_) {
-      throw InputError("bpr: positive " + std::to_string(i) + " has an id outside its id maps");
     }
     entries_[k] = {positives.user[i], positives.item[i]};
   }

@@ -156,6 +156,7 @@ RankingMetrics evaluate_ranking(const ParamStore& store, float mean, const SeenI
                                 const Ratings& test_positives, std::size_t k, std::span<const std::uint32_t> never) {
   check_k(k);
   const FactorLayout f = FactorLayout::of(store.layout());
+  check_model_ids(store.layout(), test_positives, "ranking metrics");
   const TestGroups g = group_test(test_positives, f.users, f.items, train_seen);
   const auto lists = recommend(store, RatingScale(mean), &train_seen, g.users, k, 128, never);
   return reduce_users(g.users.size(), [&](std::size_t j) {
@@ -181,7 +182,9 @@ RankingMetrics evaluate_ranking_with(const ItemScorer& scorer, std::size_t items
   tbb::enumerable_thread_specific<Scratch> scratch;
   return reduce_users(g.users.size(), [&](std::size_t j) {
     const std::uint32_t u = g.users[j];
-    auto& [score, order] = scratch.local();
+    Scratch& local = scratch.local();
+    std::vector<float>& score = local.score;  // not a structured binding: clang 14 cannot capture one
+    std::vector<std::uint32_t>& order = local.order;
     score.resize(items);
     order.clear();
     const auto seen = train_seen.of(u);  // sorted: walked alongside the items, as `never` is
@@ -245,6 +248,7 @@ RankingMetrics evaluate_sampled_with(const ItemScorer& scorer, std::size_t items
 RankingMetrics evaluate_sampled(const ParamStore& store, const Ratings& test_one_per_user, const SeenItems& all_seen,
                                 std::size_t negatives, std::size_t k, std::uint64_t seed) {
   const FactorLayout f = FactorLayout::of(store.layout());
+  check_model_ids(store.layout(), test_one_per_user, "sampled ranking metrics");
   // Users the model does not know are dropped here; items by the _with form.
   std::vector<std::size_t> rows;
   for (std::size_t r = 0; r < test_one_per_user.size(); ++r)

@@ -85,6 +85,7 @@ struct RatedRows {
 
 void initialize_factors(ParamStore& store, std::uint64_t seed, float scale, const Ratings* trained) {
   const FactorLayout f = FactorLayout::of(store.layout());
+  if (trained != nullptr) check_model_ids(store.layout(), *trained, "initialize factors");
   const RatedRows rated(f.users, f.items, trained);
   // The same seed gives the same start everywhere; a zeroed row still draws its values.
   FastRng rng(seed * 0x9e3779b97f4a7c15ULL + 1);
@@ -112,8 +113,28 @@ ColdIds cold_ids(std::size_t users, std::size_t items, const Ratings& trained) {
   return cold;
 }
 
+void check_model_ids(const Layout& layout, const Ratings& ratings, std::string_view what) {
+  const std::string& tag = layout.tag();
+  if (!tag.starts_with("user and item ids ")) return;
+  const FactorLayout f = FactorLayout::of(layout);
+  if (ratings.users.size() >= f.users && ratings.items.size() >= f.items &&
+      ratings.id_maps_tag(f.users, f.items) == tag)
+    return;
+  throw InputError(fmt::format("{}: the ratings' ids are not the model's ({} users and {} items in their maps, "
+                               "{} and {} in the model's, {}): read them with the training set's id maps "
+                               "(read_ratings' id_maps_from) or remap_ids them",
+                               what, ratings.users.size(), ratings.items.size(), f.users, f.items,
+                               ratings.users.size() >= f.users && ratings.items.size() >= f.items
+                                   ? "the names differ"
+                                   : "fewer"));
+}
+
 float predict(const ParamStore& store, const FactorLayout& f, const RatingScale& rs, std::uint32_t user,
               std::uint32_t item) {
+  if (user >= f.users || item >= f.items) {
+    throw InputError(fmt::format("predict: user {} and item {}: the model has {} users and {} items", user, item,
+                                 f.users, f.items));
+  }
   float p[BiasedMf::kMaxFactors], q[BiasedMf::kMaxFactors];
   rows::load(store.data() + f.p + user * f.stride, p, f.factors);
   rows::load(store.data() + f.q + item * f.stride, q, f.factors);
@@ -158,6 +179,7 @@ BiasedMf::BiasedMf(const Ratings& train, MfOptions options, std::uint64_t seed)
     : users_(train.users.size()), items_(train.items.size()), ids_(train.id_maps_tag()), options_(options) {
   options_.validate();
   if (train.size() == 0) throw InputError("mf: no training ratings");
+  train.check("mf");
   const float mean = options_.mean ? *options_.mean : static_cast<float>(train.mean());
   // LIBMF's floor, so that ratings all alike do not divide by 0.
   const float deviation = options_.deviation ? *options_.deviation : static_cast<float>(train.deviation());
@@ -201,6 +223,7 @@ Layout BiasedMf::layout() const { return FactorLayout::make(users_, items_, opti
 ErrorMetrics evaluate_errors(const ParamStore& store, const RatingScale& given, const Ratings& test, float lo,
                              float hi, const ColdIds* cold) {
   const FactorLayout f = FactorLayout::of(store.layout());
+  check_model_ids(store.layout(), test, "evaluate");
   const RatingScale rs = with_bias_means(given, store, cold);
   struct Sums {
     double squared = 0, absolute = 0;

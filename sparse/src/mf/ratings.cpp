@@ -98,13 +98,64 @@ std::optional<std::uint32_t> IdMap::find(std::string_view name) const noexcept {
   return s.id;
 }
 
-std::string Ratings::id_maps_tag() const {
+std::string Ratings::id_maps_tag() const { return id_maps_tag(users.size(), items.size()); }
+
+std::string Ratings::id_maps_tag(std::size_t first_users, std::size_t first_items) const {
   std::uint64_t h = kFnv1aStart;  // each map's size, then each name's length and bytes, users then items
-  for (const IdMap* map : {&users, &items}) {
-    h = fnv1a_u64(h, map->size());
-    for (const auto& name : map->names()) h = fnv1a_field(h, name);
+  for (const auto& [map, count] : {std::pair{&users, first_users}, std::pair{&items, first_items}}) {
+    const std::size_t n = std::min(count, map->size());
+    h = fnv1a_u64(h, n);
+    for (std::size_t id = 0; id < n; ++id) h = fnv1a_field(h, map->names()[id]);
   }
   return fmt::format("user and item ids {:016x} (numbered in the order the ratings file gives them)", h);
+}
+
+void Ratings::add(std::string_view user_name, std::string_view item_name, float value) {
+  if (!std::isfinite(value)) {
+    throw InputError(fmt::format("ratings: the rating of '{}' by '{}' is {}: expected a finite number", item_name,
+                                 user_name, value));
+  }
+  if (has_timestamps()) throw InputError("ratings: add() gives no timestamp, and these ratings have them");
+  user.push_back(users.intern(user_name));
+  item.push_back(items.intern(item_name));
+  rating.push_back(value);
+}
+
+void Ratings::check(std::string_view what) const {
+  const std::size_t n = rating.size();
+  if (user.size() != n || item.size() != n || (has_timestamps() && timestamp.size() != n)) {
+    throw InputError(fmt::format("{}: {} ratings with {} user ids, {} item ids and {} timestamps: expected one "
+                                 "each (or no timestamps)",
+                                 what, n, user.size(), item.size(), timestamp.size()));
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    if (user[i] >= users.size() || item[i] >= items.size()) {
+      throw InputError(fmt::format("{}: rating {} has user id {} and item id {}, with {} users and {} items in its "
+                                   "id maps: ids come from the maps (Ratings::add, IdMap::intern or a reader)",
+                                   what, i, user[i], item[i], users.size(), items.size()));
+    }
+    if (!std::isfinite(rating[i])) throw InputError(fmt::format("{}: rating {} is {}", what, i, rating[i]));
+  }
+}
+
+Ratings remap_ids(const Ratings& ratings, const Ratings& id_maps_from) {
+  ratings.check("remap ids");
+  Ratings out;
+  out.users = id_maps_from.users;
+  out.items = id_maps_from.items;
+  // Each id once, not each rating: a set has far fewer ids than ratings.
+  std::vector<std::uint32_t> user_of(ratings.users.size()), item_of(ratings.items.size());
+  for (std::uint32_t u = 0; u < user_of.size(); ++u) user_of[u] = out.users.intern(ratings.users.name(u));
+  for (std::uint32_t i = 0; i < item_of.size(); ++i) item_of[i] = out.items.intern(ratings.items.name(i));
+  out.user.reserve(ratings.size());
+  out.item.reserve(ratings.size());
+  for (std::size_t r = 0; r < ratings.size(); ++r) {
+    out.user.push_back(user_of[ratings.user[r]]);
+    out.item.push_back(item_of[ratings.item[r]]);
+  }
+  out.rating = ratings.rating;
+  out.timestamp = ratings.timestamp;
+  return out;
 }
 
 IdMap IdMap::from_names(std::vector<std::string> names) {

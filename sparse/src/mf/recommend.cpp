@@ -1,5 +1,6 @@
 #include "asgd/sparse/mf/recommend.hpp"
 
+#include <fmt/format.h>
 #include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/parallel_for.h>
 
@@ -63,6 +64,15 @@ std::vector<std::vector<Recommendation>> recommend(const ParamStore& store, cons
   const bool user_bias = f.has_user_bias;
   if (!std::is_sorted(never.begin(), never.end())) throw InputError("recommend: `never` must be sorted");
   if (!std::is_sorted(cold_users.begin(), cold_users.end())) throw InputError("recommend: `cold_users` must be sorted");
+  for (const std::uint32_t u : users) {
+    if (u >= f.users) throw InputError(fmt::format("recommend: user {}: the model has {} users", u, f.users));
+  }
+  // A user past the seen lists would have nothing excluded, silently.
+  if (seen != nullptr && seen->users() < f.users) {
+    throw InputError(fmt::format("recommend: the seen items cover {} users, the model has {}: build them with the "
+                                 "model's user count",
+                                 seen->users(), f.users));
+  }
   // Not centred: cold users' scores measure item biases from the mean of the trained items'.
   const RatingScale rs = with_bias_means(given, store, cold_users, never);
   // The items of `never` the model has, once each.

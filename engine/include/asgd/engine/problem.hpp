@@ -8,6 +8,10 @@
 //     template <class Sink> double gradient(std::size_t i, Sink& sink);
 //     // optional: reorder a worker's examples for a new epoch
 //     void shuffle(std::span<std::uint64_t> order, std::mt19937_64& rng);
+//     // optional: the parameters it reads and writes; Trainer::run then
+//     // refuses a ParamStore of another layout (InputError), since nothing
+//     // checks the offsets gradient() uses against the store's size
+//     Layout layout() const;
 //   };
 //
 // `gradient` is called concurrently from several workers: it must only read
@@ -27,12 +31,23 @@
 namespace asgd {
 
 // The sink interface a Problem may rely on; gradient() must accept any type
-// with these members (write it as a template over the sink).
+// with these members (write it as a template over the sink). The concept
+// below calls gradient() with this type: one with a deduced return type is
+// instantiated with it, so it may use only these members. Offsets are
+// std::size_t: a literal 0 as a dot()'s first argument is ambiguous (a null
+// `local` row too).
 struct SinkArchetype {
   float read(std::size_t i) const noexcept;
   void read(std::size_t offset, float* out, std::size_t n) const noexcept;
   void add_gradient(std::size_t i, float g) noexcept;
   void add_gradient(std::size_t offset, const float* g, std::size_t n, float scale = 1.0f) noexcept;
+  // Rows read in place (UpdateSink says how): a . b of two shared rows, of a
+  // local row and a shared one, and out += s * a shared row.
+  float dot(std::size_t a, std::size_t b, std::size_t n) const noexcept;
+  float dot(const float* local, std::size_t offset, std::size_t n) const noexcept;
+  void add_row_to(float s, std::size_t offset, float* out, std::size_t n) const noexcept;
+  // The gradient of L(a . b) + l2/2 (|a|^2 + |b|^2) on two rows, g = L'(a . b).
+  void add_bilinear_gradient(std::size_t a, std::size_t b, std::size_t n, float g, float l2) noexcept;
   float learning_rate() const noexcept;
   std::size_t size() const noexcept;
   void prefetch(std::size_t offset) const noexcept;

@@ -138,7 +138,10 @@ struct TrainerOptions {
   // done and no checkpoint is written for it, so a resume from the last
   // checkpoint trains it whole. Null: no request. Outlives run().
   const std::atomic<bool>* stop = nullptr;
-  std::filesystem::path checkpoint_path;  // empty: no checkpoints
+  // Empty: no checkpoints. The Trainer's constructor throws the InputError a
+  // write would (AtomicFile::check), so a path that cannot be written costs
+  // nothing rather than the first epoch.
+  std::filesystem::path checkpoint_path;
   std::uint64_t checkpoint_every = 1;     // epochs
   std::string checkpoint_metadata;        // stored with every checkpoint
   // Before a checkpoint (an epoch's, or save_checkpoint's) replaces the
@@ -213,7 +216,10 @@ class Trainer {
 
   // Parameters + state + AdaGrad sums; resume with load_checkpoint + run().
   // load_checkpoint throws InputError when the file holds AdaGrad sums and
-  // this Trainer's schedule has no AdaGrad, or the other way round.
+  // this Trainer's schedule has no AdaGrad, or the other way round. It
+  // restores the state the run recorded, its seed included: state().seed is
+  // then the checkpoint's, whatever TrainerOptions::seed says (a resume that
+  // should refuse another seed compares the two itself, as the CLI does).
   void save_checkpoint(const std::filesystem::path& path) const;
   void load_checkpoint(const std::filesystem::path& path);
   // The same from a checkpoint already read (read_checkpoint); `path` names it in errors.

@@ -40,7 +40,9 @@ std::string describe_device();
 // A CUDA build keeps its CUDA code in a module (libasgd_gpu_cuda.so) that the
 // first GPU call loads: from $ASGD_GPU_BACKEND when set (that file alone),
 // else beside the executable, in the executable's ../lib/asgd, at each path
-// added here (in order), and last in the build tree asgd was built in.
+// added here (in order), and last, for a program that is in the build tree
+// asgd was built in (its apps and tests), that tree's module. An installed
+// library never looks in the tree it was built in.
 // Effective before that first call. A program built against the installed
 // package needs nothing: the package defines ASGD_GPU_INSTALLED_BACKEND for
 // whatever links asgd::gpu, and this header adds it (below).

@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "asgd/engine/layout.hpp"
@@ -32,7 +33,7 @@ struct MfOptions {
   std::size_t factors = 32;       // k
   float l2 = 0.05f;               // lambda on P and Q
   float bias_l2 = 0.05f;          // lambda_b on the biases
-  float init_scale = 0.1f;        // P, Q start uniform in [0, init_scale) / sqrt(k) ... see initialize()
+  float init_scale = 0.1f;        // P, Q start uniform in [0, init_scale / sqrt(k)): initialize_factors' scale
   bool biases = true;             // explicit: learn b_u, b_i
   // > 0: group the ratings into bins x bins blocks (users and items each
   // split into `bins` random groups) for the LIBMF-style block schedule.
@@ -64,12 +65,15 @@ struct FactorLayout {
                      std::string tag = {});
 };
 
-// Fills P and Q with small random values (biases 0), from `seed`. With
+// Fills P and Q with small random values (biases 0), from `seed`: a new
+// model needs it before training (all-zero factors stay zero: their
+// gradients are zero), with `scale` its MfOptions::init_scale. With
 // `trained`, the rows of users and items without a rating in it (ids first
 // seen in a validation or test file) are zero instead, so that they predict
 // from the mean and the biases that are known, as an unknown id does (LIBMF
 // marks such rows NaN and predicts its global mean for them); the random
-// values of the other rows are the same either way.
+// values of the other rows are the same either way; `trained` must have the
+// model's id maps (check_model_ids).
 void initialize_factors(ParamStore& store, std::uint64_t seed, float scale, const Ratings* trained = nullptr);
 
 // Of users 0..users-1 and items 0..items-1, those with no rating in `trained`, sorted.
@@ -80,7 +84,13 @@ struct ColdIds {
 };
 ColdIds cold_ids(std::size_t users, std::size_t items, const Ratings& trained);
 
-// rs.rating(b_u + b_i + p_u . q_i) from a store (any thread, racy reads).
+// InputError starting "WHAT: " when `ratings`' id maps are not the ones the model of `layout` was trained with
+// (extended or not): its tag (Ratings::id_maps_tag) differs from theirs over the model's users and items, so its
+// dense ids would name other users and items. A layout without an id-maps tag is not checked.
+void check_model_ids(const Layout& layout, const Ratings& ratings, std::string_view what);
+
+// rs.rating(b_u + b_i + p_u . q_i) from a store (any thread, racy reads). InputError for a user or item outside
+// the model (predict_or_fallback predicts those).
 float predict(const ParamStore& store, const FactorLayout& f, const RatingScale& rs, std::uint32_t user,
               std::uint32_t item);
 // The same for any ids: a user or item outside the model, or one of `cold`
@@ -101,7 +111,8 @@ float predict_or_fallback(const ParamStore& store, const FactorLayout& f, const 
 
 class BiasedMf {
  public:
-  // Copies `train` into one packed array in a random order (`seed`).
+  // Copies `train` into one packed array in a random order (`seed`). The model has a row for every id in
+  // `train`'s maps; InputError for ratings Ratings::check refuses.
   BiasedMf(const Ratings& train, MfOptions options, std::uint64_t seed = 1);
 
   Layout layout() const;
@@ -194,7 +205,9 @@ static_assert(BlockedProblem<BiasedMf>);
 // Surprise score them), with `cold` (sorted: ids without a training rating,
 // zero rows) as unknown. `known`: the pairs whose user and item are both in
 // the model and neither is cold. count 0: no
-// ratings, and rmse and mae are NaN.
+// ratings, and rmse and mae are NaN. `test` must have the model's id maps,
+// extended or not (check_model_ids): read it with the training set's
+// (read_ratings' id_maps_from) or remap_ids it.
 struct ErrorMetrics {
   double rmse = 0, mae = 0;
   std::size_t count = 0, known = 0;

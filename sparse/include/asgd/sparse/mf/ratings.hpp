@@ -89,6 +89,13 @@ struct Ratings {
 
   std::size_t size() const noexcept { return rating.size(); }
   bool has_timestamps() const noexcept { return !timestamp.empty(); }
+  // Appends a rating of `user` by `item` (external ids, interned in the maps), for ratings built in memory:
+  // InputError unless it is finite. Without timestamps (the ratings must have none).
+  void add(std::string_view user_name, std::string_view item_name, float value);
+  // InputError starting "WHAT: " unless the ratings are well formed, as the readers make them: user, item and
+  // rating (and timestamp, when there are any) with one entry per rating, every id below its map's size (ids
+  // come from the maps, not assigned by hand) and every rating finite. The models check their training set so.
+  void check(std::string_view what) const;
   double mean() const noexcept;
   // The ratings' standard deviation (of the population; 0 when empty).
   double deviation() const noexcept;
@@ -99,7 +106,15 @@ struct Ratings {
   // other ids (another file, or the same ratings in another order) are
   // refused, not read as this model's.
   std::string id_maps_tag() const;
+  // The tag of the first `users` user names and `items` item names: a model's tag when these maps extend the
+  // ones it was trained with (a test file read with its training set's maps).
+  std::string id_maps_tag(std::size_t users, std::size_t items) const;
 };
+
+// `ratings` with each id mapped by name onto `id_maps_from`'s maps (names new to them are added after theirs),
+// as read_ratings(..., id_maps_from) maps a file: a test set built in memory with maps of its own then shares a
+// model's dense ids. The model's evaluations refuse ratings whose maps are not the model's.
+Ratings remap_ids(const Ratings& ratings, const Ratings& id_maps_from);
 
 // udata, dat and csv take the timestamp or leave it out, as the first data
 // line does (every line alike; a header's names do not count); a timestamp may be a float (its whole seconds).
@@ -118,9 +133,9 @@ std::string_view to_string(RatingsFormat f) noexcept;
 // Reads a whole file, gzipped or not (one pass over memory, std::from_chars,
 // no iostream per line). Blank lines, CRLF and a missing final newline are fine; a malformed
 // line is InputError "file:line: expected ..., got '...'". Ids are tokens
-// (any non-separator bytes): integers are kept as their text. With `into`,
-// ids are mapped with (and added to) its maps, so a test file shares the
-// training file's dense ids.
+// (any non-separator bytes): integers are kept as their text. With
+// `id_maps_from`, ids are mapped with (and added to) its maps, so a test file
+// shares the training file's dense ids.
 Ratings read_ratings(const std::filesystem::path& path, RatingsFormat format = RatingsFormat::detect,
                      const Ratings* id_maps_from = nullptr);
 Ratings parse_ratings(std::string_view text, std::string_view source, RatingsFormat format,

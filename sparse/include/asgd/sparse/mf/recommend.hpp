@@ -16,8 +16,10 @@ namespace asgd::sparse::mf {
 class SeenItems {
  public:
   SeenItems() = default;
+  // The items of `ratings` each of users 0..users-1 has rated (ratings of users past them are left out).
   SeenItems(const Ratings& ratings, std::size_t users);
-  std::span<const std::uint32_t> of(std::uint32_t user) const noexcept;
+  std::span<const std::uint32_t> of(std::uint32_t user) const noexcept;  // empty past users()
+  std::size_t users() const noexcept { return begin_.empty() ? 0 : begin_.size() - 1; }
   bool contains(std::uint32_t user, std::uint32_t item) const noexcept;
 
  private:
@@ -30,10 +32,13 @@ struct Recommendation {
   float score;  // the predicted rating: RatingScale::rating(biases + p . q)
 };
 
-// The k best unseen items for each of `users`, best first. `seen` may be
-// null (nothing excluded). Reads the store with plain loads: a trainer may be
-// writing it at the same time (Hogwild! serving), then scores are a snapshot
-// as good as the reads. Batches run in parallel (oneTBB). Items in `never`
+// The k best unseen items for each of `users` (InputError for one outside
+// the model), best first. `seen` may be null (nothing excluded); otherwise it
+// covers the model's users. Reads the store with plain loads, in Eigen's
+// products, not load_param's atomic ones: to serve while a trainer writes
+// (Hogwild! serving, scores a snapshot as good as the reads), the trainer is
+// another process on a shared segment (asgd mf recommend --shm); one in this
+// process would race with these reads. Batches run in parallel (oneTBB). Items in `never`
 // (sorted; e.g. those the model was never trained on) are left out for every
 // user. Users in `cold_users` (sorted: no training rating, a zero row) score
 // each item as predict_or_fallback does, from the item's bias.

@@ -11,11 +11,13 @@
 #include <set>
 
 #include "../common/message_of.hpp"
+#include "asgd/engine/checkpoint.hpp"
 #include "asgd/engine/errors.hpp"
 #include "asgd/engine/trainer.hpp"
 #include "asgd/sparse/mf/bpr.hpp"
 #include "asgd/sparse/mf/generator.hpp"
 #include "asgd/sparse/mf/model.hpp"
+#include "asgd/sparse/mf/model_file.hpp"
 #include "asgd/sparse/mf/ratings.hpp"
 #include "asgd/sparse/mf/recommend.hpp"
 
@@ -613,4 +615,43 @@ TEST(BiasedMf, EvaluationsRefuseRatingsWhoseIdsAreNotTheModels) {
             std::string::npos);
   const SeenItems all(train, f.users);
   EXPECT_TRUE(recommend(store, problem.rating_scale(), &all, first, 3)[0].empty());  // u0 has rated every item
+}
+
+// A model file through the library alone: what `asgd mf train` writes, read back with what serving needs (ids,
+// scale, range, cold rows); names that are not UTF-8 byte for byte; a file whose names were changed is refused.
+TEST(ModelFile, RoundTripsWhatServingNeedsAndRefusesOtherNames) {
+  Ratings train;
+  train.add("a", "x", 1);
+  train.add("b\xff", "y", 5);  // not UTF-8: kept as hex
+  train.add("a", "y", 4);
+  train.items.intern("z");      // an id only a test file had: a cold row
+  MfOptions mo;
+  mo.factors = 4;
+  BiasedMf problem(train, mo, 1);
+  auto store = asgd::ParamStore::on_heap(problem.layout());
+  initialize_factors(store, 1, mo.init_scale, &train);
+  const ColdIds cold = cold_ids(train.users.size(), train.items.size(), train);
+  const fs::path path = fs::temp_directory_path() / ("asgd-model-file-" + std::to_string(::getpid()));
+  asgd::save_checkpoint(path, store, {1, 3, 1}, {},
+                        model_metadata(train, cold, problem.rating_scale(), mo, "squared"));
+  const asgd::CheckpointData d = asgd::read_checkpoint(path);
+  const ModelInfo info = read_model_info(d, path);
+  EXPECT_EQ(info.loss, "squared");
+  EXPECT_EQ(info.users.names(), train.users.names());
+  EXPECT_EQ(info.items.names(), train.items.names());
+  EXPECT_EQ(info.cold.items, std::vector<std::uint32_t>{2});
+  EXPECT_FLOAT_EQ(info.scale.mean, problem.rating_scale().mean);
+  EXPECT_FLOAT_EQ(info.range.lo, 1.0f);
+  EXPECT_FLOAT_EQ(info.range.hi, 5.0f);
+
+  Ratings renamed = train;
+  renamed.users = IdMap::from_names({"b\xff", "a"});  // the rows' ids swapped
+  asgd::save_checkpoint(path, store, {1, 3, 1}, {},
+                        model_metadata(renamed, cold, problem.rating_scale(), mo, "squared"));
+  auto msg = message_of([&] { read_model_info(asgd::read_checkpoint(path), path); });
+  EXPECT_NE(msg.find("its ids are not the ones its factors were trained with"), std::string::npos) << msg;
+  asgd::save_checkpoint(path, store, {1, 3, 1}, {}, R"({"model": "linear"})");
+  msg = message_of([&] { read_model_info(asgd::read_checkpoint(path), path); });
+  EXPECT_NE(msg.find("not an asgd mf model"), std::string::npos) << msg;
+  fs::remove(path);
 }

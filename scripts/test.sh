@@ -8,10 +8,18 @@
 # those (CI does both). `--asan` builds everything with AddressSanitizer
 # and UndefinedBehaviorSanitizer in build-asan and runs the whole suite
 # (not in CI: about 17 minutes of build and 4 of tests on 2 cores; run it before a release
-# or after a change to memory handling).
+# or after a change to memory handling). `--clang` builds everything with clang (-Werror) in build-clang
+# and runs the engine, sparse and dense tests there (CI does that too).
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/args.sh"
+asgd_args own "${BASH_SOURCE[0]}" "$@"
 cd "$(dirname "$0")/.."
+case "${1:-}" in
+  "" | --tsan | --asan | --clang) ;;
+  *) echo "test.sh: unknown argument '$1' (see -h)" >&2; exit 2 ;;
+esac
 bash scripts/install-deps.sh --tests
+if [ "${1:-}" = "--clang" ]; then bash scripts/install-deps.sh --clang; fi
 jobs=$(nproc 2>/dev/null || echo 2)
 if [ "${1:-}" = "--asan" ]; then
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DASGD_SANITIZE=address,undefined \
@@ -23,6 +31,13 @@ if [ "${1:-}" = "--asan" ]; then
   export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
   export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp"
   ctest --test-dir build-asan --output-on-failure -j "$jobs"
+elif [ "${1:-}" = "--clang" ]; then
+  # CONVENTIONS: clang 14 builds it warning-free too (-Werror); then the engine, sparse and dense tests run on
+  # its code (its ifunc resolvers and kernels), the rest having run on GCC's.
+  CC=clang CXX=clang++ cmake -S . -B build-clang -DCMAKE_BUILD_TYPE=Release -DASGD_BUILD_TESTS=ON \
+        -DASGD_BUILD_BENCH=ON -DASGD_WERROR=ON
+  cmake --build build-clang -j "$jobs"
+  ctest --test-dir build-clang -L 'engine|sparse|dense' -LE slow --output-on-failure -j "$jobs"
 elif [ "${1:-}" = "--tsan" ]; then
   # dense/ without -march=native: GCC 12 warns falsely (-Werror) inside its
   # AVX-512 intrinsics at this optimisation level, and speed is not the point.

@@ -16,6 +16,8 @@
 #            RESULTS [<repo>/bench/results/gpu: run.sh's OUT], TIME_LIMIT [540 s: then run.sh and all it
 #            started are stopped, and what they wrote is tarred].
 set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/args.sh"
+asgd_args own "${BASH_SOURCE[0]}" "$@"
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 pack="$root/.device"; DEPS="${DEPS:-/opt/asgd-deps}"
 dest="${OUT:?device.sh: OUT (the folder the device tool brings back) is not set}"

@@ -10,6 +10,8 @@
 #            the 99 % target].
 # Needs apt-get (the package lists; root updates them when they are missing).
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/args.sh"
+asgd_args none "${BASH_SOURCE[0]}" "$@"
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 pack="$root/.device"
 DATA="${DATA:-$root/../shared/data/mnist}"

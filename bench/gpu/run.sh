@@ -22,6 +22,8 @@
 #            EMULATE [0; 1 runs the whole script on the emulated backend, no GPU
 #                     needed, to check the script itself: its figures mean nothing].
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/args.sh"
+asgd_args none "${BASH_SOURCE[0]}" "$@"
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 BUILD="${BUILD:-$root/build-gpu}"; OUT="${OUT:-$root/bench/results/gpu}"
 EPOCHS="${EPOCHS:-3}"; ACC_EPOCHS="${ACC_EPOCHS:-20}"; TAU_EPOCHS="${TAU_EPOCHS:-10}"; LIMIT="${LIMIT:-0}"

@@ -3,7 +3,8 @@
 # never on the test set: the issue's protocol (90/10 random split, seed 42,
 # k = 32, 20 epochs, 2 threads), with 10 % of the training part held out as
 # validation (split seed 43) for a small grid over the learning rate and L2,
-# for plain SGD, per-parameter AdaGrad and per-row AdaGrad (LIBMF 2's rule,
+# for plain SGD at a constant rate and decayed linearly to 0, per-parameter
+# AdaGrad and per-row AdaGrad (LIBMF 2's rule,
 # with LIBMF's initial scale). The best setting by validation RMSE is then
 # trained on the whole training part and its test RMSE reported.
 #
@@ -11,6 +12,8 @@
 # DATA_DIR [<repo>/../shared/data], OUT [/tmp/asgd-mf-quality],
 # SCHEDULE [hogwild], THREADS [2].
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/args.sh"
+asgd_args none "${BASH_SOURCE[0]}" "$@"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 ASGD="${ASGD:-$root/build/apps/asgd}"
@@ -23,18 +26,20 @@ common=(-k 32 -t 20 -s "$THREADS" --schedule "$SCHEDULE" --test-fraction 0.1 --s
 
 declare -A grid=(
   [sgd]="0.01 0.015 0.02 0.03"
+  [sgd-linear]="0.02 0.03 0.05 0.08"
   [adagrad]="0.02 0.05 0.1 0.2"
   [row-adagrad]="0.05 0.1 0.2"
 )
-declare -A flags=([sgd]="" [adagrad]="--adagrad" [row-adagrad]="--row-adagrad --init 1")
-l2s="0.03 0.04 0.05 0.06 0.08 0.1"
+declare -A flags=([sgd]="" [sgd-linear]="--lr-schedule linear" [adagrad]="--adagrad"
+                  [row-adagrad]="--row-adagrad --init 1")
+l2s="0.03 0.04 0.05 0.06 0.07 0.08 0.1"
 
 summary="$OUT/summary.tsv"
 printf 'data\trule\tr\tl2\tvalidation_rmse\ttest_rmse\n' > "$summary"
 for data in ml-latest-small-ratings.csv ml-100k-u.data; do
   file="$DATA_DIR/movielens/$data"
   [[ -f "$file" ]] || { echo "missing $file" >&2; exit 1; }
-  for rule in sgd adagrad row-adagrad; do
+  for rule in sgd sgd-linear adagrad row-adagrad; do
     read -r -a extra <<< "${flags[$rule]}"
     best=""; best_val=9
     for r in ${grid[$rule]}; do

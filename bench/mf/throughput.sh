@@ -11,6 +11,8 @@
 # [/tmp/asgd-mf-throughput], WORKERS [1 2 4], SCHEDULES [hogwild blocks],
 # REPEATS [3], PYTHON [/usr/bin/python3].
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/args.sh"
+asgd_args none "${BASH_SOURCE[0]}" "$@"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 ASGD="${ASGD:-$root/build/apps/asgd}"

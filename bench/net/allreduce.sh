@@ -7,6 +7,8 @@
 # Writes bench/results/allreduce_p{2,4}.csv (every run, a `run` column first).
 # Variables: BUILD [<repo>/build], REPEATS [7], RUNS [3], RANKS ["2 4"], OUT [<repo>/bench/results].
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/args.sh"
+asgd_args none "${BASH_SOURCE[0]}" "$@"
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 BUILD="${BUILD:-$root/build}"; REPEATS="${REPEATS:-7}"; RUNS="${RUNS:-3}"; RANKS="${RANKS:-2 4}"; OUT="${OUT:-$root/bench/results}"
 bin="$BUILD/bench/bench_allreduce"

@@ -10,6 +10,8 @@
 #            OUT [/tmp/asgd-averaging], PARTS ["linear mf w2v"] (cnn: PARTS=cnn), REPEATS [2],
 #            CNN_RANKS [2].
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/args.sh"
+asgd_args none "${BASH_SOURCE[0]}" "$@"
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 ASGD="${ASGD:-$root/build/apps/asgd}"; DATA_DIR="${DATA_DIR:-$root/../shared/data}"
 OUT="${OUT:-/tmp/asgd-averaging}"; PARTS="${PARTS:-linear mf w2v}"

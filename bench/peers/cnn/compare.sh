@@ -10,6 +10,8 @@
 # Variables: ASGD [<repo>/build/apps/asgd], DATA [<repo>/../shared/data/mnist],
 # BATCHES ["64 256"], REPEATS [3], OUT [/tmp/asgd-cnn-compare].
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../../scripts/args.sh"
+asgd_args none "${BASH_SOURCE[0]}" "$@"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../../.." && pwd)"
 ASGD="${ASGD:-$root/build/apps/asgd}"

@@ -26,6 +26,8 @@
 # PYTHON [/usr/bin/python3] (standard library only).
 # Smoke run: SETS=ml-100k THREADS=2 REPEATS=1 bench/peers/mf/run.sh
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../../scripts/args.sh"
+asgd_args none "${BASH_SOURCE[0]}" "$@"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../../.." && pwd)"
 ASGD="${ASGD:-$root/build/apps/asgd}"
@@ -56,18 +58,24 @@ if [[ -z "$LIBMF_SO" ]]; then
 fi
 [[ -s "$LIBMF_SO" ]] || die "LIBMF_SO=$LIBMF_SO: no such library"
 
-# split_set NAME: $OUT/data/NAME.tr and NAME.te from "user item rating" lines on stdin.
+# split_set NAME: $OUT/data/NAME.tr and NAME.te from "user item rating" lines on stdin. Written under
+# temporary names and renamed once whole: prepare() reuses the files of an earlier run, and a run stopped
+# mid-split must not leave a cut-off set that both tools would then read without a word.
 split_set() {
   # Ids renumbered from 0 in order of appearance: LIBMF sizes its factors by the largest id.
-  awk -v tr="$OUT/data/$1.tr" -v te="$OUT/data/$1.te" 'BEGIN {srand(42)}
+  local tr="$OUT/data/$1.tr" te="$OUT/data/$1.te"
+  rm -f "$tr" "$te"
+  awk -v tr="$tr.part" -v te="$te.part" 'BEGIN {srand(42)}
     {if (!($1 in u)) u[$1] = nu++; if (!($2 in v)) v[$2] = nv++
      if (rand() < 0.1) print u[$1], v[$2], $3 > te; else print u[$1], v[$2], $3 > tr}'
+  mv "$te.part" "$te" && mv "$tr.part" "$tr"
 }
 prepare() {
   local set=$1
   [[ -s "$OUT/data/$set.tr" && -s "$OUT/data/$set.te" ]] && return 0
   case $set in
     g10m)
+      rm -f "$OUT/data/g10m.txt"  # a stopped run's, perhaps cut off
       "$ASGD" mf generate "$OUT/data/g10m.txt" --users 70000 --items 10000 --ratings 10000000 --rank 16 \
         --noise 0.5 > "$OUT/logs/generate.log"
       # Ids u123 / i45 to integers.

@@ -32,7 +32,7 @@ if [ "${1:-}" = "--asan" ]; then
   export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp"
   ctest --test-dir build-asan --output-on-failure -j "$jobs"
 elif [ "${1:-}" = "--clang" ]; then
-  # CONVENTIONS: clang 14 builds it warning-free too (-Werror); then the engine, sparse and dense tests run on
+  # Our conventions: clang 14 builds it warning-free too (-Werror); then the engine, sparse and dense tests run on
   # its code (its ifunc resolvers and kernels), the rest having run on GCC's.
   CC=clang CXX=clang++ cmake -S . -B build-clang -DCMAKE_BUILD_TYPE=Release -DASGD_BUILD_TESTS=ON \
         -DASGD_BUILD_BENCH=ON -DASGD_WERROR=ON

@@ -560,7 +560,10 @@ TEST(Ratings, InMemoryRatingsAreCheckedAsTheReadersCheckTheirs) {
   }
   Ratings short_items = r;
   short_items.item.pop_back();
+  short_items.item.shrink_to_fit();  // read past, AddressSanitizer would see it
   EXPECT_NE(message_of([&] { BiasedMf(short_items, {}, 1); }).find("expected one each"), std::string::npos);
+  EXPECT_NE(message_of([&] { BprMf(short_items, {}, 1); }).find("bpr: 3 ratings with 3 user ids, 2 item ids"),
+            std::string::npos);
   Ratings nan = r;
   nan.rating[1] = std::nanf("");
   EXPECT_NE(message_of([&] { BiasedMf(nan, {}, 1); }).find("mf: rating 1 is nan"), std::string::npos);

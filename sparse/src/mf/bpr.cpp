@@ -6,17 +6,23 @@
 #include "asgd/engine/random.hpp"
 
 namespace asgd::sparse::mf {
+namespace {
+// Checked before any member reads them: the seen lists index the ratings' vectors.
+const Ratings& checked(const Ratings& positives) {
+  if (positives.size() == 0) throw InputError("bpr: no positive interactions");
+  positives.check("bpr");
+  return positives;
+}
+}  // namespace
 
 BprMf::BprMf(const Ratings& positives, MfOptions options, std::uint64_t seed,
              const std::vector<std::size_t>* train_rows)
-    : seen_(positives, positives.users.size()),
+    : seen_(checked(positives), positives.users.size()),
       users_(positives.users.size()),
       items_(positives.items.size()),
       ids_(positives.id_maps_tag()),
       options_(options) {
   options_.validate();
-  if (positives.size() == 0) throw InputError("bpr: no positive interactions");
-  positives.check("bpr");
   const std::size_t n = train_rows ? train_rows->size() : positives.size();
   if (n == 0) throw InputError("bpr: no positives to train in this shard");
   entries_.resize(n);

@@ -89,7 +89,7 @@ struct Ratings {
 
   std::size_t size() const noexcept { return rating.size(); }
   bool has_timestamps() const noexcept { return !timestamp.empty(); }
-  // Appends a rating of `user` by `item` (external ids, interned in the maps), for ratings built in memory:
+  // Appends `user_name`'s rating of `item_name` (external ids, interned in the maps), for ratings built in memory:
   // InputError unless it is finite. Without timestamps (the ratings must have none).
   void add(std::string_view user_name, std::string_view item_name, float value);
   // InputError starting "WHAT: " unless the ratings are well formed, as the readers make them: user, item and

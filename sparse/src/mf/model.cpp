@@ -113,20 +113,22 @@ ColdIds cold_ids(std::size_t users, std::size_t items, const Ratings& trained) {
   return cold;
 }
 
-void check_model_ids(const Layout& layout, const Ratings& ratings, std::string_view what) {
-  const std::string& tag = layout.tag();
-  if (!tag.starts_with("user and item ids ")) return;
+bool has_model_ids(const Layout& layout, const IdMap& users, const IdMap& items) {
+  if (!is_id_maps_tag(layout.tag())) return true;
   const FactorLayout f = FactorLayout::of(layout);
-  if (ratings.users.size() >= f.users && ratings.items.size() >= f.items &&
-      ratings.id_maps_tag(f.users, f.items) == tag)
-    return;
+  return users.size() >= f.users && items.size() >= f.items &&
+         id_maps_tag(users, items, f.users, f.items) == layout.tag();
+}
+
+void check_model_ids(const Layout& layout, const Ratings& ratings, std::string_view what) {
+  if (has_model_ids(layout, ratings.users, ratings.items)) return;
+  const FactorLayout f = FactorLayout::of(layout);
+  const bool fewer = ratings.users.size() < f.users || ratings.items.size() < f.items;
   throw InputError(fmt::format("{}: the ratings' ids are not the model's ({} users and {} items in their maps, "
                                "{} and {} in the model's, {}): read them with the training set's id maps "
                                "(read_ratings' id_maps_from) or remap_ids them",
                                what, ratings.users.size(), ratings.items.size(), f.users, f.items,
-                               ratings.users.size() >= f.users && ratings.items.size() >= f.items
-                                   ? "the names differ"
-                                   : "fewer"));
+                               fewer ? "fewer" : "the names differ"));
 }
 
 float predict(const ParamStore& store, const FactorLayout& f, const RatingScale& rs, std::uint32_t user,

@@ -107,7 +107,6 @@ std::string model_metadata(const Ratings& r, const ColdIds& cold, const RatingSc
   return j.dump();
 }
 
-
 ModelInfo read_model_info(const CheckpointData& d, const std::filesystem::path& file) {
   const std::string path = file.string();
   const auto j = nlohmann::json::parse(d.metadata, nullptr, false);
@@ -160,16 +159,9 @@ ModelInfo read_model_info(const CheckpointData& d, const std::filesystem::path& 
       (!m.cold.items.empty() && m.cold.items.back() >= f.items)) {
     throw InputError(fmt::format("{}: a cold id past the model's users or items", path));
   }
-  // The names themselves, where the layout's tag holds them (Ratings::id_maps_tag): an edited list would give
-  // each row another id.
-  if (d.layout.tag().starts_with("user and item ids ")) {
-    Ratings named;
-    named.users = std::move(m.users);
-    named.items = std::move(m.items);
-    const bool same = named.id_maps_tag() == d.layout.tag();
-    m.users = std::move(named.users);
-    m.items = std::move(named.items);
-    if (!same) throw InputError(fmt::format("{}: its ids are not the ones its factors were trained with", path));
+  // The names themselves, where the layout's tag holds them: an edited list would give each row another id.
+  if (!has_model_ids(d.layout, m.users, m.items)) {
+    throw InputError(fmt::format("{}: its ids are not the ones its factors were trained with", path));
   }
   return m;
 }

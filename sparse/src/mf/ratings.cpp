@@ -98,17 +98,23 @@ std::optional<std::uint32_t> IdMap::find(std::string_view name) const noexcept {
   return s.id;
 }
 
-std::string Ratings::id_maps_tag() const { return id_maps_tag(users.size(), items.size()); }
+namespace {
+constexpr std::string_view kIdMapsTag = "user and item ids ";
+}  // namespace
 
-std::string Ratings::id_maps_tag(std::size_t first_users, std::size_t first_items) const {
+std::string id_maps_tag(const IdMap& users, const IdMap& items, std::size_t first_users, std::size_t first_items) {
   std::uint64_t h = kFnv1aStart;  // each map's size, then each name's length and bytes, users then items
   for (const auto& [map, count] : {std::pair{&users, first_users}, std::pair{&items, first_items}}) {
     const std::size_t n = std::min(count, map->size());
     h = fnv1a_u64(h, n);
     for (std::size_t id = 0; id < n; ++id) h = fnv1a_field(h, map->names()[id]);
   }
-  return fmt::format("user and item ids {:016x} (numbered in the order the ratings file gives them)", h);
+  return fmt::format("{}{:016x} (numbered in the order the ratings file gives them)", kIdMapsTag, h);
 }
+
+bool is_id_maps_tag(std::string_view tag) noexcept { return tag.starts_with(kIdMapsTag); }
+
+std::string Ratings::id_maps_tag() const { return mf::id_maps_tag(users, items); }
 
 void Ratings::add(std::string_view user_name, std::string_view item_name, float value) {
   if (!std::isfinite(value)) {

@@ -84,9 +84,11 @@ struct ColdIds {
 };
 ColdIds cold_ids(std::size_t users, std::size_t items, const Ratings& trained);
 
-// InputError starting "WHAT: " when `ratings`' id maps are not the ones the model of `layout` was trained with
-// (extended or not): its tag (Ratings::id_maps_tag) differs from theirs over the model's users and items, so its
-// dense ids would name other users and items. A layout without an id-maps tag is not checked.
+// Whether `users` and `items` are the id maps the model of `layout` was trained with, extended or not: its tag
+// is id_maps_tag of their first rows. True for a layout without an id-maps tag (nothing to compare).
+bool has_model_ids(const Layout& layout, const IdMap& users, const IdMap& items);
+// InputError starting "WHAT: " when `ratings`' id maps are not the model's (has_model_ids): their dense ids would
+// name other users and items.
 void check_model_ids(const Layout& layout, const Ratings& ratings, std::string_view what);
 
 // rs.rating(b_u + b_i + p_u . q_i) from a store (any thread, racy reads). InputError for a user or item outside

@@ -101,15 +101,18 @@ struct Ratings {
   double deviation() const noexcept;
   // The entries `rows` (in that order) with the same id maps.
   Ratings subset(std::span<const std::size_t> rows) const;
-  // "user and item ids " and a fingerprint of the id maps (names in id
-  // order): a factor model's layout tag, so that parameters whose rows are
-  // other ids (another file, or the same ratings in another order) are
-  // refused, not read as this model's.
+  // mf::id_maps_tag of these ratings' maps: a factor model's layout tag.
   std::string id_maps_tag() const;
-  // The tag of the first `users` user names and `items` item names: a model's tag when these maps extend the
-  // ones it was trained with (a test file read with its training set's maps).
-  std::string id_maps_tag(std::size_t users, std::size_t items) const;
 };
+
+// "user and item ids " and a fingerprint of the first `users` user names and `items` item names (all of them by
+// default), in id order: a factor model's layout tag, so that parameters whose rows are other ids (another file,
+// or the same ratings in another order) are refused, not read as this model's. Maps that extend a model's (a
+// test file read with its training set's) give the model's tag over its users and items.
+std::string id_maps_tag(const IdMap& users, const IdMap& items, std::size_t first_users = SIZE_MAX,
+                        std::size_t first_items = SIZE_MAX);
+// Whether `tag` is one id_maps_tag makes (older model files carry another tag, or none).
+bool is_id_maps_tag(std::string_view tag) noexcept;
 
 // `ratings` with each id mapped by name onto `id_maps_from`'s maps (names new to them are added after theirs),
 // as read_ratings(..., id_maps_from) maps a file: a test set built in memory with maps of its own then shares a

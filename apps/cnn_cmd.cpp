@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -97,7 +98,7 @@ struct CnnFlags {
   std::string compensate = "auto";  // auto: on for a finite tau > 0 (stale views under momentum)
   std::string schedule = "constant";
   std::string device = "cpu";
-  bool cuda_graphs = false;
+  std::optional<bool> cuda_graphs;  // --cuda-graphs / --no-cuda-graphs; on the GPU, on unless turned off
   std::string model, checkpoint, resume;
   std::size_t until_epoch = 0;
   std::uint64_t seed = 1;
@@ -237,7 +238,9 @@ int train(const CnnFlags& flags, Distributed& dist) {
       f.epochs = epochs;
     }
   }
-  if (f.cuda_graphs && f.device == "cpu") throw InputError("--cuda-graphs: only with --device gpu or auto");
+  const char* const graphs_flag = f.cuda_graphs.value_or(true) ? "--cuda-graphs" : "--no-cuda-graphs";
+  if (f.cuda_graphs && f.device == "cpu")
+    throw InputError(fmt::format("{}: only with --device gpu or auto", graphs_flag));
   // The report goes to stderr when the model or the CSV goes to stdout (--model -, --csv -).
   std::FILE* const out = report_stream({f.model, f.csv});
   const bool on_gpu = use_gpu(f.device, f.quiet || !dist.root(), out);
@@ -248,9 +251,9 @@ int train(const CnnFlags& flags, Distributed& dist) {
     if (dist.root()) std::fprintf(stderr, "asgd cnn: note: --threads is for the CPU; the GPU run ignores it\n");
   }
   if (!on_gpu && f.cuda_graphs && dist.root())
-    std::fprintf(stderr, "asgd cnn: note: --cuda-graphs is for the GPU; the CPU run ignores it\n");
+    std::fprintf(stderr, "asgd cnn: note: %s is for the GPU; the CPU run ignores it\n", graphs_flag);
   gpu::GpuTrainOptions o;
-  o.cuda_graphs = f.cuda_graphs;
+  o.cuda_graphs = f.cuda_graphs.value_or(true);
   o.epochs = f.epochs;
   o.total_epochs = f.epochs;
   o.batch = f.batch;
@@ -593,8 +596,12 @@ void add_cnn_commands(CLI::App& app, int& exit_code) {
   t->add_option("--lr-schedule", f->schedule, "constant, or cosine (to 0 over the run)")->capture_default_str();
   t->add_option("--device", f->device,
                  "cpu, gpu (CUDA; workers are streams) or auto (the GPU when one can be used)")->capture_default_str();
-  t->add_flag("--cuda-graphs", f->cuda_graphs,
-              "On the GPU, launch each stream's minibatch step as one captured CUDA graph");
+  auto* graphs = t->add_flag_callback("--cuda-graphs", [f] { f->cuda_graphs = true; },
+                                      "On the GPU, launch each stream's minibatch step as one captured CUDA graph "
+                                      "(the default)");
+  t->add_flag_callback("--no-cuda-graphs", [f] { f->cuda_graphs = false; },
+                       "On the GPU, launch the step's kernels and cuBLAS calls one by one")
+      ->excludes(graphs);
   t->add_option("--model", f->model, "Write the trained model (checkpoint) here");
   t->add_option("--checkpoint", f->checkpoint, "Write a checkpoint here after every epoch (for --resume)");
   t->add_option("--resume", f->resume,

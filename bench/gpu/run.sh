@@ -1,7 +1,7 @@
 #!/bin/bash
 # On a machine with an NVIDIA GPU, in one go: build with CUDA, run the GPU
-# tests, train LeNet-5 on MNIST with `asgd cnn --device gpu` (kernel by kernel
-# and with --cuda-graphs) at batch 64, 256 and 1024 against PyTorch eager on
+# tests, train LeNet-5 on MNIST with `asgd cnn --device gpu` (kernel by kernel,
+# --no-cuda-graphs, and with CUDA graphs) at batch 64, 256 and 1024 against PyTorch eager on
 # the same GPU, a full-length accuracy run, the tau sweep over streams with
 # its plot, and compute-sanitizer memcheck, initcheck, racecheck and
 # synccheck over the GPU tests;
@@ -14,7 +14,8 @@
 #                    `table` builds first (incrementally) and needs the GPU; `table` alone only reads OUT, so
 #                    the results of several calls unpacked into one OUT make one table anywhere],
 #            EPOCHS [3 timed epochs per batch size], ACC_EPOCHS [20],
-#            TAU_EPOCHS [10], LIMIT [0: all training images; 2000 with EMULATE=1], PYTHON [python3 with torch],
+#            TAU_EPOCHS [10], TAU_STREAMS [4: the sweep's streams; the CPU sweep ran 2 workers],
+#            LIMIT [0: all training images; 2000 with EMULATE=1], PYTHON [python3 with torch],
 #            SANITIZE_TIMEOUT [120 s per tool, 4 tools], RUN_TIMEOUT [300 s for each training run and for the
 #            GPU tests: a hang costs that, not the whole call], TAUS ["0 1 4 16 inf 1c 4c 16c": the sweep's
 #            runs; a run whose CSV holds all its epochs already is kept, so a call cut short goes on where it
@@ -28,7 +29,7 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 BUILD="${BUILD:-$root/build-gpu}"; OUT="${OUT:-$root/bench/results/gpu}"
 EPOCHS="${EPOCHS:-3}"; ACC_EPOCHS="${ACC_EPOCHS:-20}"; TAU_EPOCHS="${TAU_EPOCHS:-10}"; LIMIT="${LIMIT:-0}"
 PYTHON="${PYTHON:-python3}"; SANITIZE_TIMEOUT="${SANITIZE_TIMEOUT:-120}"; EMULATE="${EMULATE:-0}"
-RUN_TIMEOUT="${RUN_TIMEOUT:-300}"
+RUN_TIMEOUT="${RUN_TIMEOUT:-300}"; TAU_STREAMS="${TAU_STREAMS:-4}"
 STAGES="${STAGES:-tests speed accuracy tau sanitize table}"
 DATA="${DATA:-$root/../shared/data/mnist}"; [[ -d "$DATA" ]] || DATA=builtin
 if [[ "$STAGES" == table ]]; then
@@ -75,11 +76,11 @@ if stage tests; then
 fi
 
 if stage speed; then
-  log "speed: asgd (kernel by kernel, and with --cuda-graphs) vs PyTorch eager, same GPU, batch 64/256/1024"
+  log "speed: asgd (kernel by kernel, --no-cuda-graphs, and with CUDA graphs) vs PyTorch eager, same GPU, batch 64/256/1024"
   : > "$OUT/speed.tsv"
   for b in 64 256 1024; do
     for mode in asgd asgd_graphs; do
-      graphs=(); [[ "$mode" == asgd_graphs ]] && graphs=(--cuda-graphs)
+      graphs=(--no-cuda-graphs); [[ "$mode" == asgd_graphs ]] && graphs=(--cuda-graphs)
       train --epochs $((EPOCHS + 1)) --batch "$b" --lr 0.01 "${graphs[@]}" --csv "$OUT/${mode}_b$b.csv" \
         > "$OUT/${mode}_b$b.log" 2>&1 || { log "$mode at batch $b failed (see ${mode}_b$b.log)"; continue; }
       # median images/s over the epochs after the first (warm-up), accuracy after the last
@@ -128,8 +129,8 @@ if stage accuracy; then
 fi
 
 if stage tau; then
-  log "tau sweep: 4 streams, runs ${taus[*]} (c: with --compensate), $TAU_EPOCHS epochs"
-  # The CPU sweep's recipe (bench/RESULTS.md, "Accuracy vs tau"), on 4 streams.
+  log "tau sweep: $TAU_STREAMS streams, runs ${taus[*]} (c: with --compensate), $TAU_EPOCHS epochs"
+  # The CPU sweep's recipe (bench/RESULTS.md, "Accuracy vs tau"), on TAU_STREAMS streams (the CPU's ran 2).
   first=1
   for run in "${taus[@]}"; do
     tau="${run%c}"; compensate=(--no-compensate); [[ "$run" == *c ]] && compensate=(--compensate)
@@ -137,7 +138,7 @@ if stage tau; then
       log "tau $run: done already (tau_$run.csv)"
     else
       rm -f "$OUT/tau_$run.csv"
-      train --workers 4 --tau "$tau" "${compensate[@]}" --epochs "$TAU_EPOCHS" --batch 64 --lr 0.02 \
+      train --workers "$TAU_STREAMS" --tau "$tau" "${compensate[@]}" --epochs "$TAU_EPOCHS" --batch 64 --lr 0.02 \
         --lr-schedule cosine --weight-decay 5e-4 --csv "$OUT/tau_$run.csv" > "$OUT/tau_$run.log" ||
         log "tau $run failed or ran out of time (see tau_$run.log)"
     fi
@@ -145,7 +146,7 @@ if stage tau; then
     if [[ $first == 1 ]]; then cat "$OUT/tau_$run.csv"; first=0; else tail -n +2 "$OUT/tau_$run.csv"; fi
   done > "$OUT/staleness_cnn_gpu.csv"
   "$PYTHON" "$root/bench/plot_staleness.py" "$OUT/staleness_cnn_gpu.csv" "$OUT/staleness_cnn_gpu.png" \
-    "LeNet-5 on the GPU: 4 streams, test error vs seconds per tau" > /dev/null 2>&1 || log "no plot (matplotlib?)"
+    "LeNet-5 on the GPU: $TAU_STREAMS streams, test error vs seconds per tau" > /dev/null 2>&1 || log "no plot (matplotlib?)"
 fi
 
 # Last, each under a time limit: a slow tool costs no figure above.
@@ -223,7 +224,7 @@ if [[ -s "$OUT/speed.tsv" ]]; then
   awk -F'\t' -v fl="$floor" '$1 ~ /^asgd/ && $2 == 256 && fl > 0 {
     printf "%s at batch 256: %.0f images/s, %.2f %% of the floor\n", $1, $3, 100 * $3 / fl}' "$OUT/speed.tsv"
   echo
-  echo "| batch | asgd img/s | asgd --cuda-graphs img/s | graphs/kernels | PyTorch eager img/s | best asgd/PyTorch | asgd acc | graphs acc | PyTorch acc |"
+  echo "| batch | asgd --no-cuda-graphs img/s | asgd (CUDA graphs, the default) img/s | graphs/kernels | PyTorch eager img/s | best asgd/PyTorch | kernels acc | graphs acc | PyTorch acc |"
   echo "|---|---|---|---|---|---|---|---|---|"
   for b in 64 256 1024; do
     awk -F'\t' -v b="$b" '$2 == b && $1 == "asgd" {a = $3; aa = $4} $2 == b && $1 == "asgd_graphs" {g = $3; ga = $4}
@@ -239,7 +240,7 @@ else
   echo "speed: not run"
 fi
 echo
-echo "tau sweep (4 streams, $([[ $(rows tau_0.csv) -ge 2 ]] && last_of tau_0.csv 4 || echo "$TAU_EPOCHS") epochs): final test accuracy, seconds, mean staleness"
+echo "tau sweep ($([[ $(rows tau_0.csv) -ge 2 ]] && last_of tau_0.csv 2 || echo "$TAU_STREAMS") streams, $([[ $(rows tau_0.csv) -ge 2 ]] && last_of tau_0.csv 4 || echo "$TAU_EPOCHS") epochs): final test accuracy, seconds, mean staleness"
 for run in "${taus[@]}"; do
   [[ $(rows "tau_$run.csv") -ge 2 ]] || { echo "  tau $run: failed or not run"; continue; }
   awk -F, -v t="${run%c}" -v c="$([[ $run == *c ]] && echo ', compensated')" \

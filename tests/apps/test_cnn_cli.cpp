@@ -303,6 +303,11 @@ TEST_F(CnnCli, ClearErrors) {
   r = run({"cnn", "train", "--data", path(""), "--epochs", "1", "--device", "cpu", "--cuda-graphs"});
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("--cuda-graphs: only with --device gpu or auto"), std::string::npos) << r.output;
+  r = run({"cnn", "train", "--data", path(""), "--epochs", "1", "--device", "cpu", "--no-cuda-graphs"});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--no-cuda-graphs: only with --device gpu or auto"), std::string::npos) << r.output;
+  r = run({"cnn", "train", "--data", path(""), "--epochs", "1", "--cuda-graphs", "--no-cuda-graphs"});
+  EXPECT_EQ(r.status, 2) << r.output;
   r = run({"cnn", "eval", "--data", path(""), "--model", path("nope.asgd")});
   EXPECT_EQ(r.status, 2) << r.output;
   // --threads past 256 per worker says so, before the data is read (before: "must be a multiple of --workers" for
@@ -558,8 +563,11 @@ TEST_F(CnnCli, GpuCommandsOnTheEmulatedBackend) {
   ::setenv("ASGD_GPU_BACKEND", ASGD_GPU_EMULATED, 1);
   ::setenv("ASGD_EMULATED_GPUS", "2", 1);
   ::setenv("SLURM_LOCALID", "3", 1);
+  // Graphs are the default on the GPU; --no-cuda-graphs runs the step kernel by kernel.
   const auto by_rank = run({"cnn", "train", "--data", path(""), "--device", "gpu", "--epochs", "1", "--workers", "2",
-                            "--tau", "1", "--batch", "32", "--cuda-graphs"});
+                            "--tau", "1", "--batch", "32"});
+  const auto eager = run({"cnn", "train", "--data", path(""), "--device", "gpu", "--epochs", "1", "--workers", "2",
+                          "--tau", "1", "--batch", "32", "--no-cuda-graphs"});
   ::unsetenv("SLURM_LOCALID");
   ::setenv("ASGD_GPU_DEVICE", "2", 1);
   const auto beyond = run({"cnn", "eval", "--data", path(""), "--device", "gpu", "--model", path("gpu.asgd")});
@@ -571,6 +579,9 @@ TEST_F(CnnCli, GpuCommandsOnTheEmulatedBackend) {
   // 1000 images in batches of 32: 31 full batches, each launched as its graph.
   EXPECT_EQ(asgd::testing::number_after(by_rank.output, "CUDA graphs for "), 31.0) << by_rank.output;
   EXPECT_GT(asgd::testing::number_after(by_rank.output, "test accuracy "), 50.0) << by_rank.output;
+  ASSERT_EQ(eager.status, 0) << eager.output;
+  EXPECT_EQ(eager.output.find("CUDA graphs"), std::string::npos) << eager.output;
+  EXPECT_GT(asgd::testing::number_after(eager.output, "test accuracy "), 50.0) << eager.output;
   EXPECT_EQ(beyond.status, 2) << beyond.output;
   EXPECT_NE(beyond.output.find("ASGD_GPU_DEVICE=2: expected a device number below 2"), std::string::npos)
       << beyond.output;

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <iostream>
 #include <limits>
 #include <memory>
 #include <ostream>
@@ -62,10 +63,13 @@ struct OneLayer {
   }
 };
 
+// Each check also prints the largest error it saw (one line per layer), so
+// that a run on a device reports the figures, not only a pass.
 void check_layer(dense::Shape in, std::unique_ptr<dense::Layer> (*make)(), const char* name) {
   SCOPED_TRACE(name);
   OneLayer l(in, make(), make());
   const auto spec = l.net.specs()[0];
+  double largest[3] = {};  // forward, input gradient, parameter gradient
   for (std::size_t n : {0u, 1u, 7u, 64u}) {
     SCOPED_TRACE(::testing::Message() << "n " << n);
     const std::size_t P = l.net.layout().size();
@@ -76,15 +80,23 @@ void check_layer(dense::Shape in, std::unique_ptr<dense::Layer> (*make)(), const
     std::vector<float> cpu_out(n * spec.out.size()), gpu_out(cpu_out.size());
     l.cpu->forward(params.data(), x.data(), cpu_out.data(), n, scratch);
     gpu::layer_forward(l.net, 0, params.data(), x.data(), gpu_out.data(), n);
-    EXPECT_LE(normwise_error(gpu_out, cpu_out), 1e-4) << "forward";
+    const double forward = normwise_error(gpu_out, cpu_out);
+    EXPECT_LE(forward, 1e-4) << "forward";
     std::vector<float> cpu_din(x.size()), gpu_din(x.size()), cpu_grad(P), gpu_grad(P);
     l.cpu->backward(params.data(), x.data(), cpu_out.data(), dout.data(), cpu_din.data(), cpu_grad.data(), n, scratch);
     gpu::layer_backward(l.net, 0, params.data(), x.data(), dout.data(), gpu_din.data(), gpu_grad.data(), n);
-    EXPECT_LE(normwise_error(gpu_din, cpu_din), 1e-4) << "input gradient";
+    const double input = normwise_error(gpu_din, cpu_din);
+    EXPECT_LE(input, 1e-4) << "input gradient";
+    largest[0] = std::max(largest[0], forward);
+    largest[1] = std::max(largest[1], input);
     if (P > 0) {
-      EXPECT_LE(normwise_error(gpu_grad, cpu_grad), 1e-4) << "parameter gradient";
+      const double parameters = normwise_error(gpu_grad, cpu_grad);
+      EXPECT_LE(parameters, 1e-4) << "parameter gradient";
+      largest[2] = std::max(largest[2], parameters);
     }
   }
+  std::cout << "parity " << name << ": largest normwise error over n = 0, 1, 7, 64: forward " << largest[0]
+            << ", input gradient " << largest[1] << ", parameter gradient " << largest[2] << "\n";
 }
 
 TEST(GpuParity, EveryLayerForwardAndBackward) {
@@ -127,13 +139,18 @@ TEST(GpuParity, LenetLossAndGradient) {
   const double cpu = net.loss_and_gradient(params.data(), d.pixels.data(), d.labels.data(), d.size(), cpu_grad.data(), ws);
   const double got = gpu::loss_and_gradient(net, params.data(), d.pixels.data(), d.labels.data(), d.size(), gpu_grad.data());
   EXPECT_NEAR(got, cpu, 1e-4 * std::abs(cpu));
+  double largest = 0;
   for (const auto& b : net.blocks()) {
     const std::vector<float> c(cpu_grad.begin() + static_cast<std::ptrdiff_t>(b.offset),
                                cpu_grad.begin() + static_cast<std::ptrdiff_t>(b.offset + b.size));
     const std::vector<float> g(gpu_grad.begin() + static_cast<std::ptrdiff_t>(b.offset),
                                gpu_grad.begin() + static_cast<std::ptrdiff_t>(b.offset + b.size));
-    EXPECT_LE(normwise_error(g, c), 1e-4) << b.name;
+    const double error = normwise_error(g, c);
+    EXPECT_LE(error, 1e-4) << b.name;
+    largest = std::max(largest, error);
   }
+  std::cout << "parity LeNet-5 loss and gradient: loss relative error " << std::abs(got - cpu) / std::abs(cpu)
+            << ", largest normwise error of a tensor's gradient " << largest << "\n";
 }
 
 // The device network fuses neighbouring layers (a pool with the flatten
@@ -387,6 +404,9 @@ TEST(GpuParity, OneSynchronousStepEqualsTheCpuStep) {
   const std::vector<float> g(gpu_store.data(), gpu_store.data() + gpu_store.size());
   EXPECT_LE(normwise_error(g, c), 1e-4);
   EXPECT_LE(normwise_error(gpu_m, cpu_m), 1e-4);
+  // The momentum after one step is the step's gradient: the telling figure (the parameters move little).
+  std::cout << "parity LeNet-5 training step (batch 64): normwise error of the parameters " << normwise_error(g, c)
+            << ", of the momentum (the step's gradient) " << normwise_error(gpu_m, cpu_m) << "\n";
 }
 
 // Staleness compensation reads the CPU's estimate (a running mean for 100

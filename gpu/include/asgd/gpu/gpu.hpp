@@ -76,7 +76,7 @@ struct GpuTrainOptions : dense::TrainOptions {
   // minibatch, the event waits and the update) as before. Full batches only;
   // an epoch's short last batch runs kernel by kernel. Same arithmetic
   // either way (the tests compare the two). On by default: on an H100 it
-  // trained 1.5-1.9x faster at batch 64, 1.1x at 256, 1.05x at 1024
+  // trained 1.3-1.9x faster at batch 64, 1.1x at 256, 1.04x at 1024
   // (bench/RESULTS.md).
   bool cuda_graphs = true;
 };

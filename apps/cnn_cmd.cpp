@@ -99,6 +99,10 @@ struct CnnFlags {
   std::string schedule = "constant";
   std::string device = "cpu";
   std::optional<bool> cuda_graphs;  // --cuda-graphs / --no-cuda-graphs; on the GPU, on unless turned off
+  // The four flags as parsed (--compensate=false means --no-compensate), read into compensate and cuda_graphs
+  // once the command line is parsed.
+  bool compensate_flag = false, no_compensate_flag = false, graphs_flag = false, no_graphs_flag = false;
+  std::string graphs_given;  // which of the two graphs flags the command line has, for messages
   std::string model, checkpoint, resume;
   std::size_t until_epoch = 0;
   std::uint64_t seed = 1;
@@ -238,9 +242,8 @@ int train(const CnnFlags& flags, Distributed& dist) {
       f.epochs = epochs;
     }
   }
-  const char* const graphs_flag = f.cuda_graphs.value_or(true) ? "--cuda-graphs" : "--no-cuda-graphs";
   if (f.cuda_graphs && f.device == "cpu")
-    throw InputError(fmt::format("{}: only with --device gpu or auto", graphs_flag));
+    throw InputError(fmt::format("{}: only with --device gpu or auto", f.graphs_given));
   // The report goes to stderr when the model or the CSV goes to stdout (--model -, --csv -).
   std::FILE* const out = report_stream({f.model, f.csv});
   const bool on_gpu = use_gpu(f.device, f.quiet || !dist.root(), out);
@@ -251,7 +254,7 @@ int train(const CnnFlags& flags, Distributed& dist) {
     if (dist.root()) std::fprintf(stderr, "asgd cnn: note: --threads is for the CPU; the GPU run ignores it\n");
   }
   if (!on_gpu && f.cuda_graphs && dist.root())
-    std::fprintf(stderr, "asgd cnn: note: %s is for the GPU; the CPU run ignores it\n", graphs_flag);
+    std::fprintf(stderr, "asgd cnn: note: %s is for the GPU; the CPU run ignores it\n", f.graphs_given.c_str());
   gpu::GpuTrainOptions o;
   o.cuda_graphs = f.cuda_graphs.value_or(true);
   o.epochs = f.epochs;
@@ -588,20 +591,19 @@ void add_cnn_commands(CLI::App& app, int& exit_code) {
                 "Threads in all (default: = workers); more than workers runs each worker's GEMMs on threads/workers "
                 "threads (Eigen + OpenMP)");
   t->add_option("--tau", f->tau, "Staleness bound: 0 synchronous, N bounded, inf Hogwild!")->capture_default_str();
-  auto* on = t->add_flag_callback("--compensate", [f] { f->compensate = "on"; },
-                                  "Lower momentum (then lr) as observed staleness grows (default: on for a finite "
-                                  "tau > 0; off at tau 0, which has no staleness)");
-  t->add_flag_callback("--no-compensate", [f] { f->compensate = "off"; }, "Keep momentum and lr as given")
-      ->excludes(on);
+  auto* on = t->add_flag("--compensate", f->compensate_flag,
+                         "Lower momentum (then lr) as observed staleness grows (default: on for a finite "
+                         "tau > 0; off at tau 0, which has no staleness)");
+  auto* off = t->add_flag("--no-compensate", f->no_compensate_flag, "Keep momentum and lr as given")->excludes(on);
   t->add_option("--lr-schedule", f->schedule, "constant, or cosine (to 0 over the run)")->capture_default_str();
   t->add_option("--device", f->device,
                  "cpu, gpu (CUDA; workers are streams) or auto (the GPU when one can be used)")->capture_default_str();
-  auto* graphs = t->add_flag_callback("--cuda-graphs", [f] { f->cuda_graphs = true; },
-                                      "On the GPU, launch each stream's minibatch step as one captured CUDA graph "
-                                      "(the default)");
-  t->add_flag_callback("--no-cuda-graphs", [f] { f->cuda_graphs = false; },
-                       "On the GPU, launch the step's kernels and cuBLAS calls one by one")
-      ->excludes(graphs);
+  auto* graphs = t->add_flag("--cuda-graphs", f->graphs_flag,
+                             "On the GPU, launch each stream's minibatch step as one captured CUDA graph "
+                             "(the default)");
+  auto* no_graphs = t->add_flag("--no-cuda-graphs", f->no_graphs_flag,
+                                "On the GPU, launch the step's kernels and cuBLAS calls one by one")
+                        ->excludes(graphs);
   t->add_option("--model", f->model, "Write the trained model (checkpoint) here");
   t->add_option("--checkpoint", f->checkpoint, "Write a checkpoint here after every epoch (for --resume)");
   t->add_option("--resume", f->resume,
@@ -614,9 +616,19 @@ void add_cnn_commands(CLI::App& app, int& exit_code) {
                 "Write one line per epoch (for bench/plot_staleness.py; - for stdout); --resume continues the file");
   t->add_flag("--quiet,-q", f->quiet, "Only the final line");
   add_distributed_flags(*t, f->dist);
-  t->callback([f, seed, epochs, &exit_code] {
+  t->callback([f, seed, epochs, on, off, graphs, no_graphs, &exit_code] {
     f->seed_given = seed->count() > 0;
     f->epochs_given = epochs->count() > 0;
+    if (on->count() > 0) f->compensate = f->compensate_flag ? "on" : "off";
+    if (off->count() > 0) f->compensate = f->no_compensate_flag ? "off" : "on";
+    if (graphs->count() > 0) {
+      f->cuda_graphs = f->graphs_flag;
+      f->graphs_given = "--cuda-graphs";
+    }
+    if (no_graphs->count() > 0) {
+      f->cuda_graphs = !f->no_graphs_flag;
+      f->graphs_given = "--no-cuda-graphs";
+    }
     exit_code = run_guarded([&] { return run_distributed(f->dist, [&](Distributed& d) { return train(*f, d); }); });
   });
 

@@ -265,6 +265,7 @@ void Distributed::start(std::span<float> params, const Layout& layout) {
   averager_->share(root());  // a common start, rank 0's, whatever each rank initialised or resumed
 #else
   (void)params;
+  (void)layout;
 #endif
 }
 

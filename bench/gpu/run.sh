@@ -134,7 +134,9 @@ if stage tau; then
   first=1
   for run in "${taus[@]}"; do
     tau="${run%c}"; compensate=(--no-compensate); [[ "$run" == *c ]] && compensate=(--compensate)
-    if [[ $(rows "tau_$run.csv") -gt $TAU_EPOCHS ]]; then
+    # Kept only when it holds all its epochs on as many streams (column 2) as this sweep asks for.
+    if [[ $(rows "tau_$run.csv") -gt $TAU_EPOCHS &&
+          $(awk -F, 'END {print $2}' "$OUT/tau_$run.csv") == "$TAU_STREAMS" ]]; then
       log "tau $run: done already (tau_$run.csv)"
     else
       rm -f "$OUT/tau_$run.csv"

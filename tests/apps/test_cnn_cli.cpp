@@ -306,8 +306,24 @@ TEST_F(CnnCli, ClearErrors) {
   r = run({"cnn", "train", "--data", path(""), "--epochs", "1", "--device", "cpu", "--no-cuda-graphs"});
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("--no-cuda-graphs: only with --device gpu or auto"), std::string::npos) << r.output;
-  r = run({"cnn", "train", "--data", path(""), "--epochs", "1", "--cuda-graphs", "--no-cuda-graphs"});
+  r = run({"cnn", "train", "--data", path(""), "--epochs", "1", "--device", "auto", "--cuda-graphs",
+           "--no-cuda-graphs"});
   EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--cuda-graphs excludes --no-cuda-graphs"), std::string::npos) << r.output;
+  r = run({"cnn", "train", "--data", path(""), "--epochs", "1", "--device", "cpu", "--cuda-graphs=false"});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--cuda-graphs: only with --device gpu or auto"), std::string::npos) << r.output;
+  // A flag set to false means its opposite: --compensate=false is --no-compensate (tau 1 compensates unless told).
+  for (const char* flag : {"--compensate=false", "--no-compensate", "--no-compensate=true"}) {
+    r = run({"cnn", "train", "--data", path(""), "--epochs", "1", "--limit", "200", "--tau", "1", flag});
+    EXPECT_EQ(r.status, 0) << r.output;
+    EXPECT_EQ(r.output.find("staleness compensation on"), std::string::npos) << flag << ": " << r.output;
+  }
+  for (const char* flag : {"--compensate", "--no-compensate=false"}) {
+    r = run({"cnn", "train", "--data", path(""), "--epochs", "1", "--limit", "200", "--tau", "1", flag});
+    EXPECT_EQ(r.status, 0) << r.output;
+    EXPECT_NE(r.output.find("staleness compensation on"), std::string::npos) << flag << ": " << r.output;
+  }
   r = run({"cnn", "eval", "--data", path(""), "--model", path("nope.asgd")});
   EXPECT_EQ(r.status, 2) << r.output;
   // --threads past 256 per worker says so, before the data is read (before: "must be a multiple of --workers" for
@@ -481,6 +497,11 @@ TEST_F(CnnCli, GpuRefusalsComeBeforeAnyOutput) {
   fs::current_path(cwd);
   ::setenv("ASGD_GPU_BACKEND", path("none.so").c_str(), 1);
   const auto fallback = run({"cnn", "train", "--data", path(""), "--device", "auto", "--epochs", "1", "--cuda-graphs"});
+  const auto fallback_off =
+      run({"cnn", "train", "--data", path(""), "--device", "auto", "--epochs", "1", "--limit", "200",
+           "--no-cuda-graphs"});
+  const auto fallback_quiet =
+      run({"cnn", "train", "--data", path(""), "--device", "auto", "--epochs", "1", "--limit", "200"});
   ::unsetenv("ASGD_GPU_BACKEND");
 
   EXPECT_EQ(streams.status, 2) << streams.output;
@@ -502,6 +523,12 @@ TEST_F(CnnCli, GpuRefusalsComeBeforeAnyOutput) {
   EXPECT_EQ(fallback.status, 0) << fallback.output;
   EXPECT_NE(fallback.output.find("note: --cuda-graphs is for the GPU; the CPU run ignores it"), std::string::npos)
       << fallback.output;
+  EXPECT_EQ(fallback_off.status, 0) << fallback_off.output;
+  EXPECT_NE(fallback_off.output.find("note: --no-cuda-graphs is for the GPU; the CPU run ignores it"),
+            std::string::npos)
+      << fallback_off.output;
+  EXPECT_EQ(fallback_quiet.status, 0) << fallback_quiet.output;
+  EXPECT_EQ(fallback_quiet.output.find("cuda-graphs"), std::string::npos) << "graphs by default: no note";
 }
 
 // `--device gpu` end to end on the emulated backend (no GPU needed): the
@@ -568,6 +595,8 @@ TEST_F(CnnCli, GpuCommandsOnTheEmulatedBackend) {
                             "--tau", "1", "--batch", "32"});
   const auto eager = run({"cnn", "train", "--data", path(""), "--device", "gpu", "--epochs", "1", "--workers", "2",
                           "--tau", "1", "--batch", "32", "--no-cuda-graphs"});
+  const auto off = run({"cnn", "train", "--data", path(""), "--device", "gpu", "--epochs", "1", "--limit", "200",
+                        "--batch", "32", "--cuda-graphs=false"});
   ::unsetenv("SLURM_LOCALID");
   ::setenv("ASGD_GPU_DEVICE", "2", 1);
   const auto beyond = run({"cnn", "eval", "--data", path(""), "--device", "gpu", "--model", path("gpu.asgd")});
@@ -582,6 +611,8 @@ TEST_F(CnnCli, GpuCommandsOnTheEmulatedBackend) {
   ASSERT_EQ(eager.status, 0) << eager.output;
   EXPECT_EQ(eager.output.find("CUDA graphs"), std::string::npos) << eager.output;
   EXPECT_GT(asgd::testing::number_after(eager.output, "test accuracy "), 50.0) << eager.output;
+  ASSERT_EQ(off.status, 0) << off.output;
+  EXPECT_EQ(off.output.find("CUDA graphs"), std::string::npos) << off.output;
   EXPECT_EQ(beyond.status, 2) << beyond.output;
   EXPECT_NE(beyond.output.find("ASGD_GPU_DEVICE=2: expected a device number below 2"), std::string::npos)
       << beyond.output;

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <iostream>
 #include <limits>
 #include <memory>
@@ -49,6 +50,18 @@ double normwise_error(const std::vector<float>& got, const std::vector<float>& w
     size = std::max(size, std::abs(static_cast<double>(want[i])));
   }
   return size > 0 ? diff / size : diff;
+}
+
+// gpu::train with CUDA graphs off (the default launches each full batch's
+// step as a graph): the tests that compare a training path with the CPU run
+// it both ways.
+std::vector<dense::EpochReport> train_kernel_by_kernel(
+    const dense::Network& net, ParamStore& params, std::vector<float>& momentum, const dense::Dataset& train,
+    const dense::Dataset* test, const dense::TrainOptions& options,
+    const std::function<void(const dense::EpochReport&)>& on_epoch = {}) {
+  gpu::GpuTrainOptions o = options;
+  o.cuda_graphs = false;
+  return gpu::train(net, params, momentum, train, test, o, on_epoch);
 }
 
 // A network of one layer, and the same layer declared alone for the CPU
@@ -429,17 +442,24 @@ TEST(GpuParity, StalenessCompensationAsOnTheCpu) {
   ParamStore cpu_store = ParamStore::on_heap(net.layout()), gpu_store = ParamStore::on_heap(net.layout());
   cpu_store.assign(init);
   gpu_store.assign(init);
-  std::vector<float> cpu_m, gpu_m;
+  std::vector<float> cpu_m;
   const auto c = dense::train(net, cpu_store, cpu_m, d, nullptr, o);
-  const auto g = gpu::train(net, gpu_store, gpu_m, d, nullptr, o);
   ASSERT_EQ(c.size(), 1u);
-  ASSERT_EQ(g.size(), 1u);
   EXPECT_EQ(c[0].max_staleness, 2u);
-  EXPECT_EQ(g[0].max_staleness, 2u);
-  EXPECT_DOUBLE_EQ(g[0].mean_staleness, c[0].mean_staleness);
-  EXPECT_FLOAT_EQ(g[0].momentum, c[0].momentum) << "the next update's momentum";
-  EXPECT_LE(normwise_error(gpu_store.snapshot(), cpu_store.snapshot()), 1e-4);
-  EXPECT_LE(normwise_error(gpu_m, cpu_m), 1e-4);
+  for (const bool graphs : {true, false}) {
+    SCOPED_TRACE(graphs ? "cuda graphs" : "kernel by kernel");
+    gpu_store.assign(init);
+    std::vector<float> gpu_m;
+    const auto g = graphs ? gpu::train(net, gpu_store, gpu_m, d, nullptr, o)
+                          : train_kernel_by_kernel(net, gpu_store, gpu_m, d, nullptr, o);
+    ASSERT_EQ(g.size(), 1u);
+    EXPECT_EQ(g[0].graph_steps, graphs ? 300u : 0u);
+    EXPECT_EQ(g[0].max_staleness, 2u);
+    EXPECT_DOUBLE_EQ(g[0].mean_staleness, c[0].mean_staleness);
+    EXPECT_FLOAT_EQ(g[0].momentum, c[0].momentum) << "the next update's momentum";
+    EXPECT_LE(normwise_error(gpu_store.snapshot(), cpu_store.snapshot()), 1e-4);
+    EXPECT_LE(normwise_error(gpu_m, cpu_m), 1e-4);
+  }
 }
 
 // The after_epoch hook (averaging under mpirun) as on the CPU: the hook sees
@@ -475,11 +495,14 @@ TEST(GpuTraining, AfterEpochHookAsOnTheCpu) {
                 1.0 / static_cast<double>(test.size()));
     return store.snapshot();
   };
-  std::vector<float> cpu_seen, gpu_seen;
+  std::vector<float> cpu_seen, gpu_seen, eager_seen;
   const auto c = run(dense::train, cpu_seen);
   const auto g = run(gpu::train, gpu_seen);
   EXPECT_LE(normwise_error(gpu_seen, cpu_seen), 1e-4) << "after epoch 1";
   EXPECT_LE(normwise_error(g, c), 1e-4) << "after epoch 2";
+  const auto e = run(train_kernel_by_kernel, eager_seen);
+  EXPECT_LE(normwise_error(eager_seen, cpu_seen), 1e-4) << "kernel by kernel, after epoch 1";
+  EXPECT_LE(normwise_error(e, c), 1e-4) << "kernel by kernel, after epoch 2";
 }
 
 // The hook after every K updates (under mpirun: the ranks' averaging) sees
@@ -511,14 +534,18 @@ TEST(GpuTraining, AfterUpdatesHookAsOnTheCpu) {
     trainer(net, store, momentum, d, nullptr, hooked, {});
     return store.snapshot();
   };
-  std::vector<float> cpu_seen, gpu_seen;
-  int cpu_calls = 0, gpu_calls = 0;
+  std::vector<float> cpu_seen, gpu_seen, eager_seen;
+  int cpu_calls = 0, gpu_calls = 0, eager_calls = 0;
   const auto c = run(dense::train, cpu_seen, cpu_calls);
   const auto g = run(gpu::train, gpu_seen, gpu_calls);
+  const auto e = run(train_kernel_by_kernel, eager_seen, eager_calls);
   EXPECT_EQ(cpu_calls, 5);
   EXPECT_EQ(gpu_calls, 5);
+  EXPECT_EQ(eager_calls, 5);
   EXPECT_LE(normwise_error(gpu_seen, cpu_seen), 1e-4) << "after update 6";
   EXPECT_LE(normwise_error(g, c), 1e-4) << "at the end";
+  EXPECT_LE(normwise_error(eager_seen, cpu_seen), 1e-4) << "kernel by kernel, after update 6";
+  EXPECT_LE(normwise_error(e, c), 1e-4) << "kernel by kernel, at the end";
   // The second epoch alone, resumed: the rhythm counts the first epoch's
   // updates, so the hook runs after updates 9, 12 and 15.
   dense::TrainOptions resumed = o;

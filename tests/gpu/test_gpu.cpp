@@ -441,7 +441,6 @@ TEST(GpuParity, StalenessCompensationAsOnTheCpu) {
   o.compensate = true;
   ParamStore cpu_store = ParamStore::on_heap(net.layout()), gpu_store = ParamStore::on_heap(net.layout());
   cpu_store.assign(init);
-  gpu_store.assign(init);
   std::vector<float> cpu_m;
   const auto c = dense::train(net, cpu_store, cpu_m, d, nullptr, o);
   ASSERT_EQ(c.size(), 1u);

@@ -75,9 +75,8 @@ struct GpuTrainOptions : dense::TrainOptions {
   // the graph per step: one launch instead of 35, the rest of the step (the gather of the
   // minibatch, the event waits and the update) as before. Full batches only;
   // an epoch's short last batch runs kernel by kernel. Same arithmetic
-  // either way (the tests compare the two). On by default: on an H100 it
-  // trained 1.3-1.9x faster at batch 64, 1.1x at 256, 1.04x at 1024
-  // (bench/RESULTS.md).
+  // either way (the tests compare the two). On by default: faster at every
+  // batch size measured on an H100 (bench/RESULTS.md, "LeNet-5 on the GPU").
   bool cuda_graphs = true;
 };
 

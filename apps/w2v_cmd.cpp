@@ -91,6 +91,7 @@ With -threads 1 and a fixed -seed, output is the same byte for byte.
 W2vFlags parse_flags(const std::vector<std::string>& args) {
   W2vFlags f;
   f.dist.dashes = "-";
+  f.dist.epochs_flag = "-iter";
   auto number = [](const std::string& name, const std::string& text, auto& out) {
     using T = std::remove_reference_t<decltype(out)>;
     T value{};

@@ -46,7 +46,7 @@ elif [ "${1:-}" = "--tsan" ]; then
   # test_gpu brings the emulated backend with it when CUDA's headers are found,
   # and then the emulator's own tests (its streams are threads) exist too.
   # test_layers runs dense/'s direct kernels at this build's narrower vectors.
-  targets=(test_engine test_allreduce test_averaging test_gpu test_layers)
+  targets=(test_engine test_allreduce test_averaging test_multi_rank test_gpu test_layers)
   # (The list is read whole: `grep -q` would stop early and fail make's pipe.)
   available=$(cmake --build build-tsan --target help)
   if grep -qw test_gpu_emulator <<< "$available"; then targets+=(test_gpu_emulator); fi

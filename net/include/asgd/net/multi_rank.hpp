@@ -1,0 +1,194 @@
+// One rank of a multi-rank training job, over any Transport (MPI, or ranks
+// that are threads of one process in tests). Each rank trains its shard of
+// the data with the single-node engine; the ranks agree on their settings,
+// start from rank 0's parameters, average every epoch or every K local steps
+// (ModelAverager), and checkpoint: rank 0 alone, or with AdaGrad each rank
+// its own sums (PATH.rank<r>), resumed at the epoch every rank has.
+//
+// Every call that says "collective" must be made by every rank in the same
+// order. In one process (no transport, or one rank) every collective call is
+// a no-op and the run is the single-node one.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "asgd/engine/checkpoint.hpp"
+#include "asgd/engine/param_store.hpp"
+#include "asgd/engine/trainer.hpp"
+#include "asgd/net/allreduce.hpp"
+#include "asgd/net/averaging.hpp"
+
+namespace asgd::net {
+
+class Transport;
+
+struct MultiRankOptions {
+  Algorithm allreduce = Algorithm::ring;
+  std::uint64_t average_every = 0;  // K local steps between rounds; 0: every epoch
+  bool average_weighted = false;    // weight each rank by the examples it trained (mean only)
+  Combine combine = Combine::mean;
+  // How errors spell an option: called with "allreduce", "combine", "average-weighted", "average-every",
+  // "resume", "epochs" or "until-epoch". Empty: the library's names (MultiRankOptions::allreduce, ...); a
+  // command line passes its flags' spellings.
+  std::function<std::string(std::string_view option)> spell = {};
+
+  // InputError naming the option that is wrong.
+  void validate() const;
+  std::string spelled(std::string_view option) const;
+};
+
+class MultiRank {
+ public:
+  // One process: rank 0 of 1, every collective a no-op.
+  explicit MultiRank(MultiRankOptions options);
+  // Rank transport.rank() of transport.size(); `transport` outlives this.
+  MultiRank(Transport& transport, MultiRankOptions options);
+  ~MultiRank();
+  MultiRank(const MultiRank&) = delete;
+  MultiRank& operator=(const MultiRank&) = delete;
+
+  int rank() const noexcept { return rank_; }
+  int size() const noexcept { return size_; }
+  bool root() const noexcept { return rank_ == 0; }
+  bool active() const noexcept { return size_ > 1; }
+  bool every_epoch() const noexcept { return options_.average_every == 0; }
+  std::uint64_t every_steps() const noexcept { return options_.average_every; }
+  const MultiRankOptions& options() const noexcept { return options_; }
+  // The indices of [0, n) this rank trains: rank, rank + P, rank + 2P, ...
+  // With `equal`, every rank the same number, floor(n / P) (the last n mod P
+  // indices are left out): for blocking rounds every rank must reach alike.
+  // InputError when n < P ("N `what` cannot be shared by P ranks").
+  std::vector<std::size_t> shard(std::size_t n, std::string_view what, bool equal = false) const;
+  std::string describe() const;  // "4 ranks, ring allreduce, averaging models every epoch"
+
+  // Before the Trainer is made: counts steps for step averaging, leaves
+  // checkpoints to rank 0 (written after each epoch's average, see
+  // epoch_done, when averaging per epoch), and gives rank r the random
+  // stream r (TrainerOptions::stream, which a resume keeps).
+  void prepare(TrainerOptions& options);
+  // Whether each rank writes a checkpoint of its own (AdaGrad on several ranks).
+  bool own_files(const TrainerOptions& options) const;
+  // The checkpoint this rank writes and resumes from, for `path` as given:
+  // with own files rank r > 0 has PATH.rank<r> beside rank 0's PATH;
+  // otherwise `path` (rank 0 writes it; every rank resumes from it).
+  std::filesystem::path own_checkpoint(const std::filesystem::path& path, const TrainerOptions& options) const;
+  // own_checkpoint(path), read, for a resume (collective), and the file it
+  // was read from. With own files every rank resumes from one epoch, the one
+  // of the rank furthest behind: a job killed between two ranks' writes
+  // leaves them a generation apart, and a rank ahead then reads the file its
+  // last write replaced (PATH.prev, TrainerOptions::checkpoint_keep_previous)
+  // and says so on stderr. InputError, with every rank's epochs, when a rank
+  // has that epoch in neither file, and when the files are of different runs
+  // (run_id_of differs). Nothing on disk is changed.
+  struct Resumed {
+    CheckpointData data;
+    std::filesystem::path file;
+  };
+  Resumed resume_own_checkpoint(const std::filesystem::path& path, const TrainerOptions& options);
+  // What cross-rank comparisons carry exactly (40 bits): digests, run ids included, are cut to it.
+  static constexpr std::uint64_t kDigestMask = (std::uint64_t{1} << 40) - 1;
+
+  // After the Trainer is made and initialised (or resumed), before training
+  // (collective): every rank takes rank 0's parameters, bit for bit, and with
+  // average_every K the communication thread starts.
+  void start(Trainer& trainer, ParamStore& store);
+  // The same for a model trained outside the Trainer (the CNN): a common
+  // start now, then average() after each epoch or K updates. Both refuse
+  // ranks whose parameters differ in number or in `layout` (tensors, shapes
+  // and tag).
+  void start(std::span<float> params, const Layout& layout);
+  // After each Trainer::run of one epoch: averages (per-epoch mode), then
+  // writes this rank's checkpoint if it writes one.
+  void epoch_done(const TrainReport& epoch);
+  // After the last epoch: stops the communication thread; all ranks then
+  // hold the same parameters.
+  void finish();
+
+  // Collective: InputError on every rank, naming each rank's values, unless
+  // all ranks pass the same `values` (each below 2^40; as many on every
+  // rank); `what` names them.
+  void same_on_all_ranks(std::span<const std::uint64_t> values, std::string_view what);
+  // Collective: InputError naming the settings whose values differ between
+  // ranks (name, value as text), the ranks that differ from rank 0 and this
+  // rank's value. Compared by 40-bit digests.
+  void same_settings(std::span<const std::pair<std::string_view, std::string>> settings);
+  // Collective, over the native allreduce (not options().allreduce, which is
+  // one of the things compared): InputError naming the option and each
+  // rank's value unless every rank has the same allreduce, combine,
+  // average_weighted and average_every.
+  void agree_on_options();
+  // Collective and blocking: `data` becomes the mean of the ranks'.
+  void mean_of_ranks(std::span<float> data);
+  // Collective and blocking, over the native allreduce (setup: not counted
+  // in traffic()): `data` becomes the sum of the ranks'.
+  void sum_of_ranks(std::span<float> data);
+  // One blocking round over the parameters given to start(); `weight` as in
+  // ModelAverager::average.
+  void average(double weight);
+  double communication_seconds() const noexcept;
+  std::uint64_t rounds() const noexcept;
+  // "R averaging rounds, S s in allreduce".
+  std::string traffic() const;
+
+ private:
+  void timed_sum(std::span<float> data);
+  // Every rank's `values` (each below 2^40), rank by rank; over the native allreduce when `native`.
+  std::vector<std::uint64_t> gather(std::span<const std::uint64_t> values, std::string_view what, bool native);
+
+  MultiRankOptions options_;
+  Transport* transport_ = nullptr;
+  int rank_ = 0, size_ = 1;
+  std::unique_ptr<Allreduce> allreduce_;  // options_.allreduce
+  std::unique_ptr<Allreduce> native_;     // agreement and setup sums
+  Trainer* trainer_ = nullptr;
+  std::filesystem::path checkpoint_;
+  std::uint64_t checkpoint_every_ = 1;
+  std::unique_ptr<ModelAverager> averager_;
+  double other_seconds_ = 0;  // in mean_of_ranks and same_on_all_ranks
+};
+
+// The run id a checkpoint's metadata holds (options.run, hex: a digest of the
+// settings the job trains with, the same on every rank); 0 when none.
+std::uint64_t run_id_of(const std::string& metadata);
+
+// Trains epochs state().epoch + 1 .. until_epoch one at a time with
+// averaging between them (or in the background), merging the reports;
+// `after_epoch` sees each epoch's report after its average (the checkpoint
+// is written by then). One process without `after_epoch` trains them in one
+// run. A stopped run ends the loop (report.stopped).
+template <class P>
+TrainReport run_averaged(MultiRank& group, Trainer& trainer, P& problem, std::uint64_t until_epoch,
+                         const std::function<void(const TrainReport&)>& after_epoch = {});
+
+// The plan every rank must share (epochs done, last epoch, total, K), checked before the rounds start.
+void check_same_plan(MultiRank& group, const Trainer& trainer, std::uint64_t until_epoch);
+
+template <class P>
+TrainReport run_averaged(MultiRank& group, Trainer& trainer, P& problem, std::uint64_t until_epoch,
+                         const std::function<void(const TrainReport&)>& after_epoch) {
+  if (!group.active() && !after_epoch) return trainer.run(problem, until_epoch);
+  check_same_plan(group, trainer, until_epoch);
+  // Resumed past until_epoch: the Trainer refuses it (InputError naming both), as in one process.
+  if (trainer.state().epoch > until_epoch) return trainer.run(problem, until_epoch);
+  TrainReport total;
+  for (std::uint64_t e = trainer.state().epoch + 1; e <= until_epoch; ++e) {
+    TrainReport r = trainer.run(problem, e);
+    total.append(r);
+    // A stopped epoch is unfinished: neither averaged, checkpointed nor shown to after_epoch.
+    if (r.stopped) break;
+    group.epoch_done(r);
+    if (after_epoch) after_epoch(r);
+  }
+  group.finish();
+  return total;
+}
+
+}  // namespace asgd::net

@@ -1,0 +1,368 @@
+#include "asgd/net/multi_rank.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "asgd/engine/errors.hpp"
+#include "asgd/engine/fingerprint.hpp"
+#include "asgd/net/transport.hpp"
+
+namespace asgd::net {
+
+std::string MultiRankOptions::spelled(std::string_view option) const {
+  if (spell) return spell(option);
+  if (option == "resume") return "the checkpoint resumed";
+  if (option == "epochs") return "TrainerOptions::epochs";
+  if (option == "until-epoch") return "the epoch trained until";
+  std::string name(option);
+  std::replace(name.begin(), name.end(), '-', '_');
+  return "MultiRankOptions::" + name;
+}
+
+void MultiRankOptions::validate() const {
+  if (average_every > ModelAverager::kMostEverySteps) {
+    throw InputError(fmt::format("{} {}: expected epoch (0) or a number of steps from 1 to 2^40 - 1",
+                                 spelled("average-every"), average_every));
+  }
+  if (combine == Combine::sum && average_weighted)
+    throw InputError(fmt::format("{} weights the mean; it does not apply to {} sum", spelled("average-weighted"),
+                                 spelled("combine")));
+}
+
+MultiRank::MultiRank(MultiRankOptions options) : options_(std::move(options)) { options_.validate(); }
+
+MultiRank::MultiRank(Transport& transport, MultiRankOptions options) : MultiRank(std::move(options)) {
+  transport_ = &transport;
+  rank_ = transport.rank();
+  size_ = transport.size();
+  allreduce_ = make_allreduce(options_.allreduce, transport);
+  native_ = options_.allreduce == Algorithm::native ? nullptr : make_allreduce(Algorithm::native, transport);
+}
+
+MultiRank::~MultiRank() {
+  // After an error the communication thread may still be in a collective; a successful run stopped it in finish().
+  if (averager_) {
+    try {
+      averager_->stop();
+    } catch (...) {
+    }
+  }
+}
+
+std::vector<std::size_t> MultiRank::shard(std::size_t n, std::string_view what, bool equal) const {
+  // Every rank has the same n, so all refuse alike: no rank goes on to wait for the others in a round.
+  if (n < static_cast<std::size_t>(size_)) {
+    throw InputError(fmt::format("{} {} cannot be shared by {} ranks (a rank would train none)", n, what, size_));
+  }
+  if (equal) n -= n % static_cast<std::size_t>(size_);
+  std::vector<std::size_t> rows;
+  rows.reserve(n / static_cast<std::size_t>(size_) + 1);
+  for (std::size_t i = static_cast<std::size_t>(rank_); i < n; i += static_cast<std::size_t>(size_)) rows.push_back(i);
+  return rows;
+}
+
+std::string MultiRank::describe() const {
+  const bool sum = options_.combine == Combine::sum;
+  return fmt::format("{} ranks, {} allreduce, {} every {}{}", size_, to_string(options_.allreduce),
+                     sum ? "summing updates" : "averaging models",
+                     every_epoch() ? std::string("epoch") : fmt::format("{} local steps", every_steps()),
+                     options_.average_weighted ? " (weighted by examples)" : "");
+}
+
+std::string MultiRank::traffic() const {
+  return fmt::format("{} averaging rounds, {:.2f} s in allreduce", rounds(), communication_seconds());
+}
+
+void MultiRank::prepare(TrainerOptions& options) {
+  if (!active()) return;
+  // Each rank its own random numbers: the draws of sampling models (BPR's and word2vec's negatives) are seeded by
+  // (seed, epoch, local example), so with one stream rank r's i-th example would draw what rank 0's does. The
+  // stream is an option, not part of the checkpoint (which records the run's seed), so it survives a resume.
+  options.stream = static_cast<std::uint64_t>(rank_);
+  // Rank 0 writes the checkpoint; another rank only its own AdaGrad sums' (own_checkpoint names another file).
+  const std::filesystem::path own = own_checkpoint(options.checkpoint_path, options);
+  checkpoint_ = root() || own != options.checkpoint_path ? own : std::filesystem::path{};
+  // Each rank its own file: a job killed between the ranks' writes leaves them a generation apart, and the ranks
+  // ahead resume from the one kept (resume_own_checkpoint).
+  options.checkpoint_keep_previous = !checkpoint_.empty() && own_files(options);
+  checkpoint_every_ = options.checkpoint_every;
+  if (every_epoch()) {
+    options.checkpoint_path.clear();  // written after the average instead
+  } else {
+    options.checkpoint_path = checkpoint_;
+    options.on_step = [this](std::uint64_t examples) { averager_->step_done(examples); };
+  }
+  if (!root()) options.on_progress = nullptr;
+}
+
+bool MultiRank::own_files(const TrainerOptions& options) const { return active() && options.schedule.has_adagrad(); }
+
+std::filesystem::path MultiRank::own_checkpoint(const std::filesystem::path& path,
+                                                const TrainerOptions& options) const {
+  if (!own_files(options) || root() || path.empty()) return path;
+  return std::filesystem::path(path.string() + fmt::format(".rank{}", rank_));
+}
+
+namespace {
+// The generation before `own`, if this rank kept one (one that cannot be read is none).
+std::optional<CheckpointData> read_previous(const std::filesystem::path& previous) {
+  std::error_code ec;
+  if (!std::filesystem::exists(previous, ec)) return std::nullopt;
+  try {
+    return read_checkpoint(previous);
+  } catch (const InputError&) {
+    return std::nullopt;
+  }
+}
+}  // namespace
+
+MultiRank::Resumed MultiRank::resume_own_checkpoint(const std::filesystem::path& path,
+                                                    const TrainerOptions& options) {
+  namespace fs = std::filesystem;
+  const fs::path own = own_checkpoint(path, options);
+  CheckpointData saved = read_checkpoint(own);
+  if (!own_files(options)) return {std::move(saved), own};
+  const fs::path previous = previous_checkpoint(own);
+  std::optional<CheckpointData> kept = read_previous(previous);
+  // The rank whose file is behind decides the generation; every rank must have it, as its file or its .prev.
+  // Nothing is changed on disk here: a refusal leaves every file as it was.
+  const std::uint64_t mine[] = {saved.state.epoch, kept ? kept->state.epoch + 1 : 0};  // 0: no .prev
+  const auto all = gather(mine, "the epochs of the ranks' checkpoints", false);
+  const std::size_t P = static_cast<std::size_t>(size_);
+  std::uint64_t shared = all[0];
+  for (std::size_t r = 1; r < P; ++r) shared = std::min(shared, all[2 * r]);
+  bool reachable = true;
+  std::string each;
+  for (std::size_t r = 0; r < P; ++r) {
+    const std::uint64_t epoch = all[2 * r], before = all[2 * r + 1];
+    reachable = reachable && (epoch == shared || before == shared + 1);
+    each += fmt::format("{}rank {}: epoch {} ({})", r ? ", " : "", r, epoch,
+                        before == 0 ? "no .prev" : fmt::format(".prev: epoch {}", before - 1));
+  }
+  const std::string resume = options_.spelled("resume");
+  if (!reachable) {
+    throw InputError(fmt::format("{} {}: the ranks' checkpoints have no epoch in common ({}): each rank "
+                                 "resumes from its own file or the one before it (.prev), at the epoch of the rank "
+                                 "furthest behind; resume from an earlier copy of all of them, or start again",
+                                 resume, path.string(), each));
+  }
+  const bool back = saved.state.epoch != shared;
+  Resumed out{back ? std::move(*kept) : std::move(saved), back ? previous : own};
+  // Files of one job carry its id, a digest of its settings and seed: a rank's file, or .prev, left at the path by
+  // a job with other settings would otherwise be taken for this one's.
+  const std::uint64_t id[] = {run_id_of(out.data.metadata)};
+  const auto ids = gather(id, "the run ids of the ranks' checkpoints", false);
+  if (std::adjacent_find(ids.begin(), ids.end(), std::not_equal_to<>()) != ids.end()) {
+    std::string which;
+    for (std::size_t r = 0; r < P; ++r) which += fmt::format("{}rank {}: {:010x}", r ? ", " : "", r, ids[r]);
+    throw InputError(fmt::format("{} {}: the ranks' checkpoints are of different runs (run ids {}); resume "
+                                 "from files of one job",
+                                 resume, path.string(), which));
+  }
+  if (back) {
+    fmt::print(stderr,
+               "asgd: rank {}: {} holds epoch {} and another rank's checkpoint epoch {} (the job was stopped between "
+               "their writes): this rank resumes from {}, its checkpoint of epoch {}\n",
+               rank_, own.string(), all[2 * static_cast<std::size_t>(rank_)], shared, previous.string(), shared);
+  }
+  return out;
+}
+
+std::uint64_t run_id_of(const std::string& metadata) {
+  const auto saved = nlohmann::json::parse(metadata, nullptr, false);
+  if (!saved.is_object() || !saved.contains("options")) return 0;
+  const auto& options = saved["options"];
+  if (!options.is_object() || !options.contains("run") || !options["run"].is_string()) return 0;
+  const std::string text = options["run"].get<std::string>();
+  std::uint64_t id = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), id, 16);
+  return ec == std::errc() && end == text.data() + text.size() ? id & MultiRank::kDigestMask : 0;
+}
+
+void MultiRank::start(Trainer& trainer, ParamStore& store) {
+  trainer_ = &trainer;
+  start(std::span<float>(store.data(), store.size()), store.layout());
+  if (averager_ && !every_epoch()) averager_->start(every_steps());
+}
+
+void MultiRank::start(std::span<float> params, const Layout& layout) {
+  if (!active()) return;
+  // The first round sums params.size() floats on every rank: ranks whose models differ in size (other data
+  // dimensions, other model settings) would fail inside the allreduce without a word of why.
+  const std::uint64_t count[] = {params.size()};
+  same_on_all_ranks(count, "the number of parameters (every rank needs data of the same dimensions and the same "
+                           "model flags)");
+  // As many parameters is not the same model: rows are padded to whole cache lines (mf -k 8, 12 and 16 take
+  // as many floats), and mf numbers its users and items in the order of its file.
+  const std::uint64_t digest[] = {layout.hash() & kDigestMask};
+  same_on_all_ranks(digest, "the model's layout digest (its tensors, their shapes and what the rows stand for: "
+                            "every rank needs the same model flags and, for mf, the same ratings file)");
+  averager_ = std::make_unique<ModelAverager>(
+      *allreduce_, params, AveragingOptions{.weighted = options_.average_weighted, .combine = options_.combine});
+  averager_->share(root());  // a common start, rank 0's, whatever each rank initialised or resumed
+}
+
+void MultiRank::epoch_done(const TrainReport& epoch) {
+  if (!active()) return;
+  if (every_epoch()) average(static_cast<double>(epoch.examples));
+  if (every_epoch() && !checkpoint_.empty() && trainer_ != nullptr) {
+    const auto e = trainer_->state().epoch;
+    if (e % checkpoint_every_ == 0 || e == trainer_->options().epochs) trainer_->save_checkpoint(checkpoint_);
+  }
+}
+
+void MultiRank::finish() {
+  if (averager_) averager_->stop();
+}
+
+void MultiRank::timed_sum(std::span<float> data) {
+  const auto t0 = std::chrono::steady_clock::now();
+  allreduce_->sum(data);
+  other_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::vector<std::uint64_t> MultiRank::gather(std::span<const std::uint64_t> values, std::string_view what,
+                                             bool native) {
+  const std::size_t P = static_cast<std::size_t>(size_), V = values.size(), me = static_cast<std::size_t>(rank_);
+  std::vector<std::uint64_t> all(P * V);
+  if (!active()) {
+    std::copy(values.begin(), values.end(), all.begin());
+    return all;
+  }
+  // Each rank writes its values into its own slots, in 20-bit halves (exact in floats), and one sum gives every
+  // rank all of them.
+  for (const std::uint64_t v : values)
+    if (v >> 40 != 0) throw InputError(fmt::format("{}: {} is too large to compare across ranks", what, v));
+  std::vector<float> slots(2 * V * P, 0.0f);
+  for (std::size_t j = 0; j < V; ++j) {
+    slots[2 * (me * V + j)] = static_cast<float>(values[j] & 0xFFFFF);
+    slots[2 * (me * V + j) + 1] = static_cast<float>(values[j] >> 20);
+  }
+  if (native) {
+    (native_ ? *native_ : *allreduce_).sum(slots);
+  } else {
+    timed_sum(slots);
+  }
+  for (std::size_t at = 0; at < P * V; ++at)
+    all[at] = static_cast<std::uint64_t>(slots[2 * at]) | static_cast<std::uint64_t>(slots[2 * at + 1]) << 20;
+  return all;
+}
+
+void MultiRank::agree_on_options() {
+  if (!active()) return;
+  // Over the native allreduce: ranks given different algorithms would otherwise wait in their first round for
+  // messages of another algorithm, for ever.
+  const std::uint64_t mine[] = {static_cast<std::uint64_t>(options_.allreduce),
+                                options_.combine == Combine::sum ? 1u : 0u, options_.average_weighted ? 1u : 0u,
+                                options_.average_every};
+  constexpr std::size_t V = std::size(mine);
+  const auto all = gather(mine, "options", true);
+  const auto text = [&](std::size_t rank, std::size_t j) -> std::string {
+    const std::uint64_t v = all[rank * V + j];
+    switch (j) {
+      case 0: return std::string(to_string(static_cast<Algorithm>(v)));
+      case 1: return v ? "sum" : "mean";
+      case 2: return v ? "on" : "off";
+      default: return v == 0 ? "epoch" : fmt::format("{}", v);
+    }
+  };
+  static constexpr const char* kOptions[V] = {"allreduce", "combine", "average-weighted", "average-every"};
+  for (std::size_t j = 0; j < V; ++j) {
+    std::string each;
+    bool same = true;
+    for (std::size_t r = 0; r < static_cast<std::size_t>(size_); ++r) {
+      same = same && all[r * V + j] == all[j];
+      each += fmt::format("{}rank {} {}", r ? ", " : "", r, text(r, j));
+    }
+    if (!same)
+      throw InputError(fmt::format("the ranks were given different {}: {}; every rank needs the same",
+                                   options_.spelled(kOptions[j]), each));
+  }
+}
+
+void MultiRank::same_settings(std::span<const std::pair<std::string_view, std::string>> settings) {
+  if (!active()) return;
+  const std::uint64_t count = settings.size();
+  same_on_all_ranks(std::span(&count, 1), "the number of model settings (every rank needs the same command)");
+  std::vector<std::uint64_t> digests;
+  for (const auto& [flag, value] : settings) digests.push_back(fnv1a(kFnv1aStart, value) & kDigestMask);
+  const auto all = gather(digests, "model settings", false);
+  // Every rank has every digest: all name the same settings and ranks; each adds its own value (only digests travel).
+  std::string differ;
+  for (std::size_t j = 0; j < digests.size(); ++j) {
+    std::string ranks;
+    std::size_t other = 0;  // ranks whose value is not rank 0's
+    for (std::size_t r = 1; r < static_cast<std::size_t>(size_); ++r)
+      if (all[r * digests.size() + j] != all[j]) ranks += fmt::format("{}{}", other++ ? ", " : "", r);
+    if (other != 0)
+      differ += fmt::format("{}{} ({} {} from rank 0; here {})", differ.empty() ? "" : ", ", settings[j].first,
+                            other == 1 ? "rank " + ranks : "ranks " + ranks, other == 1 ? "differs" : "differ",
+                            settings[j].second);
+  }
+  if (!differ.empty())
+    throw InputError(fmt::format("the ranks differ in {}; every rank needs the same (their models are averaged)",
+                                 differ));
+}
+
+void MultiRank::same_on_all_ranks(std::span<const std::uint64_t> values, std::string_view what) {
+  if (!active()) return;
+  const std::size_t P = static_cast<std::size_t>(size_), V = values.size();
+  const auto all = gather(values, what, false);
+  const auto value = [&](std::size_t rank, std::size_t j) { return all[rank * V + j]; };
+  bool same = true;
+  for (std::size_t r = 1; r < P; ++r)
+    for (std::size_t j = 0; j < V; ++j) same = same && value(r, j) == value(0, j);
+  if (same) return;
+  std::string each;
+  for (std::size_t r = 0; r < P; ++r) {
+    each += fmt::format("{}rank {}: ", r ? ", " : "", r);
+    for (std::size_t j = 0; j < V; ++j) each += fmt::format("{}{}", j ? "/" : "", value(r, j));
+  }
+  throw InputError(fmt::format("the ranks differ in {}: {}", what, each));
+}
+
+void MultiRank::mean_of_ranks(std::span<float> data) {
+  if (!active()) return;
+  timed_sum(data);
+  const float scale = 1.0f / static_cast<float>(size_);
+  for (float& x : data) x *= scale;
+}
+
+void MultiRank::sum_of_ranks(std::span<float> data) {
+  if (!active()) return;
+  (native_ ? *native_ : *allreduce_).sum(data);
+}
+
+void MultiRank::average(double weight) {
+  if (averager_) averager_->average(weight);
+}
+
+double MultiRank::communication_seconds() const noexcept {
+  return (averager_ ? averager_->communication_seconds() : 0.0) + other_seconds_;
+}
+
+std::uint64_t MultiRank::rounds() const noexcept { return averager_ ? averager_->rounds() : 0; }
+
+void check_same_plan(MultiRank& group, const Trainer& trainer, std::uint64_t until_epoch) {
+  if (!group.active()) return;
+  // Every rank must run as many blocking rounds: a job whose ranks were given different plans would wait forever.
+  const std::uint64_t plan[] = {trainer.state().epoch, until_epoch, trainer.options().epochs, group.every_steps()};
+  const auto& o = group.options();
+  const std::string epochs = o.spelled("epochs"), every = o.spelled("average-every"), resume = o.spelled("resume");
+  const std::string what =
+      fmt::format("epochs done/last epoch/{}/K of {} (0: epoch) (every rank needs the same {}, {}, {} and {}", epochs,
+                  every, resume, epochs, o.spelled("until-epoch"), every) +
+      (trainer.options().schedule.has_adagrad()
+           ? "; with AdaGrad each rank resumes from its own file, CHECKPOINT.rank<r> beside rank 0's)"
+           : ")");
+  group.same_on_all_ranks(plan, what);
+}
+
+}  // namespace asgd::net

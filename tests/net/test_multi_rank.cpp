@@ -1,0 +1,226 @@
+// The multi-rank run (net::MultiRank) with ranks as threads: averaged ranks
+// end with one model, at the whole data's optimum; a job whose ranks' AdaGrad
+// checkpoints are a generation apart resumes at the oldest common epoch and
+// goes on exactly as the uninterrupted job; checkpoints with no epoch in
+// common, or of different runs, and ranks given different options are
+// refused on every rank.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../common/message_of.hpp"
+#include "../common/scratch_dir.hpp"
+#include "asgd/engine/errors.hpp"
+#include "asgd/engine/param_store.hpp"
+#include "asgd/engine/trainer.hpp"
+#include "asgd/net/multi_rank.hpp"
+#include "asgd/net/transport.hpp"
+
+namespace asgd::net {
+namespace {
+
+using asgd::testing::message_of;
+
+// f(w) = mean over this rank's examples of 1/2 ||w - t_i||^2, t_i of the
+// whole data set's example rows[i]: the ranks together minimise the mean over
+// every example, whose optimum is the mean target.
+struct ShardedQuadratic {
+  std::vector<std::size_t> rows;
+  std::size_t dims = 4;
+  static float target(std::size_t i, std::size_t k) { return static_cast<float>((i * 17 + k * 5) % 11) - 5.0f; }
+  Layout layout() const {
+    Layout l;
+    l.add("w", {dims});
+    return l;
+  }
+  std::size_t num_examples() const { return rows.size(); }
+  template <class Sink>
+  double gradient(std::size_t i, Sink& sink) const {
+    double loss = 0;
+    for (std::size_t k = 0; k < dims; ++k) {
+      const float diff = sink.read(k) - target(rows[i], k);
+      loss += 0.5 * diff * diff;
+      sink.add_gradient(k, diff);
+    }
+    return loss;
+  }
+};
+
+// Runs body(rank's transport, rank) on P threads; the first exception of each rank is kept in `errors`.
+std::vector<std::string> on_ranks(int P, const std::function<void(Transport&, int)>& body) {
+  LocalFabric fabric(P);
+  std::vector<std::string> errors(static_cast<std::size_t>(P));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < P; ++r)
+    threads.emplace_back([&, r] { errors[static_cast<std::size_t>(r)] = message_of([&] { body(fabric.endpoint(r), r); }); });
+  for (auto& t : threads) t.join();
+  return errors;
+}
+
+constexpr std::size_t kExamples = 60;
+
+TrainerOptions options_for(std::uint64_t epochs, bool adagrad) {
+  TrainerOptions o;
+  o.workers = 1;  // one worker a rank: the run is the same bit for bit every time
+  o.epochs = epochs;
+  o.seed = 7;
+  o.step_examples = 4;
+  o.schedule.kind = adagrad ? ScheduleKind::constant : ScheduleKind::linear;  // linear: decays to near 0
+  o.schedule.lr = adagrad ? 0.5f : 0.05f;
+  o.schedule.adagrad = adagrad;
+  o.checkpoint_metadata = R"({"options":{"run":"00000000ab"}})";
+  return o;
+}
+
+// One rank's part of a job: trains until `until` (resuming from `resume` when given) and returns its parameters.
+std::vector<float> train_rank(Transport& t, MultiRankOptions mo, std::uint64_t epochs, std::uint64_t until,
+                              const std::filesystem::path& checkpoint, const std::filesystem::path& resume,
+                              bool adagrad, std::filesystem::path* resumed_file = nullptr) {
+  MultiRank group(t, std::move(mo));
+  group.agree_on_options();
+  ShardedQuadratic problem{group.shard(kExamples, "examples"), 4};
+  ParamStore store = ParamStore::on_heap(problem.layout());
+  for (std::size_t k = 0; k < 4; ++k) store.store(k, static_cast<float>(group.rank() * 10 + 1));  // unlike on every rank
+  TrainerOptions o = options_for(epochs, adagrad);
+  o.checkpoint_path = checkpoint;
+  std::optional<MultiRank::Resumed> resumed;
+  if (!resume.empty()) resumed = group.resume_own_checkpoint(resume, o);
+  group.prepare(o);
+  Trainer trainer(store, o);
+  if (resumed) {
+    if (resumed_file != nullptr) *resumed_file = resumed->file;
+    trainer.load_checkpoint(std::move(resumed->data), resumed->file);
+  }
+  group.start(trainer, store);
+  const TrainReport report = run_averaged(group, trainer, problem, until);
+  EXPECT_FALSE(report.stopped);
+  EXPECT_EQ(trainer.state().epoch, until);
+  return store.snapshot();
+}
+
+TEST(MultiRank, AveragedRanksEndWithOneModelAtTheWholeDataOptimum) {
+  std::vector<double> optimum(4, 0.0);
+  for (std::size_t i = 0; i < kExamples; ++i)
+    for (std::size_t k = 0; k < 4; ++k) optimum[k] += ShardedQuadratic::target(i, k) / double{kExamples};
+  for (const std::uint64_t every : {std::uint64_t{0}, std::uint64_t{3}}) {
+    for (const Algorithm algorithm : {Algorithm::ring, Algorithm::tree}) {
+      const int P = 3;
+      std::vector<std::vector<float>> params(P);
+      MultiRankOptions mo{.allreduce = algorithm, .average_every = every};
+      const auto errors = on_ranks(P, [&](Transport& t, int r) {
+        params[static_cast<std::size_t>(r)] = train_rank(t, mo, 30, 30, {}, {}, false);
+      });
+      for (int r = 0; r < P; ++r) ASSERT_EQ(errors[static_cast<std::size_t>(r)], "(no exception)") << "rank " << r;
+      for (int r = 1; r < P; ++r)
+        for (std::size_t k = 0; k < 4; ++k)
+          EXPECT_EQ(std::bit_cast<std::uint32_t>(params[static_cast<std::size_t>(r)][k]),
+                    std::bit_cast<std::uint32_t>(params[0][k]))
+              << "rank " << r << " every " << every;
+      // Each rank's shard alone has another mean: only the average of the ranks reaches the whole set's.
+      for (std::size_t k = 0; k < 4; ++k) EXPECT_NEAR(params[0][k], optimum[k], 0.05) << "k " << k << " every " << every;
+    }
+  }
+}
+
+TEST(MultiRank, OneProcessIsTheSingleNodeRun) {
+  MultiRank group(MultiRankOptions{});
+  EXPECT_FALSE(group.active());
+  EXPECT_EQ(group.shard(5, "examples").size(), 5u);
+  const std::uint64_t values[] = {1, 2};
+  group.same_on_all_ranks(values, "anything");  // nothing to compare with
+  EXPECT_EQ(group.rounds(), 0u);
+}
+
+// A job killed between the ranks' writes of epoch 3: rank 1's file still holds epoch 2.
+TEST(MultiRank, ResumesAtTheOldestCommonEpochAsTheUninterruptedJob) {
+  const asgd::testing::ScratchDir dir;
+  const auto ck = dir / "ck", whole = dir / "whole";
+  const MultiRankOptions mo{.allreduce = Algorithm::ring};
+  std::vector<std::vector<float>> uninterrupted(2), resumed(2);
+  std::vector<std::filesystem::path> files(2);
+  ASSERT_EQ(on_ranks(2, [&](Transport& t, int r) { uninterrupted[static_cast<std::size_t>(r)] = train_rank(t, mo, 5, 5, whole, {}, true); }),
+            std::vector<std::string>(2, "(no exception)"));
+  ASSERT_EQ(on_ranks(2, [&](Transport& t, int) { train_rank(t, mo, 5, 3, ck, {}, true); }),
+            std::vector<std::string>(2, "(no exception)"));
+  const auto rank1 = dir / "ck.rank1", rank1_prev = dir / "ck.rank1.prev";
+  ASSERT_TRUE(std::filesystem::exists(rank1_prev));
+  std::filesystem::rename(rank1_prev, rank1);  // rank 1 never wrote epoch 3
+  ASSERT_EQ(read_checkpoint(rank1).state.epoch, 2u);
+  ASSERT_EQ(read_checkpoint(ck).state.epoch, 3u);
+  const auto errors = on_ranks(2, [&](Transport& t, int r) {
+    const auto at = static_cast<std::size_t>(r);
+    resumed[at] = train_rank(t, mo, 5, 5, ck, ck, true, &files[at]);
+  });
+  ASSERT_EQ(errors, std::vector<std::string>(2, "(no exception)"));
+  EXPECT_EQ(files[0], dir / "ck.prev");  // rank 0, ahead, went back a generation
+  EXPECT_EQ(files[1], rank1);
+  for (std::size_t r = 0; r < 2; ++r)
+    for (std::size_t k = 0; k < 4; ++k)
+      EXPECT_EQ(std::bit_cast<std::uint32_t>(resumed[r][k]), std::bit_cast<std::uint32_t>(uninterrupted[r][k]))
+          << "rank " << r << " k " << k;
+}
+
+TEST(MultiRank, RefusesCheckpointsWithNoEpochInCommonOrOfOtherRuns) {
+  const asgd::testing::ScratchDir dir;
+  const auto ck = dir / "ck";
+  const MultiRankOptions mo{.allreduce = Algorithm::tree};
+  ASSERT_EQ(on_ranks(2, [&](Transport& t, int) { train_rank(t, mo, 5, 1, ck, {}, true); }),
+            std::vector<std::string>(2, "(no exception)"));
+  std::filesystem::copy_file(dir / "ck.rank1", dir / "epoch1.rank1");
+  ASSERT_EQ(on_ranks(2, [&](Transport& t, int) { train_rank(t, mo, 5, 3, ck, ck, true); }),
+            std::vector<std::string>(2, "(no exception)"));
+  // Rank 1 back at epoch 1 with no .prev; rank 0 at 3, .prev 2.
+  std::filesystem::remove(dir / "ck.rank1.prev");
+  std::filesystem::copy_file(dir / "epoch1.rank1", dir / "ck.rank1", std::filesystem::copy_options::overwrite_existing);
+  const auto before = std::filesystem::last_write_time(ck);
+  auto errors = on_ranks(2, [&](Transport& t, int) { train_rank(t, mo, 5, 5, ck, ck, true); });
+  for (const auto& e : errors) {
+    EXPECT_NE(e.find("no epoch in common (rank 0: epoch 3 (.prev: epoch 2), rank 1: epoch 1 (no .prev))"),
+              std::string::npos)
+        << e;
+    EXPECT_NE(e.find("the checkpoint resumed"), std::string::npos) << e;  // the library's name, not a flag
+  }
+  EXPECT_EQ(std::filesystem::last_write_time(ck), before);  // a refusal changes nothing on disk
+
+  // Rank 1's file of another job (another run id), at the same epoch as rank 0's.
+  const CheckpointData data = read_checkpoint(ck);
+  ParamStore store = ParamStore::on_heap(data.layout);
+  for (std::size_t k = 0; k < data.params.size(); ++k) store.store(k, data.params[k]);
+  save_checkpoint(dir / "ck.rank1", store, data.state, data.optimizer_state, R"({"options":{"run":"00000000cd"}})",
+                  data.optimizer_kind);
+  errors = on_ranks(2, [&](Transport& t, int) { train_rank(t, mo, 5, 5, ck, ck, true); });
+  for (const auto& e : errors)
+    EXPECT_NE(e.find("the ranks' checkpoints are of different runs (run ids rank 0: 00000000ab, rank 1: 00000000cd)"),
+              std::string::npos)
+        << e;
+}
+
+TEST(MultiRank, RanksGivenDifferentOptionsOrSettingsAreRefusedOnEveryRank) {
+  auto errors = on_ranks(3, [](Transport& t, int r) {
+    MultiRank group(t, MultiRankOptions{.average_every = r == 2 ? 5u : 0u});
+    group.agree_on_options();
+  });
+  for (const auto& e : errors)
+    EXPECT_EQ(e, "the ranks were given different MultiRankOptions::average_every: rank 0 epoch, rank 1 epoch, rank "
+                 "2 5; every rank needs the same");
+  errors = on_ranks(2, [](Transport& t, int r) {
+    MultiRank group(t, MultiRankOptions{});
+    const std::pair<std::string_view, std::string> settings[] = {{"l2", r == 0 ? "0.1" : "0.2"}};
+    group.same_settings(settings);
+  });
+  EXPECT_EQ(errors[1], "the ranks differ in l2 (rank 1 differs from rank 0; here 0.2); every rank needs the same "
+                       "(their models are averaged)");
+  EXPECT_EQ(message_of([] { MultiRank(MultiRankOptions{.average_weighted = true, .combine = Combine::sum}); }),
+            "MultiRankOptions::average_weighted weights the mean; it does not apply to MultiRankOptions::combine sum");
+}
+
+}  // namespace
+}  // namespace asgd::net

@@ -459,7 +459,7 @@ int staleness_cnn(const StalenessFlags& f) {
   Csv csv(dir / "staleness_cnn.csv",
           "problem,policy,workers,tau,epoch,seconds,images_per_s,train_loss,test_error,test_accuracy,"
           "mean_staleness,max_staleness,momentum,lr");
-  const auto tt = load_mnist(f.data);
+  const auto tt = dense::load_mnist(resolve_mnist_dir(f.data));
   const dense::Network net = dense::lenet5();
   fmt::print("problem: LeNet-5, {} train / {} test images, batch 64 per worker, lr 0.02 cosine, momentum 0.9, "
              "weight decay 5e-4, {} epochs\n",

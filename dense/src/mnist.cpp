@@ -362,6 +362,34 @@ Dataset read_mnist_test(const fs::path& dir) {
   return read_idx(found[2], found[3]);
 }
 
+namespace {
+// An empty set would report its accuracy as the "no test set" marker (-100 %), or train nothing.
+void expect_images(const Dataset& set, const fs::path& dir, const char* name) {
+  if (set.size() == 0) throw InputError(fmt::format("{}: the {} files hold no images", dir.string(), name));
+}
+}  // namespace
+
+TrainTest load_mnist(const fs::path& dir, std::size_t limit) {
+  TrainTest tt = read_mnist_dir(dir);
+  expect_images(tt.train, dir, "train");
+  expect_images(tt.test, dir, "t10k");
+  if (limit > 0 && limit < tt.train.size()) {
+    std::vector<std::size_t> first(limit);
+    for (std::size_t i = 0; i < limit; ++i) first[i] = i;
+    tt.train = tt.train.subset(first);
+  }
+  normalize(tt.train);
+  normalize(tt.test);
+  return tt;
+}
+
+Dataset load_mnist_test(const fs::path& dir) {
+  Dataset test = read_mnist_test(dir);
+  expect_images(test, dir, "t10k");
+  normalize(test);
+  return test;
+}
+
 TrainTest read_mnist_dir(const fs::path& dir) {
   const auto found = mnist_files(dir);
   TrainTest out{read_idx(found[0], found[1]), read_idx(found[2], found[3])};

@@ -311,4 +311,35 @@ void write_libsvm(const std::filesystem::path& path, const SparseDataset& data, 
   file.commit();
 }
 
+SparseDataset slice_rows(const SparseDataset& data, std::size_t begin, std::size_t end) {
+  SparseDataset out;
+  out.num_features = data.num_features;
+  const auto first = data.row_ptr[begin], last = data.row_ptr[end];
+  out.row_ptr.reserve(end - begin + 1);
+  for (std::size_t r = begin; r <= end; ++r) out.row_ptr.push_back(data.row_ptr[r] - first);
+  out.index.assign(data.index.begin() + static_cast<std::ptrdiff_t>(first),
+                   data.index.begin() + static_cast<std::ptrdiff_t>(last));
+  out.value.assign(data.value.begin() + static_cast<std::ptrdiff_t>(first),
+                   data.value.begin() + static_cast<std::ptrdiff_t>(last));
+  out.label.assign(data.label.begin() + static_cast<std::ptrdiff_t>(begin),
+                   data.label.begin() + static_cast<std::ptrdiff_t>(end));
+  return out;
+}
+
+SparseDataset select_rows(const SparseDataset& data, std::span<const std::size_t> rows) {
+  SparseDataset out;
+  out.num_features = data.num_features;
+  out.row_ptr.reserve(rows.size() + 1);
+  out.row_ptr.push_back(0);
+  for (const std::size_t r : rows) {
+    for (auto k = data.row_ptr[r]; k < data.row_ptr[r + 1]; ++k) {
+      out.index.push_back(data.index[k]);
+      out.value.push_back(data.value[k]);
+    }
+    out.row_ptr.push_back(out.index.size());
+    out.label.push_back(data.label[r]);
+  }
+  return out;
+}
+
 }  // namespace asgd::sparse

@@ -60,6 +60,14 @@ std::array<std::filesystem::path, 4> mnist_files(const std::filesystem::path& di
 // In place: x -> (x - mean) / stddev (MNIST's 0.1307 and 0.3081 by default).
 void normalize(Dataset& data, float mean = 0.1307f, float stddev = 0.3081f);
 
+// What training reads: read_mnist_dir(dir), refused (InputError naming DIR)
+// when the training or test files hold no images, the first `limit` training
+// images when `limit` > 0, both sets normalised with MNIST's mean and
+// deviation.
+TrainTest load_mnist(const std::filesystem::path& dir, std::size_t limit = 0);
+// The test set alone, as load_mnist reads it (the training files need not be there): what evaluation reads.
+Dataset load_mnist_test(const std::filesystem::path& dir);
+
 // 0..n-1 in a seeded random order.
 std::vector<std::size_t> shuffled_indices(std::size_t n, std::uint64_t seed);
 

@@ -37,6 +37,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -91,5 +92,10 @@ SparseDataset parse_libsvm(std::string_view text, std::string_view source_name,
 // `first_id` is added to every feature id: 1 writes LIBSVM's and LIBLINEAR's
 // convention (ids from 1; they refuse an id 0), 0 the ids as they are.
 void write_libsvm(const std::filesystem::path& path, const SparseDataset& data, std::uint32_t first_id = 0);
+
+// Rows [begin, end) of `data` as a dataset of their own (same num_features).
+SparseDataset slice_rows(const SparseDataset& data, std::size_t begin, std::size_t end);
+// The rows `rows` of `data`, in that order (same num_features): a rank's shard.
+SparseDataset select_rows(const SparseDataset& data, std::span<const std::size_t> rows);
 
 }  // namespace asgd::sparse

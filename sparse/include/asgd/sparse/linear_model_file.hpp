@@ -1,0 +1,45 @@
+// A linear model file, as `asgd linear train --model` writes it and `asgd
+// linear eval` reads it: a checkpoint of the weights (engine/checkpoint.hpp)
+// whose metadata says which objective they minimise (loss, L2, width) and,
+// for a checkpoint of an AdaGrad job on several ranks, how many ranks wrote
+// their own sums.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "asgd/sparse/linear.hpp"
+
+namespace asgd::sparse {
+
+// The metadata stored with a linear model file ({"model": "logistic"} for
+// the logistic loss, as before there was a choice; else "linear" and "loss").
+// `ranks` > 0 is recorded: the ranks of an AdaGrad job, each of which
+// checkpoints its own sums (a resume needs as many). `options_json`, when
+// not empty, is a JSON object recorded as "options" (the engine options a
+// resume checks, options_record.hpp).
+std::string linear_model_metadata(double l2, std::uint32_t features, LinearLoss loss, int ranks = 0,
+                                  const std::string& options_json = {});
+// The ranks recorded by linear_model_metadata; 1 when none were. InputError when the count is no number of ranks.
+int linear_model_ranks(const std::string& metadata);
+// l2 from a model's metadata, or none when absent.
+std::optional<double> linear_model_l2(const std::string& metadata);
+// The loss a model trained with (logistic when the metadata names none).
+LinearLoss linear_model_loss(const std::string& metadata);
+
+// A model file read back: its weights (the "weights" tensor, row padding
+// dropped) and the objective its metadata records (read when asked: a
+// caller that sets the objective itself is not refused a malformed one).
+struct LinearModelFile {
+  std::vector<float> weights;
+  std::string metadata;
+  std::optional<double> l2() const { return linear_model_l2(metadata); }  // none: the file does not say
+  LinearLoss loss() const { return linear_model_loss(metadata); }
+};
+// InputError naming `path` when it is no checkpoint or holds no linear model's weights.
+LinearModelFile read_linear_model(const std::filesystem::path& path);
+
+}  // namespace asgd::sparse

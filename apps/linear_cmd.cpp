@@ -14,80 +14,15 @@
 #include "asgd/engine/fingerprint.hpp"
 #include "asgd/engine/param_store.hpp"
 #include "asgd/engine/trainer.hpp"
+#include "asgd/engine/training_run.hpp"
 #include "asgd/sparse/generator.hpp"
 #include "asgd/sparse/libsvm.hpp"
 #include "asgd/sparse/linear.hpp"
+#include "asgd/sparse/linear_model_file.hpp"
 #include "cli_common.hpp"
 #include "distributed.hpp"
-#include "linear_data.hpp"
 
 namespace asgd::cli {
-
-sparse::SparseDataset slice_rows(const sparse::SparseDataset& data, std::size_t begin, std::size_t end) {
-  sparse::SparseDataset out;
-  out.num_features = data.num_features;
-  const auto first = data.row_ptr[begin], last = data.row_ptr[end];
-  out.row_ptr.reserve(end - begin + 1);
-  for (std::size_t r = begin; r <= end; ++r) out.row_ptr.push_back(data.row_ptr[r] - first);
-  out.index.assign(data.index.begin() + static_cast<std::ptrdiff_t>(first),
-                   data.index.begin() + static_cast<std::ptrdiff_t>(last));
-  out.value.assign(data.value.begin() + static_cast<std::ptrdiff_t>(first),
-                   data.value.begin() + static_cast<std::ptrdiff_t>(last));
-  out.label.assign(data.label.begin() + static_cast<std::ptrdiff_t>(begin),
-                   data.label.begin() + static_cast<std::ptrdiff_t>(end));
-  return out;
-}
-
-sparse::SparseDataset select_rows(const sparse::SparseDataset& data, std::span<const std::size_t> rows) {
-  sparse::SparseDataset out;
-  out.num_features = data.num_features;
-  out.row_ptr.reserve(rows.size() + 1);
-  out.row_ptr.push_back(0);
-  for (const std::size_t r : rows) {
-    for (auto k = data.row_ptr[r]; k < data.row_ptr[r + 1]; ++k) {
-      out.index.push_back(data.index[k]);
-      out.value.push_back(data.value[k]);
-    }
-    out.row_ptr.push_back(out.index.size());
-    out.label.push_back(data.label[r]);
-  }
-  return out;
-}
-
-std::string linear_model_metadata(double l2, std::uint32_t features, sparse::LinearLoss loss, int ranks,
-                                  const nlohmann::json& options) {
-  nlohmann::json j = loss == sparse::LinearLoss::logistic
-                         ? nlohmann::json{{"model", "logistic"}, {"l2", l2}, {"features", features}}
-                         : nlohmann::json{{"model", "linear"}, {"loss", sparse::to_string(loss)}, {"l2", l2},
-                                          {"features", features}};
-  if (ranks > 0) j["ranks"] = ranks;
-  if (!options.is_null()) j["options"] = options;
-  return j.dump();
-}
-
-int linear_model_ranks(const std::string& metadata) {
-  const auto j = nlohmann::json::parse(metadata, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("ranks")) return 1;
-  // An integer from 1 up (a float or a huge number is no rank count: get<int> would convert it undefined).
-  const auto& ranks = j["ranks"];
-  if (!ranks.is_number_integer() || ranks.get<std::int64_t>() < 1 || ranks.get<std::int64_t>() > (1 << 24)) {
-    throw InputError(fmt::format("the model's rank count is {}, not a number of ranks", ranks.dump()));
-  }
-  return static_cast<int>(ranks.get<std::int64_t>());
-}
-
-sparse::LinearLoss linear_model_loss(const std::string& metadata) {
-  const auto j = nlohmann::json::parse(metadata, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("loss")) return sparse::LinearLoss::logistic;
-  if (!j["loss"].is_string()) throw InputError("the model's loss is not a name");
-  return sparse::parse_linear_loss(j["loss"].get<std::string>());
-}
-
-double linear_model_l2(const std::string& metadata, double fallback) {
-  const auto j = nlohmann::json::parse(metadata, nullptr, false);
-  if (j.is_discarded() || !j.contains("l2")) return fallback;
-  return j["l2"].get<double>();
-}
 
 namespace {
 
@@ -141,6 +76,77 @@ void print_quality(std::FILE* out, const char* what, const sparse::LinearProblem
              p.accuracy(w));
 }
 
+// The run's store and resume (TrainingRun), its errors as the command says them.
+TrainingRun open_run(const TrainFlags& f, Layout layout, TrainingRunOptions ro) {
+  try {
+    return TrainingRun(std::move(layout), std::move(ro));
+  } catch (const DivergedSegment& e) {
+    refuse_diverged_segment(e.segment, e.index, e.value);
+    throw;
+  } catch (const LayoutMismatch& e) {
+    // Without --features each process sizes the model from its own data's largest feature id.
+    if (f.features != 0) throw;
+    throw LayoutMismatch(fmt::format("{}\n(without --features each process sizes the weights from the largest "
+                                     "feature id in its own --data: give every process the same --features N)",
+                                     e.what()));
+  }
+}
+
+// Refuses a checkpoint (`saved`, read from `own`) that this run cannot continue: another kind of model, another
+// width, loss or L2, AdaGrad sums of another number of ranks, another seed, or no epoch left to train.
+void check_resumed(const TrainFlags& f, const CheckpointData& saved, const std::filesystem::path& own,
+                   std::uint64_t features, sparse::LinearLoss loss, const TrainerOptions& options,
+                   const Distributed& dist) {
+  // Another kind of model (mf, w2v, cnn) said so first: its loss or layout would be refused as if a flag were
+  // wrong (an mf model: "loss 'bpr': expected logistic, squared-hinge or hinge").
+  const auto kind = nlohmann::json::parse(saved.metadata, nullptr, false);
+  if (!kind.is_object() || (kind.value("model", "") != "logistic" && kind.value("model", "") != "linear")) {
+    throw InputError(fmt::format("--resume {}: not a linear model{}", f.resume,
+                                 kind.is_object() && kind.contains("model") && kind["model"].is_string()
+                                     ? fmt::format(" (its kind: {})", kind["model"].get<std::string>())
+                                     : std::string()));
+  }
+  // Without --features each run sizes the weights from its data's largest feature id.
+  if (kind.contains("features") && kind["features"].is_number_unsigned() &&
+      kind["features"].get<std::uint64_t>() != features) {
+    throw InputError(fmt::format("--resume {}: trained with {} features, and this run has {}{}", f.resume,
+                                 kind["features"].get<std::uint64_t>(), features,
+                                 f.features == 0 ? fmt::format(" (from --data's largest feature id): give "
+                                                               "--features {}",
+                                                               kind["features"].get<std::uint64_t>())
+                                                 : std::string()));
+  }
+  if (const auto saved_loss = sparse::linear_model_loss(saved.metadata); saved_loss != loss) {
+    throw InputError(fmt::format("--resume {}: trained with --loss {}, not {}", f.resume,
+                                 sparse::to_string(saved_loss), sparse::to_string(loss)));
+  }
+  // Another l2 is another objective: the run would go on towards another optimum.
+  if (const double saved_l2 = sparse::linear_model_l2(saved.metadata).value_or(f.l2); saved_l2 != f.l2) {
+    throw InputError(fmt::format("--resume {}: trained with --l2 {}, not {} (give --l2 {})", f.resume, saved_l2,
+                                 f.l2, saved_l2));
+  }
+  // Each rank's sums fit the shard it trained: other ranks would take over sums built on other examples.
+  const int wrote = [&] {
+    try {
+      return sparse::linear_model_ranks(saved.metadata);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("--resume {}: {}", own.string(), e.what()));
+    }
+  }();
+  if (wrote != dist.size() && options.schedule.has_adagrad() && !saved.optimizer_state.empty()) {
+    throw InputError(fmt::format("--resume {}: written by an AdaGrad job of {} rank(s), each with its own sums; "
+                                 "resume with {} rank(s), not {}",
+                                 f.resume, wrote, wrote, dist.size()));
+  }
+  if (f.engine.seed_given && f.engine.seed != saved.state.seed)
+    throw InputError(fmt::format("--seed {}: {} was trained with seed {}, and a resumed run keeps it", f.engine.seed,
+                                 f.resume, saved.state.seed));
+  if (const std::uint64_t last = f.until_epoch ? f.until_epoch : options.epochs; saved.state.epoch >= last)
+    throw InputError(fmt::format("--resume {}: {} epochs are done already; {} (give more)", f.resume,
+                                 saved.state.epoch,
+                                 f.until_epoch ? "--until-epoch is the last to train" : "--epochs is the run's total"));
+}
+
 int train(const TrainFlags& f, Distributed& dist) {
   check_one_stdin({{"--data", f.data}, {"--test", f.test}});
   // The report goes to stderr when the model goes to stdout (--model -).
@@ -187,7 +193,7 @@ int train(const TrainFlags& f, Distributed& dist) {
   // Under mpirun each rank trains every P-th example (or its own file);
   // quality is reported on the whole set (rank 0's file).
   std::optional<sparse::SparseDataset> shard;
-  if (dist.active() && !per_rank_files) shard = select_rows(data, dist.shard(data.rows(), "examples"));
+  if (dist.active() && !per_rank_files) shard = sparse::select_rows(data, dist.shard(data.rows(), "examples"));
   // One objective for the models the ranks average.
   const std::pair<std::string_view, std::string> settings[] = {{"--loss", std::string(sparse::to_string(loss))},
                                                                 {"--l2", as_text(f.l2)}};
@@ -221,8 +227,6 @@ int train(const TrainFlags& f, Distributed& dist) {
   // Read before training, so that a bad --test file fails now rather than after the run.
   std::optional<sparse::SparseDataset> test;
   if (!f.test.empty() && dist.root()) test = sparse::read_libsvm(f.test, parse_unsorted(f.unsorted));
-  options.on_progress = progress_printer("linear", f.quiet);
-  options.checkpoint_path = f.checkpoint;
   // With AdaGrad under mpirun every rank checkpoints its own sums: the file says how many ranks wrote them.
   // Resumed: the checkpoint this rank goes on from, read (with AdaGrad under mpirun the ranks agree on its
   // generation) before this run's checkpoints' metadata is made, which keeps the run's id.
@@ -236,21 +240,6 @@ int train(const TrainFlags& f, Distributed& dist) {
     }
     resumed = dist.resume_own_checkpoint(f.resume, options);
   }
-  nlohmann::json run_options = engine_options(options);
-  // The run's id: the settings every rank trains with (not random, so that a run's files stay the same byte for
-  // byte; two jobs that share every setting and the seed are one run, as far as a resume can tell).
-  const std::string settings_id =
-      fmt::format("{} {} {} {} {}", resumed ? resumed->data.state.seed : options.seed, sparse::to_string(loss),
-                  as_text(f.l2), problem.num_features(), run_options.dump());
-  run_options["run"] = fmt::format("{:010x}", fnv1a(kFnv1aStart, settings_id) & Distributed::kDigestMask);
-  // What this rank trains on, counted (a resume on other data is warned about, as cnn and w2v warn).
-  run_options["examples"] = as_text(problem.num_examples());
-  run_options["nonzeros"] = as_text(own_shard && shard ? shard->nnz() : data.nnz());
-  run_options["data"] = fmt::format("{:016x}", (own_shard && shard ? *shard : data).checksum());
-  options.checkpoint_metadata = linear_model_metadata(
-      f.l2, problem.num_features(), loss, options.schedule.has_adagrad() && dist.active() ? dist.size() : 0,
-      run_options);
-
   if (f.until_epoch > options.epochs) {
     throw InputError(fmt::format("--until-epoch {}: past --epochs {}", f.until_epoch, options.epochs));
   }
@@ -260,83 +249,43 @@ int train(const TrainFlags& f, Distributed& dist) {
   // From before the segment is opened: a signal while it is created or attached stops the run at its first step,
   // which detaches as a finished run does (a kill then left a segment stale, for --shm-recover).
   const StopOnSignal on_signal(!dist.active());
+  TrainingRunOptions ro;  // field by field: GCC 12 warns falsely on a designated initializer here
+  ro.shm = f.shm;
   // The objective, which every process training the segment must share too (the rates and step rules may differ).
-  TrainingStore t = [&] {
-    try {
-      return open_training_store(f.shm, problem.layout(),
-                                 {.recover_stale = f.shm_recover, .settings = settings_text(settings)});
-    } catch (const LayoutMismatch& e) {
-      // Without --features each process sizes the model from its own data's largest feature id.
-      if (f.features != 0) throw;
-      throw LayoutMismatch(fmt::format("{}\n(without --features each process sizes the weights from the largest "
-                                       "feature id in its own --data: give every process the same --features N)",
-                                       e.what()));
-    }
-  }();
-  ParamStore& store = t.store;
-  if (!f.shm.empty() && !f.quiet) {
-    fmt::print(out, "{} shared segment '{}'{}\n", t.created ? "created" : "attached to", f.shm,
-               t.created ? "" : " (training continues from the parameters in it)");
-  }
-  options.stop = on_signal.flag();
-  dist.prepare(options);
-  Trainer trainer(store, options);
+  ro.attach = {.recover_stale = f.shm_recover, .settings = settings_text(settings)};
+  ro.checkpoint = f.checkpoint;
   if (resumed) {
-    const std::filesystem::path own = resumed->file;
-    CheckpointData saved = std::move(resumed->data);  // its loss looked at before loading
-    // Another kind of model (mf, w2v, cnn) said so first: its loss or layout would be refused as if a flag were
-    // wrong (an mf model: "loss 'bpr': expected logistic, squared-hinge or hinge").
-    const auto kind = nlohmann::json::parse(saved.metadata, nullptr, false);
-    if (!kind.is_object() || (kind.value("model", "") != "logistic" && kind.value("model", "") != "linear")) {
-      throw InputError(fmt::format("--resume {}: not a linear model{}", f.resume,
-                                   kind.is_object() && kind.contains("model") && kind["model"].is_string()
-                                       ? fmt::format(" (its kind: {})", kind["model"].get<std::string>())
-                                       : std::string()));
-    }
-    // Without --features each run sizes the weights from its data's largest feature id.
-    if (kind.contains("features") && kind["features"].is_number_unsigned() &&
-        kind["features"].get<std::uint64_t>() != problem.num_features()) {
-      throw InputError(fmt::format("--resume {}: trained with {} features, and this run has {}{}", f.resume,
-                                   kind["features"].get<std::uint64_t>(), problem.num_features(),
-                                   f.features == 0 ? fmt::format(" (from --data's largest feature id): give "
-                                                                 "--features {}",
-                                                                 kind["features"].get<std::uint64_t>())
-                                                   : std::string()));
-    }
-    if (const auto saved_loss = linear_model_loss(saved.metadata); saved_loss != loss) {
-      throw InputError(fmt::format("--resume {}: trained with --loss {}, not {}", f.resume,
-                                   sparse::to_string(saved_loss), sparse::to_string(loss)));
-    }
-    // Another l2 is another objective: the run would go on towards another optimum.
-    if (const double saved_l2 = linear_model_l2(saved.metadata, f.l2); saved_l2 != f.l2) {
-      throw InputError(fmt::format("--resume {}: trained with --l2 {}, not {} (give --l2 {})", f.resume, saved_l2,
-                                   f.l2, saved_l2));
-    }
-    // Each rank's sums fit the shard it trained: other ranks would take over sums built on other examples.
-    const int wrote = [&] {
-      try {
-        return linear_model_ranks(saved.metadata);
-      } catch (const InputError& e) {
-        throw InputError(fmt::format("--resume {}: {}", own.string(), e.what()));
-      }
-    }();
-    if (wrote != dist.size() && options.schedule.has_adagrad() && !saved.optimizer_state.empty()) {
-      throw InputError(fmt::format("--resume {}: written by an AdaGrad job of {} rank(s), each with its own sums; "
-                                   "resume with {} rank(s), not {}",
-                                   f.resume, wrote, wrote, dist.size()));
-    }
-    if (f.engine.seed_given && f.engine.seed != saved.state.seed)
-      throw InputError(fmt::format("--seed {}: {} was trained with seed {}, and a resumed run keeps it", f.engine.seed,
-                                   f.resume, saved.state.seed));
-    if (const std::uint64_t last = f.until_epoch ? f.until_epoch : options.epochs; saved.state.epoch >= last)
-      throw InputError(fmt::format("--resume {}: {} epochs are done already; {} (give more)", f.resume,
-                                   saved.state.epoch,
-                                   f.until_epoch ? "--until-epoch is the last to train" : "--epochs is the run's total"));
+    ro.resume = resumed->file;
+    ro.resumed = std::move(resumed->data);
+  }
+  ro.stop = on_signal.flag();
+  ro.on_progress = progress_printer("linear", f.quiet);
+  TrainingRun run = open_run(f, problem.layout(), std::move(ro));
+  // The run's id: the settings every rank trains with and the seed (a resume keeps the checkpoint's).
+  run.set_record(asgd::engine_options(options), options.seed,
+                 fmt::format("{} {} {}", sparse::to_string(loss), as_text(f.l2), problem.num_features()));
+  // What this rank trains on, counted (a resume on other data is warned about, as cnn and w2v warn).
+  run.add_to_record("examples", as_text(problem.num_examples()));
+  run.add_to_record("nonzeros", as_text(own_shard && shard ? shard->nnz() : data.nnz()));
+  run.add_to_record("data", fmt::format("{:016x}", (own_shard && shard ? *shard : data).checksum()));
+  options.checkpoint_metadata = sparse::linear_model_metadata(
+      f.l2, problem.num_features(), loss, options.schedule.has_adagrad() && dist.active() ? dist.size() : 0,
+      options_json(run.record()));
+  if (!f.shm.empty() && !f.quiet) {
+    fmt::print(out, "{} shared segment '{}'{}\n", run.created() ? "created" : "attached to", f.shm,
+               run.created() ? "" : " (training continues from the parameters in it)");
+  }
+  run.configure(options);
+  dist.prepare(options);
+  ParamStore& store = run.store();
+  Trainer trainer(store, options);
+  if (run.resumed()) {
+    check_resumed(f, *run.resumed(), run.options().resume, problem.num_features(), loss, options, dist);
     // Loaded first: a step rule it refuses (AdaGrad on or off) is an error, not a warning followed by one.
-    const nlohmann::json before = saved_options(saved.metadata);
-    trainer.load_checkpoint(std::move(saved), own);
+    const nlohmann::json before = saved_options(run.resumed()->metadata);
+    run.load_resumed(trainer);
     if (dist.root()) {
-      nlohmann::json now = run_options;
+      nlohmann::json now = nlohmann::json(run.record());
       warn_data_changed("linear train", f.resume, before, now, "data", "examples", "training examples");
       now.erase("run");  // a digest of the settings: those that differ are said one by one
       warn_options_changed("linear train", f.resume, before, now, {"examples", "nonzeros"});
@@ -346,7 +295,7 @@ int train(const TrainFlags& f, Distributed& dist) {
   if (dist.active()) fmt::print(out, "mpi: {}; rank 0 trains {} of {} examples\n", dist.describe(), problem.num_examples(),
                                 all_examples);
   dist.start(trainer, store);
-  t.cleanup.release();  // from here on the segment holds training: kept whatever happens next
+  run.started();  // from here on the segment holds training: kept whatever happens next
   const TrainReport report = run_averaged(dist, trainer, problem, f.until_epoch ? f.until_epoch : options.epochs);
   if (report.stopped) {
     print_interrupted({.command = "linear train",
@@ -402,7 +351,7 @@ int train(const TrainFlags& f, Distributed& dist) {
     // Rank 0 alone writes the model, with its own AdaGrad sums and no rank files: it records no ranks, so one
     // process may resume it (checkpoints of an AdaGrad job record theirs).
     save_checkpoint(f.model, store, trainer.state(), trainer.adagrad_sums(),
-                    linear_model_metadata(f.l2, problem.num_features(), loss, 0, run_options),
+                    sparse::linear_model_metadata(f.l2, problem.num_features(), loss, 0, options_json(run.record())),
                     trainer.optimizer_kind());
     fmt::print(out, "model written to {}\n", f.model);
   }
@@ -426,16 +375,10 @@ int eval(const EvalFlags& f) {
   sparse::LinearLoss loss = sparse::LinearLoss::logistic;
   if (!f.loss.empty()) loss = parse_flag("--loss", [&] { return sparse::parse_linear_loss(f.loss); });
   if (!f.model.empty()) {
-    const CheckpointData d = read_checkpoint(f.model);
-    if (!d.layout.contains("weights")) throw InputError(fmt::format("{}: not a linear model", f.model));
-    const Tensor& weights = d.layout["weights"];  // the weights alone, whatever else a layout holds
-    // Row by row, as ParamStore::snapshot reads a segment: a layout may pad its rows.
-    for (std::size_t r = 0; r < weights.rows; ++r) {
-      const auto row = d.params.begin() + static_cast<std::ptrdiff_t>(weights.at(r));
-      w.insert(w.end(), row, row + static_cast<std::ptrdiff_t>(weights.cols));
-    }
-    if (!l2) l2 = linear_model_l2(d.metadata, 1e-4);
-    if (f.loss.empty()) loss = linear_model_loss(d.metadata);
+    sparse::LinearModelFile model = sparse::read_linear_model(f.model);
+    w = std::move(model.weights);
+    if (!l2) l2 = model.l2().value_or(1e-4);
+    if (f.loss.empty()) loss = model.loss();
   } else {
     const ParamStore store = ParamStore::attach_shared_any(f.shm, Access::read_only);
     warn_if_writers_died(f.shm);
@@ -486,11 +429,11 @@ int generate(const GenerateFlags& f) {
   const auto g = sparse::generate_sparse(options);
   const std::size_t n = f.gen.examples;
   const std::uint32_t first_id = f.one_based ? 1 : 0;
-  sparse::write_libsvm(f.out, slice_rows(g.data, 0, n), first_id);
+  sparse::write_libsvm(f.out, sparse::slice_rows(g.data, 0, n), first_id);
   fmt::print(out, "wrote {} examples, {} features, {} non-zeros each to {}\n", n, options.features,
              options.nnz_per_example, f.out);
   if (f.test_examples > 0) {
-    sparse::write_libsvm(f.test_out, slice_rows(g.data, n, n + f.test_examples), first_id);
+    sparse::write_libsvm(f.test_out, sparse::slice_rows(g.data, n, n + f.test_examples), first_id);
     fmt::print(out, "wrote {} test examples to {}\n", f.test_examples, f.test_out);
   }
   return 0;

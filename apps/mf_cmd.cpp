@@ -152,7 +152,7 @@ TrainingStore make_store(std::FILE* out, const MfTrainFlags& f, const Layout& la
     if (f.no_mean) objective.emplace_back("--no-mean", "on");
     if (f.scale_ratings) objective.emplace_back("--scale-ratings", "on");
   }
-  TrainingStore t = open_training_store(f.shm, layout,
+  TrainingStore t = open_checked_store(f.shm, layout,
                                         {.recover_stale = f.shm_recover, .settings = settings_text(objective)},
                                         [&](ParamStore& s) { initialize_factors(s, f.seed, init_scale, &trained); });
   if (!f.shm.empty()) {

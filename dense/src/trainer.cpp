@@ -14,11 +14,10 @@ namespace asgd::dense {
 
 void TrainOptions::validate() const {
   if (epochs == 0 || epochs > kMaxEpochs)
-    throw InputError(fmt::format("--epochs {}: expected 1 to {}", epochs, kMaxEpochs));
-  if (batch == 0) throw InputError("--batch: must be at least 1");
+    throw InputError(fmt::format("TrainOptions::epochs {}: expected 1 to {}", epochs, kMaxEpochs));
+  if (batch == 0) throw InputError("TrainOptions::batch: must be at least 1");
   if (gemm_threads == 0 || gemm_threads > 256)
-    throw InputError(fmt::format("--threads: {} GEMM threads per worker (--threads / --workers): expected 1 to 256",
-                                 gemm_threads));
+    throw InputError(fmt::format("TrainOptions::gemm_threads {}: expected 1 to 256", gemm_threads));
   BlockTrainOptions::validate();
 }
 

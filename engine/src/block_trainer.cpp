@@ -18,10 +18,12 @@
 namespace asgd {
 
 void BlockTrainOptions::validate() const {
-  if (workers == 0 || workers > 256) throw InputError("--workers: must be 1..256");
-  if (!(lr > 0) || !std::isfinite(lr)) throw InputError("--lr: must be positive");
-  if (!(momentum >= 0 && momentum < 1)) throw InputError("--momentum: must be in [0, 1)");
-  if (!(weight_decay >= 0) || !std::isfinite(weight_decay)) throw InputError("--weight-decay: must be >= 0");
+  // The options' own names: a command line maps them to its flags.
+  if (workers == 0 || workers > 256) throw InputError("BlockTrainOptions::workers: must be 1..256");
+  if (!(lr > 0) || !std::isfinite(lr)) throw InputError("BlockTrainOptions::lr: must be positive");
+  if (!(momentum >= 0 && momentum < 1)) throw InputError("BlockTrainOptions::momentum: must be in [0, 1)");
+  if (!(weight_decay >= 0) || !std::isfinite(weight_decay))
+    throw InputError("BlockTrainOptions::weight_decay: must be >= 0");
 }
 
 std::uint64_t BlockTrainer::updates_per_epoch(std::size_t batches, const BlockTrainOptions& options) noexcept {

@@ -1,0 +1,40 @@
+// The options a run's checkpoints record, as text keyed by name, so that a
+// resume can say which of them changed: a resumed run continues the saved
+// one (the same rates, steps and updates) only with the same options.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "asgd/engine/trainer.hpp"
+
+namespace asgd {
+
+using OptionsRecord = std::map<std::string, std::string, std::less<>>;
+
+// The engine options that shape a run's updates (validated, names in one
+// spelling), keyed as the asgd command's flags without dashes: workers,
+// policy, tau, step, schedule, lr, warmup, staleness-aware, adagrad;
+// lr-floor for the linear schedule (the only one that uses it); epochs when
+// the rates depend on it (the linear schedule decays over the whole run,
+// warmup is a fraction of it); otherwise a longer run is the same run,
+// continued.
+OptionsRecord engine_options(const TrainerOptions& options);
+
+// The record as a JSON object's text, as metadata keeps it under "options".
+std::string options_json(const OptionsRecord& record);
+
+// The "options" object a checkpoint's metadata recorded (its text values);
+// none when it has none (written before options were recorded, or by a
+// program that records none).
+std::optional<OptionsRecord> saved_options(const std::string& metadata);
+
+// A key of `now` that `before` holds with another value.
+struct OptionChange {
+  std::string key, now, before;
+};
+std::vector<OptionChange> changed_options(const OptionsRecord& before, const OptionsRecord& now);
+
+}  // namespace asgd

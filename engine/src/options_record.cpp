@@ -1,0 +1,45 @@
+#include "asgd/engine/options_record.hpp"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+namespace asgd {
+
+OptionsRecord engine_options(const TrainerOptions& o) {
+  const auto text = [](const auto& value) { return fmt::format("{}", value); };
+  OptionsRecord r = {{"workers", text(o.workers)},
+                     {"policy", std::string(to_string(o.consistency))},
+                     {"tau", tau_to_string(o.tau)},
+                     {"step", text(o.step_examples)},
+                     {"schedule", std::string(to_string(o.schedule.kind))},
+                     {"lr", text(o.schedule.lr)},
+                     {"warmup", text(o.schedule.warmup)},
+                     {"staleness-aware", o.schedule.staleness_aware ? "on" : "off"},
+                     {"adagrad", o.schedule.adagrad ? "on" : "off"}};
+  if (o.schedule.kind == ScheduleKind::linear) r["lr-floor"] = text(o.schedule.floor);
+  if (o.schedule.kind == ScheduleKind::linear || o.schedule.warmup > 0) r["epochs"] = text(o.epochs);
+  return r;
+}
+
+std::string options_json(const OptionsRecord& record) { return nlohmann::json(record).dump(); }
+
+std::optional<OptionsRecord> saved_options(const std::string& metadata) {
+  const auto saved = nlohmann::json::parse(metadata, nullptr, false);
+  if (!saved.is_object() || !saved.contains("options") || !saved["options"].is_object()) return std::nullopt;
+  OptionsRecord r;
+  for (const auto& [key, value] : saved["options"].items())
+    if (value.is_string()) r[key] = value.get<std::string>();
+  return r;
+}
+
+std::vector<OptionChange> changed_options(const OptionsRecord& before, const OptionsRecord& now) {
+  std::vector<OptionChange> changes;
+  for (const auto& [key, value] : now) {
+    const auto was = before.find(key);
+    if (was != before.end() && was->second != value) changes.push_back({key, value, was->second});
+  }
+  return changes;
+}
+
+}  // namespace asgd

@@ -1,0 +1,105 @@
+#include "asgd/engine/training_run.hpp"
+
+#include <fmt/format.h>
+
+#include <utility>
+
+#include "asgd/engine/errors.hpp"
+#include "asgd/engine/fingerprint.hpp"
+
+namespace asgd {
+
+EpochSummary summarize(const EpochStats& e, double seconds_before) {
+  return {.epoch = e.epoch,
+          .loss = e.loss,
+          .seconds = e.seconds - seconds_before,
+          .examples = e.examples,
+          .mean_staleness = e.mean_staleness,
+          .max_staleness = e.max_staleness,
+          .stopped = false};
+}
+
+EpochSummary summarize(const BlockEpochStats& e, std::uint64_t epoch_number) {
+  return {.epoch = epoch_number,
+          .loss = e.mean_loss,
+          .seconds = e.seconds,
+          .examples = 0,
+          .mean_staleness = e.mean_staleness,
+          .max_staleness = e.max_staleness,
+          .stopped = e.stopped};
+}
+
+std::string run_id_text(std::uint64_t id) { return fmt::format("{:010x}", id & ((std::uint64_t{1} << 40) - 1)); }
+
+namespace {
+TrainingRunOptions checked(TrainingRunOptions o) {
+  if (o.checkpoint_every == 0) throw InputError("TrainingRunOptions::checkpoint_every: expected at least 1");
+  return o;
+}
+std::optional<CheckpointData> read_if_given(TrainingRunOptions& o) {
+  if (o.resumed) return std::exchange(o.resumed, std::nullopt);
+  if (o.resume.empty()) return std::nullopt;
+  return read_checkpoint(o.resume);
+}
+}  // namespace
+
+TrainingRun::TrainingRun(Layout layout, TrainingRunOptions options,
+                         const std::function<void(ParamStore&)>& initialize)
+    : options_(checked(std::move(options))),
+      resumed_(read_if_given(options_)),
+      resumed_metadata_(resumed_ ? resumed_->metadata : std::string()),
+      store_(open_training_store(options_.shm, std::move(layout), options_.attach, initialize)) {
+  if (options_.stop != nullptr) stop_ = options_.stop;
+  if (resumed_) resumed_seed_ = resumed_->state.seed;
+  if (store_.created) return;
+  dead_writers_ = ParamStore::inspect_shared(options_.shm).dead_writers;
+  // Training would go on from a diverged run's values and diverge again at its first step.
+  if (const auto i = store_.store.first_non_finite()) throw DivergedSegment(options_.shm, *i, store_.store.load(*i));
+}
+
+void TrainingRun::set_record(OptionsRecord record, std::uint64_t seed, std::string_view settings) {
+  record_ = std::move(record);
+  record_.erase("run");
+  const std::string text =
+      fmt::format("{} {} {}", options_.resume.empty() ? seed : resumed_seed_, settings, options_json(record_));
+  run_id_ = fnv1a(kFnv1aStart, text) & ((std::uint64_t{1} << 40) - 1);
+  record_["run"] = run_id_text(run_id_);
+}
+
+std::vector<OptionChange> TrainingRun::changes_since_resumed() const {
+  if (options_.resume.empty()) return {};
+  const auto before = saved_options(resumed_metadata_);
+  if (!before) return {};
+  OptionsRecord now = record_;
+  now.erase("run");  // a digest of the settings: those that differ are said one by one
+  return changed_options(*before, now);
+}
+
+void TrainingRun::configure(TrainerOptions& options) const {
+  options.stop = stop_;
+  options.on_progress = options_.on_progress;
+  options.checkpoint_path = options_.checkpoint;
+  options.checkpoint_every = options_.checkpoint_every;
+}
+
+void TrainingRun::configure(BlockTrainOptions& options) const { options.stop = stop_; }
+
+void TrainingRun::load_resumed(Trainer& trainer) {
+  if (resumed_) trainer.load_checkpoint(std::move(*resumed_), options_.resume);
+  resumed_.reset();
+}
+
+void TrainingRun::report(const TrainReport& r) const {
+  if (!options_.on_epoch) return;
+  double before = 0;
+  for (const EpochStats& e : r.epochs) {
+    options_.on_epoch(summarize(e, before));
+    before = e.seconds;
+  }
+}
+
+void TrainingRun::report(const EpochSummary& epoch) const {
+  if (options_.on_epoch) options_.on_epoch(epoch);
+}
+
+}  // namespace asgd

@@ -171,39 +171,21 @@ void expect_positive(std::initializer_list<std::pair<const char*, std::size_t>> 
   }
 }
 
-int train(const CnnFlags& flags, Distributed& dist) {
-  CnnFlags f = flags;
-  // --resume: parameters, momentum, epochs done and seed from the checkpoint, read once, first; --epochs is the
-  // run's total and --until-epoch stops early (the schedule still spans --epochs), to be resumed later.
-  const dense::Network net = dense::lenet5();
-  CheckpointData resumed;
-  if (!f.resume.empty()) resumed = read_lenet(f.resume, net);
-  // A resume without --epochs finishes the checkpointed run (its --epochs; before: the default 10, so the
-  // interrupted-run advice trained a 6-epoch run for 10).
-  if (!f.resume.empty() && !f.epochs_given) {
-    const nlohmann::json saved = saved_options(resumed.metadata);
-    if (saved.is_object() && saved.contains("epochs") && saved["epochs"].is_string()) {
-      const std::string text = saved["epochs"].get<std::string>();
-      std::size_t epochs = 0;
-      const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), epochs);
-      if (ec != std::errc() || end != text.data() + text.size() || epochs == 0)
-        throw InputError(fmt::format("{}: its recorded --epochs '{}' is not a count", f.resume, text));
-      f.epochs = epochs;
-    }
-  }
-  if (f.cuda_graphs && f.device == "cpu")
-    throw InputError(fmt::format("{}: only with --device gpu or auto", f.graphs_given));
-  // The report goes to stderr when the model or the CSV goes to stdout (--model -, --csv -).
-  std::FILE* const out = report_stream({f.model, f.csv});
-  const bool on_gpu = use_gpu(f.device, f.quiet || !dist.root(), out);
-  // The CPU's GEMM threads mean nothing to the GPU (its streams are --workers): refused when asked for the GPU,
-  // said when auto chose it.
-  if (on_gpu && f.threads > 0) {
-    if (f.device == "gpu") throw InputError("--threads: the CPU's GEMM threads; not with --device gpu");
-    if (dist.root()) std::fprintf(stderr, "asgd cnn: note: --threads is for the CPU; the GPU run ignores it\n");
-  }
-  if (!on_gpu && f.cuda_graphs && dist.root())
-    std::fprintf(stderr, "asgd cnn: note: %s is for the GPU; the CPU run ignores it\n", f.graphs_given.c_str());
+// The --epochs a checkpoint's run recorded: a resume without --epochs finishes that run (before: the default 10,
+// so the interrupted-run advice trained a 6-epoch run for 10). The flag's value when none is recorded.
+std::size_t recorded_epochs(const std::string& path, const std::string& metadata) {
+  const nlohmann::json saved = saved_options(metadata);
+  if (!saved.is_object() || !saved.contains("epochs") || !saved["epochs"].is_string()) return CnnFlags{}.epochs;
+  const std::string text = saved["epochs"].get<std::string>();
+  std::size_t epochs = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), epochs);
+  if (ec != std::errc() || end != text.data() + text.size() || epochs == 0)
+    throw InputError(fmt::format("{}: its recorded --epochs '{}' is not a count", path, text));
+  return epochs;
+}
+
+// The trainer's options from the flags (the library's errors said with the flags' names).
+gpu::GpuTrainOptions train_options(const CnnFlags& f, bool on_gpu) {
   gpu::GpuTrainOptions o;
   o.cuda_graphs = f.cuda_graphs.value_or(true);
   o.epochs = f.epochs;
@@ -242,33 +224,167 @@ int train(const CnnFlags& flags, Distributed& dist) {
                                             {"BlockTrainOptions::momentum", "--momentum"},
                                             {"BlockTrainOptions::weight_decay", "--weight-decay"}});
   if (on_gpu) gpu::check_streams(o.workers, o.tau);  // what gpu::train refuses, before any output
-  if (!f.resume.empty()) {
-    if (f.seed_given && f.seed != resumed.state.seed)
-      throw InputError(fmt::format("--seed {}: {} was trained with seed {}, and a resumed run keeps it", f.seed,
-                                   f.resume, resumed.state.seed));
-    if (resumed.state.epoch >= f.epochs)
-      throw InputError(fmt::format("--resume {}: {} epochs are done already; --epochs is the run's total (give more)",
-                                   f.resume, resumed.state.epoch));
-    o.seed = resumed.state.seed;
+  return o;
+}
+
+// Before anything is read: every output can be written, and none is an input or another output.
+void check_outputs(const CnnFlags& f) {
+  check_output("--model", f.model);
+  check_rewritten_output("--checkpoint", f.checkpoint);
+  check_output("--csv", f.csv);
+  check_distinct("--csv", f.csv, {{"--model", f.model}, {"--checkpoint", f.checkpoint}, {"--resume", f.resume}});
+  // No output may name one of the MNIST files the run reads.
+  if (!f.model.empty() || !f.checkpoint.empty() || !f.csv.empty())
+    for (const auto& input : dense::mnist_files(resolve_mnist_dir(f.data)))
+      for (const auto& [flag, path] : {std::pair{"--model", &f.model}, std::pair{"--checkpoint", &f.checkpoint},
+                                       std::pair{"--csv", &f.csv}})
+        check_distinct(flag, *path, {{"--data", input.string()}});
+  check_one_on_stdout({{"--model", f.model}, {"--csv", f.csv}});
+}
+
+// The --csv file, its rows through epoch `done` kept for a resumed run (`seconds` then holds the last kept row's).
+std::FILE* open_csv(const CnnFlags& f, std::size_t done, double& csv_seconds) {
+  std::FILE* csv = nullptr;
+  // A resumed run continues its --csv file (the lines through the checkpoint's epoch); stdout, a pipe or a
+  // device is not read back (reading a pipe this process writes would wait for ever), and "-" is stdout.
+  std::error_code ec;
+  const bool on_stdout = AtomicFile::writes_to(f.csv, STDOUT_FILENO);
+  const bool file =
+      !on_stdout && (!std::filesystem::exists(f.csv, ec) || std::filesystem::is_regular_file(f.csv, ec));
+  const auto kept = f.resume.empty() || !file ? std::vector<std::string>{} : csv_through(f.csv, done, csv_seconds);
+  // bench/plot_staleness.py's columns: one panel row per policy (here:
+  // with or without compensation), a line per (workers, tau).
+  std::string start;
+  if (kept.empty())
+    start = "policy,workers,tau,epoch,seconds,images_per_s,train_loss,test_error,test_accuracy,mean_staleness,"
+            "momentum,lr\n";
+  for (const auto& line : kept) start += line + "\n";
+  if (AtomicFile::replaces(f.csv)) {
+    // A file: its kept rows replace it at once (a run killed before its first epoch leaves them there), and each
+    // epoch's row is appended.
+    AtomicFile first(f.csv);
+    first.write(start);
+    first.commit();
+    csv = std::fopen(f.csv.c_str(), "a");
+  } else {
+    // Written in place: stdout and stderr through their descriptors (not reopened: /dev/stderr redirected to a
+    // log would be truncated), a pipe or a device opened to append.
+    csv = on_stdout ? stdout : AtomicFile::writes_to(f.csv, STDERR_FILENO) ? stderr : std::fopen(f.csv.c_str(), "a");
+    if (csv != nullptr) std::fputs(start.c_str(), csv);
   }
+  if (csv == nullptr) throw InputError(fmt::format("--csv {}: cannot write", f.csv));
+  return csv;
+}
+
+// Under mpirun: one objective and one plan on every rank, a common start, and the averages in the trainer's hooks.
+// Each rank trains every P-th image and, after each epoch, the ranks average their parameters and
+// their momentum buffers in the trainer's after_epoch hook, so one trainer, with its views and staleness
+// estimate, runs the whole job, and every rank ends an epoch in the state rank 0's checkpoint holds (a resumed
+// job continues the uninterrupted one); rank 0 measures test accuracy. With --average-every K they also average after
+// every K updates (the trainer's after_updates hook, with no update in flight: a blocking round, not the
+// background one of the sparse models). At K = 1 and tau 0 that is synchronous data-parallel SGD over all
+// ranks, as Horovod's: the update is linear in the gradient and the momentum, so the mean of the ranks' models
+// after a step is the step of the mean gradient with the mean momentum. On the GPU each rank takes the device
+// of its local rank (modulo the node's devices).
+void average_ranks(Distributed& dist, gpu::GpuTrainOptions& o, const dense::Dataset& train,
+                   const dense::Dataset& shard, std::size_t done, std::size_t stop, ParamStore& store,
+                   std::vector<float>& momentum) {
+  // One objective over shards of one training set.
+  const std::pair<std::string_view, std::string> settings[] = {
+      {"--weight-decay", as_text(o.weight_decay)},
+      {"the training images", fmt::format("{} images, digest {:016x}", train.size(), train.checksum())}};
+  dist.same_settings(settings);
+  // Every rank must run as many rounds: the same epochs and, averaging every K updates, the same updates in each.
+  const std::size_t batches = (shard.size() + o.batch - 1) / o.batch;
+  const std::uint64_t per_epoch = dist.every_epoch() ? 0 : BlockTrainer::updates_per_epoch(batches, o);
+  const std::uint64_t plan[] = {done, stop, dist.every_steps(), per_epoch};
+  dist.same_on_all_ranks(plan, "epochs done/last epoch/K of --average-every (0: epoch)/updates per epoch (every "
+                               "rank needs the same --resume, --epochs, --until-epoch, --average-every and, with "
+                               "--average-every K, --batch, --workers and --tau)");
+  dist.start(std::span<float>(store.data(), store.size()), store.layout());
+  o.after_epoch = [&dist, &shard, &momentum] {
+    dist.average(static_cast<double>(shard.size()));
+    dist.mean_of_ranks(momentum);
+  };
+  if (!dist.every_epoch()) {
+    o.every_updates = dist.every_steps();
+    o.after_updates = [&dist] { dist.average(1.0); };
+  }
+}
+
+// A resumed run keeps its checkpoint's seed, and must have epochs left to train.
+std::uint64_t resumed_seed(const CnnFlags& f, const TrainState& resumed) {
+  if (f.seed_given && f.seed != resumed.seed)
+    throw InputError(fmt::format("--seed {}: {} was trained with seed {}, and a resumed run keeps it", f.seed,
+                                 f.resume, resumed.seed));
+  if (resumed.epoch >= f.epochs)
+    throw InputError(fmt::format("--resume {}: {} epochs are done already; --epochs is the run's total (give more)",
+                                 f.resume, resumed.epoch));
+  return resumed.seed;
+}
+
+void print_setup(std::FILE* out, const CnnFlags& f, const dense::TrainTest& tt, const dense::Network& net,
+                 const gpu::GpuTrainOptions& o, bool on_gpu) {
+  std::fprintf(out, "data: %zu train, %zu test images (%zux%zu) from %s\n", tt.train.size(), tt.test.size(),
+               tt.train.rows, tt.train.cols, resolve_mnist_dir(f.data).string().c_str());
+  std::fprintf(out, "net: %s\n", net.describe(on_gpu).c_str());
+  std::fprintf(out, "workers %zu, batch %zu, tau %s, lr %g (%s), momentum %g, weight decay %g%s%s\n", f.workers,
+               f.batch, tau_to_string(o.tau).c_str(), f.lr, f.schedule.c_str(), f.momentum, f.weight_decay,
+               o.compensate ? ", staleness compensation on" : "", on_gpu && o.cuda_graphs ? ", CUDA graphs" : "");
+  std::fflush(out);
+}
+
+// One epoch's --csv row, flushed: a full disk or a closed pipe is said now, not found later as missing rows.
+void write_csv_row(std::FILE* csv, const CnnFlags& f, const gpu::GpuTrainOptions& o, const dense::EpochReport& r,
+                   double seconds) {
+  std::fprintf(csv, "%s,%zu,%s,%zu,%.4f,%.1f,%.6f,%.6f,%.6f,%.4f,%.4f,%.6f\n", o.compensate ? "compensated" : "plain",
+               f.workers, tau_to_string(o.tau).c_str(), r.epoch, seconds, r.images_per_second, r.mean_loss,
+               1.0 - r.test_accuracy, r.test_accuracy, r.mean_staleness, r.momentum, r.lr);
+  if (std::fflush(csv) != 0 || std::ferror(csv))
+    throw RuntimeError(fmt::format("--csv {}: cannot write: {}", f.csv, std::strerror(errno)));
+}
+
+// Whether the run takes the GPU (--device); the flags that apply to the other device alone are refused when it was
+// asked for, and said not to apply when auto chose.
+bool choose_device(const CnnFlags& f, bool root, std::FILE* out) {
+  const bool on_gpu = use_gpu(f.device, f.quiet || !root, out);
+  // The CPU's GEMM threads mean nothing to the GPU (its streams are --workers).
+  if (on_gpu && f.threads > 0) {
+    if (f.device == "gpu") throw InputError("--threads: the CPU's GEMM threads; not with --device gpu");
+    if (root) std::fprintf(stderr, "asgd cnn: note: --threads is for the CPU; the GPU run ignores it\n");
+  }
+  if (!on_gpu && f.cuda_graphs && root)
+    std::fprintf(stderr, "asgd cnn: note: %s is for the GPU; the CPU run ignores it\n", f.graphs_given.c_str());
+  return on_gpu;
+}
+
+void initialize(const dense::Network& net, ParamStore& store, std::uint64_t seed) {
+  std::vector<float> init(store.size());
+  net.initialize(init, seed);
+  store.assign(init);
+}
+
+int train(const CnnFlags& flags, Distributed& dist) {
+  CnnFlags f = flags;
+  // --resume: parameters, momentum, epochs done and seed from the checkpoint, read once, first; --epochs is the
+  // run's total and --until-epoch stops early (the schedule still spans --epochs), to be resumed later.
+  const dense::Network net = dense::lenet5();
+  CheckpointData resumed;
+  if (!f.resume.empty()) resumed = read_lenet(f.resume, net);
+  if (!f.resume.empty() && !f.epochs_given) f.epochs = recorded_epochs(f.resume, resumed.metadata);
+  if (f.cuda_graphs && f.device == "cpu")
+    throw InputError(fmt::format("{}: only with --device gpu or auto", f.graphs_given));
+  // The report goes to stderr when the model or the CSV goes to stdout (--model -, --csv -).
+  std::FILE* const out = report_stream({f.model, f.csv});
+  const bool on_gpu = choose_device(f, dist.root(), out);
+  gpu::GpuTrainOptions o = train_options(f, on_gpu);
+  if (!f.resume.empty()) o.seed = resumed_seed(f, resumed.state);
   const std::size_t done = resumed.state.epoch, stop = f.until_epoch ? f.until_epoch : f.epochs;
   if (f.until_epoch > f.epochs)
     throw InputError(fmt::format("--until-epoch {}: past --epochs {}", f.until_epoch, f.epochs));
   if (f.until_epoch != 0 && f.until_epoch <= done)
     throw InputError(fmt::format("--until-epoch {}: {} has {} epochs done already", f.until_epoch, f.resume, done));
-  if (dist.root()) {
-    check_output("--model", f.model);
-    check_rewritten_output("--checkpoint", f.checkpoint);
-    check_output("--csv", f.csv);
-    check_distinct("--csv", f.csv, {{"--model", f.model}, {"--checkpoint", f.checkpoint}, {"--resume", f.resume}});
-    // No output may name one of the MNIST files the run reads.
-    if (!f.model.empty() || !f.checkpoint.empty() || !f.csv.empty())
-      for (const auto& input : dense::mnist_files(resolve_mnist_dir(f.data)))
-        for (const auto& [flag, path] : {std::pair{"--model", &f.model}, std::pair{"--checkpoint", &f.checkpoint},
-                                         std::pair{"--csv", &f.csv}})
-          check_distinct(flag, *path, {{"--data", input.string()}});
-    check_one_on_stdout({{"--model", f.model}, {"--csv", f.csv}});
-  }
+  if (dist.root()) check_outputs(f);
   if (f.until_epoch != 0 && f.checkpoint.empty() && f.model.empty())
     throw InputError("--until-epoch: give --checkpoint FILE to resume from (or --model), or the run is lost");
   o.first_epoch = done;
@@ -279,9 +395,7 @@ int train(const CnnFlags& flags, Distributed& dist) {
   const auto options = run_options(f, o, on_gpu, tt.train, static_cast<std::size_t>(dist.size()));
   const std::string metadata = nlohmann::json{{"model", kModelKind}, {"options", options}}.dump();
   if (f.resume.empty()) {
-    std::vector<float> init(store.size());
-    net.initialize(init, f.seed);
-    store.assign(init);
+    initialize(net, store, f.seed);
   } else {
     // Under mpirun every rank reads the file: the ranks' parameters and momentum were averaged when it was saved.
     store.assign(resumed.params);
@@ -307,47 +421,9 @@ int train(const CnnFlags& flags, Distributed& dist) {
   if (dist.active())
     std::fprintf(out, "mpi: %s; each rank trains %llu images an epoch\n", dist.describe().c_str(),
                 static_cast<unsigned long long>(images_per_epoch));
-  if (!f.quiet) {
-    std::fprintf(out, "data: %zu train, %zu test images (%zux%zu) from %s\n", tt.train.size(), tt.test.size(),
-                tt.train.rows, tt.train.cols, resolve_mnist_dir(f.data).string().c_str());
-    std::fprintf(out, "net: %s\n", net.describe(on_gpu).c_str());
-    std::fprintf(out, "workers %zu, batch %zu, tau %s, lr %g (%s), momentum %g, weight decay %g%s%s\n", f.workers,
-                f.batch, tau_to_string(o.tau).c_str(), f.lr, f.schedule.c_str(), f.momentum, f.weight_decay,
-                o.compensate ? ", staleness compensation on" : "", on_gpu && o.cuda_graphs ? ", CUDA graphs" : "");
-    std::fflush(out);
-  }
-  std::FILE* csv = nullptr;
+  if (!f.quiet) print_setup(out, f, tt, net, o, on_gpu);
   double csv_seconds = 0;  // a resumed run's CSV counts on from the stopped run's seconds
-  if (!f.csv.empty() && dist.root()) {
-    // A resumed run continues its --csv file (the lines through the checkpoint's epoch); stdout, a pipe or a
-    // device is not read back (reading a pipe this process writes would wait for ever), and "-" is stdout.
-    std::error_code ec;
-    const bool on_stdout = AtomicFile::writes_to(f.csv, STDOUT_FILENO);
-    const bool file =
-        !on_stdout && (!std::filesystem::exists(f.csv, ec) || std::filesystem::is_regular_file(f.csv, ec));
-    const auto kept = f.resume.empty() || !file ? std::vector<std::string>{} : csv_through(f.csv, done, csv_seconds);
-    // bench/plot_staleness.py's columns: one panel row per policy (here:
-    // with or without compensation), a line per (workers, tau).
-    std::string start;
-    if (kept.empty())
-      start = "policy,workers,tau,epoch,seconds,images_per_s,train_loss,test_error,test_accuracy,mean_staleness,"
-              "momentum,lr\n";
-    for (const auto& line : kept) start += line + "\n";
-    if (AtomicFile::replaces(f.csv)) {
-      // A file: its kept rows replace it at once (a run killed before its first epoch leaves them there), and each
-      // epoch's row is appended.
-      AtomicFile first(f.csv);
-      first.write(start);
-      first.commit();
-      csv = std::fopen(f.csv.c_str(), "a");
-    } else {
-      // Written in place: stdout and stderr through their descriptors (not reopened: /dev/stderr redirected to a
-      // log would be truncated), a pipe or a device opened to append.
-      csv = on_stdout ? stdout : AtomicFile::writes_to(f.csv, STDERR_FILENO) ? stderr : std::fopen(f.csv.c_str(), "a");
-      if (csv != nullptr) std::fputs(start.c_str(), csv);
-    }
-    if (csv == nullptr) throw InputError(fmt::format("--csv {}: cannot write", f.csv));
-  }
+  std::FILE* const csv = f.csv.empty() || !dist.root() ? nullptr : open_csv(f, done, csv_seconds);
   double elapsed = 0;
   const auto on_epoch = [&](const dense::EpochReport& r) {
     elapsed += r.seconds;
@@ -359,51 +435,13 @@ int train(const CnnFlags& flags, Distributed& dist) {
                   r.mean_staleness, static_cast<unsigned long long>(r.max_staleness), r.momentum, r.lr, eta,
                   r.graph_steps ? fmt::format(", CUDA graphs for {} steps", r.graph_steps).c_str() : "");
     std::fflush(out);
-    if (csv != nullptr) {
-      std::fprintf(csv, "%s,%zu,%s,%zu,%.4f,%.1f,%.6f,%.6f,%.6f,%.4f,%.4f,%.6f\n",
-                   o.compensate ? "compensated" : "plain", f.workers, tau_to_string(o.tau).c_str(), r.epoch,
-                   csv_seconds + elapsed,
-                   r.images_per_second, r.mean_loss, 1.0 - r.test_accuracy, r.test_accuracy, r.mean_staleness,
-                   r.momentum, r.lr);
-      // A full disk or a closed pipe: said now, not found later as a file missing its rows.
-      if (std::fflush(csv) != 0 || std::ferror(csv))
-        throw RuntimeError(fmt::format("--csv {}: cannot write: {}", f.csv, std::strerror(errno)));
-    }
+    if (csv != nullptr) write_csv_row(csv, f, o, r, csv_seconds + elapsed);
     if (!f.checkpoint.empty() && dist.root()) save(f.checkpoint, r.epoch);
   };
-  // Under mpirun each rank trains every P-th image and, after each epoch, the ranks average their parameters and
-  // their momentum buffers in the trainer's after_epoch hook, so one trainer, with its views and staleness
-  // estimate, runs the whole job, and every rank ends an epoch in the state rank 0's checkpoint holds (a resumed
-  // job continues the uninterrupted one); rank 0 measures test accuracy. With --average-every K they also average after
-  // every K updates (the trainer's after_updates hook, with no update in flight: a blocking round, not the
-  // background one of the sparse models). At K = 1 and tau 0 that is synchronous data-parallel SGD over all
-  // ranks, as Horovod's: the update is linear in the gradient and the momentum, so the mean of the ranks' models
-  // after a step is the step of the mean gradient with the mean momentum. On the GPU each rank takes the device
-  // of its local rank (modulo the node's devices).
   dense::Dataset shard;
   if (dist.active()) {
-    // One objective over shards of one training set.
-    const std::pair<std::string_view, std::string> settings[] = {
-        {"--weight-decay", as_text(o.weight_decay)},
-        {"the training images", fmt::format("{} images, digest {:016x}", tt.train.size(), tt.train.checksum())}};
-    dist.same_settings(settings);
     shard = tt.train.subset(rows);
-    // Every rank must run as many rounds: the same epochs and, averaging every K updates, the same updates in each.
-    const std::size_t batches = (shard.size() + o.batch - 1) / o.batch;
-    const std::uint64_t per_epoch = dist.every_epoch() ? 0 : BlockTrainer::updates_per_epoch(batches, o);
-    const std::uint64_t plan[] = {done, stop, dist.every_steps(), per_epoch};
-    dist.same_on_all_ranks(plan, "epochs done/last epoch/K of --average-every (0: epoch)/updates per epoch (every "
-                                 "rank needs the same --resume, --epochs, --until-epoch, --average-every and, with "
-                                 "--average-every K, --batch, --workers and --tau)");
-    dist.start(std::span<float>(store.data(), store.size()), store.layout());
-    o.after_epoch = [&] {
-      dist.average(static_cast<double>(shard.size()));
-      dist.mean_of_ranks(momentum);
-    };
-    if (!dist.every_epoch()) {
-      o.every_updates = dist.every_steps();
-      o.after_updates = [&] { dist.average(1.0); };
-    }
+    average_ranks(dist, o, tt.train, shard, done, stop, store, momentum);
   }
   const dense::Dataset& data = dist.active() ? shard : tt.train;
   const dense::Dataset* test = dist.root() ? &tt.test : nullptr;
@@ -427,8 +465,9 @@ int train(const CnnFlags& flags, Distributed& dist) {
   const auto& last = reports.back();
   // Images this rank trained in this run (its shard under mpirun).
   const double images = static_cast<double>(images_per_epoch) * static_cast<double>(reports.size());
-  std::fprintf(out, "test accuracy %.2f %% after %zu epoch%s; training %.1f s, %.0f images/s\n", 100.0 * last.test_accuracy,
-              last.epoch, last.epoch == 1 ? "" : "s", elapsed, images / std::max(elapsed, 1e-9));
+  std::fprintf(out, "test accuracy %.2f %% after %zu epoch%s; training %.1f s, %.0f images/s\n",
+               100.0 * last.test_accuracy, last.epoch, last.epoch == 1 ? "" : "s", elapsed,
+               images / std::max(elapsed, 1e-9));
   if (dist.active()) std::fprintf(out, "mpi: %s\n", dist.traffic().c_str());
   if (!f.model.empty()) {
     save(f.model, last.epoch);

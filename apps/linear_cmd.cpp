@@ -147,6 +147,139 @@ void check_resumed(const TrainFlags& f, const CheckpointData& saved, const std::
                                  f.until_epoch ? "--until-epoch is the last to train" : "--epochs is the run's total"));
 }
 
+// --data with {rank} replaced by this rank (each rank reads its own, already sharded file), after the checks that
+// every rank must pass alike.
+std::string rank_data_path(const TrainFlags& f, const TrainerOptions& options, Distributed& dist) {
+  std::string path = f.data;
+  const bool per_rank_files = path.find("{rank}") != std::string::npos;
+  // Before any collective that only one of the two cases makes (the sum of the ranks' feature counts): ranks that
+  // disagree here would wait for each other for ever, or meet in allreduces of different lengths.
+  const std::array<std::uint64_t, 2> shape{per_rank_files ? 1u : 0u, f.features};
+  dist.same_on_all_ranks(shape, "--data with or without {rank}/--features (every rank needs the same)");
+  // So must --resume and AdaGrad: with both, the ranks agree on the checkpoint's generation (resume_own_checkpoint).
+  const std::array<std::uint64_t, 2> resuming{f.resume.empty() ? 0u : 1u, options.schedule.has_adagrad() ? 1u : 0u};
+  dist.same_on_all_ranks(resuming, "--resume (1: given)/--adagrad (1: on) (every rank needs the same)");
+  if (!per_rank_files) return path;
+  if (f.features == 0) throw InputError("--data with {rank}: give --features, the model width every rank shares");
+  if (f.reference && dist.active())
+    throw InputError("--reference: not with --data {rank} (the ranks' files together are on no one rank: no "
+                     "optimum to compare with; `asgd linear eval` scores the model on any file)");
+  const std::string rank = std::to_string(dist.rank());
+  for (auto at = path.find("{rank}"); at != std::string::npos; at = path.find("{rank}", at + rank.size()))
+    path.replace(at, 6, rank);
+  return path;
+}
+
+// What a rank trains: the whole set's problem (for the report and the reference), and this rank's shard of it with
+// the whole set's regulariser weights. Under mpirun each rank trains every P-th example, or its own file ({rank}):
+// then `whole` is this rank's file, and the shard takes the weights from every rank's counts summed (floats:
+// exact to 2^24 examples of a feature, and the weights are floats anyway). Quality is reported on `whole`.
+struct TrainingData {
+  TrainingData(const TrainFlags& f, const std::string& path, sparse::LinearLoss loss, Distributed& dist);
+  TrainingData(const TrainingData&) = delete;
+  TrainingData& operator=(const TrainingData&) = delete;
+  const sparse::LinearProblem& problem() const { return own_shard ? *own_shard : whole; }
+  const sparse::SparseDataset& trained() const { return own_shard && shard ? *shard : data; }
+
+  sparse::SparseDataset data;
+  std::optional<sparse::SparseDataset> shard;
+  sparse::LinearProblem whole;
+  std::optional<sparse::LinearProblem> own_shard;
+  std::uint64_t all_examples = 0;
+};
+
+sparse::SparseDataset read_data(const TrainFlags& f, const std::string& path) {
+  sparse::SparseDataset data = sparse::read_libsvm(path, parse_unsorted(f.unsorted));
+  if (f.features > 0) {
+    // Processes training shards of one model need one layout: fix its width.
+    if (data.num_features > f.features) {
+      throw InputError(fmt::format("{}: feature id {} is beyond --features {}", path, data.num_features - 1,
+                                   f.features));
+    }
+    data.num_features = f.features;
+  }
+  return data;
+}
+
+TrainingData::TrainingData(const TrainFlags& f, const std::string& path, sparse::LinearLoss loss, Distributed& dist)
+    : data(read_data(f, path)), whole(data, f.l2, loss), all_examples(data.rows()) {
+  const bool per_rank_files = path != f.data;
+  if (dist.active() && !per_rank_files) {
+    shard = sparse::select_rows(data, dist.shard(data.rows(), "examples"));
+    own_shard.emplace(*shard, whole);
+  }
+  if (!per_rank_files || !dist.active()) return;
+  auto counts = sparse::LinearProblem::count_features(data);
+  std::vector<float> sums(counts.per_feature.begin(), counts.per_feature.end());
+  sums.push_back(static_cast<float>(counts.examples));
+  dist.sum_of_ranks(sums);
+  constexpr float kMaxCount = 4294967040.0f;  // the largest float below 2^32
+  for (std::size_t u = 0; u < counts.per_feature.size(); ++u)
+    counts.per_feature[u] = static_cast<std::uint32_t>(std::min(sums[u], kMaxCount));
+  counts.examples = static_cast<std::uint64_t>(sums.back());
+  own_shard.emplace(data, f.l2, loss, counts);
+  all_examples = counts.examples;
+}
+
+// The checkpoint this rank resumes (with AdaGrad under mpirun every rank has its own, and the ranks agree on its
+// generation), read before this run's checkpoints' metadata is made, which keeps the run's id.
+std::optional<Distributed::Resumed> read_resumed(const TrainFlags& f, const TrainerOptions& options,
+                                                 Distributed& dist) {
+  if (f.resume.empty()) return std::nullopt;
+  const std::filesystem::path own = dist.own_checkpoint(f.resume, options);
+  if (own != f.resume && !std::filesystem::exists(own)) {
+    throw InputError(fmt::format("--resume: {} is missing (under mpirun an AdaGrad run checkpoints each rank's sums, "
+                                 "rank r's beside the file given; resume with as many ranks as wrote them)",
+                                 own.string()));
+  }
+  return dist.resume_own_checkpoint(f.resume, options);
+}
+
+// After training: the objective and accuracy on the training set, the gap to L-BFGS's optimum (--reference) and
+// the test set's figures.
+void report_quality(std::FILE* out, const TrainFlags& f, const sparse::LinearProblem& whole,
+                    std::optional<sparse::SparseDataset>& test, std::span<const float> w, sparse::LinearLoss loss) {
+  print_quality(out, "train", whole, w);
+  if (f.reference) {
+    const auto opt = sparse::solve_lbfgs(whole);
+    const double ours = whole.objective(w);
+    fmt::print(out, "reference (L-BFGS, {} iterations, |grad| {:.1e}): ", opt.iterations, opt.gradient_norm);
+    if (opt.objective > 1e-6) {
+      fmt::print(out, "objective {:.6f}; ours is {:.2e} relative above\n", opt.objective,
+                 (ours - opt.objective) / opt.objective);
+    } else {  // a gap relative to (nearly) zero says nothing
+      fmt::print(out, "objective {:.2e}; ours is {:.2e} above (absolute: the optimum is too near 0 for a relative "
+                 "gap{})\n",
+                 opt.objective, ours - opt.objective,
+                 f.l2 == 0 && loss == sparse::LinearLoss::logistic
+                     ? "; logistic with --l2 0 on data that a hyperplane separates has no finite optimum"
+                     : "");
+    }
+  }
+  if (test) {
+    // weights_for first (it narrows the data to the model's features): the problem is built on what it leaves.
+    const std::vector<float> scored = weights_for(*test, {w.begin(), w.end()});
+    print_quality(out, "test", sparse::LinearProblem(*test, f.l2, loss), scored);
+  }
+}
+
+// The run's options: the store (heap or --shm), the checkpoint resumed, the stop request and progress.
+TrainingRunOptions run_options(const TrainFlags& f, Settings settings, std::optional<Distributed::Resumed> resumed,
+                               std::atomic<bool>* stop) {
+  TrainingRunOptions ro;  // field by field: GCC 12 warns falsely on a designated initializer here
+  ro.shm = f.shm;
+  // The objective, which every process training the segment must share too (the rates and step rules may differ).
+  ro.attach = {.recover_stale = f.shm_recover, .settings = settings_text(settings)};
+  ro.checkpoint = f.checkpoint;
+  if (resumed) {
+    ro.resume = resumed->file;
+    ro.resumed = std::move(resumed->data);
+  }
+  ro.stop = stop;
+  ro.on_progress = progress_printer("linear", f.quiet);
+  return ro;
+}
+
 int train(const TrainFlags& f, Distributed& dist) {
   check_one_stdin({{"--data", f.data}, {"--test", f.test}});
   // The report goes to stderr when the model goes to stdout (--model -).
@@ -159,66 +292,16 @@ int train(const TrainFlags& f, Distributed& dist) {
     check_distinct("--model", f.model, {{"--data", f.data}, {"--test", f.test}});
     check_distinct("--checkpoint", f.checkpoint, {{"--data", f.data}, {"--test", f.test}});
   }
-  // --data with {rank}: each rank reads its own, already sharded file (every {rank} in the path is the rank).
-  std::string path = f.data;
-  const bool per_rank_files = path.find("{rank}") != std::string::npos;
-  // Before any collective that only one of the two cases makes (the sum of the ranks' feature counts): ranks that
-  // disagree here would wait for each other for ever, or meet in allreduces of different lengths.
-  const std::array<std::uint64_t, 2> shape{per_rank_files ? 1u : 0u, f.features};
-  dist.same_on_all_ranks(shape, "--data with or without {rank}/--features (every rank needs the same)");
-  // So must --resume and AdaGrad: with both, the ranks agree on the checkpoint's generation (resume_own_checkpoint).
-  const std::array<std::uint64_t, 2> resuming{f.resume.empty() ? 0u : 1u, options.schedule.has_adagrad() ? 1u : 0u};
-  dist.same_on_all_ranks(resuming, "--resume (1: given)/--adagrad (1: on) (every rank needs the same)");
-  if (per_rank_files) {
-    if (f.features == 0) throw InputError("--data with {rank}: give --features, the model width every rank shares");
-    if (f.reference && dist.active())
-      throw InputError("--reference: not with --data {rank} (the ranks' files together are on no one rank: no "
-                       "optimum to compare with; `asgd linear eval` scores the model on any file)");
-    const std::string rank = std::to_string(dist.rank());
-    for (auto at = path.find("{rank}"); at != std::string::npos; at = path.find("{rank}", at + rank.size()))
-      path.replace(at, 6, rank);
-  }
+  const std::string path = rank_data_path(f, options, dist);
   // The flags that need no data, before the file is read (a 1 GB file was read, 5.5 s, before "--l2 -1" was said).
   const sparse::LinearLoss loss = parse_flag("--loss", [&] { return sparse::parse_linear_loss(f.loss); });
   if (!(f.l2 >= 0) || !std::isfinite(f.l2)) throw InputError(fmt::format("--l2 {}: expected finite and >= 0", f.l2));
-  sparse::SparseDataset data = sparse::read_libsvm(path, parse_unsorted(f.unsorted));
-  if (f.features > 0) {
-    // Processes training shards of one model need one layout: fix its width.
-    if (data.num_features > f.features) {
-      throw InputError(fmt::format("{}: feature id {} is beyond --features {}", path, data.num_features - 1,
-                                   f.features));
-    }
-    data.num_features = f.features;
-  }
-  // Under mpirun each rank trains every P-th example (or its own file);
-  // quality is reported on the whole set (rank 0's file).
-  std::optional<sparse::SparseDataset> shard;
-  if (dist.active() && !per_rank_files) shard = sparse::select_rows(data, dist.shard(data.rows(), "examples"));
+  const TrainingData d(f, path, loss, dist);
   // One objective for the models the ranks average.
   const std::pair<std::string_view, std::string> settings[] = {{"--loss", std::string(sparse::to_string(loss))},
                                                                 {"--l2", as_text(f.l2)}};
   dist.same_settings(settings);
-  // The whole set's problem (for the report and the reference), and this rank's shard of it with the whole set's
-  // regulariser weights. Per-rank files ({rank}): `whole` is this rank's file, and the shard it trains takes the
-  // weights from every rank's counts summed (floats: exact to 2^24 examples of a feature, and the weights are
-  // floats anyway).
-  const sparse::LinearProblem whole(data, f.l2, loss);
-  std::optional<sparse::LinearProblem> own_shard;
-  if (shard) own_shard.emplace(*shard, whole);
-  std::uint64_t all_examples = data.rows();
-  if (per_rank_files && dist.active()) {
-    auto counts = sparse::LinearProblem::count_features(data);
-    std::vector<float> sums(counts.per_feature.begin(), counts.per_feature.end());
-    sums.push_back(static_cast<float>(counts.examples));
-    dist.sum_of_ranks(sums);
-    constexpr float kMaxCount = 4294967040.0f;  // the largest float below 2^32
-    for (std::size_t u = 0; u < counts.per_feature.size(); ++u)
-      counts.per_feature[u] = static_cast<std::uint32_t>(std::min(sums[u], kMaxCount));
-    counts.examples = static_cast<std::uint64_t>(sums.back());
-    own_shard.emplace(data, f.l2, loss, counts);
-    all_examples = counts.examples;
-  }
-  const sparse::LinearProblem& problem = own_shard ? *own_shard : whole;
+  const sparse::LinearProblem& problem = d.problem();
   // Before training, what solve_lbfgs would refuse after it.
   if (f.reference && !problem.smooth())
     throw InputError(fmt::format("--reference: not with --loss {} (not smooth: L-BFGS has no optimum to give; "
@@ -227,19 +310,7 @@ int train(const TrainFlags& f, Distributed& dist) {
   // Read before training, so that a bad --test file fails now rather than after the run.
   std::optional<sparse::SparseDataset> test;
   if (!f.test.empty() && dist.root()) test = sparse::read_libsvm(f.test, parse_unsorted(f.unsorted));
-  // With AdaGrad under mpirun every rank checkpoints its own sums: the file says how many ranks wrote them.
-  // Resumed: the checkpoint this rank goes on from, read (with AdaGrad under mpirun the ranks agree on its
-  // generation) before this run's checkpoints' metadata is made, which keeps the run's id.
-  std::optional<Distributed::Resumed> resumed;
-  if (!f.resume.empty()) {
-    const std::filesystem::path own = dist.own_checkpoint(f.resume, options);
-    if (own != f.resume && !std::filesystem::exists(own)) {
-      throw InputError(fmt::format("--resume: {} is missing (under mpirun an AdaGrad run checkpoints each rank's sums, "
-                                   "rank r's beside the file given; resume with as many ranks as wrote them)",
-                                   own.string()));
-    }
-    resumed = dist.resume_own_checkpoint(f.resume, options);
-  }
+  std::optional<Distributed::Resumed> resumed = read_resumed(f, options, dist);
   if (f.until_epoch > options.epochs) {
     throw InputError(fmt::format("--until-epoch {}: past --epochs {}", f.until_epoch, options.epochs));
   }
@@ -249,25 +320,14 @@ int train(const TrainFlags& f, Distributed& dist) {
   // From before the segment is opened: a signal while it is created or attached stops the run at its first step,
   // which detaches as a finished run does (a kill then left a segment stale, for --shm-recover).
   const StopOnSignal on_signal(!dist.active());
-  TrainingRunOptions ro;  // field by field: GCC 12 warns falsely on a designated initializer here
-  ro.shm = f.shm;
-  // The objective, which every process training the segment must share too (the rates and step rules may differ).
-  ro.attach = {.recover_stale = f.shm_recover, .settings = settings_text(settings)};
-  ro.checkpoint = f.checkpoint;
-  if (resumed) {
-    ro.resume = resumed->file;
-    ro.resumed = std::move(resumed->data);
-  }
-  ro.stop = on_signal.flag();
-  ro.on_progress = progress_printer("linear", f.quiet);
-  TrainingRun run = open_run(f, problem.layout(), std::move(ro));
+  TrainingRun run = open_run(f, problem.layout(), run_options(f, settings, std::move(resumed), on_signal.flag()));
   // The run's id: the settings every rank trains with and the seed (a resume keeps the checkpoint's).
   run.set_record(asgd::engine_options(options), options.seed,
                  fmt::format("{} {} {}", sparse::to_string(loss), as_text(f.l2), problem.num_features()));
   // What this rank trains on, counted (a resume on other data is warned about, as cnn and w2v warn).
   run.add_to_record("examples", as_text(problem.num_examples()));
-  run.add_to_record("nonzeros", as_text(own_shard && shard ? shard->nnz() : data.nnz()));
-  run.add_to_record("data", fmt::format("{:016x}", (own_shard && shard ? *shard : data).checksum()));
+  run.add_to_record("nonzeros", as_text(d.trained().nnz()));
+  run.add_to_record("data", fmt::format("{:016x}", d.trained().checksum()));
   options.checkpoint_metadata = sparse::linear_model_metadata(
       f.l2, problem.num_features(), loss, options.schedule.has_adagrad() && dist.active() ? dist.size() : 0,
       options_json(run.record()));
@@ -289,11 +349,12 @@ int train(const TrainFlags& f, Distributed& dist) {
       warn_data_changed("linear train", f.resume, before, now, "data", "examples", "training examples");
       now.erase("run");  // a digest of the settings: those that differ are said one by one
       warn_options_changed("linear train", f.resume, before, now, {"examples", "nonzeros"});
+      fmt::print(out, "resumed from {} at epoch {}\n", f.resume, trainer.state().epoch);
     }
-    if (dist.root()) fmt::print(out, "resumed from {} at epoch {}\n", f.resume, trainer.state().epoch);
   }
-  if (dist.active()) fmt::print(out, "mpi: {}; rank 0 trains {} of {} examples\n", dist.describe(), problem.num_examples(),
-                                all_examples);
+  if (dist.active())
+    fmt::print(out, "mpi: {}; rank 0 trains {} of {} examples\n", dist.describe(), problem.num_examples(),
+               d.all_examples);
   dist.start(trainer, store);
   run.started();  // from here on the segment holds training: kept whatever happens next
   const TrainReport report = run_averaged(dist, trainer, problem, f.until_epoch ? f.until_epoch : options.epochs);
@@ -325,28 +386,7 @@ int train(const TrainFlags& f, Distributed& dist) {
   std::vector<float> copy;
   std::span<const float> w(std::as_const(store).data(), store.size());
   if (store.is_shared()) w = copy = store.snapshot();
-  print_quality(out, "train", whole, w);
-  if (f.reference) {
-    const auto opt = sparse::solve_lbfgs(whole);
-    const double ours = whole.objective(w);
-    fmt::print(out, "reference (L-BFGS, {} iterations, |grad| {:.1e}): ", opt.iterations, opt.gradient_norm);
-    if (opt.objective > 1e-6) {
-      fmt::print(out, "objective {:.6f}; ours is {:.2e} relative above\n", opt.objective,
-                 (ours - opt.objective) / opt.objective);
-    } else {  // a gap relative to (nearly) zero says nothing
-      fmt::print(out, "objective {:.2e}; ours is {:.2e} above (absolute: the optimum is too near 0 for a relative "
-                 "gap{})\n",
-                 opt.objective, ours - opt.objective,
-                 f.l2 == 0 && loss == sparse::LinearLoss::logistic
-                     ? "; logistic with --l2 0 on data that a hyperplane separates has no finite optimum"
-                     : "");
-    }
-  }
-  if (test) {
-    // weights_for first (it narrows the data to the model's features): the problem is built on what it leaves.
-    const std::vector<float> scored = weights_for(*test, {w.begin(), w.end()});
-    print_quality(out, "test", sparse::LinearProblem(*test, f.l2, loss), scored);
-  }
+  report_quality(out, f, d.whole, test, w, loss);
   if (!f.model.empty()) {
     // Rank 0 alone writes the model, with its own AdaGrad sums and no rank files: it records no ranks, so one
     // process may resume it (checkpoints of an AdaGrad job record theirs).

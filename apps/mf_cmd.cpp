@@ -309,6 +309,125 @@ int train_bpr(std::FILE* out, const MfTrainFlags& f, Distributed& dist) {
   return 0;
 }
 
+// The ratings a run trains on and evaluates: the file, split into a test part (--test-fraction) and a validation
+// part (--validation-fraction, or -v FILE, whose new ids get rows too, never trained).
+struct MfSets {
+  Ratings train, test, validation;
+  bool have_test = false, have_validation = false;
+  double load_seconds = 0;
+};
+MfSets read_sets(const MfTrainFlags& f) {
+  MfSets sets;
+  Ratings& train_set = sets.train;
+  Ratings& test_set = sets.test;
+  Ratings& validation_set = sets.validation;
+  bool& have_test = sets.have_test;
+  bool& have_validation = sets.have_validation;
+  const auto start = std::chrono::steady_clock::now();
+  Ratings all = read_ratings(f.train_file, format_flag(f.format));
+  if (f.test_fraction > 0) {
+    auto split = random_split(all, f.test_fraction, f.split_seed);
+    train_set = std::move(split.train);
+    test_set = std::move(split.test);
+    have_test = true;
+  } else {
+    train_set = std::move(all);
+  }
+  // A validation set (for choosing hyperparameters without looking at the
+  // test set): held out of the training part, or read from -v.
+  if (f.validation_fraction > 0) {
+    if (!f.validation_file.empty()) throw InputError("give -v FILE or --validation-fraction, not both");
+    auto split = random_split(train_set, f.validation_fraction, f.split_seed + 1);
+    train_set = std::move(split.train);
+    validation_set = std::move(split.test);
+    have_validation = true;
+  }
+  if (!f.validation_file.empty()) {
+    validation_set = read_ratings(f.validation_file, format_flag(f.format), &train_set);
+    // Ids first seen in the validation file get rows too (never trained).
+    train_set.users = validation_set.users;
+    train_set.items = validation_set.items;
+    if (have_test) {
+      test_set.users = train_set.users;
+      test_set.items = train_set.items;
+    }
+    have_validation = true;
+  }
+  sets.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return sets;
+}
+
+// --schedule blocks: the grid's bins (-n, or 2 x threads + 1, cut to the users or items) in mo.bins, and the
+// workers that can share it.
+std::size_t block_schedule(const MfTrainFlags& f, MfOptions& mo, const Ratings& train_set, bool root) {
+  constexpr std::size_t kMostBins = BlockScheduler::kMostBins;
+  std::size_t workers = f.threads;
+  mo.bins = f.bins ? f.bins : std::min(2 * f.threads + 1, kMostBins);
+  // More bins than users or items leaves rows or columns of the grid empty: blocks to schedule and nothing in
+  // them (4096 bins on 100 users took seconds an epoch for 1000 ratings).
+  const std::size_t fewest =
+      std::max<std::size_t>(1, std::min(train_set.users.size(), train_set.items.size()));
+  const bool cut = mo.bins > fewest;
+  if (cut) {
+    if (f.bins && root)
+      fmt::print(stderr, "asgd mf: note: -n/--bins {}: {} (as many as the {} users or items)\n", f.bins, fewest,
+                 fewest);
+    mo.bins = fewest;
+  }
+  // A worker needs a row and a column of blocks that no other holds. With as many workers as bins, one that
+  // puts its block back finds none free (LIBMF refuses it: bins > workers); near that, few blocks are free at a
+  // time, so workers mostly wait and each pick searches a sparse grid (ml-100k's 943 bins with this scheduler:
+  // 943 workers took 321 s an epoch; with no work per block, 942 workers 21 s, 471 workers 1.3 s). So bins >
+  // workers always (-n as given), and where the bins were cut to the users or items, bins > 2 x workers, as
+  // the default 2 x threads + 1.
+  const std::size_t most = cut ? (mo.bins - 1) / 2 : mo.bins - 1;
+  workers = std::max<std::size_t>(1, std::min(f.threads, most));
+  if (workers < f.threads && root) {
+    fmt::print(stderr, "asgd mf: note: -s {}: {} with --schedule blocks on {} bins ({})\n", f.threads,
+               counted(workers, "worker"), mo.bins,
+               cut ? "bins cut to the users or items, more than 2 x workers" : "more bins than workers");
+  }
+  return workers;
+}
+
+// --scale-ratings divides the L2 weights by the ratings' deviation (`sd`, floored): a step that overshoots them
+// is refused.
+void check_scaled_step(const MfTrainFlags& f, float sd, const Ratings& train_set) {
+  // The L2 weights are divided by the deviation too: ratings nearly all alike make them so large that the
+  // shrinking alone overshoots (every factor changes sign and grows), and the run diverges.
+  const float l2 = std::max(f.l2, f.no_biases ? 0.0f : f.bias_l2);
+  if (f.rate * l2 / sd >= 1.0f) {
+    // The scale is the deviation floored at 1e-4 (LIBMF's floor): say which it was.
+    const float deviation = static_cast<float>(train_set.deviation());
+    throw InputError(fmt::format("--scale-ratings: the ratings' standard deviation is {:.3g}{}, which makes the "
+                                 "L2 weight {:.3g}, and a step at -r {} overshoots it; lower -r or -l2, or leave "
+                                 "the ratings unscaled",
+                                 deviation, deviation < sd ? fmt::format(" (scaled by the floor, {:.3g})", sd) : "",
+                                 l2 / sd, f.rate));
+  }
+}
+
+// A flag given that only applies with `setting` (another loss or schedule) would be ignored: refused, so that
+// nobody believes it was applied.
+void refuse_unless(const MfTrainFlags& f, std::string_view setting, std::initializer_list<std::string_view> flags) {
+  for (const auto& flag : flags)
+    for (const auto& [first, all] : f.given) {
+      if (first != flag) continue;
+      std::string names = all;  // as the user may have typed any of them
+      std::replace(names.begin(), names.end(), ',', '/');
+      throw InputError(fmt::format("{}: only with {}", names, setting));
+    }
+}
+
+void print_errors(std::FILE* out, const char* name, const ErrorMetrics& m) {
+  if (m.count == 0)
+    fmt::print(out, "{}: no ratings (the fraction held out is too small for this file)\n", name);
+  else
+    fmt::print(out, "{}: {} ratings, RMSE {:.4f}, MAE {:.4f}\n", name, m.count, m.rmse, m.mae);
+}
+
+int train_squared(std::FILE* out, const MfTrainFlags& f, Distributed& dist);
+
 int train(const MfTrainFlags& f, Distributed& dist) {
   check_one_stdin({{"TRAIN_FILE", f.train_file}, {"-v", f.validation_file}});
   for (const auto& [flag, value] : {std::pair{"--test-fraction", f.test_fraction},
@@ -339,13 +458,7 @@ int train(const MfTrainFlags& f, Distributed& dist) {
   }
   // A flag of the other loss or schedule would be ignored: refused, so that nobody believes it was applied.
   const auto only_with = [&](std::string_view setting, std::initializer_list<std::string_view> flags) {
-    for (const auto& flag : flags)
-      for (const auto& [first, all] : f.given) {
-        if (first != flag) continue;
-        std::string names = all;  // as the user may have typed any of them
-        std::replace(names.begin(), names.end(), ',', '/');
-        throw InputError(fmt::format("{}: only with {}", names, setting));
-      }
+    refuse_unless(f, setting, flags);
   };
   if (f.loss == "bpr") {
     only_with("--loss squared",
@@ -361,6 +474,11 @@ int train(const MfTrainFlags& f, Distributed& dist) {
   } else {
     only_with("--schedule blocks", {"--bins"});
   }
+  return train_squared(out, f, dist);
+}
+
+// Explicit ratings: biased MF by SGD, Hogwild or LIBMF's block schedule, with validation and test errors.
+int train_squared(std::FILE* out, const MfTrainFlags& f, Distributed& dist) {
   // The options from the flags alone, made (and so checked) before any data is read: a 217 MB ratings file was
   // read, 2 s, before "-k 0" or "--l2 -1" was said, and reading scales with the file.
   MfOptions mo = model_options(f);
@@ -370,72 +488,13 @@ int train(const MfTrainFlags& f, Distributed& dist) {
   if (f.schedule != "hogwild" && f.schedule != "blocks") {
     throw InputError(fmt::format("--schedule {}: expected hogwild or blocks", f.schedule));
   }
-  constexpr std::size_t kMostBins = BlockScheduler::kMostBins;
-  const auto start = std::chrono::steady_clock::now();
-  Ratings all = read_ratings(f.train_file, format_flag(f.format));
-  Ratings train_set, test_set;
-  bool have_test = false;
-  if (f.test_fraction > 0) {
-    auto split = random_split(all, f.test_fraction, f.split_seed);
-    train_set = std::move(split.train);
-    test_set = std::move(split.test);
-    have_test = true;
-  } else {
-    train_set = std::move(all);
-  }
-  // A validation set (for choosing hyperparameters without looking at the
-  // test set): held out of the training part, or read from -v.
-  Ratings validation_set;
-  bool have_validation = false;
-  if (f.validation_fraction > 0) {
-    if (!f.validation_file.empty()) throw InputError("give -v FILE or --validation-fraction, not both");
-    auto split = random_split(train_set, f.validation_fraction, f.split_seed + 1);
-    train_set = std::move(split.train);
-    validation_set = std::move(split.test);
-    have_validation = true;
-  }
-  if (!f.validation_file.empty()) {
-    validation_set = read_ratings(f.validation_file, format_flag(f.format), &train_set);
-    // Ids first seen in the validation file get rows too (never trained).
-    train_set.users = validation_set.users;
-    train_set.items = validation_set.items;
-    if (have_test) {
-      test_set.users = train_set.users;
-      test_set.items = train_set.items;
-    }
-    have_validation = true;
-  }
-  const double load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  MfSets sets = read_sets(f);
+  Ratings& train_set = sets.train;
+  const Ratings &test_set = sets.test, &validation_set = sets.validation;
+  const bool have_test = sets.have_test, have_validation = sets.have_validation;
 
   const bool blocks = f.schedule == "blocks";
-  std::size_t workers = f.threads;
-  if (blocks) {
-    mo.bins = f.bins ? f.bins : std::min(2 * f.threads + 1, kMostBins);
-    // More bins than users or items leaves rows or columns of the grid empty: blocks to schedule and nothing in
-    // them (4096 bins on 100 users took seconds an epoch for 1000 ratings).
-    const std::size_t fewest =
-        std::max<std::size_t>(1, std::min(train_set.users.size(), train_set.items.size()));
-    const bool cut = mo.bins > fewest;
-    if (cut) {
-      if (f.bins && dist.root())
-        fmt::print(stderr, "asgd mf: note: -n/--bins {}: {} (as many as the {} users or items)\n", f.bins, fewest,
-                   fewest);
-      mo.bins = fewest;
-    }
-    // A worker needs a row and a column of blocks that no other holds. With as many workers as bins, one that
-    // puts its block back finds none free (LIBMF refuses it: bins > workers); near that, few blocks are free at a
-    // time, so workers mostly wait and each pick searches a sparse grid (ml-100k's 943 bins with this scheduler:
-    // 943 workers took 321 s an epoch; with no work per block, 942 workers 21 s, 471 workers 1.3 s). So bins >
-    // workers always (-n as given), and where the bins were cut to the users or items, bins > 2 x workers, as
-    // the default 2 x threads + 1.
-    const std::size_t most = cut ? (mo.bins - 1) / 2 : mo.bins - 1;
-    workers = std::max<std::size_t>(1, std::min(f.threads, most));
-    if (workers < f.threads && dist.root()) {
-      fmt::print(stderr, "asgd mf: note: -s {}: {} with --schedule blocks on {} bins ({})\n", f.threads,
-                 counted(workers, "worker"), mo.bins,
-                 cut ? "bins cut to the users or items, more than 2 x workers" : "more bins than workers");
-    }
-  }
+  const std::size_t workers = blocks ? block_schedule(f, mo, train_set, dist.root()) : f.threads;
   // Under mpirun each rank trains every P-th rating, around the whole
   // training set's mean and deviation; ids and evaluation sets are the same on all ranks.
   mo.mean = static_cast<float>(train_set.mean());
@@ -443,20 +502,7 @@ int train(const MfTrainFlags& f, Distributed& dist) {
   std::optional<Ratings> shard;
   if (dist.active()) shard = train_set.subset(dist.shard(train_set.size(), "training ratings"));
   const BiasedMf problem(shard ? *shard : train_set, mo, f.seed);
-  if (const float sd = problem.rating_scale().scale; f.scale_ratings) {
-    // The L2 weights are divided by the deviation too: ratings nearly all alike make them so large that the
-    // shrinking alone overshoots (every factor changes sign and grows), and the run diverges.
-    const float l2 = std::max(f.l2, f.no_biases ? 0.0f : f.bias_l2);
-    if (f.rate * l2 / sd >= 1.0f) {
-      // The scale is the deviation floored at 1e-4 (LIBMF's floor): say which it was.
-      const float deviation = static_cast<float>(train_set.deviation());
-      throw InputError(fmt::format("--scale-ratings: the ratings' standard deviation is {:.3g}{}, which makes the "
-                                   "L2 weight {:.3g}, and a step at -r {} overshoots it; lower -r or -l2, or leave "
-                                   "the ratings unscaled",
-                                   deviation, deviation < sd ? fmt::format(" (scaled by the floor, {:.3g})", sd) : "",
-                                   l2 / sd, f.rate));
-    }
-  }
+  if (f.scale_ratings) check_scaled_step(f, problem.rating_scale().scale, train_set);
   const RatingRange range = RatingRange::of(train_set);
   const StopOnSignal on_signal(!dist.active());  // before the segment opens: see linear train
   TrainingStore t = make_store(out, f, problem.layout(), mo.init_scale, train_set);
@@ -478,7 +524,7 @@ int train(const MfTrainFlags& f, Distributed& dist) {
     trainer.save_checkpoint(f.model_file);
   }
   fmt::print(out, "mf: {} ratings, {} users, {} items, mean {:.4f}; loaded in {:.2f} s\n", train_set.size(),
-             train_set.users.size(), train_set.items.size(), problem.global_mean(), load_seconds);
+             train_set.users.size(), train_set.items.size(), problem.global_mean(), sets.load_seconds);
   if (dist.active()) {
     fmt::print(out, "mpi: {}; rank 0 trains {} of {} ratings\n", dist.describe(), problem.num_examples(),
                train_set.size());
@@ -512,12 +558,7 @@ int train(const MfTrainFlags& f, Distributed& dist) {
              blocks ? fmt::format("blocks {}x{}", mo.bins, mo.bins) : std::string("hogwild"));
   for (const auto& [name, set, have] : {std::tuple{"validation", &validation_set, have_validation},
                                         std::tuple{"test", &test_set, have_test}}) {
-    if (!have) continue;
-    const auto m = evaluate_errors(store, scale, *set, range.lo, range.hi, &cold);
-    if (m.count == 0)
-      fmt::print(out, "{}: no ratings (the fraction held out is too small for this file)\n", name);
-    else
-      fmt::print(out, "{}: {} ratings, RMSE {:.4f}, MAE {:.4f}\n", name, m.count, m.rmse, m.mae);
+    if (have) print_errors(out, name, evaluate_errors(store, scale, *set, range.lo, range.hi, &cold));
   }
   if (!f.model_file.empty()) {
     trainer.save_checkpoint(f.model_file);

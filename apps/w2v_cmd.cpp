@@ -24,6 +24,7 @@
 #include "asgd/engine/param_store.hpp"
 #include "asgd/engine/row_ops.hpp"
 #include "asgd/engine/trainer.hpp"
+#include "asgd/sparse/word2vec/checkpoint_file.hpp"
 #include "asgd/sparse/word2vec/classes.hpp"
 #include "asgd/sparse/word2vec/corpus.hpp"
 #include "asgd/sparse/word2vec/embeddings.hpp"
@@ -201,119 +202,6 @@ ModelOptions model_options(const W2vFlags& f) {
   return m;
 }
 
-// Checkpoint metadata: one JSON line with the model's shape, then the
-// vocabulary as "word count" lines. Words are byte strings (maybe not UTF-8,
-// which JSON cannot carry) without whitespace, so these lines are safe.
-struct ResumeInfo {
-  float alpha = 0;
-  std::uint64_t corpus_tokens = 0;
-  std::uint64_t iter = 0;  // the run's -iter: a resume without -iter finishes that run (0: not recorded)
-  // How the run updates (a resume without the flag continues with the run's; a resume with another is warned):
-  // -threads (0: not recorded), -policy and -tau (empty: not recorded).
-  std::size_t threads = 0;
-  std::string policy, tau;
-  // The vocabulary's -min-count and -max-vocab (not recorded by an older asgd): a resume may repeat them.
-  std::optional<std::size_t> min_count, max_vocab;
-};
-
-std::string metadata(const ModelOptions& m, const Vocabulary& vocab, const ResumeInfo& r) {
-  nlohmann::json j{{"model", "word2vec"}, {"cbow", m.cbow},     {"dim", m.dim},
-                   {"window", m.window},  {"negative", m.negative}, {"hs", m.hs},
-                   {"sample", m.sample},  {"batch", m.batch},       {"words", vocab.size()},
-                   {"alpha", r.alpha},    {"corpus_tokens", r.corpus_tokens}, {"iter", r.iter},
-                   {"threads", r.threads}, {"policy", r.policy},    {"tau", r.tau}};
-  if (r.min_count) j["min_count"] = *r.min_count;
-  if (r.max_vocab) j["max_vocab"] = *r.max_vocab;
-  std::string out = j.dump() + "\n";
-  for (std::uint32_t i = 0; i < vocab.size(); ++i) {
-    out += vocab.word(i);
-    out += ' ';
-    out += std::to_string(vocab.count(i));
-    out += '\n';
-  }
-  return out;
-}
-
-struct Resumed {
-  ModelOptions model;
-  Vocabulary vocab;
-  ResumeInfo info;
-};
-
-Resumed from_metadata(const std::string& path, const std::string& text) {
-  const auto eol = text.find('\n');
-  const auto j = nlohmann::json::parse(text.substr(0, eol), nullptr, false);
-  if (eol == std::string::npos || j.is_discarded() || !j.is_object() || j.value("model", "") != "word2vec") {
-    throw InputError(fmt::format("{}: not a word2vec checkpoint", path));
-  }
-  // A whole number as written (get<std::size_t> took 8.7 as 8 and -1 as 2^64 - 1).
-  auto whole = [&](const char* key) {
-    const auto& v = j.at(key);
-    if (!v.is_number_unsigned()) throw InputError(fmt::format("{} is {}, not a whole number", key, v.dump()));
-    return v.get<std::size_t>();
-  };
-  try {
-    ModelOptions m;
-    m.cbow = j.at("cbow").get<bool>();
-    m.dim = whole("dim");
-    m.window = whole("window");
-    m.negative = whole("negative");
-    m.hs = j.at("hs").get<bool>();
-    m.sample = j.at("sample").get<double>();
-    m.batch = j.value("batch", false);
-    std::vector<std::string> words;
-    std::vector<std::uint64_t> counts;
-    std::size_t at = eol + 1;
-    while (at < text.size()) {
-      const auto end = text.find('\n', at);
-      const std::string_view line(text.data() + at, (end == std::string::npos ? text.size() : end) - at);
-      // "word count", a count of digits only (the Vocabulary checks the words).
-      const auto space = line.rfind(' ');
-      const std::string_view word = line.substr(0, space == std::string_view::npos ? 0 : space);
-      const std::string_view digits = space == std::string_view::npos ? line : line.substr(space + 1);
-      std::uint64_t count = 0;
-      const auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), count);
-      if (space == std::string_view::npos || ec != std::errc() || p != digits.data() + digits.size()) {
-        throw InputError(fmt::format("vocabulary entry {} is '{}', not 'word count'", words.size() + 1,
-                                     std::string(line.substr(0, 60))));
-      }
-      words.emplace_back(word);
-      counts.push_back(count);
-      at = end == std::string::npos ? text.size() : end + 1;
-    }
-    if (words.size() != whole("words")) throw InputError("vocabulary size differs from header");
-    ResumeInfo info;
-    info.alpha = j.value("alpha", 0.0f);
-    info.corpus_tokens = j.value("corpus_tokens", std::uint64_t{0});
-    info.iter = j.value("iter", std::uint64_t{0});
-    if (j.contains("threads")) info.threads = whole("threads");
-    info.policy = j.value("policy", std::string());
-    info.tau = j.value("tau", std::string());
-    if (j.contains("min_count")) info.min_count = whole("min_count");
-    if (j.contains("max_vocab")) info.max_vocab = whole("max_vocab");
-    return {m, Vocabulary(std::move(words), std::move(counts)), info};
-  } catch (const std::exception& e) {
-    throw InputError(fmt::format("{}: corrupt word2vec checkpoint metadata: {}", path, e.what()));
-  }
-}
-
-// Sentences [S r / P, S (r + 1) / P) of the corpus: rank r's shard.
-EncodedCorpus shard_of(const EncodedCorpus& c, const Distributed& dist) {
-  const std::size_t S = c.sentences(), P = static_cast<std::size_t>(dist.size()), r = static_cast<std::size_t>(dist.rank());
-  const std::size_t lo = S * r / P, hi = S * (r + 1) / P;
-  EncodedCorpus out;
-  out.stats = c.stats;
-  const auto first = c.sentence_begin[lo];
-  out.tokens.assign(c.tokens.begin() + static_cast<std::ptrdiff_t>(first),
-                    c.tokens.begin() + static_cast<std::ptrdiff_t>(c.sentence_begin[hi]));
-  for (std::size_t s = lo; s <= hi; ++s) out.sentence_begin.push_back(c.sentence_begin[s] - first);
-  out.stats.kept_tokens = out.tokens.size();
-  if (out.sentences() == 0) {
-    throw InputError(fmt::format("w2v: {} sentences cannot be shared by {} ranks", S, P));
-  }
-  return out;
-}
-
 // -classes N needs N words at least (checked once the vocabulary is known, before training).
 void check_classes(const W2vFlags& f, std::size_t vocabulary) {
   if (f.classes > vocabulary) {
@@ -321,10 +209,9 @@ void check_classes(const W2vFlags& f, std::size_t vocabulary) {
   }
 }
 
-int run_w2v(const W2vFlags& f, Distributed& dist) {
-  const auto start = std::chrono::steady_clock::now();
-  auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
-  const bool show_progress = !f.quiet && stderr_is_terminal() && dist.root();
+// Before anything is read: every output can be written and is none of the inputs; standard input is read once at
+// most (and never under mpirun, which gives it to rank 0 alone: every rank reads the corpus and the vocabulary).
+void check_io(const W2vFlags& f, const Distributed& dist) {
   if (dist.root()) {
     // word2vec.c does not train without -output; we do (the loss and speed are reported), and say so.
     if (f.output.empty() && f.save_vocab.empty() && f.checkpoint.empty())
@@ -343,200 +230,179 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
     check_one_on_stdout({{"-output", f.output}, {"-save-vocab", f.save_vocab}});
   }
   check_one_stdin({{"-train", f.train}, {"-read-vocab", f.read_vocab}});
-  // mpirun gives standard input to rank 0 alone: every rank reads the corpus and the vocabulary.
-  if (dist.active()) {
-    for (const auto& [flag, path] : {std::pair{"-train", f.train}, std::pair{"-read-vocab", f.read_vocab}}) {
-      if (reads_stdin(path)) {
-        throw InputError(fmt::format("{} {}: under mpirun standard input reaches rank 0 only; give a file every "
-                                     "rank can read",
-                                     flag, path));
-      }
+  if (!dist.active()) return;
+  for (const auto& [flag, path] : {std::pair{"-train", f.train}, std::pair{"-read-vocab", f.read_vocab}}) {
+    if (reads_stdin(path)) {
+      throw InputError(fmt::format("{} {}: under mpirun standard input reaches rank 0 only; give a file every "
+                                   "rank can read",
+                                   flag, path));
     }
   }
+}
 
-  // Before the corpus is read: the flags that need parsing (a resume without them takes the run's, below).
-  Consistency consistency = parse_flag("-policy", [&] { return parse_consistency(f.policy); });
-  std::uint64_t tau = parse_flag("-tau", [&] { return parse_tau(f.tau); });
-  std::size_t threads = f.threads;
-  // (a 627 MB corpus was read, 16 s, before "-alpha 0" was said)
-  const auto check_alpha = [](float alpha) {
-    if (!(alpha > 0) || !std::isfinite(alpha)) {
-      throw InputError(fmt::format("-alpha {}: expected a finite rate > 0", alpha));
-    }
-  };
-  if (f.alpha) check_alpha(*f.alpha);
+// (a 627 MB corpus was read, 16 s, before "-alpha 0" was said)
+void check_alpha(float alpha) {
+  if (!(alpha > 0) || !std::isfinite(alpha)) throw InputError(fmt::format("-alpha {}: expected a finite rate > 0", alpha));
+}
 
-  // Vocabulary and model shape: from a checkpoint, or from the flags.
-  CheckpointData resumed;
-  ModelOptions m;
-  Vocabulary vocab;
-  ResumeInfo saved;
-  if (!f.resume.empty()) {
-    // The model's shape and vocabulary come from the checkpoint: a flag that
-    // would change them is a mistake, not something to ignore quietly. The
-    // same value again (the first run's command with -resume added) is no change.
-    resumed = read_checkpoint(f.resume);
-    auto r = from_metadata(f.resume, resumed.metadata);
-    m = r.model;
-    const std::pair<const char*, std::pair<std::size_t, std::optional<std::size_t>>> vocab_flags[] = {
-        {"min-count", {f.min_count, r.info.min_count}}, {"max-vocab", {f.max_vocab, r.info.max_vocab}}};
-    for (const auto& [flag, values] : vocab_flags) {
-      if (!f.given.count(flag) || values.first == values.second) continue;
-      throw InputError(values.second
-                           ? fmt::format("-{} {}: {} was made with -{} {}; the vocabulary comes from the checkpoint "
-                                         "on -resume",
-                                         flag, values.first, f.resume, flag, *values.second)
-                           : fmt::format("-{}: the vocabulary comes from the checkpoint on -resume ({} does not "
-                                         "record the -{} it was made with: leave it out)",
-                                         flag, f.resume, flag));
-    }
-    if (f.given.count("read-vocab")) {
-      // The same file again is no change: read as the run read it, it gives the checkpoint's words and counts.
-      const Vocabulary again =
-          Vocabulary::read(f.read_vocab, VocabOptions{r.info.min_count.value_or(f.min_count),
-                                                      r.info.max_vocab.value_or(f.max_vocab)});
-      bool same_words = again.size() == r.vocab.size();
-      for (std::uint32_t id = 0; same_words && id < again.size(); ++id)
-        same_words = again.word(id) == r.vocab.word(id) && again.count(id) == r.vocab.count(id);
-      if (!same_words) {
-        throw InputError(fmt::format("-read-vocab {}: not the vocabulary of {}, which the run continues on -resume",
-                                     f.read_vocab, f.resume));
-      }
-    }
-    const std::pair<const char*, std::pair<std::string, std::string>> same[] = {
-        {"size", {as_text(f.size), as_text(m.dim)}},
-        {"cbow", {as_text(f.cbow), as_text(m.cbow ? 1 : 0)}},
-        {"window", {as_text(f.window), as_text(m.window)}},
-        {"negative", {as_text(f.negative), as_text(m.negative)}},
-        {"hs", {as_text(f.hs), as_text(m.hs ? 1 : 0)}},
-        {"sample", {as_text(f.sample), as_text(m.sample)}},
-        {"batch", {as_text(f.batch), as_text(m.batch ? 1 : 0)}},
-        {"seed", {as_text(f.seed), as_text(resumed.state.seed)}}};
-    for (const auto& [flag, values] : same) {
-      if (f.given.count(flag) && values.first != values.second) {
-        throw InputError(fmt::format("-{} {}: {} was trained with {}; the model and its seed come from the "
-                                     "checkpoint on -resume",
-                                     flag, values.first, f.resume, values.second));
-      }
-    }
-    vocab = std::move(r.vocab);
-    saved = r.info;
-    check_classes(f, vocab.size());
-    // How the run updated: kept unless given (a different value is warned about where the rate is, below).
-    if (!f.given.count("threads") && saved.threads > 0 && saved.threads <= kMaxWorkers) threads = saved.threads;
-    if (!f.given.count("policy") && !saved.policy.empty())
-      consistency = parse_flag("the checkpoint's -policy", [&] { return parse_consistency(saved.policy); });
-    if (!f.given.count("tau") && !saved.tau.empty())
-      tau = parse_flag("the checkpoint's -tau", [&] { return parse_tau(saved.tau); });
-  } else {
-    m = model_options(f);
+// What a run starts from: the model's shape, vocabulary and how it updates, from a checkpoint or from the flags.
+struct Start {
+  Consistency consistency;
+  std::uint64_t tau;
+  std::size_t threads;
+  CheckpointData resumed = {};  // empty for a fresh run
+  ModelOptions m = {};
+  Vocabulary vocab = {};
+  RunInfo saved = {};
+};
+
+// -resume: the model's shape and vocabulary come from the checkpoint: a flag that would change them is a mistake,
+// not something to ignore quietly. The same value again (the first run's command with -resume added) is no change.
+void resume_from(const W2vFlags& f, Start& s) {
+  s.resumed = read_checkpoint(f.resume);
+  auto r = read_checkpoint_metadata(f.resume, s.resumed.metadata);
+  s.m = r.model;
+  const std::pair<const char*, std::pair<std::size_t, std::optional<std::size_t>>> vocab_flags[] = {
+      {"min-count", {f.min_count, r.info.min_count}}, {"max-vocab", {f.max_vocab, r.info.max_vocab}}};
+  for (const auto& [flag, values] : vocab_flags) {
+    if (!f.given.count(flag) || values.first == values.second) continue;
+    throw InputError(values.second
+                         ? fmt::format("-{} {}: {} was made with -{} {}; the vocabulary comes from the checkpoint "
+                                       "on -resume",
+                                       flag, values.first, f.resume, flag, *values.second)
+                         : fmt::format("-{}: the vocabulary comes from the checkpoint on -resume ({} does not "
+                                       "record the -{} it was made with: leave it out)",
+                                       flag, f.resume, flag));
   }
-  // -resume without -iter finishes the checkpointed run's epochs (on its schedule), as -alpha defaults to its rate.
-  const std::uint64_t epochs = !f.resume.empty() && !f.given.count("iter") && saved.iter > 0 ? saved.iter : f.iter;
-  // Before the parameters are allocated: a checkpoint whose metadata does not describe its own parameters
-  // (forged, or from another build) must not size them.
-  if (!f.resume.empty() && resumed.layout.hash() != Word2Vec::layout_for(vocab.size(), m).hash()) {
-    throw InputError(fmt::format("{}: its layout does not match the model", f.resume));
-  }
-  const auto write_vectors = [&](const Layout& layout, const float* params) {
-    if (f.output.empty()) return;
-    const Tensor& in = layout["input"];
-    const auto row = [&](std::size_t id) { return params + in.at(id); };
-    if (f.classes == 0) {
-      write_word2vec(f.output, f.binary == 1, vocab.words(), m.dim, row);
-      return;
+  if (f.given.count("read-vocab")) {
+    // The same file again is no change: read as the run read it, it gives the checkpoint's words and counts.
+    const Vocabulary again = Vocabulary::read(
+        f.read_vocab, VocabOptions{r.info.min_count.value_or(f.min_count), r.info.max_vocab.value_or(f.max_vocab)});
+    bool same_words = again.size() == r.vocab.size();
+    for (std::uint32_t id = 0; same_words && id < again.size(); ++id)
+      same_words = again.word(id) == r.vocab.word(id) && again.count(id) == r.vocab.count(id);
+    if (!same_words) {
+      throw InputError(fmt::format("-read-vocab {}: not the vocabulary of {}, which the run continues on -resume",
+                                   f.read_vocab, f.resume));
     }
-    const auto began = std::chrono::steady_clock::now();
-    const WordClasses classes = word_classes(vocab.size(), m.dim, row, f.classes);
-    write_word_classes(f.output, vocab.words(), classes.of);
-    fmt::print(stderr, "asgd w2v: {} word classes by K-means over the vectors: {} round(s){}, {:.2f} s{}\n",
-               f.classes, classes.rounds, classes.settled ? " (settled)" : "",
-               std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count(),
-               classes.reseeded > 0 ? fmt::format("; {} round(s) refilled an empty class", classes.reseeded) : "");
-  };
-  if (dist.active()) {
-    // Before a rank can take the path below and return: one that did while the others trained would leave
-    // them waiting forever for its first round.
-    const bool resuming = !f.resume.empty();
-    const std::uint64_t plan[] = {resuming, resuming ? resumed.state.epoch : 0, epochs};
-    dist.same_on_all_ranks(plan, "-resume (1: given)/epochs done/epochs in all (every rank needs the same -resume "
-                                 "and -iter)");
   }
-  if (!f.resume.empty() && resumed.state.epoch > epochs) {
-    throw InputError(fmt::format("-iter {}: {} holds {} epochs already; -iter is the run's total (give more, or "
-                                 "leave it out to finish the run)",
-                                 epochs, f.resume, resumed.state.epoch));
-  }
-  if (!f.resume.empty() && resumed.state.epoch == epochs) {
-    // -resume of a finished run: its vectors as they were (a way to write them again, in another format), with no
-    // corpus to read.
-    if (!dist.root()) return 0;
-    if (!f.save_vocab.empty()) vocab.save(f.save_vocab);
-    // -checkpoint names where this run's checkpoint goes: the finished one, unless it is that very file.
-    std::error_code ec;
-    const bool copy = !f.checkpoint.empty() && !std::filesystem::equivalent(f.checkpoint, f.resume, ec);
-    // -iter given as the epochs done of a longer run: its vectors mid-schedule, the rate not decayed to its end.
-    const std::string unfinished =
-        saved.iter > resumed.state.epoch
-            ? fmt::format("; its run has {} epochs (leave -iter out to finish it)", saved.iter)
-            : "";
-    fmt::print(stderr, "asgd w2v: {} holds all {} epochs: nothing left to train (give a larger -iter to go on){}{}{}\n",
-               f.resume, resumed.state.epoch, unfinished,
-               f.output.empty() ? "" : f.classes > 0 ? "; writing its word classes" : "; writing its vectors",
-               copy ? fmt::format("; writing it to -checkpoint {}", f.checkpoint) : "");
-    write_vectors(resumed.layout, resumed.params.data());
-    if (copy) {
-      auto finished = ParamStore::on_heap(resumed.layout);
-      std::copy(resumed.params.begin(), resumed.params.end(), finished.data());
-      save_checkpoint(f.checkpoint, finished, resumed.state, resumed.optimizer_state, resumed.metadata,
-                      resumed.optimizer_kind, resumed.row_head);
+  const ModelOptions& m = s.m;
+  const std::pair<const char*, std::pair<std::string, std::string>> same[] = {
+      {"size", {as_text(f.size), as_text(m.dim)}},
+      {"cbow", {as_text(f.cbow), as_text(m.cbow ? 1 : 0)}},
+      {"window", {as_text(f.window), as_text(m.window)}},
+      {"negative", {as_text(f.negative), as_text(m.negative)}},
+      {"hs", {as_text(f.hs), as_text(m.hs ? 1 : 0)}},
+      {"sample", {as_text(f.sample), as_text(m.sample)}},
+      {"batch", {as_text(f.batch), as_text(m.batch ? 1 : 0)}},
+      {"seed", {as_text(f.seed), as_text(s.resumed.state.seed)}}};
+  for (const auto& [flag, values] : same) {
+    if (f.given.count(flag) && values.first != values.second) {
+      throw InputError(fmt::format("-{} {}: {} was trained with {}; the model and its seed come from the "
+                                   "checkpoint on -resume",
+                                   flag, values.first, f.resume, values.second));
     }
-    return 0;
   }
-  if (f.train.empty()) throw InputError("w2v: -train FILE is required to continue training");
+  s.vocab = std::move(r.vocab);
+  s.saved = r.info;
+  check_classes(f, s.vocab.size());
+  // How the run updated: kept unless given (a different value is warned about where the rate is, below).
+  const RunInfo& saved = s.saved;
+  if (!f.given.count("threads") && saved.threads > 0 && saved.threads <= kMaxWorkers) s.threads = saved.threads;
+  if (!f.given.count("policy") && !saved.policy.empty())
+    s.consistency = parse_flag("the checkpoint's -policy", [&] { return parse_consistency(saved.policy); });
+  if (!f.given.count("tau") && !saved.tau.empty())
+    s.tau = parse_flag("the checkpoint's -tau", [&] { return parse_tau(saved.tau); });
+}
+
+// The vectors (or, with -classes N, the word classes) to -output.
+void write_vectors(const W2vFlags& f, const Start& s, const Layout& layout, const float* params) {
+  if (f.output.empty()) return;
+  const Tensor& in = layout["input"];
+  const auto row = [&](std::size_t id) { return params + in.at(id); };
+  if (f.classes == 0) {
+    write_word2vec(f.output, f.binary == 1, s.vocab.words(), s.m.dim, row);
+    return;
+  }
+  const auto began = std::chrono::steady_clock::now();
+  const WordClasses classes = word_classes(s.vocab.size(), s.m.dim, row, f.classes);
+  write_word_classes(f.output, s.vocab.words(), classes.of);
+  fmt::print(stderr, "asgd w2v: {} word classes by K-means over the vectors: {} round(s){}, {:.2f} s{}\n", f.classes,
+             classes.rounds, classes.settled ? " (settled)" : "",
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count(),
+             classes.reseeded > 0 ? fmt::format("; {} round(s) refilled an empty class", classes.reseeded) : "");
+}
+
+// -resume of a finished run: its vectors as they were (a way to write them again, in another format), with no
+// corpus to read.
+void write_finished(const W2vFlags& f, const Start& s) {
+  if (!f.save_vocab.empty()) s.vocab.save(f.save_vocab);
+  // -checkpoint names where this run's checkpoint goes: the finished one, unless it is that very file.
+  std::error_code ec;
+  const bool copy = !f.checkpoint.empty() && !std::filesystem::equivalent(f.checkpoint, f.resume, ec);
+  const CheckpointData& resumed = s.resumed;
+  // -iter given as the epochs done of a longer run: its vectors mid-schedule, the rate not decayed to its end.
+  const std::string unfinished =
+      s.saved.iter > resumed.state.epoch
+          ? fmt::format("; its run has {} epochs (leave -iter out to finish it)", s.saved.iter)
+          : "";
+  fmt::print(stderr, "asgd w2v: {} holds all {} epochs: nothing left to train (give a larger -iter to go on){}{}{}\n",
+             f.resume, resumed.state.epoch, unfinished,
+             f.output.empty() ? "" : f.classes > 0 ? "; writing its word classes" : "; writing its vectors",
+             copy ? fmt::format("; writing it to -checkpoint {}", f.checkpoint) : "");
+  write_vectors(f, s, resumed.layout, resumed.params.data());
+  if (copy) {
+    auto finished = ParamStore::on_heap(resumed.layout);
+    std::copy(resumed.params.begin(), resumed.params.end(), finished.data());
+    save_checkpoint(f.checkpoint, finished, resumed.state, resumed.optimizer_state, resumed.metadata,
+                    resumed.optimizer_kind, resumed.row_head);
+  }
+}
+
+// The ranks average one model: the same objective, over shards of one corpus with one vocabulary. The vocabulary
+// may come from a checkpoint or -read-vocab rather than the corpus: both are compared, the corpus as the words it
+// encodes to (sentence by sentence).
+void agree_on_corpus(const Start& s, const EncodedCorpus& corpus, Distributed& dist) {
+  std::uint64_t words = kFnv1aStart, text = kFnv1aStart;
+  for (std::uint32_t id = 0; id < s.vocab.size(); ++id)
+    words = fnv1a_u64(fnv1a_field(words, s.vocab.word(id)), s.vocab.count(id));
+  text = fnv1a(text, corpus.tokens.data(), corpus.tokens.size() * sizeof(std::uint32_t));
+  text = fnv1a(text, corpus.sentence_begin.data(), corpus.sentence_begin.size() * sizeof(std::uint64_t));
+  const ModelOptions& m = s.m;
+  const std::pair<std::string_view, std::string> settings[] = {
+      {"-cbow", as_text(m.cbow)},
+      {"-hs", as_text(m.hs)},
+      {"-negative", as_text(m.negative)},
+      {"-window", as_text(m.window)},
+      {"-sample", as_text(m.sample)},
+      {"-batch", as_text(m.batch)},
+      {"the vocabulary", fmt::format("{} words, digest {:016x}", s.vocab.size(), words)},
+      {"the corpus", fmt::format("{} tokens, digest {:016x}", corpus.stats.tokens, text)}};
+  dist.same_settings(settings);
+}
+
+// The corpus this rank trains, encoded with the vocabulary (counted from it, or -read-vocab, for a fresh run);
+// under mpirun every rank reads the whole corpus (one vocabulary, one noise distribution), the ranks agree on the
+// objective, and each keeps its shard of the sentences. `words` gets the whole corpus's words per epoch (what a
+// checkpoint records), `notes` the odd input that changes what is trained.
+EncodedCorpus read_corpus(const W2vFlags& f, Start& s, Distributed& dist, std::uint64_t& words, std::string& notes) {
   TokenReader reader(f.train);
   CorpusStats counted;
   std::size_t vocab_left_out = 0;  // -read-vocab's words with \v, \f or \r, which no token matches
   if (f.resume.empty()) {
     const VocabOptions vo{f.min_count, f.max_vocab};
-    vocab = f.read_vocab.empty() ? count_vocabulary(reader, vo, &counted)
-                                 : Vocabulary::read(f.read_vocab, vo, &vocab_left_out);
+    s.vocab = f.read_vocab.empty() ? count_vocabulary(reader, vo, &counted)
+                                   : Vocabulary::read(f.read_vocab, vo, &vocab_left_out);
+    check_classes(f, s.vocab.size());  // before the corpus is encoded and trained
   }
-  if (f.resume.empty()) check_classes(f, vocab.size());  // before the corpus is encoded and trained
-  if (!f.save_vocab.empty() && dist.root()) vocab.save(f.save_vocab);  // rank 0's, as -output
-  // Every rank reads the whole corpus (one vocabulary, one noise
-  // distribution) and trains its shard of the sentences.
+  if (!f.save_vocab.empty() && dist.root()) s.vocab.save(f.save_vocab);  // rank 0's, as -output
   // Counted here: the tokens it keeps are known (0 from a checkpoint or -read-vocab: grown).
-  EncodedCorpus corpus = encode_corpus(reader, vocab, counted.kept_tokens);
-  // The whole corpus's words per epoch, what a checkpoint records (the same on every rank and in one process).
-  const std::uint64_t corpus_words = corpus.stats.kept_tokens;
+  EncodedCorpus corpus = encode_corpus(reader, s.vocab, counted.kept_tokens);
+  words = corpus.stats.kept_tokens;
   if (dist.active()) {
-    // The ranks average one model: the same objective, over shards of one corpus with one vocabulary. The
-    // vocabulary may come from a checkpoint or -read-vocab rather than the corpus: both are compared, the corpus
-    // as the words it encodes to (sentence by sentence).
-    std::uint64_t words = kFnv1aStart, text = kFnv1aStart;
-    for (std::uint32_t id = 0; id < vocab.size(); ++id)
-      words = fnv1a_u64(fnv1a_field(words, vocab.word(id)), vocab.count(id));
-    text = fnv1a(text, corpus.tokens.data(), corpus.tokens.size() * sizeof(std::uint32_t));
-    text = fnv1a(text, corpus.sentence_begin.data(), corpus.sentence_begin.size() * sizeof(std::uint64_t));
-    const std::pair<std::string_view, std::string> settings[] = {
-        {"-cbow", as_text(m.cbow)},
-        {"-hs", as_text(m.hs)},
-        {"-negative", as_text(m.negative)},
-        {"-window", as_text(m.window)},
-        {"-sample", as_text(m.sample)},
-        {"-batch", as_text(m.batch)},
-        {"the vocabulary", fmt::format("{} words, digest {:016x}", vocab.size(), words)},
-        {"the corpus", fmt::format("{} tokens, digest {:016x}", corpus.stats.tokens, text)}};
-    dist.same_settings(settings);
-    corpus = shard_of(corpus, dist);
+    agree_on_corpus(s, corpus, dist);
+    corpus = shard_sentences(corpus, static_cast<std::size_t>(dist.rank()), static_cast<std::size_t>(dist.size()));
   }
-  if (show_progress) {
-    fmt::print(stderr, "asgd w2v: {} tokens, {} lines, vocabulary {} words, {} words in training\n",
-               corpus.stats.tokens, corpus.stats.lines, vocab.size(), corpus.stats.kept_tokens);
-  }
-  // Odd input that changes what is trained is reported, terminal or not.
-  std::string notes;
   if (corpus.stats.split_lines > 0) {
     notes += fmt::format("; {} line(s) split at {} words", corpus.stats.split_lines, kMaxSentence);
   }
@@ -552,29 +418,25 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
     notes += fmt::format("; {} -read-vocab word(s) with \\v, \\f or \\r left out (no token can match)",
                          vocab_left_out);
   }
+  return corpus;
+}
 
-  if (!f.resume.empty() && saved.corpus_tokens != 0 && saved.corpus_tokens != corpus_words && dist.root()) {
-    fmt::print(stderr,
-               "asgd w2v: warning: the checkpoint was trained on {} words per epoch, -train has {}; the rate "
-               "schedule assumes the same corpus\n",
-               saved.corpus_tokens, corpus_words);
-  }
-  const Word2Vec model(corpus, vocab, m);
-  auto store = ParamStore::on_heap(model.layout());
-
+// The engine's options: word2vec.c's linearly decaying rate, a step of ~10,000 words (as word2vec.c's rate
+// updates), checkpoints that record the model, its vocabulary and how the run updates.
+TrainerOptions trainer_options(const W2vFlags& f, const Start& s, const Word2Vec& model, std::uint64_t epochs,
+                               std::uint64_t corpus_words, RunInfo& now) {
   TrainerOptions o;
-  o.workers = threads;
+  o.workers = s.threads;
   o.epochs = epochs;
   o.seed = f.seed;
-  o.consistency = consistency;
-  o.tau = tau;
-  o.step_examples = model.sentences_per_step();  // ~10,000 words a step, as word2vec.c's rate updates
+  o.consistency = s.consistency;
+  o.tau = s.tau;
+  o.step_examples = model.sentences_per_step();
   o.schedule.kind = ScheduleKind::linear;
-  o.schedule.lr = f.alpha ? *f.alpha : saved.alpha > 0 ? saved.alpha : (m.cbow ? 0.05f : 0.025f);
+  o.schedule.lr = f.alpha ? *f.alpha : s.saved.alpha > 0 ? s.saved.alpha : (s.m.cbow ? 0.05f : 0.025f);
   check_alpha(o.schedule.lr);  // a checkpoint's, when -alpha was not given
   o.schedule.floor = 1e-4f;
   o.checkpoint_path = f.checkpoint;
-  ResumeInfo now;
   now.alpha = o.schedule.lr;
   now.corpus_tokens = corpus_words;
   now.iter = o.epochs;
@@ -582,38 +444,105 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
   now.policy = std::string(to_string(o.consistency));
   now.tau = tau_to_string(o.tau);
   // A resumed run keeps the vocabulary options it was made with (those of an older checkpoint are not known).
-  now.min_count = f.resume.empty() ? std::optional(f.min_count) : saved.min_count;
-  now.max_vocab = f.resume.empty() ? std::optional(f.max_vocab) : saved.max_vocab;
-  o.checkpoint_metadata = metadata(m, vocab, now);
-  if (!f.resume.empty() && dist.root()) {
-    // A resumed run continues the saved one only with its rate and its updates (-threads with more than one
-    // worker, -policy even with one: atomic adds round otherwise than racy stores).
-    const auto text = [](const auto& value) { return nlohmann::json(as_text(value)); };
-    nlohmann::json before = nlohmann::json::object(), after = nlohmann::json::object();
-    if (saved.alpha > 0) before["-alpha"] = text(saved.alpha), after["-alpha"] = text(o.schedule.lr);
-    if (saved.threads > 0) before["-threads"] = text(saved.threads), after["-threads"] = text(o.workers);
-    if (!saved.policy.empty()) before["-policy"] = saved.policy, after["-policy"] = now.policy;
-    if (!saved.tau.empty()) before["-tau"] = saved.tau, after["-tau"] = now.tau;
-    warn_options_changed("w2v", f.resume, before, after, {"-alpha", "-threads", "-policy", "-tau"});
+  now.min_count = f.resume.empty() ? std::optional(f.min_count) : s.saved.min_count;
+  now.max_vocab = f.resume.empty() ? std::optional(f.max_vocab) : s.saved.max_vocab;
+  o.checkpoint_metadata = checkpoint_metadata(s.m, s.vocab, now);
+  return o;
+}
+
+// A resumed run continues the saved one only with its rate and its updates (-threads with more than one worker,
+// -policy even with one: atomic adds round otherwise than racy stores): a warning for each that differs.
+void warn_if_changed(const W2vFlags& f, const RunInfo& saved, const RunInfo& now) {
+  const auto text = [](const auto& value) { return nlohmann::json(as_text(value)); };
+  nlohmann::json before = nlohmann::json::object(), after = nlohmann::json::object();
+  if (saved.alpha > 0) before["-alpha"] = text(saved.alpha), after["-alpha"] = text(now.alpha);
+  if (saved.threads > 0) before["-threads"] = text(saved.threads), after["-threads"] = text(now.threads);
+  if (!saved.policy.empty()) before["-policy"] = saved.policy, after["-policy"] = now.policy;
+  if (!saved.tau.empty()) before["-tau"] = saved.tau, after["-tau"] = now.tau;
+  warn_options_changed("w2v", f.resume, before, after, {"-alpha", "-threads", "-policy", "-tau"});
+}
+
+// word2vec.c's progress line, on a terminal.
+ProgressCallback progress_line(double words_per_sentence, std::size_t threads) {
+  return [words_per_sentence, threads](const Progress& p) {
+    const double wps = p.examples_per_second * words_per_sentence;
+    std::fprintf(stderr, "\rAlpha: %f  Progress: %.2f%%  Words/thread/sec: %.2fk  Loss: %.4f  ETA: %s   ",
+                 static_cast<double>(p.learning_rate), 100.0 * p.fraction, wps / static_cast<double>(threads) / 1000.0,
+                 p.loss, human_duration(p.eta_seconds).c_str());
+    std::fflush(stderr);
+    return true;
+  };
+}
+
+int run_w2v(const W2vFlags& f, Distributed& dist) {
+  const auto start = std::chrono::steady_clock::now();
+  auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  const bool show_progress = !f.quiet && stderr_is_terminal() && dist.root();
+  check_io(f, dist);
+  // Before the corpus is read: the flags that need parsing (a resume without them takes the run's).
+  Start s{.consistency = parse_flag("-policy", [&] { return parse_consistency(f.policy); }),
+          .tau = parse_flag("-tau", [&] { return parse_tau(f.tau); }),
+          .threads = f.threads};
+  if (f.alpha) check_alpha(*f.alpha);
+  if (!f.resume.empty()) {
+    resume_from(f, s);
+  } else {
+    s.m = model_options(f);
   }
+  const bool resuming = !f.resume.empty();
+  // -resume without -iter finishes the checkpointed run's epochs (on its schedule), as -alpha defaults to its rate.
+  const std::uint64_t epochs = resuming && !f.given.count("iter") && s.saved.iter > 0 ? s.saved.iter : f.iter;
+  // Before the parameters are allocated: a checkpoint whose metadata does not describe its own parameters
+  // (forged, or from another build) must not size them.
+  if (resuming && s.resumed.layout.hash() != Word2Vec::layout_for(s.vocab.size(), s.m).hash()) {
+    throw InputError(fmt::format("{}: its layout does not match the model", f.resume));
+  }
+  if (dist.active()) {
+    // Before a rank can take the path below and return: one that did while the others trained would leave
+    // them waiting forever for its first round.
+    const std::uint64_t plan[] = {resuming, resuming ? s.resumed.state.epoch : 0, epochs};
+    dist.same_on_all_ranks(plan, "-resume (1: given)/epochs done/epochs in all (every rank needs the same -resume "
+                                 "and -iter)");
+  }
+  if (resuming && s.resumed.state.epoch > epochs) {
+    throw InputError(fmt::format("-iter {}: {} holds {} epochs already; -iter is the run's total (give more, or "
+                                 "leave it out to finish the run)",
+                                 epochs, f.resume, s.resumed.state.epoch));
+  }
+  if (resuming && s.resumed.state.epoch == epochs) {
+    if (dist.root()) write_finished(f, s);
+    return 0;
+  }
+  if (f.train.empty()) throw InputError("w2v: -train FILE is required to continue training");
+  std::uint64_t corpus_words = 0;
+  std::string notes;
+  const EncodedCorpus corpus = read_corpus(f, s, dist, corpus_words, notes);
+  if (show_progress) {
+    fmt::print(stderr, "asgd w2v: {} tokens, {} lines, vocabulary {} words, {} words in training\n",
+               corpus.stats.tokens, corpus.stats.lines, s.vocab.size(), corpus.stats.kept_tokens);
+  }
+  if (resuming && s.saved.corpus_tokens != 0 && s.saved.corpus_tokens != corpus_words && dist.root()) {
+    fmt::print(stderr,
+               "asgd w2v: warning: the checkpoint was trained on {} words per epoch, -train has {}; the rate "
+               "schedule assumes the same corpus\n",
+               s.saved.corpus_tokens, corpus_words);
+  }
+  const Word2Vec model(corpus, s.vocab, s.m);
+  auto store = ParamStore::on_heap(model.layout());
+  RunInfo now;
+  TrainerOptions o = trainer_options(f, s, model, epochs, corpus_words, now);
+  if (resuming && dist.root()) warn_if_changed(f, s.saved, now);
   const double words_per_sentence = model.words_per_example();
   if (show_progress) {
     o.progress_interval_seconds = 0.25;
-    o.on_progress = [words_per_sentence, threads](const Progress& p) {
-      const double wps = p.examples_per_second * words_per_sentence;
-      std::fprintf(stderr, "\rAlpha: %f  Progress: %.2f%%  Words/thread/sec: %.2fk  Loss: %.4f  ETA: %s   ",
-                   static_cast<double>(p.learning_rate), 100.0 * p.fraction, wps / static_cast<double>(threads) / 1000.0,
-                   p.loss, human_duration(p.eta_seconds).c_str());
-      std::fflush(stderr);
-      return true;
-    };
+    o.on_progress = progress_line(words_per_sentence, s.threads);
   }
   const StopOnSignal on_signal(!dist.active());
   o.stop = on_signal.flag();
   dist.prepare(o);
   Trainer trainer(store, o);
-  if (!f.resume.empty()) {
-    trainer.load_checkpoint(std::move(resumed), f.resume);  // read once, above
+  if (resuming) {
+    trainer.load_checkpoint(std::move(s.resumed), f.resume);  // read once, above
   } else {
     model.initialize(store, f.seed);
   }
@@ -634,6 +563,7 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
     if (!dist.root()) return 0;  // every rank holds the same vectors; rank 0 reports and writes them
     fmt::print(stderr, "asgd w2v: mpi: {}; {}; rank 0's numbers follow\n", dist.describe(), dist.traffic());
   }
+  const ModelOptions& m = s.m;
   const double words = static_cast<double>(report.examples) * words_per_sentence;
   const double wps = report.seconds > 0 ? words / report.seconds : 0;
   fmt::print(stderr,
@@ -641,9 +571,9 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
              "{:.0f} words/s/thread, {} threads, {}), loss {:.4f}; vocabulary {} words; reading {:.2f} s{}\n",
              m.cbow ? "cbow" : "skip-gram", m.hs ? "hs" : "ns", m.dim, m.window, m.negative,
              report.epochs.front().epoch, report.epochs.back().epoch, words, report.seconds, wps,
-             wps / static_cast<double>(threads), threads, rows::simd_level(), report.epochs.back().loss,
-             vocab.size(), prep, notes);
-  write_vectors(store.layout(), std::as_const(store).data());
+             wps / static_cast<double>(s.threads), s.threads, rows::simd_level(), report.epochs.back().loss,
+             s.vocab.size(), prep, notes);
+  write_vectors(f, s, store.layout(), std::as_const(store).data());
   return 0;
 }
 

@@ -213,4 +213,20 @@ EncodedCorpus encode_corpus(TokenReader& reader, const Vocabulary& vocab, std::u
   return c;
 }
 
+EncodedCorpus shard_sentences(const EncodedCorpus& c, std::size_t part, std::size_t parts) {
+  const std::size_t S = c.sentences();
+  const std::size_t lo = S * part / parts, hi = S * (part + 1) / parts;
+  EncodedCorpus out;
+  out.stats = c.stats;
+  const auto first = c.sentence_begin[lo];
+  out.tokens.assign(c.tokens.begin() + static_cast<std::ptrdiff_t>(first),
+                    c.tokens.begin() + static_cast<std::ptrdiff_t>(c.sentence_begin[hi]));
+  for (std::size_t s = lo; s <= hi; ++s) out.sentence_begin.push_back(c.sentence_begin[s] - first);
+  out.stats.kept_tokens = out.tokens.size();
+  if (out.sentences() == 0) {
+    throw InputError(fmt::format("w2v: {} sentences cannot be shared by {} ranks", S, parts));
+  }
+  return out;
+}
+
 }  // namespace asgd::sparse::w2v

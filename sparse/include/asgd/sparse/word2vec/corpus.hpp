@@ -106,6 +106,11 @@ struct EncodedCorpus {
   std::size_t sentences() const noexcept { return sentence_begin.empty() ? 0 : sentence_begin.size() - 1; }
 };
 
+// Sentences [S part / parts, S (part + 1) / parts) of `corpus`: one rank's
+// shard (its stats are the whole corpus's but for kept_tokens). InputError
+// when the shard would hold no sentence.
+EncodedCorpus shard_sentences(const EncodedCorpus& corpus, std::size_t part, std::size_t parts);
+
 // One pass counting every token.
 Vocabulary count_vocabulary(TokenReader& reader, const VocabOptions& options, CorpusStats* stats = nullptr);
 // One pass encoding with `vocab`. Throws InputError when no token is in it.

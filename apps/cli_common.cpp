@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <exception>
 #include <filesystem>
+#include <regex>
 #include <sstream>
 #include <utility>
 
@@ -388,18 +389,29 @@ std::FILE* report_stream(std::initializer_list<std::string_view> outputs) {
   return stdout;
 }
 
+std::string cli_message(std::string message) {
+  static const std::regex kForce(R"re(ParamStore::remove_shared\("([^"]*)"\), which does not check that it is asgd's)re");
+  static const std::regex kRemove(R"re(ParamStore::remove_shared\("([^"]*)"\))re");
+  message = std::regex_replace(message, kForce, "asgd shm remove --force $1");
+  message = std::regex_replace(message, kRemove, "asgd shm remove $1");
+  for (auto at = message.find("AttachOptions::recover_stale"); at != std::string::npos;
+       at = message.find("AttachOptions::recover_stale", at))
+    message.replace(at, std::string_view("AttachOptions::recover_stale").size(), "asgd: --shm-recover");
+  return message;
+}
+
 int run_guarded(const std::function<int()>& body) {
   try {
     return body();
   } catch (const InputError& e) {
-    std::fprintf(stderr, "asgd: error: %s\n", e.what());
+    std::fprintf(stderr, "asgd: error: %s\n", cli_message(e.what()).c_str());
     return kExitInput;
   } catch (const nlohmann::json::exception& e) {
     // JSON is only read from model files' metadata: a value of the wrong kind there is bad input.
     std::fprintf(stderr, "asgd: error: a model file's metadata is malformed: %s\n", e.what());
     return kExitInput;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "asgd: error: %s\n", e.what());
+    std::fprintf(stderr, "asgd: error: %s\n", cli_message(e.what()).c_str());
     return kExitRuntime;
   }
 }

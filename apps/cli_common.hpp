@@ -234,7 +234,13 @@ void check_rewritten_output(std::string_view flag, const std::string& path);
 // stdout that is /dev/null keeps the report.
 std::FILE* report_stream(std::initializer_list<std::string_view> outputs);
 
-// Runs `body`, mapping asgd errors to "asgd: error: ..." and exit codes.
+// A library error's text as the command line says it: the library names its
+// calls and options (ParamStore::remove_shared("NAME"),
+// AttachOptions::recover_stale), the CLI the commands and flags that do the
+// same (asgd shm remove NAME, --shm-recover).
+std::string cli_message(std::string message);
+
+// Runs `body`, mapping asgd errors to "asgd: error: ..." (cli_message) and exit codes.
 int run_guarded(const std::function<int()>& body);
 
 // Subcommand registration (each in its own file). A subcommand's callback

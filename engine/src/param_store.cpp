@@ -416,11 +416,11 @@ ParamStore ParamStore::create_shared(const std::string& name, Layout layout, Cre
           return create_shared(name, std::move(layout), again, initialize);
         }
         throw InputError(fmt::format("shared segment '{}' exists but its creator died before writing its header; "
-                                     "remove it (asgd shm remove {}) or replace it",
+                                     "remove it (ParamStore::remove_shared(\"{}\")) or replace it",
                                      name, name));
       }
       throw InputError(fmt::format("shared segment '{}' exists and is not a usable asgd segment; remove it "
-                                   "(asgd shm remove --force {}) if it is yours",
+                                   "(ParamStore::remove_shared(\"{}\"), which does not check that it is asgd's) if it is yours",
                                    name, name));
     }
     const bool nobody_alive = info.writers.empty() && !(!info.ready && info.creator_alive);
@@ -432,7 +432,7 @@ ParamStore ParamStore::create_shared(const std::string& name, Layout layout, Cre
     }
     if (info.stale() && nobody_alive) {
       throw InputError(fmt::format("shared segment '{}' exists but is stale (left by a killed process{}); "
-                                   "remove it (asgd shm remove {}) or replace it",
+                                   "remove it (ParamStore::remove_shared(\"{}\")) or replace it",
                                    name,
                                    info.dead_writers.empty() ? "" : fmt::format(", pid {}", info.dead_writers[0]),
                                    name));
@@ -528,7 +528,7 @@ SegmentInfo open_segment(const std::string& name, Access access, bip::shared_mem
   auto wait_or_fail = [&](const std::string& what, std::chrono::seconds limit) {
     if (std::chrono::steady_clock::now() - start > limit) {
       throw InputError(fmt::format("shared segment '{}' {} after {} s: its creator hangs while making it; stop "
-                                   "it, or remove the segment (asgd shm remove --force {})",
+                                   "it, or remove the segment (ParamStore::remove_shared(\"{}\"), which does not check that it is asgd's)",
                                    name, what, limit.count(), name));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -543,12 +543,13 @@ SegmentInfo open_segment(const std::string& name, Access access, bip::shared_mem
     region = bip::mapped_region();
     shm = bip::shared_memory_object();  // closed, so that we do not count as its creator below
     if (ParamStore::abandoned_shared(name)) {
-      throw InputError(fmt::format("shared segment '{}' {}: its creator died before writing it; remove it (asgd "
-                                   "shm remove {}), or replace it (asgd: --shm-recover)",
+      throw InputError(fmt::format("shared segment '{}' {}: its creator died before writing it; remove it "
+                                   "(ParamStore::remove_shared(\"{}\")), or replace it (AttachOptions::recover_stale)",
                                    name, what, name));
     }
     throw InputError(fmt::format("shared segment '{}' {} after {} s: not an asgd segment, or its creator hangs "
-                                 "while making it; remove it if it is yours (asgd shm remove --force {})",
+                                 "while making it; remove it if it is yours (ParamStore::remove_shared(\"{}\"), which does not "
+                                 "check that it is asgd's)",
                                  name, what, kHeaderWait.count(), name));
   };
   bool told = false;
@@ -571,7 +572,7 @@ SegmentInfo open_segment(const std::string& name, Access access, bip::shared_mem
     if (info.ready) return info;
     if (!info.creator_alive) {
       throw InputError(fmt::format("shared segment '{}' is stale: its creator (pid {}) died before it was ready; "
-                                   "remove it (asgd shm remove {}), or replace it (asgd: --shm-recover)",
+                                   "remove it (ParamStore::remove_shared(\"{}\")), or replace it (AttachOptions::recover_stale)",
                                    name, info.creator_pid, name));
     }
     // A creator whose initialisation failed removes the name (and may live on): what we hold is then no segment
@@ -625,8 +626,8 @@ ParamStore ParamStore::attach(const std::string& name, const Layout* expected, A
       if (!options.recover_stale) {
         throw InputError(fmt::format(
             "shared segment '{}': writer pid {} died without detaching (killed?); its parameters may hold a "
-            "half-applied update. Attach with recovery (asgd: --shm-recover) to take it over as it is, or remove it "
-            "(asgd shm remove {})",
+            "half-applied update. Attach with recovery (AttachOptions::recover_stale) to take it over as it is, or "
+            "remove it (ParamStore::remove_shared(\"{}\"))",
             name, info.dead_writers[0], name));
       }
       s->clear_dead_writers();

@@ -211,7 +211,7 @@ TEST_F(ShmTest, RecoveryReplacesASegmentWhoseCreatorDiedBeforeItWasReady) {
     ::_exit(0);
   }
   kill_when_writing(child);
-  EXPECT_NE(message_of([&] { ParamStore::open_or_create_shared(name_, small_layout()); }).find("--shm-recover"),
+  EXPECT_NE(message_of([&] { ParamStore::open_or_create_shared(name_, small_layout()); }).find("AttachOptions::recover_stale"),
             std::string::npos);
   bool made = false;
   auto store = ParamStore::open_or_create_shared(name_, small_layout(), {.recover_stale = true}, &made,
@@ -541,7 +541,8 @@ TEST_F(ShmTest, AHeaderlessObjectNobodyHasOpenIsAbandoned) {
   }
   ASSERT_TRUE(ParamStore::abandoned_shared(name_).has_value());
   auto msg = message_of([&] { ParamStore::attach_shared(name_, small_layout()); });  // after 2 s
-  EXPECT_NE(msg.find("has no header: its creator died before writing it; remove it (asgd shm remove " + name_),
+  EXPECT_NE(msg.find("has no header: its creator died before writing it; remove it (ParamStore::remove_shared(\"" +
+                     name_),
             std::string::npos)
       << msg;
   msg = message_of([&] { ParamStore::create_shared(name_, small_layout()); });

@@ -110,12 +110,13 @@ void refuse_negative_unsigned(CLI::App& app) {
   for (CLI::App* sub : app.get_subcommands({})) refuse_negative_unsigned(*sub);
 }
 
-TrainingStore open_checked_store(const std::string& shm, Layout layout, AttachOptions attach,
-                                  const std::function<void(ParamStore&)>& initialize) {
-  TrainingStore t = asgd::open_training_store(shm, std::move(layout), std::move(attach), initialize);
-  // Training would go on from a diverged run's NaN and diverge again at its first step.
-  if (!t.created) refuse_diverged_segment(shm, t.store);
-  return t;
+TrainingRun open_training_run(Layout layout, TrainingRunOptions options,
+                              const std::function<void(ParamStore&)>& initialize) {
+  try {
+    return TrainingRun(std::move(layout), std::move(options), initialize);
+  } catch (const DivergedSegment& e) {
+    refuse_diverged_segment(e.segment, e.index, e.value);
+  }
 }
 
 std::string settings_text(Settings settings) {

@@ -25,7 +25,7 @@
 #include "asgd/engine/param_store.hpp"
 #include "asgd/engine/stop_signal.hpp"
 #include "asgd/engine/trainer.hpp"
-#include "asgd/engine/training_store.hpp"
+#include "asgd/engine/training_run.hpp"
 
 namespace asgd::cli {
 
@@ -133,10 +133,10 @@ void warn_data_changed(std::string_view command, const std::string& path, const 
                        nlohmann::json& now, const std::string& digest_key, const std::string& count_key,
                        std::string_view what);
 
-// asgd::open_training_store (engine/training_store.hpp), refusing an attached segment that holds NaN or inf
-// (refuse_diverged_segment): training would go on from a diverged run's values and diverge again.
-TrainingStore open_checked_store(const std::string& shm, Layout layout, AttachOptions attach = {},
-                                  const std::function<void(ParamStore&)>& initialize = {});
+// A TrainingRun (engine/training_run.hpp), its refusal of a segment that holds NaN or inf said as the CLI says
+// it (refuse_diverged_segment).
+TrainingRun open_training_run(Layout layout, TrainingRunOptions options,
+                              const std::function<void(ParamStore&)>& initialize = {});
 
 // Ctrl-C (SIGINT) or SIGTERM while a command trains (StopOnSignal,
 // engine/stop_signal.hpp). The first asks the run to stop: the workers end

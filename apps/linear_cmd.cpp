@@ -79,10 +79,7 @@ void print_quality(std::FILE* out, const char* what, const sparse::LinearProblem
 // The run's store and resume (TrainingRun), its errors as the command says them.
 TrainingRun open_run(const TrainFlags& f, Layout layout, TrainingRunOptions ro) {
   try {
-    return TrainingRun(std::move(layout), std::move(ro));
-  } catch (const DivergedSegment& e) {
-    refuse_diverged_segment(e.segment, e.index, e.value);
-    throw;
+    return open_training_run(std::move(layout), std::move(ro));
   } catch (const LayoutMismatch& e) {
     // Without --features each process sizes the model from its own data's largest feature id.
     if (f.features != 0) throw;

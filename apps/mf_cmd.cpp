@@ -133,10 +133,11 @@ TrainerOptions trainer_options(const MfTrainFlags& f, const char* default_schedu
   return o;
 }
 
-// Where a model trains (open_training_store), its factors initialised when new (a new segment before another
-// process may attach it). Ids without a rating in `trained` start as zero rows.
-TrainingStore make_store(std::FILE* out, const MfTrainFlags& f, const Layout& layout, float init_scale,
-                         const Ratings& trained) {
+// The run: where the model trains (the heap or --shm), its factors initialised when new (a new segment before
+// another process may attach it; ids without a rating in `trained` start as zero rows), the stop request and
+// progress.
+TrainingRun open_run(std::FILE* out, const MfTrainFlags& f, const Layout& layout, float init_scale,
+                     const Ratings& trained, std::atomic<bool>* stop) {
   // The objective, which every process training the segment must share (the rates and step rules may differ).
   const bool bpr = f.loss == "bpr";
   std::vector<std::pair<std::string_view, std::string>> objective = {{"--loss", bpr ? "bpr" : "squared"},
@@ -152,14 +153,19 @@ TrainingStore make_store(std::FILE* out, const MfTrainFlags& f, const Layout& la
     if (f.no_mean) objective.emplace_back("--no-mean", "on");
     if (f.scale_ratings) objective.emplace_back("--scale-ratings", "on");
   }
-  TrainingStore t = open_checked_store(f.shm, layout,
-                                        {.recover_stale = f.shm_recover, .settings = settings_text(objective)},
-                                        [&](ParamStore& s) { initialize_factors(s, f.seed, init_scale, &trained); });
+  TrainingRunOptions ro;  // field by field: GCC 12 warns falsely on a designated initializer here
+  ro.shm = f.shm;
+  ro.attach = {.recover_stale = f.shm_recover, .settings = settings_text(objective)};
+  ro.stop = stop;
+  ro.on_progress = progress_printer(f.loss == "bpr" ? "bpr" : "mf", f.quiet);
+  TrainingRun run = open_training_run(layout, std::move(ro), [&](ParamStore& s) {
+    initialize_factors(s, f.seed, init_scale, &trained);
+  });
   if (!f.shm.empty()) {
     fmt::print(out, "mf: {} shared segment '{}' (serve it with: asgd mf recommend MODEL_FILE --shm {})\n",
-               t.created ? "created" : "training into existing", f.shm, f.shm);
+               run.created() ? "created" : "training into existing", f.shm, f.shm);
   }
-  return t;
+  return run;
 }
 
 // A run stopped by Ctrl-C or SIGTERM (StopOnSignal): says so, and the exit code. mf keeps no checkpoints.
@@ -238,13 +244,12 @@ int train_bpr(std::FILE* out, const MfTrainFlags& f, Distributed& dist) {
   if (dist.active()) shard = dist.shard(split.train.size(), "training positives");
   const BprMf problem(split.train, mo, f.seed, shard ? &*shard : nullptr);
   const StopOnSignal on_signal(!dist.active());  // before the segment opens: see linear train
-  TrainingStore t = make_store(out, f, problem.layout(), mo.init_scale, split.train);
-  ParamStore& store = t.store;
+  TrainingRun run = open_run(out, f, problem.layout(), mo.init_scale, split.train, on_signal.flag());
+  ParamStore& store = run.store();
   // Items with no training positive (all of theirs held out): zero rows, never recommended nor ranked.
   const ColdIds cold = cold_ids(positives.users.size(), items, split.train);
   o.checkpoint_metadata = model_metadata(split.train, cold, RatingScale(0.0f), mo, "bpr", f.positive_threshold);
-  o.on_progress = progress_printer("bpr", f.quiet);
-  o.stop = on_signal.flag();
+  run.configure(o);
   dist.prepare(o);
   Trainer trainer(store, o);
   if (!f.shm.empty() && !f.model_file.empty()) trainer.save_checkpoint(f.model_file);
@@ -253,7 +258,7 @@ int train_bpr(std::FILE* out, const MfTrainFlags& f, Distributed& dist) {
                split.train.size());
   }
   dist.start(trainer, store);
-  t.cleanup.release();  // from here on the segment holds training: kept whatever happens next
+  run.started();  // from here on the segment holds training: kept whatever happens next
   const auto report = run_averaged(dist, trainer, problem, f.epochs);
   if (report.stopped) return interrupted(f, report);
   fmt::print(out, "bpr: {} in {:.2f} s of SGD ({:.3g} updates/s, {})\n", counted(report.epochs.size(), "epoch"),
@@ -505,8 +510,8 @@ int train_squared(std::FILE* out, const MfTrainFlags& f, Distributed& dist) {
   if (f.scale_ratings) check_scaled_step(f, problem.rating_scale().scale, train_set);
   const RatingRange range = RatingRange::of(train_set);
   const StopOnSignal on_signal(!dist.active());  // before the segment opens: see linear train
-  TrainingStore t = make_store(out, f, problem.layout(), mo.init_scale, train_set);
-  ParamStore& store = t.store;
+  TrainingRun run = open_run(out, f, problem.layout(), mo.init_scale, train_set, on_signal.flag());
+  ParamStore& store = run.store();
 
   o.blocks = blocks;
   o.workers = workers;
@@ -514,8 +519,7 @@ int train_squared(std::FILE* out, const MfTrainFlags& f, Distributed& dist) {
   const ColdIds cold = cold_ids(train_set.users.size(), train_set.items.size(), train_set);
   const RatingScale& scale = problem.rating_scale();
   o.checkpoint_metadata = model_metadata(train_set, cold, scale, mo, "squared");
-  o.on_progress = progress_printer("mf", f.quiet);
-  o.stop = on_signal.flag();
+  run.configure(o);
   dist.prepare(o);
   Trainer trainer(store, o);
   if (!f.shm.empty() && !f.model_file.empty()) {
@@ -530,7 +534,7 @@ int train_squared(std::FILE* out, const MfTrainFlags& f, Distributed& dist) {
                train_set.size());
   }
   dist.start(trainer, store);
-  t.cleanup.release();  // from here on the segment holds training: kept whatever happens next
+  run.started();  // from here on the segment holds training: kept whatever happens next
   double sgd_seconds = 0;
   const TrainReport report = run_averaged(dist, trainer, problem, f.epochs, [&](const TrainReport& r) {
     sgd_seconds += r.seconds;

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -69,8 +70,9 @@ class TrainingRun {
   // Opens the store for `layout` (initialize fills a new one) and reads the
   // checkpoint to resume, if any. InputError naming the segment or file.
   TrainingRun(Layout layout, TrainingRunOptions options, const std::function<void(ParamStore&)>& initialize = {});
-  TrainingRun(const TrainingRun&) = delete;
-  TrainingRun& operator=(const TrainingRun&) = delete;
+  // Movable (the stop request stays where it is: a flag handed out keeps working), not copyable.
+  TrainingRun(TrainingRun&&) = default;
+  TrainingRun& operator=(TrainingRun&&) = delete;
 
   ParamStore& store() noexcept { return store_.store; }
   const ParamStore& store() const noexcept { return store_.store; }
@@ -121,8 +123,8 @@ class TrainingRun {
   std::uint64_t resumed_seed_ = 0;
   TrainingStore store_;
   std::vector<int> dead_writers_;
-  std::atomic<bool> own_stop_{false};
-  std::atomic<bool>* stop_ = &own_stop_;
+  std::unique_ptr<std::atomic<bool>> own_stop_ = std::make_unique<std::atomic<bool>>(false);
+  std::atomic<bool>* stop_ = own_stop_.get();
   OptionsRecord record_;
   std::uint64_t run_id_ = 0;
 };

@@ -38,6 +38,22 @@ class Cli : public asgd::testing::CliTest {
     const auto r = run(args);
     ASSERT_EQ(r.status, 0) << r.output;
   }
+  // r.svm, a 6-epoch AdaGrad run of it in "full", and the same run stopped after epoch 3 in checkpoint "ck".
+  const std::vector<std::string> kResumeCommon = {"linear", "train", "--workers", "1", "--seed", "5", "--adagrad",
+                                                  "--quiet"};
+  asgd::testing::Result resume_run(std::vector<std::string> extra, const std::string& data = "r.svm") {
+    auto args = kResumeCommon;
+    args.insert(args.end(), {"--data", path(data)});
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run(args);
+  }
+  void train_and_stop() {
+    generate("r.svm", 5000, 2000);
+    ASSERT_EQ(resume_run({"--epochs", "6", "--model", path("full")}).status, 0);
+    // Stop after epoch 3 of a 6-epoch schedule, to be resumed from its checkpoint.
+    ASSERT_EQ(resume_run({"--epochs", "6", "--until-epoch", "3", "--checkpoint", path("ck")}).status, 0);
+    ASSERT_EQ(asgd::read_checkpoint(path("ck")).state.epoch, 3u);
+  }
 };
 
 }  // namespace
@@ -390,18 +406,8 @@ TEST_F(Cli, DivergenceStopsWithExitOne) {
 }
 
 TEST_F(Cli, ResumedTrainingEqualsUninterrupted) {
-  generate("r.svm", 5000, 2000);
-  const std::vector<std::string> common = {"linear", "train", "--data", path("r.svm"), "--workers", "1",
-                                           "--seed", "5", "--adagrad", "--quiet"};
-  auto with = [&](std::vector<std::string> extra) {
-    auto args = common;
-    args.insert(args.end(), extra.begin(), extra.end());
-    return run(args);
-  };
-  ASSERT_EQ(with({"--epochs", "6", "--model", path("full")}).status, 0);
-  // Stop after epoch 3 of a 6-epoch schedule, then resume from its checkpoint.
-  ASSERT_EQ(with({"--epochs", "6", "--until-epoch", "3", "--checkpoint", path("ck")}).status, 0);
-  EXPECT_EQ(asgd::read_checkpoint(path("ck")).state.epoch, 3u);
+  train_and_stop();
+  const auto with = [&](std::vector<std::string> extra) { return resume_run(std::move(extra)); };
   // Fewer epochs than it holds: refused naming --epochs, before it says it resumed (before: the engine's "trainer:
   // 3 epochs are done already, past epoch 2" after "resumed from" and a warning).
   auto r = with({"--epochs", "2", "--resume", path("ck")});
@@ -429,6 +435,13 @@ TEST_F(Cli, ResumedTrainingEqualsUninterrupted) {
     EXPECT_EQ(r.status, 2) << ranks << ": " << r.output;
     EXPECT_NE(r.output.find("not a number of ranks"), std::string::npos) << r.output;
   }
+}
+
+// A resume with other settings: the ones that change the run are said (warned) or refused, naming the flag.
+TEST_F(Cli, ResumeSaysWhatChangedOrRefusesIt) {
+  train_and_stop();
+  const auto with = [&](std::vector<std::string> extra) { return resume_run(std::move(extra)); };
+  asgd::testing::Result r;
   // Another rate or schedule is said (before: taken in silence, and the result differed from the uninterrupted
   // run's); the run goes on with what was given.
   r = with({"--epochs", "6", "--resume", path("ck"), "--lr", "0.05", "--schedule", "constant", "--policy", "hogwild",

@@ -53,6 +53,20 @@ class CnnCli : public asgd::testing::CliTest {
     be32(lab, static_cast<std::uint32_t>(n));
     lab.write(reinterpret_cast<const char*>(labels.data()), static_cast<std::streamsize>(labels.size()));
   }
+  // `cnn train` on the written images: 3 epochs of 2 workers, batch 32, cosine, and `extra`.
+  asgd::testing::Result train3(std::vector<std::string> extra) {
+    std::vector<std::string> args{"cnn",     "train", "--data",        path(""), "--epochs", "3", "--workers", "2",
+                                  "--batch", "32",    "--lr-schedule", "cosine"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run(args);
+  }
+  // A checkpoint of epoch 2 of train3 with seed 5, in ck.asgd.
+  void stop_after_epoch_2() {
+    write_idx("train", 600, 11);
+    write_idx("t10k", 100, 12);
+    const auto r = train3({"--seed", "5", "--until-epoch", "2", "--checkpoint", path("ck.asgd")});
+    ASSERT_EQ(r.status, 0) << r.output;
+  }
 };
 
 }  // namespace
@@ -130,12 +144,7 @@ TEST_F(CnnCli, StaleTrainingCompensatesByDefault) {
 TEST_F(CnnCli, StoppedAndResumedIsTheUninterruptedRun) {
   write_idx("train", 600, 11);
   write_idx("t10k", 100, 12);
-  const auto train = [&](std::vector<std::string> extra) {
-    std::vector<std::string> args{"cnn",     "train", "--data",        path(""), "--epochs", "3", "--workers", "2",
-                                  "--batch", "32",    "--lr-schedule", "cosine"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    return run(args);
-  };
+  const auto train = [&](std::vector<std::string> extra) { return train3(std::move(extra)); };
   auto r = train({"--seed", "5", "--model", path("whole.asgd"), "--csv", path("whole.csv")});
   ASSERT_EQ(r.status, 0) << r.output;
   // A line past the checkpoint's epoch in the CSV (as a crash between the two writes leaves) goes on resume.
@@ -193,7 +202,15 @@ TEST_F(CnnCli, StoppedAndResumedIsTheUninterruptedRun) {
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("warning: threads-per-worker 2 now, 1 in the run " + path("ck.asgd")), std::string::npos)
       << r.output;
+}
 
+// A resume with other options warns, naming each; what cannot continue is refused; a model from before the
+// options were recorded still resumes; other images of the same number are told apart.
+TEST_F(CnnCli, AResumeSaysWhatChangedAndRefusesWhatCannotContinue) {
+  stop_after_epoch_2();
+  const auto train = [&](std::vector<std::string> extra) { return train3(std::move(extra)); };
+  ASSERT_EQ(train({"--seed", "5", "--model", path("whole.asgd")}).status, 0);
+  asgd::testing::Result r;
   // Other options continue, with a warning naming each (the checkpoint's seed given again is no change).
   r = run({"cnn", "train", "--data", path(""), "--epochs", "3", "--workers", "1", "--batch", "16", "--lr", "0.02",
            "--momentum", "0.5", "--lr-schedule", "cosine", "--seed", "5", "--resume", path("ck.asgd")});
@@ -616,10 +633,14 @@ TEST_F(CnnCli, GpuCommandsOnTheEmulatedBackend) {
   EXPECT_EQ(beyond.status, 2) << beyond.output;
   EXPECT_NE(beyond.output.find("ASGD_GPU_DEVICE=2: expected a device number below 2"), std::string::npos)
       << beyond.output;
+}
 
-  // Stopped and resumed on the device: two streams under tau 0 give the uninterrupted run's model (the cosine
-  // schedule continuing where it stopped); a device checkpoint resumes on the CPU too (the same layout and
-  // momentum), which says the device changed.
+// Stopped and resumed on the emulated device: two streams under tau 0 give the uninterrupted run's model (the
+// cosine schedule continuing where it stopped); a device checkpoint resumes on the CPU too (the same layout and
+// momentum), which says the device changed. And the floor on the device.
+TEST_F(CnnCli, GpuRunsStopAndResumeOnTheEmulatedBackend) {
+  write_idx("train", 1000, 7);
+  write_idx("t10k", 300, 8);
   ::setenv("ASGD_GPU_BACKEND", ASGD_GPU_EMULATED, 1);
   const auto gpu_train = [&](std::vector<std::string> extra) {
     std::vector<std::string> args{"cnn",     "train", "--data",  path(""), "--device",      "gpu",   "--epochs", "2",

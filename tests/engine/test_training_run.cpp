@@ -89,13 +89,17 @@ TEST(TrainingRun, TrainsOnTheHeapWithOneEpochSummaryPerEpochAndCheckpoints) {
   EXPECT_EQ(o.checkpoint_path, dir / "ck");
   Trainer trainer(run.store(), o);
   run.started();
-  run.report(trainer.run(problem));
+  const TrainReport report = trainer.run(problem);
+  run.report(report);
   ASSERT_EQ(epochs.size(), 4u);
+  double seconds = 0;  // each epoch's own time, not the run's so far: they add up to the last epoch's end
   for (std::size_t e = 0; e < 4; ++e) {
     EXPECT_EQ(epochs[e].epoch, e + 1);
     EXPECT_EQ(epochs[e].examples, 200u);
-    EXPECT_GE(epochs[e].seconds, 0.0);  // each epoch's own time, not the run's so far
+    EXPECT_GE(epochs[e].seconds, 0.0);
+    seconds += epochs[e].seconds;
   }
+  EXPECT_NEAR(seconds, report.epochs.back().seconds, 1e-9);
   EXPECT_LT(epochs[3].loss, epochs[0].loss / 10);
   EXPECT_EQ(read_checkpoint(dir / "ck").state.epoch, 4u);
 }

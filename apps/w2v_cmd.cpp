@@ -436,7 +436,6 @@ TrainerOptions trainer_options(const W2vFlags& f, const Start& s, const Word2Vec
   o.schedule.lr = f.alpha ? *f.alpha : s.saved.alpha > 0 ? s.saved.alpha : (s.m.cbow ? 0.05f : 0.025f);
   check_alpha(o.schedule.lr);  // a checkpoint's, when -alpha was not given
   o.schedule.floor = 1e-4f;
-  o.checkpoint_path = f.checkpoint;
   now.alpha = o.schedule.lr;
   now.corpus_tokens = corpus_words;
   now.iter = o.epochs;
@@ -528,21 +527,27 @@ int run_w2v(const W2vFlags& f, Distributed& dist) {
                s.saved.corpus_tokens, corpus_words);
   }
   const Word2Vec model(corpus, s.vocab, s.m);
-  auto store = ParamStore::on_heap(model.layout());
+  const double words_per_sentence = model.words_per_example();
+  const StopOnSignal on_signal(!dist.active());
+  TrainingRunOptions ro;  // the run: the parameters, the stop request, progress, checkpoints, the resumed one
+  ro.checkpoint = f.checkpoint;
+  if (resuming) {
+    ro.resume = f.resume;
+    ro.resumed = std::move(s.resumed);  // read once, above
+  }
+  ro.stop = on_signal.flag();
+  if (show_progress) ro.on_progress = progress_line(words_per_sentence, s.threads);
+  TrainingRun run(model.layout(), std::move(ro));
+  ParamStore& store = run.store();
   RunInfo now;
   TrainerOptions o = trainer_options(f, s, model, epochs, corpus_words, now);
   if (resuming && dist.root()) warn_if_changed(f, s.saved, now);
-  const double words_per_sentence = model.words_per_example();
-  if (show_progress) {
-    o.progress_interval_seconds = 0.25;
-    o.on_progress = progress_line(words_per_sentence, s.threads);
-  }
-  const StopOnSignal on_signal(!dist.active());
-  o.stop = on_signal.flag();
+  if (show_progress) o.progress_interval_seconds = 0.25;
+  run.configure(o);
   dist.prepare(o);
   Trainer trainer(store, o);
   if (resuming) {
-    trainer.load_checkpoint(std::move(s.resumed), f.resume);  // read once, above
+    run.load_resumed(trainer);
   } else {
     model.initialize(store, f.seed);
   }

@@ -390,7 +390,8 @@ int train(const CnnFlags& flags, Distributed& dist) {
   o.first_epoch = done;
   o.epochs = stop - done;
   const auto tt = dense::load_mnist(resolve_mnist_dir(f.data), f.limit);
-  ParamStore store = ParamStore::on_heap(net.layout());
+  TrainingRun run(net.layout(), TrainingRunOptions());  // the parameters and the stop request
+  ParamStore& store = run.store();
   std::vector<float> momentum;
   const auto options = run_options(f, o, on_gpu, tt.train, static_cast<std::size_t>(dist.size()));
   const std::string metadata = nlohmann::json{{"model", kModelKind}, {"options", options}}.dump();
@@ -446,7 +447,8 @@ int train(const CnnFlags& flags, Distributed& dist) {
   const dense::Dataset& data = dist.active() ? shard : tt.train;
   const dense::Dataset* test = dist.root() ? &tt.test : nullptr;
   const StopOnSignal on_signal(!dist.active());
-  o.stop = on_signal.flag();
+  run.use_stop_flag(on_signal.flag());
+  run.configure(o);
   const auto reports = on_gpu ? gpu::train(net, store, momentum, data, test, o, on_epoch)
                               : dense::train(net, store, momentum, data, test, o, on_epoch);
   if (csv != nullptr && csv != stdout && csv != stderr && std::fclose(csv) != 0)

@@ -227,6 +227,16 @@ TEST(TrainingRun, BlockTrainerEpochsSpeakTheSameVocabulary) {
   run.configure(bo);
   run.request_stop();
   EXPECT_TRUE(bo.stop_requested());
+  // A flag made after the run (a signal handler installed once the data is read) takes over the stop request.
+  TrainingRun later(SharedQuadratic{10, 2}.layout(), {});
+  std::atomic<bool> signalled{false};
+  later.use_stop_flag(&signalled);
+  BlockTrainOptions lo;
+  later.configure(lo);
+  EXPECT_FALSE(lo.stop_requested());
+  signalled = true;
+  EXPECT_TRUE(lo.stop_requested());
+  EXPECT_TRUE(later.stop_requested());
 }
 
 }  // namespace

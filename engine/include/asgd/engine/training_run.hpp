@@ -85,6 +85,11 @@ class TrainingRun {
   // Any thread, or a signal handler (a lock-free store): the workers end their step and the loop returns stopped.
   void request_stop() noexcept { stop_->store(true, std::memory_order_relaxed); }
   bool stop_requested() const noexcept { return stop_->load(std::memory_order_relaxed); }
+  // From now on the stop request is `flag` (one made after the run, such as a StopOnSignal installed once the data
+  // is read); null keeps the current one. Before configure().
+  void use_stop_flag(std::atomic<bool>* flag) noexcept {
+    if (flag != nullptr) stop_ = flag;
+  }
 
   // The checkpoint resumed (TrainingRunOptions::resume), as read; none for a fresh run, or once loaded.
   const std::optional<CheckpointData>& resumed() const noexcept { return resumed_; }

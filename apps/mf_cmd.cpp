@@ -62,33 +62,21 @@ Ratings positives_of(const Ratings& r, float threshold) {
   return r.subset(rows);
 }
 
-// A model file's factors and what it holds beside them (sparse/mf/model_file.hpp).
-struct LoadedModel : ModelInfo {
-  std::optional<ParamStore> store;
-};
-
-// With `shm`, the factors come live from that segment (attached read-only;
-// a trainer may be writing it) and the file gives ids and mean.
+// mf::load_model, with the CLI's warnings and refusals: writers of the segment that died, a segment that holds
+// NaN or inf, a file from a run into shared memory that did not finish.
 LoadedModel load_model(const std::string& path, const std::string& shm = {}) {
-  const CheckpointData d = read_checkpoint(path);
-  LoadedModel m;
-  static_cast<ModelInfo&>(m) = read_model_info(d, path);
+  LoadedModel m = sparse::mf::load_model(path, shm);
   if (!shm.empty()) {
-    m.store.emplace(ParamStore::attach_shared(shm, d.layout, Access::read_only));
     warn_if_writers_died(shm);
     refuse_diverged_segment(shm, *m.store);
-  } else {
+  } else if (m.epochs == 0) {
     // `mf train --shm` writes the model file before it trains (a server needs its ids meanwhile) and again at
     // the end: a file still at epoch 0 is from a run that did not finish, its factors the initial random ones.
-    if (d.state.epoch == 0) {
-      fmt::print(stderr,
-                 "asgd mf: warning: {} holds no trained epoch (written as training into shared memory began, by a "
-                 "run that did not finish): its factors are the initial ones; serve the segment with --shm NAME, "
-                 "or train again\n",
-                 path);
-    }
-    m.store.emplace(ParamStore::on_heap(d.layout));
-    m.store->assign(d.params);
+    fmt::print(stderr,
+               "asgd mf: warning: {} holds no trained epoch (written as training into shared memory began, by a "
+               "run that did not finish): its factors are the initial ones; serve the segment with --shm NAME, "
+               "or train again\n",
+               path);
   }
   return m;
 }

@@ -646,6 +646,25 @@ TEST(ModelFile, RoundTripsWhatServingNeedsAndRefusesOtherNames) {
   EXPECT_FLOAT_EQ(info.scale.mean, problem.rating_scale().mean);
   EXPECT_FLOAT_EQ(info.range.lo, 1.0f);
   EXPECT_FLOAT_EQ(info.range.hi, 5.0f);
+  // load_model: the same, with the factors (row padding and all) and the epochs the file holds.
+  const LoadedModel loaded = load_model(path);
+  EXPECT_EQ(loaded.users.names(), train.users.names());
+  EXPECT_EQ(loaded.epochs, 1u);
+  ASSERT_TRUE(loaded.store.has_value());
+  EXPECT_EQ(loaded.store->snapshot(), store.snapshot());
+  EXPECT_EQ(loaded.store->layout().hash(), store.layout().hash());
+  // With a segment, the factors are the segment's, live: the file gives the ids.
+  const std::string shm = "asgd-test-model-file-" + std::to_string(::getpid());
+  {
+    auto live = asgd::ParamStore::create_shared(shm, problem.layout());
+    live.assign(store.snapshot());
+    live.store(0, 42.0f);
+    const LoadedModel served = load_model(path, shm);
+    EXPECT_TRUE(served.store->is_shared());
+    EXPECT_EQ(served.store->load(0), 42.0f);
+    EXPECT_EQ(served.items.names(), train.items.names());
+  }
+  asgd::ParamStore::remove_shared(shm);
 
   Ratings renamed = train;
   renamed.users = IdMap::from_names({"b\xff", "a"});  // the rows' ids swapped

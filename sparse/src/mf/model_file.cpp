@@ -166,4 +166,18 @@ ModelInfo read_model_info(const CheckpointData& d, const std::filesystem::path& 
   return m;
 }
 
+LoadedModel load_model(const std::filesystem::path& path, const std::string& shm) {
+  const CheckpointData d = read_checkpoint(path);
+  LoadedModel m;
+  static_cast<ModelInfo&>(m) = read_model_info(d, path);
+  m.epochs = d.state.epoch;
+  if (!shm.empty()) {
+    m.store.emplace(ParamStore::attach_shared(shm, d.layout, Access::read_only));
+  } else {
+    m.store.emplace(ParamStore::on_heap(d.layout));
+    m.store->assign(d.params);
+  }
+  return m;
+}
+
 }  // namespace asgd::sparse::mf

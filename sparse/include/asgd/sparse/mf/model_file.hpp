@@ -4,11 +4,14 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "asgd/engine/checkpoint.hpp"
+#include "asgd/engine/param_store.hpp"
 #include "asgd/sparse/mf/model.hpp"
 #include "asgd/sparse/mf/ratings.hpp"
 
@@ -47,5 +50,14 @@ std::string model_metadata(const Ratings& trained, const ColdIds& cold, const Ra
 // that is not positive, a range upside down, a number that is not a finite float). The factors are `file`'s
 // (ParamStore::on_heap(file.layout), then assign(file.params)) or, for serving, a shared segment of its layout.
 ModelInfo read_model_info(const CheckpointData& file, const std::filesystem::path& path);
+
+// A model file read for predicting or serving: what it holds beside the factors, and the factors, from the file
+// or, given `shm`, live from that shared segment (attached read-only: a trainer may be writing it; the file gives
+// the ids and the scale). InputError as read_model_info's, or naming the segment.
+struct LoadedModel : ModelInfo {
+  std::optional<ParamStore> store;
+  std::uint64_t epochs = 0;  // the file's: 0 for one written as training into a segment began
+};
+LoadedModel load_model(const std::filesystem::path& path, const std::string& shm = {});
 
 }  // namespace asgd::sparse::mf

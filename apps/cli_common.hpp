@@ -22,6 +22,7 @@
 #include "asgd/sparse/generator.hpp"
 #include "asgd/sparse/libsvm.hpp"
 #include "asgd/engine/errors.hpp"
+#include "asgd/engine/file_checks.hpp"
 #include "asgd/engine/param_store.hpp"
 #include "asgd/engine/stop_signal.hpp"
 #include "asgd/engine/trainer.hpp"
@@ -187,29 +188,6 @@ bool stderr_is_terminal();
 // scripts/fetch-mnist.sh writes); InputError saying how to get them.
 std::filesystem::path resolve_mnist_dir(const std::string& data);
 
-// Before training: InputError "FLAG: PATH: cannot write here: ..." when the
-// file `path` (empty: none) could not be written, so a typo in an output
-// path costs nothing rather than the whole run (AtomicFile::check).
-void check_output(std::string_view flag, const std::string& path);
-// Before reading or training: InputError "FLAG: PATH is also OTHER's file
-// (...)" when the output `path` names the same file as one of `others`
-// (flag, path) pairs: an input it would destroy, or another output of a
-// different format. Through links and other spellings too (the same inode,
-// or for files not there yet the same canonical path); empty paths, "-" and
-// what is not a regular file (stdin, stdout, a pipe, a terminal) are never
-// the same.
-void check_distinct(std::string_view flag, const std::string& path,
-                    std::initializer_list<std::pair<std::string_view, std::string_view>> others);
-// Before anything is written: InputError "B: stdout is A's already" when two
-// of the (flag, path) outputs both write to stdout ("-", /dev/stdout, or the
-// file stdout was redirected to): their bytes would run into one another.
-void check_one_on_stdout(std::initializer_list<std::pair<std::string_view, std::string_view>> outputs);
-
-// Whether an input path reads standard input ("-" or /dev/stdin).
-bool reads_stdin(std::string_view path) noexcept;
-// Standard input read by one input at most: a second reader would find it spent and read nothing.
-void check_one_stdin(std::initializer_list<std::pair<std::string_view, std::string_view>> inputs);
-
 // The generated problem's sizes (linear generate, demo, bench staleness), refused with the flags' names before
 // anything is printed or made (generate_sparse's own errors name its fields).
 void check_generator_flags(const sparse::GeneratorOptions& gen);
@@ -223,11 +201,6 @@ void warn_if_writers_died(const std::string& name);
 void refuse_diverged_segment(const std::string& name, const ParamStore& store);
 // The same refusal for parameter `index`, of value `value` (a TrainingRun's DivergedSegment, said as the CLI says it).
 [[noreturn]] void refuse_diverged_segment(const std::string& name, std::size_t index, float value);
-// check_output for a file rewritten during the run (a checkpoint after every
-// epoch): InputError too when `path` is stdout, a pipe or a device, where
-// each write would follow the last and none could be read back.
-void check_rewritten_output(std::string_view flag, const std::string& path);
-
 // Where a command prints its report (what it read, did and reached):
 // stdout, unless one of `outputs` (its data files; "" for none) is written
 // there too, as `--model -` is: then stderr, so the data stays whole. A

@@ -448,6 +448,8 @@ GpuTrainer::GpuTrainer(const dense::Network& net, ParamStore& params, std::vecto
   to_device(d_w_.get(), params_.data(), P_, copy_.get());
   to_device(d_v_.get(), momentum_.data(), P_, copy_.get());
   if (test != nullptr && test->size() > 0) test_data_ = upload(*test, copy_.get());
+  // The parameters are on the device before any stream reads them (the graphs' warm-up steps below do).
+  copy_.synchronize();
   for (std::size_t w = 0; w < W_; ++w) workers_.push_back(make_worker(net));
   if (test_data_) {
     eval_net_ = std::make_unique<GpuNetwork>(net, 1000, eval_stream_.get(), eval_cublas_.get(),

@@ -45,9 +45,8 @@ void train_rank(asgd::net::Transport& transport, const asgd::sparse::SparseDatas
   const std::uint64_t mine[] = {digest};
   group.same_on_all_ranks(mine, "the parameters' digest");
   if (group.root()) {
-    std::printf("%d ranks (%s): %zu of %zu examples on rank 0, %llu averaging rounds\n", group.size(),
-                group.describe().c_str(), problem.num_examples(), data.rows(),
-                static_cast<unsigned long long>(group.rounds()));
+    std::printf("%s: %zu of %zu examples on rank 0, %llu averaging rounds\n", group.describe().c_str(),
+                problem.num_examples(), data.rows(), static_cast<unsigned long long>(group.rounds()));
     std::printf("objective %.6f, accuracy %.4f on the whole set after %zu epochs; every rank holds this model\n",
                 whole.objective(w), whole.accuracy(w), report.epochs.size());
   }

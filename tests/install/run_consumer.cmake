@@ -58,7 +58,7 @@ file(MAKE_DIRECTORY ${examples}/work)
 expect_output("examples/recommender"
   "stopped: yes after epoch ([4-9]|1[01]) of 12\nresumed from mf.ckpt at epoch ([4-9]|1[01])\ntrained to epoch 12: test RMSE 0\\.[5-9][0-9]*[^\n]*\nserved from segment \\(pid [0-9]+\\): top 5 for u7:( i[0-9]+ \\([0-9.-]+\\))+\n"
   ${examples}/recommender ${examples}/work)
-set(two_ranks_result "2 ranks \\(2 ranks, ring allreduce, averaging models every epoch\\): 10000 of 20000 examples on rank 0, 6 averaging rounds\nobjective 0\\.[0-9]+, accuracy 0\\.[0-9]+ on the whole set after 5 epochs; every rank holds this model\n")
+set(two_ranks_result "2 ranks, ring allreduce, averaging models every epoch: 10000 of 20000 examples on rank 0, 6 averaging rounds\nobjective 0\\.[0-9]+, accuracy 0\\.[0-9]+ on the whole set after 5 epochs; every rank holds this model\n")
 expect_output("examples/two_ranks (threads)" "${two_ranks_result}" ${examples}/two_ranks)
 if(HAVE_MPI AND MPIEXEC)
   expect_output("examples/two_ranks (mpiexec -n 2)" "${two_ranks_result}"

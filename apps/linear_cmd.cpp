@@ -46,30 +46,6 @@ sparse::UnsortedIds parse_unsorted(const std::string& s) {
   throw InputError(fmt::format("--unsorted '{}': expected sort or reject", s));
 }
 
-// Weights to score `data` with: features the model never saw weigh 0, so they are left out of the data (the
-// weights used to be widened to the data's largest id: one line with feature 2^31 - 1 asked for 8 GB); the
-// dataset is widened to cover every weight.
-std::vector<float> weights_for(sparse::SparseDataset& data, std::vector<float> w) {
-  if (data.num_features > w.size()) {
-    std::uint64_t kept = 0;
-    for (std::size_t r = 0; r < data.rows(); ++r) {
-      const std::uint64_t begin = data.row_ptr[r], end = data.row_ptr[r + 1];
-      data.row_ptr[r] = kept;
-      for (std::uint64_t k = begin; k < end; ++k) {
-        if (data.index[k] >= w.size()) continue;
-        data.index[kept] = data.index[k];
-        data.value[kept] = data.value[k];
-        ++kept;
-      }
-    }
-    data.row_ptr[data.rows()] = kept;
-    data.index.resize(kept);
-    data.value.resize(kept);
-  }
-  data.num_features = static_cast<std::uint32_t>(w.size());
-  return w;
-}
-
 // Padded weights beyond num_features are ignored by objective/accuracy.
 void print_quality(std::FILE* out, const char* what, const sparse::LinearProblem& p, std::span<const float> w) {
   fmt::print(out, "{}: {} examples, objective {:.6f}, accuracy {:.4f}\n", what, p.num_examples(), p.objective(w),
@@ -254,8 +230,8 @@ void report_quality(std::FILE* out, const TrainFlags& f, const sparse::LinearPro
     }
   }
   if (test) {
-    // weights_for first (it narrows the data to the model's features): the problem is built on what it leaves.
-    const std::vector<float> scored = weights_for(*test, {w.begin(), w.end()});
+    // narrow_to_weights first (it narrows the data to the model's features): the problem is built on what it leaves.
+    const std::vector<float> scored = sparse::narrow_to_weights(*test, {w.begin(), w.end()});
     print_quality(out, "test", sparse::LinearProblem(*test, f.l2, loss), scored);
   }
 }
@@ -439,7 +415,7 @@ int eval(const EvalFlags& f) {
                  *l2);
     }
   }
-  w = weights_for(data, std::move(w));
+  w = sparse::narrow_to_weights(data, std::move(w));
   const sparse::LinearProblem problem(data, *l2, loss);
   print_quality(stdout, "eval", problem, w);
   return 0;

@@ -53,15 +53,6 @@ struct MfTrainFlags {
   std::vector<std::pair<std::string, std::string>> given;
 };
 
-// The ratings of `r` at or above `threshold`.
-Ratings positives_of(const Ratings& r, float threshold) {
-  std::vector<std::size_t> rows;
-  for (std::size_t i = 0; i < r.size(); ++i) {
-    if (r.rating[i] >= threshold) rows.push_back(i);
-  }
-  return r.subset(rows);
-}
-
 // mf::load_model, with the CLI's warnings and refusals: writers of the segment that died, a segment that holds
 // NaN or inf, a file from a run into shared memory that did not finish.
 LoadedModel load_model(const std::string& path, const std::string& shm = {}) {

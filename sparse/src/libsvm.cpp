@@ -342,4 +342,25 @@ SparseDataset select_rows(const SparseDataset& data, std::span<const std::size_t
   return out;
 }
 
+std::vector<float> narrow_to_weights(SparseDataset& data, std::vector<float> w) {
+  if (data.num_features > w.size()) {
+    std::uint64_t kept = 0;
+    for (std::size_t r = 0; r < data.rows(); ++r) {
+      const std::uint64_t begin = data.row_ptr[r], end = data.row_ptr[r + 1];
+      data.row_ptr[r] = kept;
+      for (std::uint64_t k = begin; k < end; ++k) {
+        if (data.index[k] >= w.size()) continue;
+        data.index[kept] = data.index[k];
+        data.value[kept] = data.value[k];
+        ++kept;
+      }
+    }
+    data.row_ptr[data.rows()] = kept;
+    data.index.resize(kept);
+    data.value.resize(kept);
+  }
+  data.num_features = static_cast<std::uint32_t>(w.size());
+  return w;
+}
+
 }  // namespace asgd::sparse

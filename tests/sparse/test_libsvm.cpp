@@ -284,6 +284,27 @@ TEST(Libsvm, ReadErrorsNameTheFile) {
   }
 }
 
+// Scoring data with a model of another width: features past the model are left out of the data (weight 0), and
+// the data is as wide as the model; a model wider than the data is kept whole.
+TEST(Libsvm, NarrowToWeightsDropsFeaturesTheModelNeverSaw) {
+  SparseDataset d;
+  d.row_ptr = {0, 2, 4};
+  d.index = {1, 7, 0, 3};
+  d.value = {1.0f, 2.0f, 3.0f, 4.0f};
+  d.label = {1, -1};
+  d.num_features = 8;
+  const auto w = narrow_to_weights(d, {0.5f, 0.25f, 0.0f, 2.0f});
+  EXPECT_EQ(w.size(), 4u);
+  EXPECT_EQ(d.num_features, 4u);
+  EXPECT_EQ(d.row_ptr, (std::vector<std::uint64_t>{0, 1, 3}));
+  EXPECT_EQ(d.index, (std::vector<std::uint32_t>{1, 0, 3}));
+  EXPECT_EQ(d.value, (std::vector<float>{1.0f, 3.0f, 4.0f}));
+  d.validate();
+  EXPECT_EQ(narrow_to_weights(d, std::vector<float>(10, 1.0f)).size(), 10u);
+  EXPECT_EQ(d.num_features, 10u);
+  EXPECT_EQ(d.index.size(), 3u);
+}
+
 TEST(Libsvm, ValidateFindsInconsistentData) {
   const auto good = parse_libsvm("1 3:1.5 4:1\n-1 1:2\n", "t.svm");
   EXPECT_NO_THROW(good.validate());

@@ -620,6 +620,18 @@ TEST(BiasedMf, EvaluationsRefuseRatingsWhoseIdsAreNotTheModels) {
   EXPECT_TRUE(recommend(store, problem.rating_scale(), &all, first, 3)[0].empty());  // u0 has rated every item
 }
 
+TEST(Ratings, PositivesAreTheRatingsAtOrAboveTheThresholdWithTheSameIds) {
+  Ratings r;
+  r.add("a", "x", 5);
+  r.add("b", "y", 3);
+  r.add("c", "x", 4);
+  const Ratings p = positives_of(r, 4);
+  EXPECT_EQ(p.size(), 2u);
+  EXPECT_EQ(p.rating, (std::vector<float>{5, 4}));
+  EXPECT_EQ(p.users.size(), 3u);  // every id keeps its row, positive or not
+  EXPECT_EQ(p.user, (std::vector<std::uint32_t>{0, 2}));
+}
+
 // A model file through the library alone: what `asgd mf train` writes, read back with what serving needs (ids,
 // scale, range, cold rows); names that are not UTF-8 byte for byte; a file whose names were changed is refused.
 TEST(ModelFile, RoundTripsWhatServingNeedsAndRefusesOtherNames) {

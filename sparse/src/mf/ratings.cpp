@@ -456,4 +456,12 @@ Split leave_k_out(const Ratings& all, std::size_t k) {
   return {all.subset(train), all.subset(test)};
 }
 
+Ratings positives_of(const Ratings& r, float threshold) {
+  std::vector<std::size_t> rows;
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    if (r.rating[i] >= threshold) rows.push_back(i);
+  }
+  return r.subset(rows);
+}
+
 }  // namespace asgd::sparse::mf

@@ -93,6 +93,12 @@ SparseDataset parse_libsvm(std::string_view text, std::string_view source_name,
 // convention (ids from 1; they refuse an id 0), 0 the ids as they are.
 void write_libsvm(const std::filesystem::path& path, const SparseDataset& data, std::uint32_t first_id = 0);
 
+// `weights` (a model's) to score `data` with: the features the model never
+// saw weigh 0, so they are left out of `data` (widening the weights to the
+// data's largest id instead would let one line with feature 2^31 - 1 ask for
+// 8 GB), and `data` is widened to cover every weight. Returns the weights.
+std::vector<float> narrow_to_weights(SparseDataset& data, std::vector<float> weights);
+
 // Rows [begin, end) of `data` as a dataset of their own (same num_features).
 SparseDataset slice_rows(const SparseDataset& data, std::size_t begin, std::size_t end);
 // The rows `rows` of `data`, in that order (same num_features): a rank's shard.

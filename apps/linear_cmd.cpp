@@ -148,15 +148,17 @@ std::string rank_data_path(const TrainFlags& f, const TrainerOptions& options, D
 // then `whole` is this rank's file, and the shard takes the weights from every rank's counts summed (floats:
 // exact to 2^24 examples of a feature, and the weights are floats anyway). Quality is reported on `whole`.
 struct TrainingData {
-  TrainingData(const TrainFlags& f, const std::string& path, sparse::LinearLoss loss, Distributed& dist);
+  // `settings`: the objective, which the ranks agree on once each has its shard, before the problems are made.
+  TrainingData(const TrainFlags& f, const std::string& path, sparse::LinearLoss loss, Settings settings,
+               Distributed& dist);
   TrainingData(const TrainingData&) = delete;
   TrainingData& operator=(const TrainingData&) = delete;
-  const sparse::LinearProblem& problem() const { return own_shard ? *own_shard : whole; }
+  const sparse::LinearProblem& problem() const { return own_shard ? *own_shard : *whole; }
   const sparse::SparseDataset& trained() const { return own_shard && shard ? *shard : data; }
 
   sparse::SparseDataset data;
   std::optional<sparse::SparseDataset> shard;
-  sparse::LinearProblem whole;
+  std::optional<sparse::LinearProblem> whole;  // after the ranks agreed: under mpirun an empty set is too few to share
   std::optional<sparse::LinearProblem> own_shard;
   std::uint64_t all_examples = 0;
 };
@@ -174,13 +176,14 @@ sparse::SparseDataset read_data(const TrainFlags& f, const std::string& path) {
   return data;
 }
 
-TrainingData::TrainingData(const TrainFlags& f, const std::string& path, sparse::LinearLoss loss, Distributed& dist)
-    : data(read_data(f, path)), whole(data, f.l2, loss), all_examples(data.rows()) {
+TrainingData::TrainingData(const TrainFlags& f, const std::string& path, sparse::LinearLoss loss, Settings settings,
+                           Distributed& dist)
+    : data(read_data(f, path)), all_examples(data.rows()) {
   const bool per_rank_files = path != f.data;
-  if (dist.active() && !per_rank_files) {
-    shard = sparse::select_rows(data, dist.shard(data.rows(), "examples"));
-    own_shard.emplace(*shard, whole);
-  }
+  if (dist.active() && !per_rank_files) shard = sparse::select_rows(data, dist.shard(data.rows(), "examples"));
+  dist.same_settings(settings);
+  whole.emplace(data, f.l2, loss);
+  if (shard) own_shard.emplace(*shard, *whole);
   if (!per_rank_files || !dist.active()) return;
   auto counts = sparse::LinearProblem::count_features(data);
   std::vector<float> sums(counts.per_feature.begin(), counts.per_feature.end());
@@ -269,11 +272,10 @@ int train(const TrainFlags& f, Distributed& dist) {
   // The flags that need no data, before the file is read (a 1 GB file was read, 5.5 s, before "--l2 -1" was said).
   const sparse::LinearLoss loss = parse_flag("--loss", [&] { return sparse::parse_linear_loss(f.loss); });
   if (!(f.l2 >= 0) || !std::isfinite(f.l2)) throw InputError(fmt::format("--l2 {}: expected finite and >= 0", f.l2));
-  const TrainingData d(f, path, loss, dist);
   // One objective for the models the ranks average.
   const std::pair<std::string_view, std::string> settings[] = {{"--loss", std::string(sparse::to_string(loss))},
                                                                 {"--l2", as_text(f.l2)}};
-  dist.same_settings(settings);
+  const TrainingData d(f, path, loss, settings, dist);
   const sparse::LinearProblem& problem = d.problem();
   // Before training, what solve_lbfgs would refuse after it.
   if (f.reference && !problem.smooth())
@@ -359,7 +361,7 @@ int train(const TrainFlags& f, Distributed& dist) {
   std::vector<float> copy;
   std::span<const float> w(std::as_const(store).data(), store.size());
   if (store.is_shared()) w = copy = store.snapshot();
-  report_quality(out, f, d.whole, test, w, loss);
+  report_quality(out, f, *d.whole, test, w, loss);
   if (!f.model.empty()) {
     // Rank 0 alone writes the model, with its own AdaGrad sums and no rank files: it records no ranks, so one
     // process may resume it (checkpoints of an AdaGrad job record theirs).

@@ -67,8 +67,9 @@ struct TrainingRunOptions {
 
 class TrainingRun {
  public:
-  // Opens the store for `layout` (initialize fills a new one) and reads the
-  // checkpoint to resume, if any. InputError naming the segment or file.
+  // Reads the checkpoint to resume, if any (first: a resume that cannot be
+  // read costs nothing), then opens the store for `layout` (initialize fills
+  // a new one). InputError naming the file or the segment.
   TrainingRun(Layout layout, TrainingRunOptions options, const std::function<void(ParamStore&)>& initialize = {});
   // Movable (the stop request stays where it is: a flag handed out keeps working), not copyable.
   TrainingRun(TrainingRun&&) = default;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <nlohmann/json.hpp>
 
 namespace asgd {
@@ -31,6 +32,16 @@ std::optional<OptionsRecord> saved_options(const std::string& metadata) {
   for (const auto& [key, value] : saved["options"].items())
     if (value.is_string()) r[key] = value.get<std::string>();
   return r;
+}
+
+std::uint64_t run_id_of(const std::string& metadata) {
+  const auto options = saved_options(metadata);
+  const auto run = options ? options->find("run") : OptionsRecord::const_iterator{};
+  if (!options || run == options->end()) return 0;
+  const std::string& text = run->second;
+  std::uint64_t id = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), id, 16);
+  return ec == std::errc() && end == text.data() + text.size() ? id & kRunIdMask : 0;
 }
 
 std::vector<OptionChange> changed_options(const OptionsRecord& before, const OptionsRecord& now) {

@@ -29,7 +29,7 @@ EpochSummary summarize(const BlockEpochStats& e, std::uint64_t epoch_number) {
           .stopped = e.stopped};
 }
 
-std::string run_id_text(std::uint64_t id) { return fmt::format("{:010x}", id & ((std::uint64_t{1} << 40) - 1)); }
+std::string run_id_text(std::uint64_t id) { return fmt::format("{:010x}", id & kRunIdMask); }
 
 namespace {
 TrainingRunOptions checked(TrainingRunOptions o) {
@@ -62,7 +62,7 @@ void TrainingRun::set_record(OptionsRecord record, std::uint64_t seed, std::stri
   record_.erase("run");
   const std::string text =
       fmt::format("{} {} {}", options_.resume.empty() ? seed : resumed_seed_, settings, options_json(record_));
-  run_id_ = fnv1a(kFnv1aStart, text) & ((std::uint64_t{1} << 40) - 1);
+  run_id_ = fnv1a(kFnv1aStart, text) & kRunIdMask;
   record_["run"] = run_id_text(run_id_);
 }
 

@@ -3,11 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <functional>
-#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "asgd/engine/errors.hpp"
@@ -173,17 +171,6 @@ MultiRank::Resumed MultiRank::resume_own_checkpoint(const std::filesystem::path&
                rank_, own.string(), all[2 * static_cast<std::size_t>(rank_)], shared, previous.string(), shared);
   }
   return out;
-}
-
-std::uint64_t run_id_of(const std::string& metadata) {
-  const auto saved = nlohmann::json::parse(metadata, nullptr, false);
-  if (!saved.is_object() || !saved.contains("options")) return 0;
-  const auto& options = saved["options"];
-  if (!options.is_object() || !options.contains("run") || !options["run"].is_string()) return 0;
-  const std::string text = options["run"].get<std::string>();
-  std::uint64_t id = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), id, 16);
-  return ec == std::errc() && end == text.data() + text.size() ? id & MultiRank::kDigestMask : 0;
 }
 
 void MultiRank::start(Trainer& trainer, ParamStore& store) {

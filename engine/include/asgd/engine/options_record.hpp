@@ -3,6 +3,7 @@
 // one (the same rates, steps and updates) only with the same options.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -13,6 +14,9 @@
 namespace asgd {
 
 using OptionsRecord = std::map<std::string, std::string, std::less<>>;
+
+// A run id is 40 bits: the processes of a multi-rank job compare ids exactly (20-bit halves in floats).
+inline constexpr std::uint64_t kRunIdMask = (std::uint64_t{1} << 40) - 1;
 
 // The engine options that shape a run's updates (validated, names in one
 // spelling), keyed as the asgd command's flags without dashes: workers,
@@ -30,6 +34,10 @@ std::string options_json(const OptionsRecord& record);
 // none when it has none (written before options were recorded, or by a
 // program that records none).
 std::optional<OptionsRecord> saved_options(const std::string& metadata);
+
+// The run id a checkpoint's metadata holds (options.run, 10 hex digits: TrainingRun::set_record); 0 when none (a
+// file of an older asgd, or of a program that records none).
+std::uint64_t run_id_of(const std::string& metadata);
 
 // A key of `now` that `before` holds with another value.
 struct OptionChange {

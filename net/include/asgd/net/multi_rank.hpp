@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "asgd/engine/checkpoint.hpp"
+#include "asgd/engine/options_record.hpp"
 #include "asgd/engine/param_store.hpp"
 #include "asgd/engine/trainer.hpp"
 #include "asgd/net/allreduce.hpp"
@@ -93,8 +94,8 @@ class MultiRank {
     std::filesystem::path file;
   };
   Resumed resume_own_checkpoint(const std::filesystem::path& path, const TrainerOptions& options);
-  // What cross-rank comparisons carry exactly (40 bits): digests, run ids included, are cut to it.
-  static constexpr std::uint64_t kDigestMask = (std::uint64_t{1} << 40) - 1;
+  // What cross-rank comparisons carry exactly (40 bits): digests are cut to it, as run ids are.
+  static constexpr std::uint64_t kDigestMask = kRunIdMask;
 
   // After the Trainer is made and initialised (or resumed), before training
   // (collective): every rank takes rank 0's parameters, bit for bit, and with
@@ -154,10 +155,6 @@ class MultiRank {
   std::unique_ptr<ModelAverager> averager_;
   double other_seconds_ = 0;  // in mean_of_ranks and same_on_all_ranks
 };
-
-// The run id a checkpoint's metadata holds (options.run, hex: a digest of the
-// settings the job trains with, the same on every rank); 0 when none.
-std::uint64_t run_id_of(const std::string& metadata);
 
 // Trains epochs state().epoch + 1 .. until_epoch one at a time with
 // averaging between them (or in the background), merging the reports;

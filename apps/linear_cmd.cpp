@@ -305,7 +305,7 @@ int train(const TrainFlags& f, Distributed& dist) {
   run.add_to_record("data", fmt::format("{:016x}", d.trained().checksum()));
   options.checkpoint_metadata = sparse::linear_model_metadata(
       f.l2, problem.num_features(), loss, options.schedule.has_adagrad() && dist.active() ? dist.size() : 0,
-      options_json(run.record()));
+      run.record());
   if (!f.shm.empty() && !f.quiet) {
     fmt::print(out, "{} shared segment '{}'{}\n", run.created() ? "created" : "attached to", f.shm,
                run.created() ? "" : " (training continues from the parameters in it)");
@@ -366,7 +366,7 @@ int train(const TrainFlags& f, Distributed& dist) {
     // Rank 0 alone writes the model, with its own AdaGrad sums and no rank files: it records no ranks, so one
     // process may resume it (checkpoints of an AdaGrad job record theirs).
     save_checkpoint(f.model, store, trainer.state(), trainer.adagrad_sums(),
-                    sparse::linear_model_metadata(f.l2, problem.num_features(), loss, 0, options_json(run.record())),
+                    sparse::linear_model_metadata(f.l2, problem.num_features(), loss, 0, run.record()),
                     trainer.optimizer_kind());
     fmt::print(out, "model written to {}\n", f.model);
   }

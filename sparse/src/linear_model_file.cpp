@@ -22,13 +22,13 @@ auto from_metadata(F&& read) {
 }  // namespace
 
 std::string linear_model_metadata(double l2, std::uint32_t features, LinearLoss loss, int ranks,
-                                  const std::string& options_json) {
+                                  const OptionsRecord& options) {
   nlohmann::json j = loss == LinearLoss::logistic
                          ? nlohmann::json{{"model", "logistic"}, {"l2", l2}, {"features", features}}
                          : nlohmann::json{{"model", "linear"}, {"loss", to_string(loss)}, {"l2", l2},
                                           {"features", features}};
   if (ranks > 0) j["ranks"] = ranks;
-  if (!options_json.empty()) j["options"] = from_metadata([&] { return nlohmann::json::parse(options_json); });
+  if (!options.empty()) j["options"] = options;
   return j.dump();
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "asgd/engine/options_record.hpp"
 #include "asgd/sparse/linear.hpp"
 
 namespace asgd::sparse {
@@ -18,11 +19,10 @@ namespace asgd::sparse {
 // The metadata stored with a linear model file ({"model": "logistic"} for
 // the logistic loss, as before there was a choice; else "linear" and "loss").
 // `ranks` > 0 is recorded: the ranks of an AdaGrad job, each of which
-// checkpoints its own sums (a resume needs as many). `options_json`, when
-// not empty, is a JSON object recorded as "options" (the engine options a
-// resume checks, options_record.hpp).
+// checkpoints its own sums (a resume needs as many). `options`, when not
+// empty, is recorded as "options" (what a resume checks: options_record.hpp).
 std::string linear_model_metadata(double l2, std::uint32_t features, LinearLoss loss, int ranks = 0,
-                                  const std::string& options_json = {});
+                                  const OptionsRecord& options = {});
 // The ranks recorded by linear_model_metadata; 1 when none were. InputError when the count is no number of ranks.
 int linear_model_ranks(const std::string& metadata);
 // l2 from a model's metadata, or none when absent.

@@ -47,7 +47,7 @@ TrainingRun::TrainingRun(Layout layout, TrainingRunOptions options,
                          const std::function<void(ParamStore&)>& initialize)
     : options_(checked(std::move(options))),
       resumed_(read_if_given(options_)),
-      resumed_metadata_(resumed_ ? resumed_->metadata : std::string()),
+      resumed_options_(resumed_ ? saved_options(resumed_->metadata) : std::nullopt),
       store_(open_training_store(options_.shm, std::move(layout), options_.attach, initialize)) {
   if (options_.stop != nullptr) stop_ = options_.stop;
   if (resumed_) resumed_seed_ = resumed_->state.seed;
@@ -67,12 +67,10 @@ void TrainingRun::set_record(OptionsRecord record, std::uint64_t seed, std::stri
 }
 
 std::vector<OptionChange> TrainingRun::changes_since_resumed() const {
-  if (options_.resume.empty()) return {};
-  const auto before = saved_options(resumed_metadata_);
-  if (!before) return {};
+  if (!resumed_options_) return {};  // a fresh run, or a checkpoint that recorded no options
   OptionsRecord now = record_;
   now.erase("run");  // a digest of the settings: those that differ are said one by one
-  return changed_options(*before, now);
+  return changed_options(*resumed_options_, now);
 }
 
 void TrainingRun::configure(TrainerOptions& options) const {

@@ -125,7 +125,8 @@ class TrainingRun {
  private:
   TrainingRunOptions options_;
   std::optional<CheckpointData> resumed_;  // read before the store opens: a resume that fails costs nothing
-  std::string resumed_metadata_;           // kept once resumed_ is loaded
+  // Of the resumed checkpoint, kept once it is loaded: the options it recorded (none: it recorded none) and its seed.
+  std::optional<OptionsRecord> resumed_options_;
   std::uint64_t resumed_seed_ = 0;
   TrainingStore store_;
   std::vector<int> dead_writers_;

@@ -337,8 +337,9 @@ double MultiRank::communication_seconds() const noexcept {
 
 std::uint64_t MultiRank::rounds() const noexcept { return averager_ ? averager_->rounds() : 0; }
 
-void check_same_plan(MultiRank& group, const Trainer& trainer, std::uint64_t until_epoch) {
-  if (!group.active()) return;
+void MultiRank::check_same_plan(const Trainer& trainer, std::uint64_t until_epoch) {
+  if (!active()) return;
+  MultiRank& group = *this;
   // Every rank must run as many blocking rounds: a job whose ranks were given different plans would wait forever.
   const std::uint64_t plan[] = {trainer.state().epoch, until_epoch, trainer.options().epochs, group.every_steps()};
   const auto& o = group.options();

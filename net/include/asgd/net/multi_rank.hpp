@@ -23,6 +23,7 @@
 #include "asgd/engine/checkpoint.hpp"
 #include "asgd/engine/options_record.hpp"
 #include "asgd/engine/param_store.hpp"
+#include "asgd/engine/rank_group.hpp"
 #include "asgd/engine/trainer.hpp"
 #include "asgd/net/allreduce.hpp"
 #include "asgd/net/averaging.hpp"
@@ -46,35 +47,33 @@ struct MultiRankOptions {
   std::string spelled(std::string_view option) const;
 };
 
-class MultiRank {
+class MultiRank final : public RankGroup {
  public:
   // One process: rank 0 of 1, every collective a no-op.
   explicit MultiRank(MultiRankOptions options);
   // Rank transport.rank() of transport.size(); `transport` outlives this.
   MultiRank(Transport& transport, MultiRankOptions options);
-  ~MultiRank();
+  ~MultiRank() override;
   MultiRank(const MultiRank&) = delete;
   MultiRank& operator=(const MultiRank&) = delete;
 
-  int rank() const noexcept { return rank_; }
-  int size() const noexcept { return size_; }
-  bool root() const noexcept { return rank_ == 0; }
-  bool active() const noexcept { return size_ > 1; }
+  int rank() const noexcept override { return rank_; }
+  int size() const noexcept override { return size_; }
   bool every_epoch() const noexcept { return options_.average_every == 0; }
-  std::uint64_t every_steps() const noexcept { return options_.average_every; }
+  std::uint64_t every_steps() const noexcept override { return options_.average_every; }
   const MultiRankOptions& options() const noexcept { return options_; }
   // The indices of [0, n) this rank trains: rank, rank + P, rank + 2P, ...
   // With `equal`, every rank the same number, floor(n / P) (the last n mod P
   // indices are left out): for blocking rounds every rank must reach alike.
   // InputError when n < P ("N `what` cannot be shared by P ranks").
-  std::vector<std::size_t> shard(std::size_t n, std::string_view what, bool equal = false) const;
-  std::string describe() const;  // "4 ranks, ring allreduce, averaging models every epoch"
+  std::vector<std::size_t> shard(std::size_t n, std::string_view what, bool equal = false) const override;
+  std::string describe() const override;  // "4 ranks, ring allreduce, averaging models every epoch"
 
   // Before the Trainer is made: counts steps for step averaging, leaves
   // checkpoints to rank 0 (written after each epoch's average, see
   // epoch_done, when averaging per epoch), and gives rank r the random
   // stream r (TrainerOptions::stream, which a resume keeps).
-  void prepare(TrainerOptions& options);
+  void prepare(TrainerOptions& options) override;
   // Whether each rank writes a checkpoint of its own (AdaGrad on several ranks).
   bool own_files(const TrainerOptions& options) const;
   // The checkpoint this rank writes and resumes from, for `path` as given:
@@ -100,44 +99,46 @@ class MultiRank {
   // After the Trainer is made and initialised (or resumed), before training
   // (collective): every rank takes rank 0's parameters, bit for bit, and with
   // average_every K the communication thread starts.
-  void start(Trainer& trainer, ParamStore& store);
+  void start(Trainer& trainer, ParamStore& store) override;
   // The same for a model trained outside the Trainer (the CNN): a common
   // start now, then average() after each epoch or K updates. Both refuse
   // ranks whose parameters differ in number or in `layout` (tensors, shapes
   // and tag).
-  void start(std::span<float> params, const Layout& layout);
+  void start(std::span<float> params, const Layout& layout) override;
   // After each Trainer::run of one epoch: averages (per-epoch mode), then
   // writes this rank's checkpoint if it writes one.
-  void epoch_done(const TrainReport& epoch);
+  void epoch_done(const TrainReport& epoch) override;
   // After the last epoch: stops the communication thread; all ranks then
   // hold the same parameters.
-  void finish();
+  void finish() override;
 
   // Collective: InputError on every rank, naming each rank's values, unless
   // all ranks pass the same `values` (each below 2^40; as many on every
   // rank); `what` names them.
-  void same_on_all_ranks(std::span<const std::uint64_t> values, std::string_view what);
+  void same_on_all_ranks(std::span<const std::uint64_t> values, std::string_view what) override;
   // Collective: InputError naming the settings whose values differ between
   // ranks (name, value as text), the ranks that differ from rank 0 and this
   // rank's value. Compared by 40-bit digests.
-  void same_settings(std::span<const std::pair<std::string_view, std::string>> settings);
+  void same_settings(std::span<const std::pair<std::string_view, std::string>> settings) override;
   // Collective, over the native allreduce (not options().allreduce, which is
   // one of the things compared): InputError naming the option and each
   // rank's value unless every rank has the same allreduce, combine,
   // average_weighted and average_every.
   void agree_on_options();
   // Collective and blocking: `data` becomes the mean of the ranks'.
-  void mean_of_ranks(std::span<float> data);
+  void mean_of_ranks(std::span<float> data) override;
   // Collective and blocking, over the native allreduce (setup: not counted
   // in traffic()): `data` becomes the sum of the ranks'.
-  void sum_of_ranks(std::span<float> data);
+  void sum_of_ranks(std::span<float> data) override;
   // One blocking round over the parameters given to start(); `weight` as in
   // ModelAverager::average.
-  void average(double weight);
+  void average(double weight) override;
+  // Collective: InputError unless every rank runs the same plan (epochs done, last epoch, total, K).
+  void check_same_plan(const Trainer& trainer, std::uint64_t until_epoch) override;
   double communication_seconds() const noexcept;
   std::uint64_t rounds() const noexcept;
   // "R averaging rounds, S s in allreduce".
-  std::string traffic() const;
+  std::string traffic() const override;
 
  private:
   void timed_sum(std::span<float> data);
@@ -156,36 +157,7 @@ class MultiRank {
   double other_seconds_ = 0;  // in mean_of_ranks and same_on_all_ranks
 };
 
-// Trains epochs state().epoch + 1 .. until_epoch one at a time with
-// averaging between them (or in the background), merging the reports;
-// `after_epoch` sees each epoch's report after its average (the checkpoint
-// is written by then). One process without `after_epoch` trains them in one
-// run. A stopped run ends the loop (report.stopped).
-template <class P>
-TrainReport run_averaged(MultiRank& group, Trainer& trainer, P& problem, std::uint64_t until_epoch,
-                         const std::function<void(const TrainReport&)>& after_epoch = {});
-
-// The plan every rank must share (epochs done, last epoch, total, K), checked before the rounds start.
-void check_same_plan(MultiRank& group, const Trainer& trainer, std::uint64_t until_epoch);
-
-template <class P>
-TrainReport run_averaged(MultiRank& group, Trainer& trainer, P& problem, std::uint64_t until_epoch,
-                         const std::function<void(const TrainReport&)>& after_epoch) {
-  if (!group.active() && !after_epoch) return trainer.run(problem, until_epoch);
-  check_same_plan(group, trainer, until_epoch);
-  // Resumed past until_epoch: the Trainer refuses it (InputError naming both), as in one process.
-  if (trainer.state().epoch > until_epoch) return trainer.run(problem, until_epoch);
-  TrainReport total;
-  for (std::uint64_t e = trainer.state().epoch + 1; e <= until_epoch; ++e) {
-    TrainReport r = trainer.run(problem, e);
-    total.append(r);
-    // A stopped epoch is unfinished: neither averaged, checkpointed nor shown to after_epoch.
-    if (r.stopped) break;
-    group.epoch_done(r);
-    if (after_epoch) after_epoch(r);
-  }
-  group.finish();
-  return total;
-}
+// The engine's loop over epochs with averaging between them (engine/rank_group.hpp).
+using asgd::run_averaged;
 
 }  // namespace asgd::net

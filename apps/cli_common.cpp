@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <csignal>
 #include <cmath>
@@ -307,7 +308,25 @@ std::FILE* report_stream(std::initializer_list<std::string_view> outputs) {
   return stdout;
 }
 
-std::string cli_message(std::string message) {
+namespace {
+
+// Each whole occurrence of `option` in `message` (not followed by a name's character) becomes `flag`.
+void spell_as(std::string& message, std::string_view option, std::string_view flag) {
+  const auto in_name = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; };
+  for (auto at = message.find(option); at != std::string::npos; at = message.find(option, at)) {
+    const std::size_t end = at + option.size();
+    if (end < message.size() && in_name(message[end])) {
+      at = end;
+      continue;
+    }
+    message.replace(at, option.size(), flag);
+    at += flag.size();
+  }
+}
+
+}  // namespace
+
+std::string cli_message(std::string message, OptionNames names) {
   static const std::regex kForce(
       R"re(ParamStore::remove_shared\("([^"]*)"\), which does not check that it is asgd's)re");
   static const std::regex kRemove(R"re(ParamStore::remove_shared\("([^"]*)"\))re");
@@ -324,24 +343,23 @@ std::string cli_message(std::string message) {
       {"BlockTrainOptions::weight_decay", "--weight-decay"},
       {"TrainOptions::epochs", "--epochs"},
       {"TrainOptions::batch", "--batch"}};
-  for (const auto& [option, flag] : kNames)
-    for (auto at = message.find(option); at != std::string::npos; at = message.find(option, at + flag.size()))
-      message.replace(at, option.size(), flag);
+  for (const auto& [option, flag] : names) spell_as(message, option, flag);
+  for (const auto& [option, flag] : kNames) spell_as(message, option, flag);
   return message;
 }
 
-int run_guarded(const std::function<int()>& body) {
+int run_guarded(const std::function<int()>& body, OptionNames names) {
   try {
     return body();
   } catch (const InputError& e) {
-    std::fprintf(stderr, "asgd: error: %s\n", cli_message(e.what()).c_str());
+    std::fprintf(stderr, "asgd: error: %s\n", cli_message(e.what(), names).c_str());
     return kExitInput;
   } catch (const nlohmann::json::exception& e) {
     // JSON is only read from model files' metadata: a value of the wrong kind there is bad input.
     std::fprintf(stderr, "asgd: error: a model file's metadata is malformed: %s\n", e.what());
     return kExitInput;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "asgd: error: %s\n", cli_message(e.what()).c_str());
+    std::fprintf(stderr, "asgd: error: %s\n", cli_message(e.what(), names).c_str());
     return kExitRuntime;
   }
 }

@@ -203,10 +203,14 @@ std::FILE* report_stream(std::initializer_list<std::string_view> outputs);
 // calls and options (ParamStore::remove_shared("NAME"),
 // AttachOptions::recover_stale, BlockTrainOptions::lr), the CLI the commands
 // and flags that do the same (asgd shm remove NAME, --shm-recover, --lr).
-std::string cli_message(std::string message);
+// `names` adds a command's own: (library option, flag) pairs, such as
+// {"FitOptions::test_fraction", "--test-fraction"}; an option is replaced
+// where it is whole (not followed by a letter, digit or _).
+using OptionNames = std::span<const std::pair<std::string_view, std::string_view>>;
+std::string cli_message(std::string message, OptionNames names = {});
 
-// Runs `body`, mapping asgd errors to "asgd: error: ..." (cli_message) and exit codes.
-int run_guarded(const std::function<int()>& body);
+// Runs `body`, mapping asgd errors to "asgd: error: ..." (cli_message with `names`) and exit codes.
+int run_guarded(const std::function<int()>& body, OptionNames names = {});
 
 // Subcommand registration (each in its own file). A subcommand's callback
 // stores its exit code in `exit_code`.

@@ -142,11 +142,11 @@ int run_distributed(const DistributedFlags& flags, const std::function<int(Distr
     group->finish();
     return rc;
   } catch (const InputError& e) {
-    mpi.abort(group->rank(), fmt::format("error: {}", cli_message(e.what())), 2);
+    mpi.abort(group->rank(), fmt::format("error: {}", cli_message(e.what(), flags.names)), 2);
   } catch (const nlohmann::json::exception& e) {
     mpi.abort(group->rank(), fmt::format("error: a model file's metadata is malformed: {}", e.what()), 2);
   } catch (const std::exception& e) {
-    mpi.abort(group->rank(), fmt::format("error: {}", cli_message(e.what())), 1);
+    mpi.abort(group->rank(), fmt::format("error: {}", cli_message(e.what(), flags.names)), 1);
   }
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "asgd/net/multi_rank.hpp"
+#include "cli_common.hpp"
 
 namespace asgd::cli {
 
@@ -23,6 +24,7 @@ struct DistributedFlags {
   std::vector<std::string> given;     // the flags above given on the command line, without dashes
   std::string dashes = "--";          // how the command spells its flags in messages (w2v: "-allreduce")
   std::string epochs_flag = "--epochs";  // the command's flag for the run's epochs (w2v: -iter)
+  OptionNames names = {};  // the command's own spellings of library options in errors (cli_message)
 };
 // --allreduce, --average-every, --average-weighted, --combine.
 void add_distributed_flags(CLI::App& app, DistributedFlags& flags);

@@ -9,7 +9,6 @@
 #include <charconv>
 #include <filesystem>
 #include <optional>
-#include <fstream>
 #include <memory>
 #include <set>
 #include <sstream>
@@ -17,19 +16,11 @@
 #include "asgd/config.hpp"
 #include "asgd_build_paths.hpp"
 #include "asgd/dense/mnist.hpp"
-#include "asgd/dense/network.hpp"
-#include "asgd/dense/trainer.hpp"
-#include "asgd/engine/atomic_file.hpp"
 #include "asgd/engine/errors.hpp"
-#include "cli_common.hpp"
-#include "asgd/sparse/word2vec/corpus.hpp"
-#include "asgd/sparse/word2vec/embeddings.hpp"
-#include "asgd/sparse/word2vec/evaluation.hpp"
-#include "asgd/sparse/word2vec/model.hpp"
-#include "asgd/sparse/linear_reference.hpp"
 #include "asgd/sparse/mf/generator.hpp"
-#include "asgd/sparse/mf/model.hpp"
 #include "asgd/sparse/mf/ratings.hpp"
+#include "cli_common.hpp"
+#include "staleness.hpp"
 
 extern char** environ;
 
@@ -79,45 +70,9 @@ void check_flags_apply(const StalenessFlags& f) {
   if (f.given.count("--step") && f.step_examples == 0) throw InputError("--step 0: expected at least 1 example");
 }
 
-// One CSV row at a time, flushed and checked: a sweep that is stopped keeps the rows of the settings it ran, and
-// a disk that fills stops it with the error rather than after hours of runs. Made before the data is read, it
-// checks that the file can be written; begin() replaces it (header first) once the data is in, so a sweep refused
-// for its input leaves the previous sweep's CSV as it was.
-class Csv {
- public:
-  Csv(std::filesystem::path path, std::string header) : path_(std::move(path)), header_(std::move(header)) {
-    try {
-      AtomicFile::check(path_);
-    } catch (const InputError& e) {
-      throw InputError(fmt::format("cannot write the CSV: {}", e.what()));
-    }
-  }
-  void begin() {
-    out_.open(path_);
-    out_ << header_ << '\n';
-    if (!out_.flush()) throw InputError(fmt::format("{}: cannot write the CSV", path_.string()));
-  }
-  void row(std::string_view line) {
-    out_ << line;
-    if (!out_.flush()) throw RuntimeError(fmt::format("{}: writing the CSV failed", path_.string()));
-  }
-  void close() {
-    out_.close();
-    if (!out_) throw RuntimeError(fmt::format("{}: writing the CSV failed", path_.string()));
-  }
-  const std::filesystem::path& path() const noexcept { return path_; }
-
- private:
-  std::filesystem::path path_;
-  std::string header_;
-  std::ofstream out_;
-};
-
-struct Setting {
-  Consistency policy;
-  std::size_t workers;
-  std::uint64_t tau;
-};
+using bench::CsvLog;
+using bench::Setting;
+using bench::SettingResult;
 
 std::vector<std::string> split_list(const std::string& s, const char* flag) {
   std::vector<std::string> out;
@@ -190,22 +145,7 @@ std::vector<Setting> settings_of(const StalenessFlags& f, const std::string& def
   for (const auto& t : split_list(f.taus.empty() ? default_taus : f.taus, "--taus")) {
     taus.push_back(parse_flag("--taus", [&] { return parse_tau(t); }));
   }
-  std::vector<Setting> out;
-  for (auto p : policies)
-    for (auto w : workers)
-      for (auto t : taus) out.push_back({p, w, t});
-  return out;
-}
-
-// The engine options of one swept setting; the caller adds the schedule.
-TrainerOptions setting_options(const Setting& s, std::uint64_t epochs, std::size_t step_examples) {
-  TrainerOptions o;
-  o.workers = s.workers;
-  o.epochs = epochs;
-  o.consistency = s.policy;
-  o.tau = s.tau;
-  o.step_examples = step_examples;
-  return o;
+  return bench::setting_grid(policies, workers, taus);
 }
 
 std::filesystem::path output_folder(const StalenessFlags& f) {
@@ -238,41 +178,25 @@ int staleness_linear(const StalenessFlags& f) {
   const auto settings = settings_of(f, "1,2,4,8", "0,1,8,inf");
   const std::uint64_t epochs = f.epochs ? f.epochs : 10;
   const auto dir = output_folder(f);
-  Csv csv(dir / "staleness_linear.csv",
-          "problem,policy,workers,tau,epoch,seconds,objective,relative_gap,mean_staleness,max_staleness,max_lead,"
-          "examples_per_second");
+  CsvLog csv(dir / "staleness_linear.csv", bench::LinearSweep::csv_header());
   fmt::print("problem: logistic regression, {} examples x {} features, {} non-zeros each, l2 {}\n", f.gen.examples,
              f.gen.features, f.gen.nnz_per_example, f.l2);
-  const sparse::LinearReference bench(f.gen, f.l2);
-  fmt::print("optimum (L-BFGS): {:.8f} (|grad| {:.1e}, {:.1f} s)\n", bench.optimum.objective,
-             bench.optimum.gradient_norm, bench.lbfgs_seconds);
+  const bench::LinearSweep sweep(f.gen, f.l2);
+  const auto& optimum = sweep.reference().optimum;
+  fmt::print("optimum (L-BFGS): {:.8f} (|grad| {:.1e}, {:.1f} s)\n", optimum.objective, optimum.gradient_norm,
+             sweep.reference().lbfgs_seconds);
 
   csv.begin();  // the data is in: the previous CSV is replaced from here
   fmt::print("{:<7} {:>7} {:>4} {:>10} {:>12} {:>10} {:>9} {:>5} {:>6}\n", "policy", "workers", "tau", "seconds",
              "objective", "gap", "stale", "lead", "<=1e-3");
   int missed = 0;
   for (const auto& s : settings) {
-    TrainerOptions o = setting_options(s, epochs, f.step_examples ? f.step_examples : 256);
-    o.schedule = sparse::reference_schedule();
-    auto store = ParamStore::on_heap(bench.problem.layout());
-    Trainer trainer(store, o);
-    double gap = 0;
-    TrainReport total;  // its seconds leave out the evaluation between epochs
-    for (std::uint64_t e = 1; e <= epochs; ++e) {
-      const auto r = trainer.run(bench.problem, e);
-      total.append(r);
-      const double objective = bench.problem.objective(store.snapshot());
-      gap = (objective - bench.optimum.objective) / bench.optimum.objective;
-      csv.row(fmt::format("linear,{},{},{},{},{:.6f},{:.10f},{:.6e},{:.4f},{},{},{:.1f}\n", to_string(s.policy),
-                          s.workers, tau_to_string(s.tau), e, total.seconds, objective, gap, r.staleness.mean(),
-                          r.staleness.max(), r.max_lead, r.examples_per_second));
-    }
-    const bool ok = gap <= 1e-3;
+    const SettingResult r = sweep.run(s, epochs, f.step_examples ? f.step_examples : 256, csv);
+    const bool ok = r.gap <= 1e-3;
     missed += ok ? 0 : 1;
     fmt::print("{:<7} {:>7} {:>4} {:>10.3f} {:>12.8f} {:>10.2e} {:>9.2f} {:>5} {:>6}\n", to_string(s.policy),
-               s.workers, tau_to_string(s.tau), total.seconds, bench.optimum.objective * (1 + gap), gap,
-               total.staleness.mean(), total.max_lead,
-               ok ? "yes" : "NO");
+               s.workers, tau_to_string(s.tau), r.seconds, optimum.objective * (1 + r.gap), r.gap, r.mean_staleness,
+               r.max_lead, ok ? "yes" : "NO");
   }
   csv.close();
   plot(f, csv.path(), dir / "staleness_linear.png",
@@ -285,61 +209,26 @@ int staleness_linear(const StalenessFlags& f) {
 // word2vec skip-gram on a corpus: training loss per epoch for each setting,
 // and analogy accuracy at the end when --analogies is given.
 int staleness_w2v(const StalenessFlags& f) {
-  namespace w2v = sparse::w2v;
   if (f.corpus.empty()) throw InputError("--problem w2v needs --corpus FILE (e.g. scripts/fetch-brown.sh)");
   const auto settings = settings_of(f, "1,2,4", "inf");
   const std::uint64_t epochs = f.epochs ? f.epochs : 5;
   const auto dir = output_folder(f);
   // analogy_accuracy: on each setting's last epoch, with --analogies.
-  Csv csv(dir / "staleness_w2v.csv",
-          "problem,policy,workers,tau,epoch,seconds,loss,mean_staleness,max_staleness,max_lead,words_per_second,"
-          "analogy_accuracy");
-  w2v::TokenReader reader(f.corpus);
-  w2v::CorpusStats counted;
-  const w2v::Vocabulary vocab = w2v::count_vocabulary(reader, {5, 0}, &counted);
-  const w2v::EncodedCorpus corpus = w2v::encode_corpus(reader, vocab, counted.kept_tokens);  // reserved at once
-  w2v::ModelOptions m;
-  m.cbow = false;
-  m.sample = 1e-4;
-  const w2v::Word2Vec model(corpus, vocab, m);
-  std::vector<w2v::AnalogySectionQuestions> questions;
-  if (!f.analogies.empty()) questions = w2v::read_analogy_questions(f.analogies);
+  CsvLog csv(dir / "staleness_w2v.csv", bench::W2vSweep::csv_header());
+  const bench::W2vSweep sweep(f.corpus, f.analogies);
+  const auto& m = sweep.model_options();
   fmt::print("problem: word2vec skip-gram d{} w{} neg{} sample {}, {} ({} words, vocabulary {})\n", m.dim, m.window,
-             m.negative, m.sample, f.corpus, corpus.tokens.size(), vocab.size());
+             m.negative, m.sample, f.corpus, sweep.words(), sweep.vocabulary());
 
   csv.begin();  // the data is in: the previous CSV is replaced from here
   fmt::print("{:<7} {:>7} {:>4} {:>10} {:>12} {:>9} {:>10}\n", "policy", "workers", "tau", "seconds", "words/s",
              "loss", "analogy");
   for (const auto& s : settings) {
-    TrainerOptions o = setting_options(s, epochs, f.step_examples ? f.step_examples : model.sentences_per_step());
-    o.schedule.kind = ScheduleKind::linear;
-    o.schedule.lr = 0.025f;
-    o.schedule.floor = 1e-4f;
-    auto store = ParamStore::on_heap(model.layout());
-    model.initialize(store, o.seed);
-    Trainer trainer(store, o);
-    double seconds = 0, loss = 0;
-    std::uint64_t examples = 0;
-    std::string analogy = "-";
-    for (std::uint64_t e = 1; e <= epochs; ++e) {
-      const auto r = trainer.run(model, e);
-      seconds += r.seconds;
-      examples += r.examples;
-      loss = r.epochs.back().loss;
-      std::string accuracy;
-      if (e == epochs && !questions.empty()) {
-        w2v::Embeddings vectors{vocab.words(), m.dim, store.snapshot("input")};
-        const auto report = w2v::evaluate_analogies(w2v::EmbeddingIndex(std::move(vectors)), questions);
-        accuracy = fmt::format("{:.6f}", report.accuracy());
-        analogy = fmt::format("{:.2f}%", 100.0 * report.accuracy());
-      }
-      csv.row(fmt::format("w2v,{},{},{},{},{:.6f},{:.6f},{:.4f},{},{},{:.0f},{}\n", to_string(s.policy), s.workers,
-                          tau_to_string(s.tau), e, seconds, loss, r.staleness.mean(), r.staleness.max(), r.max_lead,
-                          r.examples_per_second * model.words_per_example(), accuracy));
-    }
-    const double words_per_second = static_cast<double>(examples) * model.words_per_example() / seconds;
+    const SettingResult r = sweep.run(s, epochs, f.step_examples ? f.step_examples : sweep.sentences_per_step(), csv);
+    const std::string analogy =
+        r.analogy_accuracy < 0 ? std::string("-") : fmt::format("{:.2f}%", 100.0 * r.analogy_accuracy);
     fmt::print("{:<7} {:>7} {:>4} {:>10.2f} {:>12.0f} {:>9.4f} {:>10}\n", to_string(s.policy), s.workers,
-               tau_to_string(s.tau), seconds, words_per_second, loss, analogy);
+               tau_to_string(s.tau), r.seconds, r.rate, r.loss, analogy);
   }
   csv.close();
   plot(f, csv.path(), dir / "staleness_w2v.png",
@@ -360,9 +249,7 @@ int staleness_mf(const StalenessFlags& f) {
   }
   const std::uint64_t epochs = f.epochs ? f.epochs : 20;
   const auto dir = output_folder(f);
-  Csv csv(dir / "staleness_mf.csv",
-          "problem,schedule,policy,workers,tau,epoch,seconds,loss,test_rmse,mean_staleness,max_staleness,max_lead,"
-          "examples_per_second");
+  CsvLog csv(dir / "staleness_mf.csv", bench::MfSweep::csv_header());
   mf::Ratings all;
   std::string what;
   if (f.ratings.empty()) {
@@ -379,11 +266,7 @@ int staleness_mf(const StalenessFlags& f) {
     all = mf::read_ratings(f.ratings);
     what = fmt::format("{}", f.ratings);
   }
-  const auto split = mf::random_split(all, 0.1, 42);
-  if (split.test.size() == 0 || split.train.size() == 0) {
-    throw InputError(fmt::format("--ratings {}: {} rating(s) leave {} for the test split (10 %); give more ratings",
-                                 f.ratings, all.size(), split.test.size()));
-  }
+  const bench::MfSweep sweep(std::move(all), fmt::format("--ratings {}", f.ratings));
   fmt::print("problem: biased MF k 32, lr 0.02, l2 0.05, on {} (90/10 split)\n", what);
 
   csv.begin();  // the data is in: the previous CSV is replaced from here
@@ -399,33 +282,9 @@ int staleness_mf(const StalenessFlags& f) {
         if (std::find(blocks_done.begin(), blocks_done.end(), key) != blocks_done.end()) continue;
         blocks_done.push_back(key);
       }
-      mf::MfOptions mo;
-      mo.factors = 32;
-      if (blocks) mo.bins = 2 * s.workers + 1;
-      const mf::BiasedMf problem(split.train, mo, 1);
-      TrainerOptions o = setting_options(s, epochs, f.step_examples ? f.step_examples : 4096);
-      if (blocks) o.tau = kUnbounded;
-      o.blocks = blocks;
-      o.schedule.kind = ScheduleKind::constant;
-      o.schedule.lr = 0.02f;
-      auto store = ParamStore::on_heap(problem.layout());
-      mf::initialize_factors(store, o.seed, mo.init_scale);
-      Trainer trainer(store, o);
-      double seconds = 0, rmse = 0;
-      StalenessHistogram stale;
-      const std::string tau = blocks ? "blocks" : tau_to_string(s.tau);
-      for (std::uint64_t e = 1; e <= epochs; ++e) {
-        const auto r = trainer.run(problem, e);
-        seconds += r.seconds;
-        stale.merge(r.staleness);
-        rmse = mf::evaluate_errors(store, problem.rating_scale(), split.test).rmse;
-        csv.row(fmt::format("mf,{},{},{},{},{},{:.6f},{:.6f},{:.6f},{:.4f},{},{},{:.1f}\n", schedule,
-                            to_string(s.policy), s.workers, tau, e, seconds, 2.0 * r.epochs.back().loss, rmse,
-                            r.staleness.mean(), r.staleness.max(), r.max_lead, r.examples_per_second));
-      }
-      const double rate = static_cast<double>(problem.num_examples()) * static_cast<double>(epochs) / seconds;
+      const SettingResult r = sweep.run(s, blocks, epochs, f.step_examples ? f.step_examples : 4096, csv);
       fmt::print("{:<8} {:<7} {:>7} {:>4} {:>9.2f} {:>14.3g} {:>9.2f} {:>9.4f}\n", schedule, to_string(s.policy),
-                 s.workers, blocks ? "-" : tau, seconds, rate, stale.mean(), rmse);
+                 s.workers, blocks ? "-" : tau_to_string(s.tau), r.seconds, r.rate, r.mean_staleness, r.test_rmse);
     }
   }
   csv.close();
@@ -456,50 +315,20 @@ int staleness_cnn(const StalenessFlags& f) {
   }
   const std::uint64_t epochs = f.epochs ? f.epochs : 10;
   const auto dir = output_folder(f);
-  Csv csv(dir / "staleness_cnn.csv",
-          "problem,policy,workers,tau,epoch,seconds,images_per_s,train_loss,test_error,test_accuracy,"
-          "mean_staleness,max_staleness,momentum,lr");
-  const auto tt = dense::load_mnist(resolve_mnist_dir(f.data));
-  const dense::Network net = dense::lenet5();
+  CsvLog csv(dir / "staleness_cnn.csv", bench::CnnSweep::csv_header());
+  const bench::CnnSweep sweep(dense::load_mnist(resolve_mnist_dir(f.data)));
   fmt::print("problem: LeNet-5, {} train / {} test images, batch 64 per worker, lr 0.02 cosine, momentum 0.9, "
              "weight decay 5e-4, {} epochs\n",
-             tt.train.size(), tt.test.size(), epochs);
+             sweep.data().train.size(), sweep.data().test.size(), epochs);
   csv.begin();  // the data is in: the previous CSV is replaced from here
   fmt::print("{:<12} {:>7} {:>4} {:>9} {:>10} {:>7} {:>9}\n", "policy", "workers", "tau", "seconds", "images/s",
              "stale", "accuracy");
   for (const auto& s : settings)
     for (const bool compensate : modes) {
       if (!runs_with(s, compensate)) continue;
-      ParamStore store = ParamStore::on_heap(net.layout());
-      std::vector<float> init(store.size()), momentum;
-      net.initialize(init, 1);
-      store.assign(init);
-      dense::TrainOptions o;
-      o.epochs = epochs;
-      o.batch = 64;
-      o.workers = s.workers;
-      o.tau = s.tau;
-      o.lr = 0.02f;
-      o.momentum = 0.9f;
-      o.weight_decay = 5e-4f;
-      o.schedule = dense::TrainOptions::Schedule::cosine;
-      o.compensate = compensate;
-      const char* policy = compensate ? "compensated" : "plain";
-      double seconds = 0, stale = 0;
-      dense::EpochReport last;
-      dense::train(net, store, momentum, tt.train, &tt.test, o, [&](const dense::EpochReport& r) {
-        seconds += r.seconds;
-        stale = r.mean_staleness;
-        last = r;
-        csv.row(fmt::format("cnn,{},{},{},{},{:.4f},{:.1f},{:.6f},{:.6f},{:.6f},{:.4f},{},{:.4f},{:.6f}\n", policy,
-                            s.workers, tau_to_string(s.tau), r.epoch, seconds, r.images_per_second, r.mean_loss,
-                            1.0 - r.test_accuracy, r.test_accuracy, r.mean_staleness, r.max_staleness, r.momentum,
-                            r.lr));
-      });
-      fmt::print("{:<12} {:>7} {:>4} {:>9.1f} {:>10.0f} {:>7.2f} {:>8.2f}%\n", policy, s.workers,
-                 tau_to_string(s.tau), seconds,
-                 static_cast<double>(tt.train.size()) * static_cast<double>(epochs) / seconds, stale,
-                 100.0 * last.test_accuracy);
+      const SettingResult r = sweep.run(s, compensate, epochs, csv);
+      fmt::print("{:<12} {:>7} {:>4} {:>9.1f} {:>10.0f} {:>7.2f} {:>8.2f}%\n", compensate ? "compensated" : "plain",
+                 s.workers, tau_to_string(s.tau), r.seconds, r.rate, r.mean_staleness, 100.0 * r.test_accuracy);
     }
   csv.close();
   plot(f, csv.path(), dir / "staleness_cnn.png",

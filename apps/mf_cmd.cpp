@@ -8,7 +8,6 @@
 #include <memory>
 #include <optional>
 
-#include "asgd/engine/atomic_file.hpp"
 #include "asgd/engine/errors.hpp"
 #include "asgd/engine/trainer.hpp"
 #include "asgd/engine/training_store.hpp"
@@ -16,6 +15,7 @@
 #include "asgd/sparse/mf/generator.hpp"
 #include "asgd/sparse/mf/model_file.hpp"
 #include "asgd/sparse/mf/popular_baseline.hpp"
+#include "asgd/sparse/mf/predictions_file.hpp"
 #include "asgd/sparse/mf/ratings.hpp"
 #include "asgd/sparse/mf/top_k_lists.hpp"
 #include "cli_common.hpp"
@@ -349,24 +349,11 @@ int predict(const MfPredictFlags& f) {
   check_distinct("output_file", f.output_file, {{"test_file", f.test_file}, {"model_file", f.model_file}});
   LoadedModel m = load_model(f.model_file);
   const Ratings test = read_with_ids_of(m, f.test_file, f.format);
-  const FactorLayout layout = FactorLayout::of(m.store->layout());
-  // Not centred: unknown ids predict from the mean biases of the trained rows.
-  const RatingScale scale = with_bias_means(m.scale, *m.store, &m.cold);
-  std::string out;
-  for (std::size_t i = 0; i < test.size(); ++i) {
-    // Unknown users or items: the global mean plus the bias of the side that is known.
-    const float r = m.range.clip(predict_or_fallback(*m.store, layout, scale, test.user[i], test.item[i], &m.cold));
-    out += fmt::format("{:.6g}\n", r);
-  }
-  AtomicFile file(f.output_file);
-  file.write(out);
-  file.commit();
-  const auto metrics = evaluate_errors(*m.store, m.scale, test, m.range.lo, m.range.hi, &m.cold);
+  const auto metrics = write_predictions(m, test, f.output_file);
   fmt::print(stderr, "predicted {} ratings ({} with a known user and item); RMSE {:.4f} MAE {:.4f}\n", test.size(),
              metrics.known, metrics.rmse, metrics.mae);
   return 0;
 }
-
 
 struct MfEvalFlags {
   std::string test_file, model_file, exclude, format = "detect";

@@ -1,0 +1,123 @@
+// A factor model trained on ratings in memory as one call, for either loss: the split into training, test and
+// validation sets, the store (the heap or a shared segment), the engine loop in one process or on a RankGroup's
+// ranks, the evaluation after it and the model file.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "asgd/engine/rank_group.hpp"
+#include "asgd/engine/trainer.hpp"
+#include "asgd/sparse/mf/model.hpp"
+#include "asgd/sparse/mf/popular_baseline.hpp"
+#include "asgd/sparse/mf/ratings.hpp"
+
+namespace asgd::sparse::mf {
+
+enum class Loss {
+  squared,  // explicit ratings: BiasedMf
+  bpr,      // implicit feedback, the ratings >= FitOptions::positive: BprMf
+};
+
+struct FitOptions {
+  Loss loss = Loss::squared;
+  // bins (squared with trainer.blocks): the block grid asked for, 0 for block_grid's default.
+  MfOptions model;
+  // The engine's: workers, epochs, seed, rates; blocks: LIBMF's block schedule (squared only).
+  TrainerOptions trainer;
+  float positive = 4.0f;            // bpr: ratings at or above this are positives
+  double test_fraction = 0;         // held out at random (bpr: per user) and scored after training
+  double validation_fraction = 0;   // squared: held out of the training part, scored after every epoch
+  std::uint64_t split_seed = 42;
+  // bpr: also NCF's protocol (a second model trained with each user's latest positive left out, ranked against
+  // 99 sampled negatives at 10): sampled_against_popular.
+  bool sampled_eval = false;
+  std::string shm;                  // train in this shared segment (empty: the heap)
+  bool shm_recover = false;         // take over a segment whose writer was killed
+  // Written at the end by the group's root; with shm also before training (a server needs its ids meanwhile).
+  std::filesystem::path model_file;
+  std::atomic<bool>* stop = nullptr;  // a stop request of the caller's (StopOnSignal::flag()); null: none
+  ProgressCallback on_progress;
+  // InputError naming the option (FitOptions::positive) or MfOptions::validate's.
+  void validate() const;
+};
+
+// The objective every process training one segment must share, as the segment keeps it
+// ("--loss squared --l2 0.05 --bias-l2 0.05"): the CLI's spelling, since CLI and library processes share segments.
+std::string objective_settings(const FitOptions& options);
+
+// The block schedule's grid: `asked` bins (0: 2 x workers + 1, at most BlockScheduler::kMostBins), cut to the
+// fewer of users and items (a grid with empty rows schedules blocks with nothing in them), and the workers that
+// can share it: fewer than the bins (as LIBMF), fewer than half of them where the bins were cut.
+struct BlockGrid {
+  std::size_t bins = 0, workers = 0;
+  bool cut = false;  // bins lowered to the users or items
+};
+BlockGrid block_grid(std::size_t asked, std::size_t workers, std::size_t users, std::size_t items);
+
+// The ratings a run trains and scores: `all` split into a test part (test_fraction) and a validation part
+// (validation_fraction of the rest, seed + 1), or `validation` given (read with `all`'s id maps; the ids it adds
+// get rows too, never trained). InputError when both fractions' validation and `validation` are given.
+struct RatingSets {
+  Ratings train, test, validation;
+  bool have_test = false, have_validation = false;
+};
+RatingSets split_sets(Ratings all, double test_fraction, double validation_fraction, std::uint64_t seed,
+                      std::optional<Ratings> validation = std::nullopt);
+
+// What the run trains on, told as it sets up: sizes and the grid before the store opens (FitEvents::on_data),
+// the store and this rank's share once the store is open, before the first epoch (on_start).
+struct FitSetup {
+  std::size_t ratings = 0;      // given
+  std::size_t trained = 0;      // training ratings or positives (all ranks together)
+  std::size_t users = 0, items = 0;  // the model's rows
+  std::size_t positives = 0, users_with_positive = 0, items_with_positive = 0;  // bpr
+  std::optional<BlockGrid> grid;  // squared with the block schedule
+  // on_start:
+  bool created = true;          // a new store (false: a segment attached, its parameters kept)
+  float mean = 0;               // squared: the training ratings' mean
+  std::size_t examples = 0;     // trained by this rank
+};
+
+// Squared, on the group's root: one epoch done, with the errors of the validation and test sets that hold
+// ratings (computed only when FitEvents::on_epoch is given).
+struct FitEpoch {
+  std::uint64_t epoch = 0;
+  double squared_error = 0;     // mean over the epoch's updates
+  double seconds = 0;           // of SGD so far
+  std::optional<double> validation_rmse, test_rmse;
+};
+
+struct FitEvents {
+  std::function<void(const FitSetup&)> on_data;
+  std::function<void(const FitSetup&)> on_start;
+  std::function<void(const FitEpoch&)> on_epoch;
+};
+
+// A run's outcome. Where train.stopped (the stop request) or on a rank other than the root, nothing after the
+// training is filled (no evaluation, no model file).
+struct FitReport {
+  TrainReport train;
+  double sgd_seconds = 0;
+  std::size_t workers = 0;
+  std::size_t bins = 0;  // squared: the block grid's (0: Hogwild)
+  std::optional<ErrorMetrics> validation, test;  // squared, when the set was asked for
+  // bpr with test_fraction: full ranking at 10 of the held-out positives, against most-popular.
+  std::size_t positives = 0, held_out = 0, cold_items = 0;
+  std::optional<AgainstPopular> ranking;
+  bool model_written = false;
+  std::optional<SampledAgainstPopular> sampled;  // bpr with sampled_eval (after the model file)
+};
+
+// Trains `ratings` (with `validation`: squared only, see split_sets) as `options` say: the model file, if asked,
+// written by the root. InputError naming the option, or from the data and the segment (DivergedSegment for one
+// that holds NaN or inf).
+FitReport fit(Ratings ratings, const FitOptions& options, RankGroup& group, const FitEvents& events = {},
+              std::optional<Ratings> validation = std::nullopt);
+FitReport fit(Ratings ratings, const FitOptions& options);
+
+}  // namespace asgd::sparse::mf

@@ -1,0 +1,211 @@
+// mf::fit, the whole training run as one call: squared MF reaches the planted model's noise floor on generated
+// ratings, BPR beats most-popular, the events come in order, a stop ends the run with nothing written, the model
+// file reads back, the block grid and the split are as documented, and option errors name the option.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "../common/message_of.hpp"
+#include "../common/scratch_dir.hpp"
+#include "asgd/sparse/mf/fit.hpp"
+#include "asgd/sparse/mf/generator.hpp"
+#include "asgd/sparse/mf/model_file.hpp"
+
+using namespace asgd::sparse::mf;
+
+namespace {
+
+using asgd::testing::message_of;
+using asgd::testing::ScratchDir;
+
+Ratings planted(std::size_t ratings, double noise, std::size_t users = 300, std::size_t items = 200) {
+  RatingsGeneratorOptions g;
+  g.users = users;
+  g.items = items;
+  g.ratings = ratings;
+  g.rank = 4;
+  g.noise = noise;
+  g.zipf = 0.5;
+  return generate_ratings(g);
+}
+
+FitOptions squared_options() {
+  FitOptions o;
+  o.model.factors = 8;
+  o.model.l2 = 0.02f;
+  o.trainer.workers = 2;
+  o.trainer.epochs = 15;
+  o.trainer.step_examples = 4096;
+  o.trainer.schedule.lr = 0.02f;
+  o.test_fraction = 0.1;
+  o.validation_fraction = 0.1;
+  return o;
+}
+
+TEST(MfFit, SquaredReachesNearTheNoiseFloorWithAnErrorEveryEpoch) {
+  std::vector<FitEpoch> epochs;
+  std::vector<std::string> order;
+  FitEvents events;
+  events.on_data = [&](const FitSetup& s) {
+    order.push_back("data");
+    EXPECT_EQ(s.ratings, 30000u);
+    EXPECT_NEAR(static_cast<double>(s.trained), 30000 * 0.9 * 0.9, 2);
+  };
+  events.on_start = [&](const FitSetup& s) {
+    order.push_back("start");
+    EXPECT_TRUE(s.created);
+    EXPECT_EQ(s.examples, s.trained);  // one process trains them all
+  };
+  events.on_epoch = [&](const FitEpoch& e) {
+    order.push_back("epoch");
+    epochs.push_back(e);
+  };
+  asgd::RankGroup one;
+  const FitReport r = fit(planted(30000, 0.3), squared_options(), one, events);
+  ASSERT_FALSE(r.train.stopped);
+  EXPECT_EQ(order.front(), "data");
+  EXPECT_EQ(order[1], "start");
+  ASSERT_EQ(epochs.size(), 15u);
+  EXPECT_EQ(epochs.back().epoch, 15u);
+  ASSERT_TRUE(epochs.front().validation_rmse && epochs.back().test_rmse);
+  EXPECT_LT(*epochs.back().validation_rmse, *epochs.front().validation_rmse);
+  ASSERT_TRUE(r.validation && r.test);
+  EXPECT_NEAR(static_cast<double>(r.test->count), 3000, 1);
+  EXPECT_DOUBLE_EQ(r.test->rmse, *epochs.back().test_rmse);
+  // The planted model's noise is 0.3; the mean alone misses by about 1.1.
+  EXPECT_LT(r.test->rmse, 0.6);
+  EXPECT_FALSE(r.model_written);
+  EXPECT_EQ(r.bins, 0u);
+}
+
+TEST(MfFit, BprBeatsMostPopularOnHeldOutPositives) {
+  FitOptions o;
+  o.loss = Loss::bpr;
+  o.model.factors = 8;
+  o.model.l2 = 0.02f;
+  o.model.bias_l2 = 0.005f;
+  o.trainer.workers = 2;
+  o.trainer.epochs = 20;
+  o.trainer.step_examples = 4096;
+  o.trainer.schedule.lr = 0.05f;
+  o.test_fraction = 0.2;
+  o.sampled_eval = true;
+  // Half of all pairs rated: which items a user likes (rating >= 4) is then mostly the planted preference.
+  const FitReport r = fit(planted(75000, 0.3, 500, 300), o);
+  ASSERT_TRUE(r.ranking && r.sampled);
+  EXPECT_GT(r.held_out, r.positives / 10);
+  EXPECT_GT(r.ranking->ours.ndcg, 1.3 * r.ranking->popular.ndcg);
+  EXPECT_FALSE(r.sampled->stopped);
+  EXPECT_TRUE(r.sampled->by_time);
+  EXPECT_GT(r.sampled->ours.hit_rate, r.sampled->popular.hit_rate);
+}
+
+TEST(MfFit, TheModelFileReadsBackAsTrained) {
+  ScratchDir dir;
+  FitOptions o = squared_options();
+  o.trainer.epochs = 3;
+  o.model_file = dir / "model.bin";
+  const Ratings ratings = planted(5000, 0.3);
+  const FitReport r = fit(ratings, o);
+  ASSERT_TRUE(r.model_written);
+  const LoadedModel m = load_model(o.model_file);
+  EXPECT_EQ(m.loss, "squared");
+  EXPECT_EQ(m.epochs, 3u);
+  EXPECT_EQ(m.users.size(), ratings.users.size());
+  const ErrorMetrics again = evaluate_errors(*m.store, m.scale, ratings, m.range.lo, m.range.hi, &m.cold);
+  EXPECT_LT(again.rmse, 1.0);
+}
+
+TEST(MfFit, AStopBeforeTheFirstEpochWritesNothing) {
+  ScratchDir dir;
+  std::atomic<bool> stop{true};
+  FitOptions o = squared_options();
+  o.model_file = dir / "model.bin";
+  o.stop = &stop;
+  const FitReport r = fit(planted(5000, 0.3), o);
+  EXPECT_TRUE(r.train.stopped);
+  EXPECT_FALSE(r.model_written);
+  EXPECT_FALSE(r.test.has_value());
+  EXPECT_FALSE(std::filesystem::exists(o.model_file));
+}
+
+TEST(MfFit, TheBlockScheduleTrainsOnTheGridItChose) {
+  FitOptions o = squared_options();
+  o.trainer.blocks = true;
+  o.trainer.epochs = 3;
+  FitEvents events;
+  std::optional<BlockGrid> told;
+  events.on_data = [&](const FitSetup& s) { told = s.grid; };
+  asgd::RankGroup one;
+  const FitReport r = fit(planted(5000, 0.3), o, one, events);
+  ASSERT_TRUE(told.has_value());
+  EXPECT_EQ(told->bins, 5u);  // 2 x workers + 1
+  EXPECT_EQ(r.bins, 5u);
+  EXPECT_EQ(r.workers, 2u);
+}
+
+TEST(MfFit, BlockGridCutsToTheUsersOrItemsAndKeepsFewerWorkersThanBins) {
+  const BlockGrid d = block_grid(0, 4, 1000, 500);
+  EXPECT_EQ(d.bins, 9u);
+  EXPECT_EQ(d.workers, 4u);
+  EXPECT_FALSE(d.cut);
+  const BlockGrid asked = block_grid(4, 8, 1000, 500);
+  EXPECT_EQ(asked.workers, 3u);  // bins > workers
+  const BlockGrid cut = block_grid(0, 8, 7, 500);
+  EXPECT_TRUE(cut.cut);
+  EXPECT_EQ(cut.bins, 7u);
+  EXPECT_EQ(cut.workers, 3u);  // bins > 2 x workers
+}
+
+TEST(MfFit, AValidationSetAddsItsIdsAsUntrainedRows) {
+  Ratings all;
+  all.add("a", "x", 4);
+  all.add("b", "y", 3);
+  Ratings validation;
+  validation.users = all.users;
+  validation.items = all.items;
+  validation.add("c", "x", 5);
+  const RatingSets s = split_sets(all, 0, 0, 1, validation);
+  EXPECT_TRUE(s.have_validation);
+  EXPECT_EQ(s.train.size(), 2u);
+  EXPECT_EQ(s.train.users.size(), 3u);
+  Ratings other;
+  other.add("z", "w", 1);
+  EXPECT_NE(message_of([&] { split_sets(all, 0, 0, 1, other); }).find("validation set: the ratings' ids are not"),
+            std::string::npos);
+  EXPECT_NE(message_of([&] { split_sets(all, 0, 0.5, 1, validation); }).find("FitOptions::validation_fraction"),
+            std::string::npos);
+}
+
+TEST(MfFit, OptionErrorsNameTheOption) {
+  FitOptions o = squared_options();
+  o.test_fraction = 1;
+  EXPECT_NE(message_of([&] { fit(planted(1000, 0.3), o); }).find("FitOptions::test_fraction 1: expected 0 <= F < 1"),
+            std::string::npos);
+  o = squared_options();
+  o.loss = Loss::bpr;
+  o.positive = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_NE(message_of([&] { fit(planted(1000, 0.3), o); }).find("FitOptions::positive nan"), std::string::npos);
+  o.positive = 100;
+  EXPECT_EQ(message_of([&] { fit(planted(1000, 0.3), o); }), "no rating >= 100 (FitOptions::positive)");
+  o = squared_options();
+  o.model.scale_ratings = true;
+  o.trainer.schedule.lr = 50;
+  EXPECT_NE(message_of([&] { fit(planted(1000, 0.3), o); }).find("a step at Schedule::lr 50 overshoots"),
+            std::string::npos);
+}
+
+TEST(MfFit, TheObjectiveIsWhatASegmentKeeps) {
+  FitOptions o;
+  EXPECT_EQ(objective_settings(o), "--loss squared --l2 0.05 --bias-l2 0.05");
+  o.model.biases = false;
+  o.model.center = false;
+  o.model.scale_ratings = true;
+  EXPECT_EQ(objective_settings(o), "--loss squared --l2 0.05 --no-biases on --no-mean on --scale-ratings on");
+  o.loss = Loss::bpr;
+  EXPECT_EQ(objective_settings(o), "--loss bpr --l2 0.05 --bias-l2 0.05 --positive 4");
+}
+
+}  // namespace

@@ -118,6 +118,24 @@ TEST(MfFit, TheModelFileReadsBackAsTrained) {
   EXPECT_LT(again.rmse, 1.0);
 }
 
+TEST(MfFit, TheReportHoldsTheModelTheFileHolds) {
+  ScratchDir dir;
+  FitOptions o = squared_options();
+  o.trainer.epochs = 2;
+  o.test_fraction = 0.2;
+  o.model_file = dir / "model.bin";
+  const FitReport r = fit(planted(5000, 0.3), o);
+  ASSERT_TRUE(r.model);
+  const LoadedModel m = load_model(o.model_file);
+  EXPECT_EQ(r.model->store->snapshot(), m.store->snapshot());
+  EXPECT_EQ(r.model->users.size(), m.users.size());
+  EXPECT_EQ(r.model->items.name(0), m.items.name(0));
+  EXPECT_EQ(r.model->scale.scale, m.scale.scale);
+  EXPECT_EQ(r.model->range.hi, m.range.hi);
+  EXPECT_EQ(r.model->cold.items, m.cold.items);
+  EXPECT_EQ(r.model->epochs, 2u);
+}
+
 TEST(MfFit, AStopBeforeTheFirstEpochWritesNothing) {
   ScratchDir dir;
   std::atomic<bool> stop{true};

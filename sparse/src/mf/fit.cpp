@@ -135,10 +135,29 @@ void start_training(const FitOptions& o, Trainer& trainer, TrainingRun& run, Ran
   run.started();  // from here on the segment holds training: kept whatever happens next
 }
 
-void write_model(const FitOptions& o, Trainer& trainer, FitReport& report) {
-  if (o.model_file.empty()) return;
-  trainer.save_checkpoint(o.model_file);
-  report.model_written = true;
+// The model file, if asked, then the model itself into the report (its store moved out of the run).
+void write_model(const FitOptions& o, Trainer& trainer, TrainingRun& run, ModelInfo info, FitReport& report) {
+  if (!o.model_file.empty()) {
+    trainer.save_checkpoint(o.model_file);
+    report.model_written = true;
+  }
+  LoadedModel& model = report.model.emplace();
+  static_cast<ModelInfo&>(model) = std::move(info);
+  model.epochs = trainer.state().epoch;
+  model.store.emplace(std::move(run.store()));
+}
+
+ModelInfo model_info(const FitOptions& o, const Ratings& train, const ColdIds& cold, const RatingScale& scale,
+                     const RatingRange& range) {
+  ModelInfo info;
+  info.loss = o.loss == Loss::bpr ? "bpr" : "squared";
+  info.positive = o.positive;
+  info.scale = scale;
+  info.range = range;
+  info.users = train.users;
+  info.items = train.items;
+  info.cold = cold;
+  return info;
 }
 
 FitReport fit_squared(Ratings ratings, const FitOptions& o, RankGroup& group, const FitEvents& events,
@@ -199,7 +218,7 @@ FitReport fit_squared(Ratings ratings, const FitOptions& o, RankGroup& group, co
   if (report.train.stopped || !group.root()) return report;
   if (sets.have_validation) report.validation = errors(sets.validation);
   if (sets.have_test) report.test = errors(sets.test);
-  write_model(o, trainer, report);
+  write_model(o, trainer, run, model_info(o, train, cold, scale, range), report);
   return report;
 }
 
@@ -251,7 +270,7 @@ FitReport fit_bpr(const Ratings& ratings, const FitOptions& o, RankGroup& group,
     report.ranking = rank_against_popular(run.store(), problem.seen(), split.train, split.test, setup.items, 10,
                                           cold.items);
   }
-  write_model(o, trainer, report);
+  write_model(o, trainer, run, model_info(o, split.train, cold, RatingScale(0.0f), RatingRange{}), report);
   if (o.sampled_eval) {
     TrainerOptions lo = o.trainer;
     lo.stop = o.stop;

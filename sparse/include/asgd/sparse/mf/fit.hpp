@@ -13,6 +13,7 @@
 #include "asgd/engine/rank_group.hpp"
 #include "asgd/engine/trainer.hpp"
 #include "asgd/sparse/mf/model.hpp"
+#include "asgd/sparse/mf/model_file.hpp"
 #include "asgd/sparse/mf/popular_baseline.hpp"
 #include "asgd/sparse/mf/ratings.hpp"
 
@@ -111,6 +112,9 @@ struct FitReport {
   std::optional<AgainstPopular> ranking;
   bool model_written = false;
   std::optional<SampledAgainstPopular> sampled;  // bpr with sampled_eval (after the model file)
+  // The trained model, as load_model reads it from the model file: the factors (the heap's, or the segment,
+  // still attached), the id maps, the scale and range, the cold ids.
+  std::optional<LoadedModel> model;
 };
 
 // Trains `ratings` (with `validation`: squared only, see split_sets) as `options` say: the model file, if asked,

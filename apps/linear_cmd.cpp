@@ -29,14 +29,10 @@ namespace {
 struct TrainFlags {
   EngineFlags engine;
   DistributedFlags dist;
-  std::string data, test, model, checkpoint, resume, shm;
-  bool shm_recover = false;
-  bool reference = false;
-  std::uint64_t until_epoch = 0;
+  sparse::LinearFitOptions fit;  // the flags that are its options as they are
+  std::string model, checkpoint, resume, shm;
   bool quiet = false;
-  double l2 = 1e-4;
   std::string loss = "logistic";
-  std::uint32_t features = 0;
   std::string unsorted = "sort";
 };
 
@@ -63,20 +59,13 @@ void print_quality(std::FILE* out, const char* what, const sparse::LinearQuality
 // The flags as the library's options; the checkpoint to resume is this rank's (under mpirun with AdaGrad each
 // rank has its own, and the ranks agree on its generation).
 sparse::LinearFitOptions fit_options(const TrainFlags& f, TrainerOptions trainer, Distributed& dist) {
-  sparse::LinearFitOptions o;  // field by field: GCC 12 warns falsely on a designated initializer here
-  o.data = f.data;
-  o.test = f.test;
-  o.features = f.features;
-  o.l2 = f.l2;
+  sparse::LinearFitOptions o = f.fit;
   o.loss = parse_flag("--loss", [&] { return sparse::parse_linear_loss(f.loss); });
   o.unsorted = parse_unsorted(f.unsorted);
-  o.reference = f.reference;
-  o.until_epoch = f.until_epoch;
   o.seed_given = f.engine.seed_given;
   o.model = f.model;
   o.trainer = std::move(trainer);
   o.run.shm = f.shm;
-  o.run.attach.recover_stale = f.shm_recover;
   o.run.checkpoint = f.checkpoint;
   o.run.resume = f.resume;
   o.run.on_progress = progress_printer("linear", f.quiet);
@@ -102,7 +91,7 @@ void print_reference(std::FILE* out, const TrainFlags& f, const sparse::Referenc
     fmt::print(out, "objective {:.2e}; ours is {:.2e} above (absolute: the optimum is too near 0 for a relative "
                "gap{})\n",
                gap.optimum, gap.ours - gap.optimum,
-               f.l2 == 0 && f.loss == "logistic"
+               f.fit.l2 == 0 && f.loss == "logistic"
                    ? "; logistic with --l2 0 on data that a hyperplane separates has no finite optimum"
                    : "");
   }
@@ -157,7 +146,9 @@ sparse::LinearFitEvents fit_events(const TrainFlags& f, const TrainerOptions& op
 }
 
 int train(const TrainFlags& f, Distributed& dist) {
-  check_one_stdin({{"--data", f.data}, {"--test", f.test}});
+  const std::string& data = f.fit.data;
+  const std::string& test = f.fit.test;
+  check_one_stdin({{"--data", data}, {"--test", test}});
   // The report goes to stderr when the model goes to stdout (--model -).
   std::FILE* const out = report_stream({f.model});
   const TrainerOptions options = to_trainer_options(f.engine);
@@ -165,12 +156,17 @@ int train(const TrainFlags& f, Distributed& dist) {
   if (dist.root()) {
     check_output("--model", f.model);
     check_rewritten_output("--checkpoint", f.checkpoint);
-    check_distinct("--model", f.model, {{"--data", f.data}, {"--test", f.test}});
-    check_distinct("--checkpoint", f.checkpoint, {{"--data", f.data}, {"--test", f.test}});
+    check_distinct("--model", f.model, {{"--data", data}, {"--test", test}});
+    check_distinct("--checkpoint", f.checkpoint, {{"--data", data}, {"--test", test}});
   }
   std::optional<StopOnSignal> on_signal;
-  const sparse::LinearFitReport report =
-      sparse::fit_linear(fit_options(f, options, dist), dist, fit_events(f, options, out, dist, on_signal));
+  const sparse::LinearFitReport report = [&] {
+    try {
+      return sparse::fit_linear(fit_options(f, options, dist), dist, fit_events(f, options, out, dist, on_signal));
+    } catch (const DivergedSegment& e) {
+      refuse_diverged_segment(e.segment, e.index, e.value);
+    }
+  }();
   if (report.training.stopped) {
     print_interrupted({.command = "linear train",
                        .epochs = options.epochs,
@@ -208,20 +204,14 @@ int eval(const EvalFlags& f) {
   const ParamStore store = ParamStore::attach_shared_any(f.shm, Access::read_only);
   warn_if_writers_died(f.shm);
   refuse_diverged_segment(f.shm, store);
-  if (!store.layout().contains("weights")) throw InputError(fmt::format("segment {}: not a linear model", f.shm));
-  std::vector<float> w = store.snapshot("weights");
-  // The segment keeps the objective its trainers share (linear_segment_settings).
-  sparse::LinearSegmentObjective kept;
-  kept.loss = o.loss;
-  kept.l2 = o.l2;
-  kept = sparse::linear_segment_objective(ParamStore::inspect_shared(f.shm).settings, f.shm, kept);
-  if (!kept.l2) {
-    kept.l2 = 1e-4;  // a segment made by another program: parameters only
+  sparse::LinearSegmentModel m = sparse::linear_segment_model(store, f.shm, {.loss = o.loss, .l2 = o.l2});
+  if (!m.objective.l2) {
+    m.objective.l2 = 1e-4;  // a segment made by another program: parameters only
     fmt::print("(segment: objective with --l2 {}, the training default; pass --l2 if it trained with another)\n",
-               *kept.l2);
+               *m.objective.l2);
   }
-  print_quality(stdout, "eval",
-                sparse::score_linear(data, std::move(w), *kept.l2, kept.loss.value_or(sparse::LinearLoss::logistic)));
+  const sparse::LinearLoss loss = m.objective.loss.value_or(sparse::LinearLoss::logistic);
+  print_quality(stdout, "eval", sparse::score_linear(data, std::move(m.weights), *m.objective.l2, loss));
   return 0;
 }
 
@@ -266,26 +256,26 @@ void add_linear_commands(CLI::App& app, int& exit_code) {
   auto tf = std::make_shared<TrainFlags>();
   tf->engine.lr = 0.5f;
   auto* train_cmd = linear->add_subcommand("train", "Train a model");
-  train_cmd->add_option("--data", tf->data,
+  train_cmd->add_option("--data", tf->fit.data,
                         "Training file (libsvm: label id:value ..., gzipped or not); under mpirun, {rank} in the name "
                         "gives each rank its own file")
       ->required();
-  train_cmd->add_option("--test", tf->test, "Test file to report accuracy on");
-  train_cmd->add_option("--l2", tf->l2, "L2 regularisation strength")->capture_default_str();
+  train_cmd->add_option("--test", tf->fit.test, "Test file to report accuracy on");
+  train_cmd->add_option("--l2", tf->fit.l2, "L2 regularisation strength")->capture_default_str();
   train_cmd->add_option("--loss", tf->loss,
                         "logistic (regression), squared-hinge (L2-loss SVM) or hinge (L1-loss SVM, subgradient); "
                         "--lr is 0.1 for the hinges unless given")
       ->capture_default_str();
-  train_cmd->add_option("--features", tf->features,
+  train_cmd->add_option("--features", tf->fit.features,
                         "Model width (default: largest feature id + 1); give it when processes train shards");
   train_cmd->add_option("--model", tf->model, "Write the trained model here");
   train_cmd->add_option("--checkpoint", tf->checkpoint, "Checkpoint here after every epoch");
   train_cmd->add_option("--resume", tf->resume, "Start from this checkpoint (parameters, epoch, seeds)");
-  train_cmd->add_option("--until-epoch", tf->until_epoch,
+  train_cmd->add_option("--until-epoch", tf->fit.until_epoch,
                         "Stop after this epoch of --epochs (the schedule still spans --epochs); resume later");
   train_cmd->add_option("--shm", tf->shm, "Train in shared segment NAME (created, or attached if it exists)");
-  train_cmd->add_flag("--shm-recover", tf->shm_recover, "Take over a segment whose writer was killed");
-  train_cmd->add_flag("--reference", tf->reference, "Also solve with L-BFGS and print the gap to the optimum");
+  train_cmd->add_flag("--shm-recover", tf->fit.run.attach.recover_stale, "Take over a segment whose writer was killed");
+  train_cmd->add_flag("--reference", tf->fit.reference, "Also solve with L-BFGS and print the gap to the optimum");
   train_cmd->add_option("--unsorted", tf->unsorted, "Unsorted feature ids in a line: sort or reject")
       ->capture_default_str();
   train_cmd->add_flag("--quiet,-q", tf->quiet, "No progress or per-epoch lines");

@@ -39,4 +39,13 @@ LinearSegmentObjective linear_segment_objective(const std::string& settings, con
   return given;
 }
 
+LinearSegmentModel linear_segment_model(const ParamStore& store, const std::string& name,
+                                        const LinearSegmentObjective& given) {
+  if (!store.layout().contains("weights")) throw InputError(fmt::format("segment {}: not a linear model", name));
+  LinearSegmentModel model;
+  model.weights = store.snapshot("weights");
+  model.objective = linear_segment_objective(ParamStore::inspect_shared(name).settings, name, given);
+  return model;
+}
+
 }  // namespace asgd::sparse

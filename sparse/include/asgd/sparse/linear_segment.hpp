@@ -1,9 +1,12 @@
-// The objective a shared segment of a linear model keeps for the processes
-// that train it and for its readers (AttachOptions::settings).
+// A linear model in a shared segment: the objective the segment keeps for
+// the processes that train it (AttachOptions::settings), and its weights read.
 #pragma once
 
 #include <optional>
 #include <string>
+#include <vector>
+
+#include "asgd/engine/param_store.hpp"
 
 #include "asgd/sparse/linear.hpp"
 
@@ -20,5 +23,14 @@ struct LinearSegmentObjective {
 // `name` when one is malformed).
 LinearSegmentObjective linear_segment_objective(const std::string& settings, const std::string& name,
                                                 LinearSegmentObjective given = {});
+
+// A segment's linear model as a reader scores it: a snapshot of its weights and its objective.
+struct LinearSegmentModel {
+  std::vector<float> weights;
+  LinearSegmentObjective objective;
+};
+// The model in `store`, segment `name` (attached by the caller): InputError when it holds no "weights".
+LinearSegmentModel linear_segment_model(const ParamStore& store, const std::string& name,
+                                        const LinearSegmentObjective& given = {});
 
 }  // namespace asgd::sparse

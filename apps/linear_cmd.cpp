@@ -102,10 +102,9 @@ void report_results(sparse::LinearFitEvents& events, const TrainFlags& f, const 
                     std::FILE* out, Distributed& dist) {
   events.trained = [&f, &options, out, &dist](const TrainReport& report) {
     for (const auto& e : report.epochs) {
-      if (!f.quiet) {
-        fmt::print(out, "epoch {:3}: mean loss {:.6f}  {:.2f} s  staleness mean {:.2f} max {}  lead max {}\n",
-                   e.epoch, e.loss, e.seconds, e.mean_staleness, e.max_staleness, e.max_lead);
-      }
+      if (f.quiet) break;
+      fmt::print(out, "epoch {:3}: mean loss {:.6f}  {:.2f} s  staleness mean {:.2f} max {}  lead max {}\n", e.epoch,
+                 e.loss, e.seconds, e.mean_staleness, e.max_staleness, e.max_lead);
     }
     fmt::print(out, "trained: {} ({}, {}, tau {}, {})\n", report.summary(), counted(options.workers, "worker"),
                to_string(options.consistency), tau_to_string(options.tau), options.schedule.describe());
@@ -146,9 +145,7 @@ sparse::LinearFitEvents fit_events(const TrainFlags& f, const TrainerOptions& op
 }
 
 int train(const TrainFlags& f, Distributed& dist) {
-  const std::string& data = f.fit.data;
-  const std::string& test = f.fit.test;
-  check_one_stdin({{"--data", data}, {"--test", test}});
+  check_one_stdin({{"--data", f.fit.data}, {"--test", f.fit.test}});
   // The report goes to stderr when the model goes to stdout (--model -).
   std::FILE* const out = report_stream({f.model});
   const TrainerOptions options = to_trainer_options(f.engine);
@@ -156,8 +153,8 @@ int train(const TrainFlags& f, Distributed& dist) {
   if (dist.root()) {
     check_output("--model", f.model);
     check_rewritten_output("--checkpoint", f.checkpoint);
-    check_distinct("--model", f.model, {{"--data", data}, {"--test", test}});
-    check_distinct("--checkpoint", f.checkpoint, {{"--data", data}, {"--test", test}});
+    check_distinct("--model", f.model, {{"--data", f.fit.data}, {"--test", f.fit.test}});
+    check_distinct("--checkpoint", f.checkpoint, {{"--data", f.fit.data}, {"--test", f.fit.test}});
   }
   std::optional<StopOnSignal> on_signal;
   const sparse::LinearFitReport report = [&] {

@@ -97,7 +97,7 @@ void finish(LinearFitReport& report, const LinearFitOptions& options, const Line
 
 }  // namespace
 
-LinearFitReport fit_linear(LinearFitOptions options, RankGroup& group, const LinearFitEvents& events) {
+LinearFitReport fit_linear(const LinearFitOptions& options, RankGroup& group, const LinearFitEvents& events) {
   const std::string path = rank_data_path(options, group);
   check_l2(options);
   const LinearTrainingData d(options, path, group);
@@ -112,8 +112,8 @@ LinearFitReport fit_linear(LinearFitOptions options, RankGroup& group, const Lin
   if (!options.test.empty() && group.root()) test = read_libsvm(options.test, options.unsorted);
   TrainingRunOptions ro = run_options(options);
   check_until_epoch(options);
-  if (events.stop_from_here)
-    if (std::atomic<bool>* flag = events.stop_from_here()) ro.stop = flag;
+  std::atomic<bool>* const stop = events.stop_from_here ? events.stop_from_here() : nullptr;
+  if (stop != nullptr) ro.stop = stop;
 
   TrainingRun run = open_run(options, problem.layout(), std::move(ro));
   TrainerOptions trainer_options = options.trainer;

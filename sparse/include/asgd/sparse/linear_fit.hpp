@@ -84,6 +84,6 @@ struct LinearFitEvents {
 
 // Trains as `options` say on `group`'s ranks (collective; a default RankGroup is one process). InputError naming
 // the option for bad options and inputs, checked before the data is read where they need none.
-LinearFitReport fit_linear(LinearFitOptions options, RankGroup& group, const LinearFitEvents& events = {});
+LinearFitReport fit_linear(const LinearFitOptions& options, RankGroup& group, const LinearFitEvents& events = {});
 
 }  // namespace asgd::sparse

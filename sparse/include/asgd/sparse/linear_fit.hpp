@@ -1,0 +1,89 @@
+// A whole linear-model training run as one call, in one process or on the
+// ranks of a job: read the data, train (fresh, resumed, or in a shared
+// segment), score the result and write the model file. What scikit-learn's
+// SGDClassifier(loss=..., alpha=...).fit(X, y) is, for libsvm files.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "asgd/engine/checkpoint.hpp"
+#include "asgd/engine/rank_group.hpp"
+#include "asgd/engine/trainer.hpp"
+#include "asgd/engine/training_run.hpp"
+#include "asgd/sparse/libsvm.hpp"
+#include "asgd/sparse/linear.hpp"
+#include "asgd/sparse/linear_quality.hpp"
+
+namespace asgd::sparse {
+
+// A checkpoint read for a resume, and the file it was read from.
+struct ResumedCheckpoint {
+  CheckpointData data;
+  std::filesystem::path file;
+};
+
+// Errors name these options (LinearFitOptions::l2, TrainingRunOptions::resume, TrainerOptions::seed,
+// Schedule::adagrad); a caller with other names for them maps them.
+struct LinearFitOptions {
+  // libsvm, gzipped or not. "{rank}" in it: on several ranks each reads its own file, rank r's with r for {rank}
+  // (needs `features`); otherwise each rank trains every size()-th example of the one file.
+  std::string data;
+  std::string test;            // scored by rank 0 after training; empty: none
+  std::uint32_t features = 0;  // the model's width; 0: the data's largest feature id + 1
+  double l2 = 1e-4;            // finite, >= 0
+  LinearLoss loss = LinearLoss::logistic;
+  UnsortedIds unsorted = UnsortedIds::sort;
+  bool reference = false;          // also solve with L-BFGS (smooth losses) and report the gap
+  std::uint64_t until_epoch = 0;   // the last epoch this call trains (the schedule spans trainer.epochs); 0: all
+  bool seed_given = false;         // trainer.seed was chosen: a resume of a run with another seed is refused
+  std::filesystem::path model;     // written by rank 0 after training; empty: none
+  TrainerOptions trainer;
+  // The store (shm, attach.recover_stale), checkpoints, the stop request and progress. `resume`: the checkpoint to
+  // go on from, read by read_resumed; `attach.settings` is set here (the objective every trainer of the segment
+  // shares).
+  TrainingRunOptions run;
+  // Reads the checkpoint to resume for this rank (collective on several ranks: under AdaGrad each rank has its
+  // own). Unset: the file run.resume names.
+  std::function<ResumedCheckpoint(const std::filesystem::path& resume, const TrainerOptions& trainer)> read_resumed;
+};
+
+struct LinearFitReport {
+  TrainReport training;  // `stopped`: by the stop request; nothing else is filled in then
+  // Rank 0 only (every rank holds the same model): on the training set (this rank's file with {rank}), the test set.
+  std::optional<LinearQuality> train, test;
+  std::optional<ReferenceGap> reference;
+  bool model_written = false;
+};
+
+// Where a fit stands just before it trains.
+struct LinearFitReady {
+  const TrainingRun& run;
+  // The metadata of the checkpoint resumed (its options: saved_options), now loaded; empty for a fresh run.
+  std::string resumed_metadata = {};
+  bool resumed = false;
+  std::uint64_t epoch = 0;          // epochs done before this call
+  std::size_t examples = 0;         // this rank trains
+  std::uint64_t all_examples = 0;   // all ranks train together
+};
+
+// Told as the fit goes, for a caller that reports as it happens (each may be unset).
+struct LinearFitEvents {
+  // Once the inputs are read and checked, just before the store opens: the stop request from then on (the flag of
+  // a StopOnSignal installed there, so that a signal while reading still ends the process); null: run.stop's.
+  std::function<std::atomic<bool>*()> stop_from_here;
+  std::function<void(const TrainingRun&)> opened;     // the store is open, the options record set
+  std::function<void(const LinearFitReady&)> ready;   // resumed (if so), about to train
+  std::function<void(const TrainReport&)> trained;    // every rank, after the last epoch (not when stopped)
+  std::function<void(const LinearFitReport&)> scored; // rank 0, scored, before the model file is written
+};
+
+// Trains as `options` say on `group`'s ranks (collective; a default RankGroup is one process). InputError naming
+// the option for bad options and inputs, checked before the data is read where they need none.
+LinearFitReport fit_linear(const LinearFitOptions& options, RankGroup& group, const LinearFitEvents& events = {});
+
+}  // namespace asgd::sparse

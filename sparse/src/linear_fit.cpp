@@ -1,0 +1,147 @@
+#include "asgd/sparse/linear_fit.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <utility>
+#include <vector>
+
+#include "asgd/engine/errors.hpp"
+#include "asgd/engine/options_record.hpp"
+#include "asgd/sparse/linear_model_file.hpp"
+#include "asgd/sparse/linear_resume_check.hpp"
+#include "asgd/sparse/linear_segment.hpp"
+#include "asgd/sparse/linear_training_data.hpp"
+
+namespace asgd::sparse {
+
+namespace {
+
+// The options that need no data, checked before it is read (a 1 GB file took 5.5 s before a bad l2 was said).
+void check_l2(const LinearFitOptions& options) {
+  if (!(options.l2 >= 0) || !std::isfinite(options.l2))
+    throw InputError(fmt::format("LinearFitOptions::l2 {}: expected finite and >= 0", options.l2));
+}
+
+void check_until_epoch(const LinearFitOptions& options) {
+  if (options.until_epoch > options.trainer.epochs) {
+    throw InputError(fmt::format("LinearFitOptions::until_epoch {}: past TrainerOptions::epochs {}",
+                                 options.until_epoch, options.trainer.epochs));
+  }
+  if (options.until_epoch != 0 && options.run.checkpoint.empty() && options.model.empty())
+    throw InputError("LinearFitOptions::until_epoch: give TrainingRunOptions::checkpoint FILE to resume from (or "
+                     "LinearFitOptions::model), or the run is lost");
+}
+
+// The run's options: the checkpoint to resume read (by this rank's rule), the objective a segment keeps.
+TrainingRunOptions run_options(const LinearFitOptions& options) {
+  TrainingRunOptions ro = options.run;
+  ro.attach.settings = linear_segment_settings(options.loss, options.l2);
+  if (!options.run.resume.empty() && options.read_resumed) {
+    ResumedCheckpoint resumed = options.read_resumed(options.run.resume, options.trainer);
+    ro.resume = std::move(resumed.file);
+    ro.resumed = std::move(resumed.data);
+  }
+  return ro;
+}
+
+TrainingRun open_run(const LinearFitOptions& options, Layout layout, TrainingRunOptions ro) {
+  try {
+    return TrainingRun(std::move(layout), std::move(ro));
+  } catch (const LayoutMismatch& e) {
+    if (options.features != 0) throw;
+    throw LayoutMismatch(fmt::format("{}\n(without LinearFitOptions::features each process sizes the weights from "
+                                     "the largest feature id in its own LinearFitOptions::data: give every process "
+                                     "the same LinearFitOptions::features N)",
+                                     e.what()));
+  }
+}
+
+// The run's id and record: the objective every rank trains, the seed (a resume keeps the checkpoint's) and what
+// this rank trains on, counted (a resume on other data can be told).
+void record_run(TrainingRun& run, TrainerOptions& trainer, const LinearFitOptions& options,
+                const LinearTrainingData& d, const RankGroup& group) {
+  const LinearProblem& problem = d.problem();
+  run.set_record(engine_options(trainer), trainer.seed,
+                 fmt::format("{} {} {}", to_string(options.loss), options.l2, problem.num_features()));
+  run.add_to_record("examples", fmt::format("{}", problem.num_examples()));
+  run.add_to_record("nonzeros", fmt::format("{}", d.trained().nnz()));
+  run.add_to_record("data", fmt::format("{:016x}", d.trained().checksum()));
+  // Under AdaGrad on several ranks each checkpoints its own sums: the checkpoints say how many ranks wrote them.
+  const int ranks = trainer.schedule.has_adagrad() && group.active() ? group.size() : 0;
+  trainer.checkpoint_metadata =
+      linear_model_metadata(options.l2, problem.num_features(), options.loss, ranks, run.record());
+}
+
+// Rank 0 after training: the figures and the model file. A shared segment may be trained on by other processes:
+// its snapshot, so that every figure is of the same weights; the heap's weights are read in place (a copy is as
+// large as the model).
+void finish(LinearFitReport& report, const LinearFitOptions& options, const LinearTrainingData& d,
+            std::optional<SparseDataset>& test, const TrainingRun& run, const Trainer& trainer,
+            const LinearFitEvents& events) {
+  const ParamStore& store = run.store();
+  std::vector<float> copy;
+  std::span<const float> w(store.data(), store.size());
+  if (store.is_shared()) w = copy = store.snapshot();
+  report.train = quality_of(d.whole(), w);
+  if (options.reference) report.reference = reference_gap(d.whole(), w);
+  if (test) report.test = score_linear(*test, {w.begin(), w.end()}, options.l2, options.loss);
+  if (events.scored) events.scored(report);
+  if (options.model.empty()) return;
+  // Without ranks recorded: one process may resume it.
+  save_checkpoint(options.model, store, trainer.state(), trainer.adagrad_sums(),
+                  linear_model_metadata(options.l2, d.problem().num_features(), options.loss, 0, run.record()),
+                  trainer.optimizer_kind());
+  report.model_written = true;
+}
+
+}  // namespace
+
+LinearFitReport fit_linear(const LinearFitOptions& options, RankGroup& group, const LinearFitEvents& events) {
+  const std::string path = rank_data_path(options, group);
+  check_l2(options);
+  const LinearTrainingData d(options, path, group);
+  const LinearProblem& problem = d.problem();
+  // Before training, what solve_lbfgs would refuse after it.
+  if (options.reference && !problem.smooth())
+    throw InputError(fmt::format("LinearFitOptions::reference: not with LinearFitOptions::loss {} (not smooth: "
+                                 "L-BFGS has no optimum to give; squared-hinge has)",
+                                 to_string(options.loss)));
+  // Read before training, so that a bad test file fails now rather than after the run.
+  std::optional<SparseDataset> test;
+  if (!options.test.empty() && group.root()) test = read_libsvm(options.test, options.unsorted);
+  TrainingRunOptions ro = run_options(options);
+  check_until_epoch(options);
+  std::atomic<bool>* const stop = events.stop_from_here ? events.stop_from_here() : nullptr;
+  if (stop != nullptr) ro.stop = stop;
+
+  TrainingRun run = open_run(options, problem.layout(), std::move(ro));
+  TrainerOptions trainer_options = options.trainer;
+  record_run(run, trainer_options, options, d, group);
+  if (events.opened) events.opened(run);
+  run.configure(trainer_options);
+  group.prepare(trainer_options);
+  Trainer trainer(run.store(), trainer_options);
+  LinearFitReady ready{.run = run, .examples = problem.num_examples(), .all_examples = d.all_examples()};
+  if (run.resumed()) {
+    check_linear_resume(*run.resumed(), run.options().resume, options, problem.num_features(), group.size());
+    // Loaded before it is told: a step rule it refuses (AdaGrad on or off) is an error, not a warning and one.
+    ready.resumed_metadata = run.resumed()->metadata;
+    ready.resumed = true;
+    run.load_resumed(trainer);
+  }
+  ready.epoch = trainer.state().epoch;
+  if (events.ready) events.ready(ready);
+  group.start(trainer, run.store());
+  run.started();  // from here on a segment holds training: kept whatever happens next
+  LinearFitReport report;
+  report.training = run_averaged(group, trainer, problem, options.until_epoch ? options.until_epoch
+                                                                              : trainer_options.epochs);
+  if (report.training.stopped) return report;
+  if (events.trained) events.trained(report.training);
+  // Every rank holds the same model: rank 0 scores and writes it.
+  if (group.root()) finish(report, options, d, test, run, trainer, events);
+  return report;
+}
+
+}  // namespace asgd::sparse

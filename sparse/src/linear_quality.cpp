@@ -1,0 +1,35 @@
+#include "asgd/sparse/linear_quality.hpp"
+
+#include <utility>
+
+#include "asgd/sparse/linear_model_file.hpp"
+
+namespace asgd::sparse {
+
+LinearQuality quality_of(const LinearProblem& problem, std::span<const float> w) {
+  return {.examples = problem.num_examples(), .objective = problem.objective(w), .accuracy = problem.accuracy(w)};
+}
+
+ReferenceGap reference_gap(const LinearProblem& problem, std::span<const float> w) {
+  const LbfgsResult opt = solve_lbfgs(problem);
+  return {.iterations = opt.iterations,
+          .gradient_norm = opt.gradient_norm,
+          .optimum = opt.objective,
+          .ours = problem.objective(w)};
+}
+
+LinearQuality score_linear(SparseDataset& data, std::vector<float> weights, double l2, LinearLoss loss) {
+  // Narrowed first: the problem is built on the data it leaves.
+  const std::vector<float> w = narrow_to_weights(data, std::move(weights));
+  return quality_of(LinearProblem(data, l2, loss), w);
+}
+
+LinearQuality evaluate_linear_model(const std::filesystem::path& model, const LinearEvalOptions& options) {
+  SparseDataset data = read_libsvm(options.data, options.unsorted);
+  LinearModelFile file = read_linear_model(model);
+  const double l2 = options.l2 ? *options.l2 : file.l2().value_or(1e-4);
+  const LinearLoss loss = options.loss ? *options.loss : file.loss();
+  return score_linear(data, std::move(file.weights), l2, loss);
+}
+
+}  // namespace asgd::sparse

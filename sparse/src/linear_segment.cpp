@@ -1,0 +1,51 @@
+#include "asgd/sparse/linear_segment.hpp"
+
+#include <fmt/format.h>
+
+#include <exception>
+#include <sstream>
+#include <string_view>
+
+#include "asgd/engine/errors.hpp"
+
+namespace asgd::sparse {
+
+std::string linear_segment_settings(LinearLoss loss, double l2) {
+  return fmt::format("--loss {} --l2 {}", to_string(loss), l2);
+}
+
+LinearSegmentObjective linear_segment_objective(const std::string& settings, const std::string& name,
+                                                LinearSegmentObjective given) {
+  const auto setting = [&](std::string_view key) -> std::optional<std::string> {
+    std::istringstream in(settings);
+    for (std::string k, value; in >> k >> value;)
+      if (k == key) return value;
+    return std::nullopt;
+  };
+  if (const auto loss = setting("--loss"); loss && !given.loss) {
+    try {
+      given.loss = parse_linear_loss(*loss);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("the segment's --loss: {}", e.what()));
+    }
+  }
+  if (const auto l2 = setting("--l2"); l2 && !given.l2) {
+    try {
+      given.l2 = std::stod(*l2);
+    } catch (const std::exception&) {
+      throw InputError(fmt::format("segment {}: its --l2 '{}' is not a number", name, *l2));
+    }
+  }
+  return given;
+}
+
+LinearSegmentModel linear_segment_model(const ParamStore& store, const std::string& name,
+                                        const LinearSegmentObjective& given) {
+  if (!store.layout().contains("weights")) throw InputError(fmt::format("segment {}: not a linear model", name));
+  LinearSegmentModel model;
+  model.weights = store.snapshot("weights");
+  model.objective = linear_segment_objective(ParamStore::inspect_shared(name).settings, name, given);
+  return model;
+}
+
+}  // namespace asgd::sparse

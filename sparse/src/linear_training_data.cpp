@@ -1,0 +1,89 @@
+#include "asgd/sparse/linear_training_data.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "asgd/engine/errors.hpp"
+
+namespace asgd::sparse {
+
+namespace {
+
+constexpr std::string_view kRank = "{rank}";
+
+SparseDataset read_data(const LinearFitOptions& options, const std::string& path) {
+  SparseDataset data = read_libsvm(path, options.unsorted);
+  if (options.features > 0) {
+    // Processes training shards of one model need one layout: its width is fixed.
+    if (data.num_features > options.features) {
+      throw InputError(fmt::format("{}: feature id {} is beyond LinearFitOptions::features {}", path,
+                                   data.num_features - 1, options.features));
+    }
+    data.num_features = options.features;
+  }
+  return data;
+}
+
+}  // namespace
+
+std::string rank_data_path(const LinearFitOptions& options, RankGroup& group) {
+  std::string path = options.data;
+  const bool per_rank_files = path.find(kRank) != std::string::npos;
+  // Before any collective that only one of the two cases makes (the sum of the ranks' feature counts): ranks that
+  // disagree here would wait for each other for ever, or meet in allreduces of different lengths.
+  const std::array<std::uint64_t, 2> shape{per_rank_files ? 1u : 0u, options.features};
+  group.same_on_all_ranks(shape, "LinearFitOptions::data with or without {rank}/LinearFitOptions::features (every "
+                                 "rank needs the same)");
+  // So must a resume and AdaGrad: with both, the ranks agree on the checkpoint's generation.
+  const std::array<std::uint64_t, 2> resuming{options.run.resume.empty() ? 0u : 1u,
+                                              options.trainer.schedule.has_adagrad() ? 1u : 0u};
+  group.same_on_all_ranks(resuming, "TrainingRunOptions::resume (1: given)/Schedule::adagrad (1: on) (every rank "
+                                    "needs the same)");
+  if (!per_rank_files) return path;
+  if (options.features == 0)
+    throw InputError("LinearFitOptions::data with {rank}: give LinearFitOptions::features, the model width every "
+                     "rank shares");
+  if (options.reference && group.active())
+    throw InputError("LinearFitOptions::reference: not with LinearFitOptions::data {rank} (the ranks' files "
+                     "together are on no one rank: no optimum to compare with; `asgd linear eval` scores the model "
+                     "on any file)");
+  const std::string rank = std::to_string(group.rank());
+  for (auto at = path.find(kRank); at != std::string::npos; at = path.find(kRank, at + rank.size()))
+    path.replace(at, kRank.size(), rank);
+  return path;
+}
+
+LinearTrainingData::LinearTrainingData(const LinearFitOptions& options, const std::string& path, RankGroup& group)
+    : data_(read_data(options, path)), all_examples_(data_.rows()) {
+  const bool per_rank_files = path != options.data;
+  if (group.active() && !per_rank_files) shard_ = select_rows(data_, group.shard(data_.rows(), "examples"));
+  // One objective for the models the ranks average.
+  const std::pair<std::string_view, std::string> settings[] = {
+      {"LinearFitOptions::loss", std::string(to_string(options.loss))},
+      {"LinearFitOptions::l2", fmt::format("{}", options.l2)}};
+  group.same_settings(settings);
+  whole_.emplace(data_, options.l2, options.loss);
+  if (shard_) own_shard_.emplace(*shard_, *whole_);
+  if (per_rank_files && group.active()) sum_counts_of_ranks(options, group);
+}
+
+// Each rank's counts summed in floats: exact to 2^24 examples of a feature (the weights are floats anyway).
+void LinearTrainingData::sum_counts_of_ranks(const LinearFitOptions& options, RankGroup& group) {
+  auto counts = LinearProblem::count_features(data_);
+  std::vector<float> sums(counts.per_feature.begin(), counts.per_feature.end());
+  sums.push_back(static_cast<float>(counts.examples));
+  group.sum_of_ranks(sums);
+  constexpr float kMaxCount = 4294967040.0f;  // the largest float below 2^32
+  for (std::size_t u = 0; u < counts.per_feature.size(); ++u)
+    counts.per_feature[u] = static_cast<std::uint32_t>(std::min(sums[u], kMaxCount));
+  counts.examples = static_cast<std::uint64_t>(sums.back());
+  own_shard_.emplace(data_, options.l2, options.loss, counts);
+  all_examples_ = counts.examples;
+}
+
+}  // namespace asgd::sparse

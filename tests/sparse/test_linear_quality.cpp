@@ -1,0 +1,73 @@
+// Scoring linear weights: quality_of and score_linear agree with the
+// problem's own figures, the gap to L-BFGS's optimum is 0 at the optimum,
+// and a model file is scored with its objective unless told another.
+#include "asgd/sparse/linear_quality.hpp"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "../common/scratch_dir.hpp"
+#include "asgd/engine/checkpoint.hpp"
+#include "asgd/engine/param_store.hpp"
+#include "asgd/sparse/linear_model_file.hpp"
+
+namespace asgd::sparse {
+namespace {
+
+// Five examples of two features; w = (1, -1) classifies three of them right.
+SparseDataset five() {
+  return parse_libsvm("+1 0:1\n-1 1:1\n+1 0:1 1:2\n-1 0:2 1:1\n+1 0:3\n", "five");
+}
+
+TEST(LinearQuality, IsTheProblemsObjectiveAndAccuracy) {
+  const SparseDataset data = five();
+  const LinearProblem p(data, 0.1);
+  const std::vector<float> w = {1, -1};
+  const LinearQuality q = quality_of(p, w);
+  EXPECT_EQ(q.examples, 5u);
+  EXPECT_EQ(q.objective, p.objective(w));
+  EXPECT_EQ(q.accuracy, 0.6);
+}
+
+TEST(LinearQuality, TheGapAtTheOptimumIsNearZero) {
+  const SparseDataset data = five();
+  const LinearProblem p(data, 0.1);
+  const LbfgsResult opt = solve_lbfgs(p);
+  const std::vector<float> w(opt.weights.begin(), opt.weights.end());
+  const ReferenceGap gap = reference_gap(p, w);
+  EXPECT_NEAR(gap.ours, gap.optimum, 1e-6);
+  EXPECT_GT(gap.iterations, 0);
+  EXPECT_GT(reference_gap(p, std::vector<float>{1, -1}).ours, gap.optimum + 1e-3);
+}
+
+TEST(LinearQuality, ScoringLeavesOutFeaturesTheModelNeverSaw) {
+  SparseDataset wider = parse_libsvm("+1 0:1 5:3\n-1 1:1\n+1 0:1 1:2\n-1 0:2 1:1\n+1 0:3\n", "wider");
+  const SparseDataset data = five();
+  const LinearQuality narrow = quality_of(LinearProblem(data, 0.1), std::vector<float>{1, -1});
+  const LinearQuality scored = score_linear(wider, {1, -1}, 0.1, LinearLoss::logistic);
+  EXPECT_EQ(scored.objective, narrow.objective);
+  EXPECT_EQ(scored.accuracy, narrow.accuracy);
+}
+
+TEST(LinearQuality, AModelFileIsScoredWithItsObjectiveUnlessGivenAnother) {
+  const asgd::testing::ScratchDir dir;
+  write_libsvm(dir / "d.svm", five());
+  Layout layout;
+  layout.add("weights", {2});
+  ParamStore store = ParamStore::on_heap(layout);
+  store.data()[0] = 1;
+  store.data()[1] = -1;
+  save_checkpoint(dir / "m", store, {}, {}, linear_model_metadata(0.5, 2, LinearLoss::hinge));
+  LinearEvalOptions o;
+  o.data = dir / "d.svm";
+  const SparseDataset data = five();
+  const std::vector<float> w = {1, -1};
+  EXPECT_EQ(evaluate_linear_model(dir / "m", o).objective, LinearProblem(data, 0.5, LinearLoss::hinge).objective(w));
+  o.l2 = 0;
+  o.loss = LinearLoss::logistic;
+  EXPECT_EQ(evaluate_linear_model(dir / "m", o).objective, LinearProblem(data, 0, LinearLoss::logistic).objective(w));
+}
+
+}  // namespace
+}  // namespace asgd::sparse

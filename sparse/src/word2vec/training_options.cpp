@@ -12,6 +12,7 @@
 namespace asgd::sparse::w2v {
 
 void Word2VecOptions::validate() const {
+  if (corpus.empty() && resume.empty()) throw InputError("Word2VecOptions::corpus: required (the text to train on)");
   if (workers && (*workers == 0 || *workers > kMaxWorkers))
     throw InputError(fmt::format("Word2VecOptions::workers {}: expected 1 to {}", *workers, kMaxWorkers));
   if (classes > 0 && binary)

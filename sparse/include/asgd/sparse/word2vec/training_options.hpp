@@ -39,8 +39,8 @@ struct Word2VecOptions {
   bool binary = false;
   std::size_t classes = 0;  // > 0: "word class" lines by K-means over the vectors instead of the vectors
 
-  // The options taken alone and together: InputError naming them (workers, epochs out of range; classes with
-  // binary, or without output).
+  // The options taken alone and together: InputError naming them (no corpus and no resume; workers, epochs out of
+  // range; classes with binary, or without output).
   void validate() const;
 };
 

@@ -16,25 +16,16 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
-#include <vector>
 
-#include "asgd/engine/errors.hpp"
-#include "asgd/sparse/word2vec/embeddings.hpp"
-#include "asgd/sparse/word2vec/evaluation.hpp"
+#include "asgd/sparse/word2vec/vectors_evaluation.hpp"
 #include "cli_common.hpp"
 
 namespace asgd::cli {
 namespace {
 
 namespace w2v = sparse::w2v;
-
-struct W2vEvalFlags {
-  std::string vectors, analogies, similarity;
-  std::size_t restrict_vocab = 30000;
-  std::vector<std::string> neighbours;
-  std::size_t k = 10;
-};
 
 double percent(std::size_t num, std::size_t den) {
   return den ? 100.0 * static_cast<double>(num) / static_cast<double>(den) : 0.0;
@@ -58,52 +49,30 @@ void print_analogies(const w2v::AnalogyReport& r) {
   fmt::print("Questions seen / total: {} {}   {:.2f} %\n", r.seen, r.total, percent(r.seen, r.total));
 }
 
-int run_w2v_eval(const W2vEvalFlags& f) {
-  if (f.analogies.empty() && f.similarity.empty() && f.neighbours.empty()) {
-    throw InputError("nothing to evaluate: give --analogies, --similarity and/or --neighbours");
-  }
-  if (f.k == 0) throw InputError("-k 0: expected at least 1 neighbour");
-  check_one_stdin({{"--vectors", f.vectors}, {"--analogies", f.analogies}, {"--similarity", f.similarity}});
-  // Bad request files fail before the vectors (the slow part) are read.
-  std::vector<w2v::AnalogySectionQuestions> questions;
-  if (!f.analogies.empty()) questions = w2v::read_analogy_questions(f.analogies);
-  std::vector<w2v::SimilarityPair> pairs;
-  if (!f.similarity.empty()) pairs = w2v::read_similarity_pairs(f.similarity);
+constexpr std::pair<std::string_view, std::string_view> kNames[] = {
+    {"VectorsEvaluationOptions::vectors", "--vectors"}, {"VectorsEvaluationOptions::analogies", "--analogies"},
+    {"VectorsEvaluationOptions::similarity", "--similarity"},
+    {"VectorsEvaluationOptions::neighbours", "--neighbours"}, {"VectorsEvaluationOptions::k", "-k"}};
 
-  auto embeddings = w2v::read_word2vec(f.vectors);  // once: --vectors may be a pipe
-  const bool binary = embeddings.binary;
-  if (embeddings.size() == 0) throw InputError(fmt::format("{}: no word vectors in the file", f.vectors));
-  const w2v::EmbeddingIndex index(std::move(embeddings));
-  std::vector<std::size_t> neighbour_ids;
-  for (const auto& word : f.neighbours) {
-    try {
-      neighbour_ids.push_back(index.at(word));
-    } catch (const InputError& e) {
-      throw InputError(fmt::format("--neighbours: {} of {}", e.what(), f.vectors));
-    }
-  }
+void print_similarity(const w2v::SimilarityReport& r) {
+  if (r.pairs_used < 2)  // a rank correlation needs two pairs: nan says nothing
+    fmt::print("similarity: no Spearman rho: {} of {} pairs have both words in the vocabulary (2 needed)\n",
+               r.pairs_used, r.pairs_total);
+  else if (std::isnan(r.spearman))  // spearman(): either side without variation
+    fmt::print("similarity: no Spearman rho: the scores or the cosines of the {} pairs used (of {}) are all equal\n",
+               r.pairs_used, r.pairs_total);
+  else
+    fmt::print("similarity: Spearman rho {:.4f} ({} of {} pairs)\n", r.spearman, r.pairs_used, r.pairs_total);
+}
 
-  fmt::print("vectors: {}: {} words x {} dimensions ({})\n", f.vectors, index.size(), index.dim(),
-             binary ? "binary" : "text");
-  if (!f.analogies.empty()) print_analogies(w2v::evaluate_analogies(index, questions, f.restrict_vocab));
-  if (!f.similarity.empty()) {
-    const auto r = w2v::evaluate_similarity(index, pairs);
-    if (r.pairs_used < 2)  // a rank correlation needs two pairs: nan says nothing
-      fmt::print("similarity: no Spearman rho: {} of {} pairs have both words in the vocabulary (2 needed)\n",
-                 r.pairs_used, r.pairs_total);
-    else if (std::isnan(r.spearman))  // spearman(): either side without variation
-      fmt::print("similarity: no Spearman rho: the scores or the cosines of the {} pairs used (of {}) are all "
-                 "equal\n",
-                 r.pairs_used, r.pairs_total);
-    else
-      fmt::print("similarity: Spearman rho {:.4f} ({} of {} pairs)\n", r.spearman, r.pairs_used, r.pairs_total);
-  }
-  for (std::size_t w = 0; w < neighbour_ids.size(); ++w) {
-    std::string line = f.neighbours[w] + ":";
-    const auto near = index.nearest(neighbour_ids[w], f.k);
-    for (std::size_t n = 0; n < near.size(); ++n) {
-      line += fmt::format("{} {} ({:.2f})", n ? "," : "", near[n].first, near[n].second);
-    }
+int run_w2v_eval(const w2v::VectorsEvaluationOptions& f) {
+  const w2v::VectorsEvaluation r = w2v::evaluate_vectors(f);
+  fmt::print("vectors: {}: {} words x {} dimensions ({})\n", f.vectors, r.words, r.dim, r.binary ? "binary" : "text");
+  if (r.analogies) print_analogies(*r.analogies);
+  if (r.similarity) print_similarity(*r.similarity);
+  for (const auto& [word, near] : r.neighbours) {
+    std::string line = word + ":";
+    for (std::size_t n = 0; n < near.size(); ++n) line += fmt::format("{} {} ({:.2f})", n ? "," : "", near[n].first, near[n].second);
     fmt::print("{}\n", line);
   }
   std::fflush(stdout);
@@ -113,7 +82,7 @@ int run_w2v_eval(const W2vEvalFlags& f) {
 }  // namespace
 
 void add_w2v_eval_command(CLI::App& app, int& exit_code) {
-  auto flags = std::make_shared<W2vEvalFlags>();
+  auto flags = std::make_shared<w2v::VectorsEvaluationOptions>();
   auto* cmd = app.add_subcommand("w2v-eval",
                                  "Evaluate word vectors: analogies (compute-accuracy), similarity (Spearman), "
                                  "nearest neighbours");
@@ -125,7 +94,7 @@ void add_w2v_eval_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--similarity", flags->similarity, "Word pairs with human scores (WordSim-353 format)");
   cmd->add_option("--neighbours", flags->neighbours, "Print the nearest words of WORD[,WORD...]")->delimiter(',');
   cmd->add_option("-k", flags->k, "How many neighbours")->capture_default_str();
-  cmd->callback([flags, &exit_code] { exit_code = run_guarded([&] { return run_w2v_eval(*flags); }); });
+  cmd->callback([flags, &exit_code] { exit_code = run_guarded([&] { return run_w2v_eval(*flags); }, kNames); });
 }
 
 }  // namespace asgd::cli

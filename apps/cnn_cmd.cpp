@@ -1,30 +1,18 @@
-// asgd cnn train|eval: LeNet-5 on MNIST with bounded-delay block updates.
+// asgd cnn train|eval|floor: LeNet-5 on MNIST with bounded-delay block updates (dense::Fit; the GPU by gpu/).
 #include <algorithm>
-#include <charconv>
-#include <chrono>
 #include <cstdio>
-#include <cstring>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <functional>
 #include <fmt/format.h>
-#include <unistd.h>
 #include <memory>
 #include <optional>
-#include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <thread>
 
-#include "asgd/config.hpp"
-#include "asgd_build_paths.hpp"
+#include "asgd/dense/fit.hpp"
+#include "asgd/dense/lenet_file.hpp"
 #include "asgd/dense/mnist.hpp"
 #include "asgd/dense/network.hpp"
 #include "asgd/dense/trainer.hpp"
-#include "asgd/engine/atomic_file.hpp"
 #include "asgd/engine/bounded_delay.hpp"
-#include "asgd/engine/checkpoint.hpp"
 #include "asgd/engine/errors.hpp"
 #include "asgd/gpu/gpu.hpp"
 #include "cli_common.hpp"
@@ -34,9 +22,11 @@ namespace asgd::cli {
 
 namespace {
 
-// A model's metadata: JSON {"model": kModelKind, "options": {...}} (see
-// run_options); files from before the options hold the bare kModelKind.
-constexpr const char* kModelKind = "asgd-cnn lenet5 v1";
+// The library's options as the flags say them.
+constexpr std::pair<std::string_view, std::string_view> kNames[] = {
+    {"FitOptions::seed", "--seed"},           {"FitOptions::resume", "--resume"},
+    {"FitOptions::until_epoch", "--until-epoch"}, {"FitOptions::csv", "--csv"},
+    {"RankGroup::every_steps", "--average-every"}, {"BlockTrainOptions::tau", "--tau"}};
 
 struct CnnFlags {
   std::string data = "builtin";
@@ -83,75 +73,6 @@ bool use_gpu(const std::string& device, bool quiet, std::FILE* out = stdout) {
   return why.empty();
 }
 
-// A LeNet-5 model or checkpoint written by `asgd cnn train`, or an
-// InputError saying what `path` is not.
-CheckpointData read_lenet(const std::string& path, const dense::Network& net) {
-  CheckpointData ck = read_checkpoint(path);
-  const auto j = nlohmann::json::parse(ck.metadata, nullptr, false);
-  const bool ours = ck.metadata == kModelKind || (j.is_object() && j.value("model", "") == kModelKind);
-  if (!ours || !(ck.layout == net.layout()))
-    throw InputError(fmt::format("{}: not a LeNet-5 model written by asgd cnn train", path));
-  if (!ck.optimizer_state.empty() && ck.optimizer_state.size() != ck.params.size())
-    throw InputError(fmt::format("{}: {} momentum values for {} parameters", path, ck.optimizer_state.size(),
-                                 ck.params.size()));
-  return ck;
-}
-
-// What a checkpoint records: the options that decide which minibatches a
-// run visits and how it steps, as the flags print them.
-nlohmann::json run_options(const CnnFlags& f, const dense::TrainOptions& o, bool on_gpu, const dense::Dataset& train,
-                           std::size_t ranks) {
-  nlohmann::json j = {{"epochs", as_text(f.epochs)},      {"batch", as_text(f.batch)},
-                      {"workers", as_text(f.workers)},    {"tau", tau_to_string(o.tau)},
-                      {"lr", as_text(f.lr)},              {"lr-schedule", f.schedule},
-                      {"momentum", as_text(f.momentum)},  {"weight-decay", as_text(f.weight_decay)},
-                      {"compensate", o.compensate ? "on" : "off"}, {"device", on_gpu ? "gpu" : "cpu"},
-                      {"train-images", as_text(train.size())},
-                      {"train-data", fmt::format("{:016x}", train.checksum())}, {"ranks", as_text(ranks)}};
-  // --threads / --workers: a worker's GEMMs on more threads sum in another order, which rounds otherwise.
-  if (!on_gpu) j["threads-per-worker"] = as_text(o.gemm_threads);
-  if (ranks > 1) {
-    j["average-every"] = f.dist.average_every;
-    j["combine"] = f.dist.combine;
-    j["average-weighted"] = f.dist.weighted ? "on" : "off";
-  }
-  return j;
-}
-
-// A resumed run continues the saved one exactly (the same minibatches in the
-// same order, the same steps) only with the same options: say which differ.
-// --epochs only matters to the cosine schedule (constant: a longer run is
-// the same run, continued).
-void warn_if_changed(const std::string& path, const std::string& metadata, const nlohmann::json& now) {
-  const nlohmann::json before = saved_options(metadata);
-  if (before.is_null()) return;  // from before the options were recorded
-  nlohmann::json compared = now;
-  if (now.value("lr-schedule", "") != "cosine" && before.value("lr-schedule", "") != "cosine") compared.erase("epochs");
-  warn_data_changed("cnn", path, before, compared, "train-data", "train-images", "training images");
-  warn_options_changed("cnn", path, before, compared, {"train-images", "ranks", "threads-per-worker"});
-}
-
-// The lines of --csv file `path` that a run resumed after epoch `done`
-// keeps: the header and the epochs up to `done` (a line written after the
-// checkpoint, before a crash, is dropped); `seconds` gets the last kept
-// line's, from which the resumed run counts on. None when there is no file.
-std::vector<std::string> csv_through(const std::string& path, std::size_t done, double& seconds) {
-  std::vector<std::string> kept;
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) {
-    if (kept.empty()) {
-      kept.push_back(line);  // the header
-      continue;
-    }
-    std::vector<std::string> fields;  // policy,workers,tau,epoch,seconds,...
-    std::stringstream row(line);
-    for (std::string field; std::getline(row, field, ',');) fields.push_back(field);
-    if (fields.size() < 5 || std::strtoull(fields[3].c_str(), nullptr, 10) > done) continue;
-    seconds = std::strtod(fields[4].c_str(), nullptr);
-    kept.push_back(line);
-  }
-  return kept;
-}
 
 void print_confusion(const dense::EvalResult& r, std::size_t k) {
   std::printf("confusion (rows: true label, columns: predicted)\n     ");
@@ -171,25 +92,11 @@ void expect_positive(std::initializer_list<std::pair<const char*, std::size_t>> 
   }
 }
 
-// The --epochs a checkpoint's run recorded: a resume without --epochs finishes that run, on its schedule. The
-// flag's default when none is recorded (a file from before the options were recorded).
-std::size_t recorded_epochs(const std::string& path, const std::string& metadata) {
-  const nlohmann::json saved = saved_options(metadata);
-  if (!saved.is_object() || !saved.contains("epochs") || !saved["epochs"].is_string()) return CnnFlags{}.epochs;
-  const std::string text = saved["epochs"].get<std::string>();
-  std::size_t epochs = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), epochs);
-  if (ec != std::errc() || end != text.data() + text.size() || epochs == 0)
-    throw InputError(fmt::format("{}: its recorded --epochs '{}' is not a count", path, text));
-  return epochs;
-}
 
 // The trainer's options from the flags (the library's errors said with the flags' names).
-gpu::GpuTrainOptions train_options(const CnnFlags& f, bool on_gpu) {
-  gpu::GpuTrainOptions o;
-  o.cuda_graphs = f.cuda_graphs.value_or(true);
+dense::TrainOptions train_options(const CnnFlags& f) {
+  dense::TrainOptions o;
   o.epochs = f.epochs;
-  o.total_epochs = f.epochs;
   o.batch = f.batch;
   o.workers = f.workers;
   o.tau = parse_flag("--tau", [&] { return parse_tau(f.tau); });
@@ -204,7 +111,6 @@ gpu::GpuTrainOptions train_options(const CnnFlags& f, bool on_gpu) {
     fmt::print(stderr, "asgd cnn train: note: --compensate: tau 0 has no stale views to compensate; momentum and "
                        "lr stay as given\n");
   }
-  o.seed = f.seed;
   if (f.schedule == "cosine") o.schedule = dense::TrainOptions::Schedule::cosine;
   else if (f.schedule != "constant")
     throw InputError(fmt::format("--lr-schedule: expected constant or cosine, got '{}'", f.schedule));
@@ -214,8 +120,6 @@ gpu::GpuTrainOptions train_options(const CnnFlags& f, bool on_gpu) {
       throw InputError(fmt::format("--threads {}: must be a multiple of --workers {}", f.threads, f.workers));
     o.gemm_threads = f.threads / f.workers;
   }
-  o.validate();  // its errors name the options; cli_message says them as the flags
-  if (on_gpu) gpu::check_streams(o.workers, o.tau);  // what gpu::train refuses, before any output
   return o;
 }
 
@@ -234,107 +138,18 @@ void check_outputs(const CnnFlags& f) {
   check_one_on_stdout({{"--model", f.model}, {"--csv", f.csv}});
 }
 
-// The --csv file, its rows through epoch `done` kept for a resumed run (`seconds` then holds the last kept row's).
-std::FILE* open_csv(const CnnFlags& f, std::size_t done, double& csv_seconds) {
-  std::FILE* csv = nullptr;
-  // A resumed run continues its --csv file (the lines through the checkpoint's epoch); stdout, a pipe or a
-  // device is not read back (reading a pipe this process writes would wait for ever), and "-" is stdout.
-  std::error_code ec;
-  const bool on_stdout = AtomicFile::writes_to(f.csv, STDOUT_FILENO);
-  const bool file =
-      !on_stdout && (!std::filesystem::exists(f.csv, ec) || std::filesystem::is_regular_file(f.csv, ec));
-  const auto kept = f.resume.empty() || !file ? std::vector<std::string>{} : csv_through(f.csv, done, csv_seconds);
-  // bench/plot_staleness.py's columns: one panel row per policy (here:
-  // with or without compensation), a line per (workers, tau).
-  std::string start;
-  if (kept.empty())
-    start = "policy,workers,tau,epoch,seconds,images_per_s,train_loss,test_error,test_accuracy,mean_staleness,"
-            "momentum,lr\n";
-  for (const auto& line : kept) start += line + "\n";
-  if (AtomicFile::replaces(f.csv)) {
-    // A file: its kept rows replace it at once (a run killed before its first epoch leaves them there), and each
-    // epoch's row is appended.
-    AtomicFile first(f.csv);
-    first.write(start);
-    first.commit();
-    csv = std::fopen(f.csv.c_str(), "a");
-  } else {
-    // Written in place: stdout and stderr through their descriptors (not reopened: /dev/stderr redirected to a
-    // log would be truncated), a pipe or a device opened to append.
-    csv = on_stdout ? stdout : AtomicFile::writes_to(f.csv, STDERR_FILENO) ? stderr : std::fopen(f.csv.c_str(), "a");
-    if (csv != nullptr) std::fputs(start.c_str(), csv);
-  }
-  if (csv == nullptr) throw InputError(fmt::format("--csv {}: cannot write", f.csv));
-  return csv;
-}
-
-// Under mpirun: one objective and one plan on every rank, a common start, and the averages in the trainer's hooks.
-// Each rank trains every P-th image and, after each epoch, the ranks average their parameters and
-// their momentum buffers in the trainer's after_epoch hook, so one trainer, with its views and staleness
-// estimate, runs the whole job, and every rank ends an epoch in the state rank 0's checkpoint holds (a resumed
-// job continues the uninterrupted one); rank 0 measures test accuracy. With --average-every K they also average after
-// every K updates (the trainer's after_updates hook, with no update in flight: a blocking round, not the
-// background one of the sparse models). At K = 1 and tau 0 that is synchronous data-parallel SGD over all
-// ranks, as Horovod's: the update is linear in the gradient and the momentum, so the mean of the ranks' models
-// after a step is the step of the mean gradient with the mean momentum. On the GPU each rank takes the device
-// of its local rank (modulo the node's devices).
-void average_ranks(Distributed& dist, gpu::GpuTrainOptions& o, const dense::Dataset& train,
-                   const dense::Dataset& shard, std::size_t done, std::size_t stop, ParamStore& store,
-                   std::vector<float>& momentum) {
-  // One objective over shards of one training set.
-  const std::pair<std::string_view, std::string> settings[] = {
-      {"--weight-decay", as_text(o.weight_decay)},
-      {"the training images", fmt::format("{} images, digest {:016x}", train.size(), train.checksum())}};
-  dist.same_settings(settings);
-  // Every rank must run as many rounds: the same epochs and, averaging every K updates, the same updates in each.
-  const std::size_t batches = (shard.size() + o.batch - 1) / o.batch;
-  const std::uint64_t per_epoch = dist.every_epoch() ? 0 : BlockTrainer::updates_per_epoch(batches, o);
-  const std::uint64_t plan[] = {done, stop, dist.every_steps(), per_epoch};
-  dist.same_on_all_ranks(plan, "epochs done/last epoch/K of --average-every (0: epoch)/updates per epoch (every "
-                               "rank needs the same --resume, --epochs, --until-epoch, --average-every and, with "
-                               "--average-every K, --batch, --workers and --tau)");
-  dist.start(std::span<float>(store.data(), store.size()), store.layout());
-  o.after_epoch = [&dist, &shard, &momentum] {
-    dist.average(static_cast<double>(shard.size()));
-    dist.mean_of_ranks(momentum);
-  };
-  if (!dist.every_epoch()) {
-    o.every_updates = dist.every_steps();
-    o.after_updates = [&dist] { dist.average(1.0); };
-  }
-}
-
-// A resumed run keeps its checkpoint's seed, and must have epochs left to train.
-std::uint64_t resumed_seed(const CnnFlags& f, const TrainState& resumed) {
-  if (f.seed_given && f.seed != resumed.seed)
-    throw InputError(fmt::format("--seed {}: {} was trained with seed {}, and a resumed run keeps it", f.seed,
-                                 f.resume, resumed.seed));
-  if (resumed.epoch >= f.epochs)
-    throw InputError(fmt::format("--resume {}: {} epochs are done already; --epochs is the run's total (give more)",
-                                 f.resume, resumed.epoch));
-  return resumed.seed;
-}
 
 void print_setup(std::FILE* out, const CnnFlags& f, const dense::TrainTest& tt, const dense::Network& net,
-                 const gpu::GpuTrainOptions& o, bool on_gpu) {
+                 const dense::TrainOptions& o, bool on_gpu) {
   std::fprintf(out, "data: %zu train, %zu test images (%zux%zu) from %s\n", tt.train.size(), tt.test.size(),
                tt.train.rows, tt.train.cols, resolve_mnist_dir(f.data).string().c_str());
   std::fprintf(out, "net: %s\n", net.describe(on_gpu).c_str());
   std::fprintf(out, "workers %zu, batch %zu, tau %s, lr %g (%s), momentum %g, weight decay %g%s%s\n", f.workers,
                f.batch, tau_to_string(o.tau).c_str(), f.lr, f.schedule.c_str(), f.momentum, f.weight_decay,
-               o.compensate ? ", staleness compensation on" : "", on_gpu && o.cuda_graphs ? ", CUDA graphs" : "");
+               o.compensate ? ", staleness compensation on" : "", on_gpu && f.cuda_graphs.value_or(true) ? ", CUDA graphs" : "");
   std::fflush(out);
 }
 
-// One epoch's --csv row, flushed: a full disk or a closed pipe is said now, not found later as missing rows.
-void write_csv_row(std::FILE* csv, const CnnFlags& f, const gpu::GpuTrainOptions& o, const dense::EpochReport& r,
-                   double seconds) {
-  std::fprintf(csv, "%s,%zu,%s,%zu,%.4f,%.1f,%.6f,%.6f,%.6f,%.4f,%.4f,%.6f\n", o.compensate ? "compensated" : "plain",
-               f.workers, tau_to_string(o.tau).c_str(), r.epoch, seconds, r.images_per_second, r.mean_loss,
-               1.0 - r.test_accuracy, r.test_accuracy, r.mean_staleness, r.momentum, r.lr);
-  if (std::fflush(csv) != 0 || std::ferror(csv))
-    throw RuntimeError(fmt::format("--csv {}: cannot write: {}", f.csv, std::strerror(errno)));
-}
 
 // Whether the run takes the GPU (--device); the flags that apply to the other device alone are refused when it was
 // asked for, and said not to apply when auto chose.
@@ -350,75 +165,75 @@ bool choose_device(const CnnFlags& f, bool root, std::FILE* out) {
   return on_gpu;
 }
 
-void initialize(const dense::Network& net, ParamStore& store, std::uint64_t seed) {
-  std::vector<float> init(store.size());
-  net.initialize(init, seed);
-  store.assign(init);
+
+// A resumed run continues the saved one exactly only with the same options and images: say which differ.
+void warn_changes(const std::string& path, const dense::ResumeChanges& changes) {
+  constexpr const char* kDiffers = "the result will differ from an uninterrupted run's";
+  if (changes.data_differs)
+    std::fprintf(stderr, "asgd cnn: warning: the training images differ from those of the run %s continues (same "
+                 "number); %s\n", path.c_str(), kDiffers);
+  for (const auto& [key, now, before] : changes.options) {
+    const bool bare = key == "train-images" || key == "ranks" || key == "threads-per-worker";  // no flag sets them
+    std::fprintf(stderr, "asgd cnn: warning: %s %s now, %s in the run %s continues; %s\n",
+                 (bare ? key : "--" + key).c_str(), now.c_str(), before.c_str(), path.c_str(), kDiffers);
+  }
+}
+
+// The run's options from the flags, checked before any output is opened. --resume: parameters, momentum, epochs
+// done and seed from the checkpoint, read once, first; a resume without --epochs finishes the run it continues.
+dense::FitOptions fit_options(CnnFlags& f, const dense::Network& net, Distributed& dist, std::FILE* out,
+                              bool& on_gpu) {
+  dense::FitOptions fo;
+  if (!f.resume.empty()) {
+    fo.resume = f.resume;
+    fo.resumed = dense::read_lenet(f.resume, net);
+    if (!f.epochs_given) f.epochs = dense::recorded_epochs(f.resume, fo.resumed->metadata).value_or(CnnFlags{}.epochs);
+  }
+  if (f.cuda_graphs && f.device == "cpu")
+    throw InputError(fmt::format("{}: only with --device gpu or auto", f.graphs_given));
+  on_gpu = choose_device(f, dist.root(), out);
+  fo.train = train_options(f);
+  if (on_gpu) gpu::check_streams(fo.train.workers, fo.train.tau);  // what gpu::train refuses, before any output
+  fo.until_epoch = f.until_epoch;
+  if (f.seed_given) fo.seed = f.seed;
+  fo.validate();
+  fo.checkpoint = f.checkpoint;
+  fo.csv = f.csv;
+  fo.device = on_gpu ? "gpu" : "cpu";
+  if (on_gpu) fo.trainer = gpu::trainer(f.cuda_graphs.value_or(true));
+  if (dist.size() > 1) {
+    fo.record["average-every"] = f.dist.average_every;
+    fo.record["combine"] = f.dist.combine;
+    fo.record["average-weighted"] = f.dist.weighted ? "on" : "off";
+  }
+  return fo;
 }
 
 int train(const CnnFlags& flags, Distributed& dist) {
   CnnFlags f = flags;
-  // --resume: parameters, momentum, epochs done and seed from the checkpoint, read once, first; --epochs is the
-  // run's total and --until-epoch stops early (the schedule still spans --epochs), to be resumed later.
   const dense::Network net = dense::lenet5();
-  CheckpointData resumed;
-  if (!f.resume.empty()) resumed = read_lenet(f.resume, net);
-  if (!f.resume.empty() && !f.epochs_given) f.epochs = recorded_epochs(f.resume, resumed.metadata);
-  if (f.cuda_graphs && f.device == "cpu")
-    throw InputError(fmt::format("{}: only with --device gpu or auto", f.graphs_given));
   // The report goes to stderr when the model or the CSV goes to stdout (--model -, --csv -).
   std::FILE* const out = report_stream({f.model, f.csv});
-  const bool on_gpu = choose_device(f, dist.root(), out);
-  gpu::GpuTrainOptions o = train_options(f, on_gpu);
-  if (!f.resume.empty()) o.seed = resumed_seed(f, resumed.state);
-  const std::size_t done = resumed.state.epoch, stop = f.until_epoch ? f.until_epoch : f.epochs;
-  if (f.until_epoch > f.epochs)
-    throw InputError(fmt::format("--until-epoch {}: past --epochs {}", f.until_epoch, f.epochs));
-  if (f.until_epoch != 0 && f.until_epoch <= done)
-    throw InputError(fmt::format("--until-epoch {}: {} has {} epochs done already", f.until_epoch, f.resume, done));
+  bool on_gpu = false;
+  dense::FitOptions fo = fit_options(f, net, dist, out, on_gpu);
   if (dist.root()) check_outputs(f);
   if (f.until_epoch != 0 && f.checkpoint.empty() && f.model.empty())
     throw InputError("--until-epoch: give --checkpoint FILE to resume from (or --model), or the run is lost");
-  o.first_epoch = done;
-  o.epochs = stop - done;
   const auto tt = dense::load_mnist(resolve_mnist_dir(f.data), f.limit);
-  TrainingRun run(net.layout(), TrainingRunOptions());  // the parameters and the stop request
-  ParamStore& store = run.store();
-  std::vector<float> momentum;
-  const auto options = run_options(f, o, on_gpu, tt.train, static_cast<std::size_t>(dist.size()));
-  const std::string metadata = nlohmann::json{{"model", kModelKind}, {"options", options}}.dump();
-  if (f.resume.empty()) {
-    initialize(net, store, f.seed);
-  } else {
-    // Under mpirun every rank reads the file: the ranks' parameters and momentum were averaged when it was saved.
-    store.assign(resumed.params);
-    momentum = std::move(resumed.optimizer_state);  // empty: zeros
-    if (dist.root()) {
-      warn_if_changed(f.resume, resumed.metadata, options);
-      if (!f.quiet) std::fprintf(out, "resumed from %s at epoch %zu\n", f.resume.c_str(), done);
-    }
+  dense::Fit fit(net, tt.train, &tt.test, std::move(fo), dist);
+  const std::size_t done = fit.epochs_done(), stop = f.until_epoch ? f.until_epoch : f.epochs;
+  if (!f.resume.empty() && dist.root()) {
+    warn_changes(f.resume, fit.changes());
+    if (!f.quiet) std::fprintf(out, "resumed from %s at epoch %zu\n", f.resume.c_str(), done);
   }
-  // The images this rank trains. Averaging every K updates is a blocking collective, so every rank must make the
-  // same updates in an epoch: the ranks then train equal shards.
-  const std::vector<std::size_t> rows = dist.shard(tt.train.size(), "training images", !dist.every_epoch());
-  const auto images_per_epoch = static_cast<std::uint64_t>(rows.size());
-  // Saved after each epoch (--checkpoint) and at the end (--model): rank 0's parameters (every rank's, after the
-  // average) and momentum, the epochs done and the images this rank trained in them.
-  const auto save = [&](const std::string& path, std::size_t epoch) {
-    TrainState state;
-    state.epoch = epoch;
-    state.examples = resumed.state.examples + images_per_epoch * (epoch - done);
-    state.seed = o.seed;
-    save_checkpoint(path, store, state, momentum, metadata);
-  };
   if (dist.active())
     std::fprintf(out, "mpi: %s; each rank trains %llu images an epoch\n", dist.describe().c_str(),
-                static_cast<unsigned long long>(images_per_epoch));
-  if (!f.quiet) print_setup(out, f, tt, net, o, on_gpu);
-  double csv_seconds = 0;  // a resumed run's CSV counts on from the stopped run's seconds
-  std::FILE* const csv = f.csv.empty() || !dist.root() ? nullptr : open_csv(f, done, csv_seconds);
+                 static_cast<unsigned long long>(fit.images_per_epoch()));
+  if (!f.quiet) print_setup(out, f, tt, net, fit.options(), on_gpu);
+  const StopOnSignal on_signal(!dist.active());
+  fit.use_stop_flag(on_signal.flag());
   double elapsed = 0;
-  const auto on_epoch = [&](const dense::EpochReport& r) {
+  const dense::FitReport report = fit.run([&](const dense::EpochReport& r) {
     elapsed += r.seconds;
     const double eta = elapsed / static_cast<double>(r.epoch - done) * static_cast<double>(stop - r.epoch);
     if (!f.quiet)
@@ -428,27 +243,11 @@ int train(const CnnFlags& flags, Distributed& dist) {
                   r.mean_staleness, static_cast<unsigned long long>(r.max_staleness), r.momentum, r.lr, eta,
                   r.graph_steps ? fmt::format(", CUDA graphs for {} steps", r.graph_steps).c_str() : "");
     std::fflush(out);
-    if (csv != nullptr) write_csv_row(csv, f, o, r, csv_seconds + elapsed);
-    if (!f.checkpoint.empty() && dist.root()) save(f.checkpoint, r.epoch);
-  };
-  dense::Dataset shard;
-  if (dist.active()) {
-    shard = tt.train.subset(rows);
-    average_ranks(dist, o, tt.train, shard, done, stop, store, momentum);
-  }
-  const dense::Dataset& data = dist.active() ? shard : tt.train;
-  const dense::Dataset* test = dist.root() ? &tt.test : nullptr;
-  const StopOnSignal on_signal(!dist.active());
-  run.use_stop_flag(on_signal.flag());
-  run.configure(o);
-  const auto reports = on_gpu ? gpu::train(net, store, momentum, data, test, o, on_epoch)
-                              : dense::train(net, store, momentum, data, test, o, on_epoch);
-  if (csv != nullptr && csv != stdout && csv != stderr && std::fclose(csv) != 0)
-    throw RuntimeError(fmt::format("--csv {}: cannot write: {}", f.csv, std::strerror(errno)));
-  if (reports.size() < o.epochs) {  // only a stop request ends the run early
+  });
+  if (report.stopped) {  // only a stop request ends the run early
     print_interrupted({.command = "cnn train",
                        .epochs_at_start = done,
-                       .epochs_done = done + reports.size(),
+                       .epochs_done = done + report.history.size(),
                        .epochs = f.epochs,
                        .checkpoint = f.checkpoint,
                        .resumed_from = f.resume,
@@ -456,15 +255,13 @@ int train(const CnnFlags& flags, Distributed& dist) {
     return interrupted_exit_code();
   }
   if (!dist.root()) return 0;  // every rank holds the same model; rank 0 reports and writes it
-  const auto& last = reports.back();
-  // Images this rank trained in this run (its shard under mpirun).
-  const double images = static_cast<double>(images_per_epoch) * static_cast<double>(reports.size());
+  const auto& last = report.history.back();
   std::fprintf(out, "test accuracy %.2f %% after %zu epoch%s; training %.1f s, %.0f images/s\n",
-               100.0 * last.test_accuracy, last.epoch, last.epoch == 1 ? "" : "s", elapsed,
-               images / std::max(elapsed, 1e-9));
+               100.0 * last.test_accuracy, last.epoch, last.epoch == 1 ? "" : "s", report.seconds,
+               static_cast<double>(report.images) / std::max(report.seconds, 1e-9));
   if (dist.active()) std::fprintf(out, "mpi: %s\n", dist.traffic().c_str());
   if (!f.model.empty()) {
-    save(f.model, last.epoch);
+    fit.save(f.model, last.epoch);
     if (!f.quiet) std::fprintf(out, "model written to %s\n", f.model.c_str());
   }
   if (stop < f.epochs && !f.quiet)
@@ -482,30 +279,24 @@ int eval(const CnnFlags& f) {
   }
   if (f.model.empty()) throw InputError("--model FILE is required");
   const dense::Network net = dense::lenet5();
-  const CheckpointData ck = read_lenet(f.model, net);
+  const CheckpointData ck = dense::read_lenet(f.model, net);
   // The test images alone (the training files need not be there).
   const dense::Dataset test = dense::load_mnist_test(resolve_mnist_dir(f.data));
   // Timed over `repeats` passes (the first warms caches); the median is printed. The GPU's passes share one
   // upload of the model and the images, which is not timed (the CPU's reads them where they are).
-  std::vector<double> seconds(f.repeats);
-  dense::EvalResult r;
+  dense::TimedEval timed;
   if (on_gpu) {
-    r = gpu::evaluate(net, ck.params.data(), test, f.batch, seconds);
+    timed.seconds.resize(f.repeats);
+    timed.result = gpu::evaluate(net, ck.params.data(), test, f.batch, timed.seconds);
   } else {
-    for (double& s : seconds) {
-      const auto start = std::chrono::steady_clock::now();
-      r = dense::evaluate(net, ck.params.data(), test, f.batch, f.workers);
-      s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    }
+    timed = dense::evaluate_timed(net, ck.params.data(), test, f.batch, f.workers, f.repeats);
   }
-  std::vector<double> rates;
-  for (const double s : seconds) rates.push_back(static_cast<double>(test.size()) / std::max(s, 1e-9));
-  std::sort(rates.begin(), rates.end());
+  const dense::EvalResult& r = timed.result;
   std::printf("test accuracy %.2f %% (%zu images), mean loss %.4f; inference %.0f images/s (batch %zu, %s, "
               "median of %zu)\n",
-              100.0 * r.accuracy, test.size(), r.loss, rates[rates.size() / 2], f.batch,
+              100.0 * r.accuracy, test.size(), r.loss, timed.images_per_second(test.size()), f.batch,
               on_gpu ? "gpu" : fmt::format("{} thread{}", r.threads, r.threads > 1 ? "s" : "").c_str(),
-              rates.size());
+              timed.seconds.size());
   print_confusion(r, net.classes());
   return 0;
 }
@@ -603,6 +394,7 @@ void add_cnn_commands(CLI::App& app, int& exit_code) {
                 "Write one line per epoch (for bench/plot_staleness.py; - for stdout); --resume continues the file");
   t->add_flag("--quiet,-q", f->quiet, "Only the final line");
   add_distributed_flags(*t, f->dist);
+  f->dist.names = kNames;
   t->callback([f, seed, epochs, on, off, graphs, no_graphs, &exit_code] {
     f->seed_given = seed->count() > 0;
     f->epochs_given = epochs->count() > 0;
@@ -616,7 +408,8 @@ void add_cnn_commands(CLI::App& app, int& exit_code) {
       f->cuda_graphs = !f->no_graphs_flag;
       f->graphs_given = "--no-cuda-graphs";
     }
-    exit_code = run_guarded([&] { return run_distributed(f->dist, [&](Distributed& d) { return train(*f, d); }); });
+    exit_code = run_guarded([&] { return run_distributed(f->dist, [&](Distributed& d) { return train(*f, d); }); },
+                            kNames);
   });
 
   auto e = std::make_shared<CnnFlags>();

@@ -1,7 +1,9 @@
 #include "asgd/dense/trainer.hpp"
 
 #include <Eigen/Core>
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <fmt/format.h>
 #include <optional>
@@ -162,6 +164,25 @@ std::vector<EpochReport> train(const Network& net, ParamStore& params, std::vect
     if (on_epoch) on_epoch(r);
   }
   return reports;
+}
+
+TimedEval evaluate_timed(const Network& net, const float* params, const Dataset& data, std::size_t batch,
+                         std::size_t threads, std::size_t repeats) {
+  TimedEval t;
+  t.seconds.resize(repeats);
+  for (double& s : t.seconds) {
+    const auto start = std::chrono::steady_clock::now();
+    t.result = evaluate(net, params, data, batch, threads);
+    s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  return t;
+}
+
+double TimedEval::images_per_second(std::size_t images) const {
+  std::vector<double> rates;
+  for (const double s : seconds) rates.push_back(static_cast<double>(images) / std::max(s, 1e-9));
+  std::sort(rates.begin(), rates.end());
+  return rates.empty() ? 0.0 : rates[rates.size() / 2];
 }
 
 }  // namespace asgd::dense

@@ -79,6 +79,16 @@ std::uint64_t epoch_seed(std::uint64_t seed, std::size_t epoch) noexcept;
 EvalResult evaluate(const Network& net, const float* params, const Dataset& data, std::size_t batch = 1000,
                     std::size_t threads = 1);
 
+// evaluate() timed: `repeats` passes (the first warms the caches), each one's seconds kept.
+struct TimedEval {
+  EvalResult result;
+  std::vector<double> seconds;  // of each pass
+  // The median pass's rate over `images` images, in images/s.
+  double images_per_second(std::size_t images) const;
+};
+TimedEval evaluate_timed(const Network& net, const float* params, const Dataset& data, std::size_t batch,
+                         std::size_t threads, std::size_t repeats);
+
 // After epoch `epoch` (1-based), on the CPU and the GPU alike: RuntimeError
 // when a parameter is not finite, or the test loss (when measured) is not:
 // finite parameters can still overflow the network (--lr 1e30 ends near
@@ -106,5 +116,11 @@ inline void check_not_diverged(std::span<const float> params, const EvalResult* 
 std::vector<EpochReport> train(const Network& net, ParamStore& params, std::vector<float>& momentum_buffer,
                                const Dataset& train, const Dataset* test, const TrainOptions& options,
                                const std::function<void(const EpochReport&)>& on_epoch = {});
+
+// A function that trains as train() does: train itself, or another
+// device's (gpu::trainer), for the calls that take the device as a value (dense::Fit).
+using TrainFunction = std::function<std::vector<EpochReport>(
+    const Network&, ParamStore&, std::vector<float>&, const Dataset&, const Dataset*, const TrainOptions&,
+    const std::function<void(const EpochReport&)>&)>;
 
 }  // namespace asgd::dense

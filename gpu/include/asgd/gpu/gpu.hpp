@@ -91,6 +91,17 @@ std::vector<dense::EpochReport> train(const dense::Network& net, ParamStore& par
                                       const dense::Dataset* test, const GpuTrainOptions& options,
                                       const std::function<void(const dense::EpochReport&)>& on_epoch = {});
 
+// gpu::train as a dense::TrainFunction (dense::FitOptions::trainer): a dense run on the GPU.
+inline dense::TrainFunction trainer(bool cuda_graphs = true) {
+  return [cuda_graphs](const dense::Network& net, ParamStore& params, std::vector<float>& momentum_buffer,
+                       const dense::Dataset& data, const dense::Dataset* test, const dense::TrainOptions& options,
+                       const std::function<void(const dense::EpochReport&)>& on_epoch) {
+    GpuTrainOptions o(options);
+    o.cuda_graphs = cuda_graphs;
+    return train(net, params, momentum_buffer, data, test, o, on_epoch);
+  };
+}
+
 // Accuracy, mean loss and confusion matrix on the device. With `seconds`
 // not empty, seconds.size() passes run over one upload of the parameters and
 // the data, and each pass's time (its first kernel to its result on the

@@ -1,0 +1,117 @@
+// dense::Fit, the whole training run: it learns, a run stopped and resumed
+// from its checkpoint equals the uninterrupted one, its CSV log continues,
+// and a resume it cannot continue is an error naming the option.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <random>
+#include <string>
+
+#include "../common/scratch_dir.hpp"
+#include "asgd/dense/epoch_log.hpp"
+#include "asgd/dense/fit.hpp"
+#include "asgd/dense/lenet_file.hpp"
+#include "asgd/engine/errors.hpp"
+
+namespace asgd::dense {
+namespace {
+
+// Ten classes of 8x8 images, class c a bright 2x2 square at its own place, plus noise.
+Dataset squares(std::size_t n, std::uint64_t seed) {
+  Dataset d;
+  d.rows = d.cols = 8;
+  d.pixels.resize(n * 64);
+  d.labels.resize(n);
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> noise(0.0f, 0.3f);
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto c = static_cast<std::uint8_t>(rng() % 10);
+    d.labels[i] = c;
+    float* img = d.pixels.data() + i * 64;
+    for (std::size_t p = 0; p < 64; ++p) img[p] = noise(rng);
+    const std::size_t y = (c / 5) * 4 + 1, x = (c % 5) + (c % 5 > 2 ? 1 : 0);
+    for (std::size_t dy = 0; dy < 2; ++dy)
+      for (std::size_t dx = 0; dx < 2; ++dx) img[(y + dy) * 8 + x + dx] += 2.0f;
+  }
+  return d;
+}
+
+Network small_net() {
+  Network net(Shape{1, 8, 8});
+  net.add(conv2d(1, 4, 3, 1)).add(relu()).add(max_pool2());
+  net.add(flatten()).add(linear(4 * 16, 32)).add(relu()).add(linear(32, 10));
+  return net;
+}
+
+FitOptions options(std::size_t epochs) {
+  FitOptions o;
+  o.train.epochs = epochs;
+  o.train.batch = 32;
+  o.train.lr = 0.05f;
+  return o;
+}
+
+TEST(Fit, LearnsAndStoppedThenResumedEqualsUninterrupted) {
+  const asgd::testing::ScratchDir dir;
+  const Network net = small_net();
+  const Dataset train = squares(600, 1), test = squares(200, 2);
+  Fit whole(net, train, &test, options(3));
+  const FitReport all = whole.run();
+  ASSERT_EQ(all.history.size(), 3u);
+  EXPECT_GT(all.history.back().test_accuracy, 0.9);
+  EXPECT_EQ(all.images, 3u * 600u);
+
+  FitOptions first = options(3);
+  first.until_epoch = 1;
+  first.checkpoint = (dir.path() / "ck.asgd").string();
+  first.csv = (dir.path() / "log.csv").string();
+  Fit stopped(net, train, &test, first);
+  EXPECT_EQ(stopped.run().history.size(), 1u);
+  FitOptions rest = options(3);
+  rest.resume = dir.path() / "ck.asgd";
+  rest.csv = first.csv;
+  Fit resumed(net, train, &test, rest);
+  EXPECT_EQ(resumed.epochs_done(), 1u);
+  EXPECT_TRUE(resumed.changes().options.empty());
+  EXPECT_EQ(resumed.run().history.size(), 2u);
+  EXPECT_EQ(resumed.params().snapshot(), whole.params().snapshot());
+  std::ifstream log(first.csv);
+  std::size_t lines = 0;
+  for (std::string line; std::getline(log, line);) ++lines;
+  EXPECT_EQ(lines, 4u);  // the header and epochs 1, 2, 3
+}
+
+TEST(Fit, AResumeSaysWhatChangedAndRefusesWhatItCannotContinue) {
+  const asgd::testing::ScratchDir dir;
+  const Network net = small_net();
+  const Dataset train = squares(300, 1);
+  FitOptions first = options(2);
+  first.until_epoch = 1;
+  first.checkpoint = (dir.path() / "ck.asgd").string();
+  Fit(net, train, nullptr, first).run();
+  EXPECT_EQ(recorded_epochs(first.checkpoint, read_lenet(first.checkpoint, net).metadata), 2u);
+
+  FitOptions other = options(2);
+  other.resume = first.checkpoint;
+  other.train.lr = 0.02f;
+  Fit changed(net, train, nullptr, other);
+  ASSERT_EQ(changed.changes().options.size(), 1u);
+  EXPECT_EQ(changed.changes().options[0].key, "lr");
+  EXPECT_EQ(changed.changes().options[0].before, "0.05");
+
+  FitOptions seed = options(2);
+  seed.resume = first.checkpoint;
+  seed.seed = 9;
+  EXPECT_THROW(
+      try { Fit(net, train, nullptr, seed); } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("FitOptions::seed 9"), std::string::npos) << e.what();
+        throw;
+      },
+      InputError);
+  FitOptions past = options(2);
+  past.until_epoch = 3;
+  EXPECT_THROW(past.validate(), InputError);
+}
+
+}  // namespace
+}  // namespace asgd::dense

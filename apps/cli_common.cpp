@@ -98,31 +98,6 @@ void refuse_negative_unsigned(CLI::App& app) {
   for (CLI::App* sub : app.get_subcommands({})) refuse_negative_unsigned(*sub);
 }
 
-TrainingRun open_training_run(Layout layout, TrainingRunOptions options,
-                              const std::function<void(ParamStore&)>& initialize) {
-  try {
-    return TrainingRun(std::move(layout), std::move(options), initialize);
-  } catch (const DivergedSegment& e) {
-    refuse_diverged_segment(e.segment, e.index, e.value);
-  }
-}
-
-std::string settings_text(Settings settings) {
-  std::string text;
-  for (const auto& [flag, value] : settings) text += fmt::format("{}{} {}", text.empty() ? "" : " ", flag, value);
-  return text;
-}
-
-std::optional<std::string> setting_of(const std::string& text, std::string_view flag) {
-  std::istringstream in(text);
-  for (std::string name, value; in >> name >> value;) {
-    if (name == flag) return value;
-  }
-  return std::nullopt;
-}
-
-nlohmann::json engine_options(const TrainerOptions& o) { return nlohmann::json(asgd::engine_options(o)); }
-
 nlohmann::json saved_options(const std::string& metadata) {
   const auto saved = nlohmann::json::parse(metadata, nullptr, false);
   if (!saved.is_object() || !saved.contains("options")) return nullptr;

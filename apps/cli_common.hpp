@@ -76,15 +76,6 @@ void add_engine_flags(CLI::App& app, EngineFlags& flags);
 // Throws InputError naming the flag that is wrong.
 TrainerOptions to_trainer_options(const EngineFlags& flags);
 
-// Settings as one line, "--loss logistic --l2 0.0001": the (flag, value)
-// pairs of the objective, as Distributed::same_settings compares them
-// between ranks, and as a shared segment keeps them for the processes that
-// train it (AttachOptions::settings). Values hold no blanks.
-using Settings = std::span<const std::pair<std::string_view, std::string>>;
-std::string settings_text(Settings settings);
-// The value of `flag` in such a line; none when it is not there.
-std::optional<std::string> setting_of(const std::string& text, std::string_view flag);
-
 // A value as text, as fmt prints it (for option records and settings).
 template <class T>
 std::string as_text(const T& value) {
@@ -95,16 +86,6 @@ std::string as_text(const T& value) {
 inline std::string counted(std::uint64_t n, std::string_view noun) {
   return fmt::format("{} {}{}", n, noun, n == 1 ? "" : "s");
 }
-
-// The engine options that shape a run's updates (to_trainer_options'
-// result: validated, names in one spelling, so hogwild is racy), as text
-// keyed by flag name without dashes (for a checkpoint's metadata, and
-// warn_options_changed when it is resumed). --lr-floor is
-// there for the linear schedule, the only one that uses it; --epochs when
-// the rates depend on it (the linear schedule decays over the whole run,
-// --warmup is a fraction of it); otherwise a longer run is the same run,
-// continued.
-nlohmann::json engine_options(const TrainerOptions& options);
 
 // The "options" a checkpoint's metadata recorded; null when it has none
 // (written before options were recorded, or by another command).
@@ -126,11 +107,6 @@ void warn_options_changed(std::string_view command, const std::string& path, con
 void warn_data_changed(std::string_view command, const std::string& path, const nlohmann::json& before,
                        nlohmann::json& now, const std::string& digest_key, const std::string& count_key,
                        std::string_view what);
-
-// A TrainingRun (engine/training_run.hpp), its refusal of a segment that holds NaN or inf said as the CLI says
-// it (refuse_diverged_segment).
-TrainingRun open_training_run(Layout layout, TrainingRunOptions options,
-                              const std::function<void(ParamStore&)>& initialize = {});
 
 // Ctrl-C (SIGINT) or SIGTERM while a command trains (StopOnSignal,
 // engine/stop_signal.hpp). The first asks the run to stop: the workers end

@@ -98,26 +98,10 @@ void refuse_negative_unsigned(CLI::App& app) {
   for (CLI::App* sub : app.get_subcommands({})) refuse_negative_unsigned(*sub);
 }
 
-nlohmann::json saved_options(const std::string& metadata) {
-  const auto saved = nlohmann::json::parse(metadata, nullptr, false);
-  if (!saved.is_object() || !saved.contains("options")) return nullptr;
-  return saved["options"];
-}
-
-namespace {
-// The text values of a JSON object (what options records hold).
-OptionsRecord record_of(const nlohmann::json& j) {
-  OptionsRecord r;
-  for (const auto& [key, value] : j.items())
-    if (value.is_string()) r[key] = value.get<std::string>();
-  return r;
-}
-}  // namespace
-
-void warn_options_changed(std::string_view command, const std::string& path, const nlohmann::json& before,
-                          const nlohmann::json& now, std::initializer_list<std::string_view> bare) {
-  if (!before.is_object()) return;  // from before the options were recorded
-  for (const auto& [key, value, was] : changed_options(record_of(before), record_of(now))) {
+void warn_options_changed(std::string_view command, const std::string& path, const std::optional<OptionsRecord>& before,
+                          const OptionsRecord& now, std::initializer_list<std::string_view> bare) {
+  if (!before) return;  // from before the options were recorded
+  for (const auto& [key, value, was] : changed_options(*before, now)) {
     const bool is_bare = std::find(bare.begin(), bare.end(), key) != bare.end();
     std::fprintf(stderr,
                  "asgd %.*s: warning: %s %s now, %s in the run %s continues; the result will differ from an "
@@ -127,11 +111,16 @@ void warn_options_changed(std::string_view command, const std::string& path, con
   }
 }
 
-void warn_data_changed(std::string_view command, const std::string& path, const nlohmann::json& before,
-                       nlohmann::json& now, const std::string& digest_key, const std::string& count_key,
+void warn_data_changed(std::string_view command, const std::string& path, const std::optional<OptionsRecord>& before,
+                       OptionsRecord& now, const std::string& digest_key, const std::string& count_key,
                        std::string_view what) {
-  if (before.is_object() && before.contains(digest_key) && now.contains(digest_key) &&
-      before[digest_key] != now[digest_key] && before.value(count_key, "") == now.value(count_key, ""))
+  const auto value = [](const OptionsRecord& r, const std::string& key) -> std::optional<std::string> {
+    const auto at = r.find(key);
+    return at == r.end() ? std::nullopt : std::optional<std::string>(at->second);
+  };
+  if (before && value(*before, digest_key) && value(now, digest_key) &&
+      value(*before, digest_key) != value(now, digest_key) &&
+      value(*before, count_key).value_or("") == value(now, count_key).value_or(""))
     std::fprintf(stderr,
                  "asgd %.*s: warning: the %.*s differ from those of the run %s continues (same number); the result "
                  "will differ from an uninterrupted run's\n",
@@ -290,7 +279,7 @@ void spell_as(std::string& message, std::string_view option, std::string_view fl
   const auto in_name = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; };
   for (auto at = message.find(option); at != std::string::npos; at = message.find(option, at)) {
     const std::size_t end = at + option.size();
-    if (end < message.size() && in_name(message[end])) {
+    if ((end < message.size() && in_name(message[end])) || (at > 0 && in_name(message[at - 1]))) {
       at = end;
       continue;
     }
@@ -317,6 +306,7 @@ std::string cli_message(std::string message, OptionNames names) {
       {"BlockTrainOptions::momentum", "--momentum"},
       {"BlockTrainOptions::weight_decay", "--weight-decay"},
       {"TrainOptions::epochs", "--epochs"},
+      {"TrainOptions::lr", "--lr"},
       {"TrainOptions::batch", "--batch"}};
   for (const auto& [option, flag] : names) spell_as(message, option, flag);
   for (const auto& [option, flag] : kNames) spell_as(message, option, flag);

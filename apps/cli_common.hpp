@@ -5,7 +5,6 @@
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
@@ -23,6 +22,7 @@
 #include "asgd/sparse/libsvm.hpp"
 #include "asgd/engine/errors.hpp"
 #include "asgd/engine/file_checks.hpp"
+#include "asgd/engine/options_record.hpp"
 #include "asgd/engine/param_store.hpp"
 #include "asgd/engine/stop_signal.hpp"
 #include "asgd/engine/trainer.hpp"
@@ -87,25 +87,21 @@ inline std::string counted(std::uint64_t n, std::string_view noun) {
   return fmt::format("{} {}{}", n, noun, n == 1 ? "" : "s");
 }
 
-// The "options" a checkpoint's metadata recorded; null when it has none
-// (written before options were recorded, or by another command).
-nlohmann::json saved_options(const std::string& metadata);
-
 // A resumed run continues the saved one (the same rates, steps and updates)
 // only with the same options: a warning on stderr for every key of `now`
-// that `before` (the options the checkpoint `path` recorded) holds with
-// another value. A key is printed as --key unless `bare` names it (a count
-// or a name that no flag sets).
-void warn_options_changed(std::string_view command, const std::string& path, const nlohmann::json& before,
-                          const nlohmann::json& now, std::initializer_list<std::string_view> bare = {});
+// that `before` (the options the checkpoint `path` recorded; none: it
+// recorded none) holds with another value. A key is printed as --key unless
+// `bare` names it (a count or a name that no flag sets).
+void warn_options_changed(std::string_view command, const std::string& path, const std::optional<OptionsRecord>& before,
+                          const OptionsRecord& now, std::initializer_list<std::string_view> bare = {});
 
 // The data a resumed run trains on against the run's: `before` and `now`
 // (options as above) hold a digest of it under `digest_key` and its size
 // under `count_key`. A warning in words when the digest differs and the
 // size does not (another size is warn_options_changed's to say); the digest
 // is then erased from `now`, since its hex means nothing to a reader.
-void warn_data_changed(std::string_view command, const std::string& path, const nlohmann::json& before,
-                       nlohmann::json& now, const std::string& digest_key, const std::string& count_key,
+void warn_data_changed(std::string_view command, const std::string& path, const std::optional<OptionsRecord>& before,
+                       OptionsRecord& now, const std::string& digest_key, const std::string& count_key,
                        std::string_view what);
 
 // Ctrl-C (SIGINT) or SIGTERM while a command trains (StopOnSignal,

@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string_view>
 #include <utility>
@@ -130,8 +129,8 @@ sparse::LinearFitEvents fit_events(const TrainFlags& f, const TrainerOptions& op
   };
   events.ready = [&f, out, &dist](const sparse::LinearFitReady& r) {
     if (r.resumed && dist.root()) {
-      const nlohmann::json before = saved_options(r.resumed_metadata);
-      nlohmann::json now = nlohmann::json(r.run.record());
+      const std::optional<OptionsRecord> before = saved_options(r.resumed_metadata);
+      OptionsRecord now = r.run.record();
       warn_data_changed("linear train", f.resume, before, now, "data", "examples", "training examples");
       now.erase("run");  // a digest of the settings: those that differ are said one by one
       warn_options_changed("linear train", f.resume, before, now, {"examples", "nonzeros"});

@@ -144,7 +144,9 @@ FitOptions fit_options(const MfTrainFlags& f) {
 constexpr std::pair<std::string_view, std::string_view> kTrainNames[] = {
     {"FitOptions::positive", "--positive"},          {"FitOptions::test_fraction", "--test-fraction"},
     {"FitOptions::validation_fraction", "--validation-fraction"}, {"MfOptions::scale_ratings", "--scale-ratings"},
-    {"Schedule::lr", "-r"},                          {"MfOptions::l2", "-l2"}};
+    {"Schedule::lr", "-r"},                          {"MfOptions::l2", "-l2"},
+    {"MfOptions::factors", "-k"}, {"MfOptions::bias_l2", "--bias-l2"}, {"MfOptions::init_scale", "--init"},
+    {"MfOptions::bins", "--bins"}};
 
 // What the run prints as it sets up and trains: the data, the grid's notes (stderr), the store, each epoch.
 FitEvents train_events(std::FILE* out, const MfTrainFlags& f, Distributed& dist, double load_seconds) {

@@ -9,7 +9,6 @@
 #include <functional>
 #include <limits>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string_view>
@@ -49,7 +48,10 @@ constexpr std::pair<std::string_view, std::string_view> kNames[] = {
     {"Word2VecOptions::policy", "-policy"}, {"Word2VecOptions::tau", "-tau"},
     {"Word2VecOptions::checkpoint", "-checkpoint"}, {"Word2VecOptions::resume", "-resume"},
     {"Word2VecOptions::save_vocab", "-save-vocab"}, {"Word2VecOptions::output", "-output"},
-    {"Word2VecOptions::binary", "-binary"}, {"Word2VecOptions::classes", "-classes"}};
+    {"Word2VecOptions::binary", "-binary"}, {"Word2VecOptions::classes", "-classes"},
+    {"ModelOptions::dim", "-size"}, {"ModelOptions::window", "-window"}, {"ModelOptions::negative", "-negative"},
+    {"ModelOptions::sample", "-sample"}, {"ModelOptions::batch", "-batch"}, {"ModelOptions::cbow", "-cbow"},
+    {"ModelOptions::hs", "-hs"}, {"VocabOptions::min_count", "-min-count"}};
 
 const char* kUsage = R"(usage: asgd w2v -train FILE [options]   (FILE may be - for stdin)
   -train FILE        text, one sentence per line, whitespace-separated tokens (gzipped or not; - is stdin)
@@ -198,10 +200,9 @@ W2vFlags parse_flags(const std::vector<std::string>& args) {
 // A resumed run continues the saved one only with its rate and its updates (-threads with more than one worker,
 // -policy even with one: atomic adds round otherwise than racy stores): a warning for each that differs.
 void warn_if_changed(const std::string& resume, const w2v::RunInfo& saved, const w2v::RunInfo& now) {
-  const auto text = [](const auto& value) { return nlohmann::json(as_text(value)); };
-  nlohmann::json before = nlohmann::json::object(), after = nlohmann::json::object();
-  if (saved.alpha > 0) before["-alpha"] = text(saved.alpha), after["-alpha"] = text(now.alpha);
-  if (saved.threads > 0) before["-threads"] = text(saved.threads), after["-threads"] = text(now.threads);
+  OptionsRecord before, after;
+  if (saved.alpha > 0) before["-alpha"] = as_text(saved.alpha), after["-alpha"] = as_text(now.alpha);
+  if (saved.threads > 0) before["-threads"] = as_text(saved.threads), after["-threads"] = as_text(now.threads);
   if (!saved.policy.empty()) before["-policy"] = saved.policy, after["-policy"] = now.policy;
   if (!saved.tau.empty()) before["-tau"] = saved.tau, after["-tau"] = now.tau;
   warn_options_changed("w2v", resume, before, after, {"-alpha", "-threads", "-policy", "-tau"});

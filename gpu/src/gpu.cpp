@@ -716,7 +716,7 @@ dense::EpochReport GpuTrainer::finish_epoch(std::size_t epoch, std::chrono::stea
   r.images_per_second = static_cast<double>(n_) / std::max(seconds, 1e-9);
   r.mean_loss = batches_done ? loss_sum / static_cast<double>(batches_done) : 0.0;
   if (!std::isfinite(r.mean_loss))
-    throw RuntimeError(fmt::format("gpu: the training loss became {} in epoch {} (lower --lr?)", r.mean_loss,
+    throw RuntimeError(fmt::format("gpu: the training loss became {} in epoch {} (lower TrainOptions::lr?)", r.mean_loss,
                                    epoch + 1));
   r.mean_staleness =
       o_.tau == 0 ? 0.0 : r.mean_staleness / static_cast<double>(std::max<std::size_t>(batches_done, 1));

@@ -17,15 +17,15 @@ namespace asgd::sparse::mf {
 
 void MfOptions::validate() const {
   if (factors == 0 || factors > BiasedMf::kMaxFactors) {
-    throw InputError(fmt::format("-k {}: expected 1 to {} factors", factors, BiasedMf::kMaxFactors));
+    throw InputError(fmt::format("MfOptions::factors {}: expected 1 to {} factors", factors, BiasedMf::kMaxFactors));
   }
-  if (!(l2 >= 0) || !std::isfinite(l2)) throw InputError(fmt::format("-l2 {}: expected >= 0", l2));
+  if (!(l2 >= 0) || !std::isfinite(l2)) throw InputError(fmt::format("MfOptions::l2 {}: expected >= 0", l2));
   if (!(bias_l2 >= 0) || !std::isfinite(bias_l2))
-    throw InputError(fmt::format("--bias-l2 {}: expected >= 0", bias_l2));
+    throw InputError(fmt::format("MfOptions::bias_l2 {}: expected >= 0", bias_l2));
   if (!(init_scale > 0) || !std::isfinite(init_scale))
-    throw InputError(fmt::format("--init {}: expected > 0", init_scale));
+    throw InputError(fmt::format("MfOptions::init_scale {}: expected > 0", init_scale));
   if (bins > BlockScheduler::kMostBins)
-    throw InputError(fmt::format("--bins {}: at most {}", bins, BlockScheduler::kMostBins));
+    throw InputError(fmt::format("MfOptions::bins {}: at most {}", bins, BlockScheduler::kMostBins));
 }
 
 FactorLayout FactorLayout::of(const Layout& l) {

@@ -8,13 +8,14 @@
 namespace asgd::sparse::w2v {
 
 void ModelOptions::validate() const {
-  if (dim == 0 || dim > 10000) throw InputError(fmt::format("-size {}: expected 1 to 10000", dim));
-  if (window == 0 || window > 1000) throw InputError(fmt::format("-window {}: expected 1 to 1000", window));
-  if (negative > 1000) throw InputError(fmt::format("-negative {}: expected 0 to 1000", negative));
-  if (negative == 0 && !hs) throw InputError("-negative 0 without -hs 1: nothing to train (choose one or both)");
-  if (!(sample >= 0) || !std::isfinite(sample)) throw InputError(fmt::format("-sample {}: expected >= 0", sample));
+  if (dim == 0 || dim > 10000) throw InputError(fmt::format("ModelOptions::dim {}: expected 1 to 10000", dim));
+  if (window == 0 || window > 1000) throw InputError(fmt::format("ModelOptions::window {}: expected 1 to 1000", window));
+  if (negative > 1000) throw InputError(fmt::format("ModelOptions::negative {}: expected 0 to 1000", negative));
+  if (negative == 0 && !hs) throw InputError("ModelOptions::negative 0 without ModelOptions::hs 1: nothing to train (choose one or both)");
+  if (!(sample >= 0) || !std::isfinite(sample)) throw InputError(fmt::format("ModelOptions::sample {}: expected >= 0", sample));
   if (batch && (cbow || hs || negative == 0)) {
-    throw InputError("-batch 1 (HogBatch) needs skip-gram with negative sampling: -cbow 0 -hs 0 -negative N");
+    throw InputError("ModelOptions::batch 1 (HogBatch) needs skip-gram with negative sampling: ModelOptions::cbow 0 "
+                     "ModelOptions::hs 0 ModelOptions::negative N");
   }
 }
 

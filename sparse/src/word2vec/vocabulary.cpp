@@ -57,7 +57,7 @@ Vocabulary Vocabulary::Counter::finish(const VocabOptions& options) && {
   });
   cut(entries, options);
   if (entries.empty()) {
-    throw InputError(fmt::format("vocabulary: no word occurs at least {} times ({} tokens read); lower -min-count",
+    throw InputError(fmt::format("vocabulary: no word occurs at least {} times ({} tokens read); lower VocabOptions::min_count",
                                  options.min_count, tokens_));
   }
   std::vector<std::string> words;

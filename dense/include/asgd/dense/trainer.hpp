@@ -96,11 +96,11 @@ TimedEval evaluate_timed(const Network& net, const float* params, const Dataset&
 inline void check_not_diverged(std::span<const float> params, const EvalResult* test, std::size_t epoch) {
   for (std::size_t i = 0; i < params.size(); ++i)
     if (!std::isfinite(params[i]))
-      throw RuntimeError(fmt::format("training diverged: parameter {} is {} after epoch {} (lower --lr)", i,
+      throw RuntimeError(fmt::format("training diverged: parameter {} is {} after epoch {} (lower TrainOptions::lr)", i,
                                      params[i], epoch));
   if (test != nullptr && !std::isfinite(test->loss))
     throw RuntimeError(fmt::format("training diverged: the test loss is {} after epoch {} (the parameters "
-                                   "overflow the network; lower --lr)",
+                                   "overflow the network; lower TrainOptions::lr)",
                                    test->loss, epoch));
 }
 

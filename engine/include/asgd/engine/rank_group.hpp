@@ -78,13 +78,22 @@ TrainReport run_averaged(RankGroup& group, Trainer& trainer, P& problem, std::ui
   // Resumed past until_epoch: the Trainer refuses it (InputError naming both), as in one process.
   if (trainer.state().epoch > until_epoch) return trainer.run(problem, until_epoch);
   TrainReport total;
-  for (std::uint64_t e = trainer.state().epoch + 1; e <= until_epoch; ++e) {
-    TrainReport r = trainer.run(problem, e);
-    total.append(r);
-    // A stopped epoch is unfinished: neither averaged, checkpointed nor shown to after_epoch.
-    if (r.stopped) break;
-    group.epoch_done(r);
-    if (after_epoch) after_epoch(r);
+  try {
+    for (std::uint64_t e = trainer.state().epoch + 1; e <= until_epoch; ++e) {
+      TrainReport r = trainer.run(problem, e);
+      total.append(r);
+      // A stopped epoch is unfinished: neither averaged, checkpointed nor shown to after_epoch.
+      if (r.stopped) break;
+      group.epoch_done(r);
+      if (after_epoch) after_epoch(r);
+    }
+  } catch (...) {
+    // The averaging thread (every K steps) works on the caller's store: stopped before the error unwinds it.
+    try {
+      group.finish();
+    } catch (...) {
+    }
+    throw;
   }
   group.finish();
   return total;

@@ -207,8 +207,8 @@ std::string metrics_text(const RankingMetrics& m, std::size_t k) {
 
 void print_squared(std::FILE* out, const MfTrainFlags& f, const FitReport& r) {
   fmt::print(out, "mf: {} in {:.2f} s of SGD ({:.3g} rating updates/s, {}, {}, {})\n",
-             counted(r.train.epochs.size(), "epoch"), r.sgd_seconds,
-             static_cast<double>(r.train.examples) / r.sgd_seconds, counted(r.workers, "worker"), f.policy,
+             counted(r.train.epochs.size(), "epoch"), r.train.seconds,
+             static_cast<double>(r.train.examples) / r.train.seconds, counted(r.workers, "worker"), f.policy,
              r.bins ? fmt::format("blocks {}x{}", r.bins, r.bins) : std::string("hogwild"));
   if (r.validation) print_errors(out, "validation", *r.validation);
   if (r.test) print_errors(out, "test", *r.test);

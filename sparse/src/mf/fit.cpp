@@ -204,13 +204,14 @@ FitReport fit_squared(Ratings ratings, const FitOptions& o, RankGroup& group, co
   FitReport report;
   report.workers = to.workers;
   report.bins = mo.bins;
+  double seconds = 0;  // of the epochs so far
   report.train = run_averaged(group, trainer, problem, to.epochs, [&](const TrainReport& r) {
-    report.sgd_seconds += r.seconds;
+    seconds += r.seconds;
     if (!events.on_epoch || !group.root()) return;
     FitEpoch e;
     e.epoch = r.epochs.back().epoch;
     e.squared_error = 2.0 * r.epochs.back().loss;
-    e.seconds = report.sgd_seconds;
+    e.seconds = seconds;
     if (sets.have_validation && sets.validation.size() > 0) e.validation_rmse = errors(sets.validation).rmse;
     if (sets.have_test && sets.test.size() > 0) e.test_rmse = errors(sets.test).rmse;
     events.on_epoch(e);
@@ -260,7 +261,6 @@ FitReport fit_bpr(const Ratings& ratings, const FitOptions& o, RankGroup& group,
   FitReport report;
   report.workers = to.workers;
   report.train = run_averaged(group, trainer, problem, to.epochs);
-  report.sgd_seconds = report.train.seconds;
   if (report.train.stopped || !group.root()) return report;
   report.positives = positives.size();
   report.held_out = split.test.size();

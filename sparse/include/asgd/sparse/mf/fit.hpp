@@ -102,8 +102,7 @@ struct FitEvents {
 // A run's outcome. Where train.stopped (the stop request) or on a rank other than the root, nothing after the
 // training is filled (no evaluation, no model file).
 struct FitReport {
-  TrainReport train;
-  double sgd_seconds = 0;
+  TrainReport train;  // its seconds: of SGD, evaluation left out
   std::size_t workers = 0;
   std::size_t bins = 0;  // squared: the block grid's (0: Hogwild)
   std::optional<ErrorMetrics> validation, test;  // squared, when the set was asked for

@@ -100,8 +100,12 @@ void refuse_negative_unsigned(CLI::App& app) {
 
 void warn_options_changed(std::string_view command, const std::string& path, const std::optional<OptionsRecord>& before,
                           const OptionsRecord& now, std::initializer_list<std::string_view> bare) {
-  if (!before) return;  // from before the options were recorded
-  for (const auto& [key, value, was] : changed_options(*before, now)) {
+  if (before) warn_option_changes(command, path, changed_options(*before, now), bare);
+}
+
+void warn_option_changes(std::string_view command, const std::string& path, std::span<const OptionChange> changes,
+                         std::initializer_list<std::string_view> bare) {
+  for (const auto& [key, value, was] : changes) {
     const bool is_bare = std::find(bare.begin(), bare.end(), key) != bare.end();
     std::fprintf(stderr,
                  "asgd %.*s: warning: %s %s now, %s in the run %s continues; the result will differ from an "
@@ -121,12 +125,16 @@ void warn_data_changed(std::string_view command, const std::string& path, const 
   if (before && value(*before, digest_key) && value(now, digest_key) &&
       value(*before, digest_key) != value(now, digest_key) &&
       value(*before, count_key).value_or("") == value(now, count_key).value_or(""))
-    std::fprintf(stderr,
-                 "asgd %.*s: warning: the %.*s differ from those of the run %s continues (same number); the result "
-                 "will differ from an uninterrupted run's\n",
-                 static_cast<int>(command.size()), command.data(), static_cast<int>(what.size()), what.data(),
-                 path.c_str());
+    warn_data_differs(command, path, what);
   now.erase(digest_key);
+}
+
+void warn_data_differs(std::string_view command, const std::string& path, std::string_view what) {
+  std::fprintf(stderr,
+               "asgd %.*s: warning: the %.*s differ from those of the run %s continues (same number); the result "
+               "will differ from an uninterrupted run's\n",
+               static_cast<int>(command.size()), command.data(), static_cast<int>(what.size()), what.data(),
+               path.c_str());
 }
 
 bool stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }

@@ -95,6 +95,12 @@ inline std::string counted(std::uint64_t n, std::string_view noun) {
 void warn_options_changed(std::string_view command, const std::string& path, const std::optional<OptionsRecord>& before,
                           const OptionsRecord& now, std::initializer_list<std::string_view> bare = {});
 
+// The same warnings for changes already found (changed_options, dense::resume_changes).
+void warn_option_changes(std::string_view command, const std::string& path, std::span<const OptionChange> changes,
+                         std::initializer_list<std::string_view> bare = {});
+// "the WHAT differ from those of the run PATH continues (same number)", as a warning.
+void warn_data_differs(std::string_view command, const std::string& path, std::string_view what);
+
 // The data a resumed run trains on against the run's: `before` and `now`
 // (options as above) hold a digest of it under `digest_key` and its size
 // under `count_key`. A warning in words when the digest differs and the

@@ -166,19 +166,6 @@ bool choose_device(const CnnFlags& f, bool root, std::FILE* out) {
 }
 
 
-// A resumed run continues the saved one exactly only with the same options and images: say which differ.
-void warn_changes(const std::string& path, const dense::ResumeChanges& changes) {
-  constexpr const char* kDiffers = "the result will differ from an uninterrupted run's";
-  if (changes.data_differs)
-    std::fprintf(stderr, "asgd cnn: warning: the training images differ from those of the run %s continues (same "
-                 "number); %s\n", path.c_str(), kDiffers);
-  for (const auto& [key, now, before] : changes.options) {
-    const bool bare = key == "train-images" || key == "ranks" || key == "threads-per-worker";  // no flag sets them
-    std::fprintf(stderr, "asgd cnn: warning: %s %s now, %s in the run %s continues; %s\n",
-                 (bare ? key : "--" + key).c_str(), now.c_str(), before.c_str(), path.c_str(), kDiffers);
-  }
-}
-
 // The run's options from the flags, checked before any output is opened. --resume: parameters, momentum, epochs
 // done and seed from the checkpoint, read once, first; a resume without --epochs finishes the run it continues.
 dense::FitOptions fit_options(CnnFlags& f, const dense::Network& net, Distributed& dist, std::FILE* out,
@@ -223,7 +210,8 @@ int train(const CnnFlags& flags, Distributed& dist) {
   dense::Fit fit(net, tt.train, &tt.test, std::move(fo), dist);
   const std::size_t done = fit.epochs_done(), stop = f.until_epoch ? f.until_epoch : f.epochs;
   if (!f.resume.empty() && dist.root()) {
-    warn_changes(f.resume, fit.changes());
+    if (fit.changes().data_differs) warn_data_differs("cnn", f.resume, "training images");
+    warn_option_changes("cnn", f.resume, fit.changes().options, {"train-images", "ranks", "threads-per-worker"});
     if (!f.quiet) std::fprintf(out, "resumed from %s at epoch %zu\n", f.resume.c_str(), done);
   }
   if (dist.active())

@@ -50,36 +50,29 @@ void add_engine_flags(CLI::App& app, EngineFlags& f) {
 }
 
 TrainerOptions to_trainer_options(const EngineFlags& f) {
-  // Checked here first so that the message names the flag.
-  if (f.workers == 0 || f.workers > kMaxWorkers) {
-    throw InputError(fmt::format("{} {}: expected 1 to {}", f.names.workers, f.workers, kMaxWorkers));
-  }
-  if (f.epochs == 0 || f.epochs > kMaxEpochs)
-    throw InputError(fmt::format("{} {}: expected 1 to {}", f.names.epochs, f.epochs, kMaxEpochs));
-  if (f.step_examples == 0) throw InputError("--step 0: expected at least 1 example per step");
-  if (!(f.lr > 0.0f) || !std::isfinite(f.lr)) throw InputError(fmt::format("{} {}: expected > 0", f.names.lr, f.lr));
-  if (!(f.lr_floor >= 0.0f && f.lr_floor <= 1.0f)) {
-    throw InputError(fmt::format("--lr-floor {}: expected 0 to 1", f.lr_floor));
-  }
-  if (!(f.warmup >= 0.0f && f.warmup < 1.0f)) throw InputError(fmt::format("--warmup {}: expected [0, 1)", f.warmup));
   TrainerOptions o;
   o.workers = f.workers;
   o.epochs = f.epochs;
   o.seed = f.seed;
-  o.consistency = parse_flag("--policy", [&] { return parse_consistency(f.policy); });
-  o.tau = parse_flag("--tau", [&] { return parse_tau(f.tau); });
-  o.schedule.kind = parse_flag(f.names.schedule, [&] { return parse_schedule_kind(f.schedule); });
   o.step_examples = f.step_examples;
   o.schedule.lr = f.lr;
   o.schedule.floor = f.lr_floor;
   o.schedule.warmup = f.warmup;
   o.schedule.staleness_aware = f.staleness_aware;
   o.schedule.adagrad = f.adagrad;
+  // The options' errors name them; said here with the command's flags.
+  const std::pair<std::string_view, std::string_view> names[] = {
+      {"TrainerOptions::workers", f.names.workers}, {"TrainerOptions::epochs", f.names.epochs},
+      {"TrainerOptions::step_examples", "--step"},  {"Schedule::lr", f.names.lr},
+      {"Schedule::floor", "--lr-floor"},             {"Schedule::warmup", "--warmup"}};
   try {
     o.validate();
   } catch (const InputError& e) {
-    throw InputError(fmt::format("bad engine flags: {}", e.what()));
+    throw InputError(cli_message(e.what(), names));
   }
+  o.consistency = parse_flag("--policy", [&] { return parse_consistency(f.policy); });
+  o.tau = parse_flag("--tau", [&] { return parse_tau(f.tau); });
+  o.schedule.kind = parse_flag(f.names.schedule, [&] { return parse_schedule_kind(f.schedule); });
   return o;
 }
 
@@ -256,15 +249,13 @@ void refuse_diverged_segment(const std::string& name, const ParamStore& store) {
 }
 
 void check_generator_flags(const sparse::GeneratorOptions& gen) {
-  if (gen.examples == 0) throw InputError("--examples 0: give at least 1");
-  if (gen.features == 0 || gen.features - 1 > sparse::kMaxFeatureId) {
-    throw InputError(fmt::format("--features {}: expected 1 to {}", gen.features, std::uint64_t{sparse::kMaxFeatureId} + 1));
-  }
-  if (gen.nnz_per_example == 0 || gen.nnz_per_example > gen.features) {
-    throw InputError(fmt::format("--nnz {}: expected 1 to --features ({})", gen.nnz_per_example, gen.features));
-  }
-  if (!(gen.label_noise >= 0.0f && gen.label_noise <= 1.0f)) {
-    throw InputError(fmt::format("--noise {}: expected a probability in [0, 1]", gen.label_noise));
+  static constexpr std::pair<std::string_view, std::string_view> kFlags[] = {
+      {"GeneratorOptions::examples", "--examples"}, {"GeneratorOptions::features", "--features"},
+      {"GeneratorOptions::nnz_per_example", "--nnz"}, {"GeneratorOptions::label_noise", "--noise"}};
+  try {
+    gen.validate();
+  } catch (const InputError& e) {
+    throw InputError(cli_message(e.what(), kFlags));
   }
 }
 

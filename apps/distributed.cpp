@@ -3,21 +3,15 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cstdio>
-#include <cstdlib>
 #include <exception>
-#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "asgd/config.hpp"
 #include "asgd/engine/errors.hpp"
 #include "asgd/net/allreduce.hpp"
+#include "asgd/net/job.hpp"
 #include "cli_common.hpp"
-#if ASGD_HAVE_MPI
-#include "asgd/net/mpi.hpp"
-#endif
 
 namespace asgd::cli {
 
@@ -48,23 +42,12 @@ void sum_unless_chosen(DistributedFlags& flags, bool combine_given) {
 net::MultiRankOptions to_multi_rank_options(const DistributedFlags& flags) {
   const std::string& d = flags.dashes;
   net::MultiRankOptions o;
-  const std::string& every = flags.average_every;
-  if (every != "epoch") {
-    const auto [end, ec] = std::from_chars(every.data(), every.data() + every.size(), o.average_every);
-    if (ec != std::errc{} || end != every.data() + every.size() || o.average_every == 0 ||
-        o.average_every > net::ModelAverager::kMostEverySteps) {
-      throw InputError(fmt::format("{}average-every '{}': expected epoch or a number of steps from 1 to 2^40 - 1",
-                                   d, every));
-    }
-  }
-  o.average_weighted = flags.weighted;
-  if (flags.combine != "mean" && flags.combine != "sum") {
-    throw InputError(fmt::format("{}combine '{}': expected mean or sum", d, flags.combine));
-  }
-  o.combine = flags.combine == "sum" ? net::Combine::sum : net::Combine::mean;
   o.spell = [d, epochs = flags.epochs_flag](std::string_view option) {
     return option == "epochs" ? epochs : d + std::string(option);
   };
+  o.set_average_every(flags.average_every);
+  o.average_weighted = flags.weighted;
+  o.set_combine(flags.combine);
   o.validate();
   o.allreduce = parse_flag(d + "allreduce", [&] { return net::parse_algorithm(flags.allreduce); });
   return o;
@@ -84,43 +67,12 @@ void note_flags_unused(const DistributedFlags& flags) {
                names.c_str(), given.size() == 1 ? "applies" : "apply");
 }
 
-// MPI when mpirun started this process (MPI_THREAD_SERIALIZED: the averaging thread makes the calls).
-struct MpiJob {
-#if ASGD_HAVE_MPI
-  std::unique_ptr<net::MpiSession> session;
-  std::unique_ptr<net::MpiTransport> transport;
-#endif
-  net::Transport* start() {
-#if ASGD_HAVE_MPI
-    if (!net::MpiSession::launched_by_mpi()) return nullptr;
-    session = std::make_unique<net::MpiSession>(nullptr, nullptr, MPI_THREAD_SERIALIZED);
-    transport = std::make_unique<net::MpiTransport>();
-    return transport.get();
-#else
-    for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"}) {
-      if (std::getenv(v) != nullptr) {
-        throw InputError("started by mpirun, but this asgd was built without MPI (ASGD_WITH_MPI)");
-      }
-    }
-    return nullptr;
-#endif
-  }
-  // A multi-rank job cannot return an error from one rank: it ends them all.
-  [[noreturn]] void abort(int rank, const std::string& message, int code) {
-#if ASGD_HAVE_MPI
-    if (transport) transport->abort(message, code);
-#endif
-    std::fprintf(stderr, "asgd: rank %d: %s\n", rank, message.c_str());
-    std::exit(code);
-  }
-};
-
 }  // namespace
 
 int run_distributed(const DistributedFlags& flags, const std::function<int(Distributed&)>& body) {
   net::MultiRankOptions options = to_multi_rank_options(flags);
-  MpiJob mpi;
-  net::Transport* transport = mpi.start();
+  net::Job job;
+  net::Transport* transport = job.transport();
   std::optional<Distributed> group;
   if (transport != nullptr) {
     group.emplace(*transport, std::move(options));
@@ -142,11 +94,11 @@ int run_distributed(const DistributedFlags& flags, const std::function<int(Distr
     group->finish();
     return rc;
   } catch (const InputError& e) {
-    mpi.abort(group->rank(), fmt::format("error: {}", cli_message(e.what(), flags.names)), 2);
+    job.abort(group->rank(), fmt::format("error: {}", cli_message(e.what(), flags.names)), 2);
   } catch (const nlohmann::json::exception& e) {
-    mpi.abort(group->rank(), fmt::format("error: a model file's metadata is malformed: {}", e.what()), 2);
+    job.abort(group->rank(), fmt::format("error: a model file's metadata is malformed: {}", e.what()), 2);
   } catch (const std::exception& e) {
-    mpi.abort(group->rank(), fmt::format("error: {}", cli_message(e.what(), flags.names)), 1);
+    job.abort(group->rank(), fmt::format("error: {}", cli_message(e.what(), flags.names)), 1);
   }
 }
 

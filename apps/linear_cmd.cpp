@@ -55,9 +55,8 @@ void print_quality(std::FILE* out, const char* what, const sparse::LinearQuality
   fmt::print(out, "{}: {} examples, objective {:.6f}, accuracy {:.4f}\n", what, q.examples, q.objective, q.accuracy);
 }
 
-// The flags as the library's options; the checkpoint to resume is this rank's (under mpirun with AdaGrad each
-// rank has its own, and the ranks agree on its generation).
-sparse::LinearFitOptions fit_options(const TrainFlags& f, TrainerOptions trainer, Distributed& dist) {
+// The flags as the library's options.
+sparse::LinearFitOptions fit_options(const TrainFlags& f, TrainerOptions trainer) {
   sparse::LinearFitOptions o = f.fit;
   o.loss = parse_flag("--loss", [&] { return sparse::parse_linear_loss(f.loss); });
   o.unsorted = parse_unsorted(f.unsorted);
@@ -68,16 +67,6 @@ sparse::LinearFitOptions fit_options(const TrainFlags& f, TrainerOptions trainer
   o.run.checkpoint = f.checkpoint;
   o.run.resume = f.resume;
   o.run.on_progress = progress_printer("linear", f.quiet);
-  o.read_resumed = [&dist](const std::filesystem::path& resume, const TrainerOptions& options) {
-    const std::filesystem::path own = dist.own_checkpoint(resume, options);
-    if (own != resume && !std::filesystem::exists(own)) {
-      throw InputError(fmt::format("--resume: {} is missing (under mpirun an AdaGrad run checkpoints each rank's "
-                                   "sums, rank r's beside the file given; resume with as many ranks as wrote them)",
-                                   own.string()));
-    }
-    Distributed::Resumed r = dist.resume_own_checkpoint(resume, options);
-    return sparse::ResumedCheckpoint{.data = std::move(r.data), .file = std::move(r.file)};
-  };
   return o;
 }
 
@@ -158,7 +147,7 @@ int train(const TrainFlags& f, Distributed& dist) {
   std::optional<StopOnSignal> on_signal;
   const sparse::LinearFitReport report = [&] {
     try {
-      return sparse::fit_linear(fit_options(f, options, dist), dist, fit_events(f, options, out, dist, on_signal));
+      return sparse::fit_linear(fit_options(f, options), dist, fit_events(f, options, out, dist, on_signal));
     } catch (const DivergedSegment& e) {
       refuse_diverged_segment(e.segment, e.index, e.value);
     }

@@ -28,23 +28,23 @@ using namespace asgd::sparse::mf;
 
 struct MfTrainFlags {
   DistributedFlags dist;
-  std::string train_file, model_file, validation_file, format = "detect", policy = "racy", tau = "inf";
+  FitOptions fit;      // the flags that are its options as they are (-k, --l2, --positive, --shm, ...)
+  EngineFlags engine;  // -s, -t, -r, --seed, --policy, --tau, --adagrad
+  std::string train_file, model_file, validation_file, format = "detect";
   std::string schedule = "hogwild";
   std::string lr_schedule;  // default: constant (squared), linear (bpr)
-  std::string shm;  // train in this shared segment (live model for serving)
   std::string loss = "squared";
-  float positive_threshold = 4.0f;
-  std::size_t bins = 0;  // 0: 2 x threads + 1 (LIBMF's choice)
-  std::size_t factors = 32, threads = 2;
-  std::uint64_t epochs = 20, seed = 1, split_seed = 42;
-  float l2 = 0.05f, bias_l2 = 0.05f, rate = 0.02f;
-  float init_scale = MfOptions{}.init_scale;
-  double test_fraction = 0, validation_fraction = 0;
-  bool no_biases = false, no_mean = false, scale_ratings = false, head_first = false;
-  bool shm_recover = false;  // take over a segment whose writer was killed
-  bool adagrad = false, row_adagrad = false, quiet = false, sampled_eval = false;
+  bool no_biases = false, no_mean = false, head_first = false, row_adagrad = false, quiet = false;
   // The options on the command line: each one's first name ("--bins") and all of them ("-n,--bins").
   std::vector<std::pair<std::string, std::string>> given;
+
+  MfTrainFlags() {
+    engine.workers = 2;
+    engine.epochs = 20;
+    engine.lr = 0.02f;
+    engine.lr_floor = 0.0f;
+    engine.names = {"-s", "-t", "-r", "--lr-schedule"};
+  }
 };
 
 // mf::load_model, with the CLI's warnings and refusals: writers of the segment that died, a segment that holds
@@ -86,17 +86,8 @@ constexpr std::size_t kLibmfHead = 8;
 // The engine options both losses train with.
 // `default_schedule` is the loss's rate schedule unless --lr-schedule names one.
 TrainerOptions trainer_options(const MfTrainFlags& f, const char* default_schedule) {
-  EngineFlags ef;
-  ef.workers = f.threads;
-  ef.epochs = f.epochs;
-  ef.seed = f.seed;
-  ef.policy = f.policy;
-  ef.tau = f.tau;
+  EngineFlags ef = f.engine;
   ef.schedule = f.lr_schedule.empty() ? default_schedule : f.lr_schedule;
-  ef.lr = f.rate;
-  ef.lr_floor = 0.0f;
-  ef.adagrad = f.adagrad;
-  ef.names = {"-s", "-t", "-r", "--lr-schedule"};
   TrainerOptions o = to_trainer_options(ef);
   o.schedule.row_adagrad = f.row_adagrad;
   if (f.head_first && !f.row_adagrad) throw InputError("--head-first: only with --row-adagrad (LIBMF's rule)");
@@ -110,30 +101,17 @@ TrainerOptions trainer_options(const MfTrainFlags& f, const char* default_schedu
 // The flags as fit's options, made (and so checked) before any data is read: a 217 MB ratings file was read, 2 s,
 // before "-k 0" or "--l2 -1" was said, and reading scales with the file.
 FitOptions fit_options(const MfTrainFlags& f) {
-  FitOptions o;
+  FitOptions o = f.fit;
   o.loss = f.loss == "bpr" ? Loss::bpr : Loss::squared;
-  MfOptions& mo = o.model;
-  mo.factors = f.factors;
-  mo.l2 = f.l2;
-  mo.bias_l2 = f.bias_l2;
-  mo.init_scale = f.init_scale;
-  mo.biases = !f.no_biases;
-  mo.center = !f.no_mean;
-  mo.scale_ratings = f.scale_ratings;
-  mo.head_first = f.head_first ? kLibmfHead : 0;
-  if (o.loss == Loss::squared) mo.bins = f.bins;  // as given; the grid's count is set once the ids are known
-  mo.validate();
+  o.model.biases = !f.no_biases;
+  o.model.center = !f.no_mean;
+  o.model.head_first = f.head_first ? kLibmfHead : 0;
+  if (o.loss == Loss::bpr) o.model.bins = 0;  // refused when given; the grid's count is set once the ids are known
+  o.model.validate();
   o.trainer = trainer_options(f, o.loss == Loss::bpr ? "linear" : "constant");
   if (o.loss == Loss::squared && f.schedule != "hogwild" && f.schedule != "blocks") {
     throw InputError(fmt::format("--schedule {}: expected hogwild or blocks", f.schedule));
   }
-  o.positive = f.positive_threshold;
-  o.test_fraction = f.test_fraction;
-  o.validation_fraction = f.validation_fraction;
-  o.split_seed = f.split_seed;
-  o.sampled_eval = f.sampled_eval;
-  o.shm = f.shm;
-  o.shm_recover = f.shm_recover;
   o.model_file = f.model_file;
   o.on_progress = progress_printer(o.loss == Loss::bpr ? "bpr" : "mf", f.quiet);
   o.validate();
@@ -146,7 +124,7 @@ constexpr std::pair<std::string_view, std::string_view> kTrainNames[] = {
     {"FitOptions::validation_fraction", "--validation-fraction"}, {"MfOptions::scale_ratings", "--scale-ratings"},
     {"Schedule::lr", "-r"},                          {"MfOptions::l2", "-l2"},
     {"MfOptions::factors", "-k"}, {"MfOptions::bias_l2", "--bias-l2"}, {"MfOptions::init_scale", "--init"},
-    {"MfOptions::bins", "--bins"}};
+    {"MfOptions::bins", "--bins"}, {"Schedule::adagrad", "--adagrad"}, {"Schedule::row_adagrad", "--row-adagrad"}};
 
 // What the run prints as it sets up and trains: the data, the grid's notes (stderr), the store, each epoch.
 FitEvents train_events(std::FILE* out, const MfTrainFlags& f, Distributed& dist, double load_seconds) {
@@ -154,23 +132,23 @@ FitEvents train_events(std::FILE* out, const MfTrainFlags& f, Distributed& dist,
   ev.on_data = [out, &f, &dist](const FitSetup& s) {
     if (f.loss == "bpr") {
       fmt::print(out, "bpr: {} positives (rating >= {}) of {} ratings; {} users, {} items ({} and {} with a positive)\n",
-                 s.positives, f.positive_threshold, s.ratings, s.users, s.items, s.users_with_positive,
+                 s.positives, f.fit.positive, s.ratings, s.users, s.items, s.users_with_positive,
                  s.items_with_positive);
     }
     if (!s.grid || !dist.root()) return;
-    if (s.grid->cut && f.bins)
-      fmt::print(stderr, "asgd mf: note: -n/--bins {}: {} (as many as the {} users or items)\n", f.bins, s.grid->bins,
+    if (s.grid->cut && f.fit.model.bins)
+      fmt::print(stderr, "asgd mf: note: -n/--bins {}: {} (as many as the {} users or items)\n", f.fit.model.bins, s.grid->bins,
                  s.grid->bins);
-    if (s.grid->workers < f.threads) {
-      fmt::print(stderr, "asgd mf: note: -s {}: {} with --schedule blocks on {} bins ({})\n", f.threads,
+    if (s.grid->workers < f.engine.workers) {
+      fmt::print(stderr, "asgd mf: note: -s {}: {} with --schedule blocks on {} bins ({})\n", f.engine.workers,
                  counted(s.grid->workers, "worker"), s.grid->bins,
                  s.grid->cut ? "bins cut to the users or items, more than 2 x workers" : "more bins than workers");
     }
   };
   ev.on_start = [out, &f, &dist, load_seconds](const FitSetup& s) {
-    if (!f.shm.empty()) {
+    if (!f.fit.shm.empty()) {
       fmt::print(out, "mf: {} shared segment '{}' (serve it with: asgd mf recommend MODEL_FILE --shm {})\n",
-                 s.created ? "created" : "training into existing", f.shm, f.shm);
+                 s.created ? "created" : "training into existing", f.fit.shm, f.fit.shm);
     }
     const bool bpr = f.loss == "bpr";
     if (!bpr) {
@@ -208,7 +186,7 @@ std::string metrics_text(const RankingMetrics& m, std::size_t k) {
 void print_squared(std::FILE* out, const MfTrainFlags& f, const FitReport& r) {
   fmt::print(out, "mf: {} in {:.2f} s of SGD ({:.3g} rating updates/s, {}, {}, {})\n",
              counted(r.train.epochs.size(), "epoch"), r.train.seconds,
-             static_cast<double>(r.train.examples) / r.train.seconds, counted(r.workers, "worker"), f.policy,
+             static_cast<double>(r.train.examples) / r.train.seconds, counted(r.workers, "worker"), f.engine.policy,
              r.bins ? fmt::format("blocks {}x{}", r.bins, r.bins) : std::string("hogwild"));
   if (r.validation) print_errors(out, "validation", *r.validation);
   if (r.test) print_errors(out, "test", *r.test);
@@ -219,7 +197,7 @@ void print_ranking(std::FILE* out, const MfTrainFlags& f, const FitReport& r) {
   fmt::print(out, "held out: {} of {} positives ({:.2f}%; --test-fraction {:g} per user, at least one of each user "
              "with two or more)\n",
              r.held_out, r.positives, 100.0 * static_cast<double>(r.held_out) / static_cast<double>(r.positives),
-             f.test_fraction);
+             f.fit.test_fraction);
   fmt::print(out, "full ranking, {} users, {} items never ranked (no training positive): BPR {}\n",
              r.ranking->ours.users, r.cold_items, metrics_text(r.ranking->ours, 10));
   fmt::print(out, "                                        most-popular {}\n", metrics_text(r.ranking->popular, 10));
@@ -249,7 +227,7 @@ int print_report(std::FILE* out, const MfTrainFlags& f, Distributed& dist, const
   const bool bpr = f.loss == "bpr";
   if (bpr) {
     fmt::print(out, "bpr: {} in {:.2f} s of SGD ({:.3g} updates/s, {})\n", counted(r.train.epochs.size(), "epoch"),
-               r.train.seconds, static_cast<double>(r.train.examples) / r.train.seconds, counted(f.threads, "worker"));
+               r.train.seconds, static_cast<double>(r.train.examples) / r.train.seconds, counted(f.engine.workers, "worker"));
   }
   if (dist.active()) {
     fmt::print(out, "mpi: {}\n", dist.traffic());
@@ -277,20 +255,20 @@ void refuse_unless(const MfTrainFlags& f, std::string_view setting, std::initial
 // cannot be written, flags of the other loss or schedule.
 void check_train_flags(const MfTrainFlags& f, Distributed& dist) {
   check_one_stdin({{"TRAIN_FILE", f.train_file}, {"-v", f.validation_file}});
-  for (const auto& [flag, value] : {std::pair{"--test-fraction", f.test_fraction},
-                                    std::pair{"--validation-fraction", f.validation_fraction}}) {
+  for (const auto& [flag, value] : {std::pair{"--test-fraction", f.fit.test_fraction},
+                                    std::pair{"--validation-fraction", f.fit.validation_fraction}}) {
     if (!(value >= 0 && value < 1)) throw InputError(fmt::format("{} {}: expected 0 <= F < 1", flag, value));
   }
-  if (dist.active() && !f.shm.empty()) throw InputError("--shm: not with mpirun (each rank keeps its model)");
+  if (dist.active() && !f.fit.shm.empty()) throw InputError("--shm: not with mpirun (each rank keeps its model)");
   // What the ranks' models are averaged over: one objective, and one split of the ratings.
   const std::pair<std::string_view, std::string> settings[] = {
-      {"--loss", f.loss}, {"--l2", as_text(f.l2)}, {"--bias-l2", as_text(f.bias_l2)},
-      {"--positive", as_text(f.positive_threshold)}, {"--test-fraction", as_text(f.test_fraction)},
-      {"--validation-fraction", as_text(f.validation_fraction)}, {"--split-seed", as_text(f.split_seed)}};
+      {"--loss", f.loss}, {"--l2", as_text(f.fit.model.l2)}, {"--bias-l2", as_text(f.fit.model.bias_l2)},
+      {"--positive", as_text(f.fit.positive)}, {"--test-fraction", as_text(f.fit.test_fraction)},
+      {"--validation-fraction", as_text(f.fit.validation_fraction)}, {"--split-seed", as_text(f.fit.split_seed)}};
   dist.same_settings(settings);
   if (dist.root()) {
     // With --shm the model file is written before training too (a server reads its ids), and again at the end.
-    if (f.shm.empty())
+    if (f.fit.shm.empty())
       check_output("MODEL_FILE", f.model_file);
     else
       check_rewritten_output("MODEL_FILE (with --shm)", f.model_file);
@@ -319,7 +297,7 @@ int train(const MfTrainFlags& f, Distributed& dist) {
   // The report goes to stderr when the model goes to stdout (MODEL_FILE -).
   std::FILE* const out = report_stream({f.model_file});
   FitOptions o = fit_options(f);
-  if (f.validation_fraction > 0 && !f.validation_file.empty())
+  if (f.fit.validation_fraction > 0 && !f.validation_file.empty())
     throw InputError("give -v FILE or --validation-fraction, not both");
   const auto start = std::chrono::steady_clock::now();
   Ratings all = read_ratings(f.train_file, format_flag(f.format));
@@ -336,7 +314,7 @@ int train(const MfTrainFlags& f, Distributed& dist) {
     }
   }();
   if (r.train.stopped) {  // by Ctrl-C or SIGTERM; mf keeps no checkpoints
-    print_interrupted({.command = "mf train", .epochs = f.epochs, .shm = f.shm}, r.train);
+    print_interrupted({.command = "mf train", .epochs = f.engine.epochs, .shm = f.fit.shm}, r.train);
     return interrupted_exit_code();
   }
   return print_report(out, f, dist, r);
@@ -455,45 +433,45 @@ void add_train_command(CLI::App& mf, int& exit_code) {
   train_cmd->add_option("train_file", t->train_file, "Ratings (u.data, ratings.dat, ratings.csv or LIBMF text; gzipped or not)")
       ->required();
   train_cmd->add_option("model_file", t->model_file, "Write the model here");
-  train_cmd->add_option("-k", t->factors, "Factors")->capture_default_str();
-  train_cmd->add_option("-t", t->epochs, "Epochs")->capture_default_str();
-  train_cmd->add_option("--l2", t->l2, "L2 on P and Q (-l2 as in LIBMF)")->capture_default_str();
-  train_cmd->add_option("--bias-l2", t->bias_l2, "L2 on the biases")->capture_default_str();
-  train_cmd->add_option("-r", t->rate, "Learning rate")->capture_default_str();
+  train_cmd->add_option("-k", t->fit.model.factors, "Factors")->capture_default_str();
+  train_cmd->add_option("-t", t->engine.epochs, "Epochs")->capture_default_str();
+  train_cmd->add_option("--l2", t->fit.model.l2, "L2 on P and Q (-l2 as in LIBMF)")->capture_default_str();
+  train_cmd->add_option("--bias-l2", t->fit.model.bias_l2, "L2 on the biases")->capture_default_str();
+  train_cmd->add_option("-r", t->engine.lr, "Learning rate")->capture_default_str();
   train_cmd->add_option("--lr-schedule", t->lr_schedule,
                         "constant, linear (to 0 at the end) or inverse-sqrt (default: constant; bpr: linear)");
-  train_cmd->add_option("--init", t->init_scale, "P and Q start uniform in [0, INIT / sqrt(k))")->capture_default_str();
-  train_cmd->add_option("-s", t->threads, "Threads (workers)")->capture_default_str();
+  train_cmd->add_option("--init", t->fit.model.init_scale, "P and Q start uniform in [0, INIT / sqrt(k))")->capture_default_str();
+  train_cmd->add_option("-s", t->engine.workers, "Threads (workers)")->capture_default_str();
   train_cmd->add_option("-v,-p", t->validation_file, "Validation file: RMSE after every epoch (-p: LIBMF's spelling)");
-  train_cmd->add_option("--test-fraction", t->test_fraction,
+  train_cmd->add_option("--test-fraction", t->fit.test_fraction,
                         "Hold out this fraction at random as a test set (bpr: per user)");
-  train_cmd->add_option("--validation-fraction", t->validation_fraction,
+  train_cmd->add_option("--validation-fraction", t->fit.validation_fraction,
                         "Hold out this fraction of the training part as a validation set (for tuning)");
-  train_cmd->add_flag("--sampled-eval", t->sampled_eval,
+  train_cmd->add_flag("--sampled-eval", t->fit.sampled_eval,
                       "bpr: also leave-one-out by time vs 99 sampled negatives (NCF's protocol)");
-  train_cmd->add_option("--split-seed", t->split_seed, "Seed of the random split")->capture_default_str();
+  train_cmd->add_option("--split-seed", t->fit.split_seed, "Seed of the random split")->capture_default_str();
   train_cmd->add_option("--format", t->format, "detect, udata, dat, csv, libmf")->capture_default_str();
-  train_cmd->add_option("--seed", t->seed, "Seed for initialisation and shuffles")->capture_default_str();
-  train_cmd->add_option("--policy", t->policy, "racy (Hogwild!), atomic, locked")->capture_default_str();
-  train_cmd->add_option("--tau", t->tau, "Bounded delay in steps (inf = async)")->capture_default_str();
-  train_cmd->add_flag("--adagrad", t->adagrad, "Per-parameter AdaGrad steps");
+  train_cmd->add_option("--seed", t->engine.seed, "Seed for initialisation and shuffles")->capture_default_str();
+  train_cmd->add_option("--policy", t->engine.policy, "racy (Hogwild!), atomic, locked")->capture_default_str();
+  train_cmd->add_option("--tau", t->engine.tau, "Bounded delay in steps (inf = async)")->capture_default_str();
+  train_cmd->add_flag("--adagrad", t->engine.adagrad, "Per-parameter AdaGrad steps");
   train_cmd->add_flag("--no-biases", t->no_biases, "squared: learn no user and item biases (as LIBMF)");
   train_cmd->add_flag("--no-mean", t->no_mean,
                       "squared: predict biases + p . q, not centred on the mean (as LIBMF; unknown ids still get the mean)");
-  train_cmd->add_flag("--scale-ratings", t->scale_ratings,
+  train_cmd->add_flag("--scale-ratings", t->fit.model.scale_ratings,
                       "squared: fit ratings divided by their standard deviation, the L2 weights too (as LIBMF)");
   train_cmd->add_flag("--row-adagrad", t->row_adagrad, "Per-row AdaGrad steps: lr / sqrt(1 + G_row), as LIBMF 2");
   train_cmd->add_flag("--head-first", t->head_first,
                       "row AdaGrad as LIBMF 2 runs it: the first 8 factors keep their own sum and train alone in epoch 1");
   train_cmd->add_option("--schedule", t->schedule, "hogwild (racy updates anywhere) or blocks (LIBMF's grid)")
       ->capture_default_str();
-  train_cmd->add_option("--shm", t->shm, "Train in shared segment NAME; with MODEL_FILE, ids are written first for serving");
-  train_cmd->add_flag("--shm-recover", t->shm_recover, "Take over a segment whose writer was killed");
+  train_cmd->add_option("--shm", t->fit.shm, "Train in shared segment NAME; with MODEL_FILE, ids are written first for serving");
+  train_cmd->add_flag("--shm-recover", t->fit.shm_recover, "Take over a segment whose writer was killed");
   train_cmd->add_option("--loss", t->loss, "squared (explicit ratings) or bpr (implicit: ratings >= --positive)")
       ->capture_default_str();
-  train_cmd->add_option("--positive", t->positive_threshold, "bpr: ratings at or above this are positives")
+  train_cmd->add_option("--positive", t->fit.positive, "bpr: ratings at or above this are positives")
       ->capture_default_str();
-  train_cmd->add_option("--bins,-n", t->bins,
+  train_cmd->add_option("--bins,-n", t->fit.model.bins,
                         "blocks: users and items split into this many groups, at most 4096 (default 2 x threads + 1); "
                         "fewer workers than bins (lowered, with a note)");
   train_cmd->add_flag("--quiet,-q", t->quiet, "No per-epoch lines");

@@ -4,17 +4,14 @@
 // are processes (MPI); started plainly, they are two threads of this process
 // over an in-process transport, the same calls either way.
 //   mpirun -np 2 two_ranks      or      two_ranks
-#include <asgd/config.hpp>
 #include <asgd/engine/param_store.hpp>
 #include <asgd/engine/trainer.hpp>
+#include <asgd/net/job.hpp>
 #include <asgd/net/multi_rank.hpp>
 #include <asgd/net/transport.hpp>
 #include <asgd/sparse/generator.hpp>
 #include <asgd/sparse/libsvm.hpp>
 #include <asgd/sparse/linear.hpp>
-#if ASGD_HAVE_MPI
-#include <asgd/net/mpi.hpp>
-#endif
 #include <cstdio>
 #include <exception>
 #include <thread>
@@ -56,14 +53,11 @@ void train_rank(asgd::net::Transport& transport, const asgd::sparse::SparseDatas
 
 int main() try {
   const auto generated = asgd::sparse::generate_sparse({.examples = 20000, .features = 2000, .nnz_per_example = 10});
-#if ASGD_HAVE_MPI
-  if (asgd::net::MpiSession::launched_by_mpi()) {
-    asgd::net::MpiSession session(nullptr, nullptr, MPI_THREAD_SERIALIZED);  // the averaging may run on a thread
-    asgd::net::MpiTransport world;
-    train_rank(world, generated.data);
+  asgd::net::Job job;  // MPI when mpirun started this process
+  if (asgd::net::Transport* world = job.transport()) {
+    train_rank(*world, generated.data);
     return 0;
   }
-#endif
   asgd::net::LocalFabric fabric(2);
   std::exception_ptr error;
   std::thread other([&] {

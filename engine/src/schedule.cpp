@@ -43,19 +43,19 @@ float Schedule::rate(double progress, double epochs_elapsed, std::uint64_t stale
 }
 
 void Schedule::validate() const {
-  if (!(lr > 0.0f) || !std::isfinite(lr)) throw InputError(fmt::format("schedule: learning rate {} must be > 0", lr));
-  if (!(floor >= 0.0f && floor <= 1.0f)) throw InputError(fmt::format("schedule: floor {} must be in [0, 1]", floor));
+  if (!(lr > 0.0f) || !std::isfinite(lr)) throw InputError(fmt::format("Schedule::lr {}: expected > 0", lr));
+  if (!(floor >= 0.0f && floor <= 1.0f)) throw InputError(fmt::format("Schedule::floor {}: expected 0 to 1", floor));
   if (!(decay >= 0.0f) || !std::isfinite(decay))
-    throw InputError(fmt::format("schedule: decay {} must be finite and >= 0", decay));
-  if (!(warmup >= 0.0f && warmup < 1.0f)) throw InputError(fmt::format("schedule: warm-up {} must be in [0, 1)", warmup));
+    throw InputError(fmt::format("Schedule::decay {}: expected finite and >= 0", decay));
+  if (!(warmup >= 0.0f && warmup < 1.0f)) throw InputError(fmt::format("Schedule::warmup {}: expected [0, 1)", warmup));
   if (!(warmup_start > 0.0f && warmup_start <= 1.0f)) {
-    throw InputError(fmt::format("schedule: warm-up start {} must be in (0, 1]", warmup_start));
+    throw InputError(fmt::format("Schedule::warmup_start {}: expected (0, 1]", warmup_start));
   }
-  if (adagrad && row_adagrad) throw InputError("schedule: choose per-parameter or per-row AdaGrad, not both");
-  if (row_head > 0 && !row_adagrad) throw InputError("schedule: a row head is for per-row AdaGrad");
-  if (row_head >= kMaxRowHead) throw InputError(fmt::format("schedule: a row head must be below {}", kMaxRowHead));
+  if (adagrad && row_adagrad) throw InputError("Schedule::adagrad and Schedule::row_adagrad: choose one, not both");
+  if (row_head > 0 && !row_adagrad) throw InputError("Schedule::row_head: for Schedule::row_adagrad only");
+  if (row_head >= kMaxRowHead) throw InputError(fmt::format("Schedule::row_head {}: expected below {}", row_head, kMaxRowHead));
   if (!(adagrad_eps > 0.0f) || !std::isfinite(adagrad_eps))
-    throw InputError(fmt::format("schedule: AdaGrad eps {} must be finite and > 0", adagrad_eps));
+    throw InputError(fmt::format("Schedule::adagrad_eps {}: expected finite and > 0", adagrad_eps));
 }
 
 std::string Schedule::describe() const {

@@ -30,12 +30,13 @@ std::filesystem::path normalized(const std::filesystem::path& path) {
 
 void TrainerOptions::validate() const {
   if (workers == 0 || workers > kMaxWorkers)
-    throw InputError(fmt::format("workers {}: expected 1 to {}", workers, kMaxWorkers));
+    throw InputError(fmt::format("TrainerOptions::workers {}: expected 1 to {}", workers, kMaxWorkers));
   if (epochs == 0 || epochs > kMaxEpochs)
-    throw InputError(fmt::format("epochs {}: expected 1 to {}", epochs, kMaxEpochs));
-  if (step_examples == 0) throw InputError("step examples: expected at least 1");
-  if (!(progress_interval_seconds > 0)) throw InputError("progress interval: expected > 0 seconds");
-  if (checkpoint_every == 0) throw InputError("checkpoint every: expected at least 1 epoch");
+    throw InputError(fmt::format("TrainerOptions::epochs {}: expected 1 to {}", epochs, kMaxEpochs));
+  if (step_examples == 0) throw InputError("TrainerOptions::step_examples 0: expected at least 1 example per step");
+  if (!(progress_interval_seconds > 0))
+    throw InputError(fmt::format("TrainerOptions::progress_interval_seconds {}: expected > 0", progress_interval_seconds));
+  if (checkpoint_every == 0) throw InputError("TrainerOptions::checkpoint_every 0: expected at least 1 epoch");
   schedule.validate();
 }
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -22,6 +23,23 @@ std::string MultiRankOptions::spelled(std::string_view option) const {
   std::string name(option);
   std::replace(name.begin(), name.end(), '-', '_');
   return "MultiRankOptions::" + name;
+}
+
+void MultiRankOptions::set_average_every(std::string_view text) {
+  average_every = 0;
+  if (text == "epoch") return;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), average_every);
+  if (ec != std::errc{} || end != text.data() + text.size() || average_every == 0 ||
+      average_every > ModelAverager::kMostEverySteps) {
+    throw InputError(fmt::format("{} '{}': expected epoch or a number of steps from 1 to 2^40 - 1",
+                                 spelled("average-every"), text));
+  }
+}
+
+void MultiRankOptions::set_combine(std::string_view text) {
+  if (text != "mean" && text != "sum")
+    throw InputError(fmt::format("{} '{}': expected mean or sum", spelled("combine"), text));
+  combine = text == "sum" ? Combine::sum : Combine::mean;
 }
 
 void MultiRankOptions::validate() const {
@@ -120,6 +138,18 @@ std::optional<CheckpointData> read_previous(const std::filesystem::path& previou
   }
 }
 }  // namespace
+
+std::optional<MultiRank::Resumed> MultiRank::resume_checkpoint(const std::filesystem::path& path,
+                                                              const TrainerOptions& options) {
+  const std::filesystem::path own = own_checkpoint(path, options);
+  if (own != path && !std::filesystem::exists(own)) {
+    throw InputError(fmt::format("TrainingRunOptions::resume: {} is missing (under mpirun an AdaGrad run checkpoints "
+                                 "each rank's sums, rank r's beside the file given; resume with as many ranks as "
+                                 "wrote them)",
+                                 own.string()));
+  }
+  return resume_own_checkpoint(path, options);
+}
 
 MultiRank::Resumed MultiRank::resume_own_checkpoint(const std::filesystem::path& path,
                                                     const TrainerOptions& options) {

@@ -51,24 +51,25 @@ class Random {
   bool has_spare_ = false;
 };
 
-void validate(const GeneratorOptions& o) {
-  auto bad = [](const std::string& what) { throw InputError("generate_sparse: " + what); };
-  if (o.examples == 0) bad("examples must be at least 1");
-  if (o.features == 0 || o.features - 1 > kMaxFeatureId) {
-    bad(fmt::format("features must be in 1..2^31, got {}", o.features));
+}  // namespace
+
+void GeneratorOptions::validate() const {
+  if (examples == 0) throw InputError("GeneratorOptions::examples 0: give at least 1");
+  if (features == 0 || features - 1 > kMaxFeatureId) {
+    throw InputError(fmt::format("GeneratorOptions::features {}: expected 1 to {}", features,
+                                 std::uint64_t{kMaxFeatureId} + 1));
   }
-  if (o.nnz_per_example == 0 || o.nnz_per_example > o.features) {
-    bad(fmt::format("nnz_per_example must be in 1..features ({}), got {}", o.features, o.nnz_per_example));
+  if (nnz_per_example == 0 || nnz_per_example > features) {
+    throw InputError(fmt::format("GeneratorOptions::nnz_per_example {}: expected 1 to GeneratorOptions::features ({})",
+                                 nnz_per_example, features));
   }
-  if (!(o.label_noise >= 0.0f && o.label_noise <= 1.0f)) {
-    bad(fmt::format("label_noise must be in [0, 1], got {}", o.label_noise));
+  if (!(label_noise >= 0.0f && label_noise <= 1.0f)) {
+    throw InputError(fmt::format("GeneratorOptions::label_noise {}: expected a probability in [0, 1]", label_noise));
   }
 }
 
-}  // namespace
-
 GeneratedData generate_sparse(const GeneratorOptions& options) {
-  validate(options);
+  options.validate();
   const std::size_t n = options.examples;
   const std::uint32_t d = options.features;
   const std::uint32_t k = options.nnz_per_example;

@@ -34,13 +34,14 @@ void check_until_epoch(const LinearFitOptions& options) {
 }
 
 // The run's options: the checkpoint to resume read (by this rank's rule), the objective a segment keeps.
-TrainingRunOptions run_options(const LinearFitOptions& options) {
+TrainingRunOptions run_options(const LinearFitOptions& options, RankGroup& group) {
   TrainingRunOptions ro = options.run;
   ro.attach.settings = linear_segment_settings(options.loss, options.l2);
-  if (!options.run.resume.empty() && options.read_resumed) {
-    ResumedCheckpoint resumed = options.read_resumed(options.run.resume, options.trainer);
-    ro.resume = std::move(resumed.file);
-    ro.resumed = std::move(resumed.data);
+  if (!options.run.resume.empty()) {
+    if (auto resumed = group.resume_checkpoint(options.run.resume, options.trainer)) {
+      ro.resume = std::move(resumed->file);
+      ro.resumed = std::move(resumed->data);
+    }
   }
   return ro;
 }
@@ -110,7 +111,7 @@ LinearFitReport fit_linear(const LinearFitOptions& options, RankGroup& group, co
   // Read before training, so that a bad test file fails now rather than after the run.
   std::optional<SparseDataset> test;
   if (!options.test.empty() && group.root()) test = read_libsvm(options.test, options.unsorted);
-  TrainingRunOptions ro = run_options(options);
+  TrainingRunOptions ro = run_options(options, group);
   check_until_epoch(options);
   std::atomic<bool>* const stop = events.stop_from_here ? events.stop_from_here() : nullptr;
   if (stop != nullptr) ro.stop = stop;

@@ -4,11 +4,13 @@
 // goes on exactly as the uninterrupted job; checkpoints with no epoch in
 // common, or of different runs, and ranks given different options are
 // refused on every rank.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <mutex>
@@ -21,6 +23,7 @@
 #include "asgd/engine/errors.hpp"
 #include "asgd/engine/param_store.hpp"
 #include "asgd/engine/trainer.hpp"
+#include "asgd/net/job.hpp"
 #include "asgd/net/multi_rank.hpp"
 #include "asgd/net/transport.hpp"
 
@@ -220,6 +223,34 @@ TEST(MultiRank, RanksGivenDifferentOptionsOrSettingsAreRefusedOnEveryRank) {
                        "(their models are averaged)");
   EXPECT_EQ(message_of([] { MultiRank(MultiRankOptions{.average_weighted = true, .combine = Combine::sum}); }),
             "MultiRankOptions::average_weighted weights the mean; it does not apply to MultiRankOptions::combine sum");
+}
+
+TEST(MultiRank, OptionsReadFromTextNameTheOptionWhenWrong) {
+  MultiRankOptions o;
+  o.set_average_every("epoch");
+  EXPECT_EQ(o.average_every, 0u);
+  o.set_average_every("250");
+  EXPECT_EQ(o.average_every, 250u);
+  o.set_combine("sum");
+  EXPECT_EQ(o.combine, Combine::sum);
+  o.set_combine("mean");
+  EXPECT_EQ(o.combine, Combine::mean);
+  for (const char* bad : {"0", "-1", "5x", "", "1099511627776"})
+    EXPECT_EQ(message_of([&] { o.set_average_every(bad); }),
+              fmt::format("MultiRankOptions::average_every '{}': expected epoch or a number of steps from 1 to 2^40 "
+                          "- 1",
+                          bad));
+  EXPECT_EQ(message_of([&] { o.set_combine("median"); }), "MultiRankOptions::combine 'median': expected mean or sum");
+  o.spell = [](std::string_view option) { return "-" + std::string(option); };
+  EXPECT_EQ(message_of([&] { o.set_combine("avg"); }), "-combine 'avg': expected mean or sum");
+}
+
+TEST(Job, AProcessNotStartedByMpirunIsNoRankOfAJob) {
+  // ctest starts this test plainly: no launcher's variables, no transport.
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"})
+    if (std::getenv(v) != nullptr) GTEST_SKIP() << v << " is set: started by a launcher";
+  Job job;
+  EXPECT_EQ(job.transport(), nullptr);
 }
 
 }  // namespace

@@ -2,12 +2,14 @@
 // labels that follow the planted logistic model.
 #include "asgd/sparse/generator.hpp"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
 #include <vector>
 
+#include "../common/message_of.hpp"
 #include "asgd/engine/errors.hpp"
 
 namespace asgd::sparse {
@@ -111,6 +113,8 @@ TEST(Generator, LabelNoiseOnlyFlipsLabels) {
   EXPECT_NEAR(agreement(generate_sparse(o)), 0.5, 0.02);
 }
 
+using asgd::testing::message_of;
+
 TEST(Generator, RejectsImpossibleOptions) {
   auto bad = [](auto change) {
     auto o = small_options();
@@ -125,6 +129,15 @@ TEST(Generator, RejectsImpossibleOptions) {
   bad([](GeneratorOptions& o) { o.label_noise = -0.1f; });
   bad([](GeneratorOptions& o) { o.label_noise = 1.5f; });
   bad([](GeneratorOptions& o) { o.label_noise = std::nanf(""); });
+  // The message names the option and its range.
+  auto o = small_options();
+  o.nnz_per_example = o.features + 1;
+  EXPECT_EQ(message_of([&] { o.validate(); }),
+            fmt::format("GeneratorOptions::nnz_per_example {}: expected 1 to GeneratorOptions::features ({})",
+                        o.features + 1, o.features));
+  o = small_options();
+  o.features = 0;
+  EXPECT_EQ(message_of([&] { o.validate(); }), "GeneratorOptions::features 0: expected 1 to 2147483648");
 }
 
 }  // namespace

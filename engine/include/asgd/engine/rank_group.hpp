@@ -6,13 +6,16 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "asgd/engine/checkpoint.hpp"
 #include "asgd/engine/layout.hpp"
 #include "asgd/engine/param_store.hpp"
 #include "asgd/engine/trainer.hpp"
@@ -51,6 +54,16 @@ class RankGroup {
   // before the Trainer is made; start(trainer, store) once it is initialised
   // or resumed (every rank takes rank 0's parameters); then run_averaged.
   virtual void prepare(TrainerOptions& /*options*/) {}
+  // The checkpoint this rank resumes for `path` (collective), and the file it was read from; none: `path` itself,
+  // read by the run (one process). On several ranks each may have a file of its own (net::MultiRank).
+  struct Resumed {
+    CheckpointData data;
+    std::filesystem::path file;
+  };
+  virtual std::optional<Resumed> resume_checkpoint(const std::filesystem::path& /*path*/,
+                                                   const TrainerOptions& /*options*/) {
+    return std::nullopt;
+  }
   virtual void start(Trainer& /*trainer*/, ParamStore& /*store*/) {}
   // A model trained outside the Trainer (the CNN): a common start, then
   // average(weight) after each epoch or K updates.

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -42,6 +43,10 @@ struct MultiRankOptions {
   // command line passes its flags' spellings.
   std::function<std::string(std::string_view option)> spell = {};
 
+  // average_every from text: "epoch" (0) or a number of steps, 1 to 2^40 - 1; combine from "mean" or "sum".
+  // InputError naming the option, as spell() says it.
+  void set_average_every(std::string_view text);
+  void set_combine(std::string_view text);
   // InputError naming the option that is wrong.
   void validate() const;
   std::string spelled(std::string_view option) const;
@@ -76,6 +81,9 @@ class MultiRank final : public RankGroup {
   void prepare(TrainerOptions& options) override;
   // Whether each rank writes a checkpoint of its own (AdaGrad on several ranks).
   bool own_files(const TrainerOptions& options) const;
+  // resume_own_checkpoint, with an InputError naming TrainingRunOptions::resume when this rank's own file is
+  // missing (resumed by fewer ranks than wrote them).
+  std::optional<Resumed> resume_checkpoint(const std::filesystem::path& path, const TrainerOptions& options) override;
   // The checkpoint this rank writes and resumes from, for `path` as given:
   // with own files rank r > 0 has PATH.rank<r> beside rank 0's PATH;
   // otherwise `path` (rank 0 writes it; every rank resumes from it).
@@ -88,10 +96,6 @@ class MultiRank final : public RankGroup {
   // and says so on stderr. InputError, with every rank's epochs, when a rank
   // has that epoch in neither file, and when the files are of different runs
   // (run_id_of differs). Nothing on disk is changed.
-  struct Resumed {
-    CheckpointData data;
-    std::filesystem::path file;
-  };
   Resumed resume_own_checkpoint(const std::filesystem::path& path, const TrainerOptions& options);
   // What cross-rank comparisons carry exactly (40 bits): digests are cut to it, as run ids are.
   static constexpr std::uint64_t kDigestMask = kRunIdMask;

@@ -16,6 +16,9 @@ struct GeneratorOptions {
   std::uint32_t nnz_per_example = 20;   // 1..features
   std::uint64_t seed = 1;
   float label_noise = 0.0f;             // probability of flipping a label, in [0, 1]
+
+  // InputError naming the option that is out of its range.
+  void validate() const;
 };
 
 struct GeneratedData {

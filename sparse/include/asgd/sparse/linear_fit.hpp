@@ -21,12 +21,6 @@
 
 namespace asgd::sparse {
 
-// A checkpoint read for a resume, and the file it was read from.
-struct ResumedCheckpoint {
-  CheckpointData data;
-  std::filesystem::path file;
-};
-
 // Errors name these options (LinearFitOptions::l2, TrainingRunOptions::resume, TrainerOptions::seed,
 // Schedule::adagrad); a caller with other names for them maps them.
 struct LinearFitOptions {
@@ -44,12 +38,9 @@ struct LinearFitOptions {
   std::filesystem::path model;     // written by rank 0 after training; empty: none
   TrainerOptions trainer;
   // The store (shm, attach.recover_stale), checkpoints, the stop request and progress. `resume`: the checkpoint to
-  // go on from, read by read_resumed; `attach.settings` is set here (the objective every trainer of the segment
-  // shares).
+  // go on from, this rank's as the group reads it (RankGroup::resume_checkpoint); `attach.settings` is set here
+  // (the objective every trainer of the segment shares).
   TrainingRunOptions run;
-  // Reads the checkpoint to resume for this rank (collective on several ranks: under AdaGrad each rank has its
-  // own). Unset: the file run.resume names.
-  std::function<ResumedCheckpoint(const std::filesystem::path& resume, const TrainerOptions& trainer)> read_resumed;
 };
 
 struct LinearFitReport {

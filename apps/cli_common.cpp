@@ -91,35 +91,16 @@ void refuse_negative_unsigned(CLI::App& app) {
   for (CLI::App* sub : app.get_subcommands({})) refuse_negative_unsigned(*sub);
 }
 
-void warn_options_changed(std::string_view command, const std::string& path, const std::optional<OptionsRecord>& before,
-                          const OptionsRecord& now, std::initializer_list<std::string_view> bare) {
-  if (before) warn_option_changes(command, path, changed_options(*before, now), bare);
-}
-
 void warn_option_changes(std::string_view command, const std::string& path, std::span<const OptionChange> changes,
-                         std::initializer_list<std::string_view> bare) {
+                         std::initializer_list<std::string_view> bare, std::string_view dashes) {
   for (const auto& [key, value, was] : changes) {
     const bool is_bare = std::find(bare.begin(), bare.end(), key) != bare.end();
     std::fprintf(stderr,
                  "asgd %.*s: warning: %s %s now, %s in the run %s continues; the result will differ from an "
                  "uninterrupted run's\n",
-                 static_cast<int>(command.size()), command.data(), is_bare ? key.c_str() : ("--" + key).c_str(),
+                 static_cast<int>(command.size()), command.data(), is_bare ? key.c_str() : (std::string(dashes) + key).c_str(),
                  value.c_str(), was.c_str(), path.c_str());
   }
-}
-
-void warn_data_changed(std::string_view command, const std::string& path, const std::optional<OptionsRecord>& before,
-                       OptionsRecord& now, const std::string& digest_key, const std::string& count_key,
-                       std::string_view what) {
-  const auto value = [](const OptionsRecord& r, const std::string& key) -> std::optional<std::string> {
-    const auto at = r.find(key);
-    return at == r.end() ? std::nullopt : std::optional<std::string>(at->second);
-  };
-  if (before && value(*before, digest_key) && value(now, digest_key) &&
-      value(*before, digest_key) != value(now, digest_key) &&
-      value(*before, count_key).value_or("") == value(now, count_key).value_or(""))
-    warn_data_differs(command, path, what);
-  now.erase(digest_key);
 }
 
 void warn_data_differs(std::string_view command, const std::string& path, std::string_view what) {

@@ -87,28 +87,14 @@ inline std::string counted(std::uint64_t n, std::string_view noun) {
   return fmt::format("{} {}{}", n, noun, n == 1 ? "" : "s");
 }
 
-// A resumed run continues the saved one (the same rates, steps and updates)
-// only with the same options: a warning on stderr for every key of `now`
-// that `before` (the options the checkpoint `path` recorded; none: it
-// recorded none) holds with another value. A key is printed as --key unless
-// `bare` names it (a count or a name that no flag sets).
-void warn_options_changed(std::string_view command, const std::string& path, const std::optional<OptionsRecord>& before,
-                          const OptionsRecord& now, std::initializer_list<std::string_view> bare = {});
-
-// The same warnings for changes already found (changed_options, dense::resume_changes).
+// A resumed run continues the saved one (the same rates, steps and updates) only with the same options: a warning
+// on stderr for every change (resume_changes, dense::resume_changes, w2v::changed_settings) to the run the
+// checkpoint `path` holds. A key is printed as DASHES key unless `bare` names it (a count or a name that no flag
+// sets).
 void warn_option_changes(std::string_view command, const std::string& path, std::span<const OptionChange> changes,
-                         std::initializer_list<std::string_view> bare = {});
+                         std::initializer_list<std::string_view> bare = {}, std::string_view dashes = "--");
 // "the WHAT differ from those of the run PATH continues (same number)", as a warning.
 void warn_data_differs(std::string_view command, const std::string& path, std::string_view what);
-
-// The data a resumed run trains on against the run's: `before` and `now`
-// (options as above) hold a digest of it under `digest_key` and its size
-// under `count_key`. A warning in words when the digest differs and the
-// size does not (another size is warn_options_changed's to say); the digest
-// is then erased from `now`, since its hex means nothing to a reader.
-void warn_data_changed(std::string_view command, const std::string& path, const std::optional<OptionsRecord>& before,
-                       OptionsRecord& now, const std::string& digest_key, const std::string& count_key,
-                       std::string_view what);
 
 // Ctrl-C (SIGINT) or SIGTERM while a command trains (StopOnSignal,
 // engine/stop_signal.hpp). The first asks the run to stop: the workers end

@@ -118,11 +118,11 @@ sparse::LinearFitEvents fit_events(const TrainFlags& f, const TrainerOptions& op
   };
   events.ready = [&f, out, &dist](const sparse::LinearFitReady& r) {
     if (r.resumed && dist.root()) {
-      const std::optional<OptionsRecord> before = saved_options(r.resumed_metadata);
       OptionsRecord now = r.run.record();
-      warn_data_changed("linear train", f.resume, before, now, "data", "examples", "training examples");
       now.erase("run");  // a digest of the settings: those that differ are said one by one
-      warn_options_changed("linear train", f.resume, before, now, {"examples", "nonzeros"});
+      const ResumeChanges changes = resume_changes(saved_options(r.resumed_metadata), now, "data", "examples");
+      if (changes.data_differs) warn_data_differs("linear train", f.resume, "training examples");
+      warn_option_changes("linear train", f.resume, changes.options, {"examples", "nonzeros"});
       fmt::print(out, "resumed from {} at epoch {}\n", f.resume, r.epoch);
     }
     if (dist.active())

@@ -197,17 +197,6 @@ W2vFlags parse_flags(const std::vector<std::string>& args) {
   return f;
 }
 
-// A resumed run continues the saved one only with its rate and its updates (-threads with more than one worker,
-// -policy even with one: atomic adds round otherwise than racy stores): a warning for each that differs.
-void warn_if_changed(const std::string& resume, const w2v::RunInfo& saved, const w2v::RunInfo& now) {
-  OptionsRecord before, after;
-  if (saved.alpha > 0) before["-alpha"] = as_text(saved.alpha), after["-alpha"] = as_text(now.alpha);
-  if (saved.threads > 0) before["-threads"] = as_text(saved.threads), after["-threads"] = as_text(now.threads);
-  if (!saved.policy.empty()) before["-policy"] = saved.policy, after["-policy"] = now.policy;
-  if (!saved.tau.empty()) before["-tau"] = saved.tau, after["-tau"] = now.tau;
-  warn_options_changed("w2v", resume, before, after, {"-alpha", "-threads", "-policy", "-tau"});
-}
-
 // What is trained, before the first epoch (rank 0).
 void print_start(const W2vFlags& f, const w2v::Word2VecStart& s, bool show_progress) {
   if (show_progress) {
@@ -221,7 +210,7 @@ void print_start(const W2vFlags& f, const w2v::Word2VecStart& s, bool show_progr
                "schedule assumes the same corpus\n",
                s.saved.corpus_tokens, s.now.corpus_tokens);
   }
-  warn_if_changed(f.options.resume, s.saved, s.now);
+  warn_option_changes("w2v", f.options.resume, w2v::changed_settings(s.saved, s.now), {}, "-");
 }
 
 // word2vec.c's progress line, on a terminal.

@@ -53,4 +53,20 @@ std::vector<OptionChange> changed_options(const OptionsRecord& before, const Opt
   return changes;
 }
 
+ResumeChanges resume_changes(const std::optional<OptionsRecord>& before, OptionsRecord now,
+                             std::string_view digest_key, std::string_view count_key) {
+  ResumeChanges changes;
+  if (!before) return changes;
+  const auto value = [](const OptionsRecord& r, std::string_view key) -> std::optional<std::string> {
+    const auto at = r.find(key);
+    return at == r.end() ? std::nullopt : std::optional<std::string>(at->second);
+  };
+  const auto digest_before = value(*before, digest_key), digest_now = value(now, digest_key);
+  changes.data_differs = digest_before && digest_now && digest_before != digest_now &&
+                         value(*before, count_key) == value(now, count_key);
+  if (const auto at = now.find(digest_key); at != now.end()) now.erase(at);
+  changes.options = changed_options(*before, now);
+  return changes;
+}
+
 }  // namespace asgd

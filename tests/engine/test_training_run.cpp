@@ -18,6 +18,7 @@
 #include "../common/message_of.hpp"
 #include "../common/scratch_dir.hpp"
 #include "asgd/engine/errors.hpp"
+#include "asgd/engine/options_record.hpp"
 #include "asgd/engine/trainer.hpp"
 #include "toy_problems.hpp"
 
@@ -153,6 +154,22 @@ TEST(TrainingRun, ResumesItsCheckpointAndSaysWhichOptionsChanged) {
   EXPECT_EQ(trainer.state().epoch, 2u);
   EXPECT_EQ(run.changes_since_resumed().size(), 1u);  // still known once loaded
   EXPECT_EQ(trainer.run(problem).epochs.size(), 2u);
+}
+
+TEST(ResumeChanges, OtherDataOfTheSameSizeIsToldAndItsDigestIsNoOptionChange) {
+  const OptionsRecord before = {{"data", "00aa"}, {"examples", "100"}, {"lr", "0.1"}};
+  OptionsRecord now = {{"data", "00bb"}, {"examples", "100"}, {"lr", "0.2"}};
+  ResumeChanges c = resume_changes(before, now, "data", "examples");
+  EXPECT_TRUE(c.data_differs);
+  ASSERT_EQ(c.options.size(), 1u);
+  EXPECT_EQ(c.options[0].key, "lr");
+  now["examples"] = "120";  // another size: said as the size's change, not as other data
+  c = resume_changes(before, now, "data", "examples");
+  EXPECT_FALSE(c.data_differs);
+  EXPECT_EQ(c.options.size(), 2u);
+  EXPECT_FALSE(resume_changes(std::nullopt, now, "data", "examples").data_differs);  // nothing recorded
+  EXPECT_TRUE(resume_changes(std::nullopt, now, "data", "examples").options.empty());
+  EXPECT_FALSE(resume_changes(before, before, "data", "examples").data_differs);
 }
 
 TEST(TrainingRun, TheRunIdIsTheSameForTheSameSettingsOnly) {

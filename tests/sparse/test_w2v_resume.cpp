@@ -6,6 +6,7 @@
 
 #include "../common/message_of.hpp"
 #include "../common/scratch_dir.hpp"
+#include "asgd/sparse/word2vec/checkpoint_file.hpp"
 #include "asgd/sparse/word2vec/resume.hpp"
 #include "asgd/sparse/word2vec/training.hpp"
 
@@ -45,6 +46,26 @@ struct Checkpointed {
 };
 
 }  // namespace
+
+TEST(ResumeWord2Vec, SettingsThatChangeTheUpdatesAreToldWhereRecorded) {
+  RunInfo saved;
+  saved.alpha = 0.025f;
+  saved.threads = 4;
+  saved.policy = "racy";
+  saved.tau = "inf";
+  RunInfo now = saved;
+  EXPECT_TRUE(changed_settings(saved, now).empty());
+  now.alpha = 0.05f;
+  now.policy = "atomic";
+  const auto changes = changed_settings(saved, now);
+  ASSERT_EQ(changes.size(), 2u);
+  EXPECT_EQ(changes[0].key, "alpha");
+  EXPECT_EQ(changes[0].now, "0.05");
+  EXPECT_EQ(changes[0].before, "0.025");
+  EXPECT_EQ(changes[1].key, "policy");
+  // Not recorded (an older asgd's checkpoint): nothing to compare.
+  EXPECT_TRUE(changed_settings(RunInfo{}, now).empty());
+}
 
 TEST(ResumeWord2Vec, TakesTheModelVocabularyAndUpdatesOfTheRun) {
   const Checkpointed run;

@@ -12,6 +12,16 @@
 
 namespace asgd::sparse::w2v {
 
+std::vector<OptionChange> changed_settings(const RunInfo& saved, const RunInfo& now) {
+  OptionsRecord before, after;
+  if (saved.alpha > 0) before["alpha"] = fmt::format("{}", saved.alpha), after["alpha"] = fmt::format("{}", now.alpha);
+  if (saved.threads > 0)
+    before["threads"] = fmt::format("{}", saved.threads), after["threads"] = fmt::format("{}", now.threads);
+  if (!saved.policy.empty()) before["policy"] = saved.policy, after["policy"] = now.policy;
+  if (!saved.tau.empty()) before["tau"] = saved.tau, after["tau"] = now.tau;
+  return changed_options(before, after);
+}
+
 std::string checkpoint_metadata(const ModelOptions& m, const Vocabulary& vocab, const RunInfo& r) {
   nlohmann::json j{{"model", "word2vec"}, {"cbow", m.cbow},     {"dim", m.dim},
                    {"window", m.window},  {"negative", m.negative}, {"hs", m.hs},

@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "asgd/engine/trainer.hpp"
@@ -44,5 +45,16 @@ struct OptionChange {
   std::string key, now, before;
 };
 std::vector<OptionChange> changed_options(const OptionsRecord& before, const OptionsRecord& now);
+
+// What a resumed run changes against the run it continues (`before`: the options its checkpoint recorded; none:
+// it recorded none, so nothing can be told). The data: a digest of it under `digest_key` that differs while its
+// size under `count_key` does not (another size is an option change). The options: changed_options, the digest
+// left out (its hex means nothing to a reader).
+struct ResumeChanges {
+  bool data_differs = false;
+  std::vector<OptionChange> options;
+};
+ResumeChanges resume_changes(const std::optional<OptionsRecord>& before, OptionsRecord now,
+                             std::string_view digest_key, std::string_view count_key);
 
 }  // namespace asgd

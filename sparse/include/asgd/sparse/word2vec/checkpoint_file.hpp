@@ -9,6 +9,9 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
+
+#include "asgd/engine/options_record.hpp"
 
 #include "asgd/sparse/word2vec/model.hpp"
 #include "asgd/sparse/word2vec/vocabulary.hpp"
@@ -29,6 +32,11 @@ struct RunInfo {
 };
 
 std::string checkpoint_metadata(const ModelOptions& model, const Vocabulary& vocab, const RunInfo& run);
+
+// How a resumed run (`now`) updates otherwise than the run it continues (`saved`): alpha, threads, policy and tau,
+// each where the checkpoint recorded it. Another rate or other updates give another result than an uninterrupted
+// run's (threads beyond one reorder the updates; atomic adds round otherwise than racy stores).
+std::vector<OptionChange> changed_settings(const RunInfo& saved, const RunInfo& now);
 
 // What a checkpoint's metadata holds. InputError naming `path` for metadata that is not word2vec's or is damaged.
 struct SavedRun {

@@ -219,16 +219,6 @@ void warn_if_writers_died(const std::string& name) {
              fmt::join(info.dead_writers, ", "), name);
 }
 
-void refuse_diverged_segment(const std::string& name, std::size_t index, float value) {
-  throw InputError(fmt::format("segment '{}': parameter {} is {}: a run that trained into it diverged (it stopped "
-                               "with \"training diverged\"); remove it (asgd shm remove {}) and train again",
-                               name, index, value, name));
-}
-
-void refuse_diverged_segment(const std::string& name, const ParamStore& store) {
-  if (const auto i = store.first_non_finite()) refuse_diverged_segment(name, *i, store.load(*i));
-}
-
 void check_generator_flags(const sparse::GeneratorOptions& gen) {
   static constexpr std::pair<std::string_view, std::string_view> kFlags[] = {
       {"GeneratorOptions::examples", "--examples"}, {"GeneratorOptions::features", "--features"},

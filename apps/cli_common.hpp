@@ -152,11 +152,6 @@ void check_generator_flags(const sparse::GeneratorOptions& gen);
 // without detaching: what it serves is what that process had written, perhaps mid-epoch (`asgd shm info` says as
 // much; a writer would have to pass --shm-recover).
 void warn_if_writers_died(const std::string& name);
-// A reader of segment `name` refuses it (InputError) when a parameter is NaN or infinite: a run that diverged
-// stops with "training diverged" but leaves its values in the segment, and they would be served as scores.
-void refuse_diverged_segment(const std::string& name, const ParamStore& store);
-// The same refusal for parameter `index`, of value `value` (a TrainingRun's DivergedSegment, said as the CLI says it).
-[[noreturn]] void refuse_diverged_segment(const std::string& name, std::size_t index, float value);
 // Where a command prints its report (what it read, did and reached):
 // stdout, unless one of `outputs` (its data files; "" for none) is written
 // there too, as `--model -` is: then stderr, so the data stays whole. A

@@ -145,13 +145,8 @@ int train(const TrainFlags& f, Distributed& dist) {
     check_distinct("--checkpoint", f.checkpoint, {{"--data", f.fit.data}, {"--test", f.fit.test}});
   }
   std::optional<StopOnSignal> on_signal;
-  const sparse::LinearFitReport report = [&] {
-    try {
-      return sparse::fit_linear(fit_options(f, options), dist, fit_events(f, options, out, dist, on_signal));
-    } catch (const DivergedSegment& e) {
-      refuse_diverged_segment(e.segment, e.index, e.value);
-    }
-  }();
+  const sparse::LinearFitReport report =
+      sparse::fit_linear(fit_options(f, options), dist, fit_events(f, options, out, dist, on_signal));
   if (report.training.stopped) {
     print_interrupted({.command = "linear train",
                        .epochs = options.epochs,
@@ -188,7 +183,6 @@ int eval(const EvalFlags& f) {
   sparse::SparseDataset data = sparse::read_libsvm(o.data, o.unsorted);
   const ParamStore store = ParamStore::attach_shared_any(f.shm, Access::read_only);
   warn_if_writers_died(f.shm);
-  refuse_diverged_segment(f.shm, store);
   sparse::LinearSegmentModel m = sparse::linear_segment_model(store, f.shm, {.loss = o.loss, .l2 = o.l2});
   if (!m.objective.l2) {
     m.objective.l2 = 1e-4;  // a segment made by another program: parameters only

@@ -47,13 +47,12 @@ struct MfTrainFlags {
   }
 };
 
-// mf::load_model, with the CLI's warnings and refusals: writers of the segment that died, a segment that holds
-// NaN or inf, a file from a run into shared memory that did not finish.
+// mf::load_model, with the CLI's warnings: writers of the segment that died, a file from a run into shared memory
+// that did not finish.
 LoadedModel load_model(const std::string& path, const std::string& shm = {}) {
   LoadedModel m = sparse::mf::load_model(path, shm);
   if (!shm.empty()) {
     warn_if_writers_died(shm);
-    refuse_diverged_segment(shm, *m.store);
   } else if (m.epochs == 0) {
     // `mf train --shm` writes the model file before it trains (a server needs its ids meanwhile) and again at
     // the end: a file still at epoch 0 is from a run that did not finish, its factors the initial random ones.
@@ -306,13 +305,7 @@ int train(const MfTrainFlags& f, Distributed& dist) {
   const double load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const StopOnSignal on_signal(!dist.active());  // before the segment opens: see linear train
   o.stop = on_signal.flag();
-  const FitReport r = [&] {
-    try {
-      return fit(std::move(all), o, dist, train_events(out, f, dist, load_seconds), std::move(validation));
-    } catch (const DivergedSegment& e) {
-      refuse_diverged_segment(e.segment, e.index, e.value);
-    }
-  }();
+  const FitReport r = fit(std::move(all), o, dist, train_events(out, f, dist, load_seconds), std::move(validation));
   if (r.train.stopped) {  // by Ctrl-C or SIGTERM; mf keeps no checkpoints
     print_interrupted({.command = "mf train", .epochs = f.engine.epochs, .shm = f.fit.shm}, r.train);
     return interrupted_exit_code();

@@ -54,7 +54,7 @@ TrainingRun::TrainingRun(Layout layout, TrainingRunOptions options,
   if (store_.created) return;
   dead_writers_ = ParamStore::inspect_shared(options_.shm).dead_writers;
   // Training would go on from a diverged run's values and diverge again at its first step.
-  if (const auto i = store_.store.first_non_finite()) throw DivergedSegment(options_.shm, *i, store_.store.load(*i));
+  refuse_diverged(store_.store, options_.shm);
 }
 
 void TrainingRun::set_record(OptionsRecord record, std::uint64_t seed, std::string_view settings) {

@@ -5,12 +5,17 @@
 namespace asgd {
 
 DivergedSegment::DivergedSegment(std::string name, std::size_t at, float v)
-    : InputError(fmt::format("segment '{}': parameter {} is {}: a run that trained into it diverged; remove the "
-                             "segment (ParamStore::remove_shared) and train again",
-                             name, at, v)),
+    : InputError(fmt::format("segment '{}': parameter {} is {}: a run that trained into it diverged (it stopped "
+                             "with \"training diverged\"); remove it (ParamStore::remove_shared(\"{}\")) and train "
+                             "again",
+                             name, at, v, name)),
       segment(std::move(name)),
       index(at),
       value(v) {}
+
+void refuse_diverged(const ParamStore& store, const std::string& name) {
+  if (const auto i = store.first_non_finite()) throw DivergedSegment(name, *i, store.load(*i));
+}
 
 RemoveOnFailure::~RemoveOnFailure() {
   if (name_.empty() || std::uncaught_exceptions() <= exceptions_) return;

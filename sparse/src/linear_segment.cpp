@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "asgd/engine/errors.hpp"
+#include "asgd/engine/training_store.hpp"
 
 namespace asgd::sparse {
 
@@ -41,6 +42,7 @@ LinearSegmentObjective linear_segment_objective(const std::string& settings, con
 
 LinearSegmentModel linear_segment_model(const ParamStore& store, const std::string& name,
                                         const LinearSegmentObjective& given) {
+  refuse_diverged(store, name);
   if (!store.layout().contains("weights")) throw InputError(fmt::format("segment {}: not a linear model", name));
   LinearSegmentModel model;
   model.weights = store.snapshot("weights");

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "asgd/engine/errors.hpp"
+#include "asgd/engine/training_store.hpp"
 
 namespace asgd::sparse::mf {
 namespace {
@@ -173,6 +174,7 @@ LoadedModel load_model(const std::filesystem::path& path, const std::string& shm
   m.epochs = d.state.epoch;
   if (!shm.empty()) {
     m.store.emplace(ParamStore::attach_shared(shm, d.layout, Access::read_only));
+    refuse_diverged(*m.store, shm);
   } else {
     m.store.emplace(ParamStore::on_heap(d.layout));
     m.store->assign(d.params);

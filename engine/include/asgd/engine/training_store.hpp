@@ -47,6 +47,9 @@ class DivergedSegment : public InputError {
   std::size_t index;  // the first parameter that is NaN or infinite
   float value;
 };
+// Throws DivergedSegment when a parameter of `store`, segment `name`, is NaN or infinite: what a reader serves
+// and what a trainer would go on from.
+void refuse_diverged(const ParamStore& store, const std::string& name);
 
 // The parameters of a run: on the heap when `shm` is empty, else in the
 // shared segment `shm` (ParamStore::open_or_create_shared). `initialize`,

@@ -53,7 +53,8 @@ ModelInfo read_model_info(const CheckpointData& file, const std::filesystem::pat
 
 // A model file read for predicting or serving: what it holds beside the factors, and the factors, from the file
 // or, given `shm`, live from that shared segment (attached read-only: a trainer may be writing it; the file gives
-// the ids and the scale). InputError as read_model_info's, or naming the segment.
+// the ids and the scale). InputError as read_model_info's, or naming the segment; DivergedSegment when the segment
+// holds a NaN or infinite parameter (a run that trained into it diverged: its scores would be served).
 struct LoadedModel : ModelInfo {
   std::optional<ParamStore> store;
   std::uint64_t epochs = 0;  // the file's: 0 for one written as training into a segment began

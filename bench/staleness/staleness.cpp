@@ -86,6 +86,7 @@ SettingResult LinearSweep::run(const Setting& s, std::uint64_t epochs, std::size
                         s.workers, tau_to_string(s.tau), e, total.seconds, result.objective, result.gap,
                         r.staleness.mean(), r.staleness.max(), r.max_lead, r.examples_per_second));
   }
+  result.missed_optimum = !(result.gap <= kOptimumGap);
   result.seconds = total.seconds;
   result.mean_staleness = total.staleness.mean();
   result.max_lead = total.max_lead;

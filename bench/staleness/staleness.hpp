@@ -56,12 +56,16 @@ class CsvLog {
   std::ofstream out_;
 };
 
+// How close to the optimum a linear run must end (relative gap) to have reached it.
+inline constexpr double kOptimumGap = 1e-3;
+
 // What every setting's run reports (per problem, the fields it measures).
 struct SettingResult {
   double seconds = 0;            // of training, evaluation left out
   double mean_staleness = 0;
   std::uint64_t max_lead = 0;    // linear
   double objective = 0, gap = 0;  // linear: the final objective, relative to the optimum
+  bool missed_optimum = false;   // linear: the gap is not within kOptimumGap (or not a number)
   double rate = 0;               // w2v: words/s; mf: updates/s; cnn: images/s
   double loss = 0;               // w2v: the last epoch's training loss
   double analogy_accuracy = -1;  // w2v: with questions; -1: none

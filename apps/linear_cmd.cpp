@@ -180,17 +180,11 @@ int eval(const EvalFlags& f) {
     print_quality(stdout, "eval", sparse::evaluate_linear_model(f.model, o));
     return 0;
   }
-  sparse::SparseDataset data = sparse::read_libsvm(o.data, o.unsorted);
-  const ParamStore store = ParamStore::attach_shared_any(f.shm, Access::read_only);
+  const sparse::LinearSegmentEval e = sparse::evaluate_linear_segment(f.shm, o);
   warn_if_writers_died(f.shm);
-  sparse::LinearSegmentModel m = sparse::linear_segment_model(store, f.shm, {.loss = o.loss, .l2 = o.l2});
-  if (!m.objective.l2) {
-    m.objective.l2 = 1e-4;  // a segment made by another program: parameters only
-    fmt::print("(segment: objective with --l2 {}, the training default; pass --l2 if it trained with another)\n",
-               *m.objective.l2);
-  }
-  const sparse::LinearLoss loss = m.objective.loss.value_or(sparse::LinearLoss::logistic);
-  print_quality(stdout, "eval", sparse::score_linear(data, std::move(m.weights), *m.objective.l2, loss));
+  if (e.l2_assumed)
+    fmt::print("(segment: objective with --l2 {}, the training default; pass --l2 if it trained with another)\n", e.l2);
+  print_quality(stdout, "eval", e.quality);
   return 0;
 }
 

@@ -50,4 +50,15 @@ LinearSegmentModel linear_segment_model(const ParamStore& store, const std::stri
   return model;
 }
 
+LinearSegmentEval evaluate_linear_segment(const std::string& name, const LinearEvalOptions& options) {
+  SparseDataset data = read_libsvm(options.data, options.unsorted);
+  const ParamStore store = ParamStore::attach_shared_any(name, Access::read_only);
+  LinearSegmentModel m = linear_segment_model(store, name, {.loss = options.loss, .l2 = options.l2});
+  LinearSegmentEval eval;
+  eval.l2_assumed = !m.objective.l2;
+  eval.l2 = m.objective.l2.value_or(1e-4);
+  eval.quality = score_linear(data, std::move(m.weights), eval.l2, m.objective.loss.value_or(LinearLoss::logistic));
+  return eval;
+}
+
 }  // namespace asgd::sparse

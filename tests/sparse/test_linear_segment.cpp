@@ -5,14 +5,19 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
+#include <fstream>
 #include <string>
 
 #include "../common/message_of.hpp"
+#include "../common/scratch_dir.hpp"
 
 namespace asgd::sparse {
 namespace {
 
 using asgd::testing::message_of;
+
+void write_text(const std::filesystem::path& path, const std::string& text) { std::ofstream(path) << text; }
 
 TEST(LinearSegment, TheObjectiveKeptReadsBack) {
   const std::string kept = linear_segment_settings(LinearLoss::squared_hinge, 0.25);
@@ -54,6 +59,34 @@ TEST(LinearSegment, ASegmentsWeightsAreReadWithItsObjective) {
   other.add("factors", {3});
   EXPECT_EQ(message_of([&] { linear_segment_model(ParamStore::on_heap(other), "h"); }),
             "segment h: not a linear model");
+}
+
+TEST(LinearSegment, ALiveSegmentIsScoredAndADivergedOneRefused) {
+  const asgd::testing::ScratchDir dir;
+  write_text(dir / "d.svm", "1 1:1\n-1 2:1\n");
+  const std::string name = "asgd-test-linear-eval-" + std::to_string(::getpid());
+  ParamStore::remove_shared(name);
+  Layout layout;
+  layout.add("weights", {3});
+  ParamStore store = ParamStore::create_shared(name, layout, CreateOptions{});  // another program's: no settings
+  store.data()[1] = 2;   // feature 1: +1's, right
+  store.data()[2] = -2;  // feature 2: -1's, right
+  LinearEvalOptions o;
+  o.data = dir / "d.svm";
+  LinearSegmentEval e = evaluate_linear_segment(name, o);
+  EXPECT_TRUE(e.l2_assumed);
+  EXPECT_EQ(e.l2, 1e-4);
+  EXPECT_EQ(e.quality.examples, 2u);
+  EXPECT_EQ(e.quality.accuracy, 1.0);
+  o.l2 = 0.5;
+  e = evaluate_linear_segment(name, o);
+  EXPECT_FALSE(e.l2_assumed);
+  EXPECT_EQ(e.l2, 0.5);
+  store.data()[2] = std::nanf("");
+  EXPECT_NE(message_of([&] { evaluate_linear_segment(name, o); })
+                .find("segment '" + name + "': parameter 2 is nan: a run that trained into it diverged"),
+            std::string::npos);
+  ParamStore::remove_shared(name);
 }
 
 }  // namespace

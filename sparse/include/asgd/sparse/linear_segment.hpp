@@ -9,6 +9,7 @@
 #include "asgd/engine/param_store.hpp"
 
 #include "asgd/sparse/linear.hpp"
+#include "asgd/sparse/linear_quality.hpp"
 
 namespace asgd::sparse {
 
@@ -32,5 +33,16 @@ struct LinearSegmentModel {
 // The model in `store`, segment `name` (attached by the caller): InputError when it holds no "weights".
 LinearSegmentModel linear_segment_model(const ParamStore& store, const std::string& name,
                                         const LinearSegmentObjective& given = {});
+
+// Reads `options.data`, then scores the weights live in segment `name` (attached read-only; a trainer may be
+// writing it; refused when diverged) with the objective the options give, else the segment's. A segment that
+// keeps no L2 weight (made by another program: parameters only) is scored with 1e-4, the training default
+// (`l2_assumed`), and one that keeps no loss with logistic.
+struct LinearSegmentEval {
+  LinearQuality quality;
+  double l2 = 0;
+  bool l2_assumed = false;
+};
+LinearSegmentEval evaluate_linear_segment(const std::string& name, const LinearEvalOptions& options);
 
 }  // namespace asgd::sparse

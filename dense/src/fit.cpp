@@ -46,6 +46,12 @@ void FitOptions::validate() const {
                                  resume.string(), done));
 }
 
+void FitOptions::resume_from(const std::filesystem::path& path, const Network& net, bool its_epochs) {
+  resume = path;
+  resumed = read_lenet(path, net);
+  if (its_epochs) train.epochs = recorded_epochs(path, resumed->metadata).value_or(train.epochs);
+}
+
 ResumeChanges resume_changes(const std::string& metadata, OptionsRecord now) {
   ResumeChanges changes;
   const auto before = saved_options(metadata);

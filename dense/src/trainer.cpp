@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <optional>
 #include <thread>
+#include <utility>
 
 #include "asgd/engine/errors.hpp"
 #include "asgd/engine/trainer.hpp"
@@ -166,13 +167,21 @@ std::vector<EpochReport> train(const Network& net, ParamStore& params, std::vect
   return reports;
 }
 
-TimedEval evaluate_timed(const Network& net, const float* params, const Dataset& data, std::size_t batch,
-                         std::size_t threads, std::size_t repeats) {
+void TimedEvalOptions::validate() const {
+  for (const auto& [option, value] : {std::pair{"TimedEvalOptions::batch", batch},
+                                      std::pair{"TimedEvalOptions::threads", threads},
+                                      std::pair{"TimedEvalOptions::repeats", repeats}})
+    if (value == 0) throw InputError(fmt::format("{} 0: expected at least 1", option));
+}
+
+TimedEval evaluate_timed(const Network& net, const float* params, const Dataset& data,
+                         const TimedEvalOptions& options) {
+  options.validate();
   TimedEval t;
-  t.seconds.resize(repeats);
+  t.seconds.resize(options.repeats);
   for (double& s : t.seconds) {
     const auto start = std::chrono::steady_clock::now();
-    t.result = evaluate(net, params, data, batch, threads);
+    t.result = evaluate(net, params, data, options.batch, options.threads);
     s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
   return t;

@@ -121,13 +121,13 @@ const Loaded& backend() {
 // The backend's table, or RuntimeError saying why there is none.
 const detail::Backend& table() {
   const Loaded& b = backend();
-  if (b.table == nullptr) throw RuntimeError("--device gpu: " + b.error);
+  if (b.table == nullptr) throw RuntimeError("gpu: " + b.error);
   return *b.table;
 }
 
 #else
 
-[[noreturn]] void no_cuda() { throw RuntimeError("--device gpu: " + unavailable()); }
+[[noreturn]] void no_cuda() { throw RuntimeError("gpu: " + unavailable()); }
 
 #endif
 

@@ -64,7 +64,7 @@ void use_device() { ASGD_CUDA(cudaSetDevice(chosen_device())); }
 
 void require_device() {
   const std::string why = unavailable();
-  if (!why.empty()) throw RuntimeError("--device gpu: " + why);
+  if (!why.empty()) throw RuntimeError("gpu: " + why);
   use_device();
 }
 

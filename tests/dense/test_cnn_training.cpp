@@ -8,6 +8,8 @@
 #include <cmath>
 #include <filesystem>
 #include <random>
+#include <string>
+#include <utility>
 
 #include "../common/scratch_dir.hpp"
 #include "../common/squares.hpp"
@@ -258,6 +260,38 @@ TEST(CnnTraining, ABatchLargerThanTheDataIsTheWholeData) {
   std::size_t counted = 0;
   for (const auto c : wrapped.confusion) counted += c;
   EXPECT_EQ(counted, data.size());
+}
+
+// evaluate_timed: the evaluation's result, once per timed pass, and the median pass's rate; a count of 0 is
+// refused with the option's name.
+TEST(CnnTraining, TimedEvaluationKeepsEachPassAndTheResult) {
+  const Network net = small_net();
+  const Dataset test = squares(200, 3);
+  const ParamStore store = fresh(net, 2);
+  TimedEvalOptions o;
+  o.batch = 64;
+  o.threads = 2;
+  o.repeats = 3;
+  const TimedEval t = evaluate_timed(net, store.data(), test, o);
+  ASSERT_EQ(t.seconds.size(), 3u);
+  for (const double s : t.seconds) EXPECT_GT(s, 0.0);
+  EXPECT_EQ(t.result.confusion, evaluate(net, store.data(), test, 64, 2).confusion);
+  EXPECT_GT(t.images_per_second(test.size()), 0.0);
+  TimedEval fixed;
+  fixed.seconds = {4.0, 1.0, 2.0};
+  EXPECT_DOUBLE_EQ(fixed.images_per_second(100), 50.0);  // the median pass
+  for (const auto& [field, option] : {std::pair{&TimedEvalOptions::batch, "TimedEvalOptions::batch"},
+                                      std::pair{&TimedEvalOptions::threads, "TimedEvalOptions::threads"},
+                                      std::pair{&TimedEvalOptions::repeats, "TimedEvalOptions::repeats"}}) {
+    TimedEvalOptions zero;
+    zero.*field = 0;
+    try {
+      evaluate_timed(net, store.data(), test, zero);
+      ADD_FAILURE() << option << " 0 was taken";
+    } catch (const InputError& e) {
+      EXPECT_EQ(std::string(e.what()), std::string(option) + " 0: expected at least 1");
+    }
+  }
 }
 
 TEST(CnnTraining, SavedModelPredictsIdentically) {

@@ -90,5 +90,36 @@ TEST(Fit, AResumeSaysWhatChangedAndRefusesWhatItCannotContinue) {
   EXPECT_THROW(past.validate(), InputError);
 }
 
+// resume_from reads the checkpoint once, up front; without a count of its own a resume takes the epochs of the
+// run it continues, and last_epoch is where this run stops.
+TEST(Fit, AResumeFinishesTheRunItContinuesUnlessGivenEpochs) {
+  const asgd::testing::ScratchDir dir;
+  const Network net = small_net();
+  const Dataset train = squares(300, 1);
+  FitOptions first = options(3);
+  first.until_epoch = 1;
+  first.checkpoint = (dir.path() / "ck.asgd").string();
+  Fit stopped(net, train, nullptr, first);
+  EXPECT_EQ(stopped.last_epoch(), 1u);
+  stopped.run();
+
+  FitOptions its = options(10);
+  its.resume_from(first.checkpoint, net, true);
+  EXPECT_EQ(its.train.epochs, 3u);
+  EXPECT_EQ(its.resume, first.checkpoint);
+  ASSERT_TRUE(its.resumed.has_value());
+  EXPECT_EQ(its.resumed->state.epoch, 1u);
+  Fit rest(net, train, nullptr, its);
+  EXPECT_EQ(rest.epochs_done(), 1u);
+  EXPECT_EQ(rest.last_epoch(), 3u);
+  EXPECT_EQ(rest.run().history.size(), 2u);
+
+  FitOptions given = options(5);
+  given.resume_from(first.checkpoint, net, false);
+  EXPECT_EQ(given.train.epochs, 5u);
+  FitOptions missing = options(5);
+  EXPECT_THROW(missing.resume_from(dir.path() / "none.asgd", net, true), InputError);
+}
+
 }  // namespace
 }  // namespace asgd::dense

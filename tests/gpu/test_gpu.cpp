@@ -396,6 +396,51 @@ TEST(GpuParity, EvaluateAgreesWithTheCpu) {
   EXPECT_NEAR(got.loss, cpu.loss, 1e-4 * cpu.loss);
 }
 
+// What `asgd cnn eval --device gpu` times: passes over one upload, each pass's seconds kept, the same result as
+// one untimed evaluation; a count of 0 refused with the option's name (threads are the CPU's, not used).
+TEST(GpuApi, TimedEvaluationKeepsEachPass) {
+  SKIP_WITHOUT_GPU();
+  const dense::Network net = dense::lenet5();
+  std::vector<float> params(net.layout().size());
+  net.initialize(params, 5);
+  const dense::Dataset d = bars(300, 6);
+  dense::TimedEvalOptions o;
+  o.batch = 128;
+  o.threads = 8;
+  o.repeats = 3;
+  const dense::TimedEval t = gpu::evaluate_timed(net, params.data(), d, o);
+  ASSERT_EQ(t.seconds.size(), 3u);
+  for (const double s : t.seconds) EXPECT_GT(s, 0.0);
+  const dense::EvalResult once = gpu::evaluate(net, params.data(), d, 128);
+  EXPECT_EQ(t.result.confusion, once.confusion);
+  EXPECT_DOUBLE_EQ(t.result.loss, once.loss);
+  o.repeats = 0;
+  EXPECT_EQ(asgd::testing::message_of([&] { gpu::evaluate_timed(net, params.data(), d, o); }),
+            "TimedEvalOptions::repeats 0: expected at least 1");
+}
+
+// `asgd cnn floor --device gpu`: the default size is the GPU's, the floor one device's (its streams share the
+// rate, whatever the CPU's workers say), and the size's limit is dense/'s.
+TEST(GpuApi, FloorIsOneDevicesRate) {
+  SKIP_WITHOUT_GPU();
+  const dense::Network net = dense::lenet5();
+  dense::FloorOptions o;
+  o.size = 128;
+  o.repeats = 2;
+  o.workers = 4;
+  const dense::Floor f = gpu::measure_floor(net, o);
+  EXPECT_EQ(f.size, 128u);
+  EXPECT_EQ(f.workers, 1u);
+  EXPECT_GT(f.gflops, 0.01);
+  EXPECT_NEAR(f.images_per_second, f.gflops * 1e9 / f.flops.training, 1e-6 * f.images_per_second);
+  EXPECT_EQ(dense::floor_size(dense::FloorOptions(), gpu::kGpuFloorSize), 4096u);
+  o.size = dense::kMaxFloorSize + 1;
+  EXPECT_THROW(gpu::measure_floor(net, o), InputError);
+  o.size = 128;
+  o.repeats = 0;
+  EXPECT_THROW(gpu::measure_floor(net, o), InputError);
+}
+
 TEST(GpuParity, OneSynchronousStepEqualsTheCpuStep) {
   SKIP_WITHOUT_GPU();
   // One epoch of one minibatch: the same update on both.

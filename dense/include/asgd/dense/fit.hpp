@@ -36,6 +36,11 @@ struct FitOptions {
   std::string device = "cpu";  // recorded in the files; "cpu" records the GEMM threads too
   TrainFunction trainer;       // empty: dense::train (the CPU); gpu::trainer for the GPU
   OptionsRecord record;        // more options for the files to record (a multi-rank job's averaging)
+  // Sets `resume` to `path` and reads it into `resumed` (read_lenet: once, here, so that a caller learns of a bad
+  // file before anything else). With `its_epochs`, train.epochs becomes the epochs that run was to train
+  // (recorded_epochs; left as it is when the file records none): a resume that gives no count finishes the run
+  // it continues.
+  void resume_from(const std::filesystem::path& path, const Network& net, bool its_epochs);
   // InputError naming the option: the trainer's options, then what a resume
   // cannot do (another seed, no epochs left, an until_epoch already done).
   void validate() const;
@@ -71,6 +76,7 @@ class Fit {
 
   const ResumeChanges& changes() const noexcept { return changes_; }  // none for a fresh run
   std::size_t epochs_done() const noexcept { return done_; }          // at the start
+  std::size_t last_epoch() const noexcept { return stop_; }           // the run ends after it (until_epoch or epochs)
   std::uint64_t images_per_epoch() const noexcept { return rows_.size(); }
   const TrainOptions& options() const noexcept { return options_.train; }
   ParamStore& params() noexcept { return run_.store(); }

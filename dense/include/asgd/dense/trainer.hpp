@@ -80,14 +80,20 @@ EvalResult evaluate(const Network& net, const float* params, const Dataset& data
                     std::size_t threads = 1);
 
 // evaluate() timed: `repeats` passes (the first warms the caches), each one's seconds kept.
+struct TimedEvalOptions {
+  std::size_t batch = 1000;  // images a thread takes at a time
+  std::size_t threads = 1;   // the CPU's (the GPU evaluates in one stream)
+  std::size_t repeats = 1;   // timed passes; the median's rate is the speed
+  void validate() const;     // InputError naming the option for a count of 0 (refused rather than taken as 1)
+};
 struct TimedEval {
   EvalResult result;
   std::vector<double> seconds;  // of each pass
   // The median pass's rate over `images` images, in images/s.
   double images_per_second(std::size_t images) const;
 };
-TimedEval evaluate_timed(const Network& net, const float* params, const Dataset& data, std::size_t batch,
-                         std::size_t threads, std::size_t repeats);
+TimedEval evaluate_timed(const Network& net, const float* params, const Dataset& data,
+                         const TimedEvalOptions& options);
 
 // After epoch `epoch` (1-based), on the CPU and the GPU alike: RuntimeError
 // when a parameter is not finite, or the test loss (when measured) is not:

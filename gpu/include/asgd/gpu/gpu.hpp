@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "asgd/dense/floor.hpp"
 #include "asgd/dense/mnist.hpp"
 #include "asgd/dense/network.hpp"
 #include "asgd/dense/trainer.hpp"
@@ -58,12 +59,12 @@ void add_backend_path(std::string path);
 // At tau 0 one update sums the streams' gradients in one kernel: at most
 // this many streams.
 inline constexpr std::size_t kMaxSynchronousStreams = 16;
-// InputError naming --workers when the device cannot run `workers` streams at
+// InputError naming TrainOptions::workers when the device cannot run `workers` streams at
 // `tau`: train() asks first, and a command may ask before it opens its outputs.
 inline void check_streams(std::size_t workers, std::uint64_t tau) {
   if (tau == 0 && workers > kMaxSynchronousStreams)
-    throw InputError("--workers " + std::to_string(workers) + ": at most " +
-                     std::to_string(kMaxSynchronousStreams) + " GPU streams with --tau 0");
+    throw InputError("TrainOptions::workers " + std::to_string(workers) + ": at most " +
+                     std::to_string(kMaxSynchronousStreams) + " GPU streams with TrainOptions::tau 0");
 }
 
 struct GpuTrainOptions : dense::TrainOptions {
@@ -109,10 +110,20 @@ inline dense::TrainFunction trainer(bool cuda_graphs = true) {
 dense::EvalResult evaluate(const dense::Network& net, const float* params, const dense::Dataset& data,
                            std::size_t batch = 1000, std::span<double> seconds = {});
 
+// dense::evaluate_timed on the device: options.repeats passes over one upload of the parameters and the data
+// (not timed), each pass's seconds kept; options.threads is the CPU's, not used here. InputError naming the option.
+dense::TimedEval evaluate_timed(const dense::Network& net, const float* params, const dense::Dataset& data,
+                                const dense::TimedEvalOptions& options);
+
 // The rate of an n x n x n FP32 cuBLAS SGEMM (TF32 off, as training runs
 // them) on this process's device, in GFLOP/s: the median of `repeats` timed runs after a
 // warm-up. With dense::Network::flops_per_sample() it gives the floor.
 double sgemm_gflops(std::size_t n, std::size_t repeats);
+
+// dense::measure_floor on the device: options.size (0: kGpuFloorSize) and repeats; the floor is one device's, its
+// streams sharing one rate (options.threads and options.workers are the CPU's, not used here).
+inline constexpr std::size_t kGpuFloorSize = 4096;
+dense::Floor measure_floor(const dense::Network& net, const dense::FloorOptions& options);
 
 // For parity tests: one layer (index into net.specs()) on the device, with
 // host buffers in and out, laid out as dense::Layer::forward/backward take

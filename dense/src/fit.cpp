@@ -53,16 +53,10 @@ void FitOptions::resume_from(const std::filesystem::path& path, const Network& n
 }
 
 ResumeChanges resume_changes(const std::string& metadata, OptionsRecord now) {
-  ResumeChanges changes;
   const auto before = saved_options(metadata);
-  if (!before) return changes;  // from before the options were recorded
-  if (value_of(now, "lr-schedule") != "cosine" && value_of(*before, "lr-schedule") != "cosine") now.erase("epochs");
-  changes.data_differs = before->contains("train-data") && now.contains("train-data") &&
-                         value_of(*before, "train-data") != value_of(now, "train-data") &&
-                         value_of(*before, "train-images") == value_of(now, "train-images");
-  now.erase("train-data");  // a digest: said in words above, or by the number of images
-  changes.options = changed_options(*before, now);
-  return changes;
+  if (before && value_of(now, "lr-schedule") != "cosine" && value_of(*before, "lr-schedule") != "cosine")
+    now.erase("epochs");
+  return asgd::resume_changes(before, std::move(now), "train-data", "train-images");
 }
 
 Fit::Fit(const Network& net, const Dataset& train, const Dataset* test, FitOptions options)

@@ -46,14 +46,10 @@ struct FitOptions {
   void validate() const;
 };
 
-// What a resumed run does differently from the run it continues (each makes the result differ from an
-// uninterrupted run's).
-struct ResumeChanges {
-  bool data_differs = false;         // other training images, as many
-  std::vector<OptionChange> options;  // keys as the asgd command's flags without dashes
-};
-// The changes between `metadata`'s recorded options and `now` (the epochs
-// count only under the cosine schedule; a longer constant-rate run is the same run, continued).
+// What a resumed run does differently from the run it continues (asgd::resume_changes: each makes the result
+// differ from an uninterrupted run's): other training images of the same number, and the options of `now` that
+// `metadata` recorded otherwise (the epochs count only under the cosine schedule; a longer constant-rate run is
+// the same run, continued).
 ResumeChanges resume_changes(const std::string& metadata, OptionsRecord now);
 
 struct FitReport {

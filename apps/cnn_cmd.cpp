@@ -152,11 +152,6 @@ dense::FitOptions fit_options(const CnnFlags& f, const dense::Network& net, Dist
   gpu::fit_on(device, fo, f.cuda_graphs.value_or(true));  // what gpu::train refuses, before any output
   if (f.seed_given) fo.seed = f.seed;
   fo.validate();
-  if (dist.size() > 1) {
-    fo.record["average-every"] = f.dist.average_every;
-    fo.record["combine"] = f.dist.combine;
-    fo.record["average-weighted"] = f.dist.weighted ? "on" : "off";
-  }
   return fo;
 }
 

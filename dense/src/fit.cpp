@@ -96,7 +96,8 @@ Fit::Fit(const Network& net, const Dataset& train, const Dataset* test, FitOptio
 // written as the asgd command's flags.
 OptionsRecord Fit::make_record() const {
   const TrainOptions& o = options_.train;
-  OptionsRecord r = options_.record;
+  OptionsRecord r;
+  group_.add_to_record(r);  // how several ranks average
   r["epochs"] = as_text(o.epochs);
   r["batch"] = as_text(o.batch);
   r["workers"] = as_text(o.workers);

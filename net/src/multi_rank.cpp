@@ -72,6 +72,13 @@ MultiRank::~MultiRank() {
   }
 }
 
+void MultiRank::add_to_record(OptionsRecord& record) const {
+  if (!active()) return;
+  record["average-every"] = every_epoch() ? std::string("epoch") : std::to_string(options_.average_every);
+  record["combine"] = options_.combine == Combine::sum ? "sum" : "mean";
+  record["average-weighted"] = options_.average_weighted ? "on" : "off";
+}
+
 std::vector<std::size_t> MultiRank::shard(std::size_t n, std::string_view what, bool equal) const {
   // Every rank has the same n, so all refuse alike: no rank goes on to wait for the others in a round.
   if (n < static_cast<std::size_t>(size_)) {

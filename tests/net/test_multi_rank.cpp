@@ -245,6 +245,21 @@ TEST(MultiRank, OptionsReadFromTextNameTheOptionWhenWrong) {
   EXPECT_EQ(message_of([&] { o.set_combine("avg"); }), "-combine 'avg': expected mean or sum");
 }
 
+TEST(MultiRank, SeveralRanksRecordHowTheyAverageOneProcessNothing) {
+  OptionsRecord alone;
+  MultiRank(MultiRankOptions{.average_every = 8}).add_to_record(alone);
+  EXPECT_TRUE(alone.empty());
+  auto errors = on_ranks(2, [](Transport& t, int r) {
+    MultiRank group(t, MultiRankOptions{.average_every = 8, .combine = Combine::sum});
+    OptionsRecord record;
+    group.add_to_record(record);
+    if (r == 0) {
+      EXPECT_EQ(record, (OptionsRecord{{"average-every", "8"}, {"combine", "sum"}, {"average-weighted", "off"}}));
+    }
+  });
+  for (const auto& e : errors) EXPECT_EQ(e, "(no exception)");
+}
+
 TEST(Job, AProcessNotStartedByMpirunIsNoRankOfAJob) {
   // ctest starts this test plainly: no launcher's variables, no transport.
   for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"})

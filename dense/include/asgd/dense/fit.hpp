@@ -35,7 +35,6 @@ struct FitOptions {
   std::string csv;         // EpochLog written by rank 0 ("-": stdout); empty: none
   std::string device = "cpu";  // recorded in the files; "cpu" records the GEMM threads too
   TrainFunction trainer;       // empty: dense::train (the CPU); gpu::trainer for the GPU
-  OptionsRecord record;        // more options for the files to record (a multi-rank job's averaging)
   // Sets `resume` to `path` and reads it into `resumed` (read_lenet: once, here, so that a caller learns of a bad
   // file before anything else). With `its_epochs`, train.epochs becomes the epochs that run was to train
   // (recorded_epochs; left as it is when the file records none): a resume that gives no count finishes the run

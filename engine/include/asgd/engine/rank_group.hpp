@@ -17,6 +17,7 @@
 
 #include "asgd/engine/checkpoint.hpp"
 #include "asgd/engine/layout.hpp"
+#include "asgd/engine/options_record.hpp"
 #include "asgd/engine/param_store.hpp"
 #include "asgd/engine/trainer.hpp"
 
@@ -41,6 +42,8 @@ class RankGroup {
   virtual std::string describe() const { return "1 process"; }
   // "R averaging rounds, S s in allreduce"; empty in one process.
   virtual std::string traffic() const { return {}; }
+  // Adds how the ranks combine their models to a run's record (checkpoints keep it; a resume says what changed).
+  virtual void add_to_record(OptionsRecord& /*record*/) const {}
 
   // Collective: InputError naming the settings (name, value as text) whose values differ between ranks.
   virtual void same_settings(std::span<const std::pair<std::string_view, std::string>> /*settings*/) {}

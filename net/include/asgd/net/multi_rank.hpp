@@ -66,6 +66,8 @@ class MultiRank final : public RankGroup {
   int size() const noexcept override { return size_; }
   bool every_epoch() const noexcept { return options_.average_every == 0; }
   std::uint64_t every_steps() const noexcept override { return options_.average_every; }
+  // On several ranks: "average-every" (epoch or K), "combine" (mean or sum), "average-weighted" (on or off).
+  void add_to_record(OptionsRecord& record) const override;
   const MultiRankOptions& options() const noexcept { return options_; }
   // The indices of [0, n) this rank trains: rank, rank + P, rank + 2P, ...
   // With `equal`, every rank the same number, floor(n / P) (the last n mod P

@@ -94,15 +94,25 @@ TEST(DeviceChoice, FitOnSetsTheDeviceTrainerAndChecksTheStreams) {
   EXPECT_NO_THROW(fit_on(DeviceChoice{}, too_many));
 }
 
+// LeNet-5 at its initial weights and 20 images alike: what the evaluations below run.
+struct Lenet {
+  dense::Network net = dense::lenet5();
+  std::vector<float> params;
+  dense::Dataset data;
+  Lenet() : params(net.layout().size()) {
+    net.initialize(params, 3);
+    data.rows = data.cols = 28;
+    data.pixels.assign(20 * 784, 0.25f);
+    data.labels.assign(20, 7);
+  }
+};
+
 // The timed evaluation and the floor go where the choice went: the CPU's here whatever this machine has.
 TEST(DeviceChoice, EvaluationAndFloorOnTheCpuChosen) {
-  const dense::Network net = dense::lenet5();
-  std::vector<float> params(net.layout().size());
-  net.initialize(params, 3);
-  dense::Dataset data;
-  data.rows = data.cols = 28;
-  data.pixels.assign(20 * 784, 0.25f);
-  data.labels.assign(20, 7);
+  const Lenet lenet;
+  const dense::Network& net = lenet.net;
+  const std::vector<float>& params = lenet.params;
+  const dense::Dataset& data = lenet.data;
   dense::TimedEvalOptions o;
   o.batch = 8;
   o.repeats = 2;
@@ -124,13 +134,10 @@ TEST(DeviceChoice, EvaluationAndFloorOnTheCpuChosen) {
 TEST(DeviceChoice, EvaluationAndFloorOnTheGpuChosen) {
   if (!unavailable().empty()) GTEST_SKIP() << "no GPU: " << unavailable();
   const DeviceChoice gpu = choose_device("gpu");
-  const dense::Network net = dense::lenet5();
-  std::vector<float> params(net.layout().size());
-  net.initialize(params, 3);
-  dense::Dataset data;
-  data.rows = data.cols = 28;
-  data.pixels.assign(20 * 784, 0.25f);
-  data.labels.assign(20, 7);
+  const Lenet lenet;
+  const dense::Network& net = lenet.net;
+  const std::vector<float>& params = lenet.params;
+  const dense::Dataset& data = lenet.data;
   dense::TimedEvalOptions o;
   o.repeats = 2;
   const dense::TimedEval t = evaluate_timed_on(gpu, net, params.data(), data, o);

@@ -530,17 +530,25 @@ std::function<void(const std::string&)> wait_notice() {
 constexpr std::chrono::seconds kHeaderWait{2};
 constexpr std::chrono::seconds kInitialiseWait{600};
 
-// An attach's wait for a segment's creator, in steps of 5 ms.
+// An attach's wait for a segment's creator, in steps of 5 ms: a stop request ends it at the next step
+// (StopRequested), so that Ctrl-C or SIGTERM is obeyed at once rather than after up to kInitialiseWait.
 class CreatorWait {
  public:
-  CreatorWait() = default;
+  CreatorWait(const std::string& name, const std::atomic<bool>* stop) : name_(name), stop_(stop) {}
   bool past(std::chrono::seconds limit) const { return std::chrono::steady_clock::now() - start_ > limit; }
   // Waits one step for the segment, which `what` ("is still being initialised by pid 12").
-  void step([[maybe_unused]] const std::string& what) const {
+  void step(const std::string& what) const {
+    if (stop_ != nullptr && stop_->load(std::memory_order_relaxed)) {
+      throw StopRequested(fmt::format("shared segment '{}' {}: stopped waiting for it (a stop request); nothing "
+                                      "attached or made",
+                                      name_, what));
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
 
  private:
+  const std::string& name_;
+  const std::atomic<bool>* stop_;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
@@ -596,12 +604,13 @@ void check_still_coming(const std::string& name, const SegmentInfo& info, const 
 // for a creator that is still making it. A creator may be between shm_open and writing its magic: until
 // kHeaderWait, a short object or a zero magic means "still initialising". Once the header is there, a live creator
 // may take longer (it sizes the segment and fills the parameters before marking it ready): up to kInitialiseWait.
-SegmentInfo open_segment(const std::string& name, Access access, bip::shared_memory_object& shm, segment::MappedSegment& region) {
+SegmentInfo open_segment(const std::string& name, Access access, const AttachOptions& options,
+                         bip::shared_memory_object& shm, segment::MappedSegment& region) {
   check_name(name);
   const auto mode = access == Access::read_only ? bip::read_only : bip::read_write;
   open_object(shm, name, mode, " (is the training process running?)");
   segment::check_trusted(shm.get_mapping_handle().handle, name);  // before anything of it is read
-  const CreatorWait wait;
+  const CreatorWait wait(name, options.stop);
   bool told = false;
   for (;;) {
     const std::uint64_t bytes = object_bytes(shm);
@@ -635,7 +644,7 @@ SegmentInfo open_segment(const std::string& name, Access access, bip::shared_mem
 ParamStore ParamStore::attach(const std::string& name, const Layout* expected, Access access,
                               AttachOptions options) {
   auto s = std::make_unique<Storage>();
-  SegmentInfo info = open_segment(name, access, s->shm, s->region);
+  SegmentInfo info = open_segment(name, access, options, s->shm, s->region);
   s->header = static_cast<SegmentHeader*>(s->region.address());
   s->name = name;
   s->layout = Layout::parse(info.layout);
@@ -742,6 +751,11 @@ ParamStore ParamStore::open_or_create_shared(const std::string& name, Layout lay
                                              bool* created, const std::function<void(ParamStore&)>& initialize) {
   if (created != nullptr) *created = false;
   for (int attempt = 0;; ++attempt) {
+    // Once asked to stop (while the data was read, or a wait below ended by it), nothing is made.
+    if (options.stop != nullptr && options.stop->load(std::memory_order_relaxed)) {
+      throw StopRequested(
+          fmt::format("shared segment '{}': a stop request came first; nothing attached or made", name));
+    }
     if (exists_shared(name)) {
       // With recovery, a segment whose creator died before making it ready holds nothing: make it again.
       if (options.recover_stale && never_finished(name)) {

@@ -1,7 +1,8 @@
 // Shared segments that trust no other user (issue 40): every attach checks
 // whose the segment is and its mode, sizes are checked before the parameters
 // are mapped, a segment truncated under a process ends it with a message
-// naming the segment (not SIGBUS).
+// naming the segment (not SIGBUS), and a stop request ends a wait for a
+// creator at once, with nothing made or left behind.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -264,6 +265,69 @@ TEST_F(SegmentSafety, ABusErrorOutsideASegmentStillKills) {
     EXPECT_EQ(e.status, 128 + SIGBUS) << e.stderr_text;
   }
   EXPECT_EQ(e.stderr_text.find("shared segment"), std::string::npos) << e.stderr_text;
+}
+
+// A run that waits for another process to finish making its segment stops within a second of a stop request
+// (Ctrl-C, SIGTERM) and makes nothing: here the creator fails after 3 s and removes its segment, after which the
+// waiter would have made one of its own and left it (before: it waited the 3 s, then did).
+TEST_F(SegmentSafety, AStopRequestEndsTheWaitForACreator) {
+  std::atomic<bool> filling{false};
+  std::jthread creator([&] {
+    try {
+      ParamStore::create_shared(name_, small_layout(), {}, [&](ParamStore&) {
+        filling = true;
+        std::this_thread::sleep_for(std::chrono::seconds(3));
+        throw InputError("cannot fill");
+      });
+    } catch (const InputError&) {
+    }
+  });
+  while (!filling) std::this_thread::yield();
+  std::atomic<bool> stop{false};
+  std::jthread stopper([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    stop = true;
+  });
+  TrainingRunOptions o = in_segment(name_);
+  o.stop = &stop;
+  const auto start = std::chrono::steady_clock::now();
+  const std::string m = message_of([&] { TrainingRun run(small_layout(), o); });
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(seconds, 1.3) << m;
+  EXPECT_NE(m.find("shared segment '" + name_ + "'"), std::string::npos) << m;
+  EXPECT_NE(m.find("stop"), std::string::npos) << m;
+  creator.join();
+  EXPECT_FALSE(ParamStore::exists_shared(name_)) << "the stopped run made a segment";
+}
+
+// The same through AttachOptions::stop: a stop request already made ends the wait at its first step
+// (StopRequested), and open_or_create_shared then makes nothing, also where there is nothing to wait for.
+TEST_F(SegmentSafety, AnAttachWithAStopRequestMakesNothingAndWaitsForNothing) {
+  std::atomic<bool> stop{true};
+  AttachOptions stopped;
+  stopped.stop = &stop;
+  EXPECT_THROW(ParamStore::open_or_create_shared(name_, small_layout(), stopped), StopRequested);
+  EXPECT_FALSE(ParamStore::exists_shared(name_));
+  std::atomic<bool> filling{false}, done{false};
+  std::jthread creator([&] {
+    ParamStore made = ParamStore::create_shared(name_, small_layout(), {}, [&](ParamStore&) {
+      filling = true;
+      while (!done) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+  });
+  while (!filling) std::this_thread::yield();
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    ParamStore::attach_shared(name_, small_layout(), Access::read_only, stopped);
+    ADD_FAILURE() << "attached";
+  } catch (const StopRequested& e) {
+    EXPECT_NE(std::string(e.what()).find("is still being initialised by pid " + std::to_string(::getpid()) +
+                                         ": stopped waiting for it"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 0.5);
+  done = true;
 }
 
 }  // namespace

@@ -23,6 +23,8 @@
 //  * a writer died without detaching  -> InputError naming the pid, unless
 //    AttachOptions::recover_stale: then the dead writer's slot is cleared and
 //    the parameters (valid floats, maybe mid-update) are taken as they are.
+//  * a stop request (AttachOptions::stop) while waiting -> StopRequested,
+//    within 5 ms; nothing attached or made
 // Sizes are checked against the header before the parameters are mapped. A
 // segment truncated while mapped (by its owner or root) ends the process at
 // the first touch past its new end, with a message naming it and exit status
@@ -33,6 +35,7 @@
 // command-line side of the same rules.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -62,6 +65,13 @@ class UntrustedSegment : public InputError {
   unsigned mode;  // permission bits (07777)
 };
 
+// A stop request (AttachOptions::stop) ended a wait for a segment: nothing was
+// attached or made.
+class StopRequested : public RuntimeError {
+ public:
+  using RuntimeError::RuntimeError;
+};
+
 enum class Access { read_write, read_only };
 
 struct CreateOptions {
@@ -85,6 +95,11 @@ struct AttachOptions {
   // compared. Readers never compare. open_or_create_shared keeps them in a
   // segment it creates.
   std::string settings = {};
+  // A stop request (StopOnSignal::flag(), a caller's own): set while an attach
+  // waits for another process to finish making the segment (up to 10 min), it
+  // ends the wait within 5 ms with StopRequested, and open_or_create_shared
+  // then makes nothing. Null: none.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 // What a segment's header says, and which of its processes are still alive.
@@ -141,7 +156,8 @@ class ParamStore {
   // `initialize`, when given, runs on a segment this call creates before any
   // other process may attach (as in create_shared). With
   // AttachOptions::recover_stale, a segment whose creator died before making
-  // it ready is replaced by a new one (it holds nothing).
+  // it ready is replaced by a new one (it holds nothing). With
+  // AttachOptions::stop set, nothing is made (StopRequested).
   static ParamStore open_or_create_shared(const std::string& name, Layout layout, AttachOptions options = {},
                                           bool* created = nullptr,
                                           const std::function<void(ParamStore&)>& initialize = {});

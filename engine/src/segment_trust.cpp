@@ -1,5 +1,6 @@
 #include "segment_trust.hpp"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <pwd.h>
 #include <unistd.h>
@@ -63,6 +64,22 @@ std::string UntrustedSegment::whose(unsigned uid, unsigned mode) {
 }
 
 bool UntrustedSegment::foreign() const noexcept { return owner_uid != static_cast<unsigned>(::geteuid()); }
+
+void ParamStore::check_removable_shared(const std::string& name) {
+  struct stat object {}, dir {};
+  const std::string path = segment::object_path(name);
+  if (::stat(path.c_str(), &object) != 0) return;  // nothing there: the caller says so
+  const std::string dir_path = path.substr(0, path.rfind('/'));
+  if (::stat(dir_path.c_str(), &dir) != 0) return;
+  const uid_t me = ::geteuid();
+  // unlink in a sticky directory: the object's owner, the directory's, or root (CAP_FOWNER); in any other, whoever
+  // may write the directory.
+  const bool may = me == 0 || me == object.st_uid || me == dir.st_uid ||
+                   ((dir.st_mode & S_ISVTX) == 0 && ::faccessat(AT_FDCWD, dir_path.c_str(), W_OK, AT_EACCESS) == 0);
+  if (may) return;
+  throw InputError(fmt::format("shared segment '{}' belongs to {}: only its owner or root may remove it", name,
+                               UntrustedSegment::whose(object.st_uid, object.st_mode & 07777)));
+}
 
 namespace segment {
 

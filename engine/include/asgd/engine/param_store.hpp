@@ -149,6 +149,10 @@ class ParamStore {
   // Whether a shared-memory object (an asgd segment or any other) has this
   // name; InputError for a name that could not be a segment's.
   static bool exists_shared(const std::string& name);
+  // InputError when this process may not remove `name` (only its owner or
+  // root may: the shared-memory directory is sticky), saying whose it is;
+  // nothing when it may, or when there is no such object.
+  static void check_removable_shared(const std::string& name);
   // Attaches read-write when `name` exists, else creates it; safe when
   // several processes race to start on the same name. `created`, when
   // given, says whether this call made the segment (only then should the

@@ -41,10 +41,18 @@ void add_shm_commands(CLI::App& app, int& exit_code) {
   remove->callback([name, force, &exit_code] {
     exit_code = run_guarded([&] {
       if (!ParamStore::exists_shared(*name)) throw InputError(fmt::format("no shared segment '{}'", *name));
+      // Another user's, which only its owner or root may remove: --force would not help, so none is suggested.
+      ParamStore::check_removable_shared(*name);
       if (!*force) {
         SegmentInfo info;
         try {
           info = ParamStore::inspect_shared(*name);
+        } catch (const UntrustedSegment& e) {
+          // Removable (root, or its owner), but another user's or open to others: say whose, and remove only when told.
+          throw InputError(fmt::format("shared segment '{}' belongs to {}{}; not removed (pass --force to remove it "
+                                       "anyway)",
+                                       *name, UntrustedSegment::whose(e.owner_uid, e.mode),
+                                       e.foreign() ? "" : ", open to other users"));
         } catch (const InputError& e) {
           // What a creator killed before writing the header left holds nothing, and nobody is making it.
           if (const auto left = ParamStore::abandoned_shared(*name)) {
@@ -66,7 +74,12 @@ void add_shm_commands(CLI::App& app, int& exit_code) {
                                        fmt::join(info.writers, ", ")));
         }
       }
-      if (!ParamStore::remove_shared(*name)) throw InputError(fmt::format("no shared segment '{}'", *name));
+      if (!ParamStore::remove_shared(*name)) {
+        if (ParamStore::exists_shared(*name))
+          throw RuntimeError(fmt::format("shared segment '{}' could not be removed (asgd shm info {} says whose it is)",
+                                         *name, *name));
+        throw InputError(fmt::format("no shared segment '{}'", *name));
+      }
       fmt::print("removed {}\n", *name);
       return 0;
     });

@@ -9,7 +9,6 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include <boost/interprocess/mapped_region.hpp>
 #include <boost/interprocess/shared_memory_object.hpp>
 #include <cerrno>
 #include <charconv>
@@ -28,7 +27,9 @@
 
 #include "asgd/engine/consistency.hpp"
 #include "asgd/engine/errors.hpp"
+#include "segment_fault.hpp"
 #include "segment_format.hpp"
+#include "segment_trust.hpp"
 
 namespace asgd {
 namespace bip = boost::interprocess;
@@ -157,18 +158,27 @@ bool is_ready(const SegmentHeader* h) {
          kStateReady;
 }
 
-// Maps all of `shm` into `region`. A creator writes the header, then sizes the segment, then marks it ready:
-// a segment seen ready but mapped while it was growing is mapped again, at its final size.
-void map_whole(bip::shared_memory_object& shm, bip::mode_t mode, bip::mapped_region& region) {
-  region = bip::mapped_region(shm, mode);
-  if (region.get_size() < kHeaderBytes) return;
-  const auto* h = static_cast<const SegmentHeader*>(region.get_address());
-  if (!is_ready(h)) return;
-  const std::uint64_t elements = h->elements;  // read after the acquire of `state`
-  if (elements <= (SIZE_MAX - kHeaderBytes) / sizeof(float) &&
-      region.get_size() < kHeaderBytes + elements * sizeof(float)) {
-    region = bip::mapped_region(shm, mode);
+// The size of the object `shm` has open; 0 when it cannot be told.
+std::uint64_t object_bytes(const bip::shared_memory_object& shm) {
+  struct stat st {};
+  if (::fstat(shm.get_mapping_handle().handle, &st) != 0 || st.st_size < 0) return 0;
+  return static_cast<std::uint64_t>(st.st_size);
+}
+
+// Opens the object `name` names (InputError when it cannot be: none, with `hint` added; or one this process may
+// not open, saying whose it is when that is why).
+void open_object(bip::shared_memory_object& shm, const std::string& name, bip::mode_t mode, std::string_view hint) {
+  try {
+    shm = bip::shared_memory_object(bip::open_only, name.c_str(), mode);
+  } catch (const bip::interprocess_exception& e) {
+    if (e.get_error_code() == bip::not_found_error) throw InputError(fmt::format("no shared segment '{}'{}", name, hint));
+    segment::check_trusted(name);  // another user's, not ours to open: say whose
+    throw InputError(fmt::format("shared segment '{}': cannot open: {}", name, e.what()));
   }
+}
+
+const SegmentHeader* header_of(const segment::MappedSegment& region) {
+  return static_cast<const SegmentHeader*>(region.address());
 }
 
 // The object a descriptor has open, and the one `name` names now (none when it names nothing).
@@ -258,10 +268,11 @@ std::pair<std::int32_t, std::uint64_t> read_slot(const SegmentHeader& h, std::si
   }
 }
 
-// Reads and checks the header of an opened segment.
-SegmentInfo read_info(const std::string& name, const SegmentHeader* h, std::size_t mapped_bytes) {
-  if (mapped_bytes < kHeaderBytes ||
-      std::atomic_ref<std::uint64_t>(const_cast<std::uint64_t&>(h->magic)).load(std::memory_order_acquire) != kMagic) {
+// Reads and checks the header of an opened segment, mapped at `h` (its kHeaderBytes); `shm` tells its size, read
+// after the ready state (a creator sizes the segment before it marks it ready), so that a ready segment shorter
+// than its header says is refused before its parameters are mapped.
+SegmentInfo read_info(const std::string& name, const SegmentHeader* h, const bip::shared_memory_object& shm) {
+  if (std::atomic_ref<std::uint64_t>(const_cast<std::uint64_t&>(h->magic)).load(std::memory_order_acquire) != kMagic) {
     throw InputError(fmt::format("shared segment '{}' is not an asgd parameter segment (bad magic)", name));
   }
   if (h->format_version != kFormatVersion) {
@@ -277,14 +288,19 @@ SegmentInfo read_info(const std::string& name, const SegmentHeader* h, std::size
   info.creator_alive = process_alive(h->creator_pid, h->creator_start);
   info.ready = is_ready(h);
   if (info.ready) {
+    info.elements = h->elements;  // read after the acquire of `state`
     if (h->layout_text_bytes > kLayoutTextMax || h->settings_bytes > kLayoutTextMax - h->layout_text_bytes) {
       throw InputError(fmt::format("shared segment '{}' is corrupt (header says {} bytes of layout and {} of "
                                    "settings, more than its {})",
                                    name, h->layout_text_bytes, h->settings_bytes, kLayoutTextMax));
     }
-    if (h->elements > (mapped_bytes - kHeaderBytes) / sizeof(float)) {
-      throw InputError(fmt::format("shared segment '{}' is truncated or corrupt (header says {} elements)", name,
-                                   h->elements));
+    const std::uint64_t bytes = object_bytes(shm);
+    if (bytes < kHeaderBytes || info.elements > (bytes - kHeaderBytes) / sizeof(float) ||
+        info.elements > (SIZE_MAX - kHeaderBytes) / sizeof(float)) {
+      throw InputError(fmt::format("shared segment '{}' is truncated or corrupt (header says {} elements, {} bytes "
+                                   "hold {})",
+                                   name, info.elements, bytes,
+                                   bytes < kHeaderBytes ? 0 : (bytes - kHeaderBytes) / sizeof(float)));
     }
     info.layout.assign(h->layout_text, h->layout_text_bytes);
     info.settings.assign(h->layout_text + h->layout_text_bytes, h->settings_bytes);
@@ -297,17 +313,22 @@ SegmentInfo read_info(const std::string& name, const SegmentHeader* h, std::size
   return info;
 }
 
-// read_info on `region`, mapped by map_whole: a creator may grow its segment and mark it ready after
-// map_whole looked and before read_info does, which would read as truncated; then it is mapped again, whole,
-// and read once more (a segment truncated for real is still said to be).
-SegmentInfo read_info_whole(const std::string& name, bip::shared_memory_object& shm, bip::mode_t mode,
-                            bip::mapped_region& region) {
-  try {
-    return read_info(name, static_cast<const SegmentHeader*>(region.get_address()), region.get_size());
-  } catch (const InputError&) {
-    map_whole(shm, mode, region);
-    return read_info(name, static_cast<const SegmentHeader*>(region.get_address()), region.get_size());
-  }
+// The bytes a ready segment of `elements` parameters maps: its header and parameters (read_info checked that the
+// object holds them).
+std::size_t mapped_bytes(std::uint64_t elements) {
+  return kHeaderBytes + static_cast<std::size_t>(elements) * sizeof(float);
+}
+
+// What to map of an object of `bytes` (at least kHeaderBytes): header and parameters when its header (read, not
+// mapped) says it is a ready segment whose parameters the object holds, so that a ready segment is mapped once;
+// else the header alone, for read_info to judge (and refuse a short one before its parameters are mapped).
+std::size_t bytes_to_map(const bip::shared_memory_object& shm, std::uint64_t bytes) {
+  SegmentHeader fixed{};
+  constexpr auto kFixed = static_cast<ssize_t>(offsetof(SegmentHeader, writers));
+  if (::pread(shm.get_mapping_handle().handle, &fixed, kFixed, 0) != kFixed || fixed.magic != kMagic ||
+      fixed.state != kStateReady || fixed.elements > (bytes - kHeaderBytes) / sizeof(float))
+    return kHeaderBytes;
+  return mapped_bytes(fixed.elements);
 }
 
 }  // namespace
@@ -317,7 +338,7 @@ struct ParamStore::Storage {
   std::string name;  // empty on the heap
   std::unique_ptr<float, FreeDeleter> heap;
   bip::shared_memory_object shm;
-  bip::mapped_region region;
+  segment::MappedSegment region;  // guarded: a truncation under us is said, not a bare SIGBUS
   SegmentHeader* header = nullptr;
   int writer_slot = -1;
 
@@ -407,6 +428,8 @@ ParamStore ParamStore::create_shared(const std::string& name, Layout layout, Cre
     SegmentInfo info;
     try {
       info = inspect_shared(name);
+    } catch (const UntrustedSegment&) {
+      throw;  // another user's, or open to them: not ours to judge or replace
     } catch (const InputError&) {
       // Not ours or corrupt: only an explicit remove may delete it; one a creator left before writing its header
       // holds nothing.
@@ -448,8 +471,8 @@ ParamStore ParamStore::create_shared(const std::string& name, Layout layout, Cre
     // leaves a segment that names it, which recovery replaces and `asgd shm remove` removes, and an attacher
     // waits on a live creator however long the sizing takes.
     s->shm.truncate(static_cast<bip::offset_t>(kHeaderBytes));
-    s->region = bip::mapped_region(s->shm, bip::read_write, 0, kHeaderBytes);
-    auto* h = static_cast<SegmentHeader*>(s->region.get_address());
+    s->region.map(s->shm, bip::read_write, kHeaderBytes, name);
+    auto* h = static_cast<SegmentHeader*>(s->region.address());
     h->format_version = kFormatVersion;
     h->header_bytes = kHeaderBytes;
     h->layout_hash = layout.hash();
@@ -468,18 +491,18 @@ ParamStore ParamStore::create_shared(const std::string& name, Layout layout, Cre
     if (const int err = ::posix_fallocate(s->shm.get_mapping_handle().handle, 0, bytes); err != 0) {
       throw bip::interprocess_exception(std::strerror(err));
     }
-    s->region = bip::mapped_region(s->shm, bip::read_write);
+    s->region.map(s->shm, bip::read_write, static_cast<std::size_t>(bytes), name);
   } catch (const bip::interprocess_exception& e) {
     remove_if_same(s->shm, name);
     throw RuntimeError(fmt::format("shared segment '{}': cannot size or map {} bytes: {}", name,
                                    kHeaderBytes + n * sizeof(float), e.what()));
   }
-  auto* h = static_cast<SegmentHeader*>(s->region.get_address());
+  auto* h = static_cast<SegmentHeader*>(s->region.address());
   s->header = h;
   s->name = name;
   s->layout = std::move(layout);
   s->register_writer();
-  float* data = reinterpret_cast<float*>(static_cast<char*>(s->region.get_address()) + kHeaderBytes);
+  float* data = reinterpret_cast<float*>(static_cast<char*>(s->region.address()) + kHeaderBytes);
   ParamStore made(std::move(s), data, n, true);
   if (initialize) {
     // Attachers wait for the ready state below, so nobody sees the segment half initialised; a failed
@@ -504,90 +527,115 @@ std::function<void(const std::string&)> wait_notice() {
   return wait_notice_fn;
 }
 
-// Opens and maps `name`, waiting briefly for a creator that is still initialising.
-SegmentInfo open_segment(const std::string& name, Access access, bip::shared_memory_object& shm,
-                         bip::mapped_region& region) {
-  check_name(name);
-  const auto mode = access == Access::read_only ? bip::read_only : bip::read_write;
-  try {
-    shm = bip::shared_memory_object(bip::open_only, name.c_str(), mode);
-  } catch (const bip::interprocess_exception& e) {
-    if (e.get_error_code() == bip::not_found_error) {
-      throw InputError(fmt::format("no shared segment '{}' (is the training process running?)", name));
-    }
-    throw InputError(fmt::format("shared segment '{}': cannot open: {}", name, e.what()));
-  }
-  constexpr std::chrono::seconds kHeaderWait{2};
-  constexpr std::chrono::seconds kInitialiseWait{600};
-  // A creator may be between shm_open and writing its magic: until the
-  // deadline, a short segment or a zero magic means "still initialising".
-  // Once the header is there, a live creator may take longer (it sizes the
-  // segment and fills the parameters before marking it ready): wait for it
-  // up to 10 min.
-  const auto start = std::chrono::steady_clock::now();
-  auto wait_or_fail = [&](const std::string& what, std::chrono::seconds limit) {
-    if (std::chrono::steady_clock::now() - start > limit) {
-      throw InputError(fmt::format("shared segment '{}' {} after {} s: its creator hangs while making it; stop "
-                                   "it, or remove the segment (ParamStore::remove_shared(\"{}\"), which does not check that it is asgd's)",
-                                   name, what, limit.count(), name));
+constexpr std::chrono::seconds kHeaderWait{2};
+constexpr std::chrono::seconds kInitialiseWait{600};
+
+// An attach's wait for a segment's creator, in steps of 5 ms: a stop request ends it at the next step
+// (StopRequested), so that Ctrl-C or SIGTERM is obeyed at once rather than after up to kInitialiseWait.
+class CreatorWait {
+ public:
+  CreatorWait(const std::string& name, const std::atomic<bool>* stop) : name_(name), stop_(stop) {}
+  bool past(std::chrono::seconds limit) const { return std::chrono::steady_clock::now() - start_ > limit; }
+  // Waits one step for the segment, which `what` ("is still being initialised by pid 12").
+  void step(const std::string& what) const {
+    if (stop_ != nullptr && stop_->load(std::memory_order_relaxed)) {
+      throw StopRequested(fmt::format("shared segment '{}' {}: stopped waiting for it (a stop request); nothing "
+                                      "attached or made",
+                                      name_, what));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  };
-  // No header yet: past the deadline, one that no process is making (a creator killed before it wrote the
-  // header) is named as such, with a removal that works; anything else may be another program's memory.
-  auto wait_for_header = [&](const std::string& what) {
-    if (std::chrono::steady_clock::now() - start <= kHeaderWait) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      return;
-    }
-    region = bip::mapped_region();
-    shm = bip::shared_memory_object();  // closed, so that we do not count as its creator below
-    if (ParamStore::abandoned_shared(name)) {
-      throw InputError(fmt::format("shared segment '{}' {}: its creator died before writing it; remove it "
-                                   "(ParamStore::remove_shared(\"{}\")), or replace it (AttachOptions::recover_stale)",
-                                   name, what, name));
-    }
-    throw InputError(fmt::format("shared segment '{}' {} after {} s: not an asgd segment, or its creator hangs "
-                                 "while making it; remove it if it is yours (ParamStore::remove_shared(\"{}\"), which does not "
-                                 "check that it is asgd's)",
-                                 name, what, kHeaderWait.count(), name));
-  };
+  }
+
+ private:
+  const std::string& name_;
+  const std::atomic<bool>* stop_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
+// No header yet, past kHeaderWait: one that no process is making (a creator killed before it wrote the header) is
+// named as such, with a removal that works; anything else may be another program's memory. Closes what it holds
+// first, so that this process does not count as the object's creator.
+[[noreturn]] void refuse_headerless(const std::string& name, const std::string& what, bip::shared_memory_object& shm,
+                                    segment::MappedSegment& region) {
+  region.unmap();
+  shm = bip::shared_memory_object();
+  if (ParamStore::abandoned_shared(name)) {
+    throw InputError(fmt::format("shared segment '{}' {}: its creator died before writing it; remove it "
+                                 "(ParamStore::remove_shared(\"{}\")), or replace it (AttachOptions::recover_stale)",
+                                 name, what, name));
+  }
+  throw InputError(fmt::format("shared segment '{}' {} after {} s: not an asgd segment, or its creator hangs "
+                               "while making it; remove it if it is yours (ParamStore::remove_shared(\"{}\"), which "
+                               "does not check that it is asgd's)",
+                               name, what, kHeaderWait.count(), name));
+}
+
+// A segment that is not ready: refused when its creator died or removed it; else the caller waits (told once,
+// after kHeaderWait, to the wait notice), up to kInitialiseWait.
+void check_still_coming(const std::string& name, const SegmentInfo& info, const bip::shared_memory_object& shm,
+                        const CreatorWait& wait, bool& told) {
+  if (!info.creator_alive) {
+    throw InputError(fmt::format("shared segment '{}' is stale: its creator (pid {}) died before it was ready; "
+                                 "remove it (ParamStore::remove_shared(\"{}\")), or replace it "
+                                 "(AttachOptions::recover_stale)",
+                                 name, info.creator_pid, name));
+  }
+  // A creator whose initialisation failed removes the name (and may live on): what we hold is then no segment
+  // anyone will finish.
+  if (!same_object(shm, name)) {
+    throw InputError(fmt::format("shared segment '{}' was removed while pid {} initialised it", name,
+                                 info.creator_pid));
+  }
+  if (!told && wait.past(kHeaderWait)) {
+    told = true;
+    if (const auto notice = wait_notice())
+      notice(fmt::format("waiting for pid {} to finish initialising shared segment '{}' (at most {} s)",
+                         info.creator_pid, name, kInitialiseWait.count()));
+  }
+  if (wait.past(kInitialiseWait)) {
+    throw InputError(fmt::format("shared segment '{}' is still being initialised by pid {} after {} s: its creator "
+                                 "hangs while making it; stop it, or remove the segment "
+                                 "(ParamStore::remove_shared(\"{}\"), which does not check that it is asgd's)",
+                                 name, info.creator_pid, kInitialiseWait.count(), name));
+  }
+}
+
+// Opens and maps `name` (its header, then, once it is ready and its size checked, header and parameters), waiting
+// for a creator that is still making it. A creator may be between shm_open and writing its magic: until
+// kHeaderWait, a short object or a zero magic means "still initialising". Once the header is there, a live creator
+// may take longer (it sizes the segment and fills the parameters before marking it ready): up to kInitialiseWait.
+SegmentInfo open_segment(const std::string& name, Access access, const AttachOptions& options,
+                         bip::shared_memory_object& shm, segment::MappedSegment& region) {
+  check_name(name);
+  const auto mode = access == Access::read_only ? bip::read_only : bip::read_write;
+  open_object(shm, name, mode, " (is the training process running?)");
+  segment::check_trusted(shm.get_mapping_handle().handle, name);  // before anything of it is read
+  const CreatorWait wait(name, options.stop);
   bool told = false;
   for (;;) {
-    bip::offset_t bytes = 0;
-    shm.get_size(bytes);
-    if (static_cast<std::size_t>(bytes) < kHeaderBytes) {
-      wait_for_header(fmt::format("is only {} bytes", bytes));
+    const std::uint64_t bytes = object_bytes(shm);
+    if (bytes < kHeaderBytes) {
+      const std::string what = fmt::format("is only {} bytes", bytes);
+      if (wait.past(kHeaderWait)) refuse_headerless(name, what, shm, region);
+      wait.step(what);
       continue;
     }
-    map_whole(shm, mode, region);
-    const auto* h = static_cast<const SegmentHeader*>(region.get_address());
-    const auto magic =
-        std::atomic_ref<std::uint64_t>(const_cast<std::uint64_t&>(h->magic)).load(std::memory_order_acquire);
-    if (magic == 0) {
-      wait_for_header("has no header");
+    const std::size_t to_map = bytes_to_map(shm, bytes);
+    if (region.size() != to_map) region.map(shm, mode, to_map, name);
+    const auto* h = header_of(region);
+    if (std::atomic_ref<std::uint64_t>(const_cast<std::uint64_t&>(h->magic)).load(std::memory_order_acquire) == 0) {
+      if (wait.past(kHeaderWait)) refuse_headerless(name, "has no header", shm, region);
+      wait.step("has no header");
       continue;
     }
-    SegmentInfo info = read_info_whole(name, shm, mode, region);
-    if (info.ready) return info;
-    if (!info.creator_alive) {
-      throw InputError(fmt::format("shared segment '{}' is stale: its creator (pid {}) died before it was ready; "
-                                   "remove it (ParamStore::remove_shared(\"{}\")), or replace it (AttachOptions::recover_stale)",
-                                   name, info.creator_pid, name));
+    SegmentInfo info = read_info(name, h, shm);
+    if (info.ready) {
+      // Made ready since bytes_to_map looked (read_info checked that the object holds the parameters).
+      if (region.size() != mapped_bytes(info.elements)) region.map(shm, mode, mapped_bytes(info.elements), name);
+      return info;
     }
-    // A creator whose initialisation failed removes the name (and may live on): what we hold is then no segment
-    // anyone will finish.
-    if (!same_object(shm, name)) {
-      throw InputError(fmt::format("shared segment '{}' was removed while pid {} initialised it", name,
-                                   info.creator_pid));
-    }
-    if (!told && std::chrono::steady_clock::now() - start > kHeaderWait) {
-      told = true;
-      if (const auto notice = wait_notice()) notice(fmt::format("waiting for pid {} to finish initialising shared "
-                                                                "segment '{}' (at most {} s)",
-                                                                info.creator_pid, name, kInitialiseWait.count()));
-    }
-    wait_or_fail(fmt::format("is still being initialised by pid {}", info.creator_pid), kInitialiseWait);
+    check_still_coming(name, info, shm, wait, told);
+    wait.step(fmt::format("is still being initialised by pid {}", info.creator_pid));
   }
 }
 
@@ -596,8 +644,8 @@ SegmentInfo open_segment(const std::string& name, Access access, bip::shared_mem
 ParamStore ParamStore::attach(const std::string& name, const Layout* expected, Access access,
                               AttachOptions options) {
   auto s = std::make_unique<Storage>();
-  SegmentInfo info = open_segment(name, access, s->shm, s->region);
-  s->header = static_cast<SegmentHeader*>(s->region.get_address());
+  SegmentInfo info = open_segment(name, access, options, s->shm, s->region);
+  s->header = static_cast<SegmentHeader*>(s->region.address());
   s->name = name;
   s->layout = Layout::parse(info.layout);
   if (s->layout.hash() != info.layout_hash || s->layout.size() != info.elements) {
@@ -634,7 +682,7 @@ ParamStore ParamStore::attach(const std::string& name, const Layout* expected, A
     }
     s->register_writer();
   }
-  float* data = reinterpret_cast<float*>(static_cast<char*>(s->region.get_address()) + kHeaderBytes);
+  float* data = reinterpret_cast<float*>(static_cast<char*>(s->region.address()) + kHeaderBytes);
   const std::size_t n = info.elements;
   return ParamStore(std::move(s), data, n, access == Access::read_write);
 }
@@ -651,21 +699,22 @@ ParamStore ParamStore::attach_shared(const std::string& name, const Layout& expe
 SegmentInfo ParamStore::inspect_shared(const std::string& name) {
   check_name(name);
   bip::shared_memory_object shm;
-  try {
-    shm = bip::shared_memory_object(bip::open_only, name.c_str(), bip::read_only);
-  } catch (const bip::interprocess_exception& e) {
-    if (e.get_error_code() == bip::not_found_error) throw InputError(fmt::format("no shared segment '{}'", name));
-    throw InputError(fmt::format("shared segment '{}': cannot open: {}", name, e.what()));
-  }
-  bip::offset_t bytes = 0;
-  shm.get_size(bytes);
-  if (static_cast<std::size_t>(bytes) < kHeaderBytes) {
+  open_object(shm, name, bip::read_only, "");
+  const int fd = shm.get_mapping_handle().handle;
+  // Whether it is asgd's at all comes first (read, not mapped): another program's memory is said to be that.
+  const std::uint64_t bytes = object_bytes(shm);
+  std::uint64_t magic = 0;
+  if (bytes < kHeaderBytes) {
     throw InputError(fmt::format("shared segment '{}' is not an asgd parameter segment ({} bytes)", name, bytes));
   }
-  bip::mapped_region region;
-  map_whole(shm, bip::read_only, region);
-  SegmentInfo info = read_info_whole(name, shm, bip::read_only, region);
-  info.id = id_of(shm.get_mapping_handle().handle).value_or(SegmentId{});
+  if (::pread(fd, &magic, sizeof magic, 0) != static_cast<ssize_t>(sizeof magic) || magic != kMagic) {
+    throw InputError(fmt::format("shared segment '{}' is not an asgd parameter segment (bad magic)", name));
+  }
+  segment::check_trusted(fd, name);
+  segment::MappedSegment region;
+  region.map(shm, bip::read_only, kHeaderBytes, name);
+  SegmentInfo info = read_info(name, header_of(region), shm);
+  info.id = id_of(fd).value_or(SegmentId{});
   return info;
 }
 
@@ -702,6 +751,11 @@ ParamStore ParamStore::open_or_create_shared(const std::string& name, Layout lay
                                              bool* created, const std::function<void(ParamStore&)>& initialize) {
   if (created != nullptr) *created = false;
   for (int attempt = 0;; ++attempt) {
+    // Once asked to stop (while the data was read, or a wait below ended by it), nothing is made.
+    if (options.stop != nullptr && options.stop->load(std::memory_order_relaxed)) {
+      throw StopRequested(
+          fmt::format("shared segment '{}': a stop request came first; nothing attached or made", name));
+    }
     if (exists_shared(name)) {
       // With recovery, a segment whose creator died before making it ready holds nothing: make it again.
       if (options.recover_stale && never_finished(name)) {
@@ -742,7 +796,11 @@ std::optional<SegmentId> ParamStore::abandoned_shared(const std::string& name) {
   // without the magic.
   struct stat st {};
   bool headerless = false;
-  if (::fstat(fd, &st) == 0 && st.st_size == 0) {
+  if (::fstat(fd, &st) != 0 || !segment::trusted(st)) {
+    ::close(fd);
+    return std::nullopt;  // another user's (or open to them): not ours to call abandoned and remove
+  }
+  if (st.st_size == 0) {
     headerless = true;
   } else if (st.st_size == static_cast<off_t>(kHeaderBytes)) {
     std::uint64_t magic = 1;

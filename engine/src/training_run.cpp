@@ -36,6 +36,13 @@ TrainingRunOptions checked(TrainingRunOptions o) {
   if (o.checkpoint_every == 0) throw InputError("TrainingRunOptions::checkpoint_every: expected at least 1");
   return o;
 }
+// The attach's options, with the run's stop request: a wait for another process to finish making the segment ends
+// when it is set.
+AttachOptions attach_options(const TrainingRunOptions& o) {
+  AttachOptions a = o.attach;
+  if (a.stop == nullptr) a.stop = o.stop;
+  return a;
+}
 std::optional<CheckpointData> read_if_given(TrainingRunOptions& o) {
   if (o.resumed) return std::exchange(o.resumed, std::nullopt);
   if (o.resume.empty()) return std::nullopt;
@@ -48,7 +55,7 @@ TrainingRun::TrainingRun(Layout layout, TrainingRunOptions options,
     : options_(checked(std::move(options))),
       resumed_(read_if_given(options_)),
       resumed_options_(resumed_ ? saved_options(resumed_->metadata) : std::nullopt),
-      store_(open_training_store(options_.shm, std::move(layout), options_.attach, initialize)) {
+      store_(open_training_store(options_.shm, std::move(layout), attach_options(options_), initialize)) {
   if (options_.stop != nullptr) stop_ = options_.stop;
   if (resumed_) resumed_seed_ = resumed_->state.seed;
   if (store_.created) return;

@@ -1,5 +1,6 @@
 // End-to-end tests of the `asgd` command: what a user types, what they get.
 #include <fcntl.h>
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -731,6 +732,74 @@ TEST_F(Cli, ShmRemoveLeavesOtherProgramsMemoryUnlessForced) {
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_EQ(r.output.find("no shared segment"), std::string::npos) << r.output;  // the naming rule instead
   fs::remove(object);
+}
+
+// `asgd ARGS...` run as user `uid` (root forks, drops to it and execs), output to `log`: its exit status (128 + a
+// signal's) and output.
+asgd::testing::Result run_as(uid_t uid, const std::vector<std::string>& args, const fs::path& log) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    if (::setgroups(0, nullptr) != 0 || ::setgid(uid) != 0 || ::setuid(uid) != 0) ::_exit(126);
+    std::vector<std::string> copy = args;
+    std::vector<char*> argv;
+    std::string bin = ASGD_BINARY;
+    argv.push_back(bin.data());
+    for (auto& a : copy) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(bin.c_str(), argv.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  std::ifstream in(log);
+  std::stringstream text;
+  text << in.rdbuf();
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), text.str()};
+}
+
+// `shm remove` of a segment the user may not remove (another user's: only its owner or root may) says whose it is
+// and suggests nothing that cannot help (before: "pass --force", and --force then said there was no such segment).
+// Root removing another user's segment is told whose it is, and --force removes it.
+TEST_F(Cli, ShmRemoveOfAnotherUsersSegmentSaysWhoseItIs) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root, to run as another user and give a segment to one";
+  constexpr uid_t kOther = 65534;
+  const std::string shm = "asgd-cli-owner-" + std::to_string(::getpid());
+  asgd::ParamStore::remove_shared(shm);
+  { asgd::ParamStore made = asgd::ParamStore::create_shared(shm, asgd::Layout().add("w", {10})); }
+  for (const bool force : {false, true}) {
+    std::vector<std::string> args = {"shm", "remove", shm};
+    if (force) args.push_back("--force");
+    const auto r = run_as(kOther, args, dir_ / ("as-other" + std::to_string(force)));
+    if (r.status == 126 || r.status == 127) GTEST_SKIP() << "cannot run asgd as uid " << kOther << ": " << r.output;
+    EXPECT_EQ(r.status, 2) << r.output;
+    EXPECT_NE(r.output.find("shared segment '" + shm + "' belongs to user root (uid 0, mode 0600)"), std::string::npos)
+        << r.output;
+    EXPECT_NE(r.output.find("only its owner or root may remove it"), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("--force"), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("no shared segment"), std::string::npos) << r.output;
+    EXPECT_TRUE(asgd::ParamStore::exists_shared(shm));
+  }
+  {
+    const int fd = ::shm_open(("/" + shm).c_str(), O_RDWR, 0);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::fchown(fd, kOther, kOther), 0);
+    ::close(fd);
+  }
+  auto r = run({"shm", "info", shm});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("shared segment '" + shm + "' belongs to user "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("(uid 65534, mode 0600)"), std::string::npos) << r.output;
+  r = run({"shm", "remove", shm});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("(uid 65534, mode 0600)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("pass --force"), std::string::npos) << r.output;
+  EXPECT_TRUE(asgd::ParamStore::exists_shared(shm));
+  r = run({"shm", "remove", shm, "--force"});
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_FALSE(asgd::ParamStore::exists_shared(shm));
 }
 
 // A creator killed while it sizes the segment (here by SIGXFSZ, as under `ulimit -f 100`) leaves one that names

@@ -5,6 +5,10 @@
 // count, creator pid, the pids of attached writers) that attach checks; it is
 // created owner-only (0600). Recovery rules, in the order attach applies them:
 //  * no such segment                  -> InputError ("no shared segment ...")
+//  * another user's, or with a group
+//    or other permission bit          -> UntrustedSegment (whose it is, its
+//    mode, what to do): another user could have written it, or truncate it
+//    under this process
 //  * not an asgd segment / other
 //    version / other layout           -> InputError naming what differs
 //  * creator still initialising       -> attach waits while the creator lives
@@ -19,12 +23,19 @@
 //  * a writer died without detaching  -> InputError naming the pid, unless
 //    AttachOptions::recover_stale: then the dead writer's slot is cleared and
 //    the parameters (valid floats, maybe mid-update) are taken as they are.
+//  * a stop request (AttachOptions::stop) while waiting -> StopRequested,
+//    within 5 ms; nothing attached or made
+// Sizes are checked against the header before the parameters are mapped. A
+// segment truncated while mapped (by its owner or root) ends the process at
+// the first touch past its new end, with a message naming it and exit status
+// 1, instead of SIGBUS (engine/src/segment_fault.hpp says why it cannot go on).
 // create_shared on an existing name fails unless CreateOptions::replace_stale
 // and every process that had it attached is dead, in which case the old
 // segment is removed and a fresh one made. `asgd shm info|remove NAME` is the
 // command-line side of the same rules.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -34,9 +45,32 @@
 #include <string>
 #include <vector>
 
+#include "asgd/engine/errors.hpp"
 #include "asgd/engine/layout.hpp"
 
 namespace asgd {
+
+// A shared segment that another user could have written or could truncate: it
+// belongs to another user than this process's effective one, or has a group
+// or other permission bit. Attaches and inspect_shared refuse it; the message
+// names it, says whose it is and its mode, and what to do.
+class UntrustedSegment : public InputError {
+ public:
+  UntrustedSegment(std::string segment, unsigned owner_uid, unsigned mode);
+  // "user alice (uid 1001, mode 0666)" (a uid without a name: "a user without a name (uid ...)").
+  static std::string whose(unsigned owner_uid, unsigned mode);
+  bool foreign() const noexcept;  // another user's (else its mode is the fault)
+  std::string segment;
+  unsigned owner_uid;
+  unsigned mode;  // permission bits (07777)
+};
+
+// A stop request (AttachOptions::stop) ended a wait for a segment: nothing was
+// attached or made.
+class StopRequested : public RuntimeError {
+ public:
+  using RuntimeError::RuntimeError;
+};
 
 enum class Access { read_write, read_only };
 
@@ -61,6 +95,11 @@ struct AttachOptions {
   // compared. Readers never compare. open_or_create_shared keeps them in a
   // segment it creates.
   std::string settings = {};
+  // A stop request (StopOnSignal::flag(), a caller's own): set while an attach
+  // waits for another process to finish making the segment (up to 10 min), it
+  // ends the wait within 5 ms with StopRequested, and open_or_create_shared
+  // then makes nothing. Null: none.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 // What a segment's header says, and which of its processes are still alive.
@@ -110,6 +149,10 @@ class ParamStore {
   // Whether a shared-memory object (an asgd segment or any other) has this
   // name; InputError for a name that could not be a segment's.
   static bool exists_shared(const std::string& name);
+  // InputError when this process may not remove `name` (only its owner or
+  // root may: the shared-memory directory is sticky), saying whose it is;
+  // nothing when it may, or when there is no such object.
+  static void check_removable_shared(const std::string& name);
   // Attaches read-write when `name` exists, else creates it; safe when
   // several processes race to start on the same name. `created`, when
   // given, says whether this call made the segment (only then should the
@@ -117,14 +160,16 @@ class ParamStore {
   // `initialize`, when given, runs on a segment this call creates before any
   // other process may attach (as in create_shared). With
   // AttachOptions::recover_stale, a segment whose creator died before making
-  // it ready is replaced by a new one (it holds nothing).
+  // it ready is replaced by a new one (it holds nothing). With
+  // AttachOptions::stop set, nothing is made (StopRequested).
   static ParamStore open_or_create_shared(const std::string& name, Layout layout, AttachOptions options = {},
                                           bool* created = nullptr,
                                           const std::function<void(ParamStore&)>& initialize = {});
   // The object's id when `name` is what a creator killed before writing the
   // header left behind (0 bytes, or a header's size without the magic),
   // unchanged for 2 s and held by no process, open or mapped (a live creator
-  // holds its object open); none for anything else, and none when a process
+  // holds its object open); none for anything else (another user's object
+  // among them: not ours to judge), and none when a process
   // that could hold it cannot be looked into. Such an object holds nothing:
   // `asgd shm remove` and recovery remove it, as they do a segment whose
   // creator died before it was ready. Linux (/proc); none where that cannot

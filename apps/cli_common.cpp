@@ -269,6 +269,10 @@ int run_guarded(const std::function<int()>& body, OptionNames names) {
   } catch (const InputError& e) {
     std::fprintf(stderr, "asgd: error: %s\n", cli_message(e.what(), names).c_str());
     return kExitInput;
+  } catch (const StopRequested& e) {
+    // Ctrl-C or SIGTERM while waiting for a segment: an interruption, as one in training is, not an error.
+    std::fprintf(stderr, "asgd: interrupted (%s): %s\n", signal_name(StopOnSignal::received()), e.what());
+    return interrupted_exit_code();
   } catch (const nlohmann::json::exception& e) {
     // JSON is only read from model files' metadata: a value of the wrong kind there is bad input.
     std::fprintf(stderr, "asgd: error: a model file's metadata is malformed: %s\n", e.what());

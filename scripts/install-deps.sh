@@ -13,9 +13,11 @@ packages=(
   libopenmpi-dev openmpi-bin
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-matplotlib
+  pybind11-dev python3-numpy python3-scipy
 )
 
-# The test suite also checks that gensim reads our word2vec files.
+# The test suite also checks that gensim reads our word2vec files, and runs the Python module's pytest suite
+# (scikit-learn: its estimators' checks).
 case "${1:-}" in
   "" | --tests | --bench | --clang) ;;
   *) echo "install-deps.sh: unknown argument '$1' (see -h)" >&2; exit 2 ;;
@@ -24,7 +26,7 @@ if [ "${1:-}" = "--clang" ]; then
   packages+=(clang)
 fi
 if [ "${1:-}" = "--tests" ]; then
-  packages+=(python3-gensim)
+  packages+=(python3-gensim python3-pytest python3-sklearn)
 fi
 # The peer benchmarks (bench/peers): fastText for word2vec; PyTorch for the
 # CNN, with OpenBLAS's threaded build (PyTorch with the reference BLAS is

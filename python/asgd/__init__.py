@@ -1,0 +1,17 @@
+"""asgd: lock-free asynchronous SGD, from Python.
+
+Recommenders with implicit's call shapes::
+
+    import asgd
+    model = asgd.MatrixFactorization(factors=32, iterations=20)
+    model.fit(user_items)                 # scipy.sparse user x item ratings
+    ids, scores = model.recommend(3, user_items[3], N=10)
+    model.save("model.mf")                # the file `asgd mf train` writes
+    same = asgd.load("model.mf")          # and any file it wrote
+
+The training runs in the C++ library (asgd._core) with the GIL released; Ctrl-C stops it.
+"""
+
+from ._mf import MatrixFactorization, load
+
+__all__ = ["MatrixFactorization", "load"]

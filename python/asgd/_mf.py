@@ -1,0 +1,172 @@
+"""Matrix factorization with implicit's call shapes, on the library's mf::fit (explicit ratings, squared loss)."""
+
+import os
+
+import numpy as np
+
+from . import _arrays, _core
+
+
+class MatrixFactorization:
+    """Biased matrix factorization of explicit ratings, trained by lock-free asynchronous SGD.
+
+    Parameters (implicit's names; the defaults are `asgd mf train`'s):
+      factors: factors per user and item (-k).
+      iterations: epochs (-t).
+      learning_rate: SGD step, constant (-r).
+      regularization: L2 on the factors (--l2); bias_regularization: L2 on the biases (--bias-l2).
+      random_state: seed of the initial factors and the shuffles (--seed); None draws one from numpy.
+      threads: workers (-s); 0 = all cores. One worker and a seed give the CLI's model byte for byte.
+      policy: "racy" (Hogwild!), "atomic" or "locked"; tau: bounded delay in steps (None: unbounded).
+      schedule: "hogwild" or "blocks" (LIBMF's grid of blocks); adagrad: per-parameter AdaGrad steps.
+
+    Ids are rows: fit(X) on a user x item matrix keeps row u as user u and column i as item i, and a saved
+    model names them "u" and "i" for `asgd mf recommend --user u`. A model loaded from a file the CLI trained
+    on other ids has rows in the order of its user_names and item_names.
+    """
+
+    def __init__(self, factors=32, iterations=20, learning_rate=0.02, regularization=0.05,
+                 bias_regularization=0.05, random_state=None, threads=0, policy="racy", tau=None,
+                 schedule="hogwild", adagrad=False):
+        self.factors = factors
+        self.iterations = iterations
+        self.learning_rate = learning_rate
+        self.regularization = regularization
+        self.bias_regularization = bias_regularization
+        self.random_state = random_state
+        self.threads = threads
+        self.policy = policy
+        self.tau = tau
+        self.schedule = schedule
+        self.adagrad = adagrad
+        self._model = None
+
+    _params = ("factors", "iterations", "learning_rate", "regularization", "bias_regularization",
+               "random_state", "threads", "policy", "tau", "schedule", "adagrad")
+
+    def get_params(self, deep=True):
+        return {name: getattr(self, name) for name in self._params}
+
+    def set_params(self, **params):
+        for name, value in params.items():
+            if name not in self._params:
+                raise ValueError(f"{name}: not a parameter of MatrixFactorization")
+            setattr(self, name, value)
+        return self
+
+    def _settings(self):
+        s = _core.MfSettings()
+        for name, value in (("factors", self.factors), ("iterations", self.iterations),
+                            ("threads", self.threads)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                raise TypeError(f"{name}: expected an integer, got {value!r}")
+            if value < 0:
+                raise ValueError(f"{name} {value}: expected a non-negative integer")
+        s.factors = int(self.factors)
+        s.epochs = int(self.iterations)
+        s.threads = int(self.threads) or (os.cpu_count() or 1)
+        s.learning_rate = float(self.learning_rate)
+        s.l2 = float(self.regularization)
+        s.bias_l2 = float(self.bias_regularization)
+        seed = self.random_state
+        if seed is None:
+            seed = int(np.random.randint(0, 2**31 - 1))
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+            raise ValueError(f"random_state {seed!r}: expected None or a non-negative integer")
+        s.seed = int(seed)
+        s.policy = str(self.policy)
+        if self.tau is not None and self.schedule == "blocks":
+            raise ValueError("tau: only with schedule='hogwild' (the blocks' workers share no row or column)")
+        s.tau = "inf" if self.tau is None else str(int(self.tau))
+        s.schedule = str(self.schedule)
+        s.adagrad = bool(self.adagrad)
+        return s
+
+    def fit(self, X):
+        """Trains on X: a scipy.sparse user x item matrix (CSR or COO; every stored entry a rating) or a
+        (users, items, ratings) tuple of arrays. The GIL is released meanwhile; Ctrl-C stops the run and raises
+        KeyboardInterrupt (the model keeps its previous fit, if any). Returns self."""
+        settings = self._settings()
+        users, items, values, user_count, item_count = _arrays.triples(X)
+        self._model = _core.fit_mf(users, items, values, user_count, item_count, settings)
+        return self
+
+    def _fitted(self):
+        if self._model is None:
+            raise ValueError("this MatrixFactorization is not fitted yet: call fit(X) or asgd.load(path)")
+        return self._model
+
+    def predict(self, users, items):
+        """The predicted ratings of (users[i], items[i]), clipped into the training ratings' range, as
+        `asgd mf predict` writes them: a float32 array of users' shape."""
+        model = self._fitted()
+        shape = np.shape(users)
+        u, i = _arrays.ids(users, "users"), _arrays.ids(items, "items")
+        return model.predict(u, i).reshape(shape)
+
+    def recommend(self, userid, user_items=None, N=10, filter_already_liked_items=True):
+        """The N best items for userid, best first, as (ids, scores) numpy arrays (int32, float32). With
+        user_items (scipy.sparse: the users' rows) and filter_already_liked_items, their items are left out;
+        without user_items nothing is (as `asgd mf recommend` without --exclude). For an array of userids: 2-D
+        arrays, one row per user, scored together in the library's blocked batches; a row short of N items
+        ends in id -1, score -inf."""
+        model = self._fitted()
+        single = np.ndim(userid) == 0
+        users = _arrays.ids(userid, "userid")
+        if isinstance(N, bool) or not isinstance(N, (int, np.integer)):
+            raise TypeError(f"N: expected an integer, got {N!r}")
+        if N < 1:
+            raise ValueError(f"N {N}: expected at least 1")
+        no_ids = np.zeros(0, dtype=np.int64)
+        seen_users, seen_items = no_ids, no_ids
+        if user_items is not None and filter_already_liked_items:
+            seen_users, seen_items = _arrays.seen_pairs(user_items, users, model.user_factors.shape[0])
+        ids, scores = model.recommend(users, int(N), seen_users, seen_items)
+        if not single:
+            return ids, scores
+        kept = int(np.count_nonzero(ids[0] >= 0))
+        return ids[0, :kept].copy(), scores[0, :kept].copy()
+
+    @property
+    def user_factors(self):
+        """users x factors float32, a view of the model's memory (no copy)."""
+        return self._fitted().user_factors
+
+    @property
+    def item_factors(self):
+        """items x factors float32, a view of the model's memory (no copy)."""
+        return self._fitted().item_factors
+
+    @property
+    def user_biases(self):
+        return self._fitted().user_biases
+
+    @property
+    def item_biases(self):
+        return self._fitted().item_biases
+
+    @property
+    def user_names(self):
+        """The users' ids as the model file names them, in row order."""
+        return self._fitted().user_names
+
+    @property
+    def item_names(self):
+        return self._fitted().item_names
+
+    def save(self, path):
+        """Writes the model file `asgd mf train` writes (read by `asgd mf predict|eval|recommend` and
+        asgd.load); OSError when the path cannot be written."""
+        self._fitted().save(os.fspath(path))
+
+
+def load(path):
+    """A MatrixFactorization from a model file written by model.save or `asgd mf train` (squared loss);
+    OSError when the file cannot be read, ValueError when it is not an mf model."""
+    model = _core.load(os.fspath(path))
+    if model.loss != "squared":
+        raise ValueError(f"{os.fspath(path)}: a {model.loss} model; asgd.MatrixFactorization holds squared ones")
+    factors = model.user_factors.shape[1]
+    mf = MatrixFactorization(factors=factors, iterations=model.epochs)
+    mf._model = model
+    return mf

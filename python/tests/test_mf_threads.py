@@ -1,0 +1,62 @@
+"""fit releases the GIL (another Python thread runs meanwhile) and Ctrl-C stops it with KeyboardInterrupt,
+the model keeping its previous fit."""
+
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+
+import asgd
+from conftest import Ratings
+
+# Big enough that an epoch takes about 10 ms: thousands of them would take minutes unless stopped.
+BIG = Ratings(users=3000, items=1500, count=200000, seed=7)
+TRIPLES = (BIG.users, BIG.items, BIG.values)
+
+
+def test_another_thread_runs_during_fit():
+    counts = []
+    stop = threading.Event()
+
+    def count():
+        n = 0
+        while not stop.is_set():
+            n += 1
+            if n % 1000 == 0:
+                counts.append((time.monotonic(), n))
+
+    counter = threading.Thread(target=count)
+    counter.start()
+    time.sleep(0.05)
+    start = time.monotonic()
+    asgd.MatrixFactorization(factors=8, iterations=40, random_state=1, threads=1).fit(TRIPLES)
+    end = time.monotonic()
+    stop.set()
+    counter.join()
+    during = [n for t, n in counts if start < t < end]
+    assert end - start > 0.2
+    # With the GIL held for the whole fit the counter would not move at all until it returned.
+    assert len(during) > 20
+
+
+def test_ctrl_c_stops_fit_with_keyboard_interrupt():
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    model = asgd.MatrixFactorization(factors=4, iterations=1, random_state=1, threads=1).fit(TRIPLES)
+    before = model.user_factors.copy()
+    model.set_params(iterations=20000, threads=2)
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+    start = time.monotonic()
+    timer.start()
+    try:
+        model.fit(TRIPLES)
+        raise AssertionError("fit ran to its end: the interrupt was not seen")
+    except KeyboardInterrupt:
+        pass
+    finally:
+        timer.cancel()
+    elapsed = time.monotonic() - start
+    assert 0.5 <= elapsed < 5, elapsed
+    # The model is the one fitted before, untouched.
+    assert np.array_equal(model.user_factors, before)

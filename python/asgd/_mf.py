@@ -77,7 +77,9 @@ class MatrixFactorization:
         s.policy = str(self.policy)
         if self.tau is not None and self.schedule == "blocks":
             raise ValueError("tau: only with schedule='hogwild' (the blocks' workers share no row or column)")
-        s.tau = "inf" if self.tau is None else str(int(self.tau))
+        if self.tau is not None and (isinstance(self.tau, bool) or not isinstance(self.tau, (int, np.integer))):
+            raise TypeError(f"tau: expected None (unbounded) or an integer number of steps, got {self.tau!r}")
+        s.tau = "inf" if self.tau is None else str(self.tau)
         s.schedule = str(self.schedule)
         s.adagrad = bool(self.adagrad)
         return s

@@ -110,7 +110,7 @@ SavedModel fit_mf(const IdArray& users, const IdArray& items, const FloatArray& 
   FitOptions o = base;
   o.stop = &stop;
   FitReport report = asgd::python::run_interruptible(stop, [&] { return fit(std::move(data), o); });
-  if (report.train.stopped) {  // stopped with no signal raised: not by this module, but say so all the same
+  if (report.train.stopped) {  // a stop nobody asked for here (a signal's raised above): no model to return
     throw asgd::RuntimeError("fit: stopped before its last epoch (" + report.train.stop_reason + ")");
   }
   return saved_model(std::move(report), base);

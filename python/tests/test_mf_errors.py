@@ -38,6 +38,8 @@ CASES = [
     ("a negative learning rate", fit((U, I, R), learning_rate=-1), ValueError, "learning_rate"),
     ("an unknown policy", fit((U, I, R), policy="wild"), ValueError, "wild"),
     ("an unknown schedule", fit((U, I, R), schedule="grid"), ValueError, "schedule 'grid'"),
+    ("a float tau", fit((U, I, R), tau=1.5), TypeError, "tau: expected None"),
+    ("a negative tau", fit((U, I, R), tau=-1), ValueError, "tau '-1'"),
     ("tau with blocks", fit((U, I, R), schedule="blocks", tau=2), ValueError, "tau: only with"),
     ("predict past the users", lambda m: m.predict([3], [0]), ValueError, "users[0] = 3: expected an id in 0..2"),
     ("predict a negative item", lambda m: m.predict([0], [-2]), ValueError, "items[0] = -2"),

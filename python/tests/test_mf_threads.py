@@ -31,7 +31,7 @@ def test_another_thread_runs_during_fit():
     counter.start()
     time.sleep(0.05)
     start = time.monotonic()
-    asgd.MatrixFactorization(factors=8, iterations=40, random_state=1, threads=1).fit(TRIPLES)
+    asgd.MatrixFactorization(factors=8, iterations=100, random_state=1, threads=1).fit(TRIPLES)
     end = time.monotonic()
     stop.set()
     counter.join()

@@ -93,26 +93,124 @@ void InputFile::rewind() {
   held_.clear();
 }
 
-std::string read_all(const fs::path& path, const char* what) {
+namespace {
+
+// The 1-based line of the byte at `offset` of `text`.
+std::uint64_t line_at(std::string_view text, std::size_t offset) {
+  const auto newlines = std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(offset), '\n');
+  return 1 + static_cast<std::uint64_t>(newlines);
+}
+
+// Room for `bytes` of text in `text`, doubling its capacity (as the string would), checked against the memory there
+// is first: a file larger than the memory is refused before it is read, an endless pipe once it has filled it.
+void make_room(std::string& text, std::size_t bytes, const std::string& name, const char* what) {
+  if (bytes <= text.capacity()) return;
+  const std::size_t capacity = std::max(bytes, 2 * text.capacity());
+  const AvailableMemory available = available_memory();
+  if (capacity <= available.bytes) {
+    text.reserve(capacity);
+  } else if (text.empty()) {
+    require_memory(capacity, fmt::format("{}: reading {} whole", name, what), available);
+  } else {
+    require_memory(capacity, fmt::format("{}:{}: reading {} whole (an endless input?), {} so far", name,
+                                         line_at(text, text.size()), what, format_bytes(text.size())),
+                   available);
+  }
+}
+
+// The checks of one chunk just read, text[old..]: a NUL byte, a line past max_line. `line_start`: where the line
+// being read starts, moved past the chunk's last newline.
+void judge_chunk(const std::string& text, std::size_t old, std::size_t& line_start, std::size_t max_line,
+                 const std::string& name, const char* what) {
+  const char* chunk = text.data() + old;
+  const std::size_t n = text.size() - old;
+  if (const void* nul = std::memchr(chunk, 0, n); nul != nullptr) {
+    const auto at = static_cast<std::size_t>(static_cast<const char*>(nul) - text.data());
+    throw InputError(fmt::format("{}:{}: byte {} is NUL: this looks like a binary file, not {}", name,
+                                 line_at(text, at), at, what));
+  }
+  if (const void* nl = ::memrchr(chunk, '\n', n); nl != nullptr)
+    line_start = static_cast<std::size_t>(static_cast<const char*>(nl) - text.data()) + 1;
+  if (text.size() - line_start > max_line) {
+    refuse_long_line(name, line_at(text, line_start), line_start, std::string_view(text).substr(line_start), max_line,
+                     what);
+  }
+}
+
+}  // namespace
+
+void refuse_long_line(std::string_view name, std::uint64_t line_no, std::uint64_t start, std::string_view line,
+                      std::size_t max_line, std::string_view what) {
+  std::string message =
+      fmt::format("{}:{}: line longer than {} bytes, the limit for {}", name, line_no, max_line, what);
+  if (const auto nul = line.find('\0'); nul != std::string_view::npos)
+    message += fmt::format("; byte {} is NUL: this looks like a binary file", start + nul);
+  throw InputError(message);
+}
+
+std::string read_all(const fs::path& path, const char* what, std::size_t max_line) {
   InputFile in(path, what);
   std::string text;
-  std::error_code ec;
   constexpr std::size_t kChunk = std::size_t{1} << 20;
   if (in.regular()) {
     // A chunk more than the file: the read that finds its end asks for a whole chunk, and with the file's size
     // alone the string grew to twice it for that read (a 1 GB file peaked at 2 GB). A gzip file's text is
     // larger: the string grows.
+    std::error_code ec;
     const auto size = fs::file_size(path, ec);
-    if (!ec) text.reserve(static_cast<std::size_t>(size) + kChunk);
+    if (!ec) make_room(text, static_cast<std::size_t>(size) + kChunk, in.name(), what);
   }
+  std::size_t line_start = 0;
   for (;;) {
     const std::size_t old = text.size();
+    make_room(text, old + kChunk, in.name(), what);
     text.resize(old + kChunk);
     const std::size_t got = in.read(text.data() + old, kChunk);
     text.resize(old + got);
+    judge_chunk(text, old, line_start, max_line, in.name(), what);
     if (got < kChunk) break;
   }
   return text;
+}
+
+LineReader::LineReader(const fs::path& path, const char* what, std::size_t max_line)
+    : file_(path, what), what_(what), max_line_(max_line), buffer_(max_line + (std::size_t{64} << 10)) {}
+
+bool LineReader::fill() {
+  if (eof_) return false;
+  if (pos_ > 0) {  // the line begun so far to the front: room for a chunk after it
+    std::memmove(buffer_.data(), buffer_.data() + pos_, end_ - pos_);
+    end_ -= pos_;
+    pos_ = 0;
+  }
+  const std::size_t got = file_.read(buffer_.data() + end_, buffer_.size() - end_);
+  end_ += got;
+  eof_ = got == 0;
+  return got > 0;
+}
+
+bool LineReader::next(std::string_view& line) {
+  std::size_t searched = pos_;  // no newline in [pos_, searched)
+  for (;;) {
+    const void* nl = std::memchr(buffer_.data() + searched, '\n', end_ - searched);
+    const std::size_t eol = nl != nullptr ? static_cast<std::size_t>(static_cast<const char*>(nl) - buffer_.data())
+                                          : end_;
+    const std::string_view so_far(buffer_.data() + pos_, eol - pos_);
+    if (so_far.size() > max_line_)
+      refuse_long_line(name(), line_no_ + 1, offset_, so_far, max_line_, what_);
+    if (nl != nullptr || (eof_ && eol > pos_)) {
+      line = so_far;
+      ++line_no_;
+      const std::size_t consumed = std::min(eol + 1, end_) - pos_;
+      pos_ += consumed;
+      offset_ += consumed;
+      return true;
+    }
+    if (eof_) return false;
+    const std::size_t scanned = end_ - pos_;  // fill() may move the line to the front
+    fill();
+    searched = pos_ + scanned;
+  }
 }
 
 }  // namespace asgd::sparse::io

@@ -2,9 +2,14 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
+
+#include "asgd/engine/available_memory.hpp"
 
 namespace asgd::sparse::io {
 
@@ -42,8 +47,65 @@ class InputFile {
   std::string held_;      // bytes read to look for it that were not one: given out first
 };
 
-// The whole text of a file, gzip or not.
-std::string read_all(const std::filesystem::path& path, const char* what);
+// The longest line read_all takes by default (64 MiB): far beyond any line of text a reader here parses (a libsvm
+// line of a million features is about 15 MB), near enough that a file with no newline (a binary file without NUL
+// bytes, or text with old Mac '\r' line ends) is refused after that much, not after the whole file.
+inline constexpr std::size_t kMaxLineBytes = std::size_t{64} << 20;
+
+// The whole text of a file, gzip or not, judged as it streams in, so that binary or endless input is refused after
+// a bounded amount: InputError "NAME:LINE: byte N is NUL: this looks like a binary file, not WHAT" at the chunk
+// (1 MiB) holding the first NUL byte; "NAME:LINE: line longer than MAX bytes, the limit for WHAT" within a chunk
+// of a line passing `max_line` (the parser checks every line exactly); and, before the text grows past the memory
+// there is (asgd::available_memory), an InputError naming the bytes rather than std::bad_alloc.
+std::string read_all(const std::filesystem::path& path, const char* what, std::size_t max_line = kMaxLineBytes);
+
+// InputError "NAME:LINE: line longer than MAX bytes, the limit for WHAT", and where the bytes hold a NUL, "; byte N
+// is NUL: this looks like a binary file": what every reader says of a line too long (`start`: the offset of that
+// line's first byte, `line`: its bytes as far as they were read). Out of line, so that a parser's check of each line
+// costs it a comparison and nothing more.
+[[noreturn]] void refuse_long_line(std::string_view name, std::uint64_t line_no, std::uint64_t start,
+                                   std::string_view line, std::size_t max_line, std::string_view what);
+
+// Lines of a text file streamed through a buffer of about `max_line` bytes, for a reader that parses line by line:
+// its memory is what it keeps, not the text, and a line with no end is refused (refuse_long_line) after `max_line`
+// bytes. NUL bytes are the caller's to judge (they arrive within lines).
+class LineReader {
+ public:
+  LineReader(const std::filesystem::path& path, const char* what, std::size_t max_line);
+
+  // The next line without its '\n' (valid until the next call); false at the end of the file.
+  bool next(std::string_view& line);
+  std::uint64_t line_no() const noexcept { return line_no_; }  // of the line next() gave last, from 1
+  const std::string& name() const noexcept { return file_.name(); }
+
+ private:
+  bool fill();  // more bytes after end_; false at the end of the file
+
+  InputFile file_;
+  std::string what_;
+  std::size_t max_line_;
+  std::vector<char> buffer_;
+  std::size_t pos_ = 0, end_ = 0;
+  std::uint64_t line_no_ = 0, offset_ = 0;  // offset_: of buffer_[pos_] in the text
+  bool eof_ = false;
+};
+
+// Memory that grows with the input (a pipe held whole, a vocabulary), checked at each doubling: refused (InputError
+// from require_memory, `what()` naming the input) once holding as much again would pass the memory available, so
+// that input without end stops with a message, not std::bad_alloc. One look at /proc per doubling.
+class GrowthCheck {
+ public:
+  explicit GrowthCheck(std::uint64_t first_check = std::uint64_t{64} << 20) : next_(first_check) {}
+  template <class What>
+  void operator()(std::uint64_t bytes_held, What&& what) {
+    if (bytes_held < next_) return;
+    require_memory(bytes_held, what());
+    next_ = 2 * bytes_held;
+  }
+
+ private:
+  std::uint64_t next_;
+};
 
 // How errors name a path: "stdin" for "-".
 inline std::string display_name(const std::filesystem::path& path) { return path == "-" ? "stdin" : path.string(); }

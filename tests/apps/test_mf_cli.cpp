@@ -670,3 +670,25 @@ TEST_F(MfCli, AModelWhosePartsDisagreeIsRefused) {
     }
   }
 }
+
+// Binary or endless ratings are refused after a bounded amount, naming the file and line: before, /dev/zero or a pipe
+// of it was read whole (std::bad_alloc), and a file with no newline was read to its end before being judged.
+TEST_F(MfCli, BinaryOrEndlessRatingsAreRefusedNamingThem) {
+  std::ofstream(path("nonl.txt")) << std::string(3 << 20, '7');
+  const struct {
+    std::vector<std::string> args;
+    std::string input, expect;
+  } cases[] = {
+      {{"mf", "train", "/dev/zero"}, "/dev/null", "/dev/zero:1: byte 0 is NUL: this looks like a binary file"},
+      {{"mf", "train", "-"}, "/dev/zero", "stdin:1: byte 0 is NUL: this looks like a binary file"},
+      {{"mf", "train", "-"}, "/dev/urandom", "this looks like a binary file, not a ratings file"},
+      {{"mf", "train", path("nonl.txt")}, "/dev/null",
+       path("nonl.txt") + ":1: line longer than 1048576 bytes, the limit for a ratings file"},
+  };
+  for (const auto& c : cases) {
+    const auto r = run(c.args, c.input);
+    EXPECT_EQ(r.status, 2) << c.args.back() << ": " << r.output;
+    EXPECT_NE(r.output.find("asgd: error: "), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find(c.expect), std::string::npos) << "expected '" << c.expect << "' in: " << r.output;
+  }
+}

@@ -228,6 +228,37 @@ TEST_F(W2vCli, BadInputGetsAClearErrorNeverACrash) {
   }
 }
 
+// Input without end is refused after a bounded amount, naming it: before, `-train /dev/zero` (a device, held in
+// memory for the second pass) grew to 4.2 GB and died of std::bad_alloc naming no file; a vocab file was read whole
+// before a line of it was judged, and a bad line's control bytes reached the terminal raw.
+TEST_F(W2vCli, BinaryOrEndlessInputIsRefusedNamingIt) {
+  const auto good = write("good.txt", topics_corpus(50));
+  const std::string ctl = write("ctl.txt", "the 5\nca\x1b[31mt\n");
+  struct Case {
+    std::vector<std::string> args;
+    std::string input, expect;
+  };
+  const std::vector<Case> cases = {
+      {{"-train", "/dev/zero"}, "/dev/null", "/dev/zero:1: byte 0 is NUL: this looks like a binary file, not text"},
+      {{"-train", "-"}, "/dev/zero", "stdin:1: byte 0 is NUL: this looks like a binary file, not text"},
+      {{"-train", good, "-read-vocab", "/dev/zero"}, "/dev/null",
+       "/dev/zero:1: line longer than 65536 bytes, the limit for a vocabulary file; byte 0 is NUL"},
+      {{"-train", good, "-read-vocab", "-"}, "/dev/zero", "stdin:1: line longer than 65536 bytes"},
+      {{"-train", good, "-read-vocab", ctl}, "/dev/null", ctl + ":2: expected 'word count', got 'ca\\x1b[31mt'"},
+  };
+  for (const auto& c : cases) {
+    std::vector<std::string> args = {"w2v"};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    args.insert(args.end(), {"-output", path("v.txt")});
+    const auto r = run(args, c.input);
+    EXPECT_EQ(r.status, 2) << c.args[1] << "\n" << r.output;
+    EXPECT_NE(r.output.find("asgd: error: " + c.expect), std::string::npos) << "expected '" << c.expect << "' in: "
+                                                                              << r.output;
+    EXPECT_EQ(r.output.find('\x1b'), std::string::npos) << r.output;
+    EXPECT_FALSE(fs::exists(path("v.txt")));
+  }
+}
+
 TEST_F(W2vCli, ClassesAreWrittenInsteadOfTheVectors) {
   // word2vec.c's -classes: "word class" lines, one per word in the vocabulary's order. Three topics of 20 words
   // each, in 3 classes: each topic's words share a class.

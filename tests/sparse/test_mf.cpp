@@ -10,7 +10,9 @@
 #include <functional>
 #include <set>
 
+#include "../common/limited_child.hpp"
 #include "../common/message_of.hpp"
+#include "../common/scratch_dir.hpp"
 #include "asgd/engine/checkpoint.hpp"
 #include "asgd/engine/errors.hpp"
 #include "asgd/engine/trainer.hpp"
@@ -73,6 +75,32 @@ TEST(Ratings, MalformedLinesNameFileLineAndExpectation) {
             std::string::npos);
   EXPECT_THROW(read_ratings("/nonexistent/ratings"), asgd::InputError);
   EXPECT_THROW(parse_ratings_format("xml"), asgd::InputError);
+}
+
+// Input without end is judged as it streams in and refused after a bounded amount, from a device or a pipe: before,
+// it was read whole (std::bad_alloc, naming no file). Each read runs in a child that may take 512 MB more.
+TEST(Ratings, BinaryOrEndlessInputIsRefusedAsItStreams) {
+  const asgd::testing::ScratchDir dir;
+  constexpr std::uint64_t kRoom = std::uint64_t{512} << 20;
+  EXPECT_EQ(asgd::testing::message_in_limited_child(kRoom, [] { read_ratings("/dev/zero"); }),
+            "/dev/zero:1: byte 0 is NUL: this looks like a binary file, not a ratings file");
+  const fs::path fifo = dir / "fifo";
+  // Good lines for ever (a pipe that never ends), one NUL among them, or a line without end.
+  EXPECT_EQ(asgd::testing::message_in_limited_child(kRoom,
+                                                    [&] {
+                                                      asgd::testing::endless_fifo(fifo, std::string("1 2 3\n\0", 7));
+                                                      read_ratings(fifo);
+                                                    }),
+            fifo.string() + ":2: byte 6 is NUL: this looks like a binary file, not a ratings file");
+  EXPECT_EQ(asgd::testing::message_in_limited_child(kRoom,
+                                                    [&] {
+                                                      asgd::testing::endless_fifo(fifo, "1,2,");
+                                                      read_ratings(fifo);
+                                                    }),
+            fifo.string() + ":1: line longer than 1048576 bytes, the limit for a ratings file");
+  std::string line((std::size_t{1} << 20) + 1, 'x');
+  EXPECT_EQ(message_of([&] { parse_ratings("1 2 3\n" + line + "\n", "r.txt", RatingsFormat::libmf); }),
+            "r.txt:2: line longer than 1048576 bytes, the limit for a ratings file");
 }
 
 // What exports of ratings look like beyond MovieLens: no timestamps, a header with other names, a byte-order

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <random>
 #include <set>
@@ -13,6 +14,7 @@
 
 #include <sys/stat.h>
 
+#include "../common/limited_child.hpp"
 #include "../common/message_of.hpp"
 #include "../common/scratch_dir.hpp"
 #include "asgd/engine/errors.hpp"
@@ -155,6 +157,85 @@ TEST(Vocabulary, SaveReadRoundTripAndBadFiles) {
             std::string::npos);
   EXPECT_NE(message_of([&] { Vocabulary::read(dir.file("b5", "lonely\n")); }).find("b5:1"), std::string::npos);
   EXPECT_THROW(Vocabulary::read(dir / "missing"), asgd::InputError);
+}
+
+// A vocab file is streamed and judged line by line: /dev/zero, a pipe that repeats itself or never ends a line, or
+// one of words without end, is refused after a bounded amount (before: read whole, then judged). Each read runs in
+// a child that may take 256 MB more.
+TEST(Vocabulary, BinaryOrEndlessInputIsRefusedAsItStreams) {
+  TempDir dir;
+  constexpr std::uint64_t kRoom = std::uint64_t{256} << 20;
+  const fs::path fifo = dir / "fifo";
+  const auto read_in_child = [&](const fs::path& path, const std::function<void()>& before) {
+    return asgd::testing::message_in_limited_child(kRoom, [&] {
+      before();
+      Vocabulary::read(path);
+    });
+  };
+  EXPECT_EQ(read_in_child("/dev/zero", [] {}),
+            "/dev/zero:1: line longer than 65536 bytes, the limit for a vocabulary file; byte 0 is NUL: this looks "
+            "like a binary file");
+  EXPECT_EQ(read_in_child(fifo, [&] { asgd::testing::endless_fifo(fifo, "w 1\n"); }),
+            fifo.string() + ":2: 'w' appears twice (first on line 1)");
+  EXPECT_EQ(read_in_child(fifo, [&] { asgd::testing::endless_fifo(fifo, "w"); }),
+            fifo.string() + ":1: line longer than 65536 bytes, the limit for a vocabulary file");
+  // New words for ever: refused before the vocabulary passes the memory available.
+  const std::string message = read_in_child(fifo, [&] {
+    std::filesystem::remove(fifo);
+    ::mkfifo(fifo.c_str(), 0600);
+    std::thread([&fifo] {
+      std::ofstream out(fifo);
+      for (std::uint64_t k = 0; out; ++k) out << "w" << k << " 1\n";
+    }).detach();
+  });
+  EXPECT_NE(message.find("words so far, growing, needs"), std::string::npos) << message;
+  EXPECT_NE(message.find("of memory available (RLIMIT_AS, ulimit -v)"), std::string::npos) << message;
+}
+
+// A bad line's bytes are shown escaped, as the ratings and libsvm readers show theirs (before: raw control bytes,
+// which a terminal obeys).
+TEST(Vocabulary, ABadLinesControlBytesAreShownEscaped) {
+  TempDir dir;
+  EXPECT_EQ(message_of([&] { Vocabulary::read(dir.file("v1", "the 5\nca\x1b[31mt\n")); }),
+            (dir / "v1").string() + ":2: expected 'word count', got 'ca\\x1b[31mt'");
+  EXPECT_EQ(message_of([&] { Vocabulary::read(dir.file("v2", "the 5\ncat 3\x07\n")); }),
+            (dir / "v2").string() + ":2: expected a non-negative integer count, got '3\\x07'");
+  EXPECT_EQ(message_of([&] { Vocabulary::read(dir.file("v3", "ca\x1bt 5\nca\x1bt 3\n")); }),
+            (dir / "v3").string() + ":2: 'ca\\x1bt' appears twice (first on line 1)");
+}
+
+// A device or pipe is held in memory for the second pass, judged as it arrives: /dev/zero is refused at its first
+// chunk, a NUL where it comes, and a pipe without end before holding it passes the memory available (before: read
+// whole, 4.2 GB and std::bad_alloc naming no file). Each read runs in a child that may take 512 MB more.
+TEST(Corpus, BinaryOrEndlessInputIsRefusedAsItStreams) {
+  TempDir dir;
+  constexpr std::uint64_t kRoom = std::uint64_t{512} << 20;
+  const fs::path fifo = dir / "fifo";
+  EXPECT_EQ(asgd::testing::message_in_limited_child(kRoom, [] { TokenReader r("/dev/zero"); }),
+            "/dev/zero:1: byte 0 is NUL: this looks like a binary file, not text");
+  EXPECT_EQ(asgd::testing::message_in_limited_child(kRoom,
+                                                    [&] {
+                                                      asgd::testing::endless_fifo(
+                                                          fifo, std::string("the cat\nsat\n\0", 13));
+                                                      TokenReader r(fifo);
+                                                    }),
+            fifo.string() + ":3: byte 12 is NUL: this looks like a binary file, not text");
+  const std::string message = asgd::testing::message_in_limited_child(kRoom, [&] {
+    asgd::testing::endless_fifo(fifo, "the cat sat on the mat\n");
+    TokenReader r(fifo);
+  });
+  EXPECT_EQ(message.rfind(fifo.string() + ": a pipe is held in memory to be read twice (a file is streamed "
+                                          "instead); growing it past ",
+                          0),
+            0u)
+      << message;
+  EXPECT_NE(message.find("of memory available (RLIMIT_AS, ulimit -v)"), std::string::npos) << message;
+  // A file is streamed: the NUL is refused on its line.
+  EXPECT_EQ(message_of([&] {
+              TokenReader r(dir.file("bin", std::string("a b\nc\0d", 7)));
+              count_vocabulary(r, {1, 0});
+            }),
+            (dir / "bin").string() + ":2: byte 5 is NUL: this looks like a binary file, not text");
 }
 
 TEST(Corpus, EncodesDropsUnknownWordsAndSplitsLongLines) {

@@ -300,6 +300,10 @@ Ratings parse_ratings(std::string_view text, std::string_view source, RatingsFor
     std::string_view line = text.substr(pos, (eol == std::string_view::npos ? text.size() : eol) - pos);
     pos = eol == std::string_view::npos ? text.size() : eol + 1;
     ++line_no;
+    if (line.size() > kMaxRatingsLineBytes) [[unlikely]] {
+      io::refuse_long_line(source, line_no, static_cast<std::uint64_t>(line.data() - text.data()), line,
+                           kMaxRatingsLineBytes, "a ratings file");
+    }
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
     if (first) {
@@ -362,7 +366,8 @@ Ratings parse_ratings(std::string_view text, std::string_view source, RatingsFor
 }
 
 Ratings read_ratings(const std::filesystem::path& path, RatingsFormat format, const Ratings* id_maps_from) {
-  return parse_ratings(io::read_all(path, "a ratings file"), io::display_name(path), format, id_maps_from);
+  return parse_ratings(io::read_all(path, "a ratings file", kMaxRatingsLineBytes), io::display_name(path), format,
+                       id_maps_from);
 }
 
 void write_ratings(const std::filesystem::path& path, const Ratings& r) {

@@ -2,10 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
+#include <cstring>
 #include <cstdlib>
 #include <new>
 
+#include "asgd/engine/available_memory.hpp"
 #include "asgd/engine/errors.hpp"
 #include "../input.hpp"
 #include "../text_util.hpp"
@@ -40,21 +43,33 @@ std::size_t cut_at_character(const char* p, std::size_t len) {
 TokenReader::TokenReader(const std::filesystem::path& path)
     : file_(std::make_unique<io::InputFile>(path, "a text corpus")) {
   name_ = file_->name();
-  if (!file_->regular()) {
-    // A pipe, FIFO or /dev/stdin cannot be rewound for the second pass: read it once into memory.
-    from_memory_ = true;
-    buffer_.resize(kChunk);
-    std::size_t n = 0;
-    while ((n = file_->read(buffer_.data() + end_, buffer_.size() - end_)) > 0) {
-      end_ += n;
-      if (end_ == buffer_.size()) buffer_.resize(2 * buffer_.size());
-    }
-    buffer_.resize(end_);
-    file_.reset();
-    eof_ = true;
-    return;
-  }
   buffer_.resize(kChunk);
+  if (!file_->regular()) read_whole();
+}
+
+void TokenReader::read_whole() {
+  // A pipe, FIFO or device cannot be rewound for the second pass: read it once into memory, judged as it comes
+  // (a NUL at its chunk, the memory before each doubling), so that /dev/zero or an endless pipe stops early.
+  from_memory_ = true;
+  std::size_t n = 0;
+  while ((n = file_->read(buffer_.data() + end_, std::min(kChunk, buffer_.size() - end_))) > 0) {
+    if (const void* nul = std::memchr(buffer_.data() + end_, 0, n); nul != nullptr) {
+      const auto at = static_cast<std::size_t>(static_cast<const char*>(nul) - buffer_.data());
+      lines_ = static_cast<std::uint64_t>(std::count(buffer_.data(), buffer_.data() + at, '\n'));
+      binary_error(at);
+    }
+    end_ += n;
+    if (end_ == buffer_.size()) {
+      // The doubled block whole: realloc may have to copy (ASan's always does) before it frees the old one.
+      require_memory(2 * buffer_.size(), fmt::format("{}: a pipe is held in memory to be read twice (a file is "
+                                                     "streamed instead); growing it past {}",
+                                                     name_, format_bytes(buffer_.size())));
+      buffer_.resize(2 * buffer_.size());
+    }
+  }
+  buffer_.resize(end_);
+  file_.reset();
+  eof_ = true;
 }
 
 TokenReader::~TokenReader() = default;
@@ -71,6 +86,7 @@ void TokenReader::Bytes::resize(std::size_t n) {
 
 void TokenReader::rewind() {
   pos_ = 0;
+  lines_ = 0;
   carry_.clear();
   truncated_ = 0;
   if (from_memory_) return;
@@ -90,7 +106,8 @@ bool TokenReader::refill() {
 }
 
 void TokenReader::binary_error(std::size_t at) const {
-  throw InputError(fmt::format("{}: byte {} is NUL: this looks like a binary file, not text", name_, consumed_ + at));
+  throw InputError(fmt::format("{}:{}: byte {} is NUL: this looks like a binary file, not text", name_, lines_ + 1,
+                               consumed_ + at));
 }
 
 TokenReader::Kind TokenReader::next(std::string_view& token) {
@@ -101,7 +118,10 @@ TokenReader::Kind TokenReader::next(std::string_view& token) {
     if (cls == kText) break;
     if (cls == kNul) binary_error(pos_);
     ++pos_;
-    if (cls == kNewline) return Kind::line_end;
+    if (cls == kNewline) {
+      ++lines_;
+      return Kind::line_end;
+    }
   }
   // A token: usually inside the buffer; across a refill it goes through carry_.
   const std::size_t start = pos_;

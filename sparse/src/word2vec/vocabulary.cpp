@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <sstream>
 #include <numeric>
 #include <unordered_map>
 
@@ -89,7 +88,8 @@ void Vocabulary::index() {
       throw InputError(fmt::format("vocabulary: word {} is {}: empty or with a blank in it", i + 1,
                                    text::quote_token(words_[i])));
     }
-    if (!ids_.emplace(words_[i], i).second) throw InputError(fmt::format("vocabulary: '{}' appears twice", words_[i]));
+    if (!ids_.emplace(words_[i], i).second)
+      throw InputError(fmt::format("vocabulary: {} appears twice", text::quote_token(words_[i])));
     if (counts_[i] > std::numeric_limits<std::uint64_t>::max() - total_)
       throw InputError("vocabulary: the counts add up past 2^64");
     total_ += counts_[i];
@@ -118,68 +118,99 @@ void Vocabulary::save(const std::filesystem::path& path) const {
   out.commit();
 }
 
+namespace {
+
+// Blanks after the count (a trailing space, a CRLF line end) are no part of it.
+std::string_view trim_end(std::string_view line) {
+  while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.remove_suffix(1);
+  return line;
+}
+
+// What one line of a vocab file says.
+struct VocabLine {
+  std::string_view word;
+  std::uint64_t count = 0;
+};
+
+// "word count", or InputError naming FILE:LINE with the line's bytes escaped (text::quote_token).
+VocabLine parse_vocab_line(std::string_view line, const std::string& name, std::uint64_t line_no) {
+  const auto where = [&] { return fmt::format("{}:{}", name, line_no); };
+  const auto space = line.find_last_of(" \t");
+  if (space == std::string_view::npos || space == 0) {
+    throw InputError(fmt::format("{}: expected 'word count', got {}", where(), text::quote_token(line, 60)));
+  }
+  VocabLine v{line.substr(0, space)};
+  while (!v.word.empty() && (v.word.back() == ' ' || v.word.back() == '\t')) v.word.remove_suffix(1);
+  const std::string_view count_text = line.substr(space + 1);
+  const auto [p, ec] = std::from_chars(count_text.data(), count_text.data() + count_text.size(), v.count);
+  if (ec != std::errc() || p != count_text.data() + count_text.size()) {
+    throw InputError(
+        fmt::format("{}: expected a non-negative integer count, got {}", where(), text::quote_token(count_text)));
+  }
+  if (v.word.empty() || v.word.find_first_of(" \t") != std::string_view::npos) {
+    throw InputError(fmt::format("{}: a word may not be empty or contain spaces or tabs", where()));
+  }
+  if (v.word.find('\0') != std::string_view::npos) {
+    throw InputError(
+        fmt::format("{}: a word holds a NUL byte: this looks like a binary file, not a vocabulary", where()));
+  }
+  return v;
+}
+
+}  // namespace
+
 Vocabulary Vocabulary::read(const std::filesystem::path& path, const VocabOptions& options, std::size_t* left_out) {
   if (left_out != nullptr) *left_out = 0;
-  // "-" is standard input (as -train - is), named stdin in errors; gzipped or not.
-  const std::string name = io::display_name(path);
-  std::istringstream in(io::read_all(path, "a vocabulary file"));
+  // "-" is standard input (as -train - is), named stdin in errors; gzipped or not. Streamed line by line: the
+  // memory is the words kept, and a line without end is refused after kMaxVocabLineBytes.
+  io::LineReader in(path, "a vocabulary file", kMaxVocabLineBytes);
+  const std::string& name = in.name();
   std::vector<std::pair<std::string, std::uint64_t>> entries;
   // Every word read and its line, those dropped below too: a word listed twice is an error whichever copy
   // -min-count or a zero count would leave out (which count was meant cannot be told).
   std::unordered_map<std::string, std::size_t> first_line;
-  std::string line;
-  std::size_t line_no = 0, read = 0;
+  io::GrowthCheck growth;
+  std::uint64_t held = 0;  // about the bytes of entries and first_line
+  std::string_view raw;
+  std::size_t read = 0;
   bool first_entry = true;
-  while (std::getline(in, line)) {
-    ++line_no;
-    // Blanks after the count (a trailing space, a CRLF line end) are no part of it.
-    while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
+  while (in.next(raw)) {
+    const std::string_view line = trim_end(raw);
     if (line.empty()) continue;
-    const auto space = line.find_last_of(" \t");
-    auto where = [&] { return fmt::format("{}:{}", name, line_no); };
-    if (space == std::string::npos || space == 0) {
-      throw InputError(fmt::format("{}: expected 'word count', got '{}'", where(), line.substr(0, 60)));
-    }
-    std::string word = line.substr(0, space);
-    while (!word.empty() && (word.back() == ' ' || word.back() == '\t')) word.pop_back();
-    const std::string_view count_text = std::string_view(line).substr(space + 1);
-    std::uint64_t count = 0;
-    const auto [p, ec] = std::from_chars(count_text.data(), count_text.data() + count_text.size(), count);
+    const VocabLine v = parse_vocab_line(line, name, in.line_no());
     // word2vec.c's sentence marker as the first entry (its count may be 0); later, "</s>" is a word of the corpus.
-    const bool sentence_marker = first_entry && word == kSentenceMarker;
+    const bool sentence_marker = first_entry && v.word == kSentenceMarker;
     first_entry = false;
     ++read;
-    if (ec != std::errc() || p != count_text.data() + count_text.size()) {
-      throw InputError(fmt::format("{}: expected a non-negative integer count, got '{}'", where(), count_text));
-    }
-    if (word.empty() || word.find_first_of(" \t") != std::string::npos) {
-      throw InputError(fmt::format("{}: a word may not be empty or contain spaces or tabs", where()));
-    }
-    if (word.find('\0') != std::string::npos) {
-      throw InputError(fmt::format("{}: a word holds a NUL byte: this looks like a binary file, not a vocabulary",
-                                   where()));
-    }
     if (sentence_marker) continue;
-    if (const auto [it, fresh] = first_line.emplace(word, line_no); !fresh) {
-      throw InputError(fmt::format("{}: '{}' appears twice (first on line {})", where(), word, it->second));
+    if (const auto [it, fresh] = first_line.emplace(v.word, in.line_no()); !fresh) {
+      throw InputError(fmt::format("{}:{}: {} appears twice (first on line {})", name, in.line_no(),
+                                   text::quote_token(v.word), it->second));
     }
+    held += 2 * v.word.size() + 200;  // the word twice, a map node and bucket, an entry and its vector's slack
+    growth(held, [&] {
+      return fmt::format("{}:{}: a vocabulary of {} words so far, growing,", name, in.line_no(), read);
+    });
     // Other whitespace of the corpus reader's (\v, \f, \r: word2vec.c splits on spaces, tabs and newlines only,
     // so its vocab files may hold such words): no token could ever match the word, so it is left out.
-    if (std::any_of(word.begin(), word.end(), text::is_whitespace)) {
+    if (std::any_of(v.word.begin(), v.word.end(), text::is_whitespace)) {
       if (left_out != nullptr) ++*left_out;
       continue;
     }
     // A word never seen cannot be trained (word2vec.c drops it below any -min-count).
-    if (count == 0) continue;
-    entries.emplace_back(std::move(word), count);
+    if (v.count == 0) continue;
+    entries.emplace_back(std::string(v.word), v.count);
   }
   if (read == 0) throw InputError(fmt::format("{}: the vocabulary file is empty", name));
+  first_line = {};
   // In any order, as word2vec.c's ReadVocab sorts (words of one count keep the file's order).
   std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   cut(entries, options);
   if (entries.empty()) throw InputError(fmt::format("{}: no word with count >= {}", name, options.min_count));
   std::vector<std::string> words;
   std::vector<std::uint64_t> counts;
+  words.reserve(entries.size());
+  counts.reserve(entries.size());
   for (auto& [w, c] : entries) {
     words.push_back(std::move(w));
     counts.push_back(c);

@@ -4,6 +4,7 @@
 // LIBMF text, plus random and per-user leave-k-out splits.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -139,6 +140,14 @@ std::string_view to_string(RatingsFormat f) noexcept;
 // (any non-separator bytes): integers are kept as their text. With
 // `id_maps_from`, ids are mapped with (and added to) its maps, so a test file
 // shares the training file's dense ids.
+// Judged as it is read, so that binary or endless input stops early: a NUL byte
+// is refused at the 1 MiB chunk holding it, a line longer than
+// kMaxRatingsLineBytes within a chunk of passing it, and text growing past the
+// memory available before it does. What ids cost is bounded by the input: an
+// id is interned once however large its number (numbers below 2^24 index a
+// table of at most 64 MiB, larger ones are hashed), so the maps grow with the
+// distinct ids read, never with an id's value.
+inline constexpr std::size_t kMaxRatingsLineBytes = std::size_t{1} << 20;
 Ratings read_ratings(const std::filesystem::path& path, RatingsFormat format = RatingsFormat::detect,
                      const Ratings* id_maps_from = nullptr);
 Ratings parse_ratings(std::string_view text, std::string_view source, RatingsFormat format,

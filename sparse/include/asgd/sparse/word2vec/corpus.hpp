@@ -5,7 +5,11 @@
 //
 // Documented behaviour on odd input:
 //  * tokens are byte strings: invalid UTF-8 is kept as it is (as word2vec.c);
-//  * a NUL byte means the file is binary: InputError naming the offset;
+//  * a NUL byte means the file is binary: InputError naming the line and
+//    offset, where it is found (a pipe or device, such as /dev/zero, is held
+//    in memory for the second pass: judged chunk by chunk as it arrives);
+//  * a pipe is held whole only while the memory available allows: past it,
+//    InputError naming the bytes (an endless pipe ends there);
 //  * a line longer than kMaxSentence in-vocabulary words is split into
 //    sentences of kMaxSentence words (never truncated);
 //  * a token longer than kMaxTokenBytes is cut to that length and counted in
@@ -55,6 +59,7 @@ class TokenReader {
 
  private:
   bool refill();
+  void read_whole();
   [[noreturn]] void binary_error(std::size_t at) const;
 
   std::string name_;
@@ -81,6 +86,7 @@ class TokenReader {
   Bytes buffer_;
   std::size_t pos_ = 0, end_ = 0;
   std::uint64_t consumed_ = 0;  // bytes before buffer_[0]
+  std::uint64_t lines_ = 0;     // newlines before pos_ (for messages)
   bool eof_ = false;
   std::string carry_;
   std::uint64_t truncated_ = 0;

@@ -3,6 +3,7 @@
 // frequent-word subsampling probabilities derived from the counts.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -12,6 +13,10 @@
 #include <vector>
 
 namespace asgd::sparse::w2v {
+
+// The longest line of a vocab file: 64 KiB, as the vectors reader's longest word (the corpus reader cuts words at
+// 1 KiB, word2vec.c at 100 bytes).
+inline constexpr std::size_t kMaxVocabLineBytes = std::size_t{64} << 10;
 
 struct VocabOptions {
   std::uint64_t min_count = 5;  // words seen fewer times are dropped
@@ -72,7 +77,11 @@ class Vocabulary {
   // word with other whitespace the corpus reader splits
   // on (\v, \f, \r; word2vec.c's files may hold them) is left out: no
   // token could match it; `left_out`, when given, counts those words.
-  // read("-") reads standard input.
+  // read("-") reads standard input. It is streamed line by line and judged
+  // as it goes: a line longer than kMaxVocabLineBytes is refused there (a
+  // file with no newline, /dev/zero), a word with a NUL byte at its line, and
+  // a vocabulary growing past the memory available before it does; bytes of
+  // a bad line are shown escaped.
   void save(const std::filesystem::path& path) const;
   static Vocabulary read(const std::filesystem::path& path, const VocabOptions& options = {},
                          std::size_t* left_out = nullptr);

@@ -20,6 +20,7 @@
 #include <string_view>
 #include <system_error>
 
+#include "asgd/engine/available_memory.hpp"
 #include "asgd/engine/errors.hpp"
 #include "asgd/engine/fingerprint.hpp"
 #include "asgd/engine/random.hpp"
@@ -301,6 +302,11 @@ Dataset read_idx(const fs::path& images, const fs::path& labels, std::size_t lim
   data.classes = kClasses;
   const std::size_t kept = std::min<std::size_t>(ih.count, limit);
   const std::string label_what = fmt::format("{} labels", kept);
+  // The header's counts size what is read (checked against the file above where it has a size): against the memory
+  // there is too, before any of it is allocated (a gzip file or pipe can claim far more than the memory holds).
+  require_memory(std::uint64_t{kept} * ih.rows * ih.cols * sizeof(float) + kept,
+                 fmt::format("{}: {} images of {}x{} as floats (4 bytes a pixel) and their labels", image_src.name(),
+                             kept, ih.rows, ih.cols));
 
   data.labels.reserve(reserve_for(label_src, kept));
   const bool whole = kept == ih.count;

@@ -71,8 +71,12 @@ struct Entry {
 
 class Parser {
  public:
-  Parser(std::string_view text, std::string_view source, UnsortedIds unsorted)
-      : text_(text), source_(source), unsorted_(unsorted) {}
+  Parser(std::string_view text, std::string_view source, UnsortedIds unsorted, const FeatureLimit& limit)
+      : text_(text),
+        source_(source),
+        unsorted_(unsorted),
+        limit_(limit),
+        max_features_(std::min(limit.features, std::uint64_t{kMaxFeatureId} + 1)) {}
 
   SparseDataset run() {
     // Upper bounds (every ':' could be a feature, every '\n' a row) so the
@@ -91,6 +95,8 @@ class Parser {
       std::size_t eol = text_.find('\n', pos);
       if (eol == std::string_view::npos) eol = text_.size();
       std::string_view line = text_.substr(pos, eol - pos);
+      if (line.size() > kMaxLibsvmLineBytes) [[unlikely]]
+        io::refuse_long_line(source_, line_no_, pos, line, kMaxLibsvmLineBytes, "a libsvm file");
       pos = eol + 1;
       if (const auto hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
       parse_line(line);
@@ -167,6 +173,16 @@ class Parser {
     data_.row_ptr.push_back(data_.index.size());
   }
 
+  // An id past kMaxFeatureId (or not a number: `id` past it too), or past the caller's limit. Out of line: the
+  // parser's loop stays as small as it was without the caller's limit.
+  [[noreturn]] [[gnu::cold]] [[gnu::noinline]] void bad_id(std::size_t column, std::string_view id_text,
+                                                           std::uint64_t id) const {
+    if (id > kMaxFeatureId)
+      fail(column, fmt::format("expected a feature id in 0..{}, got {}", kMaxFeatureId, quote(id_text)));
+    fail(column, limit_.why ? limit_.why(static_cast<std::uint32_t>(id))
+                            : fmt::format("feature id {} is past the limit of {} features", id, limit_.features));
+  }
+
   [[noreturn]] void duplicate(const Entry& repeat, const Entry& original) const {
     fail(repeat.column, fmt::format("expected each feature id at most once per line, got {} again "
                                     "(first at column {})",
@@ -200,9 +216,9 @@ class Parser {
     }
     std::uint64_t id = 0;
     const auto [id_end, id_ec] = std::from_chars(id_text.data(), id_text.data() + id_text.size(), id);
-    if (id_ec != std::errc() || id_end != id_text.data() + id_text.size() || id > kMaxFeatureId) {
-      fail(column, fmt::format("expected a feature id in 0..{}, got {}", kMaxFeatureId, quote(id_text)));
-    }
+    // One comparison per feature for both limits: the format's and the caller's (no more than the format's).
+    const bool parsed = id_ec == std::errc() && id_end == id_text.data() + id_text.size();
+    if (!parsed || id >= max_features_) bad_id(column, id_text, parsed ? id : std::uint64_t{kMaxFeatureId} + 1);
 
     const std::string_view value_token = token.substr(colon + 1);
     const std::string_view number = skip_plus(value_token);
@@ -222,6 +238,8 @@ class Parser {
   std::string_view text_;
   std::string_view source_;
   UnsortedIds unsorted_;
+  const FeatureLimit& limit_;
+  std::uint64_t max_features_;  // ids from here on are refused
   std::size_t line_no_ = 0;
   std::vector<Entry> entries_;  // reused for every line
   SparseDataset data_;
@@ -270,13 +288,15 @@ void SparseDataset::validate() const {
   }
 }
 
-SparseDataset parse_libsvm(std::string_view text, std::string_view source_name, UnsortedIds unsorted) {
-  return Parser(text, source_name, unsorted).run();
+SparseDataset parse_libsvm(std::string_view text, std::string_view source_name, UnsortedIds unsorted,
+                           const FeatureLimit& limit) {
+  return Parser(text, source_name, unsorted, limit).run();
 }
 
-SparseDataset read_libsvm(const std::filesystem::path& path, UnsortedIds unsorted) {
+SparseDataset read_libsvm(const std::filesystem::path& path, UnsortedIds unsorted, const FeatureLimit& limit) {
   // One read of the whole file (not a stream per line): parsing then runs over memory. Gzipped or not.
-  return parse_libsvm(io::read_all(path, "a libsvm file"), io::display_name(path), unsorted);
+  return parse_libsvm(io::read_all(path, "a libsvm file", kMaxLibsvmLineBytes), io::display_name(path), unsorted,
+                      limit);
 }
 
 void write_libsvm(const std::filesystem::path& path, const SparseDataset& data, std::uint32_t first_id) {

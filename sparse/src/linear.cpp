@@ -10,6 +10,7 @@
 #include <limits>
 #include <numeric>
 
+#include "asgd/engine/available_memory.hpp"
 #include "asgd/engine/errors.hpp"
 
 namespace asgd::sparse {
@@ -85,6 +86,9 @@ void LinearProblem::check_l2_and_rows() const {
   data_->validate();
   if (data_->rows() == 0) throw InputError("linear model: the dataset has no examples");
   if (data_->num_features == 0) throw InputError("linear model: the dataset has no features");
+  // The regulariser's weights and the counts they are made from, before they are allocated.
+  require_memory(std::uint64_t{data_->num_features} * 8,
+                 fmt::format("linear model: the regulariser of {} features (8 bytes a feature)", data_->num_features));
 }
 
 void LinearProblem::weigh_regulariser(const FeatureCounts& whole) {

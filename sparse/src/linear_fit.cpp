@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "asgd/engine/available_memory.hpp"
 #include "asgd/engine/errors.hpp"
 #include "asgd/engine/options_record.hpp"
 #include "asgd/sparse/linear_model_file.hpp"
@@ -21,6 +22,15 @@ namespace {
 void check_l2(const LinearFitOptions& options) {
   if (!(options.l2 >= 0) || !std::isfinite(options.l2))
     throw InputError(fmt::format("LinearFitOptions::l2 {}: expected finite and >= 0", options.l2));
+}
+
+// A width asked for is checked before the data is read (and an id past it is refused at its line as it is read).
+void check_features(const LinearFitOptions& options) {
+  if (options.features == 0) return;
+  const std::uint64_t per_feature = training_bytes_per_feature(options);
+  require_memory(saturating_product(options.features, per_feature),
+                 fmt::format("LinearFitOptions::features {}: a model of {} features ({} bytes a feature to train)",
+                             options.features, options.features, per_feature));
 }
 
 void check_until_epoch(const LinearFitOptions& options) {
@@ -98,9 +108,19 @@ void finish(LinearFitReport& report, const LinearFitOptions& options, const Line
 
 }  // namespace
 
+std::uint64_t training_bytes_per_feature(const LinearFitOptions& options) {
+  std::uint64_t bytes = 12;  // weights, regulariser weights, the counts they are made from
+  if (options.trainer.schedule.has_adagrad()) bytes += 4;
+  if (!options.test.empty()) bytes += 4;
+  if (!options.run.shm.empty()) bytes += 4;
+  if (options.reference) bytes += 25 * 8;
+  return bytes;
+}
+
 LinearFitReport fit_linear(const LinearFitOptions& options, RankGroup& group, const LinearFitEvents& events) {
   const std::string path = rank_data_path(options, group);
   check_l2(options);
+  check_features(options);
   const LinearTrainingData d(options, path, group);
   const LinearProblem& problem = d.problem();
   // Before training, what solve_lbfgs would refuse after it.

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "asgd/engine/available_memory.hpp"
 #include "asgd/engine/errors.hpp"
 
 namespace asgd::sparse {
@@ -16,16 +17,36 @@ namespace {
 
 constexpr std::string_view kRank = "{rank}";
 
-SparseDataset read_data(const LinearFitOptions& options, const std::string& path) {
-  SparseDataset data = read_libsvm(path, options.unsorted);
-  if (options.features > 0) {
-    // Processes training shards of one model need one layout: its width is fixed.
-    if (data.num_features > options.features) {
-      throw InputError(fmt::format("{}: feature id {} is beyond LinearFitOptions::features {}", path,
-                                   data.num_features - 1, options.features));
+// The ids the data may hold: below LinearFitOptions::features when given (processes training shards of one model
+// need one layout: its width is fixed), below kMaxInferredFeatures otherwise, and below what the memory available
+// trains. An id past them is refused at its line, before anything that wide is allocated.
+FeatureLimit feature_limit(const LinearFitOptions& options) {
+  const std::uint64_t per_feature = training_bytes_per_feature(options);
+  const std::uint64_t width = options.features > 0 ? options.features : kMaxInferredFeatures;
+  const AvailableMemory memory = available_memory();
+  FeatureLimit limit;
+  limit.features = std::min(width, memory.bytes / per_feature);
+  limit.why = [given = options.features, width, per_feature, memory](std::uint32_t id) {
+    if (id >= width && given > 0)
+      return fmt::format("feature id {} is beyond LinearFitOptions::features {}", id, given);
+    if (id >= width) {
+      return fmt::format("feature id {} would make the model {} features wide, more than the {} (2^27) a model takes "
+                         "from its data: give LinearFitOptions::features (above {}) to train a model that wide ({} "
+                         "to train, {} bytes a feature), or remap the ids",
+                         id, std::uint64_t{id} + 1, width, id, format_bytes((std::uint64_t{id} + 1) * per_feature),
+                         per_feature);
     }
-    data.num_features = options.features;
-  }
+    return memory_shortfall((std::uint64_t{id} + 1) * per_feature,
+                            fmt::format("feature id {}: a model of {} features ({} bytes a feature to train)", id,
+                                        std::uint64_t{id} + 1, per_feature),
+                            memory);
+  };
+  return limit;
+}
+
+SparseDataset read_data(const LinearFitOptions& options, const std::string& path) {
+  SparseDataset data = read_libsvm(path, options.unsorted, feature_limit(options));
+  if (options.features > 0) data.num_features = options.features;
   return data;
 }
 

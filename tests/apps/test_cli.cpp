@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "asgd/engine/available_memory.hpp"
 #include "asgd/engine/checkpoint.hpp"
 #include "cli_harness.hpp"
 #include "asgd/engine/param_store.hpp"
@@ -108,6 +109,44 @@ TEST_F(Cli, GenerateWritesOneBasedIdsWhenAsked) {
   const auto r = with({"--out", path("same.svm"), "--test-examples", "5", "--test-out", path("same.svm")});
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("--test-out: " + path("same.svm") + " is also --out's file"), std::string::npos) << r.output;
+}
+
+// One number in the input no longer sets the allocation, a width asked for is checked against the memory, and
+// binary data is refused as it is read: before, `1 3:1.5 2147483647:2` allocated 8.6 GB and died of std::bad_alloc
+// naming neither file nor line, an id of 200000000 silently took 1.5 GB and wrote an 800 MB model, and /dev/zero was
+// read whole.
+TEST_F(Cli, OneIdOrAWidthCannotSizeTheModelAndBinaryDataIsRefused) {
+  std::ofstream(path("huge.svm")) << "1 3:1.5 2147483647:2\n";
+  std::ofstream(path("wide.svm")) << "-1 1:1\n1 3:1.5 200000000:2\n";
+  auto r = run({"linear", "train", "--data", path("huge.svm"), "--epochs", "1", "--model", path("m")});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("asgd: error: " + path("huge.svm") + ":1:9: feature id 2147483647 would make the model "
+                          "2147483648 features wide, more than the 134217728 (2^27) a model takes from its data: give "
+                          "--features (above 2147483647) to train a model that wide (25.8 GB to train, 12 bytes a "
+                          "feature), or remap the ids"),
+            std::string::npos)
+      << r.output;
+  r = run({"linear", "train", "--data", path("wide.svm"), "--epochs", "1", "--model", path("m")});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find(path("wide.svm") + ":2:9: feature id 200000000 would make the model 200000001 features wide"),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(path("m")));
+  for (const auto& [data, input] : {std::pair{"/dev/zero", "/dev/null"}, std::pair{"-", "/dev/zero"}}) {
+    r = run({"linear", "train", "--data", data, "--epochs", "1"}, input);
+    EXPECT_EQ(r.status, 2) << r.output;
+    EXPECT_NE(r.output.find(":1: byte 0 is NUL: this looks like a binary file, not a libsvm file"), std::string::npos)
+        << r.output;
+  }
+  // With L-BFGS's vectors a feature takes 212 bytes to train: 455 GB for 2^31 - 1 of them.
+  const std::uint64_t reference_bytes = std::uint64_t{2147483647} * 212;
+  if (asgd::available_memory().bytes >= reference_bytes) GTEST_SKIP() << "this machine has 455 GB to spare";
+  r = run({"linear", "train", "--data", path("wide.svm"), "--features", "2147483647", "--reference", "--epochs", "1"});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("asgd: error: --features 2147483647: a model of 2147483647 features (212 bytes a feature to "
+                          "train) needs 455 GB (455266533164 bytes), more than the "),
+            std::string::npos)
+      << r.output;
 }
 
 TEST_F(Cli, BadInputExitsTwoWithWhereAndWhat) {

@@ -1,6 +1,7 @@
 // The MNIST IDX reader: what reads back (raw and gzip), and how each kind of
 // bad file is reported: by name, with what was wrong, and without a large
 // allocation for a header that lies.
+#include "../common/limited_child.hpp"
 #include "../common/scratch_dir.hpp"
 #include "asgd/dense/mnist.hpp"
 
@@ -394,6 +395,25 @@ TEST(ReadIdxErrors, HugeCountInTinyFileAllocatesNothingLarge) {
   expect_mentions(input_error([&] { read_idx(images, labels); }),
                   {"lbl", "truncated data", "expected 2147483647 bytes", "got 2"});
   EXPECT_LT(largest_allocation.load(), std::size_t{1} << 16);
+}
+
+// A raw file as large as its header says (sparse: it takes no disk) whose pixels as floats pass the memory available
+// is refused before anything is allocated, with the bytes named (before: std::bad_alloc, naming no file). Read in a
+// child that may take 512 MB more.
+TEST(ReadIdxErrors, CountsPastTheMemoryAvailableAreRefusedFirst) {
+  ScratchDir dir;
+  const std::uint32_t n = 1000000;  // 784 MB of pixels, 3.1 GB as floats
+  const fs::path images = dir.file("img", image_header(n, 28, 28));
+  const fs::path labels = dir.file("lbl", label_header(n));
+  fs::resize_file(images, 16 + std::uint64_t{n} * 28 * 28);
+  fs::resize_file(labels, 8 + std::uint64_t{n});
+  const std::string message =
+      asgd::testing::message_in_limited_child(std::uint64_t{512} << 20, [&] { read_idx(images, labels); });
+  EXPECT_EQ(message.rfind(images.string() + ": 1000000 images of 28x28 as floats (4 bytes a pixel) and their labels "
+                                            "needs 3.1 GB (3137000000 bytes), more than the ",
+                          0),
+            0u)
+      << message;
 }
 
 TEST(ReadIdxErrors, GzipHeaderThatLiesWithinTheRatioBoundAllocatesLittle) {

@@ -1,5 +1,6 @@
 // The libsvm reader and writer: what parses, what round-trips, and where
 // each malformed input is reported.
+#include "../common/limited_child.hpp"
 #include "../common/scratch_dir.hpp"
 #include "asgd/sparse/libsvm.hpp"
 
@@ -286,6 +287,51 @@ TEST(Libsvm, ReadErrorsNameTheFile) {
 
 // Scoring data with a model of another width: features past the model are left out of the data (weight 0), and
 // the data is as wide as the model; a model wider than the data is kept whole.
+// Input without end is judged as it streams in and refused after a bounded amount, from a device, a pipe or a
+// file alike: before, /dev/zero or a pipe of it was read whole (std::bad_alloc, naming no file). Each read runs in a
+// child that may take 512 MB more: reading whole fails there in a second rather than taking the machine's memory.
+TEST(Libsvm, BinaryOrEndlessInputIsRefusedAsItStreams) {
+  ScratchDir dir;
+  constexpr std::uint64_t kRoom = std::uint64_t{512} << 20;
+  EXPECT_EQ(asgd::testing::message_in_limited_child(kRoom, [] { read_libsvm("/dev/zero"); }),
+            "/dev/zero:1: byte 0 is NUL: this looks like a binary file, not a libsvm file");
+  const fs::path fifo = dir / "fifo";
+  const std::string rows_then_nul("+1 1:2\n-1 3:0.5\n\0", 17);
+  EXPECT_EQ(asgd::testing::message_in_limited_child(kRoom,
+                                                    [&] {
+                                                      asgd::testing::endless_fifo(fifo, rows_then_nul);
+                                                      read_libsvm(fifo);
+                                                    }),
+            fifo.string() + ":3: byte 16 is NUL: this looks like a binary file, not a libsvm file");
+  // No newline for ever: refused once a line passes kMaxLibsvmLineBytes, not after the whole input.
+  const std::string message = asgd::testing::message_in_limited_child(kRoom, [&] {
+    asgd::testing::endless_fifo(fifo, "+1 1:2 ");
+    read_libsvm(fifo);
+  });
+  EXPECT_EQ(message, fifo.string() + ":1: line longer than 67108864 bytes, the limit for a libsvm file");
+}
+
+TEST(Libsvm, ALineLongerThanTheLimitIsRefusedInTextToo) {
+  std::string text = "+1 1:1\n-1";
+  text.resize(text.size() + (std::size_t{64} << 20), ' ');
+  text += "2:1\n";
+  EXPECT_EQ(parse_error(text), "t.svm:2: line longer than 67108864 bytes, the limit for a libsvm file");
+}
+
+// A caller that sizes memory by the largest id refuses an id past its limit at the id's line, with its reason.
+TEST(Libsvm, AFeatureLimitRefusesAnIdAtItsLine) {
+  FeatureLimit limit;
+  limit.features = 100;
+  limit.why = [](std::uint32_t id) { return "feature id " + std::to_string(id) + " is too wide here"; };
+  EXPECT_EQ(parse_libsvm("+1 99:1\n-1 3:1\n", "t.svm", UnsortedIds::sort, limit).num_features, 100u);
+  try {
+    parse_libsvm("+1 99:1\n-1 3:1 100:2\n+1 200:1\n", "t.svm", UnsortedIds::sort, limit);
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), "t.svm:2:8: feature id 100 is too wide here");
+  }
+}
+
 TEST(Libsvm, NarrowToWeightsDropsFeaturesTheModelNeverSaw) {
   SparseDataset d;
   d.row_ptr = {0, 2, 4};

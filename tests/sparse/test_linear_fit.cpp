@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/limited_child.hpp"
 #include "../common/message_of.hpp"
 #include "../common/scratch_dir.hpp"
 #include "asgd/engine/errors.hpp"
@@ -102,6 +103,47 @@ TEST(LinearFit, ErrorsNameTheOption) {
             std::string::npos);
   o.data = (dir / "train-{rank}.svm").string();
   EXPECT_NE(message_of([&] { fit_linear(o, one); }).find("give LinearFitOptions::features"), std::string::npos);
+}
+
+// One number in the input no longer sets the allocation: an id far past the others is refused at its line with
+// what it would take (before, `1 3:1.5 2147483647:2` allocated 8.6 GB and died of std::bad_alloc naming neither
+// file nor line, and an id of 200000000 silently took 1.5 GB), and so is a width past the memory available, from
+// the data or asked for. Each fit runs in a child that may take 1 GB more: before, each ended in std::bad_alloc.
+TEST(LinearFit, AnIdOrAWidthPastTheMemoryIsRefusedBeforeItIsAllocated) {
+  const ScratchDir dir;
+  LinearFitOptions o = generated(dir);
+  const auto fit = [&o] {
+    return asgd::testing::message_in_limited_child(std::uint64_t{1} << 30, [&o] {
+      RankGroup one;
+      fit_linear(o, one);
+    });
+  };
+  o.data = dir.file("huge.svm", "1 3:1.5 2147483647:2\n").string();
+  EXPECT_EQ(fit(), o.data + ":1:9: feature id 2147483647 would make the model 2147483648 features wide, more than the "
+                            "134217728 (2^27) a model takes from its data: give LinearFitOptions::features (above "
+                            "2147483647) to train a model that wide (25.8 GB to train, 12 bytes a feature), or remap "
+                            "the ids");
+  o.data = dir.file("wide.svm", "1 3:1.5\n-1 200000000:2\n").string();
+  EXPECT_NE(fit().find(o.data + ":2:4: feature id 200000000 would make the model 200000001 features wide"),
+            std::string::npos);
+  // Within the limit on what the data sets, not within the memory there is.
+  o.data = dir.file("big.svm", "1 3:1.5 100000000:2\n").string();
+  std::string message = fit();
+  EXPECT_EQ(message.rfind(o.data + ":1:9: feature id 100000000: a model of 100000001 features (12 bytes a feature to "
+                                   "train) needs 1.2 GB (1200000012 bytes), more than the ",
+                          0),
+            0u)
+      << message;
+  EXPECT_NE(message.find("of memory available (RLIMIT_AS, ulimit -v)"), std::string::npos) << message;
+  // A width asked for: before the data is read.
+  o = generated(dir);
+  o.features = 2147483647;
+  message = fit();
+  EXPECT_EQ(message.rfind("LinearFitOptions::features 2147483647: a model of 2147483647 features (12 bytes a feature "
+                          "to train) needs 25.8 GB (25769803764 bytes), more than the ",
+                          0),
+            0u)
+      << message;
 }
 
 }  // namespace

@@ -65,7 +65,7 @@ TEST(LinearTrainingData, OneFileIsShardedAndFeaturesFixTheWidth) {
   EXPECT_EQ(d.all_examples(), 4u);
   o.features = 1;
   EXPECT_EQ(message_of([&] { LinearTrainingData(o, o.data, group); }),
-            o.data + ": feature id 1 is beyond LinearFitOptions::features 1");
+            o.data + ":2:4: feature id 1 is beyond LinearFitOptions::features 1");
 }
 
 TEST(LinearTrainingData, OwnFilesWeighTheRegulariserByEveryRanksCounts) {

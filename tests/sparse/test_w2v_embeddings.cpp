@@ -1,5 +1,6 @@
 // Word vectors on disk: both word2vec formats round-trip, match word2vec.c's
 // bytes, load in gensim, and every malformed file gets an error saying where.
+#include "../common/limited_child.hpp"
 #include "../common/scratch_dir.hpp"
 #include "asgd/sparse/word2vec/embeddings.hpp"
 
@@ -14,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <random>
@@ -126,6 +128,42 @@ TEST(W2vEmbeddings, ReadsAPipeOnceInEitherFormat) {
   // Many words of a large dimension: 64 MB reserved, not words x dimension floats.
   const auto [few, big_dim] = through_pipe("100000 16000000\nw 1\n");
   EXPECT_NE(big_dim.find("expected 16000000 values"), std::string::npos) << big_dim;
+}
+
+// A header's counts size memory only as far as the file can hold them and the memory available allows, and a record
+// is read no further than a record can be long: a pipe with no newline after its header, one of records without
+// end, or a file as large as its header says but larger than the memory there is, is refused after a bounded amount
+// with the bytes named (before: each grew until std::bad_alloc). Each read runs in a child that may take 512 MB more.
+TEST(W2vEmbeddings, HeaderCountsAndEndlessRecordsAreCheckedAgainstTheMemory) {
+  ScratchDir dir;
+  constexpr std::uint64_t kRoom = std::uint64_t{512} << 20;
+  const fs::path fifo = dir / "fifo";
+  const auto read_in_child = [&](const fs::path& path, const std::function<void()>& before) {
+    return asgd::testing::message_in_limited_child(kRoom, [&] {
+      before();
+      read_word2vec(path);
+    });
+  };
+  // No newline after the header: a text record is a word of at most 64 KiB and D values of at most 64 bytes.
+  EXPECT_EQ(read_in_child(fifo, [&] { asgd::testing::endless_fifo(fifo, "w", "1 3\n"); }),
+            fifo.string() + ":2: line longer than 69824 bytes, the limit for a text vectors file of dimension 3");
+  // Records for ever, after a header that promises them: refused before the arrays grow past the memory.
+  std::string message =
+      read_in_child(fifo, [&] { asgd::testing::endless_fifo(fifo, "w 1\n", "1000000000 1\n"); });
+  EXPECT_EQ(message.rfind(fifo.string() + ":", 0), 0u) << message;
+  EXPECT_NE(message.find(" words of 1 dimensions so far, growing to "), std::string::npos) << message;
+  EXPECT_NE(message.find("of memory available (RLIMIT_AS, ulimit -v)"), std::string::npos) << message;
+  // A file as large as its header says (sparse: it takes no disk), larger than the memory there is.
+  const fs::path big = dir / "big.txt";
+  write_bytes(big, "2500000 1000\n");
+  fs::resize_file(big, std::uint64_t{10} << 30);
+  message = read_in_child(big, [] {});
+  EXPECT_EQ(message.rfind(big.string() + ":1: 2500000 words of 1000 dimensions (1000 floats a word, as many words as "
+                                         "the header says and the file can hold) needs 10.1 GB (10080068096 bytes), "
+                                         "more than the ",
+                          0),
+            0u)
+      << message;
 }
 
 // Dimension 1, a value whose four bytes read "A75A" (11.33): number-like bytes and no 0x0a inside, word2vec.c's

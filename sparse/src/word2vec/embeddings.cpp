@@ -19,6 +19,7 @@
 #include <system_error>
 
 #include "asgd/engine/atomic_file.hpp"
+#include "asgd/engine/available_memory.hpp"
 #include "asgd/engine/errors.hpp"
 #include "../input.hpp"
 #include "../text_util.hpp"
@@ -184,6 +185,9 @@ bool parse_float(std::string_view field, float& value) {
   return ec == std::errc() && std::isfinite(value);
 }
 
+// The bytes detect_binary may look at: 16 times a vector's, and a page.
+std::size_t detection_window(const Header& h) { return 64 * h.dim + 4096; }
+
 // Tells the formats apart from the first record; consumes nothing.
 //  * Text when the rest of the first line is D numbers.
 //  * Binary when it holds a byte no number has (a float's top byte, for
@@ -194,7 +198,7 @@ bool parse_float(std::string_view field, float& value) {
 //    in 6,000 vectors): binary if word2vec.c's "\n" sits right after 4 x D
 //    bytes, else text, whose reader then reports the count.
 bool detect_binary(ByteSource& in, const Header& h) {
-  const std::size_t limit = 64 * h.dim + 4096;
+  const std::size_t limit = detection_window(h);
   in.fill(limit);
   const auto v = in.view();
   std::size_t k = 0;
@@ -238,17 +242,59 @@ std::size_t reserve_hint(const fs::path& path, const Header& h, std::size_t max_
   const auto bytes = fs::file_size(path, ec);
   // Every record takes at least D + 1 bytes, so a lying header cannot make
   // us allocate more than the file could hold. A pipe has no size: reserve a
-  // little (64 MB of vectors) and let the vectors grow as records arrive.
+  // little (64 MB of vectors, 2^20 words at most) and let the vectors grow as
+  // records arrive.
   std::uint64_t n = std::min<std::uint64_t>(h.words, max_words);
-  n = std::min<std::uint64_t>(n, ec ? (std::uint64_t{1} << 24) / h.dim + 1 : bytes / (h.dim + 1) + 1);
+  n = std::min<std::uint64_t>(
+      n, ec ? std::min<std::uint64_t>((std::uint64_t{1} << 24) / h.dim + 1, std::uint64_t{1} << 20)
+            : bytes / (h.dim + 1) + 1);
   return static_cast<std::size_t>(std::min<std::uint64_t>(n, std::uint64_t{1} << 32));
+}
+
+// What is reserved for the records (reserve_hint's) and detect_binary's window, checked against the memory
+// available first: a header whose counts the file can hold and the memory cannot is refused at line 1.
+void reserve_records(ByteSource& in, const Header& h, std::size_t hint, Embeddings& out) {
+  const std::uint64_t bytes =
+      saturating_product(hint, sizeof(std::string) + sizeof(float) * h.dim) + detection_window(h);
+  require_memory(bytes, fmt::format("{}:1: {} words of {} dimensions ({} floats a word, as many words as the header "
+                                    "says and the file can hold)",
+                                    in.name(), hint, h.dim, h.dim));
+  out.words.reserve(hint);
+  out.vectors.reserve(hint * h.dim);
+}
+
+// Before a record past the reserve (from a pipe, or a gzip file): both arrays double, checked against the memory
+// available first. `line` (text) or `byte` (binary): where the record starts, as the readers' errors say it.
+enum class At { line, byte };
+void make_room_for_record(const ByteSource& in, Embeddings& out, At unit, std::uint64_t at) {
+  if (out.words.size() < out.words.capacity()) return;
+  const std::size_t words = std::max<std::size_t>(64, 2 * out.words.capacity());
+  require_memory(saturating_product(words, sizeof(std::string) + sizeof(float) * out.dim),
+                 fmt::format("{}{}{}: {} words of {} dimensions so far, growing to {},", in.name(),
+                             unit == At::line ? ":" : ": byte ", at, out.words.size(), out.dim, words));
+  out.words.reserve(words);
+  out.vectors.reserve(words * out.dim);
+}
+
+// A text record is a word and D values of at most 64 bytes each ("%f" of the largest float is 47): a longer line
+// is not one, and reading stops there (a file with no newline after its header, /dev/zero).
+std::size_t max_text_line(const Header& h) { return kMaxWordBytes + 64 * h.dim + 4096; }
+
+// The next line (peek_line's), refused when longer than a record; `line_no`: its number.
+std::optional<std::string_view> peek_text_line(ByteSource& in, const Header& h, std::uint64_t line_no) {
+  bool complete = false;
+  const auto line = in.peek_line(max_text_line(h), complete);
+  if (line && !complete) {
+    io::refuse_long_line(in.name(), line_no, in.offset(), *line, max_text_line(h),
+                         fmt::format("a text vectors file of dimension {}", h.dim));
+  }
+  return line;
 }
 
 void read_text_records(ByteSource& in, const Header& h, std::size_t wanted, Embeddings& out) {
   std::uint64_t line_no = 1;
-  bool complete = false;
   while (out.words.size() < wanted) {
-    const auto line = in.peek_line(std::numeric_limits<std::size_t>::max(), complete);
+    const auto line = peek_text_line(in, h, line_no + 1);
     if (!line) {
       throw InputError(fmt::format("{}:{}: the header says {} words, the file ends after {}", in.name(), line_no + 1,
                                    h.words, out.words.size()));
@@ -265,6 +311,7 @@ void read_text_records(ByteSource& in, const Header& h, std::size_t wanted, Embe
       throw InputError(fmt::format("{}:{}: expected {} values after {}, found {}", in.name(), line_no, h.dim,
                                    quote(fields[0]), fields.size() - 1));
     }
+    make_room_for_record(in, out, At::line, line_no);
     out.words.emplace_back(fields[0]);
     for (std::size_t k = 1; k <= h.dim; ++k) {
       float value = 0.0f;
@@ -276,7 +323,7 @@ void read_text_records(ByteSource& in, const Header& h, std::size_t wanted, Embe
     }
   }
   if (out.words.size() < h.words) return;  // max_words: the rest is not read
-  while (const auto line = in.peek_line(std::numeric_limits<std::size_t>::max(), complete)) {
+  while (const auto line = peek_text_line(in, h, line_no + 1)) {
     ++line_no;
     if (!split_fields(*line).empty()) {
       throw InputError(
@@ -321,6 +368,7 @@ void read_binary_records(ByteSource& in, const Header& h, std::size_t wanted, Em
       throw InputError(fmt::format("{}: byte {}: expected {} floats ({} bytes) for {}, the file ends after {} bytes",
                                    in.name(), in.offset(), h.dim, vector_bytes, quote(word), available));
     }
+    make_room_for_record(in, out, At::byte, word_offset);
     const char* bytes = in.view().data();
     for (std::size_t k = 0; k < h.dim; ++k) {
       const float value = float_from_le(bytes + 4 * k);
@@ -396,9 +444,7 @@ Embeddings read_word2vec(const fs::path& path, std::size_t max_words) {
   Embeddings out;
   out.dim = h.dim;
   const auto wanted = static_cast<std::size_t>(std::min<std::uint64_t>(h.words, max_words));
-  const auto hint = reserve_hint(path, h, max_words);
-  out.words.reserve(hint);
-  out.vectors.reserve(hint * h.dim);
+  reserve_records(in, h, reserve_hint(path, h, max_words), out);
   out.binary = h.words > 0 && detect_binary(in, h);
   if (out.binary) {
     read_binary_records(in, h, wanted, out);

@@ -24,6 +24,10 @@
 //    are). '#' starts a comment that runs to the end of the line; blank and
 //    comment-only lines are skipped, but still count for line numbers.
 //  * A line with a label and no features is an example with no features.
+//  * A line may hold at most kMaxLibsvmLineBytes (64 MiB; a line of a
+//    million features is about 15 MB): a file with no newline, or one whose
+//    lines end in a lone '\r', is refused after that much, not read whole.
+//    A NUL byte means a binary file: refused at the 1 MiB chunk holding it.
 //  * An id may appear once per line; a repeat is an error. Ids out of
 //    increasing order are sorted (UnsortedIds::sort, the default: many tools
 //    write them unsorted and the order carries no meaning) or rejected
@@ -37,13 +41,26 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
 namespace asgd::sparse {
 
 inline constexpr std::uint32_t kMaxFeatureId = 2147483647;  // 2^31 - 1
+inline constexpr std::size_t kMaxLibsvmLineBytes = std::size_t{64} << 20;
+
+// The widest data a caller takes: a feature id at or above `features` is
+// refused at its line ("FILE:LINE:COLUMN: " and what `why(id)` says: what set
+// the limit, what the id would cost), as soon as it is read. A model sized by
+// the data's largest id sets one, so that one id in the input cannot ask for
+// more memory than there is (see fit_linear).
+struct FeatureLimit {
+  std::uint64_t features = std::uint64_t{kMaxFeatureId} + 1;
+  std::function<std::string(std::uint32_t id)> why;  // called only to refuse an id
+};
 
 // Examples in compressed sparse rows: example r has the features
 // index[row_ptr[r] .. row_ptr[r+1]) (strictly increasing) with those values.
@@ -76,11 +93,15 @@ enum class UnsortedIds { sort, reject };
 // Reads a whole libsvm file, gzipped or not. InputError for a file that
 // cannot be opened, does not parse, or is a cut-off gzip stream; RuntimeError
 // for a failure while reading.
-SparseDataset read_libsvm(const std::filesystem::path& path, UnsortedIds unsorted = UnsortedIds::sort);
+// The text is judged as it is read (io::read_all): a NUL byte or a line
+// longer than kMaxLibsvmLineBytes is refused there, and a file (or pipe)
+// larger than the memory available is refused before the text passes it.
+SparseDataset read_libsvm(const std::filesystem::path& path, UnsortedIds unsorted = UnsortedIds::sort,
+                          const FeatureLimit& limit = {});
 
 // Parses libsvm text; `source_name` prefixes error messages (a file name).
 SparseDataset parse_libsvm(std::string_view text, std::string_view source_name,
-                           UnsortedIds unsorted = UnsortedIds::sort);
+                           UnsortedIds unsorted = UnsortedIds::sort, const FeatureLimit& limit = {});
 
 // Writes `data` (validated first) with labels +1/-1 and values in their
 // shortest form that reads back to the same float, so write -> read

@@ -28,7 +28,9 @@ struct LinearFitOptions {
   // (needs `features`); otherwise each rank trains every size()-th example of the one file.
   std::string data;
   std::string test;            // scored by rank 0 after training; empty: none
-  std::uint32_t features = 0;  // the model's width; 0: the data's largest feature id + 1
+  // The model's width; 0: the data's largest feature id + 1, at most kMaxInferredFeatures. Either way checked
+  // against the memory available (training_bytes_per_feature a feature) before anything that wide is allocated.
+  std::uint32_t features = 0;
   double l2 = 1e-4;            // finite, >= 0
   LinearLoss loss = LinearLoss::logistic;
   UnsortedIds unsorted = UnsortedIds::sort;
@@ -42,6 +44,17 @@ struct LinearFitOptions {
   // (the objective every trainer of the segment shares).
   TrainingRunOptions run;
 };
+
+// The widest model the data alone may ask for: 2^27 (134,217,728) features, 1.6 GB to train. A wider one (from a
+// feature id of 2^27 or more, refused at its line) is asked for with LinearFitOptions::features, so that one stray id
+// (`1 3:1.5 2147483647:2`) cannot size a model of 26 GB; hashed data sets such as Criteo's (10^6 to 10^8
+// features) train as they are.
+inline constexpr std::uint64_t kMaxInferredFeatures = std::uint64_t{1} << 27;
+
+// The bytes a feature takes to train as `options` say, at the peak: the weights, the regulariser's per-feature
+// weights and the counts they are made from (12), AdaGrad's sums, the copy a test set or a shared segment is scored
+// on (4 each), and L-BFGS's 25 vectors of doubles with LinearFitOptions::reference (200).
+std::uint64_t training_bytes_per_feature(const LinearFitOptions& options);
 
 struct LinearFitReport {
   TrainReport training;  // `stopped`: by the stop request; nothing else is filled in then

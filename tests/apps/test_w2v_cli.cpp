@@ -470,6 +470,8 @@ TEST_F(W2vCli, ACheckpointsVocabularyIsChecked) {
       {forge("minus.ck", "w0 -1"), "not 'word count'"},
       {forge_header("dim.ck", "\"dim\":4", "\"dim\":4.5"), "dim is 4.5, not a whole number"},
       {forge_header("window.ck", "\"window\":5", "\"window\":-1"), "window is -1, not a whole number"},
+      // A key missing: said in plain words (before: "[json.exception.out_of_range.403] key 'window' not found").
+      {forge_header("nowindow.ck", "\"window\":5,", ""), "nowindow.ck: its metadata has no 'window'"},
   };
   for (const auto& [ck, message] : cases) {
     const auto r = w2v({"-train", corpus, "-resume", ck, "-iter", "2", "-threads", "1"});

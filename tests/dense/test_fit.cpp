@@ -121,5 +121,23 @@ TEST(Fit, AResumeFinishesTheRunItContinuesUnlessGivenEpochs) {
   EXPECT_THROW(missing.resume_from(dir.path() / "none.asgd", net, true), InputError);
 }
 
+// A model file whose kind is of the wrong type is "not a LeNet-5 model", naming the file (before: the JSON
+// library's exception, naming nothing).
+TEST(Fit, AFileOfAnotherKindNamesTheFile) {
+  const asgd::testing::ScratchDir dir;
+  const Network net = small_net();
+  auto store = ParamStore::on_heap(net.layout());
+  for (const char* metadata : {R"({"model": 5})", R"({"model": ["asgd-cnn lenet5 v1"]})", "[1]", "{"}) {
+    save_checkpoint(dir / "m", store, {}, {}, metadata);
+    std::string message;
+    try {
+      read_lenet(dir / "m", net);
+    } catch (const std::exception& e) {
+      message = e.what();
+    }
+    EXPECT_EQ(message, (dir / "m").string() + ": not a LeNet-5 model written by asgd cnn train") << metadata;
+  }
+}
+
 }  // namespace
 }  // namespace asgd::dense

@@ -228,6 +228,22 @@ TEST(TrainingRun, AMissingResumeIsRefusedBeforeAnythingIsMade) {
             "TrainingRunOptions::checkpoint_every: expected at least 1");
 }
 
+// Metadata that is no JSON, or whose options are of other kinds, records no options: never the JSON library's
+// exception (the engine reads only "options", leniently: a file of another program may hold anything).
+TEST(TrainingRun, ResumedMetadataOfAnyShapeIsReadWithoutAJsonException) {
+  const asgd::testing::ScratchDir dir;
+  SharedQuadratic problem{10, 2};
+  auto store = ParamStore::on_heap(problem.layout());
+  for (const char* metadata : {"", "{", "[1]", R"({"options": 5})", R"({"options": {"run": 7, "lr": [1]}})",
+                               R"({"options": {"run": "zz"}})", "\xff\xfe"}) {
+    save_checkpoint(dir / "ck", store, {1, 10, 3}, {}, metadata);
+    TrainingRun run(problem.layout(), resuming(dir / "ck"));
+    run.set_record({{"lr", "0.1"}}, 3, "x");
+    EXPECT_TRUE(run.changes_since_resumed().empty()) << metadata;
+    EXPECT_EQ(run_id_of(metadata), 0u) << metadata;
+  }
+}
+
 TEST(TrainingRun, BlockTrainerEpochsSpeakTheSameVocabulary) {
   BlockEpochStats stats;
   stats.mean_loss = 0.5;

@@ -110,7 +110,10 @@ LinearFitReport fit_linear(const LinearFitOptions& options, RankGroup& group, co
                                  to_string(options.loss)));
   // Read before training, so that a bad test file fails now rather than after the run.
   std::optional<SparseDataset> test;
-  if (!options.test.empty() && group.root()) test = read_libsvm(options.test, options.unsorted);
+  if (!options.test.empty() && group.root()) {
+    test = read_libsvm(options.test, options.unsorted);
+    require_examples(*test, "LinearFitOptions::test " + options.test, "score");
+  }
   TrainingRunOptions ro = run_options(options, group);
   check_until_epoch(options);
   std::atomic<bool>* const stop = events.stop_from_here ? events.stop_from_here() : nullptr;

@@ -100,5 +100,17 @@ TEST(LinearQuality, AModelFileWithDamagedMetadataIsNamedWithTheKey) {
   EXPECT_EQ(evaluate_linear_model(dir / "m", o).examples, 5u);
 }
 
+// Data with no examples is named (before: "linear model: the dataset has no examples").
+TEST(LinearQuality, DataWithNoExamplesIsNamed) {
+  const asgd::testing::ScratchDir dir;
+  Layout layout;
+  layout.add("weights", {2});
+  save_checkpoint(dir / "m", ParamStore::on_heap(layout), {}, {}, linear_model_metadata(0.5, 2, LinearLoss::hinge));
+  LinearEvalOptions o;
+  o.data = dir.file("empty.svm", "# only a comment\n\n");
+  EXPECT_EQ(asgd::testing::message_of([&] { evaluate_linear_model(dir / "m", o); }),
+            o.data.string() + ": no examples to score");
+}
+
 }  // namespace
 }  // namespace asgd::sparse

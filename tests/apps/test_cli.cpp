@@ -543,6 +543,17 @@ TEST_F(Cli, ResumeSaysWhatChangedOrRefusesIt) {
   EXPECT_NE(r.output.find("metadata is malformed"), std::string::npos) << r.output;
 }
 
+// Two trainers writing one --checkpoint path: the second is refused while the first runs (before: both wrote it).
+TEST_F(Cli, ASecondTrainerOnACheckpointIsRefusedUntilTheFirstIsKilled) {
+  generate("s.svm", 2000, 100);
+  const std::vector<std::string> common = {"linear", "train", "--data", path("s.svm"), "--workers", "1", "--quiet",
+                                           "--checkpoint", path("ck")};
+  auto first = common, second = common;
+  first.insert(first.end(), {"--epochs", "100000"});
+  second.insert(second.end(), {"--epochs", "2"});
+  expect_second_writer_refused(first, second, "ck");
+}
+
 // A test or data file with no examples is named (before: "linear model: the dataset has no examples", after
 // training for a test file).
 TEST_F(Cli, DataWithNoExamplesIsNamed) {

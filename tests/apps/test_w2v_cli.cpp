@@ -481,6 +481,17 @@ TEST_F(W2vCli, ACheckpointsVocabularyIsChecked) {
   }
 }
 
+// Two runs writing one -checkpoint path: the second is refused while the first runs (before: both wrote it).
+TEST_F(W2vCli, ASecondRunOnACheckpointIsRefusedUntilTheFirstIsKilled) {
+  const auto corpus = write("c.txt", topics_corpus(300));
+  const std::vector<std::string> common = {"w2v", "-train", corpus, "-size", "4", "-min-count", "1", "-threads", "1",
+                                           "-checkpoint", path("ck")};
+  auto first = common, second = common;
+  first.insert(first.end(), {"-iter", "1000000"});
+  second.insert(second.end(), {"-iter", "1"});
+  expect_second_writer_refused(first, second, "ck");
+}
+
 TEST_F(W2vCli, EvalReportsAndErrors) {
   const auto corpus = write("c.txt", topics_corpus(1000));
   ASSERT_EQ(w2v({"-train", corpus, "-size", "8", "-iter", "1", "-min-count", "1", "-output", path("v.txt")}).status,

@@ -274,8 +274,13 @@ int run_guarded(const std::function<int()>& body, OptionNames names) {
     std::fprintf(stderr, "asgd: interrupted (%s): %s\n", signal_name(StopOnSignal::received()), e.what());
     return interrupted_exit_code();
   } catch (const nlohmann::json::exception& e) {
-    // JSON is only read from model files' metadata: a value of the wrong kind there is bad input.
-    std::fprintf(stderr, "asgd: error: a model file's metadata is malformed: %s\n", e.what());
+    // A last resort: the readers of model files' metadata say what is wrong in their own words (JsonMetadata).
+    // The library's text without its exception id ("[json.exception.type_error.302] ").
+    std::string_view what = e.what();
+    if (what.starts_with("[json.exception.") && what.find("] ") != std::string_view::npos)
+      what.remove_prefix(what.find("] ") + 2);
+    std::fprintf(stderr, "asgd: error: a model file's metadata is malformed: %.*s\n", static_cast<int>(what.size()),
+                 what.data());
     return kExitInput;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "asgd: error: %s\n", cli_message(e.what(), names).c_str());

@@ -25,6 +25,14 @@ std::string as_text(const T& value) {
   return fmt::format("{}", value);
 }
 
+// The run's: the checkpoint rank 0 writes, locked against a second run on the path for as long as this one lasts.
+TrainingRunOptions run_options(const FitOptions& options, const RankGroup& group) {
+  TrainingRunOptions ro;
+  ro.checkpoint = options.checkpoint;
+  ro.lock_checkpoint = group.root();
+  return ro;
+}
+
 }  // namespace
 
 void FitOptions::validate() const {
@@ -64,7 +72,7 @@ Fit::Fit(const Network& net, const Dataset& train, const Dataset* test, FitOptio
 
 Fit::Fit(const Network& net, const Dataset& train, const Dataset* test, FitOptions options, RankGroup& group)
     : net_(net), train_(train), test_(test), options_(std::move(options)), group_(group),
-      run_(net.layout(), TrainingRunOptions()) {
+      run_(net.layout(), run_options(options_, group)) {
   if (!options_.resumed && !options_.resume.empty()) options_.resumed = read_lenet(options_.resume, net);
   options_.validate();
   auto& resumed = options_.resumed;

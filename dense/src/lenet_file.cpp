@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "asgd/engine/errors.hpp"
+#include "asgd/engine/json_metadata.hpp"
 
 namespace asgd::dense {
 
@@ -15,8 +16,8 @@ std::string lenet_metadata(const OptionsRecord& options) {
 
 CheckpointData read_lenet(const std::filesystem::path& path, const Network& net) {
   CheckpointData ck = read_checkpoint(path);
-  const auto j = nlohmann::json::parse(ck.metadata, nullptr, false);
-  const bool ours = ck.metadata == kLenetModelKind || (j.is_object() && j.value("model", "") == kLenetModelKind);
+  const auto j = JsonMetadata::parse(ck.metadata, path.string());
+  const bool ours = ck.metadata == kLenetModelKind || (j && j->holds("model", kLenetModelKind));
   if (!ours || !(ck.layout == net.layout()))
     throw InputError(fmt::format("{}: not a LeNet-5 model written by asgd cnn train", path.string()));
   if (!ck.optimizer_state.empty() && ck.optimizer_state.size() != ck.params.size())

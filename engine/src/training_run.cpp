@@ -53,6 +53,7 @@ std::optional<CheckpointData> read_if_given(TrainingRunOptions& o) {
 TrainingRun::TrainingRun(Layout layout, TrainingRunOptions options,
                          const std::function<void(ParamStore&)>& initialize)
     : options_(checked(std::move(options))),
+      checkpoint_lock_(options_.lock_checkpoint ? CheckpointLock(options_.checkpoint) : CheckpointLock()),
       resumed_(read_if_given(options_)),
       resumed_options_(resumed_ ? saved_options(resumed_->metadata) : std::nullopt),
       store_(open_training_store(options_.shm, std::move(layout), attach_options(options_), initialize)) {

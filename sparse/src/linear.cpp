@@ -71,6 +71,10 @@ std::string_view to_string(LinearLoss loss) noexcept {
   return "logistic";
 }
 
+void require_examples(const SparseDataset& data, std::string_view where, std::string_view purpose) {
+  if (data.rows() == 0) throw InputError(fmt::format("{}: no examples to {}", where, purpose));
+}
+
 LinearProblem::FeatureCounts LinearProblem::count_features(const SparseDataset& data) {
   // 4-byte counts (saturating: a feature in more than 2^32 - 1 examples has a regulariser weight of n l2 / 2^32,
   // next to nothing either way).

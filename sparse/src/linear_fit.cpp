@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "asgd/engine/available_memory.hpp"
+#include "asgd/engine/checkpoint_lock.hpp"
 #include "asgd/engine/errors.hpp"
 #include "asgd/engine/options_record.hpp"
 #include "asgd/sparse/linear_model_file.hpp"
@@ -46,6 +47,7 @@ void check_until_epoch(const LinearFitOptions& options) {
 // The run's options: the checkpoint to resume read (by this rank's rule), the objective a segment keeps.
 TrainingRunOptions run_options(const LinearFitOptions& options, RankGroup& group) {
   TrainingRunOptions ro = options.run;
+  ro.lock_checkpoint = false;  // held since before the data was read (fit_linear)
   ro.attach.settings = linear_segment_settings(options.loss, options.l2);
   if (!options.run.resume.empty()) {
     if (auto resumed = group.resume_checkpoint(options.run.resume, options.trainer)) {
@@ -121,6 +123,9 @@ LinearFitReport fit_linear(const LinearFitOptions& options, RankGroup& group, co
   const std::string path = rank_data_path(options, group);
   check_l2(options);
   check_features(options);
+  // Rank 0 writes the checkpoint (the ranks of a job share the path: TrainingRunOptions::lock_checkpoint): a second
+  // run writing it is refused now, before the data is read, and this one holds it to the end.
+  const CheckpointLock checkpoint_lock = group.root() ? CheckpointLock(options.run.checkpoint) : CheckpointLock();
   const LinearTrainingData d(options, path, group);
   const LinearProblem& problem = d.problem();
   // Before training, what solve_lbfgs would refuse after it.
@@ -130,7 +135,10 @@ LinearFitReport fit_linear(const LinearFitOptions& options, RankGroup& group, co
                                  to_string(options.loss)));
   // Read before training, so that a bad test file fails now rather than after the run.
   std::optional<SparseDataset> test;
-  if (!options.test.empty() && group.root()) test = read_libsvm(options.test, options.unsorted);
+  if (!options.test.empty() && group.root()) {
+    test = read_libsvm(options.test, options.unsorted);
+    require_examples(*test, "LinearFitOptions::test " + options.test, "score");
+  }
   TrainingRunOptions ro = run_options(options, group);
   check_until_epoch(options);
   std::atomic<bool>* const stop = events.stop_from_here ? events.stop_from_here() : nullptr;

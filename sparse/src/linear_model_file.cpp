@@ -2,24 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "asgd/engine/checkpoint.hpp"
 #include "asgd/engine/errors.hpp"
+#include "asgd/engine/json_metadata.hpp"
 
 namespace asgd::sparse {
-
-namespace {
-// A value of the wrong kind in the metadata is bad input, said as such (not as the JSON library's exception).
-template <class F>
-auto from_metadata(F&& read) {
-  try {
-    return read();
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(fmt::format("a model file's metadata is malformed: {}", e.what()));
-  }
-}
-}  // namespace
 
 std::string linear_model_metadata(double l2, std::uint32_t features, LinearLoss loss, int ranks,
                                   const OptionsRecord& options) {
@@ -32,28 +22,33 @@ std::string linear_model_metadata(double l2, std::uint32_t features, LinearLoss 
   return j.dump();
 }
 
-int linear_model_ranks(const std::string& metadata) {
-  const auto j = nlohmann::json::parse(metadata, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("ranks")) return 1;
-  // An integer from 1 up (a float or a huge number is no rank count: get<int> would convert it undefined).
-  const auto& ranks = j["ranks"];
-  if (!ranks.is_number_integer() || ranks.get<std::int64_t>() < 1 || ranks.get<std::int64_t>() > (1 << 24)) {
-    throw InputError(fmt::format("the model's rank count is {}, not a number of ranks", ranks.dump()));
+// Metadata that is no JSON object records nothing: the defaults (a file of an older asgd held the bare kind).
+int linear_model_ranks(const std::string& metadata, const std::string& where) {
+  const auto j = JsonMetadata::parse(metadata, where);
+  if (!j || !j->has("ranks")) return 1;
+  // A whole number from 1 up (1e30 was converted undefined: "an AdaGrad job of -2147483648 rank(s)").
+  const double ranks = j->number("ranks");
+  if (!(ranks >= 1 && ranks <= (1 << 24)) || ranks != std::floor(ranks)) j->refuse("ranks", "not a number of ranks");
+  return static_cast<int>(ranks);
+}
+
+LinearLoss linear_model_loss(const std::string& metadata, const std::string& where) {
+  const auto j = JsonMetadata::parse(metadata, where);
+  if (!j || !j->has("loss")) return LinearLoss::logistic;
+  const std::string name = j->text("loss");
+  try {
+    return parse_linear_loss(name);
+  } catch (const InputError&) {
+    j->refuse("loss", "expected logistic, squared-hinge or hinge");
   }
-  return static_cast<int>(ranks.get<std::int64_t>());
 }
 
-LinearLoss linear_model_loss(const std::string& metadata) {
-  const auto j = nlohmann::json::parse(metadata, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("loss")) return LinearLoss::logistic;
-  if (!j["loss"].is_string()) throw InputError("the model's loss is not a name");
-  return parse_linear_loss(j["loss"].get<std::string>());
-}
-
-std::optional<double> linear_model_l2(const std::string& metadata) {
-  const auto j = nlohmann::json::parse(metadata, nullptr, false);
-  if (j.is_discarded() || !j.contains("l2")) return std::nullopt;
-  return from_metadata([&] { return j["l2"].get<double>(); });
+std::optional<double> linear_model_l2(const std::string& metadata, const std::string& where) {
+  const auto j = JsonMetadata::parse(metadata, where);
+  if (!j || !j->has("l2")) return std::nullopt;
+  const double l2 = j->number("l2");
+  if (!(l2 >= 0) || !std::isfinite(l2)) j->refuse("l2", "expected a finite number >= 0");
+  return l2;
 }
 
 LinearModelFile read_linear_model(const std::filesystem::path& path) {
@@ -67,6 +62,7 @@ LinearModelFile read_linear_model(const std::filesystem::path& path) {
     model.weights.insert(model.weights.end(), row, row + static_cast<std::ptrdiff_t>(weights.cols));
   }
   model.metadata = std::move(d.metadata);
+  model.path = path;
   return model;
 }
 

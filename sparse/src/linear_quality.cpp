@@ -26,6 +26,7 @@ LinearQuality score_linear(SparseDataset& data, std::vector<float> weights, doub
 
 LinearQuality evaluate_linear_model(const std::filesystem::path& model, const LinearEvalOptions& options) {
   SparseDataset data = read_libsvm(options.data, options.unsorted);
+  require_examples(data, options.data.string(), "score");
   LinearModelFile file = read_linear_model(model);
   const double l2 = options.l2 ? *options.l2 : file.l2().value_or(1e-4);
   const LinearLoss loss = options.loss ? *options.loss : file.loss();

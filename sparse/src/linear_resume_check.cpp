@@ -2,10 +2,10 @@
 
 #include <fmt/format.h>
 
-#include <nlohmann/json.hpp>
 #include <string>
 
 #include "asgd/engine/errors.hpp"
+#include "asgd/engine/json_metadata.hpp"
 #include "asgd/sparse/linear_model_file.hpp"
 
 namespace asgd::sparse {
@@ -16,17 +16,15 @@ namespace {
 // wrong (an mf model: "loss 'bpr': expected logistic, squared-hinge or hinge").
 void check_kind_and_width(const std::string& metadata, const LinearFitOptions& options, std::uint64_t features) {
   const std::string resume = options.run.resume.string();
-  const auto kind = nlohmann::json::parse(metadata, nullptr, false);
-  if (!kind.is_object() || (kind.value("model", "") != "logistic" && kind.value("model", "") != "linear")) {
+  const auto kind = JsonMetadata::parse(metadata, "TrainingRunOptions::resume " + resume);
+  if (!kind || (!kind->holds("model", "logistic") && !kind->holds("model", "linear"))) {
+    const auto other = kind ? kind->text_if("model") : std::nullopt;  // the kind it is, when it says one
     throw InputError(fmt::format("TrainingRunOptions::resume {}: not a linear model{}", resume,
-                                 kind.is_object() && kind.contains("model") && kind["model"].is_string()
-                                     ? fmt::format(" (its kind: {})", kind["model"].get<std::string>())
-                                     : std::string()));
+                                 other ? fmt::format(" (its kind: {})", *other) : std::string()));
   }
   // Without `features` each run sizes the weights from its data's largest feature id.
-  if (kind.contains("features") && kind["features"].is_number_unsigned() &&
-      kind["features"].get<std::uint64_t>() != features) {
-    const auto saved = kind["features"].get<std::uint64_t>();
+  if (kind->has("features") && kind->whole("features") != features) {
+    const auto saved = kind->whole("features");
     throw InputError(fmt::format("TrainingRunOptions::resume {}: trained with {} features, and this run has {}{}",
                                  resume, saved, features,
                                  options.features == 0 ? fmt::format(" (from LinearFitOptions::data's largest "
@@ -39,11 +37,12 @@ void check_kind_and_width(const std::string& metadata, const LinearFitOptions& o
 // Another loss or l2 is another objective: the run would go on towards another optimum.
 void check_objective(const std::string& metadata, const LinearFitOptions& options) {
   const std::string resume = options.run.resume.string();
-  if (const auto saved_loss = linear_model_loss(metadata); saved_loss != options.loss) {
+  const std::string where = "TrainingRunOptions::resume " + resume;
+  if (const auto saved_loss = linear_model_loss(metadata, where); saved_loss != options.loss) {
     throw InputError(fmt::format("TrainingRunOptions::resume {}: trained with LinearFitOptions::loss {}, not {}",
                                  resume, to_string(saved_loss), to_string(options.loss)));
   }
-  if (const double saved_l2 = linear_model_l2(metadata).value_or(options.l2); saved_l2 != options.l2) {
+  if (const double saved_l2 = linear_model_l2(metadata, where).value_or(options.l2); saved_l2 != options.l2) {
     throw InputError(fmt::format("TrainingRunOptions::resume {}: trained with LinearFitOptions::l2 {}, not {} (give "
                                  "LinearFitOptions::l2 {})",
                                  resume, saved_l2, options.l2, saved_l2));
@@ -58,13 +57,7 @@ void check_linear_resume(const CheckpointData& saved, const std::filesystem::pat
   check_kind_and_width(saved.metadata, options, features);
   check_objective(saved.metadata, options);
   // Each rank's sums fit the shard it trained: other ranks would take over sums built on other examples.
-  const int wrote = [&] {
-    try {
-      return linear_model_ranks(saved.metadata);
-    } catch (const InputError& e) {
-      throw InputError(fmt::format("TrainingRunOptions::resume {}: {}", read_from.string(), e.what()));
-    }
-  }();
+  const int wrote = linear_model_ranks(saved.metadata, "TrainingRunOptions::resume " + read_from.string());
   if (wrote != ranks && options.trainer.schedule.has_adagrad() && !saved.optimizer_state.empty()) {
     throw InputError(fmt::format("TrainingRunOptions::resume {}: written by an AdaGrad job of {} rank(s), each with "
                                  "its own sums; resume with {} rank(s), not {}",

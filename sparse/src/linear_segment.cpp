@@ -52,6 +52,7 @@ LinearSegmentModel linear_segment_model(const ParamStore& store, const std::stri
 
 LinearSegmentEval evaluate_linear_segment(const std::string& name, const LinearEvalOptions& options) {
   SparseDataset data = read_libsvm(options.data, options.unsorted);
+  require_examples(data, options.data.string(), "score");
   const ParamStore store = ParamStore::attach_shared_any(name, Access::read_only);
   LinearSegmentModel m = linear_segment_model(store, name, {.loss = options.loss, .l2 = options.l2});
   LinearSegmentEval eval;

@@ -79,15 +79,36 @@ std::string rank_data_path(const LinearFitOptions& options, RankGroup& group) {
   return path;
 }
 
+// InputError naming the file, and the rank whose file or share it is, when this rank would train no example
+// (LinearProblem's own check names neither). Every rank of one file refuses alike (the same data, the same rule).
+void LinearTrainingData::require_examples_to_train(const LinearFitOptions& options, const std::string& path,
+                                                   const RankGroup& group) const {
+  const std::string where = "LinearFitOptions::data " + options.data;
+  if (path == options.data) require_examples(data_, where, "train");
+  if (data_.rows() == 0)
+    throw InputError(fmt::format("{}: rank {}'s file {} has no examples to train", where, group.rank(), path));
+  if (shard_ && shard_->rows() == 0) {
+    throw InputError(fmt::format("{}: rank {} of {} has none of its {} examples to train", where, group.rank(),
+                                 group.size(), data_.rows()));
+  }
+}
+
 LinearTrainingData::LinearTrainingData(const LinearFitOptions& options, const std::string& path, RankGroup& group)
     : data_(read_data(options, path)), all_examples_(data_.rows()) {
   const bool per_rank_files = path != options.data;
-  if (group.active() && !per_rank_files) shard_ = select_rows(data_, group.shard(data_.rows(), "examples"));
+  if (group.active() && !per_rank_files) {
+    try {
+      shard_ = select_rows(data_, group.shard(data_.rows(), "examples"));
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("LinearFitOptions::data {}: {}", path, e.what()));
+    }
+  }
   // One objective for the models the ranks average.
   const std::pair<std::string_view, std::string> settings[] = {
       {"LinearFitOptions::loss", std::string(to_string(options.loss))},
       {"LinearFitOptions::l2", fmt::format("{}", options.l2)}};
   group.same_settings(settings);
+  require_examples_to_train(options, path, group);
   whole_.emplace(data_, options.l2, options.loss);
   if (shard_) own_shard_.emplace(*shard_, *whole_);
   if (per_rank_files && group.active()) sum_counts_of_ranks(options, group);

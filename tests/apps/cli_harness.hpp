@@ -151,6 +151,28 @@ class CliTest : public ::testing::Test {
               asgd::read_checkpoint(path("whole")).params)
         << "killed after epoch " << killed_at;
   }
+  // Two trainers on one checkpoint: `first` (a long run that writes checkpoint file `checkpoint`) runs; once its
+  // first checkpoint is written, `second` (a short run on the same path) is refused at its start (exit 2), told
+  // the path and the first's pid, and leaves the checkpoint as it was; once the first is killed with SIGKILL (no
+  // chance to clean up), `second` runs (exit 0).
+  void expect_second_writer_refused(const std::vector<std::string>& first, const std::vector<std::string>& second,
+                                    const std::string& checkpoint) {
+    Child running(first, dir_ / ("first" + std::to_string(runs_++)));
+    for (int i = 0; i < 20000 && !fs::exists(path(checkpoint)); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ASSERT_TRUE(fs::exists(path(checkpoint))) << "the first run wrote no checkpoint";
+    ASSERT_EQ(::waitpid(running.pid(), nullptr, WNOHANG), 0) << "the first run ended too soon";
+    Result r = run(second);
+    EXPECT_EQ(r.status, 2) << r.output;
+    EXPECT_NE(r.output.find("checkpoint " + path(checkpoint) + ": another run is writing it (pid " +
+                            std::to_string(running.pid()) + ")"),
+              std::string::npos)
+        << r.output;
+    running.kill_now(SIGKILL);
+    running.wait();
+    r = run(second);
+    EXPECT_EQ(r.status, 0) << r.output;
+  }
   // The bytes of file `name` in the test's directory ("" when there is none).
   std::string slurp(const std::string& name) const {
     std::ifstream in(path(name), std::ios::binary);

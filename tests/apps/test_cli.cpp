@@ -582,6 +582,34 @@ TEST_F(Cli, ResumeSaysWhatChangedOrRefusesIt) {
   EXPECT_NE(r.output.find("metadata is malformed"), std::string::npos) << r.output;
 }
 
+// Two trainers writing one --checkpoint path: the second is refused while the first runs (before: both wrote it).
+TEST_F(Cli, ASecondTrainerOnACheckpointIsRefusedUntilTheFirstIsKilled) {
+  generate("s.svm", 2000, 100);
+  const std::vector<std::string> common = {"linear", "train", "--data", path("s.svm"), "--workers", "1", "--quiet",
+                                           "--checkpoint", path("ck")};
+  auto first = common, second = common;
+  first.insert(first.end(), {"--epochs", "100000"});
+  second.insert(second.end(), {"--epochs", "2"});
+  expect_second_writer_refused(first, second, "ck");
+}
+
+// A test or data file with no examples is named (before: "linear model: the dataset has no examples", after
+// training for a test file).
+TEST_F(Cli, DataWithNoExamplesIsNamed) {
+  generate("s.svm", 200, 10);
+  std::ofstream(path("empty.svm")) << "# nothing\n";
+  auto r = run({"linear", "train", "--data", path("empty.svm"), "--quiet"});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--data " + path("empty.svm") + ": no examples to train"), std::string::npos) << r.output;
+  r = run({"linear", "train", "--data", path("s.svm"), "--test", path("empty.svm"), "--quiet"});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--test " + path("empty.svm") + ": no examples to score"), std::string::npos) << r.output;
+  ASSERT_EQ(run({"linear", "train", "--data", path("s.svm"), "--quiet", "--model", path("m")}).status, 0);
+  r = run({"linear", "eval", "--data", path("empty.svm"), "--model", path("m")});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find(path("empty.svm") + ": no examples to score"), std::string::npos) << r.output;
+}
+
 TEST_F(Cli, TwoProcessesTrainOneSegmentWhileAThirdReads) {
   generate("s.svm", 30000, 5000);
   const std::string shm = "asgd-cli-test-" + std::to_string(::getpid());

@@ -299,6 +299,18 @@ TEST_F(CnnCli, CtrlCMidRunThenResumedEqualsUninterrupted) {
   expect_killed_and_resumed_is_whole(args, SIGINT);
 }
 
+// Two runs writing one --checkpoint path: the second is refused while the first runs (before: both wrote it).
+TEST_F(CnnCli, ASecondRunOnACheckpointIsRefusedUntilTheFirstIsKilled) {
+  write_idx("train", 200, 21);
+  write_idx("t10k", 20, 22);
+  const std::vector<std::string> common = {"cnn", "train", "--data", path(""), "--workers", "1", "--batch", "32",
+                                           "-q", "--checkpoint", path("ck.asgd")};
+  auto first = common, second = common;
+  first.insert(first.end(), {"--epochs", "100000"});
+  second.insert(second.end(), {"--epochs", "1"});
+  expect_second_writer_refused(first, second, "ck.asgd");
+}
+
 TEST_F(CnnCli, ClearErrors) {
   auto r = run({"cnn", "train", "--data", path("missing"), "--epochs", "1"});
   EXPECT_EQ(r.status, 2) << r.output;

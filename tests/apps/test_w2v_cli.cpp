@@ -501,6 +501,8 @@ TEST_F(W2vCli, ACheckpointsVocabularyIsChecked) {
       {forge("minus.ck", "w0 -1"), "not 'word count'"},
       {forge_header("dim.ck", "\"dim\":4", "\"dim\":4.5"), "dim is 4.5, not a whole number"},
       {forge_header("window.ck", "\"window\":5", "\"window\":-1"), "window is -1, not a whole number"},
+      // A key missing: said in plain words (before: "[json.exception.out_of_range.403] key 'window' not found").
+      {forge_header("nowindow.ck", "\"window\":5,", ""), "nowindow.ck: its metadata has no 'window'"},
   };
   for (const auto& [ck, message] : cases) {
     const auto r = w2v({"-train", corpus, "-resume", ck, "-iter", "2", "-threads", "1"});
@@ -508,6 +510,17 @@ TEST_F(W2vCli, ACheckpointsVocabularyIsChecked) {
     EXPECT_NE(r.output.find(message), std::string::npos) << r.output;
     EXPECT_EQ(r.output.find("words in"), std::string::npos) << "trained first: " << r.output;
   }
+}
+
+// Two runs writing one -checkpoint path: the second is refused while the first runs (before: both wrote it).
+TEST_F(W2vCli, ASecondRunOnACheckpointIsRefusedUntilTheFirstIsKilled) {
+  const auto corpus = write("c.txt", topics_corpus(300));
+  const std::vector<std::string> common = {"w2v", "-train", corpus, "-size", "4", "-min-count", "1", "-threads", "1",
+                                           "-checkpoint", path("ck")};
+  auto first = common, second = common;
+  first.insert(first.end(), {"-iter", "1000000"});
+  second.insert(second.end(), {"-iter", "1"});
+  expect_second_writer_refused(first, second, "ck");
 }
 
 TEST_F(W2vCli, EvalReportsAndErrors) {

@@ -2,6 +2,9 @@
 // from its checkpoint equals the uninterrupted one, its CSV log continues,
 // and a resume it cannot continue is an error naming the option.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <random>
@@ -119,6 +122,65 @@ TEST(Fit, AResumeFinishesTheRunItContinuesUnlessGivenEpochs) {
   EXPECT_EQ(given.train.epochs, 5u);
   FitOptions missing = options(5);
   EXPECT_THROW(missing.resume_from(dir.path() / "none.asgd", net, true), InputError);
+}
+
+// A model file whose kind is of the wrong type is "not a LeNet-5 model", naming the file (before: the JSON
+// library's exception, naming nothing).
+TEST(Fit, AFileOfAnotherKindNamesTheFile) {
+  const asgd::testing::ScratchDir dir;
+  const Network net = small_net();
+  auto store = ParamStore::on_heap(net.layout());
+  for (const char* metadata : {R"({"model": 5})", R"({"model": ["asgd-cnn lenet5 v1"]})", "[1]", "{"}) {
+    save_checkpoint(dir / "m", store, {}, {}, metadata);
+    std::string message;
+    try {
+      read_lenet(dir / "m", net);
+    } catch (const std::exception& e) {
+      message = e.what();
+    }
+    EXPECT_EQ(message, (dir / "m").string() + ": not a LeNet-5 model written by asgd cnn train") << metadata;
+  }
+}
+
+// Two fits writing one checkpoint: the second, in another process, is refused at its start while the first runs.
+TEST(Fit, ASecondFitOnTheSameCheckpointIsRefused) {
+  const asgd::testing::ScratchDir dir;
+  const Network net = small_net();
+  const Dataset train = squares(64, 1);
+  FitOptions o = options(1);
+  o.checkpoint = (dir / "ck.asgd").string();
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t first = ::fork();
+  ASSERT_GE(first, 0);
+  if (first == 0) {
+    ::close(ready[0]);
+    try {
+      const Fit holder(net, train, nullptr, o);
+      (void)!::write(ready[1], "y", 1);
+      for (;;) ::pause();
+    } catch (...) {
+    }
+    ::_exit(1);
+  }
+  ::close(ready[1]);
+  char ok = 'n';
+  ASSERT_EQ(::read(ready[0], &ok, 1), 1);
+  ::close(ready[0]);
+  std::string message;
+  try {
+    Fit second(net, train, nullptr, o);
+  } catch (const InputError& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find("checkpoint " + o.checkpoint + ": another run is writing it (pid " + std::to_string(first)),
+            std::string::npos)
+      << message;
+  ::kill(first, SIGKILL);
+  ::waitpid(first, nullptr, 0);
+  Fit after(net, train, nullptr, o);
+  EXPECT_EQ(after.run().history.size(), 1u);
+  EXPECT_EQ(read_lenet(o.checkpoint, net).state.epoch, 1u);
 }
 
 }  // namespace

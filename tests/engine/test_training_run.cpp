@@ -6,6 +6,8 @@
 #include "asgd/engine/training_run.hpp"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -226,6 +228,77 @@ TEST(TrainingRun, AMissingResumeIsRefusedBeforeAnythingIsMade) {
   never.checkpoint_every = 0;
   EXPECT_EQ(message_of([&] { TrainingRun run(Layout{}, never); }),
             "TrainingRunOptions::checkpoint_every: expected at least 1");
+}
+
+// A second run on a checkpoint path, in another process: refused at its start, told the first's pid, while the
+// first runs; accepted once the first is killed with SIGKILL.
+TEST(TrainingRun, ASecondRunWritingTheSameCheckpointIsRefusedWhileTheFirstRuns) {
+  const asgd::testing::ScratchDir dir;
+  const std::filesystem::path ck = dir / "ck";
+  const Layout layout = SharedQuadratic{10, 2}.layout();
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t first = ::fork();
+  ASSERT_GE(first, 0);
+  if (first == 0) {
+    ::close(ready[0]);
+    try {
+      TrainingRun run(layout, checkpointed(ck));
+      (void)!::write(ready[1], "y", 1);
+      for (;;) ::pause();
+    } catch (...) {
+    }
+    ::_exit(1);
+  }
+  ::close(ready[1]);
+  char ok = 'n';
+  ASSERT_EQ(::read(ready[0], &ok, 1), 1);
+  ::close(ready[0]);
+  const std::string message = message_of([&] { TrainingRun second(layout, checkpointed(ck)); });
+  EXPECT_NE(message.find("checkpoint " + ck.string() + ": another run is writing it (pid " + std::to_string(first) +
+                         ")"),
+            std::string::npos)
+      << message;
+  // Reading it, or writing another path, is no second writer.
+  TrainingRun other(layout, checkpointed(dir / "other"));
+  ::kill(first, SIGKILL);
+  ::waitpid(first, nullptr, 0);
+  TrainingRun after(layout, checkpointed(ck));
+  TrainerOptions o = engine_options_for(1);
+  after.configure(o);
+  Trainer trainer(after.store(), o);
+  SharedQuadratic problem{10, 2};
+  trainer.run(problem);
+  EXPECT_EQ(read_checkpoint(ck).state.epoch, 1u);
+}
+
+// The ranks of a job write one path: those that do not write it take no lock (rank 0 does), and one run may move.
+TEST(TrainingRun, ARunThatDoesNotWriteTheCheckpointTakesNoLock) {
+  const asgd::testing::ScratchDir dir;
+  const Layout layout = SharedQuadratic{10, 2}.layout();
+  TrainingRun root(layout, checkpointed(dir / "ck"));
+  TrainingRunOptions other_rank = checkpointed(dir / "ck");
+  other_rank.lock_checkpoint = false;
+  TrainingRun rank1(layout, other_rank);
+  TrainingRun moved = std::move(root);
+  EXPECT_NE(message_of([&] { TrainingRun second(layout, checkpointed(dir / "ck")); }).find("another run"),
+            std::string::npos);
+}
+
+// Metadata that is no JSON, or whose options are of other kinds, records no options: never the JSON library's
+// exception (the engine reads only "options", leniently: a file of another program may hold anything).
+TEST(TrainingRun, ResumedMetadataOfAnyShapeIsReadWithoutAJsonException) {
+  const asgd::testing::ScratchDir dir;
+  SharedQuadratic problem{10, 2};
+  auto store = ParamStore::on_heap(problem.layout());
+  for (const char* metadata : {"", "{", "[1]", R"({"options": 5})", R"({"options": {"run": 7, "lr": [1]}})",
+                               R"({"options": {"run": "zz"}})", "\xff\xfe"}) {
+    save_checkpoint(dir / "ck", store, {1, 10, 3}, {}, metadata);
+    TrainingRun run(problem.layout(), resuming(dir / "ck"));
+    run.set_record({{"lr", "0.1"}}, 3, "x");
+    EXPECT_TRUE(run.changes_since_resumed().empty()) << metadata;
+    EXPECT_EQ(run_id_of(metadata), 0u) << metadata;
+  }
 }
 
 TEST(TrainingRun, BlockTrainerEpochsSpeakTheSameVocabulary) {

@@ -222,6 +222,24 @@ linear_job --resume "$work/linear-ck" --until-epoch 2 --model "$work/back" > "$w
 grep -q '3 epochs are done already; --until-epoch is the last to train' "$work/log" || fail "linear: no message for a resume past the end"
 [[ ! -e "$work/back" ]] || fail "linear: a model written after a resume past the end"
 echo "linear, 2 ranks: a resume past --until-epoch is refused"
+# Two jobs writing one --checkpoint path: the ranks of a job share it (rank 0 holds its lock; with AdaGrad rank 1
+# writes its own file beside it), and a second job is refused at its start, told the holder's pid, while the first
+# runs; once the holder is killed (kill -9: no chance to let go), the second runs.
+mpi 2 linear train --data "$work/odd.svm" --epochs 100000 --workers 1 --features 500 -q --adagrad \
+  --checkpoint "$work/held-ck" > "$work/first-log" 2>&1 &
+first=$!
+for _ in $(seq 600); do [[ -f "$work/held-ck.rank1" ]] && break; sleep 0.1; done
+[[ -f "$work/held-ck.rank1" && -f "$work/held-ck.lock" ]] ||
+  { cat "$work/first-log"; fail "two jobs: the first job wrote no checkpoint, or holds no lock"; }
+holder=$(cut -d' ' -f1 "$work/held-ck.lock")
+linear_adagrad_job --checkpoint "$work/held-ck" --until-epoch 1 > "$work/log" 2>&1 && fail "two jobs: the second ran"
+grep -q "checkpoint $work/held-ck: another run is writing it (pid $holder)" "$work/log" ||
+  fail "two jobs: the refusal names not the checkpoint and its holder"
+kill -9 "$holder"
+wait "$first"
+linear_adagrad_job --checkpoint "$work/held-ck" --until-epoch 1 > "$work/log" 2>&1 ||
+  fail "two jobs: the second, once the first was killed"
+echo "linear, 2 ranks: a second job on one --checkpoint is refused while the first runs, and runs once it is killed"
 
 # mf
 "$asgd" mf generate "$work/ratings.txt" --users 300 --items 200 --ratings 20000 --seed 3 > /dev/null ||

@@ -103,6 +103,12 @@ TEST(LinearFit, ErrorsNameTheOption) {
             std::string::npos);
   o.data = (dir / "train-{rank}.svm").string();
   EXPECT_NE(message_of([&] { fit_linear(o, one); }).find("give LinearFitOptions::features"), std::string::npos);
+  // A test file with no examples: said before training, naming it (before: after training, naming nothing).
+  o = generated(dir);
+  o.test = dir.file("empty.svm", "").string();
+  o.run.checkpoint = dir / "ck";
+  EXPECT_EQ(message_of([&] { fit_linear(o, one); }), "LinearFitOptions::test " + o.test + ": no examples to score");
+  EXPECT_FALSE(std::filesystem::exists(dir / "ck"));
 }
 
 // One number in the input no longer sets the allocation: an id far past the others is refused at its line with

@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "../common/message_of.hpp"
 #include "../common/scratch_dir.hpp"
 #include "asgd/engine/checkpoint.hpp"
 #include "asgd/engine/param_store.hpp"
@@ -67,6 +68,48 @@ TEST(LinearQuality, AModelFileIsScoredWithItsObjectiveUnlessGivenAnother) {
   o.l2 = 0;
   o.loss = LinearLoss::logistic;
   EXPECT_EQ(evaluate_linear_model(dir / "m", o).objective, LinearProblem(data, 0, LinearLoss::logistic).objective(w));
+}
+
+// Metadata whose objective is of the wrong kind names the file and the key (before: "a model file's metadata is
+// malformed: [json.exception.type_error.302] type must be number, but is string", naming no file).
+TEST(LinearQuality, AModelFileWithDamagedMetadataIsNamedWithTheKey) {
+  const asgd::testing::ScratchDir dir;
+  write_libsvm(dir / "d.svm", five());
+  Layout layout;
+  layout.add("weights", {2});
+  const ParamStore store = ParamStore::on_heap(layout);
+  LinearEvalOptions o;
+  o.data = dir / "d.svm";
+  const std::string malformed = (dir / "m").string() + ": its metadata is malformed: ";
+  const std::pair<const char*, std::string> cases[] = {
+      {R"({"model": "logistic", "l2": "abc", "features": 2})", malformed + "l2 is \"abc\", not a number"},
+      {R"({"model": "linear", "l2": -1, "loss": "hinge"})", malformed + "l2 is -1, expected a finite number >= 0"},
+      {R"({"model": "linear", "l2": 0.1, "loss": 5})", malformed + "loss is 5, not a string"},
+      {R"({"model": "linear", "l2": 0.1, "loss": "cubic"})",
+       malformed + "loss is \"cubic\", expected logistic, squared-hinge or hinge"},
+  };
+  for (const auto& [metadata, expected] : cases) {
+    save_checkpoint(dir / "m", store, {}, {}, metadata);
+    const std::string message = asgd::testing::message_of([&] { evaluate_linear_model(dir / "m", o); });
+    EXPECT_EQ(message, expected);
+    EXPECT_EQ(message.find("json"), std::string::npos) << message;
+  }
+  // Given the objective, the file's is not read: a damaged one is no matter.
+  o.l2 = 0.1;
+  o.loss = LinearLoss::hinge;
+  EXPECT_EQ(evaluate_linear_model(dir / "m", o).examples, 5u);
+}
+
+// Data with no examples is named (before: "linear model: the dataset has no examples").
+TEST(LinearQuality, DataWithNoExamplesIsNamed) {
+  const asgd::testing::ScratchDir dir;
+  Layout layout;
+  layout.add("weights", {2});
+  save_checkpoint(dir / "m", ParamStore::on_heap(layout), {}, {}, linear_model_metadata(0.5, 2, LinearLoss::hinge));
+  LinearEvalOptions o;
+  o.data = dir.file("empty.svm", "# only a comment\n\n");
+  EXPECT_EQ(asgd::testing::message_of([&] { evaluate_linear_model(dir / "m", o); }),
+            o.data.string() + ": no examples to score");
 }
 
 }  // namespace

@@ -36,6 +36,21 @@ TEST_F(ResumeCheck, AnotherKindOfModelIsSaidFirst) {
   EXPECT_EQ(refusal(), "TrainingRunOptions::resume ck: not a linear model (its kind: mf)");
 }
 
+// A kind, width, loss or rank count of the wrong kind names the file and the key (before: a "model" that is no
+// string escaped as the JSON library's exception).
+TEST_F(ResumeCheck, DamagedMetadataIsNamedWithTheKey) {
+  saved.metadata = R"({"model": 5})";
+  EXPECT_EQ(refusal(), "TrainingRunOptions::resume ck: not a linear model");
+  saved.metadata = R"({"model": "logistic", "features": "20"})";
+  EXPECT_EQ(refusal(), "TrainingRunOptions::resume ck: its metadata is malformed: features is \"20\", not a whole "
+                       "number");
+  saved.metadata = R"({"model": "linear", "loss": ["hinge"]})";
+  EXPECT_EQ(refusal(), "TrainingRunOptions::resume ck: its metadata is malformed: loss is [\"hinge\"], not a string");
+  saved.metadata = R"({"model": "logistic", "ranks": 1.5})";
+  EXPECT_EQ(refusal(), "TrainingRunOptions::resume ck: its metadata is malformed: ranks is 1.5, not a number of "
+                       "ranks");
+}
+
 TEST_F(ResumeCheck, AnotherWidthLossOrL2IsAnotherObjective) {
   EXPECT_EQ(refusal(21), "TrainingRunOptions::resume ck: trained with 20 features, and this run has 21 (from "
                          "LinearFitOptions::data's largest feature id): give LinearFitOptions::features 20");

@@ -84,5 +84,27 @@ TEST(LinearTrainingData, OwnFilesWeighTheRegulariserByEveryRanksCounts) {
   EXPECT_FLOAT_EQ(r[1], 0.2f);
 }
 
+// Data with no examples names the file, and under several ranks the rank (before: "linear model: the dataset has
+// no examples", naming neither).
+TEST(LinearTrainingData, NoExamplesNamesTheFileAndTheRank) {
+  const asgd::testing::ScratchDir dir;
+  LinearFitOptions o;
+  o.data = dir.file("empty.svm", "# a comment, no example\n\n").string();
+  RankGroup one_process;
+  EXPECT_EQ(message_of([&] { LinearTrainingData(o, o.data, one_process); }),
+            "LinearFitOptions::data " + o.data + ": no examples to train");
+  // Rank 1's own file.
+  o.data = (dir / "d-{rank}.svm").string();
+  o.features = 2;
+  const std::string own = dir.file("d-1.svm", "").string();
+  SecondOfTwo group;
+  EXPECT_EQ(message_of([&] { LinearTrainingData(o, own, group); }),
+            "LinearFitOptions::data " + o.data + ": rank 1's file " + own + " has no examples to train");
+  // Rank 1's share of one file (every other example): none of one example.
+  o.data = dir.file("one.svm", "+1 0:1\n").string();
+  EXPECT_EQ(message_of([&] { LinearTrainingData(o, o.data, group); }),
+            "LinearFitOptions::data " + o.data + ": rank 1 of 2 has none of its 1 examples to train");
+}
+
 }  // namespace
 }  // namespace asgd::sparse

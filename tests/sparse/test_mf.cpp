@@ -648,6 +648,58 @@ TEST(BiasedMf, EvaluationsRefuseRatingsWhoseIdsAreNotTheModels) {
   EXPECT_TRUE(recommend(store, problem.rating_scale(), &all, first, 3)[0].empty());  // u0 has rated every item
 }
 
+// A model file whose metadata is damaged: each fault named with the file and the key in plain words (before: an id
+// listed twice was "id map: '1' appears twice", naming no file; a key of another kind leaked the JSON library's
+// exception text, or escaped as its exception).
+TEST(ModelFile, DamagedMetadataNamesTheFileAndWhatInIt) {
+  Ratings train;
+  train.add("1", "x", 1);
+  train.add("2", "y", 5);
+  MfOptions mo;
+  mo.factors = 2;
+  BiasedMf problem(train, mo, 1);
+  auto store = asgd::ParamStore::on_heap(problem.layout());
+  const std::string good = model_metadata(train, {}, problem.rating_scale(), mo, "squared");
+  const fs::path path = fs::temp_directory_path() / ("asgd-damaged-model-" + std::to_string(::getpid()));
+  const auto read_with = [&](const std::string& from, const std::string& to) {
+    std::string metadata = good;
+    const auto at = metadata.find(from);
+    EXPECT_NE(at, std::string::npos) << from << " in " << metadata;
+    metadata.replace(at, from.size(), to);
+    asgd::save_checkpoint(path, store, {1, 2, 1}, {}, metadata);
+    return message_of([&] { read_model_info(asgd::read_checkpoint(path), path); });
+  };
+  const std::string malformed = path.string() + ": its metadata is malformed: ";
+  struct Case {
+    std::string from, to, message;
+  };
+  const Case cases[] = {
+      {R"("users":["1","2"])", R"("users":["1","1"])", malformed + "users: '1' is listed twice (as ids 0 and 1)"},
+      {R"("items":["x","y"])", R"("items":["x","\u0007","\u0007"])",
+       malformed + "items: '\\x07' is listed twice (as ids 1 and 2)"},
+      {R"("users":["1","2"])", R"("users":[1,2])", malformed + "users holds 1 at position 1, not a string"},
+      {R"("mean":)", R"("nomean":)", path.string() + ": its metadata has no 'mean'"},
+      {R"("loss":"squared")", R"("loss":5)", malformed + "loss is 5, not a string"},
+      {R"("loss":"squared")", R"("loss":"bpr2")", malformed + "loss 'bpr2', expected squared or bpr"},
+      {R"("scale":1.0)", R"("scale":0)", malformed + "scale 0, expected > 0"},
+      {R"("scale":1.0)", R"("scale":1e300)", malformed + "scale is 1e+300, not a finite float"},
+      {R"("min_rating":1.0)", R"("min_rating":9.0)", malformed + "min_rating 9 above max_rating 5"},
+      {R"("factors")", R"("cold_users":"x","factors")", malformed + "cold_users is \"x\", not a list"},
+      {R"("offset":)", R"("offset":"3","x":)", malformed + "offset is not a number"},
+      {R"("factors")", R"("cold_items":[-1],"factors")",
+       malformed + "cold_items holds -1, not a row number"},
+      {R"("factors")", R"("cold_items":[4294967296],"factors")",
+       malformed + "cold_items holds 4294967296, not a row number"},
+      {R"("model":"mf")", R"("model":5)", path.string() + ": not an asgd mf model"},
+  };
+  for (const auto& c : cases) {
+    const std::string message = read_with(c.from, c.to);
+    EXPECT_EQ(message, c.message);
+    EXPECT_EQ(message.find("json"), std::string::npos) << message;
+  }
+  fs::remove(path);
+}
+
 TEST(Ratings, PositivesAreTheRatingsAtOrAboveTheThresholdWithTheSameIds) {
   Ratings r;
   r.add("a", "x", 5);

@@ -111,3 +111,40 @@ TEST(ResumeWord2Vec, AnOptionThatWouldChangeTheModelIsRefusedByName) {
             "Word2VecOptions::read_vocab " + other + ": not the vocabulary of " + run.checkpoint +
                 ", which the run continues on Word2VecOptions::resume");
 }
+
+// A damaged header: a key missing, or of another kind, is said in plain words with the file and the key (before:
+// "[json.exception.out_of_range.403] key 'window' not found").
+TEST(ResumeWord2Vec, ADamagedHeaderNamesTheFileAndTheKeyInPlainWords) {
+  const Checkpointed run;
+  const asgd::CheckpointData good = asgd::read_checkpoint(run.checkpoint);
+  const auto forged = [&](const std::string& from, const std::string& to) {
+    std::string metadata = good.metadata;
+    const auto at = metadata.find(from);
+    EXPECT_LT(at, metadata.find('\n')) << from << " in " << metadata;
+    metadata.replace(at, from.size(), to);
+    const std::string path = (run.dir / "forged.ckpt").string();
+    auto store = asgd::ParamStore::on_heap(good.layout);
+    store.assign(good.params);
+    asgd::save_checkpoint(path, store, good.state, {}, metadata);
+    Word2VecOptions o = run.resume();
+    o.resume = path;
+    return message_of([&] { resume_word2vec(o); });
+  };
+  const std::string where = "checkpoint " + (run.dir / "forged.ckpt").string() + ": its metadata ";
+  struct Case {
+    std::string from, to, message;
+  };
+  const Case cases[] = {
+      {"\"window\":5,", "", where + "has no 'window'"},
+      {"\"cbow\":false", "\"cbow\":1", where + "is malformed: cbow is 1, not true or false"},
+      {"\"sample\":0.001", "\"sample\":\"x\"", where + "is malformed: sample is \"x\", not a number"},
+      {"\"policy\":\"atomic\"", "\"policy\":3", where + "is malformed: policy is 3, not a string"},
+      {"\"words\":4", "\"words\":[4]", where + "is malformed: words is [4], not a whole number"},
+      {"\"alpha\":", "\"alpha\":null,\"x\":", where + "is malformed: alpha is null, not a number"},
+  };
+  for (const auto& c : cases) {
+    const std::string message = forged(c.from, c.to);
+    EXPECT_EQ(message, c.message);
+    EXPECT_EQ(message.find("json"), std::string::npos) << message;
+  }
+}

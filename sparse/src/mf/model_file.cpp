@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -10,7 +11,9 @@
 #include <vector>
 
 #include "asgd/engine/errors.hpp"
+#include "asgd/engine/json_metadata.hpp"
 #include "asgd/engine/training_store.hpp"
+#include "../text_util.hpp"
 
 namespace asgd::sparse::mf {
 namespace {
@@ -34,52 +37,53 @@ void put_names(nlohmann::json& j, const std::string& key, const std::vector<std:
   j[key + "_hex"] = std::move(hex);
 }
 
-std::vector<std::string> get_names(const nlohmann::json& j, const std::string& key, const std::string& path) {
-  if (!j.contains(key + "_hex")) return j.at(key).get<std::vector<std::string>>();
+// The names of KEY (users or items), read from KEY_hex where put_names kept them as hex; InputError naming the file
+// and the list for a name that is not hex and for one listed twice.
+IdMap get_names(const JsonMetadata& j, const std::string& key) {
   std::vector<std::string> names;
-  auto nibble = [](char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-  };
-  // Two hex digits a byte, nothing else (sscanf's %2x took "+1", " 1" and an odd last digit).
-  for (const auto& h : j.at(key + "_hex").get<std::vector<std::string>>()) {
-    if (h.size() % 2 != 0) throw InputError(fmt::format("{}: bad {} ids: '{}' is not whole bytes", path, key, h));
-    std::string name;
-    for (std::size_t i = 0; i < h.size(); i += 2) {
-      const int hi = nibble(h[i]), lo = nibble(h[i + 1]);
-      if (hi < 0 || lo < 0) throw InputError(fmt::format("{}: bad {} ids: '{}' is not hex", path, key, h));
-      name += static_cast<char>(hi * 16 + lo);
+  if (!j.has(key + "_hex")) {
+    names = j.texts(key);
+  } else {
+    auto nibble = [](char c) {
+      if (c >= '0' && c <= '9') return c - '0';
+      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+      if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+      return -1;
+    };
+    // Two hex digits a byte, nothing else (sscanf's %2x took "+1", " 1" and an odd last digit).
+    for (const auto& h : j.texts(key + "_hex")) {
+      if (h.size() % 2 != 0) j.malformed(fmt::format("bad {} ids: '{}' is not whole bytes", key, h));
+      std::string name;
+      for (std::size_t i = 0; i < h.size(); i += 2) {
+        const int hi = nibble(h[i]), lo = nibble(h[i + 1]);
+        if (hi < 0 || lo < 0) j.malformed(fmt::format("bad {} ids: '{}' is not hex", key, h));
+        name += static_cast<char>(hi * 16 + lo);
+      }
+      names.push_back(std::move(name));
     }
-    names.push_back(std::move(name));
   }
-  return names;
+  try {
+    return IdMap::from_names(std::move(names));
+  } catch (const InputError& e) {
+    j.malformed(fmt::format("{}: {}", key, e.what()));
+  }
 }
 
-// A metadata number that must be finite (nlohmann converts 1e300 to a float inf without a word).
-float finite_float(const nlohmann::json& j, const char* key, const std::string& path) {
-  const auto& v = j.at(key);
-  if (!v.is_number()) throw InputError(fmt::format("{}: bad mf model metadata: {} is not a number", path, key));
-  const auto x = v.get<double>();
-  if (!std::isfinite(static_cast<float>(x))) {
-    throw InputError(fmt::format("{}: bad mf model metadata: {} is {}, not a finite float", path, key, x));
-  }
+// A metadata number that must be finite as a float (1e300 is a double, and inf as a float).
+float finite_float(const JsonMetadata& j, const char* key) {
+  if (j.has(key) && !j.number_if(key)) j.malformed(fmt::format("{} is not a number", key));
+  const double x = j.number(key);  // absent: said by JsonMetadata
+  if (!std::isfinite(static_cast<float>(x))) j.refuse(key, "not a finite float");
   return static_cast<float>(x);
 }
 
-// Row indices, each a non-negative integer (get<uint32_t> wrapped 2^32 + 1 to 1 and took 1.5 as 1).
-std::vector<std::uint32_t> get_rows(const nlohmann::json& j, const char* key, const std::string& path) {
+// Row indices, each a whole number below 2^32 (get<uint32_t> wrapped 2^32 + 1 to 1 and took 1.5 as 1).
+std::vector<std::uint32_t> get_rows(const JsonMetadata& j, const char* key) {
   std::vector<std::uint32_t> rows;
-  // A list: a range-for over a number or an object walks it as one element (1 read as [1]).
-  if (!j.at(key).is_array()) {
-    throw InputError(fmt::format("{}: bad mf model metadata: {} is {}, not a list", path, key, j.at(key).dump()));
-  }
-  for (const auto& v : j.at(key)) {
-    if (!v.is_number_unsigned() || v.get<std::uint64_t>() > std::numeric_limits<std::uint32_t>::max()) {
-      throw InputError(fmt::format("{}: bad mf model metadata: {} holds {}, not a row number", path, key, v.dump()));
-    }
-    rows.push_back(v.get<std::uint32_t>());
+  for (const double v : j.numbers(key)) {
+    if (!(v >= 0 && v <= std::numeric_limits<std::uint32_t>::max()) || v != std::floor(v))
+      j.malformed(fmt::format("{} holds {}, not a row number", key, v));
+    rows.push_back(static_cast<std::uint32_t>(v));
   }
   return rows;
 }
@@ -110,38 +114,27 @@ std::string model_metadata(const Ratings& r, const ColdIds& cold, const RatingSc
 
 ModelInfo read_model_info(const CheckpointData& d, const std::filesystem::path& file) {
   const std::string path = file.string();
-  const auto j = nlohmann::json::parse(d.metadata, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || j.value("model", "") != "mf") {
-    throw InputError(fmt::format("{}: not an asgd mf model", path));
-  }
+  const auto j = JsonMetadata::parse(d.metadata, path);
+  if (!j || !j->holds("model", "mf")) throw InputError(fmt::format("{}: not an asgd mf model", path));
   ModelInfo m;
-  try {
-    const float mean = finite_float(j, "mean", path);
-    m.scale = RatingScale(mean, j.contains("offset") ? finite_float(j, "offset", path) : mean,
-                          j.contains("scale") ? finite_float(j, "scale", path) : 1.0f);
-    if (!(m.scale.scale > 0)) {
-      throw InputError(fmt::format("{}: bad mf model metadata: scale {}, expected > 0", path, m.scale.scale));
-    }
-    m.loss = j.value("loss", "squared");
-    if (m.loss != "squared" && m.loss != "bpr") {
-      throw InputError(fmt::format("{}: bad mf model metadata: loss '{}', expected squared or bpr", path, m.loss));
-    }
-    if (j.contains("positive")) m.positive = finite_float(j, "positive", path);
-    if (j.contains("min_rating") && j.contains("max_rating")) {
-      m.range = {finite_float(j, "min_rating", path), finite_float(j, "max_rating", path)};
-      if (m.range.lo > m.range.hi) {
-        throw InputError(fmt::format("{}: bad mf model metadata: min_rating {} above max_rating {}", path,
-                                     m.range.lo, m.range.hi));
-      }
-    }
-    m.users = IdMap::from_names(get_names(j, "users", path));
-    m.items = IdMap::from_names(get_names(j, "items", path));
-    for (auto [key, ids] : {std::pair{"cold_users", &m.cold.users}, std::pair{"cold_items", &m.cold.items}}) {
-      if (j.contains(key)) *ids = get_rows(j, key, path);
-      std::sort(ids->begin(), ids->end());
-    }
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(fmt::format("{}: bad mf model metadata: {}", path, e.what()));
+  const float mean = finite_float(*j, "mean");
+  m.scale = RatingScale(mean, j->has("offset") ? finite_float(*j, "offset") : mean,
+                        j->has("scale") ? finite_float(*j, "scale") : 1.0f);
+  if (!(m.scale.scale > 0)) j->malformed(fmt::format("scale {}, expected > 0", m.scale.scale));
+  m.loss = j->text_or("loss", "squared");
+  if (m.loss != "squared" && m.loss != "bpr")
+    j->malformed(fmt::format("loss {}, expected squared or bpr", text::quote_token(m.loss)));
+  if (j->has("positive")) m.positive = finite_float(*j, "positive");
+  if (j->has("min_rating") && j->has("max_rating")) {
+    m.range = {finite_float(*j, "min_rating"), finite_float(*j, "max_rating")};
+    if (m.range.lo > m.range.hi)
+      j->malformed(fmt::format("min_rating {} above max_rating {}", m.range.lo, m.range.hi));
+  }
+  m.users = get_names(*j, "users");
+  m.items = get_names(*j, "items");
+  for (auto [key, ids] : {std::pair{"cold_users", &m.cold.users}, std::pair{"cold_items", &m.cold.items}}) {
+    if (j->has(key)) *ids = get_rows(*j, key);
+    std::sort(ids->begin(), ids->end());
   }
   // The ids index the factor rows: a file whose parts disagree (forged, or from another build) is refused before
   // anything is read through them.

@@ -167,7 +167,9 @@ Ratings remap_ids(const Ratings& ratings, const Ratings& id_maps_from) {
 IdMap IdMap::from_names(std::vector<std::string> names) {
   IdMap m;
   for (auto& n : names) {
-    if (m.find(n)) throw InputError(fmt::format("id map: '{}' appears twice", n));
+    // Escaped: a saved name may hold any bytes. The caller says which file and list.
+    if (const auto first = m.find(n))
+      throw InputError(fmt::format("{} is listed twice (as ids {} and {})", text::quote_token(n), *first, m.size()));
     m.intern(n);
   }
   return m;

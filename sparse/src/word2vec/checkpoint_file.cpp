@@ -4,11 +4,14 @@
 
 #include <charconv>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "asgd/engine/errors.hpp"
+#include "asgd/engine/json_metadata.hpp"
+#include "../text_util.hpp"
 
 namespace asgd::sparse::w2v {
 
@@ -40,59 +43,64 @@ std::string checkpoint_metadata(const ModelOptions& m, const Vocabulary& vocab, 
   return out;
 }
 
+namespace {
+
+// The "word count" lines after the header; InputError (without the path: the caller adds it) for a line that is not.
+Vocabulary read_vocabulary_lines(std::string_view lines, std::uint64_t words_in_header) {
+  std::vector<std::string> words;
+  std::vector<std::uint64_t> counts;
+  std::size_t at = 0;
+  while (at < lines.size()) {
+    const auto end = lines.find('\n', at);
+    const std::string_view line = lines.substr(at, (end == std::string_view::npos ? lines.size() : end) - at);
+    // "word count", a count of digits only (the Vocabulary checks the words).
+    const auto space = line.rfind(' ');
+    const std::string_view word = line.substr(0, space == std::string_view::npos ? 0 : space);
+    const std::string_view digits = space == std::string_view::npos ? line : line.substr(space + 1);
+    std::uint64_t count = 0;
+    const auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), count);
+    if (space == std::string_view::npos || ec != std::errc() || p != digits.data() + digits.size()) {
+      throw InputError(fmt::format("vocabulary entry {} is {}, not 'word count'", words.size() + 1,
+                                   text::quote_token(line, 60)));
+    }
+    words.emplace_back(word);
+    counts.push_back(count);
+    at = end == std::string_view::npos ? lines.size() : end + 1;
+  }
+  if (words.size() != words_in_header) throw InputError("vocabulary size differs from header");
+  return Vocabulary(std::move(words), std::move(counts));
+}
+
+}  // namespace
+
 SavedRun read_checkpoint_metadata(const std::string& path, const std::string& text) {
   const auto eol = text.find('\n');
-  const auto j = nlohmann::json::parse(text.substr(0, eol), nullptr, false);
-  if (eol == std::string::npos || j.is_discarded() || !j.is_object() || j.value("model", "") != "word2vec") {
-    throw InputError(fmt::format("{}: not a word2vec checkpoint", path));
-  }
-  // A whole number as written (get<std::size_t> took 8.7 as 8 and -1 as 2^64 - 1).
-  auto whole = [&](const char* key) {
-    const auto& v = j.at(key);
-    if (!v.is_number_unsigned()) throw InputError(fmt::format("{} is {}, not a whole number", key, v.dump()));
-    return v.get<std::size_t>();
-  };
+  const auto j = eol == std::string::npos ? std::nullopt
+                                          : JsonMetadata::parse(std::string_view(text).substr(0, eol),
+                                                                fmt::format("checkpoint {}", path));
+  if (!j || !j->holds("model", "word2vec")) throw InputError(fmt::format("{}: not a word2vec checkpoint", path));
+  // The header's keys (a missing one, or one of another kind, is said by JsonMetadata with the file and the key).
+  ModelOptions m;
+  m.cbow = j->flag("cbow");
+  m.dim = j->whole("dim");
+  m.window = j->whole("window");
+  m.negative = j->whole("negative");
+  m.hs = j->flag("hs");
+  m.sample = j->number("sample");
+  m.batch = j->flag_or("batch", false);
+  RunInfo info;
+  info.alpha = static_cast<float>(j->number_or("alpha", 0.0));
+  info.corpus_tokens = j->whole_or("corpus_tokens", 0);
+  info.iter = j->whole_or("iter", 0);
+  info.threads = j->whole_or("threads", 0);
+  info.policy = j->text_or("policy", std::string());
+  info.tau = j->text_or("tau", std::string());
+  if (j->has("min_count")) info.min_count = j->whole("min_count");
+  if (j->has("max_vocab")) info.max_vocab = j->whole("max_vocab");
+  const std::uint64_t words = j->whole("words");
   try {
-    ModelOptions m;
-    m.cbow = j.at("cbow").get<bool>();
-    m.dim = whole("dim");
-    m.window = whole("window");
-    m.negative = whole("negative");
-    m.hs = j.at("hs").get<bool>();
-    m.sample = j.at("sample").get<double>();
-    m.batch = j.value("batch", false);
-    std::vector<std::string> words;
-    std::vector<std::uint64_t> counts;
-    std::size_t at = eol + 1;
-    while (at < text.size()) {
-      const auto end = text.find('\n', at);
-      const std::string_view line(text.data() + at, (end == std::string::npos ? text.size() : end) - at);
-      // "word count", a count of digits only (the Vocabulary checks the words).
-      const auto space = line.rfind(' ');
-      const std::string_view word = line.substr(0, space == std::string_view::npos ? 0 : space);
-      const std::string_view digits = space == std::string_view::npos ? line : line.substr(space + 1);
-      std::uint64_t count = 0;
-      const auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), count);
-      if (space == std::string_view::npos || ec != std::errc() || p != digits.data() + digits.size()) {
-        throw InputError(fmt::format("vocabulary entry {} is '{}', not 'word count'", words.size() + 1,
-                                     std::string(line.substr(0, 60))));
-      }
-      words.emplace_back(word);
-      counts.push_back(count);
-      at = end == std::string::npos ? text.size() : end + 1;
-    }
-    if (words.size() != whole("words")) throw InputError("vocabulary size differs from header");
-    RunInfo info;
-    info.alpha = j.value("alpha", 0.0f);
-    info.corpus_tokens = j.value("corpus_tokens", std::uint64_t{0});
-    info.iter = j.value("iter", std::uint64_t{0});
-    if (j.contains("threads")) info.threads = whole("threads");
-    info.policy = j.value("policy", std::string());
-    info.tau = j.value("tau", std::string());
-    if (j.contains("min_count")) info.min_count = whole("min_count");
-    if (j.contains("max_vocab")) info.max_vocab = whole("max_vocab");
-    return {m, Vocabulary(std::move(words), std::move(counts)), info};
-  } catch (const std::exception& e) {
+    return {m, read_vocabulary_lines(std::string_view(text).substr(eol + 1), words), info};
+  } catch (const InputError& e) {
     throw InputError(fmt::format("{}: corrupt word2vec checkpoint metadata: {}", path, e.what()));
   }
 }

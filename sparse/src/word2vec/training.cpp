@@ -10,6 +10,7 @@
 #include <string_view>
 #include <utility>
 
+#include "asgd/engine/checkpoint_lock.hpp"
 #include "asgd/engine/errors.hpp"
 #include "asgd/engine/file_checks.hpp"
 #include "asgd/engine/fingerprint.hpp"
@@ -265,6 +266,7 @@ TrainerOptions trainer_options(const Word2VecOptions& o, const Plan& p, const Wo
 TrainingRun open_run(const Word2VecOptions& o, Plan& p, const Word2Vec& model, const Word2VecEvents& events) {
   TrainingRunOptions ro;
   ro.checkpoint = o.checkpoint;
+  ro.lock_checkpoint = false;  // held since the start (train_word2vec)
   if (p.resuming) {
     ro.resume = o.resume;
     ro.resumed = std::move(p.from.checkpoint);
@@ -314,6 +316,9 @@ Word2VecReport train_word2vec(const Word2VecOptions& options, RankGroup& group, 
   const auto began = Clock::now();
   options.validate();
   check_files(options, group);
+  // Rank 0 writes the checkpoint (the ranks of a job share the path: TrainingRunOptions::lock_checkpoint): a second
+  // run writing it is refused now, before the corpus is read, and this one holds it to the end.
+  const CheckpointLock checkpoint_lock = group.root() ? CheckpointLock(options.checkpoint) : CheckpointLock();
   Plan plan = plan_run(options);
   check_plan(options, plan, group);
   if (plan.resuming && plan.from.checkpoint.state.epoch == plan.epochs) return finish_resumed(options, plan, group, events);

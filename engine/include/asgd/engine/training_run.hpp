@@ -8,7 +8,8 @@
 //  * the events: progress while an epoch runs and one EpochSummary per
 //    epoch, the same vocabulary for the sparse Trainer and the dense
 //    BlockTrainer;
-//  * checkpoints: the path written after each epoch, the checkpoint resumed
+//  * checkpoints: the path written after each epoch (locked for the run:
+//    a second run writing it is refused, CheckpointLock), the checkpoint resumed
 //    (read once, first), the options record it kept and what differs now
 //    (the caller decides how to say it), and the run id that files of one
 //    run carry.
@@ -27,6 +28,7 @@
 
 #include "asgd/engine/block_trainer.hpp"
 #include "asgd/engine/checkpoint.hpp"
+#include "asgd/engine/checkpoint_lock.hpp"
 #include "asgd/engine/options_record.hpp"
 #include "asgd/engine/param_store.hpp"
 #include "asgd/engine/trainer.hpp"
@@ -54,6 +56,10 @@ struct TrainingRunOptions {
   AttachOptions attach = {};
   std::filesystem::path checkpoint = {};  // written after every checkpoint_every epochs; empty: none
   std::uint64_t checkpoint_every = 1;
+  // Whether this process holds `checkpoint`'s lock for the whole run (CheckpointLock), so that a second run
+  // writing the same path is refused at its start. The ranks of a job share the path: rank 0 alone takes it (a
+  // job refused there never reaches the common start, RankGroup::start, before which no rank writes a file).
+  bool lock_checkpoint = true;
   std::filesystem::path resume = {};  // a checkpoint to go on from, read when the run is made; empty: none
   // The checkpoint `resume` names, already read (the ranks of a job agree
   // first on the file each one reads: MultiRank::resume_own_checkpoint).
@@ -124,6 +130,7 @@ class TrainingRun {
 
  private:
   TrainingRunOptions options_;
+  CheckpointLock checkpoint_lock_;  // taken first: a second run on the path is refused before anything is read
   std::optional<CheckpointData> resumed_;  // read before the store opens: a resume that fails costs nothing
   // Of the resumed checkpoint, kept once it is loaded: the options it recorded (none: it recorded none) and its seed.
   std::optional<OptionsRecord> resumed_options_;

@@ -79,6 +79,10 @@ inline LossAt loss_at(LinearLoss loss, double m) noexcept {
   return {log1p_exp(-m), -sigmoid(-m)};
 }
 
+// InputError "WHERE: no examples to PURPOSE" (where: "LinearFitOptions::test t.svm") when `data` has none: said by
+// the caller that read the file, before a LinearProblem, which cannot name it, refuses the data.
+void require_examples(const SparseDataset& data, std::string_view where, std::string_view purpose);
+
 class LinearProblem {
  public:
   // Keeps a reference to `data`, which must outlive the problem. Validates the

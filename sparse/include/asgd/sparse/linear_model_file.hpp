@@ -23,12 +23,15 @@ namespace asgd::sparse {
 // empty, is recorded as "options" (what a resume checks: options_record.hpp).
 std::string linear_model_metadata(double l2, std::uint32_t features, LinearLoss loss, int ranks = 0,
                                   const OptionsRecord& options = {});
-// The ranks recorded by linear_model_metadata; 1 when none were. InputError when the count is no number of ranks.
-int linear_model_ranks(const std::string& metadata);
-// l2 from a model's metadata, or none when absent.
-std::optional<double> linear_model_l2(const std::string& metadata);
+// What linear_model_metadata recorded; `where` names the file in errors ("m.bin", "TrainingRunOptions::resume
+// ck"). Metadata that is no JSON object records nothing (the defaults). InputError naming `where` and the key for a
+// value of another kind.
+// The ranks; 1 when none were recorded. InputError when the count is no number of ranks.
+int linear_model_ranks(const std::string& metadata, const std::string& where);
+// l2, or none when absent. InputError unless finite and >= 0.
+std::optional<double> linear_model_l2(const std::string& metadata, const std::string& where);
 // The loss a model trained with (logistic when the metadata names none).
-LinearLoss linear_model_loss(const std::string& metadata);
+LinearLoss linear_model_loss(const std::string& metadata, const std::string& where);
 
 // A model file read back: its weights (the "weights" tensor, row padding
 // dropped) and the objective its metadata records (read when asked: a
@@ -36,8 +39,9 @@ LinearLoss linear_model_loss(const std::string& metadata);
 struct LinearModelFile {
   std::vector<float> weights;
   std::string metadata;
-  std::optional<double> l2() const { return linear_model_l2(metadata); }  // none: the file does not say
-  LinearLoss loss() const { return linear_model_loss(metadata); }
+  std::filesystem::path path;  // read from: its errors name it
+  std::optional<double> l2() const { return linear_model_l2(metadata, path.string()); }  // none: the file does not say
+  LinearLoss loss() const { return linear_model_loss(metadata, path.string()); }
 };
 // InputError naming `path` when it is no checkpoint or holds no linear model's weights.
 LinearModelFile read_linear_model(const std::filesystem::path& path);

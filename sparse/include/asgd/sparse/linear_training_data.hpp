@@ -36,6 +36,8 @@ class LinearTrainingData {
   std::uint64_t all_examples() const noexcept { return all_examples_; }
 
  private:
+  void require_examples_to_train(const LinearFitOptions& options, const std::string& path,
+                                 const RankGroup& group) const;
   void sum_counts_of_ranks(const LinearFitOptions& options, RankGroup& group);
 
   SparseDataset data_;

@@ -12,6 +12,6 @@ Recommenders with implicit's call shapes::
 The training runs in the C++ library (asgd._core) with the GIL released; Ctrl-C stops it.
 """
 
-from ._mf import MatrixFactorization, load
+from ._mf import BayesianPersonalizedRanking, MatrixFactorization, load
 
-__all__ = ["MatrixFactorization", "load"]
+__all__ = ["BayesianPersonalizedRanking", "MatrixFactorization", "load"]

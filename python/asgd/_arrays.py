@@ -62,3 +62,14 @@ def seen_pairs(user_items, users, model_users):
         m = m[users]
     coo = m.tocoo()
     return ids(users[coo.row], "user_items rows"), ids(coo.col, "user_items columns")
+
+
+def positive_threshold(positive, values):
+    """The rating at or above which an entry is a positive: `positive` (a finite number), or for None the
+    smallest of `values` (every entry a positive; NaN left to the library's check of the ratings)."""
+    if positive is None:
+        finite = values[np.isfinite(values)]
+        return float(finite.min()) if finite.size else 0.0
+    if isinstance(positive, bool) or not isinstance(positive, (int, float, np.integer, np.floating)):
+        raise TypeError(f"positive: expected None or a number, got {positive!r}")
+    return float(positive)

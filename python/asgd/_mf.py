@@ -1,4 +1,5 @@
-"""Matrix factorization with implicit's call shapes, on the library's mf::fit (explicit ratings, squared loss)."""
+"""Matrix factorization with implicit's call shapes, on the library's mf::fit: explicit ratings (squared loss,
+MatrixFactorization) and implicit feedback (BPR, BayesianPersonalizedRanking)."""
 
 import os
 
@@ -7,42 +8,11 @@ import numpy as np
 from . import _arrays, _core
 
 
-class MatrixFactorization:
-    """Biased matrix factorization of explicit ratings, trained by lock-free asynchronous SGD.
+class _FactorModel:
+    """What both losses' models share: the engine's settings, predict, recommend, the factors, the model file."""
 
-    Parameters (implicit's names; the defaults are `asgd mf train`'s):
-      factors: factors per user and item (-k).
-      iterations: epochs (-t).
-      learning_rate: SGD step, constant (-r).
-      regularization: L2 on the factors (--l2); bias_regularization: L2 on the biases (--bias-l2).
-      random_state: seed of the initial factors and the shuffles (--seed); None draws one from numpy.
-      threads: workers (-s); 0 = all cores. One worker and a seed give the CLI's model byte for byte.
-      policy: "racy" (Hogwild!), "atomic" or "locked"; tau: bounded delay in steps (None: unbounded).
-      schedule: "hogwild" or "blocks" (LIBMF's grid of blocks); adagrad: per-parameter AdaGrad steps.
-
-    Ids are rows: fit(X) on a user x item matrix keeps row u as user u and column i as item i, and a saved
-    model names them "u" and "i" for `asgd mf recommend --user u`. A model loaded from a file the CLI trained
-    on other ids has rows in the order of its user_names and item_names.
-    """
-
-    def __init__(self, factors=32, iterations=20, learning_rate=0.02, regularization=0.05,
-                 bias_regularization=0.05, random_state=None, threads=0, policy="racy", tau=None,
-                 schedule="hogwild", adagrad=False):
-        self.factors = factors
-        self.iterations = iterations
-        self.learning_rate = learning_rate
-        self.regularization = regularization
-        self.bias_regularization = bias_regularization
-        self.random_state = random_state
-        self.threads = threads
-        self.policy = policy
-        self.tau = tau
-        self.schedule = schedule
-        self.adagrad = adagrad
-        self._model = None
-
-    _params = ("factors", "iterations", "learning_rate", "regularization", "bias_regularization",
-               "random_state", "threads", "policy", "tau", "schedule", "adagrad")
+    _params = ()
+    _loss = "squared"
 
     def get_params(self, deep=True):
         return {name: getattr(self, name) for name in self._params}
@@ -50,12 +20,14 @@ class MatrixFactorization:
     def set_params(self, **params):
         for name, value in params.items():
             if name not in self._params:
-                raise ValueError(f"{name}: not a parameter of MatrixFactorization")
+                raise ValueError(f"{name}: not a parameter of {type(self).__name__}")
             setattr(self, name, value)
         return self
 
-    def _settings(self):
+    def _engine_settings(self):
+        """The settings both losses take, checked: factors, epochs, threads, rate, L2, seed, policy, tau."""
         s = _core.MfSettings()
+        s.loss = self._loss
         for name, value in (("factors", self.factors), ("iterations", self.iterations),
                             ("threads", self.threads)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
@@ -67,7 +39,6 @@ class MatrixFactorization:
         s.threads = int(self.threads) or (os.cpu_count() or 1)
         s.learning_rate = float(self.learning_rate)
         s.l2 = float(self.regularization)
-        s.bias_l2 = float(self.bias_regularization)
         seed = self.random_state
         if seed is None:
             seed = int(np.random.randint(0, 2**31 - 1))
@@ -75,32 +46,24 @@ class MatrixFactorization:
             raise ValueError(f"random_state {seed!r}: expected None or a non-negative integer")
         s.seed = int(seed)
         s.policy = str(self.policy)
-        if self.tau is not None and self.schedule == "blocks":
-            raise ValueError("tau: only with schedule='hogwild' (the blocks' workers share no row or column)")
         if self.tau is not None and (isinstance(self.tau, bool) or not isinstance(self.tau, (int, np.integer))):
             raise TypeError(f"tau: expected None (unbounded) or an integer number of steps, got {self.tau!r}")
         s.tau = "inf" if self.tau is None else str(self.tau)
-        s.schedule = str(self.schedule)
-        s.adagrad = bool(self.adagrad)
         return s
 
-    def fit(self, X):
-        """Trains on X: a scipy.sparse user x item matrix (CSR or COO; every stored entry a rating) or a
-        (users, items, ratings) tuple of arrays. The GIL is released meanwhile; Ctrl-C stops the run and raises
-        KeyboardInterrupt (the model keeps its previous fit, if any). Returns self."""
-        settings = self._settings()
-        users, items, values, user_count, item_count = _arrays.triples(X)
+    def _fit_triples(self, triples, settings):
+        users, items, values, user_count, item_count = triples
         self._model = _core.fit_mf(users, items, values, user_count, item_count, settings)
         return self
 
     def _fitted(self):
         if self._model is None:
-            raise ValueError("this MatrixFactorization is not fitted yet: call fit(X) or asgd.load(path)")
+            raise ValueError(f"this {type(self).__name__} is not fitted yet: call fit(X) or asgd.load(path)")
         return self._model
 
     def predict(self, users, items):
-        """The predicted ratings of (users[i], items[i]), clipped into the training ratings' range, as
-        `asgd mf predict` writes them: a float32 array of users' shape."""
+        """The model's scores of (users[i], items[i]) as `asgd mf predict` writes them (squared: the predicted
+        ratings, clipped into the training ratings' range): a float32 array of users' shape."""
         model = self._fitted()
         shape = np.shape(users)
         u, i = _arrays.ids(users, "users"), _arrays.ids(items, "items")
@@ -162,13 +125,113 @@ class MatrixFactorization:
         self._fitted().save(os.fspath(path))
 
 
+class MatrixFactorization(_FactorModel):
+    """Biased matrix factorization of explicit ratings, trained by lock-free asynchronous SGD.
+
+    Parameters (implicit's names; the defaults are `asgd mf train`'s):
+      factors: factors per user and item (-k).
+      iterations: epochs (-t).
+      learning_rate: SGD step, constant (-r).
+      regularization: L2 on the factors (--l2); bias_regularization: L2 on the biases (--bias-l2).
+      random_state: seed of the initial factors and the shuffles (--seed); None draws one from numpy.
+      threads: workers (-s); 0 = all cores. One worker and a seed give the CLI's model byte for byte.
+      policy: "racy" (Hogwild!), "atomic" or "locked"; tau: bounded delay in steps (None: unbounded).
+      schedule: "hogwild" or "blocks" (LIBMF's grid of blocks); adagrad: per-parameter AdaGrad steps.
+
+    Ids are rows: fit(X) on a user x item matrix keeps row u as user u and column i as item i, and a saved
+    model names them "u" and "i" for `asgd mf recommend --user u`. A model loaded from a file the CLI trained
+    on other ids has rows in the order of its user_names and item_names.
+    """
+
+    def __init__(self, factors=32, iterations=20, learning_rate=0.02, regularization=0.05,
+                 bias_regularization=0.05, random_state=None, threads=0, policy="racy", tau=None,
+                 schedule="hogwild", adagrad=False):
+        self.factors = factors
+        self.iterations = iterations
+        self.learning_rate = learning_rate
+        self.regularization = regularization
+        self.bias_regularization = bias_regularization
+        self.random_state = random_state
+        self.threads = threads
+        self.policy = policy
+        self.tau = tau
+        self.schedule = schedule
+        self.adagrad = adagrad
+        self._model = None
+
+    _params = ("factors", "iterations", "learning_rate", "regularization", "bias_regularization",
+               "random_state", "threads", "policy", "tau", "schedule", "adagrad")
+
+    def _settings(self):
+        s = self._engine_settings()
+        s.bias_l2 = float(self.bias_regularization)
+        if self.tau is not None and self.schedule == "blocks":
+            raise ValueError("tau: only with schedule='hogwild' (the blocks' workers share no row or column)")
+        s.schedule = str(self.schedule)
+        s.adagrad = bool(self.adagrad)
+        return s
+
+    def fit(self, X):
+        """Trains on X: a scipy.sparse user x item matrix (CSR or COO; every stored entry a rating) or a
+        (users, items, ratings) tuple of arrays. The GIL is released meanwhile; Ctrl-C stops the run and raises
+        KeyboardInterrupt (the model keeps its previous fit, if any). Returns self."""
+        settings = self._settings()
+        return self._fit_triples(_arrays.triples(X), settings)
+
+
+class BayesianPersonalizedRanking(_FactorModel):
+    """Matrix factorization of implicit feedback by BPR (pairs of a user's positive and a sampled negative
+    item), trained by lock-free asynchronous SGD: `asgd mf train --loss bpr`.
+
+    Parameters (implicit's names; the defaults are `asgd mf train --loss bpr`'s):
+      factors (-k), iterations (-t), learning_rate (-r; decays linearly to 0 over the run, as the CLI's),
+      regularization (--l2), random_state (--seed; None draws one), threads (-s; 0 = all cores), policy, tau.
+      positive: the entries of X at or above it are the positives (--positive); None (the default): every
+      stored entry of X is one, whatever its value (a binary user x item matrix).
+
+    The scores recommend and predict give only rank items (p_u . q_i plus the item's bias); they are no
+    ratings. One worker and a seed give `asgd mf train --loss bpr --positive P`'s model byte for byte.
+    """
+
+    _loss = "bpr"
+    _params = ("factors", "iterations", "learning_rate", "regularization", "random_state", "threads", "policy",
+               "tau", "positive")
+
+    def __init__(self, factors=32, iterations=20, learning_rate=0.02, regularization=0.05, random_state=None,
+                 threads=0, policy="racy", tau=None, positive=None):
+        self.factors = factors
+        self.iterations = iterations
+        self.learning_rate = learning_rate
+        self.regularization = regularization
+        self.random_state = random_state
+        self.threads = threads
+        self.policy = policy
+        self.tau = tau
+        self.positive = positive
+        self._model = None
+
+    def fit(self, X):
+        """Trains on X: a scipy.sparse user x item matrix (CSR or COO) or a (users, items, values) tuple of
+        arrays, whose entries are positives (all of them, or those >= positive). The GIL is released meanwhile;
+        Ctrl-C stops the run and raises KeyboardInterrupt. Returns self."""
+        settings = self._settings()
+        triples = _arrays.triples(X)
+        settings.positive = _arrays.positive_threshold(self.positive, triples[2])
+        return self._fit_triples(triples, settings)
+
+    def _settings(self):
+        return self._engine_settings()
+
+
 def load(path):
-    """A MatrixFactorization from a model file written by model.save or `asgd mf train` (squared loss);
-    OSError when the file cannot be read, ValueError when it is not an mf model."""
+    """The model of a file written by model.save or `asgd mf train`: a MatrixFactorization (squared loss) or a
+    BayesianPersonalizedRanking (bpr). OSError when the file cannot be read, ValueError when it is not an mf
+    model."""
     model = _core.load(os.fspath(path))
-    if model.loss != "squared":
-        raise ValueError(f"{os.fspath(path)}: a {model.loss} model; asgd.MatrixFactorization holds squared ones")
     factors = model.user_factors.shape[1]
-    mf = MatrixFactorization(factors=factors, iterations=model.epochs)
-    mf._model = model
-    return mf
+    if model.loss == "bpr":
+        loaded = BayesianPersonalizedRanking(factors=factors, iterations=model.epochs, positive=model.positive)
+    else:
+        loaded = MatrixFactorization(factors=factors, iterations=model.epochs)
+    loaded._model = model
+    return loaded

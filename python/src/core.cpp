@@ -57,7 +57,8 @@ std::string python_names(std::string message) {
   constexpr std::pair<std::string_view, std::string_view> kNames[] = {
       {"MfOptions::factors", "factors"},      {"TrainerOptions::epochs", "iterations"},
       {"Schedule::lr", "learning_rate"},      {"MfOptions::bias_l2", "bias_regularization"},
-      {"MfOptions::l2", "regularization"},    {"TrainerOptions::workers", "threads"}};
+      {"MfOptions::l2", "regularization"},    {"TrainerOptions::workers", "threads"},
+      {"FitOptions::positive", "positive"}};
   for (const auto& [from, to] : kNames)
     for (auto at = message.find(from); at != std::string::npos; at = message.find(from, at + to.size()))
       message.replace(at, from.size(), to);
@@ -70,12 +71,19 @@ struct MfSettings {
   std::uint64_t seed = 1;
   std::string policy = "racy", tau = "inf", schedule = "hogwild";
   bool adagrad = false;
+  std::string loss = "squared";  // or "bpr" (implicit feedback: the ratings >= positive)
+  float positive = 4.0f;
 };
 
 // FitOptions as `asgd mf train` makes them from its flags (apps/mf_cmd.cpp: trainer_options, fit_options), so
-// that one worker and one seed give its model byte for byte: a constant rate with no floor, 4096 ratings a step.
+// that one worker and one seed give its model byte for byte: a constant rate (bpr: linear) with no floor, 4096
+// ratings a step.
 FitOptions fit_options(const MfSettings& s) {
+  if (s.loss != "squared" && s.loss != "bpr") throw asgd::InputError("loss '" + s.loss + "': expected squared or bpr");
+  const bool bpr = s.loss == "bpr";
   FitOptions o;
+  o.loss = bpr ? Loss::bpr : Loss::squared;
+  o.positive = s.positive;
   o.model.factors = s.factors;
   o.model.l2 = s.l2;
   o.model.bias_l2 = s.bias_l2;
@@ -83,7 +91,7 @@ FitOptions fit_options(const MfSettings& s) {
   o.trainer.epochs = s.epochs;
   o.trainer.seed = s.seed;
   o.trainer.step_examples = 4096;
-  o.trainer.schedule.kind = asgd::ScheduleKind::constant;
+  o.trainer.schedule.kind = bpr ? asgd::ScheduleKind::linear : asgd::ScheduleKind::constant;
   o.trainer.schedule.lr = s.learning_rate;
   o.trainer.schedule.floor = 0.0f;
   o.trainer.schedule.adagrad = s.adagrad;
@@ -209,6 +217,7 @@ void bind_model(py::module_& m) {
       .def_property_readonly("user_names", [](const SavedModel& s) { return s.model.users.names(); })
       .def_property_readonly("item_names", [](const SavedModel& s) { return s.model.items.names(); })
       .def_property_readonly("loss", [](const SavedModel& s) { return s.model.loss; })
+      .def_property_readonly("positive", [](const SavedModel& s) { return s.model.positive; })
       .def_property_readonly("epochs", [](const SavedModel& s) { return s.model.epochs; })
       .def_property_readonly("cold_users", [](const SavedModel& s) { return s.model.cold.users; })
       .def_property_readonly("cold_items", [](const SavedModel& s) { return s.model.cold.items; });
@@ -239,10 +248,12 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("policy", &MfSettings::policy)
       .def_readwrite("tau", &MfSettings::tau)
       .def_readwrite("schedule", &MfSettings::schedule)
-      .def_readwrite("adagrad", &MfSettings::adagrad);
+      .def_readwrite("adagrad", &MfSettings::adagrad)
+      .def_readwrite("loss", &MfSettings::loss)
+      .def_readwrite("positive", &MfSettings::positive);
   bind_model(m);
   m.def("fit_mf", &fit_mf, py::arg("users"), py::arg("items"), py::arg("ratings"), py::arg("user_count"),
         py::arg("item_count"), py::arg("settings"),
-        "Trains a squared-loss model on ratings given as arrays (ids kept as rows); Ctrl-C stops it.");
+        "Trains a squared-loss or bpr model on ratings given as arrays (ids kept as rows); Ctrl-C stops it.");
   m.def("load", &load, py::arg("path"), "A model file as `asgd mf train` writes it.");
 }

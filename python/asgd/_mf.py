@@ -51,10 +51,46 @@ class _FactorModel:
         s.tau = "inf" if self.tau is None else str(self.tau)
         return s
 
-    def _fit_triples(self, triples, settings):
+    def _fit_triples(self, triples, settings, validation=None, callback=None, initial=None):
+        """Trains on `triples` (_arrays.triples), from `initial`'s factors when given, validation (X's forms)
+        scored after every epoch; keeps the model and its epochs' records (history_)."""
         users, items, values, user_count, item_count = triples
-        self._model = _core.fit_mf(users, items, values, user_count, item_count, settings)
+        if callback is not None and not callable(callback):
+            raise TypeError(f"callback: expected a callable (epoch, loss), got {callback!r}")
+        valid = (None, None, None)
+        if validation is not None:
+            if self._loss != "squared":
+                raise ValueError("validation: for MatrixFactorization only (a bpr model is scored by ranking: "
+                                 "asgd.ranking_metrics_at_k)")
+            vu, vi, vr, vu_count, vi_count = _arrays.triples(validation)
+            # Both sets' ids are rows of one model: as many rows as either needs.
+            user_count, item_count = max(user_count, vu_count), max(item_count, vi_count)
+            valid = (vu, vi, vr)
+        if initial is not None:
+            user_count = max(user_count, initial.user_factors.shape[0])
+            item_count = max(item_count, initial.item_factors.shape[0])
+        self._model, records = _core.fit_mf(users, items, values, user_count, item_count, settings, *valid,
+                                            callback=callback, initial=initial)
+        self.history_ = [{"epoch": e, "loss": loss, "seconds": seconds, "validation_rmse": rmse}
+                         for e, loss, seconds, rmse in records]
         return self
+
+    def partial_fit(self, X, epochs=1, callback=None):
+        """Trains `epochs` more epochs on X (the forms fit takes) from the current factors (fit's first when the
+        model has none): new users and items in X grow the model, their rows starting random. The rate starts
+        afresh, and a squared model's global mean is X's (its biases stay relative to the old one). Returns
+        self."""
+        if isinstance(epochs, bool) or not isinstance(epochs, (int, np.integer)) or epochs < 1:
+            raise ValueError(f"epochs {epochs!r}: expected a positive integer")
+        settings = self._settings()
+        settings.epochs = int(epochs)
+        triples = _arrays.triples(X)
+        if self._loss == "bpr":
+            settings.positive = (self._model.positive if self._model is not None
+                                 else _arrays.positive_threshold(self.positive, triples[2]))
+        if self._model is not None and self._model.user_factors.shape[1] != settings.factors:
+            raise ValueError(f"factors {settings.factors}: the model has {self._model.user_factors.shape[1]}")
+        return self._fit_triples(triples, settings, callback=callback, initial=self._model)
 
     def _fitted(self):
         if self._model is None:
@@ -158,6 +194,7 @@ class MatrixFactorization(_FactorModel):
         self.schedule = schedule
         self.adagrad = adagrad
         self._model = None
+        self.history_ = []
 
     _params = ("factors", "iterations", "learning_rate", "regularization", "bias_regularization",
                "random_state", "threads", "policy", "tau", "schedule", "adagrad")
@@ -171,12 +208,15 @@ class MatrixFactorization(_FactorModel):
         s.adagrad = bool(self.adagrad)
         return s
 
-    def fit(self, X):
+    def fit(self, X, validation=None, callback=None):
         """Trains on X: a scipy.sparse user x item matrix (CSR or COO; every stored entry a rating) or a
-        (users, items, ratings) tuple of arrays. The GIL is released meanwhile; Ctrl-C stops the run and raises
-        KeyboardInterrupt (the model keeps its previous fit, if any). Returns self."""
+        (users, items, ratings) tuple of arrays. validation (the same forms, the same ids) is scored after every
+        epoch: history_[e]["validation_rmse"]. callback(epoch, loss) is called after every epoch (loss: the
+        epoch's mean of half the squared errors), from the training thread with the GIL taken for it; an
+        exception it raises stops the run and is raised here. The GIL is released meanwhile; Ctrl-C stops the
+        run and raises KeyboardInterrupt (the model keeps its previous fit, if any). Returns self."""
         settings = self._settings()
-        return self._fit_triples(_arrays.triples(X), settings)
+        return self._fit_triples(_arrays.triples(X), settings, validation, callback)
 
 
 class BayesianPersonalizedRanking(_FactorModel):
@@ -209,15 +249,18 @@ class BayesianPersonalizedRanking(_FactorModel):
         self.tau = tau
         self.positive = positive
         self._model = None
+        self.history_ = []
 
-    def fit(self, X):
+    def fit(self, X, validation=None, callback=None):
         """Trains on X: a scipy.sparse user x item matrix (CSR or COO) or a (users, items, values) tuple of
-        arrays, whose entries are positives (all of them, or those >= positive). The GIL is released meanwhile;
-        Ctrl-C stops the run and raises KeyboardInterrupt. Returns self."""
+        arrays, whose entries are positives (all of them, or those >= positive). callback(epoch, loss) is called
+        after every epoch (loss: the epoch's mean -ln sigma(x_ui - x_uj)), as MatrixFactorization.fit calls it;
+        validation is refused (score a bpr model with asgd.ranking_metrics_at_k). The GIL is released
+        meanwhile; Ctrl-C stops the run and raises KeyboardInterrupt. Returns self."""
         settings = self._settings()
         triples = _arrays.triples(X)
         settings.positive = _arrays.positive_threshold(self.positive, triples[2])
-        return self._fit_triples(triples, settings)
+        return self._fit_triples(triples, settings, validation, callback)
 
     def _settings(self):
         return self._engine_settings()

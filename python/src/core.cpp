@@ -11,8 +11,11 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
+#include <vector>
 
 #include "asgd/engine/bounded_delay.hpp"
 #include "asgd/engine/consistency.hpp"
@@ -110,18 +113,52 @@ FitOptions fit_options(const MfSettings& s) {
   return o;
 }
 
-SavedModel fit_mf(const IdArray& users, const IdArray& items, const FloatArray& ratings, std::size_t user_count,
-                  std::size_t item_count, const MfSettings& settings) {
+// What fit_mf tells of each epoch: (epoch, loss, seconds, validation RMSE or None), as Python reads it back.
+using EpochRecord = std::tuple<std::uint64_t, double, double, std::optional<double>>;
+
+// Trains on ratings given as arrays (ids kept as rows: user_count and item_count rows), with an optional
+// validation set of the same ids scored after every epoch (squared only), from `initial`'s factors when given
+// (more epochs on a model trained before; its rows must be at most the counts). `callback(epoch, loss)` runs
+// after each epoch on the training thread with the GIL taken for it alone (the workers keep going meanwhile);
+// an exception it raises stops the run and is raised here. Returns (model, the epochs' records).
+py::tuple fit_mf(const IdArray& users, const IdArray& items, const FloatArray& ratings, std::size_t user_count,
+                 std::size_t item_count, const MfSettings& settings, const std::optional<IdArray>& valid_users,
+                 const std::optional<IdArray>& valid_items, const std::optional<FloatArray>& valid_ratings,
+                 const py::object& callback, const SavedModel* initial) {
   const FitOptions base = fit_options(settings);
   Ratings data = ratings_from_arrays(span_of(users), span_of(items), span_of(ratings), user_count, item_count);
+  std::optional<Ratings> validation;
+  if (valid_users) {
+    validation = ratings_from_arrays(span_of(*valid_users), span_of(*valid_items), span_of(*valid_ratings),
+                                     user_count, item_count);
+  }
   std::atomic<bool> stop{false};
   FitOptions o = base;
   o.stop = &stop;
-  FitReport report = asgd::python::run_interruptible(stop, [&] { return fit(std::move(data), o); });
+  if (initial != nullptr) o.initial = &*initial->model.store;
+  std::vector<EpochRecord> records;
+  std::optional<py::error_already_set> raised;  // by the callback; destroyed here, with the GIL held
+  FitEvents events;
+  events.on_epoch = [&](const FitEpoch& e) {
+    records.emplace_back(e.epoch, e.loss, e.seconds, e.validation_rmse);
+    if (callback.is_none() || raised) return;
+    py::gil_scoped_acquire gil;
+    try {
+      callback(e.epoch, e.loss);
+    } catch (py::error_already_set& error) {
+      raised.emplace(std::move(error));
+      stop.store(true, std::memory_order_relaxed);
+    }
+  };
+  FitReport report = asgd::python::run_interruptible(stop, [&] {
+    asgd::RankGroup one_process;
+    return fit(std::move(data), o, one_process, events, std::move(validation));
+  });
+  if (raised) throw std::move(*raised);
   if (report.train.stopped) {  // a stop nobody asked for here (a signal's raised above): no model to return
     throw asgd::RuntimeError("fit: stopped before its last epoch (" + report.train.stop_reason + ")");
   }
-  return saved_model(std::move(report), base);
+  return py::make_tuple(saved_model(std::move(report), base), records);
 }
 
 SavedModel load(const std::string& path) {
@@ -253,7 +290,10 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("positive", &MfSettings::positive);
   bind_model(m);
   m.def("fit_mf", &fit_mf, py::arg("users"), py::arg("items"), py::arg("ratings"), py::arg("user_count"),
-        py::arg("item_count"), py::arg("settings"),
-        "Trains a squared-loss or bpr model on ratings given as arrays (ids kept as rows); Ctrl-C stops it.");
+        py::arg("item_count"), py::arg("settings"), py::arg("valid_users") = py::none(),
+        py::arg("valid_items") = py::none(), py::arg("valid_ratings") = py::none(),
+        py::arg("callback") = py::none(), py::arg("initial") = static_cast<const SavedModel*>(nullptr),
+        "Trains a squared-loss or bpr model on ratings given as arrays (ids kept as rows): (model, epochs); Ctrl-C "
+        "stops it.");
   m.def("load", &load, py::arg("path"), "A model file as `asgd mf train` writes it.");
 }

@@ -105,12 +105,17 @@ class _FactorModel:
         u, i = _arrays.ids(users, "users"), _arrays.ids(items, "items")
         return model.predict(u, i).reshape(shape)
 
-    def recommend(self, userid, user_items=None, N=10, filter_already_liked_items=True):
+    def recommend(self, userid, user_items=None, N=10, filter_already_liked_items=True, filter_items=None,
+                  recalculate_user=False):
         """The N best items for userid, best first, as (ids, scores) numpy arrays (int32, float32). With
-        user_items (scipy.sparse: the users' rows) and filter_already_liked_items, their items are left out;
-        without user_items nothing is (as `asgd mf recommend` without --exclude). For an array of userids: 2-D
-        arrays, one row per user, scored together in the library's blocked batches; a row short of N items
-        ends in id -1, score -inf."""
+        user_items (scipy.sparse: the users' rows, or one row per user of the model) and
+        filter_already_liked_items, their items are left out; without user_items nothing is (as `asgd mf
+        recommend` without --exclude). filter_items (item ids) are left out of every list. With
+        recalculate_user, each user is folded in from their row of user_items (their items and ratings: a
+        least-squares solve against the item factors with the model's regularization, no retraining), so that
+        a user the model has never seen gets a list (userid then only labels the rows). For an array of
+        userids: 2-D arrays, one row per user, scored in the library; a row short of N items ends in id -1,
+        score -inf."""
         model = self._fitted()
         single = np.ndim(userid) == 0
         users = _arrays.ids(userid, "userid")
@@ -119,14 +124,42 @@ class _FactorModel:
         if N < 1:
             raise ValueError(f"N {N}: expected at least 1")
         no_ids = np.zeros(0, dtype=np.int64)
-        seen_users, seen_items = no_ids, no_ids
-        if user_items is not None and filter_already_liked_items:
-            seen_users, seen_items = _arrays.seen_pairs(user_items, users, model.user_factors.shape[0])
-        ids, scores = model.recommend(users, int(N), seen_users, seen_items)
+        filtered = no_ids if filter_items is None else _arrays.ids(filter_items, "filter_items")
+        if recalculate_user:
+            if user_items is None:
+                raise ValueError("recalculate_user: needs user_items (the users' items to fold them in from)")
+            indptr, items, values = _arrays.user_rows(user_items, users, model.user_factors.shape[0])
+            ids, scores = model.recommend_folded(indptr, items, values, float(self.regularization), int(N),
+                                                 bool(filter_already_liked_items), filtered)
+        else:
+            seen_users, seen_items = no_ids, no_ids
+            if user_items is not None and filter_already_liked_items:
+                seen_users, seen_items = _arrays.seen_pairs(user_items, users, model.user_factors.shape[0])
+            ids, scores = model.recommend(users, int(N), seen_users, seen_items, filtered)
         if not single:
             return ids, scores
         kept = int(np.count_nonzero(ids[0] >= 0))
         return ids[0, :kept].copy(), scores[0, :kept].copy()
+
+    def similar_items(self, itemid, N=10):
+        """The N items whose factors are closest in cosine to itemid's, itself first (as implicit lists them),
+        as (ids, scores); for an array of itemids 2-D arrays, scored in the library's batches."""
+        return self._similar(False, itemid, N, "itemid")
+
+    def similar_users(self, userid, N=10):
+        """The N users closest in cosine to userid, itself first, as similar_items gives items."""
+        return self._similar(True, userid, N, "userid")
+
+    def _similar(self, users, rows, N, what):
+        model = self._fitted()
+        if isinstance(N, bool) or not isinstance(N, (int, np.integer)):
+            raise TypeError(f"N: expected an integer, got {N!r}")
+        if N < 1:
+            raise ValueError(f"N {N}: expected at least 1")
+        ids, scores = model.similar(users, _arrays.ids(rows, what), int(N))
+        if np.ndim(rows) == 0:
+            return ids[0].copy(), scores[0].copy()
+        return ids, scores
 
     @property
     def user_factors(self):

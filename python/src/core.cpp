@@ -23,7 +23,9 @@
 #include "asgd/engine/schedule.hpp"
 #include "asgd/sparse/mf/arrays.hpp"
 #include "asgd/sparse/mf/fit.hpp"
+#include "asgd/sparse/mf/fold_in.hpp"
 #include "asgd/sparse/mf/saved_model.hpp"
+#include "asgd/sparse/mf/similar.hpp"
 #include "interruptible.hpp"
 
 namespace py = pybind11;
@@ -188,18 +190,10 @@ py::array_t<float> predict(const SavedModel& m, const IdArray& users, const IdAr
   return out;
 }
 
-// Top-k lists as (ids, scores), one row per user, k = min(k, items) wide: a row with fewer items (seen ones
-// left out) is padded with id -1 and score -inf.
-py::tuple recommend(const SavedModel& m, const IdArray& users, std::size_t k, const IdArray& seen_users,
-                    const IdArray& seen_items) {
-  const FactorLayout f = FactorLayout::of(m.model.store->layout());
-  std::vector<std::vector<Recommendation>> lists;
-  {
-    py::gil_scoped_release release;
-    const SeenItems seen = seen_items_from_arrays(span_of(seen_users), span_of(seen_items), f.users, f.items);
-    lists = recommend_rows(m.model, seen_users.size() ? &seen : nullptr, span_of(users), k);
-  }
-  const std::size_t n = lists.size(), width = std::min(k, f.items);
+// Lists (one per row) as (ids, scores) arrays `width` wide, padded with id -1 and score -inf.
+template <class List, class Id, class Score>
+py::tuple padded_lists(const std::vector<List>& lists, std::size_t width, Id id_of, Score score_of) {
+  const std::size_t n = lists.size();
   py::array_t<std::int32_t> ids({n, width});
   py::array_t<float> scores({n, width});
   auto id = ids.mutable_unchecked<2>();
@@ -207,11 +201,81 @@ py::tuple recommend(const SavedModel& m, const IdArray& users, std::size_t k, co
   for (std::size_t u = 0; u < n; ++u) {
     for (std::size_t j = 0; j < width; ++j) {
       const bool have = j < lists[u].size();
-      id(u, j) = have ? static_cast<std::int32_t>(lists[u][j].item) : -1;
-      score(u, j) = have ? lists[u][j].score : -std::numeric_limits<float>::infinity();
+      id(u, j) = have ? static_cast<std::int32_t>(id_of(lists[u][j])) : -1;
+      score(u, j) = have ? score_of(lists[u][j]) : -std::numeric_limits<float>::infinity();
     }
   }
   return py::make_tuple(ids, scores);
+}
+
+// Top-k lists as (ids, scores), one row per user, k = min(k, items) wide: a row with fewer items (seen ones
+// and filter_items left out) is padded with id -1 and score -inf.
+py::tuple recommend(const SavedModel& m, const IdArray& users, std::size_t k, const IdArray& seen_users,
+                    const IdArray& seen_items, const IdArray& filter_items) {
+  const FactorLayout f = FactorLayout::of(m.model.store->layout());
+  std::vector<std::vector<Recommendation>> lists;
+  {
+    py::gil_scoped_release release;
+    const SeenItems seen = seen_items_from_arrays(span_of(seen_users), span_of(seen_items), f.users, f.items);
+    lists = recommend_rows(m.model, seen_users.size() ? &seen : nullptr, span_of(users), k, span_of(filter_items));
+  }
+  return padded_lists(lists, std::min(k, f.items), [](const Recommendation& r) { return r.item; },
+                      [](const Recommendation& r) { return r.score; });
+}
+
+// Top-k lists of users folded in from their items (fold_in_user with `l2`): user j's items and ratings are
+// items[indptr[j]:indptr[j+1]] (a CSR matrix's rows); with `exclude`, their items are left out of their list,
+// and filter_items out of every list.
+py::tuple recommend_folded_rows(const SavedModel& m, const IdArray& indptr, const IdArray& items,
+                                const FloatArray& ratings, float l2, std::size_t k, bool exclude,
+                                const IdArray& filter_items) {
+  const FactorLayout f = FactorLayout::of(m.model.store->layout());
+  const auto rows = indptr.size() ? static_cast<std::size_t>(indptr.size() - 1) : 0;
+  std::vector<std::vector<Recommendation>> lists(rows);
+  {
+    py::gil_scoped_release release;
+    if (items.size() != ratings.size()) throw asgd::InputError("recalculate_user: items and ratings differ in length");
+    std::vector<std::uint32_t> mine, left_out, filtered;
+    for (const std::int64_t i : span_of(filter_items)) {
+      if (i < 0 || static_cast<std::size_t>(i) >= f.items) {
+        throw asgd::InputError("filter_items: item " + std::to_string(i) + ": the model has " +
+                               std::to_string(f.items) + " items");
+      }
+      filtered.push_back(static_cast<std::uint32_t>(i));
+    }
+    for (std::size_t u = 0; u < rows; ++u) {
+      const std::int64_t from = indptr.data()[u], to = indptr.data()[u + 1];
+      if (from < 0 || to < from || to > items.size()) throw asgd::InputError("recalculate_user: a bad row pointer");
+      mine.clear();
+      for (std::int64_t j = from; j < to; ++j) {
+        const std::int64_t i = items.data()[j];
+        if (i < 0 || static_cast<std::size_t>(i) >= f.items) {
+          throw asgd::InputError("user_items: item " + std::to_string(i) + ": the model has " +
+                                 std::to_string(f.items) + " items");
+        }
+        mine.push_back(static_cast<std::uint32_t>(i));
+      }
+      const std::span<const float> given(ratings.data() + from, static_cast<std::size_t>(to - from));
+      const FoldedUser user = fold_in_user(m.model, mine, given, l2);
+      left_out = filtered;
+      if (exclude) left_out.insert(left_out.end(), mine.begin(), mine.end());
+      lists[u] = recommend_folded(m.model, user, left_out, k);
+    }
+  }
+  return padded_lists(lists, std::min(k, f.items), [](const Recommendation& r) { return r.item; },
+                      [](const Recommendation& r) { return r.score; });
+}
+
+// The k nearest users or items of `rows` by cosine (similar_rows), as (ids, scores).
+py::tuple similar(const SavedModel& m, bool users, const IdArray& rows, std::size_t k) {
+  const FactorLayout f = FactorLayout::of(m.model.store->layout());
+  std::vector<std::vector<Neighbour>> lists;
+  {
+    py::gil_scoped_release release;
+    lists = similar_rows(*m.model.store, users ? FactorSide::users : FactorSide::items, span_of(rows), k);
+  }
+  return padded_lists(lists, std::min(k, users ? f.users : f.items), [](const Neighbour& n) { return n.row; },
+                      [](const Neighbour& n) { return n.cosine; });
 }
 
 // rows x cols floats of the model's parameters from `offset`, rows `stride` floats apart: a view that keeps the
@@ -233,7 +297,11 @@ void bind_model(py::module_& m) {
   py::class_<SavedModel>(m, "Model", "A trained mf model (asgd.MatrixFactorization holds one).")
       .def("save", &save, py::arg("path"))
       .def("predict", &predict, py::arg("users"), py::arg("items"))
-      .def("recommend", &recommend, py::arg("users"), py::arg("k"), py::arg("seen_users"), py::arg("seen_items"))
+      .def("recommend", &recommend, py::arg("users"), py::arg("k"), py::arg("seen_users"), py::arg("seen_items"),
+           py::arg("filter_items"))
+      .def("recommend_folded", &recommend_folded_rows, py::arg("indptr"), py::arg("items"), py::arg("ratings"),
+           py::arg("l2"), py::arg("k"), py::arg("exclude"), py::arg("filter_items"))
+      .def("similar", &similar, py::arg("users"), py::arg("rows"), py::arg("k"))
       .def_property_readonly("user_factors", [](const py::object& self) {
         const FactorLayout f = layout_of(self);
         return parameter_view(self, f.p, f.users, f.factors, f.stride);

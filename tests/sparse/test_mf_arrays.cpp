@@ -112,6 +112,15 @@ TEST(MfArrays, PredictionsAndListsAreTheFileCallsOnes) {
   }
   EXPECT_TRUE(says(message_of([&] { recommend_rows(m, nullptr, all, 0); }), "k 0"));
   EXPECT_TRUE(says(message_of([&] { recommend_rows(m, nullptr, past, 3); }), "users[0] = 121"));
+  // Filtered items leave every list; the rest keep their order.
+  const std::vector<std::int64_t> filter = {lists[0][0].item, lists[0][3].item};
+  const auto filtered = recommend_rows(m, &seen, all, 7, filter);
+  EXPECT_EQ(filtered[0][0].item, lists[0][1].item);
+  EXPECT_EQ(filtered[0][2].item, lists[0][4].item);
+  for (const auto& list : filtered)
+    for (const auto& r : list) EXPECT_TRUE(r.item != filter[0] && r.item != filter[1]);
+  const std::vector<std::int64_t> bad_filter = {-1};
+  EXPECT_TRUE(says(message_of([&] { recommend_rows(m, nullptr, all, 3, bad_filter); }), "filter_items[0] = -1"));
 }
 
 }  // namespace

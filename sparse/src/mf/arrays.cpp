@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -96,14 +97,18 @@ void predict_rows(const LoadedModel& model, std::span<const std::int64_t> users,
 }
 
 std::vector<std::vector<Recommendation>> recommend_rows(const LoadedModel& model, const SeenItems* seen,
-                                                        std::span<const std::int64_t> users, std::size_t k) {
+                                                        std::span<const std::int64_t> users, std::size_t k,
+                                                        std::span<const std::int64_t> filter_items) {
   if (k == 0) throw InputError("recommend: k 0: expected at least 1 item per user");
   const FactorLayout f = FactorLayout::of(model.store->layout());
   std::vector<std::uint32_t> rows(users.size());
   for (std::size_t i = 0; i < users.size(); ++i) rows[i] = row_of(users, i, f.users, "users");
   // As recommend_for: cold items never recommended, cold users scored by the item biases.
   constexpr std::size_t kBatch = 128;
-  auto lists = recommend(*model.store, model.scale, seen, rows, k, kBatch, model.cold.items, model.cold.users);
+  std::vector<std::uint32_t> never = model.cold.items;
+  for (std::size_t i = 0; i < filter_items.size(); ++i) never.push_back(row_of(filter_items, i, f.items, "filter_items"));
+  std::sort(never.begin(), never.end());
+  auto lists = recommend(*model.store, model.scale, seen, rows, k, kBatch, never, model.cold.users);
   for (auto& list : lists)
     for (Recommendation& r : list) r.score = model.range.clip(r.score);
   return lists;

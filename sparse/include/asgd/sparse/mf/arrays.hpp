@@ -33,8 +33,11 @@ void predict_rows(const LoadedModel& model, std::span<const std::int64_t> users,
 
 // The k best items for each of `users` (rows of the model), as recommend_for gives them one at a time (the items
 // of `seen` and the cold items left out, scores clipped), scored together in the library's blocked batches.
-// InputError when k is 0 or a user is not a row of the model; `seen`, when given, covers the model's users.
+// `filter_items` (rows of the model, any order) are left out for every user too (implicit's filter_items).
+// InputError when k is 0, a user or a filtered item is not a row of the model; `seen`, when given, covers the
+// model's users.
 std::vector<std::vector<Recommendation>> recommend_rows(const LoadedModel& model, const SeenItems* seen,
-                                                        std::span<const std::int64_t> users, std::size_t k);
+                                                        std::span<const std::int64_t> users, std::size_t k,
+                                                        std::span<const std::int64_t> filter_items = {});
 
 }  // namespace asgd::sparse::mf

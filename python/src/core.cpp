@@ -278,6 +278,39 @@ py::tuple similar(const SavedModel& m, bool users, const IdArray& rows, std::siz
                       [](const Neighbour& n) { return n.cosine; });
 }
 
+// (rmse, mae) of the model's predictions of ratings of its rows (error_metrics_rows).
+py::tuple error_metrics(const SavedModel& m, const IdArray& users, const IdArray& items, const FloatArray& ratings) {
+  ErrorMetrics e;
+  {
+    py::gil_scoped_release release;
+    e = error_metrics_rows(m.model, span_of(users), span_of(items), span_of(ratings));
+  }
+  return py::make_tuple(e.rmse, e.mae);
+}
+
+// Ranking metrics at k of the model's full ranking (ranking_metrics_rows) as a dict: implicit's precision (hits
+// over min(k, relevant), summed over the users), map, ndcg and auc, and the library's mean precision@k, recall,
+// hit rate and the users scored.
+py::dict ranking_metrics(const SavedModel& m, const IdArray& train_users, const IdArray& train_items,
+                         const IdArray& test_users, const IdArray& test_items, std::size_t k) {
+  RankingMetrics r;
+  {
+    py::gil_scoped_release release;
+    r = ranking_metrics_rows(m.model, span_of(train_users), span_of(train_items), span_of(test_users),
+                             span_of(test_items), k);
+  }
+  py::dict out;
+  out["precision"] = r.capped_relevant ? static_cast<double>(r.hits) / static_cast<double>(r.capped_relevant) : 0.0;
+  out["map"] = r.map;
+  out["ndcg"] = r.ndcg;
+  out["auc"] = r.auc;
+  out["precision_at_k"] = r.precision;
+  out["recall"] = r.recall;
+  out["hit_rate"] = r.hit_rate;
+  out["users"] = r.users;
+  return out;
+}
+
 // rows x cols floats of the model's parameters from `offset`, rows `stride` floats apart: a view that keeps the
 // model (`self`) alive, writable when the store is.
 py::array parameter_view(const py::object& self, std::size_t offset, std::size_t rows, std::size_t cols,
@@ -302,6 +335,9 @@ void bind_model(py::module_& m) {
       .def("recommend_folded", &recommend_folded_rows, py::arg("indptr"), py::arg("items"), py::arg("ratings"),
            py::arg("l2"), py::arg("k"), py::arg("exclude"), py::arg("filter_items"))
       .def("similar", &similar, py::arg("users"), py::arg("rows"), py::arg("k"))
+      .def("error_metrics", &error_metrics, py::arg("users"), py::arg("items"), py::arg("ratings"))
+      .def("ranking_metrics", &ranking_metrics, py::arg("train_users"), py::arg("train_items"),
+           py::arg("test_users"), py::arg("test_items"), py::arg("k"))
       .def_property_readonly("user_factors", [](const py::object& self) {
         const FactorLayout f = layout_of(self);
         return parameter_view(self, f.p, f.users, f.factors, f.stride);

@@ -114,4 +114,34 @@ std::vector<std::vector<Recommendation>> recommend_rows(const LoadedModel& model
   return lists;
 }
 
+namespace {
+
+// Ratings of rows of `model` with its id maps, so that the library's checks of a model's ids pass whatever names
+// the model gives its rows.
+Ratings model_rows(const LoadedModel& model, std::span<const std::int64_t> users, std::span<const std::int64_t> items,
+                   std::span<const float> ratings) {
+  Ratings r = ratings_from_arrays(users, items, ratings, model.users.size(), model.items.size());
+  r.users = model.users;
+  r.items = model.items;
+  return r;
+}
+
+}  // namespace
+
+ErrorMetrics error_metrics_rows(const LoadedModel& model, std::span<const std::int64_t> users,
+                                std::span<const std::int64_t> items, std::span<const float> ratings) {
+  if (model.loss == "bpr") throw InputError("a bpr model ranks items: score it by ranking metrics, not errors");
+  const Ratings test = model_rows(model, users, items, ratings);
+  return evaluate_errors(*model.store, model.scale, test, model.range.lo, model.range.hi, &model.cold);
+}
+
+RankingMetrics ranking_metrics_rows(const LoadedModel& model, std::span<const std::int64_t> train_users,
+                                    std::span<const std::int64_t> train_items, std::span<const std::int64_t> test_users,
+                                    std::span<const std::int64_t> test_items, std::size_t k) {
+  const SeenItems seen = seen_items_from_arrays(train_users, train_items, model.users.size(), model.items.size());
+  const std::vector<float> ones(test_users.size(), 1.0f);
+  const Ratings test = model_rows(model, test_users, test_items, ones);
+  return evaluate_ranking(*model.store, 0.0f, seen, test, k, model.cold.items);
+}
+
 }  // namespace asgd::sparse::mf

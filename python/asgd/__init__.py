@@ -13,6 +13,7 @@ The training runs in the C++ library (asgd._core) with the GIL released; Ctrl-C 
 """
 
 from ._evaluation import mae, ranking_metrics_at_k, rmse
-from ._mf import BayesianPersonalizedRanking, MatrixFactorization, load
+from ._mf import BayesianPersonalizedRanking, MatrixFactorization, attach, load
 
-__all__ = ["BayesianPersonalizedRanking", "MatrixFactorization", "load", "mae", "ranking_metrics_at_k", "rmse"]
+__all__ = ["BayesianPersonalizedRanking", "MatrixFactorization", "attach", "load", "mae", "ranking_metrics_at_k",
+           "rmse"]

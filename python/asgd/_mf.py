@@ -51,10 +51,20 @@ class _FactorModel:
         s.tau = "inf" if self.tau is None else str(self.tau)
         return s
 
-    def _fit_triples(self, triples, settings, validation=None, callback=None, initial=None):
+    def _fit_triples(self, triples, settings, validation=None, callback=None, initial=None, shm=None,
+                     model_file=None):
         """Trains on `triples` (_arrays.triples), from `initial`'s factors when given, validation (X's forms)
-        scored after every epoch; keeps the model and its epochs' records (history_)."""
+        scored after every epoch, in the shared segment `shm` when given; keeps the model and its epochs'
+        records (history_)."""
         users, items, values, user_count, item_count = triples
+        if shm is not None:
+            if not isinstance(shm, str) or not shm:
+                raise TypeError(f"shm: expected a segment's name, got {shm!r}")
+            if model_file is None:
+                raise ValueError("shm: give model_file too (asgd.attach reads the ids and the scale from it)")
+            settings.shm = shm
+        if model_file is not None:
+            settings.model_file = os.fspath(model_file)
         if callback is not None and not callable(callback):
             raise TypeError(f"callback: expected a callable (epoch, loss), got {callback!r}")
         valid = (None, None, None)
@@ -188,6 +198,11 @@ class _FactorModel:
     def item_names(self):
         return self._fitted().item_names
 
+    def remove_segment(self):
+        """Removes the shared segment this model was trained in (fit(X, shm=...)) or reads (asgd.attach), this
+        one only: attached processes keep their mapping, the name is free at once. False when there is none."""
+        return self._fitted().remove_segment()
+
     def save(self, path):
         """Writes the model file `asgd mf train` writes (read by `asgd mf predict|eval|recommend` and
         asgd.load); OSError when the path cannot be written."""
@@ -241,15 +256,18 @@ class MatrixFactorization(_FactorModel):
         s.adagrad = bool(self.adagrad)
         return s
 
-    def fit(self, X, validation=None, callback=None):
+    def fit(self, X, validation=None, callback=None, shm=None, model_file=None):
         """Trains on X: a scipy.sparse user x item matrix (CSR or COO; every stored entry a rating) or a
         (users, items, ratings) tuple of arrays. validation (the same forms, the same ids) is scored after every
         epoch: history_[e]["validation_rmse"]. callback(epoch, loss) is called after every epoch (loss: the
         epoch's mean of half the squared errors), from the training thread with the GIL taken for it; an
         exception it raises stops the run and is raised here. The GIL is released meanwhile; Ctrl-C stops the
-        run and raises KeyboardInterrupt (the model keeps its previous fit, if any). Returns self."""
+        run and raises KeyboardInterrupt (the model keeps its previous fit, if any). With shm="name" the factors
+        train in that shared segment and model_file (required then) is written as training begins: another
+        process's asgd.attach("name", model_file) serves them live meanwhile (remove the segment with
+        remove_segment() when done). model_file alone: the model file written at the end. Returns self."""
         settings = self._settings()
-        return self._fit_triples(_arrays.triples(X), settings, validation, callback)
+        return self._fit_triples(_arrays.triples(X), settings, validation, callback, shm=shm, model_file=model_file)
 
 
 class BayesianPersonalizedRanking(_FactorModel):
@@ -284,30 +302,43 @@ class BayesianPersonalizedRanking(_FactorModel):
         self._model = None
         self.history_ = []
 
-    def fit(self, X, validation=None, callback=None):
+    def fit(self, X, validation=None, callback=None, shm=None, model_file=None):
         """Trains on X: a scipy.sparse user x item matrix (CSR or COO) or a (users, items, values) tuple of
         arrays, whose entries are positives (all of them, or those >= positive). callback(epoch, loss) is called
         after every epoch (loss: the epoch's mean -ln sigma(x_ui - x_uj)), as MatrixFactorization.fit calls it;
-        validation is refused (score a bpr model with asgd.ranking_metrics_at_k). The GIL is released
-        meanwhile; Ctrl-C stops the run and raises KeyboardInterrupt. Returns self."""
+        validation is refused (score a bpr model with asgd.ranking_metrics_at_k). shm and model_file as
+        MatrixFactorization.fit takes them (live serving). The GIL is released meanwhile; Ctrl-C stops the run
+        and raises KeyboardInterrupt. Returns self."""
         settings = self._settings()
         triples = _arrays.triples(X)
         settings.positive = _arrays.positive_threshold(self.positive, triples[2])
-        return self._fit_triples(triples, settings, validation, callback)
+        return self._fit_triples(triples, settings, validation, callback, shm=shm, model_file=model_file)
 
     def _settings(self):
         return self._engine_settings()
+
+
+def _of_loss(model):
+    """The Python model of the loss a core model (loaded or attached) was trained with."""
+    factors = model.user_factors.shape[1]
+    if model.loss == "bpr":
+        wrapped = BayesianPersonalizedRanking(factors=factors, iterations=model.epochs, positive=model.positive)
+    else:
+        wrapped = MatrixFactorization(factors=factors, iterations=model.epochs)
+    wrapped._model = model
+    return wrapped
 
 
 def load(path):
     """The model of a file written by model.save or `asgd mf train`: a MatrixFactorization (squared loss) or a
     BayesianPersonalizedRanking (bpr). OSError when the file cannot be read, ValueError when it is not an mf
     model."""
-    model = _core.load(os.fspath(path))
-    factors = model.user_factors.shape[1]
-    if model.loss == "bpr":
-        loaded = BayesianPersonalizedRanking(factors=factors, iterations=model.epochs, positive=model.positive)
-    else:
-        loaded = MatrixFactorization(factors=factors, iterations=model.epochs)
-    loaded._model = model
-    return loaded
+    return _of_loss(_core.load(os.fspath(path)))
+
+
+def attach(shm, model_file):
+    """A read-only model on the shared segment `shm` that a fit(X, shm=shm, model_file=model_file) in another
+    process trains: its recommend, predict, similar_* and factor views answer from the live factors (Hogwild!
+    serving: each read sees the factors as they are at that moment), its ids and scale are model_file's.
+    ValueError when the segment is missing or does not match the file, OSError when the file cannot be read."""
+    return _of_loss(_core.attach(str(shm), os.fspath(model_file)))

@@ -78,6 +78,8 @@ struct MfSettings {
   bool adagrad = false;
   std::string loss = "squared";  // or "bpr" (implicit feedback: the ratings >= positive)
   float positive = 4.0f;
+  // Train in this shared segment (empty: the heap), the model file written as training begins and at its end.
+  std::string shm, model_file;
 };
 
 // FitOptions as `asgd mf train` makes them from its flags (apps/mf_cmd.cpp: trainer_options, fit_options), so
@@ -89,6 +91,8 @@ FitOptions fit_options(const MfSettings& s) {
   FitOptions o;
   o.loss = bpr ? Loss::bpr : Loss::squared;
   o.positive = s.positive;
+  o.shm = s.shm;
+  o.model_file = s.model_file;
   o.model.factors = s.factors;
   o.model.l2 = s.l2;
   o.model.bias_l2 = s.bias_l2;
@@ -170,6 +174,28 @@ SavedModel load(const std::string& path) {
     if (const int err = file_errno(path, false)) raise_os_error(err, e.what(), path);
     throw;
   }
+}
+
+// A model served live from the shared segment `shm` that a fit trains (read-only), its ids and scale from the
+// model file that fit wrote as training began (load_model's errors; OSError when the file cannot be read).
+SavedModel attach(const std::string& shm, const std::string& path) {
+  SavedModel s;
+  try {
+    py::gil_scoped_release release;
+    s.model = load_model(path, shm);
+  } catch (const asgd::Error& e) {
+    if (const int err = file_errno(path, false)) raise_os_error(err, e.what(), path);
+    throw;
+  }
+  return s;
+}
+
+// Removes the shared segment a model was trained in (this segment only, not one made again under its name);
+// false when it holds none or it is gone.
+bool remove_segment(const SavedModel& m) {
+  const asgd::ParamStore& store = *m.model.store;
+  if (!store.is_shared()) return false;
+  return asgd::ParamStore::remove_shared(store.segment_name(), store.segment_id());
 }
 
 void save(const SavedModel& m, const std::string& path) {
@@ -335,6 +361,10 @@ void bind_model(py::module_& m) {
       .def("recommend_folded", &recommend_folded_rows, py::arg("indptr"), py::arg("items"), py::arg("ratings"),
            py::arg("l2"), py::arg("k"), py::arg("exclude"), py::arg("filter_items"))
       .def("similar", &similar, py::arg("users"), py::arg("rows"), py::arg("k"))
+      .def("remove_segment", &remove_segment)
+      .def_property_readonly("segment", [](const SavedModel& s) {
+        return s.model.store->is_shared() ? s.model.store->segment_name() : std::string();
+      })
       .def("error_metrics", &error_metrics, py::arg("users"), py::arg("items"), py::arg("ratings"))
       .def("ranking_metrics", &ranking_metrics, py::arg("train_users"), py::arg("train_items"),
            py::arg("test_users"), py::arg("test_items"), py::arg("k"))
@@ -391,7 +421,9 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("schedule", &MfSettings::schedule)
       .def_readwrite("adagrad", &MfSettings::adagrad)
       .def_readwrite("loss", &MfSettings::loss)
-      .def_readwrite("positive", &MfSettings::positive);
+      .def_readwrite("positive", &MfSettings::positive)
+      .def_readwrite("shm", &MfSettings::shm)
+      .def_readwrite("model_file", &MfSettings::model_file);
   bind_model(m);
   m.def("fit_mf", &fit_mf, py::arg("users"), py::arg("items"), py::arg("ratings"), py::arg("user_count"),
         py::arg("item_count"), py::arg("settings"), py::arg("valid_users") = py::none(),
@@ -400,4 +432,6 @@ PYBIND11_MODULE(_core, m) {
         "Trains a squared-loss or bpr model on ratings given as arrays (ids kept as rows): (model, epochs); Ctrl-C "
         "stops it.");
   m.def("load", &load, py::arg("path"), "A model file as `asgd mf train` writes it.");
+  m.def("attach", &attach, py::arg("shm"), py::arg("path"),
+        "A read-only model on the live shared segment a fit trains, its ids from the fit's model file.");
 }

@@ -12,6 +12,8 @@ Recommenders with implicit's call shapes::
 The training runs in the C++ library (asgd._core) with the GIL released; Ctrl-C stops it.
 """
 
-from ._mf import MatrixFactorization, load
+from ._evaluation import mae, ranking_metrics_at_k, rmse
+from ._mf import BayesianPersonalizedRanking, MatrixFactorization, attach, load
 
-__all__ = ["MatrixFactorization", "load"]
+__all__ = ["BayesianPersonalizedRanking", "MatrixFactorization", "attach", "load", "mae", "ranking_metrics_at_k",
+           "rmse"]

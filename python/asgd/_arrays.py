@@ -62,3 +62,30 @@ def seen_pairs(user_items, users, model_users):
         m = m[users]
     coo = m.tocoo()
     return ids(users[coo.row], "user_items rows"), ids(coo.col, "user_items columns")
+
+
+def user_rows(user_items, users, model_users):
+    """(indptr, items, values) of the rows of `user_items` for `users`, as a CSR matrix holds them: one row per
+    user asked (row j is users[j]'s) or one per user of the model (row u is user u's)."""
+    if not scipy.sparse.issparse(user_items):
+        raise TypeError(f"user_items: expected a scipy.sparse matrix, got {type(user_items).__name__}")
+    m = scipy.sparse.csr_matrix(user_items)
+    if m.shape[0] != len(users):
+        if m.shape[0] != model_users:
+            raise ValueError(f"user_items: {m.shape[0]} rows, expected one per user asked ({len(users)}) or per "
+                             f"user of the model ({model_users})")
+        if users.size and (users.min() < 0 or users.max() >= model_users):
+            raise ValueError(f"userid: expected ids in 0..{model_users - 1}")
+        m = m[users]
+    return ids(m.indptr, "user_items"), ids(m.indices, "user_items columns"), ratings(m.data, "user_items values")
+
+
+def positive_threshold(positive, values):
+    """The rating at or above which an entry is a positive: `positive` (a finite number), or for None the
+    smallest of `values` (every entry a positive; NaN left to the library's check of the ratings)."""
+    if positive is None:
+        finite = values[np.isfinite(values)]
+        return float(finite.min()) if finite.size else 0.0
+    if isinstance(positive, bool) or not isinstance(positive, (int, float, np.integer, np.floating)):
+        raise TypeError(f"positive: expected None or a number, got {positive!r}")
+    return float(positive)

@@ -112,6 +112,56 @@ TEST(MfArrays, PredictionsAndListsAreTheFileCallsOnes) {
   }
   EXPECT_TRUE(says(message_of([&] { recommend_rows(m, nullptr, all, 0); }), "k 0"));
   EXPECT_TRUE(says(message_of([&] { recommend_rows(m, nullptr, past, 3); }), "users[0] = 121"));
+  // Filtered items leave every list; the rest keep their order.
+  const std::vector<std::int64_t> filter = {lists[0][0].item, lists[0][3].item};
+  const auto filtered = recommend_rows(m, &seen, all, 7, filter);
+  EXPECT_EQ(filtered[0][0].item, lists[0][1].item);
+  EXPECT_EQ(filtered[0][2].item, lists[0][4].item);
+  for (const auto& list : filtered)
+    for (const auto& r : list) EXPECT_TRUE(r.item != filter[0] && r.item != filter[1]);
+  const std::vector<std::int64_t> bad_filter = {-1};
+  EXPECT_TRUE(says(message_of([&] { recommend_rows(m, nullptr, all, 3, bad_filter); }), "filter_items[0] = -1"));
+}
+
+TEST(MfArrays, ErrorsAndRankingMetricsAreTheModelCallsOnes) {
+  Fitted f = fitted();
+  LoadedModel& m = f.model;
+  const std::vector<std::int64_t> users(f.ratings.user.begin(), f.ratings.user.begin() + 500);
+  const std::vector<std::int64_t> items(f.ratings.item.begin(), f.ratings.item.begin() + 500);
+  const std::vector<float> ratings(f.ratings.rating.begin(), f.ratings.rating.begin() + 500);
+  std::vector<float> predicted(500);
+  predict_rows(m, users, items, predicted);
+  double squares = 0, absolute = 0;
+  for (std::size_t i = 0; i < 500; ++i) {
+    squares += (predicted[i] - ratings[i]) * (predicted[i] - ratings[i]);
+    absolute += std::abs(predicted[i] - ratings[i]);
+  }
+  const ErrorMetrics e = error_metrics_rows(m, users, items, ratings);
+  EXPECT_NEAR(e.rmse, std::sqrt(squares / 500), 1e-5);
+  EXPECT_NEAR(e.mae, absolute / 500, 1e-5);
+  m.loss = "bpr";
+  EXPECT_TRUE(says(message_of([&] { error_metrics_rows(m, users, items, ratings); }), "ranking metrics"));
+  m.loss = "squared";
+
+  // Ranking: the first 2000 pairs as training, the rest as test, as evaluate_ranking scores them.
+  const std::vector<std::int64_t> all_users(f.ratings.user.begin(), f.ratings.user.end());
+  const std::vector<std::int64_t> all_items(f.ratings.item.begin(), f.ratings.item.end());
+  const std::span<const std::int64_t> train_u(all_users.data(), 2000), train_i(all_items.data(), 2000);
+  const std::span<const std::int64_t> test_u(all_users.data() + 2000, 500), test_i(all_items.data() + 2000, 500);
+  const RankingMetrics r = ranking_metrics_rows(m, train_u, train_i, test_u, test_i, 10);
+  Ratings test = f.ratings.subset([] {
+    std::vector<std::size_t> rows(500);
+    for (std::size_t i = 0; i < 500; ++i) rows[i] = 2000 + i;
+    return rows;
+  }());
+  const RankingMetrics direct = evaluate_ranking(*m.store, 0.0f, seen_items_from_arrays(train_u, train_i, 121, 51),
+                                                 test, 10, m.cold.items);
+  EXPECT_GT(r.users, 50u);
+  EXPECT_EQ(r.users, direct.users);
+  EXPECT_EQ(r.ndcg, direct.ndcg);
+  EXPECT_EQ(r.hits, direct.hits);
+  EXPECT_GT(r.auc, 0.0);
+  EXPECT_LE(r.auc, 1.0);
 }
 
 }  // namespace

@@ -86,6 +86,20 @@ TEST(RankingMetrics, OneUserKnownRanking) {
   EXPECT_NE(message_of([&] { score_ranking(ranked, relevant, 0); }).find("k must be at least 1"), std::string::npos);
 }
 
+TEST(RankingMetrics, ImplicitsAucAndMicroPrecision) {
+  const std::vector<std::uint32_t> ranked = {5, 3, 7, 1, 9};
+  const std::vector<std::uint32_t> relevant = {42, 9, 3};
+  // Of 50 items: misses at ranks 0, 2, 3 count 0, 1, 1 hits above them; the 45 items past the list count
+  // (2 + 3) / 2 each for the 47 - 3 negatives not listed; over 3 x 47 pairs.
+  const auto m = score_ranking(ranked, relevant, 5, 50);
+  EXPECT_NEAR(m.auc, (0 + 1 + 1 + 2.5 * 44) / (3.0 * 47), 1e-12);
+  EXPECT_EQ(m.hits, 2u);
+  EXPECT_EQ(m.capped_relevant, 3u);
+  EXPECT_EQ(score_ranking(ranked, relevant, 5).auc, 0.0);  // no catalogue size: no AUC
+  // A short list that holds the one positive first: a perfect AUC, the places past it misses.
+  EXPECT_DOUBLE_EQ(score_ranking(std::vector<std::uint32_t>{3}, std::vector<std::uint32_t>{3}, 3, 10).auc, 1.0);
+}
+
 TEST(RankingMetrics, FullRankingExcludesTrainingItems) {
   // User 0 scores items 0 > 1 > 2 > 3 and saw item 0 in training; test item 2.
   // User 1 has no test positive and is not counted.

@@ -11,6 +11,7 @@
 #include "../common/scratch_dir.hpp"
 #include "asgd/sparse/mf/fit.hpp"
 #include "asgd/sparse/mf/generator.hpp"
+#include "asgd/sparse/mf/model.hpp"
 #include "asgd/sparse/mf/model_file.hpp"
 
 using namespace asgd::sparse::mf;
@@ -116,6 +117,60 @@ TEST(MfFit, TheModelFileReadsBackAsTrained) {
   EXPECT_EQ(m.users.size(), ratings.users.size());
   const ErrorMetrics again = evaluate_errors(*m.store, m.scale, ratings, m.range.lo, m.range.hi, &m.cold);
   EXPECT_LT(again.rmse, 1.0);
+}
+
+TEST(MfFit, BprTellsEachEpochsLoss) {
+  FitOptions o;
+  o.loss = Loss::bpr;
+  o.model.factors = 4;
+  o.trainer.epochs = 5;
+  o.trainer.step_examples = 4096;
+  o.trainer.schedule.lr = 0.05f;
+  std::vector<FitEpoch> epochs;
+  FitEvents events;
+  events.on_epoch = [&](const FitEpoch& e) { epochs.push_back(e); };
+  asgd::RankGroup one_process;
+  const FitReport r = fit(planted(20000, 0.3), o, one_process, events);
+  ASSERT_EQ(epochs.size(), 5u);
+  for (std::size_t e = 0; e < epochs.size(); ++e) {
+    EXPECT_EQ(epochs[e].epoch, e + 1);
+    EXPECT_EQ(epochs[e].loss, r.train.epochs[e].loss);
+  }
+  EXPECT_LT(epochs.back().loss, epochs.front().loss);  // BPR's -ln sigma falls as it learns
+}
+
+TEST(MfFit, TrainingGoesOnFromInitialFactorsAndGrowsNewIds) {
+  FitOptions o = squared_options();
+  o.test_fraction = o.validation_fraction = 0;
+  o.trainer.epochs = 8;
+  const Ratings ratings = planted(20000, 0.3);
+  const FitReport first = fit(ratings, o);
+  ASSERT_TRUE(first.model);
+  // One more epoch from the trained factors starts where the first run ended, not where a new one starts.
+  FitOptions more = o;
+  more.trainer.epochs = 1;
+  more.initial = &*first.model->store;
+  const FitReport again = fit(ratings, more);
+  const FitReport fresh = fit(ratings, [&] { FitOptions f = o; f.trainer.epochs = 1; return f; }());
+  // Measured: 0.151 after 8 epochs, 0.151 in the epoch from them, 0.183 in a new run's first.
+  EXPECT_LT(again.train.epochs[0].loss, 0.9 * fresh.train.epochs[0].loss);
+  EXPECT_LT(again.train.epochs[0].loss, 1.05 * first.train.epochs.back().loss);
+
+  // A store with more users keeps the copied rows and its own beyond them.
+  const FactorLayout a = FactorLayout::of(first.model->store->layout());
+  auto grown = asgd::ParamStore::on_heap(FactorLayout::make(a.users + 3, a.items, a.factors, a.has_user_bias));
+  const std::vector<float> before = grown.snapshot();
+  copy_factor_rows(*first.model->store, grown);
+  const FactorLayout b = FactorLayout::of(grown.layout());
+  EXPECT_EQ(grown.load(b.p + 5 * b.stride + 1), first.model->store->load(a.p + 5 * a.stride + 1));
+  EXPECT_EQ(grown.load(b.q + 7 * b.stride), first.model->store->load(a.q + 7 * a.stride));
+  EXPECT_EQ(grown.load(b.item_bias + 2), first.model->store->load(a.item_bias + 2));
+  EXPECT_EQ(grown.load(b.user_bias + 4), first.model->store->load(a.user_bias + 4));
+  EXPECT_EQ(grown.load(b.p + a.users * b.stride), before[b.p + a.users * b.stride]);
+  // Fewer factors or rows do not fit.
+  auto smaller = asgd::ParamStore::on_heap(FactorLayout::make(a.users - 1, a.items, a.factors, a.has_user_bias));
+  EXPECT_NE(message_of([&] { copy_factor_rows(*first.model->store, smaller); }).find("does not fit"),
+            std::string::npos);
 }
 
 TEST(MfFit, TheReportHoldsTheModelTheFileHolds) {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -96,17 +97,51 @@ void predict_rows(const LoadedModel& model, std::span<const std::int64_t> users,
 }
 
 std::vector<std::vector<Recommendation>> recommend_rows(const LoadedModel& model, const SeenItems* seen,
-                                                        std::span<const std::int64_t> users, std::size_t k) {
+                                                        std::span<const std::int64_t> users, std::size_t k,
+                                                        std::span<const std::int64_t> filter_items) {
   if (k == 0) throw InputError("recommend: k 0: expected at least 1 item per user");
   const FactorLayout f = FactorLayout::of(model.store->layout());
   std::vector<std::uint32_t> rows(users.size());
   for (std::size_t i = 0; i < users.size(); ++i) rows[i] = row_of(users, i, f.users, "users");
   // As recommend_for: cold items never recommended, cold users scored by the item biases.
   constexpr std::size_t kBatch = 128;
-  auto lists = recommend(*model.store, model.scale, seen, rows, k, kBatch, model.cold.items, model.cold.users);
+  std::vector<std::uint32_t> never = model.cold.items;
+  for (std::size_t i = 0; i < filter_items.size(); ++i) never.push_back(row_of(filter_items, i, f.items, "filter_items"));
+  std::sort(never.begin(), never.end());
+  auto lists = recommend(*model.store, model.scale, seen, rows, k, kBatch, never, model.cold.users);
   for (auto& list : lists)
     for (Recommendation& r : list) r.score = model.range.clip(r.score);
   return lists;
+}
+
+namespace {
+
+// Ratings of rows of `model` with its id maps, so that the library's checks of a model's ids pass whatever names
+// the model gives its rows.
+Ratings model_rows(const LoadedModel& model, std::span<const std::int64_t> users, std::span<const std::int64_t> items,
+                   std::span<const float> ratings) {
+  Ratings r = ratings_from_arrays(users, items, ratings, model.users.size(), model.items.size());
+  r.users = model.users;
+  r.items = model.items;
+  return r;
+}
+
+}  // namespace
+
+ErrorMetrics error_metrics_rows(const LoadedModel& model, std::span<const std::int64_t> users,
+                                std::span<const std::int64_t> items, std::span<const float> ratings) {
+  if (model.loss == "bpr") throw InputError("a bpr model ranks items: score it by ranking metrics, not errors");
+  const Ratings test = model_rows(model, users, items, ratings);
+  return evaluate_errors(*model.store, model.scale, test, model.range.lo, model.range.hi, &model.cold);
+}
+
+RankingMetrics ranking_metrics_rows(const LoadedModel& model, std::span<const std::int64_t> train_users,
+                                    std::span<const std::int64_t> train_items, std::span<const std::int64_t> test_users,
+                                    std::span<const std::int64_t> test_items, std::size_t k) {
+  const SeenItems seen = seen_items_from_arrays(train_users, train_items, model.users.size(), model.items.size());
+  const std::vector<float> ones(test_users.size(), 1.0f);
+  const Ratings test = model_rows(model, test_users, test_items, ones);
+  return evaluate_ranking(*model.store, 0.0f, seen, test, k, model.cold.items);
 }
 
 }  // namespace asgd::sparse::mf

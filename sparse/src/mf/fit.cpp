@@ -120,6 +120,7 @@ TrainingRun open_run(const FitOptions& o, const Layout& layout, const Ratings& t
   ro.on_progress = o.on_progress;
   return TrainingRun(layout, std::move(ro), [&](ParamStore& s) {
     initialize_factors(s, o.trainer.seed, o.model.init_scale, &trained);
+    if (o.initial != nullptr) copy_factor_rows(*o.initial, s);
   });
 }
 
@@ -210,6 +211,7 @@ FitReport fit_squared(Ratings ratings, const FitOptions& o, RankGroup& group, co
     if (!events.on_epoch || !group.root()) return;
     FitEpoch e;
     e.epoch = r.epochs.back().epoch;
+    e.loss = r.epochs.back().loss;
     e.squared_error = 2.0 * r.epochs.back().loss;
     e.seconds = seconds;
     if (sets.have_validation && sets.validation.size() > 0) e.validation_rmse = errors(sets.validation).rmse;
@@ -260,7 +262,16 @@ FitReport fit_bpr(const Ratings& ratings, const FitOptions& o, RankGroup& group,
   start_training(o, trainer, run, group, events, setup);
   FitReport report;
   report.workers = to.workers;
-  report.train = run_averaged(group, trainer, problem, to.epochs);
+  double seconds = 0;  // of the epochs so far
+  report.train = run_averaged(group, trainer, problem, to.epochs, [&](const TrainReport& r) {
+    seconds += r.seconds;
+    if (!events.on_epoch || !group.root()) return;
+    FitEpoch e;
+    e.epoch = r.epochs.back().epoch;
+    e.loss = r.epochs.back().loss;
+    e.seconds = seconds;
+    events.on_epoch(e);
+  });
   if (report.train.stopped || !group.root()) return report;
   report.positives = positives.size();
   report.held_out = split.test.size();

@@ -27,7 +27,10 @@ RankingMetrics add(RankingMetrics a, const RankingMetrics& b) {
   a.ndcg += b.ndcg;
   a.map += b.map;
   a.hit_rate += b.hit_rate;
+  a.auc += b.auc;
   a.users += b.users;
+  a.hits += b.hits;
+  a.capped_relevant += b.capped_relevant;
   a.short_lists += b.short_lists;
   a.no_negatives += b.no_negatives;
   return a;
@@ -41,6 +44,7 @@ RankingMetrics mean_of(RankingMetrics sum) {
   sum.ndcg /= n;
   sum.map /= n;
   sum.hit_rate /= n;
+  sum.auc /= n;
   return sum;
 }
 
@@ -125,7 +129,7 @@ ItemScorer store_scorer(const ParamStore& store) {
 }  // namespace
 
 RankingMetrics score_ranking(std::span<const std::uint32_t> ranked, std::span<const std::uint32_t> relevant,
-                             std::size_t k) {
+                             std::size_t k, std::size_t items) {
   check_k(k);
   RankingMetrics m;
   if (relevant.empty()) return m;
@@ -136,9 +140,13 @@ RankingMetrics score_ranking(std::span<const std::uint32_t> ranked, std::span<co
   const std::size_t n = std::min(k, ranked.size());
   const std::size_t ideal = std::min(k, rel.size());
   std::size_t hits = 0;
-  double dcg = 0, ap = 0, idcg = 0;
-  for (std::size_t r = 0; r < n; ++r) {
-    if (!std::binary_search(rel.begin(), rel.end(), ranked[r])) continue;
+  double dcg = 0, ap = 0, idcg = 0, auc = 0;
+  for (std::size_t r = 0; r < k; ++r) {
+    // Past the list (fewer than k items to rank): misses, as implicit's -1 ids are.
+    if (r >= n || !std::binary_search(rel.begin(), rel.end(), ranked[r])) {
+      auc += static_cast<double>(hits);
+      continue;
+    }
     ++hits;
     dcg += 1.0 / std::log2(static_cast<double>(r) + 2.0);
     ap += static_cast<double>(hits) / static_cast<double>(r + 1);
@@ -149,6 +157,15 @@ RankingMetrics score_ranking(std::span<const std::uint32_t> ranked, std::span<co
   m.ndcg = dcg / idcg;
   m.map = ap / static_cast<double>(ideal);
   m.hit_rate = hits > 0 ? 1.0 : 0.0;
+  m.hits = hits;
+  m.capped_relevant = ideal;
+  const double positives = static_cast<double>(rel.size());
+  if (items > rel.size()) {
+    const double negatives = static_cast<double>(items) - positives;
+    const double misses = static_cast<double>(k - hits);
+    auc += (static_cast<double>(hits) + positives) / 2.0 * (negatives - misses);
+    m.auc = auc / (positives * negatives);
+  }
   return m;
 }
 
@@ -162,7 +179,7 @@ RankingMetrics evaluate_ranking(const ParamStore& store, float mean, const SeenI
   return reduce_users(g.users.size(), [&](std::size_t j) {
     std::vector<std::uint32_t> ranked(lists[j].size());
     for (std::size_t r = 0; r < ranked.size(); ++r) ranked[r] = lists[j][r].item;
-    return score_ranking(ranked, g.relevant[j], k);
+    return score_ranking(ranked, g.relevant[j], k, f.items);
   });
 }
 
@@ -204,7 +221,7 @@ RankingMetrics evaluate_ranking_with(const ItemScorer& scorer, std::size_t items
     };
     std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(take), order.end(), better);
     order.resize(take);
-    return score_ranking(order, g.relevant[j], k);
+    return score_ranking(order, g.relevant[j], k, items);
   });
 }
 

@@ -103,6 +103,27 @@ void initialize_factors(ParamStore& store, std::uint64_t seed, float scale, cons
   fill(f.q, f.items, rated.items);
 }
 
+void copy_factor_rows(const ParamStore& from, ParamStore& to) {
+  const FactorLayout a = FactorLayout::of(from.layout()), b = FactorLayout::of(to.layout());
+  if (a.factors != b.factors || a.has_user_bias != b.has_user_bias || a.users > b.users || a.items > b.items) {
+    throw InputError(fmt::format("copy factor rows: a model of {} users, {} items and {} factors{} does not fit "
+                                 "in one of {}, {} and {}{} (the same factors and biases, at least the rows)",
+                                 a.users, a.items, a.factors, a.has_user_bias ? " with user biases" : "", b.users,
+                                 b.items, b.factors, b.has_user_bias ? " with user biases" : ""));
+  }
+  float* data = to.data();
+  const auto rows = [&](std::size_t from_first, std::size_t to_first, std::size_t count, std::size_t width,
+                        std::size_t from_stride, std::size_t to_stride) {
+    for (std::size_t r = 0; r < count; ++r)
+      for (std::size_t c = 0; c < width; ++c)
+        store_param(data[to_first + r * to_stride + c], from.load(from_first + r * from_stride + c));
+  };
+  rows(a.p, b.p, a.users, a.factors, a.stride, b.stride);
+  rows(a.q, b.q, a.items, a.factors, a.stride, b.stride);
+  rows(a.item_bias, b.item_bias, a.items, 1, 1, 1);
+  if (a.has_user_bias) rows(a.user_bias, b.user_bias, a.users, 1, 1, 1);
+}
+
 ColdIds cold_ids(std::size_t users, std::size_t items, const Ratings& trained) {
   const RatedRows rated(users, items, &trained);
   ColdIds cold;

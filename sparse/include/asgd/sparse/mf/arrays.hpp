@@ -7,6 +7,8 @@
 #include <span>
 #include <vector>
 
+#include "asgd/sparse/mf/metrics.hpp"
+#include "asgd/sparse/mf/model.hpp"
 #include "asgd/sparse/mf/model_file.hpp"
 #include "asgd/sparse/mf/ratings.hpp"
 #include "asgd/sparse/mf/recommend.hpp"
@@ -33,8 +35,24 @@ void predict_rows(const LoadedModel& model, std::span<const std::int64_t> users,
 
 // The k best items for each of `users` (rows of the model), as recommend_for gives them one at a time (the items
 // of `seen` and the cold items left out, scores clipped), scored together in the library's blocked batches.
-// InputError when k is 0 or a user is not a row of the model; `seen`, when given, covers the model's users.
+// `filter_items` (rows of the model, any order) are left out for every user too (implicit's filter_items).
+// InputError when k is 0, a user or a filtered item is not a row of the model; `seen`, when given, covers the
+// model's users.
 std::vector<std::vector<Recommendation>> recommend_rows(const LoadedModel& model, const SeenItems* seen,
-                                                        std::span<const std::int64_t> users, std::size_t k);
+                                                        std::span<const std::int64_t> users, std::size_t k,
+                                                        std::span<const std::int64_t> filter_items = {});
+
+// The RMSE and MAE of the model's predictions (predict_rows') of ratings (users[i], items[i], ratings[i]) of its
+// rows, as `asgd mf eval` scores a test file. InputError as ratings_from_arrays' for the arrays, or for a bpr
+// model (scored by ranking).
+ErrorMetrics error_metrics_rows(const LoadedModel& model, std::span<const std::int64_t> users,
+                                std::span<const std::int64_t> items, std::span<const float> ratings);
+
+// Ranking metrics at k of the model's full ranking (evaluate_ranking: each test user's list of the items not
+// among their training pairs, the model's cold items never ranked) against the test pairs, for every user with
+// a test item that is not a training one; pairs are rows of the model. InputError as seen_items_from_arrays'.
+RankingMetrics ranking_metrics_rows(const LoadedModel& model, std::span<const std::int64_t> train_users,
+                                    std::span<const std::int64_t> train_items, std::span<const std::int64_t> test_users,
+                                    std::span<const std::int64_t> test_items, std::size_t k);
 
 }  // namespace asgd::sparse::mf

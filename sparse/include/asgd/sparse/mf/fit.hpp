@@ -42,6 +42,9 @@ struct FitOptions {
   // Written at the end by the group's root; with shm also before training (a server needs its ids meanwhile).
   std::filesystem::path model_file;
   std::atomic<bool>* stop = nullptr;  // a stop request of the caller's (StopOnSignal::flag()); null: none
+  // Training goes on from these factors (a model fit trained before, as fit_more does) instead of random ones:
+  // copy_factor_rows of them into the new store, whose ids beyond theirs keep their random rows. Null: none.
+  const ParamStore* initial = nullptr;
   ProgressCallback on_progress;
   // InputError naming the option (FitOptions::positive) or MfOptions::validate's.
   void validate() const;
@@ -84,11 +87,12 @@ struct FitSetup {
   std::size_t examples = 0;     // trained by this rank
 };
 
-// Squared, on the group's root: one epoch done, with the errors of the validation and test sets that hold
+// On the group's root: one epoch done; squared: with the errors of the validation and test sets that hold
 // ratings (computed only when FitEvents::on_epoch is given).
 struct FitEpoch {
   std::uint64_t epoch = 0;
-  double squared_error = 0;     // mean over the epoch's updates
+  double loss = 0;              // the epoch's mean example loss (squared: half its squared error; bpr: -ln sigma)
+  double squared_error = 0;     // squared: mean over the epoch's updates
   double seconds = 0;           // of SGD so far
   std::optional<double> validation_rmse, test_rmse;
 };

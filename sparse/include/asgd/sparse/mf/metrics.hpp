@@ -19,7 +19,14 @@ namespace asgd::sparse::mf {
 // Means over the users evaluated (each in [0, 1]).
 struct RankingMetrics {
   double precision = 0, recall = 0, ndcg = 0, map = 0, hit_rate = 0;
+  // implicit's AUC at k (evaluation.pyx), full ranking only, given the catalogue's size: of a user's list of k,
+  // each miss at rank r counts the hits above it, the items past the list count half of (hits + positives) each,
+  // over positives x (items - positives); the mean over the users.
+  double auc = 0;
   std::size_t users = 0;
+  // Sums over the users, not means: hits in the top k, and min(k, relevant) (implicit's precision is
+  // hits / capped_relevant, a micro average, where `precision` above is the mean of hits / k).
+  std::size_t hits = 0, capped_relevant = 0;
   // Sampled metrics only: users with fewer unseen items than the negatives
   // asked for, ranked against all of those instead (an easier list).
   std::size_t short_lists = 0;
@@ -37,9 +44,9 @@ using ItemScorer = std::function<float(std::uint32_t user, std::uint32_t item)>;
 //   NDCG = sum_{hit at rank r (0-based)} 1/log2(r + 2) / IDCG, IDCG over min(k, |relevant|) hits,
 //   MAP (AP@k) = sum_{hit at rank r} precision@(r+1) / min(k, |relevant|).
 // `relevant` need not be sorted; users = 1 (0 when `relevant` is empty:
-// all zeros). InputError when k is 0.
+// all zeros); auc with `items` (the catalogue's size; 0 leaves it 0). InputError when k is 0.
 RankingMetrics score_ranking(std::span<const std::uint32_t> ranked, std::span<const std::uint32_t> relevant,
-                             std::size_t k);
+                             std::size_t k, std::size_t items = 0);
 
 // Full ranking from a factor model (recommend(): every item the user has
 // not seen in training, the top k), for each user with at least one test

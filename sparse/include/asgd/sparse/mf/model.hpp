@@ -76,6 +76,11 @@ struct FactorLayout {
 // model's id maps (check_model_ids).
 void initialize_factors(ParamStore& store, std::uint64_t seed, float scale, const Ratings* trained = nullptr);
 
+// Copies the factor rows and biases of `from` (a model trained before) into the same rows of `to`, a model of
+// as many factors and the same biases with at least as many users and items (its rows past `from`'s are left
+// as they are): more training from where `from` stopped, on ratings that may add ids. InputError otherwise.
+void copy_factor_rows(const ParamStore& from, ParamStore& to);
+
 // Of users 0..users-1 and items 0..items-1, those with no rating in `trained`, sorted.
 struct ColdIds {
   std::vector<std::uint32_t> users, items;

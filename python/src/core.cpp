@@ -26,6 +26,8 @@
 namespace py = pybind11;
 using namespace asgd::sparse::mf;
 
+void bind_w2v(py::module_& m);  // w2v.cpp
+
 namespace {
 
 using IdArray = py::array_t<std::int64_t, py::array::c_style>;
@@ -241,6 +243,7 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("schedule", &MfSettings::schedule)
       .def_readwrite("adagrad", &MfSettings::adagrad);
   bind_model(m);
+  bind_w2v(m);
   m.def("fit_mf", &fit_mf, py::arg("users"), py::arg("items"), py::arg("ratings"), py::arg("user_count"),
         py::arg("item_count"), py::arg("settings"),
         "Trains a squared-loss model on ratings given as arrays (ids kept as rows); Ctrl-C stops it.");

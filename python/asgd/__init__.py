@@ -9,11 +9,18 @@ Recommenders with implicit's call shapes::
     model.save("model.mf")                # the file `asgd mf train` writes
     same = asgd.load("model.mf")          # and any file it wrote
 
+Word vectors with gensim's::
+
+    model = asgd.Word2Vec(corpus_file="text8", vector_size=100, sg=1, workers=4)
+    model.wv.most_similar(positive=["king", "woman"], negative=["man"])
+    model.wv.save_word2vec_format("vectors.txt")   # the file `asgd w2v -output` writes
+
 The training runs in the C++ library (asgd._core) with the GIL released; Ctrl-C stops it.
 """
 
 from ._evaluation import mae, ranking_metrics_at_k, rmse
 from ._mf import BayesianPersonalizedRanking, MatrixFactorization, attach, load
+from ._w2v import KeyedVectors, Word2Vec
 
-__all__ = ["BayesianPersonalizedRanking", "MatrixFactorization", "attach", "load", "mae", "ranking_metrics_at_k",
-           "rmse"]
+__all__ = ["BayesianPersonalizedRanking", "KeyedVectors", "MatrixFactorization", "Word2Vec", "attach", "load",
+           "mae", "ranking_metrics_at_k", "rmse"]

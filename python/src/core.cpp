@@ -31,6 +31,8 @@
 namespace py = pybind11;
 using namespace asgd::sparse::mf;
 
+void bind_w2v(py::module_& m);  // w2v.cpp
+
 namespace {
 
 using IdArray = py::array_t<std::int64_t, py::array::c_style>;
@@ -425,6 +427,7 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("shm", &MfSettings::shm)
       .def_readwrite("model_file", &MfSettings::model_file);
   bind_model(m);
+  bind_w2v(m);
   m.def("fit_mf", &fit_mf, py::arg("users"), py::arg("items"), py::arg("ratings"), py::arg("user_count"),
         py::arg("item_count"), py::arg("settings"), py::arg("valid_users") = py::none(),
         py::arg("valid_items") = py::none(), py::arg("valid_ratings") = py::none(),

@@ -336,6 +336,41 @@ TEST(W2vNeighbours, NearestByCosineWithoutTheWordItself) {
             std::string::npos);
 }
 
+TEST(W2vNeighbours, MostSimilarRanksByTheMeanOfPositiveMinusNegative) {
+  const EmbeddingIndex index(royal_fruit());
+  // King + woman - man (unit vectors): empress is exactly that direction; the words asked are left out, another
+  // spelling of one of them (WOMAN) is not (gensim's rule).
+  const std::size_t positive[] = {2, 1}, negative[] = {0};
+  const auto near = index.most_similar(positive, negative, 3);
+  ASSERT_EQ(near.size(), 3u);
+  EXPECT_EQ(near[0].first, 9u);  // empress
+  EXPECT_NEAR(near[0].second, 1.0, 1e-6);
+  EXPECT_EQ(near[1].first, 3u);  // queen: (1, -1) / sqrt 2 against (0.48, -0.877)
+  EXPECT_NEAR(near[1].second, (1.0 + 1.8284271) / std::sqrt(2.0) / std::sqrt(1.0 + 1.8284271 * 1.8284271), 1e-5);
+  EXPECT_EQ(near[2].first, 8u);  // WOMAN
+  // One positive word is nearest(); k past the vocabulary gives every other word.
+  const std::size_t apple[] = {4};
+  const auto by_mean = index.most_similar(apple, {}, 100);
+  const auto by_nearest = index.nearest(4, 100);
+  ASSERT_EQ(by_mean.size(), 9u);
+  for (std::size_t i = 0; i < by_mean.size(); ++i) {
+    EXPECT_EQ(index.word(by_mean[i].first), by_nearest[i].first);
+    EXPECT_FLOAT_EQ(by_mean[i].second, by_nearest[i].second);
+  }
+  EXPECT_NE(input_error([&] { (void)index.most_similar({}, {}, 3); }).find("at least one word"), std::string::npos);
+  const std::size_t past[] = {10};
+  EXPECT_NE(input_error([&] { (void)index.most_similar(past, {}, 3); }).find("word id 10"), std::string::npos);
+}
+
+TEST(W2vNeighbours, SimilarityIsTheCosine) {
+  const EmbeddingIndex index(royal_fruit());
+  EXPECT_NEAR(index.similarity(0, 1), -1.0, 1e-6);  // man, woman
+  EXPECT_NEAR(index.similarity(2, 3), 0.0, 1e-6);   // King, queen
+  EXPECT_NEAR(index.similarity(4, 5), std::sqrt(0.5), 1e-6);  // apple, apples
+  EXPECT_NEAR(index.similarity(5, 5), 1.0, 1e-6);
+  EXPECT_NE(input_error([&] { (void)index.similarity(0, 10); }).find("word id 10"), std::string::npos);
+}
+
 TEST(W2vNeighbours, AVectorOfSubnormalValuesIsAUnitVectorToo) {
   // Its norm is below 1 / FLT_MAX: an inverse norm in float was inf, and the word won every argmax with
   // cosine inf (NaN where a value was 0, which misordered the sort).

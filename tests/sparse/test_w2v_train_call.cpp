@@ -111,6 +111,31 @@ TEST(TrainWord2Vec, EventsComeBeforeTheFilesAndTheStopRequestIsHeard) {
   EXPECT_FALSE(fs::exists(o.output));
 }
 
+TEST(TrainWord2Vec, KeptVectorsAreTheRowsWritten) {
+  ScratchDir dir;
+  Word2VecOptions o = small_run(dir.file("corpus.txt", planted_text(300)));
+  o.workers = 1;
+  o.output = (dir / "vectors.bin").string();
+  o.binary = true;  // float32 as trained: the kept rows compare exactly
+  asgd::RankGroup one_process;
+  EXPECT_FALSE(train_word2vec(o, one_process).vectors);  // only when asked for
+  const Embeddings written = read_word2vec(o.output);
+  o.keep_vectors = true;
+  o.output = (dir / "again.bin").string();
+  const Word2VecReport r = train_word2vec(o, one_process);
+  ASSERT_TRUE(r.vectors);
+  EXPECT_EQ(r.vectors->words, written.words);
+  EXPECT_EQ(r.vectors->dim, 16u);
+  EXPECT_EQ(r.vectors->vectors, written.vectors);  // one worker, one seed: the same run
+
+  // Without an output file the vectors are still kept; a stopped run keeps none.
+  o.output.clear();
+  EXPECT_EQ(train_word2vec(o, one_process).vectors->vectors, written.vectors);
+  Word2VecEvents stop_at_once;
+  stop_at_once.on_start = [](const Word2VecStart&, asgd::TrainingRun& run) { run.request_stop(); };
+  EXPECT_FALSE(train_word2vec(o, one_process, stop_at_once).vectors);
+}
+
 TEST(TrainWord2Vec, ACheckpointGoesOnAndAFinishedOneIsWrittenAgain) {
   ScratchDir dir;
   Word2VecOptions o = small_run(dir.file("corpus.txt", planted_text(300)));

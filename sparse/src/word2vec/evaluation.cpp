@@ -260,6 +260,60 @@ std::vector<std::pair<std::string, float>> EmbeddingIndex::nearest(std::size_t i
   return out;
 }
 
+void EmbeddingIndex::check_id(std::size_t id) const {
+  if (id >= words_.size())
+    throw InputError(fmt::format("word id {}: expected an id below the vocabulary's {} words", id, words_.size()));
+}
+
+float EmbeddingIndex::similarity(std::size_t a, std::size_t b) const {
+  check_id(a);
+  check_id(b);
+  const auto x = unit(a), y = unit(b);
+  double s = 0.0;
+  for (std::size_t d = 0; d < dim_; ++d) s += static_cast<double>(x[d]) * y[d];
+  return static_cast<float>(s);
+}
+
+std::vector<std::pair<std::size_t, float>> EmbeddingIndex::most_similar(std::span<const std::size_t> positive,
+                                                                        std::span<const std::size_t> negative,
+                                                                        std::size_t k) const {
+  if (positive.empty() && negative.empty()) throw InputError("most_similar: give at least one word");
+  // The query: the weighted mean of the unit vectors, normalised (gensim's get_mean_vector with
+  // pre_normalize and post_normalize; the mean's scale does not change the ranking, only the cosines).
+  std::vector<double> mean(dim_, 0.0);
+  std::vector<char> excluded(words_.size(), 0);
+  for (const auto& [ids, weight] : {std::pair{positive, 1.0}, std::pair{negative, -1.0}}) {
+    for (const std::size_t id : ids) {
+      check_id(id);
+      excluded[id] = 1;
+      const auto v = unit(id);
+      for (std::size_t d = 0; d < dim_; ++d) mean[d] += weight * v[d];
+    }
+  }
+  double sq = 0.0;
+  for (const double m : mean) sq += m * m;
+  const double inv = sq > 0.0 ? 1.0 / std::sqrt(sq) : 0.0;
+  std::vector<float> query(dim_);
+  for (std::size_t d = 0; d < dim_; ++d) query[d] = static_cast<float>(mean[d] * inv);
+  std::vector<std::pair<float, std::uint32_t>> scored;
+  scored.reserve(words_.size());
+  for (std::size_t c = 0; c < words_.size(); ++c) {
+    if (excluded[c]) continue;
+    const auto v = unit(c);
+    float s = 0.0f;
+    for (std::size_t d = 0; d < dim_; ++d) s += query[d] * v[d];
+    scored.emplace_back(s, static_cast<std::uint32_t>(c));
+  }
+  k = std::min(k, scored.size());
+  std::partial_sort(
+      scored.begin(), scored.begin() + static_cast<std::ptrdiff_t>(k), scored.end(),
+      [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
+  std::vector<std::pair<std::size_t, float>> out;
+  out.reserve(k);
+  for (std::size_t i = 0; i < k; ++i) out.emplace_back(scored[i].second, scored[i].first);
+  return out;
+}
+
 // ---- analogies ----------------------------------------------------------
 
 std::vector<AnalogySectionQuestions> read_analogy_questions(const fs::path& path) {

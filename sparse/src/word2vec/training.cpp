@@ -136,6 +136,18 @@ void check_plan(const Word2VecOptions& o, const Plan& p, RankGroup& group) {
   }
 }
 
+// The input vectors as Embeddings (the rows unpadded), for Word2VecOptions::keep_vectors.
+Embeddings embeddings_of(const Vocabulary& vocab, std::size_t dim, const Layout& layout, const float* params) {
+  const Tensor& in = layout["input"];
+  Embeddings e;
+  e.words = vocab.words();
+  e.dim = dim;
+  e.vectors.resize(vocab.size() * dim);
+  for (std::size_t id = 0; id < vocab.size(); ++id)
+    std::copy_n(params + in.at(id), dim, e.vectors.data() + id * dim);
+  return e;
+}
+
 // The vectors (or the word classes) to options.output.
 void write_vectors(const Word2VecOptions& o, const Vocabulary& vocab, std::size_t dim, const Layout& layout,
                    const float* params, Word2VecReport& report) {
@@ -177,6 +189,8 @@ Word2VecReport finish_resumed(const Word2VecOptions& o, const Plan& p, RankGroup
   if (events.on_trained) events.on_trained(r);
   if (!group.root()) return r;
   write_vectors(o, p.from.vocab, p.from.model.dim, resumed.layout, resumed.params.data(), r);
+  if (o.keep_vectors)
+    r.vectors = embeddings_of(p.from.vocab, p.from.model.dim, resumed.layout, resumed.params.data());
   if (r.checkpoint_copied) {
     auto finished = ParamStore::on_heap(resumed.layout);
     std::copy(resumed.params.begin(), resumed.params.end(), finished.data());
@@ -307,6 +321,8 @@ Word2VecReport train_epochs(const Word2VecOptions& o, Plan& p, RankGroup& group,
   // Every rank holds the same vectors after the last epoch: rank 0 writes them.
   if (r.train.stopped || !group.root()) return r;
   write_vectors(o, p.from.vocab, p.from.model.dim, store.layout(), std::as_const(store).data(), r);
+  if (o.keep_vectors)
+    r.vectors = embeddings_of(p.from.vocab, p.from.model.dim, store.layout(), std::as_const(store).data());
   return r;
 }
 

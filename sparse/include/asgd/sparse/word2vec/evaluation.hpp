@@ -56,8 +56,16 @@ class EmbeddingIndex {
   // The k words of highest cosine with word `id`, best first, `id` itself
   // left out (fewer than k in a small vocabulary).
   std::vector<std::pair<std::string, float>> nearest(std::size_t id, std::size_t k) const;
+  // gensim's most_similar: the k words of highest cosine with the normalised mean of the unit vectors of
+  // `positive` (weight +1) and `negative` (weight -1), best first (ties: lower id), those words left out.
+  // InputError for no word at all or an id out of range.
+  std::vector<std::pair<std::size_t, float>> most_similar(std::span<const std::size_t> positive,
+                                                          std::span<const std::size_t> negative, std::size_t k) const;
+  // The cosine of words `a` and `b` (0 when either vector is zero); InputError for an id out of range.
+  float similarity(std::size_t a, std::size_t b) const;
 
  private:
+  void check_id(std::size_t id) const;
   std::vector<std::string> words_;
   std::size_t dim_ = 0;
   std::vector<float> unit_;

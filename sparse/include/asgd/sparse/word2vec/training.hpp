@@ -14,6 +14,7 @@
 #include "asgd/sparse/word2vec/checkpoint_file.hpp"
 #include "asgd/sparse/word2vec/classes.hpp"
 #include "asgd/sparse/word2vec/corpus.hpp"
+#include "asgd/sparse/word2vec/embeddings.hpp"
 #include "asgd/sparse/word2vec/model.hpp"
 #include "asgd/sparse/word2vec/training_options.hpp"
 
@@ -47,6 +48,9 @@ struct Word2VecReport {
   Word2VecStart start;  // when a corpus was read
   std::optional<WordClasses> classes;  // with Word2VecOptions::classes, once they are written
   double classes_seconds = 0;
+  // With Word2VecOptions::keep_vectors, on rank 0, once trained (not when stopped): the input vectors in
+  // vocabulary (frequency) order, the rows `output` holds.
+  std::optional<Embeddings> vectors;
 };
 
 // What the call tells its caller while it runs; each may be empty. Called on every rank.

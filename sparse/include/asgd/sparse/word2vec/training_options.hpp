@@ -38,6 +38,9 @@ struct Word2VecOptions {
   std::string output;      // the vectors in word2vec's format (text unless `binary`)
   bool binary = false;
   std::size_t classes = 0;  // > 0: "word class" lines by K-means over the vectors instead of the vectors
+  // The trained vectors also in Word2VecReport::vectors (rank 0), for a caller that uses them in memory (the
+  // Python module's KeyedVectors) rather than reading `output` back.
+  bool keep_vectors = false;
 
   // The options taken alone and together: InputError naming them (no corpus and no resume; workers, epochs out of
   // range; classes with binary, or without output).

@@ -158,7 +158,7 @@ TEST(MfArrays, ErrorsAndRankingMetricsAreTheModelCallsOnes) {
                                                  test, 10, m.cold.items);
   EXPECT_GT(r.users, 50u);
   EXPECT_EQ(r.users, direct.users);
-  EXPECT_EQ(r.ndcg, direct.ndcg);
+  EXPECT_NEAR(r.ndcg, direct.ndcg, 1e-12);  // a parallel sum: its order varies
   EXPECT_EQ(r.hits, direct.hits);
   EXPECT_GT(r.auc, 0.0);
   EXPECT_LE(r.auc, 1.0);

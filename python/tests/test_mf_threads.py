@@ -30,13 +30,21 @@ def test_another_thread_runs_during_fit():
     counter = threading.Thread(target=count)
     counter.start()
     time.sleep(0.05)
-    start = time.monotonic()
-    asgd.MatrixFactorization(factors=8, iterations=100, random_state=1, threads=1).fit(TRIPLES)
-    end = time.monotonic()
-    stop.set()
-    counter.join()
+    # Fit for at least half a second however fast the machine is: more iterations until it takes that long.
+    iterations = 100
+    try:
+        while True:
+            start = time.monotonic()
+            asgd.MatrixFactorization(factors=8, iterations=iterations, random_state=1, threads=1).fit(TRIPLES)
+            end = time.monotonic()
+            if end - start > 0.5 or iterations > 100 * 2**8:
+                break
+            iterations *= 4
+    finally:
+        stop.set()
+        counter.join()
     during = [n for t, n in counts if start < t < end]
-    assert end - start > 0.2
+    assert end - start > 0.5
     # With the GIL held for the whole fit the counter would not move at all until it returned.
     assert len(during) > 20
 

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "../common/message_of.hpp"
@@ -232,17 +233,22 @@ TEST_F(SegmentSafety, ASegmentTruncatedUnderAReaderEndsItWithAMessage) {
   }
 }
 
-// Whether AddressSanitizer is in: it installs a SIGBUS handler of its own, which reports and exits 1.
+// The sanitizer in, if any: AddressSanitizer and ThreadSanitizer install SIGBUS handlers of their own, which
+// report ("AddressSanitizer: BUS", "ThreadSanitizer: BUS") and exit with their own status.
 #if defined(__SANITIZE_ADDRESS__)
-constexpr bool kAsan = true;
+constexpr std::string_view kSanitizer = "AddressSanitizer";
+#elif defined(__SANITIZE_THREAD__)
+constexpr std::string_view kSanitizer = "ThreadSanitizer";
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer)
-constexpr bool kAsan = true;
+constexpr std::string_view kSanitizer = "AddressSanitizer";
+#elif __has_feature(thread_sanitizer)
+constexpr std::string_view kSanitizer = "ThreadSanitizer";
 #else
-constexpr bool kAsan = false;
+constexpr std::string_view kSanitizer = "";
 #endif
 #else
-constexpr bool kAsan = false;
+constexpr std::string_view kSanitizer = "";
 #endif
 
 // A bus error elsewhere (a file of the process's own, truncated under its mapping) still goes where it went: to the
@@ -259,8 +265,9 @@ TEST_F(SegmentSafety, ABusErrorOutsideASegmentStillKills) {
     if (p == MAP_FAILED || ::ftruncate(fd, 0) != 0) ::_exit(3);
     p[4096] = 1;
   });
-  if (kAsan) {
-    EXPECT_NE(e.stderr_text.find("AddressSanitizer: BUS"), std::string::npos) << e.stderr_text;
+  if (!kSanitizer.empty()) {
+    EXPECT_NE(e.stderr_text.find(std::string(kSanitizer) + ": BUS"), std::string::npos) << e.stderr_text;
+    EXPECT_NE(e.status, 0) << e.stderr_text;
   } else {
     EXPECT_EQ(e.status, 128 + SIGBUS) << e.stderr_text;
   }

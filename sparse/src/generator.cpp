@@ -7,6 +7,7 @@
 #include <numbers>
 #include <random>
 
+#include "asgd/engine/available_memory.hpp"
 #include "asgd/engine/errors.hpp"
 
 namespace asgd::sparse {
@@ -51,6 +52,17 @@ class Random {
   bool has_spare_ = false;
 };
 
+// What generate_sparse holds at once: per feature a planted weight and a drawn-mark, per non-zero an id and a
+// value, per example a row offset and a label.
+std::uint64_t generated_bytes(const GeneratorOptions& o) {
+  const auto add = [](std::uint64_t a, std::uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; };
+  const std::uint64_t features = saturating_product(o.features, sizeof(float) + sizeof(std::uint64_t));
+  const std::uint64_t nonzeros = saturating_product(saturating_product(o.examples, o.nnz_per_example),
+                                                    sizeof(std::uint32_t) + sizeof(float));
+  const std::uint64_t examples = saturating_product(o.examples, sizeof(std::uint64_t) + sizeof(float));
+  return add(add(features, nonzeros), examples);
+}
+
 }  // namespace
 
 void GeneratorOptions::validate() const {
@@ -66,6 +78,10 @@ void GeneratorOptions::validate() const {
   if (!(label_noise >= 0.0f && label_noise <= 1.0f)) {
     throw InputError(fmt::format("GeneratorOptions::label_noise {}: expected a probability in [0, 1]", label_noise));
   }
+  require_memory(generated_bytes(*this),
+                 fmt::format("GeneratorOptions::features {} with GeneratorOptions::examples {} of "
+                             "GeneratorOptions::nnz_per_example {}",
+                             features, examples, nnz_per_example));
 }
 
 GeneratedData generate_sparse(const GeneratorOptions& options) {

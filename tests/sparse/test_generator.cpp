@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "../common/message_of.hpp"
@@ -138,6 +139,24 @@ TEST(Generator, RejectsImpossibleOptions) {
   o = small_options();
   o.features = 0;
   EXPECT_EQ(message_of([&] { o.validate(); }), "GeneratorOptions::features 0: expected 1 to 2147483648");
+}
+
+// Options whose data would not fit in memory are refused before anything is allocated, naming the options and
+// the bytes (it was std::bad_alloc, naming nothing).
+TEST(Generator, OptionsTooLargeForMemoryAreRefusedNamingThem) {
+  GeneratorOptions o;
+  o.examples = std::size_t{1} << 50;
+  o.features = 1u << 31;
+  try {
+    generate_sparse(o);
+    FAIL() << "generated data of a petabyte";
+  } catch (const InputError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("GeneratorOptions::features 2147483648 with GeneratorOptions::examples 1125899906842624"),
+              std::string::npos)
+        << m;
+    EXPECT_NE(m.find("more than"), std::string::npos) << m;
+  }
 }
 
 }  // namespace

@@ -17,7 +17,8 @@ struct GeneratorOptions {
   std::uint64_t seed = 1;
   float label_noise = 0.0f;             // probability of flipping a label, in [0, 1]
 
-  // InputError naming the option that is out of its range.
+  // InputError naming the option that is out of its range, or the options whose data would need more memory
+  // than there is (asgd::available_memory).
   void validate() const;
 };
 

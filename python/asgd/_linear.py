@@ -22,8 +22,9 @@ _SCHEDULES = {"constant": "constant", "linear": "linear", "inverse-sqrt": "inver
 
 
 def _csr_arrays(X, what="X"):
-    """X (scipy.sparse or a 2-D array of numbers) as (indptr, indices, values, rows, columns): int64, int64,
-    float32 arrays of its canonical CSR form (ids sorted, duplicates summed), copied only where X differs."""
+    """X (scipy.sparse or a 2-D array of numbers) as (indptr, indices, values, rows, columns): int32 or int64
+    ids and float32 values of its canonical CSR form (ids sorted, duplicates summed), copied only where X
+    differs."""
     if scipy.sparse.issparse(X):
         m = X.tocsr()
     else:
@@ -38,7 +39,9 @@ def _csr_arrays(X, what="X"):
     if not m.has_canonical_format:
         m = m.copy()
         m.sum_duplicates()
-    return (np.ascontiguousarray(m.indptr, dtype=np.int64), np.ascontiguousarray(m.indices, dtype=np.int64),
+    # scipy's ids as they are (int32 below 2^31 non-zeros): the library takes int32 or int64.
+    index = np.int32 if m.indices.dtype == np.int32 and m.indptr.dtype == np.int32 else np.int64
+    return (np.ascontiguousarray(m.indptr, dtype=index), np.ascontiguousarray(m.indices, dtype=index),
             np.ascontiguousarray(m.data, dtype=np.float32), m.shape[0], m.shape[1])
 
 

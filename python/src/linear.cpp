@@ -31,7 +31,8 @@ namespace sparse = asgd::sparse;
 
 namespace {
 
-using IdArray = py::array_t<std::int64_t, py::array::c_style>;
+template <class Index>
+using IndexArray = py::array_t<Index, py::array::c_style>;
 using FloatArray = py::array_t<float, py::array::c_style>;
 
 // The estimator's arguments as the library takes them (asgd.SGDClassifier maps scikit-learn's names onto these);
@@ -98,8 +99,10 @@ py::array_t<float> owning_array(std::vector<float>&& values) {
   return py::array_t<float>({size}, {static_cast<py::ssize_t>(sizeof(float))}, data, free_it);
 }
 
-sparse::CsrArrays csr_of(const IdArray& indptr, const IdArray& indices, const FloatArray& values,
-                         const FloatArray& labels, std::uint64_t features, float bias) {
+template <class Index>
+sparse::CsrArraysOf<Index> csr_of(const IndexArray<Index>& indptr, const IndexArray<Index>& indices,
+                                  const FloatArray& values, const FloatArray& labels, std::uint64_t features,
+                                  float bias) {
   return {.indptr = {indptr.data(), static_cast<std::size_t>(indptr.size())},
           .indices = {indices.data(), static_cast<std::size_t>(indices.size())},
           .values = {values.data(), static_cast<std::size_t>(values.size())},
@@ -128,8 +131,10 @@ py::dict report_of(const sparse::LinearFitReport& r) {
 
 // Trains on the examples X (CSR arrays, `features` wide) labelled +1/-1 as `settings` say; Ctrl-C stops it at its
 // next step (KeyboardInterrupt). Returns (weights: features + 1 with a bias, its weight last; report dict).
-py::tuple fit(const IdArray& indptr, const IdArray& indices, const FloatArray& values, const FloatArray& labels,
-              std::uint64_t features, const LinearSettings& settings) {
+// X's ids are int32 or int64 as scipy holds them (Index).
+template <class Index>
+py::tuple fit(const IndexArray<Index>& indptr, const IndexArray<Index>& indices, const FloatArray& values,
+              const FloatArray& labels, std::uint64_t features, const LinearSettings& settings) {
   const sparse::LinearFitOptions o = fit_options(settings);
   std::atomic<bool> stop{false};
   sparse::LinearFitEvents events;
@@ -152,13 +157,14 @@ py::tuple fit(const IdArray& indptr, const IdArray& indices, const FloatArray& v
 }
 
 // w.x (+ the bias feature's weight times `bias`) of every example of X, float64.
-py::array_t<double> margins(const IdArray& indptr, const IdArray& indices, const FloatArray& values,
-                            std::uint64_t features, float bias, const FloatArray& weights) {
+template <class Index>
+py::array_t<double> margins(const IndexArray<Index>& indptr, const IndexArray<Index>& indices,
+                            const FloatArray& values, std::uint64_t features, float bias, const FloatArray& weights) {
   const auto rows = static_cast<py::ssize_t>(indptr.size() > 0 ? indptr.size() - 1 : 0);
   py::array_t<double> out(rows);
   double* first = out.mutable_data();
   const FloatArray no_labels(0);  // made with the GIL held: data to score
-  const sparse::CsrArrays csr = csr_of(indptr, indices, values, no_labels, features, bias);
+  const sparse::CsrArraysOf<Index> csr = csr_of(indptr, indices, values, no_labels, features, bias);
   try {
     py::gil_scoped_release release;
     const sparse::SparseDataset data = sparse::dataset_from_csr(csr);
@@ -200,11 +206,18 @@ void bind_linear(py::module_& m) {
       .def_readwrite("policy", &LinearSettings::policy)
       .def_readwrite("tau", &LinearSettings::tau)
       .def_readwrite("bias", &LinearSettings::bias);
-  m.def("fit_linear", &fit, py::arg("indptr"), py::arg("indices"), py::arg("values"), py::arg("labels"),
-        py::arg("features"), py::arg("settings"),
-        "Trains a linear classifier on CSR arrays labelled +1/-1: (weights, report). Ctrl-C stops it.");
-  m.def("linear_margins", &margins, py::arg("indptr"), py::arg("indices"), py::arg("values"), py::arg("features"),
-        py::arg("bias"), py::arg("weights"), "w.x of every row of the CSR arrays (float64).");
+  // int32 ids first: pybind11 takes the first overload whose dtypes match without a conversion.
+  m.def("fit_linear", &fit<std::int32_t>, py::arg("indptr"), py::arg("indices"), py::arg("values"),
+        py::arg("labels"), py::arg("features"), py::arg("settings"),
+        "Trains a linear classifier on CSR arrays (int32 or int64 ids) labelled +1/-1: (weights, report). Ctrl-C "
+        "stops it.");
+  m.def("fit_linear", &fit<std::int64_t>, py::arg("indptr"), py::arg("indices"), py::arg("values"),
+        py::arg("labels"), py::arg("features"), py::arg("settings"));
+  m.def("linear_margins", &margins<std::int32_t>, py::arg("indptr"), py::arg("indices"), py::arg("values"),
+        py::arg("features"), py::arg("bias"), py::arg("weights"),
+        "w.x of every row of the CSR arrays (int32 or int64 ids), float64.");
+  m.def("linear_margins", &margins<std::int64_t>, py::arg("indptr"), py::arg("indices"), py::arg("values"),
+        py::arg("features"), py::arg("bias"), py::arg("weights"));
   m.def("read_linear_model", &read_model, py::arg("path"),
         "A model file as `asgd linear train --model` writes it: (weights, loss, l2 or None).");
 }

@@ -89,6 +89,21 @@ def test_one_worker_and_a_seed_repeat_the_weights_and_another_seed_does_not():
     assert not np.array_equal(fit(3), fit(4))
 
 
+def test_int64_ids_train_as_int32_ones():
+    """scipy holds ids as int32 below 2^31 non-zeros and int64 above: the library takes both as they are."""
+
+    def with_int64_ids(m):
+        m = m.copy()
+        m.indices, m.indptr = m.indices.astype(np.int64), m.indptr.astype(np.int64)
+        return m
+
+    assert X.indices.dtype == np.int32 and with_int64_ids(X).indices.dtype == np.int64
+    fit = lambda data: asgd.SGDClassifier(n_jobs=1, random_state=2).fit(data, Y[TRAIN])
+    a, b = fit(X[TRAIN]), fit(with_int64_ids(X[TRAIN]))
+    assert np.array_equal(a.coef_, b.coef_) and np.array_equal(a.intercept_, b.intercept_)
+    assert np.array_equal(a.decision_function(X[TEST]), a.decision_function(with_int64_ids(X[TEST])))
+
+
 def test_threads_policies_and_schedules_train_the_set():
     for params in ({"n_jobs": 4, "policy": "atomic"}, {"n_jobs": 2, "tau": 0}, {"learning_rate": "constant",
                    "eta0": 0.1}, {"learning_rate": "inverse-sqrt"}, {"max_iter": 3}):

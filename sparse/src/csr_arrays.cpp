@@ -11,7 +11,8 @@ namespace asgd::sparse {
 namespace {
 
 // The arrays' sizes and the width, before anything is copied.
-void check_shape(const CsrArrays& csr) {
+template <class Index>
+void check_shape(const CsrArraysOf<Index>& csr) {
   if (csr.indptr.empty()) throw InputError("CsrArrays::indptr: empty, expected rows + 1 entries (a 0 first)");
   const std::size_t rows = csr.indptr.size() - 1;
   if (csr.indptr.front() != 0)
@@ -35,7 +36,8 @@ void check_shape(const CsrArrays& csr) {
   }
 }
 
-void check_label(const CsrArrays& csr, std::size_t r) {
+template <class Index>
+void check_label(const CsrArraysOf<Index>& csr, std::size_t r) {
   if (csr.labels.empty()) return;
   const float y = csr.labels[r];
   if (y != 1.0f && y != -1.0f) throw InputError(fmt::format("CsrArrays::labels: row {}: {}, expected +1 or -1", r, y));
@@ -43,7 +45,8 @@ void check_label(const CsrArrays& csr, std::size_t r) {
 
 }  // namespace
 
-SparseDataset dataset_from_csr(const CsrArrays& csr) {
+template <class Index>
+SparseDataset dataset_from_csr(const CsrArraysOf<Index>& csr) {
   check_shape(csr);
   const std::size_t rows = csr.indptr.size() - 1;
   const bool bias = csr.bias > 0;
@@ -55,7 +58,7 @@ SparseDataset dataset_from_csr(const CsrArrays& csr) {
   d.label.reserve(rows);
   d.row_ptr.push_back(0);
   for (std::size_t r = 0; r < rows; ++r) {
-    const std::int64_t begin = csr.indptr[r], end = csr.indptr[r + 1];
+    const std::int64_t begin = csr.indptr[r], end = csr.indptr[r + 1];  // widened: no overflow in k + 1
     if (end < begin || static_cast<std::uint64_t>(end) > csr.indices.size())
       throw InputError(fmt::format("CsrArrays::indptr: row {} runs from {} to {}", r, begin, end));
     for (std::int64_t k = begin; k < end; ++k) {
@@ -85,5 +88,8 @@ SparseDataset dataset_from_csr(const CsrArrays& csr) {
   }
   return d;
 }
+
+template SparseDataset dataset_from_csr(const CsrArraysOf<std::int32_t>& csr);
+template SparseDataset dataset_from_csr(const CsrArraysOf<std::int64_t>& csr);
 
 }  // namespace asgd::sparse

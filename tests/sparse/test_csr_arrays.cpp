@@ -34,6 +34,19 @@ TEST(CsrArrays, BecomeTheDatasetTheyDescribe) {
   EXPECT_EQ(d.label, rows.labels);
   EXPECT_EQ(d.num_features, 3u);
   EXPECT_NO_THROW(d.validate());
+  // scipy's 32-bit ids, taken as they are, give the same dataset.
+  const std::vector<std::int32_t> indptr32{0, 2, 3}, indices32{0, 2, 1};
+  const SparseDataset d32 = dataset_from_csr(CsrArrays32{.indptr = indptr32,
+                                                         .indices = indices32,
+                                                         .values = rows.values,
+                                                         .labels = rows.labels,
+                                                         .features = 3,
+                                                         .bias = 0});
+  EXPECT_EQ(d32.row_ptr, d.row_ptr);
+  EXPECT_EQ(d32.index, d.index);
+  EXPECT_EQ(d32.value, d.value);
+  EXPECT_EQ(d32.label, d.label);
+  EXPECT_EQ(d32.num_features, d.num_features);
 }
 
 TEST(CsrArrays, ABiasIsOneMoreFeatureInEveryRow) {
@@ -46,7 +59,7 @@ TEST(CsrArrays, ABiasIsOneMoreFeatureInEveryRow) {
   // A row with no features still gets the bias: an intercept applies to every example.
   const std::vector<std::int64_t> indptr{0, 0};
   const SparseDataset empty_row = dataset_from_csr(
-      {.indptr = indptr, .indices = {}, .values = {}, .labels = {}, .features = 5, .bias = 2.0f});
+      CsrArrays{.indptr = indptr, .indices = {}, .values = {}, .labels = {}, .features = 5, .bias = 2.0f});
   EXPECT_EQ(empty_row.index, (std::vector<std::uint32_t>{5}));
   EXPECT_EQ(empty_row.value, (std::vector<float>{2.0f}));
   EXPECT_EQ(empty_row.label, (std::vector<float>{1.0f}));  // no labels: data to score

@@ -105,7 +105,9 @@ class SGDClassifier:
     X is a scipy.sparse matrix (CSR is used as it is) or a dense 2-D array. One worker and a seed give the
     weights of `asgd linear train --workers 1 --seed N` byte for byte (fit_intercept=False, same eta0 and
     schedule). The GIL is released while training and scoring; Ctrl-C stops fit (KeyboardInterrupt). coef_
-    (1 x features) and intercept_ are float32 views of one weight vector; report_ holds the run's figures."""
+    (1 x features) and intercept_ are float32 views of the library's weight vector (intercept_ a copy unless
+    intercept_scaling is 1); report_ holds the run's figures (losses per epoch, train_seconds,
+    examples_per_second, updates, the training objective and accuracy)."""
 
     _estimator_type = "classifier"
 

@@ -15,12 +15,19 @@ Word vectors with gensim's::
     model.wv.most_similar(positive=["king", "woman"], negative=["man"])
     model.wv.save_word2vec_format("vectors.txt")   # the file `asgd w2v -output` writes
 
+Linear classifiers as scikit-learn estimators::
+
+    clf = asgd.SGDClassifier(loss="log_loss", alpha=1e-4, epochs=10, n_jobs=4)
+    clf.fit(X, y)                         # scipy.sparse CSR (or dense) examples, two classes
+    clf.predict_proba(X_test)             # also in a sklearn Pipeline, cross_val_score, clone
+
 The training runs in the C++ library (asgd._core) with the GIL released; Ctrl-C stops it.
 """
 
 from ._evaluation import mae, ranking_metrics_at_k, rmse
+from ._linear import SGDClassifier
 from ._mf import BayesianPersonalizedRanking, MatrixFactorization, attach, load
 from ._w2v import KeyedVectors, Word2Vec
 
-__all__ = ["BayesianPersonalizedRanking", "KeyedVectors", "MatrixFactorization", "Word2Vec", "attach", "load",
-           "mae", "ranking_metrics_at_k", "rmse"]
+__all__ = ["BayesianPersonalizedRanking", "KeyedVectors", "MatrixFactorization", "SGDClassifier", "Word2Vec",
+           "attach", "load", "mae", "ranking_metrics_at_k", "rmse"]

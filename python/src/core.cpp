@@ -32,6 +32,7 @@ namespace py = pybind11;
 using namespace asgd::sparse::mf;
 
 void bind_w2v(py::module_& m);  // w2v.cpp
+void bind_linear(py::module_& m);  // linear.cpp
 
 namespace {
 
@@ -428,6 +429,7 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("model_file", &MfSettings::model_file);
   bind_model(m);
   bind_w2v(m);
+  bind_linear(m);
   m.def("fit_mf", &fit_mf, py::arg("users"), py::arg("items"), py::arg("ratings"), py::arg("user_count"),
         py::arg("item_count"), py::arg("settings"), py::arg("valid_users") = py::none(),
         py::arg("valid_items") = py::none(), py::arg("valid_ratings") = py::none(),

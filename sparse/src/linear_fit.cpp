@@ -96,6 +96,7 @@ void finish(LinearFitReport& report, const LinearFitOptions& options, const Line
   std::vector<float> copy;
   std::span<const float> w(store.data(), store.size());
   if (store.is_shared()) w = copy = store.snapshot();
+  if (options.keep_weights) report.weights.assign(w.begin(), w.begin() + d.problem().num_features());
   report.train = quality_of(d.whole(), w);
   if (options.reference) report.reference = reference_gap(d.whole(), w);
   if (test) report.test = score_linear(*test, {w.begin(), w.end()}, options.l2, options.loss);
@@ -119,6 +120,12 @@ std::uint64_t training_bytes_per_feature(const LinearFitOptions& options) {
   return bytes;
 }
 
+namespace {
+// The run on `d` (read from the file or handed over by the caller), with the checkpoint's lock held by the caller.
+LinearFitReport fit_data(const LinearFitOptions& options, const LinearTrainingData& d, RankGroup& group,
+                         const LinearFitEvents& events);
+}  // namespace
+
 LinearFitReport fit_linear(const LinearFitOptions& options, RankGroup& group, const LinearFitEvents& events) {
   const std::string path = rank_data_path(options, group);
   check_l2(options);
@@ -127,6 +134,24 @@ LinearFitReport fit_linear(const LinearFitOptions& options, RankGroup& group, co
   // run writing it is refused now, before the data is read, and this one holds it to the end.
   const CheckpointLock checkpoint_lock = group.root() ? CheckpointLock(options.run.checkpoint) : CheckpointLock();
   const LinearTrainingData d(options, path, group);
+  return fit_data(options, d, group, events);
+}
+
+LinearFitReport fit_linear(SparseDataset data, const LinearFitOptions& options, RankGroup& group,
+                           const LinearFitEvents& events) {
+  if (options.data.find("{rank}") != std::string::npos)
+    throw InputError("LinearFitOptions::data " + options.data + ": names data in memory, {rank} has no file to name");
+  rank_data_path(options, group);  // the ranks' agreement on the options, as for a file
+  check_l2(options);
+  check_features(options);
+  const CheckpointLock checkpoint_lock = group.root() ? CheckpointLock(options.run.checkpoint) : CheckpointLock();
+  const LinearTrainingData d(options, std::move(data), group);
+  return fit_data(options, d, group, events);
+}
+
+namespace {
+LinearFitReport fit_data(const LinearFitOptions& options, const LinearTrainingData& d, RankGroup& group,
+                         const LinearFitEvents& events) {
   const LinearProblem& problem = d.problem();
   // Before training, what solve_lbfgs would refuse after it.
   if (options.reference && !problem.smooth())
@@ -172,5 +197,7 @@ LinearFitReport fit_linear(const LinearFitOptions& options, RankGroup& group, co
   if (group.root()) finish(report, options, d, test, run, trainer, events);
   return report;
 }
+
+}  // namespace
 
 }  // namespace asgd::sparse

@@ -1,6 +1,12 @@
 #include "asgd/sparse/linear_quality.hpp"
 
+#include <fmt/format.h>
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
 #include <utility>
+
+#include "asgd/engine/errors.hpp"
 
 #include "asgd/sparse/linear_model_file.hpp"
 
@@ -16,6 +22,21 @@ ReferenceGap reference_gap(const LinearProblem& problem, std::span<const float> 
           .gradient_norm = opt.gradient_norm,
           .optimum = opt.objective,
           .ours = problem.objective(w)};
+}
+
+void linear_margins(const SparseDataset& data, std::span<const float> w, std::span<double> margins) {
+  if (w.size() < data.num_features)
+    throw InputError(fmt::format("the weights: {} for data {} features wide", w.size(), data.num_features));
+  if (margins.size() != data.rows())
+    throw InputError(fmt::format("the margins: room for {} of {} examples", margins.size(), data.rows()));
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, data.rows(), 4096), [&](const auto& range) {
+    for (std::size_t i = range.begin(); i != range.end(); ++i) {
+      double m = 0.0;
+      for (std::uint64_t k = data.row_ptr[i]; k < data.row_ptr[i + 1]; ++k)
+        m += static_cast<double>(w[data.index[k]]) * data.value[k];
+      margins[i] = m;
+    }
+  });
 }
 
 LinearQuality score_linear(SparseDataset& data, std::vector<float> weights, double l2, LinearLoss loss) {

@@ -50,6 +50,17 @@ SparseDataset read_data(const LinearFitOptions& options, const std::string& path
   return data;
 }
 
+// Examples in memory as options.features widens them.
+SparseDataset widened(SparseDataset data, const LinearFitOptions& options) {
+  if (options.features == 0) return data;
+  if (options.features < data.num_features) {
+    throw InputError(fmt::format("LinearFitOptions::features {}: narrower than LinearFitOptions::data {} ({} features)",
+                                 options.features, options.data, data.num_features));
+  }
+  data.num_features = options.features;
+  return data;
+}
+
 }  // namespace
 
 std::string rank_data_path(const LinearFitOptions& options, RankGroup& group) {
@@ -94,7 +105,14 @@ void LinearTrainingData::require_examples_to_train(const LinearFitOptions& optio
 }
 
 LinearTrainingData::LinearTrainingData(const LinearFitOptions& options, const std::string& path, RankGroup& group)
-    : data_(read_data(options, path)), all_examples_(data_.rows()) {
+    : LinearTrainingData(options, path, read_data(options, path), group) {}
+
+LinearTrainingData::LinearTrainingData(const LinearFitOptions& options, SparseDataset data, RankGroup& group)
+    : LinearTrainingData(options, options.data, widened(std::move(data), options), group) {}
+
+LinearTrainingData::LinearTrainingData(const LinearFitOptions& options, const std::string& path, SparseDataset data,
+                                       RankGroup& group)
+    : data_(std::move(data)), all_examples_(data_.rows()) {
   const bool per_rank_files = path != options.data;
   if (group.active() && !per_rank_files) {
     try {

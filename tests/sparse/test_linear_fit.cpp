@@ -111,6 +111,31 @@ TEST(LinearFit, ErrorsNameTheOption) {
   EXPECT_FALSE(std::filesystem::exists(dir / "ck"));
 }
 
+// Examples handed over in memory (as the Python module does) train the weights their file trains, bit for bit, and
+// the report keeps them when asked.
+TEST(LinearFit, DataInMemoryTrainsTheWeightsOfItsFile) {
+  const ScratchDir dir;
+  LinearFitOptions o = generated(dir);
+  o.keep_weights = true;
+  RankGroup one;
+  const LinearFitReport from_file = fit_linear(o, one);
+  ASSERT_EQ(from_file.weights.size(), 40u);
+  o.data = "X";
+  const LinearFitReport in_memory = fit_linear(read_libsvm(dir / "train.svm"), o, one);
+  EXPECT_EQ(in_memory.weights, from_file.weights);
+  EXPECT_EQ(in_memory.train->objective, from_file.train->objective);
+  // Not kept unless asked (a copy as large as the model).
+  o.keep_weights = false;
+  EXPECT_TRUE(fit_linear(read_libsvm(dir / "train.svm"), o, one).weights.empty());
+  o.features = 10;
+  EXPECT_EQ(message_of([&] { fit_linear(read_libsvm(dir / "train.svm"), o, one); }),
+            "LinearFitOptions::features 10: narrower than LinearFitOptions::data X (40 features)");
+  o.features = 0;
+  o.data = "X{rank}";
+  EXPECT_NE(message_of([&] { fit_linear(read_libsvm(dir / "train.svm"), o, one); }).find("{rank} has no file"),
+            std::string::npos);
+}
+
 // One number in the input no longer sets the allocation: an id far past the others is refused at its line with
 // what it would take (before, `1 3:1.5 2147483647:2` allocated 8.6 GB and died of std::bad_alloc naming neither
 // file nor line, and an id of 200000000 silently took 1.5 GB), and so is a width past the memory available, from

@@ -101,6 +101,18 @@ TEST(LinearQuality, AModelFileWithDamagedMetadataIsNamedWithTheKey) {
 }
 
 // Data with no examples is named (before: "linear model: the dataset has no examples").
+TEST(LinearQuality, MarginsAreEachExamplesDotProduct) {
+  const SparseDataset data = parse_libsvm("1 0:1 2:2\n-1 1:-1\n1\n", "m.svm");
+  std::vector<double> margins(3, -7.0);
+  const std::vector<float> w{0.5f, 3.0f, -0.25f, 100.0f};  // wider than the data: the rest is not read
+  linear_margins(data, w, margins);
+  EXPECT_EQ(margins, (std::vector<double>{0.0, -3.0, 0.0}));
+  EXPECT_EQ(asgd::testing::message_of([&] { linear_margins(data, std::span(w).first(2), margins); }),
+            "the weights: 2 for data 3 features wide");
+  EXPECT_EQ(asgd::testing::message_of([&] { linear_margins(data, w, std::span(margins).first(2)); }),
+            "the margins: room for 2 of 3 examples");
+}
+
 TEST(LinearQuality, DataWithNoExamplesIsNamed) {
   const asgd::testing::ScratchDir dir;
   Layout layout;

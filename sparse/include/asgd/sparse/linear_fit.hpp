@@ -10,6 +10,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "asgd/engine/checkpoint.hpp"
 #include "asgd/engine/rank_group.hpp"
@@ -38,6 +39,7 @@ struct LinearFitOptions {
   std::uint64_t until_epoch = 0;   // the last epoch this call trains (the schedule spans trainer.epochs); 0: all
   bool seed_given = false;         // trainer.seed was chosen: a resume of a run with another seed is refused
   std::filesystem::path model;     // written by rank 0 after training; empty: none
+  bool keep_weights = false;       // LinearFitReport::weights: the trained weights, for a caller that uses them
   TrainerOptions trainer;
   // The store (shm, attach.recover_stale), checkpoints, the stop request and progress. `resume`: the checkpoint to
   // go on from, this rank's as the group reads it (RankGroup::resume_checkpoint); `attach.settings` is set here
@@ -62,6 +64,8 @@ struct LinearFitReport {
   std::optional<LinearQuality> train, test;
   std::optional<ReferenceGap> reference;
   bool model_written = false;
+  // Rank 0 with LinearFitOptions::keep_weights: the trained weights, one a feature (a copy: the store is gone).
+  std::vector<float> weights;
 };
 
 // Where a fit stands just before it trains.
@@ -89,5 +93,11 @@ struct LinearFitEvents {
 // Trains as `options` say on `group`'s ranks (collective; a default RankGroup is one process). InputError naming
 // the option for bad options and inputs, checked before the data is read where they need none.
 LinearFitReport fit_linear(const LinearFitOptions& options, RankGroup& group, const LinearFitEvents& events = {});
+// The same on examples in memory (dataset_from_csr's, say) instead of a file: LinearFitOptions::data only names them
+// in errors ("X"; no {rank}), LinearFitOptions::features, when given, widens them (InputError when narrower) and
+// LinearFitOptions::unsorted is not used (SparseDataset::validate refuses unsorted ids). On several ranks each holds
+// all of them and trains its share, as of one file.
+LinearFitReport fit_linear(SparseDataset data, const LinearFitOptions& options, RankGroup& group,
+                           const LinearFitEvents& events = {});
 
 }  // namespace asgd::sparse

@@ -31,6 +31,11 @@ struct ReferenceGap {
 };
 ReferenceGap reference_gap(const LinearProblem& problem, std::span<const float> w);
 
+// w.x of every example of `data` into `margins` (rows() entries), in parallel: what a classifier's decision
+// function is (its sign the predicted label, the logistic loss's sigmoid of it the probability of +1). InputError
+// when `w` is narrower than the data or `margins` is not one a row.
+void linear_margins(const SparseDataset& data, std::span<const float> w, std::span<double> margins);
+
 // `weights` scored on `data` with objective (l2, loss): the features the
 // model never saw are dropped from `data` first (narrow_to_weights).
 LinearQuality score_linear(SparseDataset& data, std::vector<float> weights, double l2, LinearLoss loss);

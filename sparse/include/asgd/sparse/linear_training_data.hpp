@@ -24,6 +24,9 @@ std::string rank_data_path(const LinearFitOptions& options, RankGroup& group);
 class LinearTrainingData {
  public:
   LinearTrainingData(const LinearFitOptions& options, const std::string& path, RankGroup& group);
+  // Examples in memory (options.data names them), widened to options.features when given: InputError when they are
+  // wider.
+  LinearTrainingData(const LinearFitOptions& options, SparseDataset data, RankGroup& group);
   LinearTrainingData(const LinearTrainingData&) = delete;
   LinearTrainingData& operator=(const LinearTrainingData&) = delete;
 
@@ -36,6 +39,7 @@ class LinearTrainingData {
   std::uint64_t all_examples() const noexcept { return all_examples_; }
 
  private:
+  LinearTrainingData(const LinearFitOptions& options, const std::string& path, SparseDataset data, RankGroup& group);
   void require_examples_to_train(const LinearFitOptions& options, const std::string& path,
                                  const RankGroup& group) const;
   void sum_counts_of_ranks(const LinearFitOptions& options, RankGroup& group);

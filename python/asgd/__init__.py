@@ -15,12 +15,15 @@ Word vectors with gensim's::
     model.wv.most_similar(positive=["king", "woman"], negative=["man"])
     model.wv.save_word2vec_format("vectors.txt")   # the file `asgd w2v -output` writes
 
-The training runs in the C++ library (asgd._core) with the GIL released; Ctrl-C stops it.
+The training runs in the C++ library (asgd._core) with the GIL released; Ctrl-C stops it (an mf model is left
+at its last finished epoch). verbose=True prints progress (rate, ETA); every fit keeps its report (RunReport:
+losses per epoch, updates/s, the staleness histogram). Type stubs (.pyi) ship with the package.
 """
 
 from ._evaluation import mae, ranking_metrics_at_k, rmse
 from ._mf import BayesianPersonalizedRanking, MatrixFactorization, attach, load
+from ._report import RunReport
 from ._w2v import KeyedVectors, Word2Vec
 
-__all__ = ["BayesianPersonalizedRanking", "KeyedVectors", "MatrixFactorization", "Word2Vec", "attach", "load",
-           "mae", "ranking_metrics_at_k", "rmse"]
+__all__ = ["BayesianPersonalizedRanking", "KeyedVectors", "MatrixFactorization", "RunReport", "Word2Vec", "attach",
+           "load", "mae", "ranking_metrics_at_k", "rmse"]

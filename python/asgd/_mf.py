@@ -16,9 +16,12 @@ class _FactorModel:
     _loss = "squared"
 
     def get_params(self, deep=True):
+        """The constructor's arguments as a dict (scikit-learn's get_params; deep is accepted and ignored)."""
         return {name: getattr(self, name) for name in self._params}
 
     def set_params(self, **params):
+        """Sets constructor arguments by name (scikit-learn's set_params; the next fit uses them); ValueError for
+        a name that is none. Returns self."""
         for name, value in params.items():
             if name not in self._params:
                 raise ValueError(f"{name}: not a parameter of {type(self).__name__}")
@@ -199,10 +202,12 @@ class _FactorModel:
 
     @property
     def user_biases(self):
+        """The users' biases (float32, a view of the model's memory), or None for a model without them (bpr)."""
         return self._fitted().user_biases
 
     @property
     def item_biases(self):
+        """The items' biases (float32, a view of the model's memory)."""
         return self._fitted().item_biases
 
     @property
@@ -212,6 +217,7 @@ class _FactorModel:
 
     @property
     def item_names(self):
+        """The items' ids as the model file names them, in row order."""
         return self._fitted().item_names
 
     def remove_segment(self):
@@ -286,11 +292,12 @@ class MatrixFactorization(_FactorModel):
         exception it raises stops the run and is raised here (the model keeps its previous fit, if any). The GIL is
         released meanwhile; Ctrl-C stops the run at its next step and raises KeyboardInterrupt, the model left at
         its last finished epoch (history_ lists those epochs; none finished: the previous fit stays). With
-        verbose, a progress line on stderr (done, epoch, updates/s, loss, rate, ETA) and the run's summary; either
-        way report_ holds the run's report (RunReport: losses, updates/s, staleness histogram). With shm="name" the factors
-        train in that shared segment and model_file (required then) is written as training begins: another
-        process's asgd.attach("name", model_file) serves them live meanwhile (remove the segment with
-        remove_segment() when done). model_file alone: the model file written at the end. Returns self."""
+        verbose, a progress line on stderr (done, epoch, updates/s, loss, rate, ETA) and the run's summary;
+        either way report_ holds the run's report (RunReport: losses, updates/s, staleness histogram). With
+        shm="name" the factors train in that shared segment and model_file (required then) is written as
+        training begins: another process's asgd.attach("name", model_file) serves them live meanwhile (remove
+        the segment with remove_segment() when done). model_file alone: the model file written at the end.
+        Returns self."""
         settings = self._settings()
         return self._fit_triples(_arrays.triples(X), settings, validation, callback, shm=shm, model_file=model_file)
 

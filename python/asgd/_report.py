@@ -20,6 +20,7 @@ class RunReport(dict):
     """
 
     def __getattr__(self, name):
+        """report.losses is report["losses"]; AttributeError for a key it does not hold."""
         try:
             return self[name]
         except KeyError:

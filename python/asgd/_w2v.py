@@ -66,19 +66,25 @@ class KeyedVectors:
 
     @property
     def vectors(self):
+        """(words x vector_size) float32, a view of the library's vectors (no copy), rows in index_to_key's
+        order."""
         return self._v.vectors
 
     @property
     def vector_size(self):
+        """The dimension of the vectors."""
         return self.vectors.shape[1]
 
     def __len__(self):
+        """The number of words."""
         return len(self.index_to_key)
 
     def __contains__(self, key):
+        """Whether `key` is a word of the vocabulary."""
         return key in self.key_to_index
 
     def get_index(self, key):
+        """The row of word `key`; KeyError when it is not in the vocabulary."""
         try:
             return self.key_to_index[key]
         except KeyError:
@@ -91,6 +97,8 @@ class KeyedVectors:
         return self.vectors[[self.get_index(k) for k in key]]
 
     def fill_norms(self, force=False):
+        """With force, forgets the unit vectors the neighbour calls use, so that they see `vectors` changed in
+        place (gensim's call; without force, nothing: they are made on first use)."""
         if force:
             self._v.forget_index()
 

@@ -21,13 +21,16 @@ Linear classifiers as scikit-learn estimators::
     clf.fit(X, y)                         # scipy.sparse CSR (or dense) examples, two classes
     clf.predict_proba(X_test)             # also in a sklearn Pipeline, cross_val_score, clone
 
-The training runs in the C++ library (asgd._core) with the GIL released; Ctrl-C stops it.
+The training runs in the C++ library (asgd._core) with the GIL released; Ctrl-C stops it (an mf model is left
+at its last finished epoch). verbose=True prints progress (rate, ETA); every fit keeps its report (RunReport:
+losses per epoch, updates/s, the staleness histogram). Type stubs (.pyi) ship with the package.
 """
 
 from ._evaluation import mae, ranking_metrics_at_k, rmse
 from ._linear import SGDClassifier
 from ._mf import BayesianPersonalizedRanking, MatrixFactorization, attach, load
+from ._report import RunReport
 from ._w2v import KeyedVectors, Word2Vec
 
-__all__ = ["BayesianPersonalizedRanking", "KeyedVectors", "MatrixFactorization", "SGDClassifier", "Word2Vec",
-           "attach", "load", "mae", "ranking_metrics_at_k", "rmse"]
+__all__ = ["BayesianPersonalizedRanking", "KeyedVectors", "MatrixFactorization", "RunReport", "SGDClassifier",
+           "Word2Vec", "attach", "load", "mae", "ranking_metrics_at_k", "rmse"]

@@ -6,6 +6,7 @@ import os
 import numpy as np
 
 from . import _arrays, _core
+from ._report import ProgressLine, RunReport
 
 
 class _FactorModel:
@@ -15,9 +16,12 @@ class _FactorModel:
     _loss = "squared"
 
     def get_params(self, deep=True):
+        """The constructor's arguments as a dict (scikit-learn's get_params; deep is accepted and ignored)."""
         return {name: getattr(self, name) for name in self._params}
 
     def set_params(self, **params):
+        """Sets constructor arguments by name (scikit-learn's set_params; the next fit uses them); ValueError for
+        a name that is none. Returns self."""
         for name, value in params.items():
             if name not in self._params:
                 raise ValueError(f"{name}: not a parameter of {type(self).__name__}")
@@ -79,10 +83,25 @@ class _FactorModel:
         if initial is not None:
             user_count = max(user_count, initial.user_factors.shape[0])
             item_count = max(item_count, initial.item_factors.shape[0])
-        self._model, records = _core.fit_mf(users, items, values, user_count, item_count, settings, *valid,
-                                            callback=callback, initial=initial)
-        self.history_ = [{"epoch": e, "loss": loss, "seconds": seconds, "validation_rmse": rmse}
-                         for e, loss, seconds, rmse in records]
+        progress = ProgressLine("mf" if self._loss == "squared" else "bpr") if self.verbose else None
+        try:
+            model, records, report, interrupt = _core.fit_mf(users, items, values, user_count, item_count, settings,
+                                                             *valid, callback=callback, initial=initial,
+                                                             progress=progress)
+        finally:
+            if progress is not None:
+                progress.end()
+        # Ctrl-C: the model of the last finished epoch, if one finished (else the previous one stays), then
+        # KeyboardInterrupt.
+        self.report_ = RunReport(report)
+        if model is not None:
+            self._model = model
+            self.history_ = [{"epoch": e, "loss": loss, "seconds": seconds, "validation_rmse": rmse}
+                             for e, loss, seconds, rmse in records]
+        if progress is not None:
+            progress.end(self.report_.summary)
+        if interrupt is not None:
+            raise interrupt
         return self
 
     def partial_fit(self, X, epochs=1, callback=None):
@@ -183,10 +202,12 @@ class _FactorModel:
 
     @property
     def user_biases(self):
+        """The users' biases (float32, a view of the model's memory), or None for a model without them (bpr)."""
         return self._fitted().user_biases
 
     @property
     def item_biases(self):
+        """The items' biases (float32, a view of the model's memory)."""
         return self._fitted().item_biases
 
     @property
@@ -196,6 +217,7 @@ class _FactorModel:
 
     @property
     def item_names(self):
+        """The items' ids as the model file names them, in row order."""
         return self._fitted().item_names
 
     def remove_segment(self):
@@ -221,6 +243,10 @@ class MatrixFactorization(_FactorModel):
       threads: workers (-s); 0 = all cores. One worker and a seed give the CLI's model byte for byte.
       policy: "racy" (Hogwild!), "atomic" or "locked"; tau: bounded delay in steps (None: unbounded).
       schedule: "hogwild" or "blocks" (LIBMF's grid of blocks); adagrad: per-parameter AdaGrad steps.
+      verbose: fit prints a progress line (rate, ETA) and the run's summary on stderr.
+
+    After fit: history_ (one dict per epoch: epoch, loss, seconds, validation_rmse) and report_ (RunReport: the
+    losses per epoch, updates/s, the staleness histogram as numpy arrays).
 
     Ids are rows: fit(X) on a user x item matrix keeps row u as user u and column i as item i, and a saved
     model names them "u" and "i" for `asgd mf recommend --user u`. A model loaded from a file the CLI trained
@@ -229,7 +255,7 @@ class MatrixFactorization(_FactorModel):
 
     def __init__(self, factors=32, iterations=20, learning_rate=0.02, regularization=0.05,
                  bias_regularization=0.05, random_state=None, threads=0, policy="racy", tau=None,
-                 schedule="hogwild", adagrad=False):
+                 schedule="hogwild", adagrad=False, verbose=False):
         self.factors = factors
         self.iterations = iterations
         self.learning_rate = learning_rate
@@ -241,11 +267,13 @@ class MatrixFactorization(_FactorModel):
         self.tau = tau
         self.schedule = schedule
         self.adagrad = adagrad
+        self.verbose = verbose
         self._model = None
         self.history_ = []
+        self.report_ = None
 
     _params = ("factors", "iterations", "learning_rate", "regularization", "bias_regularization",
-               "random_state", "threads", "policy", "tau", "schedule", "adagrad")
+               "random_state", "threads", "policy", "tau", "schedule", "adagrad", "verbose")
 
     def _settings(self):
         s = self._engine_settings()
@@ -261,11 +289,15 @@ class MatrixFactorization(_FactorModel):
         (users, items, ratings) tuple of arrays. validation (the same forms, the same ids) is scored after every
         epoch: history_[e]["validation_rmse"]. callback(epoch, loss) is called after every epoch (loss: the
         epoch's mean of half the squared errors), from the training thread with the GIL taken for it; an
-        exception it raises stops the run and is raised here. The GIL is released meanwhile; Ctrl-C stops the
-        run and raises KeyboardInterrupt (the model keeps its previous fit, if any). With shm="name" the factors
-        train in that shared segment and model_file (required then) is written as training begins: another
-        process's asgd.attach("name", model_file) serves them live meanwhile (remove the segment with
-        remove_segment() when done). model_file alone: the model file written at the end. Returns self."""
+        exception it raises stops the run and is raised here (the model keeps its previous fit, if any). The GIL is
+        released meanwhile; Ctrl-C stops the run at its next step and raises KeyboardInterrupt, the model left at
+        its last finished epoch (history_ lists those epochs; none finished: the previous fit stays). With
+        verbose, a progress line on stderr (done, epoch, updates/s, loss, rate, ETA) and the run's summary;
+        either way report_ holds the run's report (RunReport: losses, updates/s, staleness histogram). With
+        shm="name" the factors train in that shared segment and model_file (required then) is written as
+        training begins: another process's asgd.attach("name", model_file) serves them live meanwhile (remove
+        the segment with remove_segment() when done). model_file alone: the model file written at the end.
+        Returns self."""
         settings = self._settings()
         return self._fit_triples(_arrays.triples(X), settings, validation, callback, shm=shm, model_file=model_file)
 
@@ -279,6 +311,7 @@ class BayesianPersonalizedRanking(_FactorModel):
       regularization (--l2), random_state (--seed; None draws one), threads (-s; 0 = all cores), policy, tau.
       positive: the entries of X at or above it are the positives (--positive); None (the default): every
       stored entry of X is one, whatever its value (a binary user x item matrix).
+      verbose: fit prints a progress line (rate, ETA) and the run's summary on stderr.
 
     The scores recommend and predict give only rank items (p_u . q_i plus the item's bias); they are no
     ratings. One worker and a seed give `asgd mf train --loss bpr --positive P`'s model byte for byte.
@@ -286,10 +319,10 @@ class BayesianPersonalizedRanking(_FactorModel):
 
     _loss = "bpr"
     _params = ("factors", "iterations", "learning_rate", "regularization", "random_state", "threads", "policy",
-               "tau", "positive")
+               "tau", "positive", "verbose")
 
     def __init__(self, factors=32, iterations=20, learning_rate=0.02, regularization=0.05, random_state=None,
-                 threads=0, policy="racy", tau=None, positive=None):
+                 threads=0, policy="racy", tau=None, positive=None, verbose=False):
         self.factors = factors
         self.iterations = iterations
         self.learning_rate = learning_rate
@@ -299,8 +332,10 @@ class BayesianPersonalizedRanking(_FactorModel):
         self.policy = policy
         self.tau = tau
         self.positive = positive
+        self.verbose = verbose
         self._model = None
         self.history_ = []
+        self.report_ = None
 
     def fit(self, X, validation=None, callback=None, shm=None, model_file=None):
         """Trains on X: a scipy.sparse user x item matrix (CSR or COO) or a (users, items, values) tuple of
@@ -308,7 +343,8 @@ class BayesianPersonalizedRanking(_FactorModel):
         after every epoch (loss: the epoch's mean -ln sigma(x_ui - x_uj)), as MatrixFactorization.fit calls it;
         validation is refused (score a bpr model with asgd.ranking_metrics_at_k). shm and model_file as
         MatrixFactorization.fit takes them (live serving). The GIL is released meanwhile; Ctrl-C stops the run
-        and raises KeyboardInterrupt. Returns self."""
+        and raises KeyboardInterrupt, the model left at its last finished epoch; verbose and report_ as
+        MatrixFactorization.fit has them. Returns self."""
         settings = self._settings()
         triples = _arrays.triples(X)
         settings.positive = _arrays.positive_threshold(self.positive, triples[2])

@@ -7,6 +7,7 @@ import tempfile
 import numpy as np
 
 from . import _core
+from ._report import ProgressLine, RunReport
 
 
 def _count(name, value, low=0):
@@ -65,19 +66,25 @@ class KeyedVectors:
 
     @property
     def vectors(self):
+        """(words x vector_size) float32, a view of the library's vectors (no copy), rows in index_to_key's
+        order."""
         return self._v.vectors
 
     @property
     def vector_size(self):
+        """The dimension of the vectors."""
         return self.vectors.shape[1]
 
     def __len__(self):
+        """The number of words."""
         return len(self.index_to_key)
 
     def __contains__(self, key):
+        """Whether `key` is a word of the vocabulary."""
         return key in self.key_to_index
 
     def get_index(self, key):
+        """The row of word `key`; KeyError when it is not in the vocabulary."""
         try:
             return self.key_to_index[key]
         except KeyError:
@@ -90,6 +97,8 @@ class KeyedVectors:
         return self.vectors[[self.get_index(k) for k in key]]
 
     def fill_norms(self, force=False):
+        """With force, forgets the unit vectors the neighbour calls use, so that they see `vectors` changed in
+        place (gensim's call; without force, nothing: they are made on first use)."""
         if force:
             self._v.forget_index()
 
@@ -150,16 +159,17 @@ class Word2Vec:
     after training). One worker and a seed give the vectors of `asgd w2v -threads 1 -seed N` byte for byte.
     max_final_vocab keeps the most frequent words (gensim's name; asgd w2v -max-vocab). policy, tau and batch are
     the engine's: how updates land (racy, atomic, locked), bounded delay in steps, HogBatch skip-gram.
-    The GIL is released while training; Ctrl-C stops it (KeyboardInterrupt). `report` holds the run's figures
-    (words_per_second, train_seconds, losses per epoch, ...)."""
+    The GIL is released while training; Ctrl-C stops it (KeyboardInterrupt). verbose=True prints a progress line
+    (words/s, loss, rate, ETA) and the run's summary on stderr. `report` holds the run's figures (a RunReport:
+    words_per_second, train_seconds, losses per epoch, the staleness histogram, ...)."""
 
     def __init__(self, sentences=None, corpus_file=None, vector_size=100, alpha=0.025, window=5, min_count=5,
                  max_final_vocab=None, sample=1e-3, seed=1, workers=0, sg=0, hs=0, negative=5, epochs=5,
-                 policy="racy", tau=None, batch=False):
+                 policy="racy", tau=None, batch=False, verbose=False):
         self.vector_size, self.alpha, self.window, self.min_count = vector_size, alpha, window, min_count
         self.max_final_vocab, self.sample, self.seed, self.workers = max_final_vocab, sample, seed, workers
         self.sg, self.hs, self.negative, self.epochs = sg, hs, negative, epochs
-        self.policy, self.tau, self.batch = policy, tau, batch
+        self.policy, self.tau, self.batch, self.verbose = policy, tau, batch, verbose
         self.wv = None
         self.report = None
         if sentences is not None and corpus_file is not None:
@@ -192,7 +202,15 @@ class Word2Vec:
 
     def _train(self, corpus_file):
         settings = self._settings(corpus_file)
-        vectors, self.report = _core.train_w2v(settings)
+        progress = ProgressLine("w2v", "words_per_second", "words/s") if self.verbose else None
+        try:
+            vectors, report = _core.train_w2v(settings, progress=progress)
+        finally:
+            if progress is not None:
+                progress.end()
+        self.report = RunReport(report)
+        if progress is not None:
+            progress.end(self.report.summary)
         self.wv = KeyedVectors(vectors)
 
     def _train_sentences(self, sentences):

@@ -27,6 +27,7 @@
 #include "asgd/sparse/mf/saved_model.hpp"
 #include "asgd/sparse/mf/similar.hpp"
 #include "interruptible.hpp"
+#include "report.hpp"
 
 namespace py = pybind11;
 using namespace asgd::sparse::mf;
@@ -129,11 +130,13 @@ using EpochRecord = std::tuple<std::uint64_t, double, double, std::optional<doub
 // validation set of the same ids scored after every epoch (squared only), from `initial`'s factors when given
 // (more epochs on a model trained before; its rows must be at most the counts). `callback(epoch, loss)` runs
 // after each epoch on the training thread with the GIL taken for it alone (the workers keep going meanwhile);
-// an exception it raises stops the run and is raised here. Returns (model, the epochs' records).
+// an exception it raises, or one `progress` (report.hpp) raises, stops the run and is raised here. Returns
+// (model, the epochs' records, the run's report, interrupt): on Ctrl-C the model of the last finished epoch
+// (None when none finished) and the KeyboardInterrupt for the caller to raise once it has kept them; else None.
 py::tuple fit_mf(const IdArray& users, const IdArray& items, const FloatArray& ratings, std::size_t user_count,
                  std::size_t item_count, const MfSettings& settings, const std::optional<IdArray>& valid_users,
                  const std::optional<IdArray>& valid_items, const std::optional<FloatArray>& valid_ratings,
-                 const py::object& callback, const SavedModel* initial) {
+                 const py::object& callback, const SavedModel* initial, const py::object& progress) {
   const FitOptions base = fit_options(settings);
   Ratings data = ratings_from_arrays(span_of(users), span_of(items), span_of(ratings), user_count, item_count);
   std::optional<Ratings> validation;
@@ -144,6 +147,9 @@ py::tuple fit_mf(const IdArray& users, const IdArray& items, const FloatArray& r
   std::atomic<bool> stop{false};
   FitOptions o = base;
   o.stop = &stop;
+  o.keep_last_epoch = true;
+  asgd::python::ProgressErrors progress_errors;
+  o.on_progress = asgd::python::progress_callback(progress, progress_errors);
   if (initial != nullptr) o.initial = &*initial->model.store;
   std::vector<EpochRecord> records;
   std::optional<py::error_already_set> raised;  // by the callback; destroyed here, with the GIL held
@@ -159,15 +165,19 @@ py::tuple fit_mf(const IdArray& users, const IdArray& items, const FloatArray& r
       stop.store(true, std::memory_order_relaxed);
     }
   };
-  FitReport report = asgd::python::run_interruptible(stop, [&] {
+  auto [report, interrupt] = asgd::python::run_interruptible_keeping(stop, [&] {
     asgd::RankGroup one_process;
     return fit(std::move(data), o, one_process, events, std::move(validation));
   });
   if (raised) throw std::move(*raised);
-  if (report.train.stopped) {  // a stop nobody asked for here (a signal's raised above): no model to return
+  if (progress_errors.raised) throw std::move(*progress_errors.raised);
+  if (report.train.stopped && !interrupt) {  // a stop nobody asked for here
     throw asgd::RuntimeError("fit: stopped before its last epoch (" + report.train.stop_reason + ")");
   }
-  return py::make_tuple(saved_model(std::move(report), base), records);
+  py::dict run = asgd::python::train_report(report.train);
+  py::object model = py::none();
+  if (report.model) model = py::cast(saved_model(std::move(report), base));
+  return py::make_tuple(model, records, run, interrupt ? interrupt->value() : py::none());
 }
 
 SavedModel load(const std::string& path) {
@@ -434,8 +444,9 @@ PYBIND11_MODULE(_core, m) {
         py::arg("item_count"), py::arg("settings"), py::arg("valid_users") = py::none(),
         py::arg("valid_items") = py::none(), py::arg("valid_ratings") = py::none(),
         py::arg("callback") = py::none(), py::arg("initial") = static_cast<const SavedModel*>(nullptr),
-        "Trains a squared-loss or bpr model on ratings given as arrays (ids kept as rows): (model, epochs); Ctrl-C "
-        "stops it.");
+        py::arg("progress") = py::none(),
+        "Trains a squared-loss or bpr model on ratings given as arrays (ids kept as rows): (model, epochs, report, "
+        "interrupt); Ctrl-C stops it at its last finished epoch.");
   m.def("load", &load, py::arg("path"), "A model file as `asgd mf train` writes it.");
   m.def("attach", &attach, py::arg("shm"), py::arg("path"),
         "A read-only model on the live shared segment a fit trains, its ids from the fit's model file.");

@@ -20,6 +20,7 @@
 #include "asgd/sparse/word2vec/training.hpp"
 #include "interruptible.hpp"
 #include "os_error.hpp"
+#include "report.hpp"
 
 namespace py = pybind11;
 namespace w2v = asgd::sparse::w2v;
@@ -98,10 +99,11 @@ struct Vectors {
   }
 };
 
-// The run's figures for Word2Vec's report: words are those of the corpus file (every token, as gensim's raw
-// word count), per epoch, over the training seconds (reading the corpus not included).
+// The run's figures for Word2Vec's report: the engine's (report.hpp: losses, staleness, ...; its examples are
+// sentences) and words, those of the corpus file (every token, as gensim's raw word count), per epoch, over the
+// training seconds (reading the corpus not included).
 py::dict report_of(const w2v::Word2VecReport& r) {
-  py::dict d;
+  py::dict d = asgd::python::train_report(r.train);
   const double words = static_cast<double>(r.start.corpus.tokens) * static_cast<double>(r.train.epochs.size());
   d["vocabulary"] = r.vocabulary;
   d["workers"] = r.workers;
@@ -111,19 +113,23 @@ py::dict report_of(const w2v::Word2VecReport& r) {
   d["prepare_seconds"] = r.prepare_seconds;
   d["train_seconds"] = r.train.seconds;
   d["words_per_second"] = r.train.seconds > 0 ? words / r.train.seconds : 0.0;
-  std::vector<double> losses;
-  for (const auto& e : r.train.epochs) losses.push_back(e.loss);
-  d["losses"] = losses;
   return d;
 }
 
-// Trains on settings.corpus; Ctrl-C stops training at its next step (KeyboardInterrupt). Returns (vectors,
-// report). A corpus that cannot be read is OSError.
-py::tuple train(const W2vSettings& settings) {
+// Trains on settings.corpus, telling `progress` (report.hpp, with words_per_second) while it runs; Ctrl-C stops
+// training at its next step (KeyboardInterrupt). Returns (vectors, report). A corpus that cannot be read is
+// OSError.
+py::tuple train(const W2vSettings& settings, const py::object& progress) {
   const w2v::Word2VecOptions o = word2vec_options(settings);
   std::atomic<bool> stop{false};
+  double words_per_sentence = 0;  // known once the corpus is read, before the first progress event
+  asgd::python::ProgressErrors progress_errors;
   w2v::Word2VecEvents events;
-  events.on_start = [&](const w2v::Word2VecStart&, asgd::TrainingRun& run) { run.use_stop_flag(&stop); };
+  events.on_start = [&](const w2v::Word2VecStart& start, asgd::TrainingRun& run) {
+    words_per_sentence = start.words_per_sentence;
+    run.use_stop_flag(&stop);
+  };
+  events.on_progress = asgd::python::progress_callback(progress, progress_errors, &words_per_sentence);
   w2v::Word2VecReport r;
   try {
     r = asgd::python::run_interruptible(stop, [&] {
@@ -134,6 +140,7 @@ py::tuple train(const W2vSettings& settings) {
     asgd::python::raise_if_file_error(python_names(e.what()), o.corpus, false);
     throw asgd::InputError(python_names(e.what()));
   }
+  if (progress_errors.raised) throw std::move(*progress_errors.raised);
   if (r.train.stopped || !r.vectors)  // a stop nobody asked for here (a signal's raised above)
     throw asgd::RuntimeError("Word2Vec: stopped before its last epoch (" + r.train.stop_reason + ")");
   auto vectors = std::make_unique<Vectors>();
@@ -262,7 +269,7 @@ void bind_w2v(py::module_& m) {
       .def("similarity", [](Vectors& v, std::size_t a, std::size_t b) { return v.index().similarity(a, b); })
       .def("evaluate_analogies", &evaluate_analogies, py::arg("path"), py::arg("restrict_vocab"))
       .def("evaluate_similarity", &evaluate_similarity, py::arg("path"));
-  m.def("train_w2v", &train, py::arg("settings"),
+  m.def("train_w2v", &train, py::arg("settings"), py::arg("progress") = py::none(),
         "Trains word2vec on settings.corpus (a file); returns (Vectors, report dict). Ctrl-C stops it.");
   m.def("load_w2v", &load, py::arg("path"), "Word vectors from a word2vec text or binary file (detected).");
 }

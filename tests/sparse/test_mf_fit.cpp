@@ -204,6 +204,65 @@ TEST(MfFit, AStopBeforeTheFirstEpochWritesNothing) {
   EXPECT_FALSE(std::filesystem::exists(o.model_file));
 }
 
+// Stopped a few steps into epoch 3, a fit that keeps its last epoch holds the model of a run of 2 epochs, byte for
+// byte (one worker, a constant rate: the first two epochs are the same steps), and writes no file; without
+// keep_last_epoch it holds none.
+TEST(MfFit, AStoppedFitKeepsTheModelOfItsLastFinishedEpoch) {
+  ScratchDir dir;
+  for (const Loss loss : {Loss::squared, Loss::bpr}) {
+    FitOptions o = squared_options();
+    o.loss = loss;
+    o.test_fraction = o.validation_fraction = 0;
+    o.trainer.workers = 1;
+    o.trainer.step_examples = 512;
+    o.trainer.schedule.kind = asgd::ScheduleKind::constant;
+    const Ratings ratings = planted(20000, 0.3);
+    FitOptions two = o;
+    two.trainer.epochs = 2;
+    const FitReport expected = fit(ratings, two);
+    ASSERT_TRUE(expected.model);
+
+    std::atomic<bool> stop{false};
+    std::uint64_t epochs_seen = 0, steps_after = 0;
+    FitOptions stopped = o;
+    stopped.trainer.epochs = 5;
+    stopped.stop = &stop;
+    stopped.keep_last_epoch = true;
+    stopped.model_file = dir / "model.bin";
+    // Three steps into epoch 3: updates of the unfinished epoch have landed when the stop comes.
+    stopped.trainer.on_step = [&](std::uint64_t) {
+      if (epochs_seen == 2 && ++steps_after == 3) stop.store(true);
+    };
+    FitEvents events;
+    events.on_epoch = [&](const FitEpoch& e) { epochs_seen = e.epoch; };
+    asgd::RankGroup one_process;
+    const FitReport r = fit(ratings, stopped, one_process, events);
+    ASSERT_TRUE(r.train.stopped);
+    EXPECT_EQ(steps_after, 3u);
+    ASSERT_TRUE(r.model);
+    EXPECT_EQ(r.model->epochs, 2u);
+    EXPECT_EQ(r.train.state.epoch, 2u);
+    EXPECT_EQ(r.model->store->snapshot(), expected.model->store->snapshot());
+    EXPECT_EQ(r.model->users.size(), expected.model->users.size());
+    EXPECT_FALSE(r.model_written);
+    EXPECT_FALSE(std::filesystem::exists(stopped.model_file));
+
+    // The same stop without keep_last_epoch: no model.
+    stop.store(false);
+    epochs_seen = steps_after = 0;
+    stopped.keep_last_epoch = false;
+    const FitReport none = fit(ratings, stopped, one_process, events);
+    ASSERT_TRUE(none.train.stopped);
+    EXPECT_FALSE(none.model);
+  }
+  // A stop before the first epoch ends keeps none either.
+  std::atomic<bool> stop{true};
+  FitOptions o = squared_options();
+  o.stop = &stop;
+  o.keep_last_epoch = true;
+  EXPECT_FALSE(fit(planted(5000, 0.3), o).model);
+}
+
 TEST(MfFit, TheBlockScheduleTrainsOnTheGridItChose) {
   FitOptions o = squared_options();
   o.trainer.blocks = true;

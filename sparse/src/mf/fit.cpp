@@ -136,16 +136,41 @@ void start_training(const FitOptions& o, Trainer& trainer, TrainingRun& run, Ran
   run.started();  // from here on the segment holds training: kept whatever happens next
 }
 
-// The model file, if asked, then the model itself into the report (its store moved out of the run).
+// The parameters as the last finished epoch left them (FitOptions::keep_last_epoch): copied after every epoch,
+// when run_averaged's epoch loop has no worker running, and put back when a stop ends the run mid-epoch.
+class LastEpoch {
+ public:
+  explicit LastEpoch(bool keep) : keep_(keep) {}
+  void take(const ParamStore& store) {
+    if (keep_) params_.assign(store.data(), store.data() + store.size());
+  }
+  // Whether an epoch finished; if so, `store` holds its parameters again.
+  bool restore(ParamStore& store) const {
+    if (params_.empty()) return false;
+    store.assign(params_);
+    return true;
+  }
+
+ private:
+  bool keep_;
+  std::vector<float> params_;
+};
+
+// The model itself into the report (its store moved out of the run).
+void keep_model(Trainer& trainer, TrainingRun& run, ModelInfo info, FitReport& report) {
+  LoadedModel& model = report.model.emplace();
+  static_cast<ModelInfo&>(model) = std::move(info);
+  model.epochs = trainer.state().epoch;
+  model.store.emplace(std::move(run.store()));
+}
+
+// The model file, if asked, then the model into the report.
 void write_model(const FitOptions& o, Trainer& trainer, TrainingRun& run, ModelInfo info, FitReport& report) {
   if (!o.model_file.empty()) {
     trainer.save_checkpoint(o.model_file);
     report.model_written = true;
   }
-  LoadedModel& model = report.model.emplace();
-  static_cast<ModelInfo&>(model) = std::move(info);
-  model.epochs = trainer.state().epoch;
-  model.store.emplace(std::move(run.store()));
+  keep_model(trainer, run, std::move(info), report);
 }
 
 ModelInfo model_info(const FitOptions& o, const Ratings& train, const ColdIds& cold, const RatingScale& scale,
@@ -206,8 +231,10 @@ FitReport fit_squared(Ratings ratings, const FitOptions& o, RankGroup& group, co
   report.workers = to.workers;
   report.bins = mo.bins;
   double seconds = 0;  // of the epochs so far
+  LastEpoch last(o.keep_last_epoch && group.root());
   report.train = run_averaged(group, trainer, problem, to.epochs, [&](const TrainReport& r) {
     seconds += r.seconds;
+    last.take(run.store());
     if (!events.on_epoch || !group.root()) return;
     FitEpoch e;
     e.epoch = r.epochs.back().epoch;
@@ -218,6 +245,8 @@ FitReport fit_squared(Ratings ratings, const FitOptions& o, RankGroup& group, co
     if (sets.have_test && sets.test.size() > 0) e.test_rmse = errors(sets.test).rmse;
     events.on_epoch(e);
   });
+  if (report.train.stopped && last.restore(run.store()))
+    keep_model(trainer, run, model_info(o, train, cold, scale, range), report);
   if (report.train.stopped || !group.root()) return report;
   if (sets.have_validation) report.validation = errors(sets.validation);
   if (sets.have_test) report.test = errors(sets.test);
@@ -263,8 +292,10 @@ FitReport fit_bpr(const Ratings& ratings, const FitOptions& o, RankGroup& group,
   FitReport report;
   report.workers = to.workers;
   double seconds = 0;  // of the epochs so far
+  LastEpoch last(o.keep_last_epoch && group.root());
   report.train = run_averaged(group, trainer, problem, to.epochs, [&](const TrainReport& r) {
     seconds += r.seconds;
+    last.take(run.store());
     if (!events.on_epoch || !group.root()) return;
     FitEpoch e;
     e.epoch = r.epochs.back().epoch;
@@ -272,6 +303,8 @@ FitReport fit_bpr(const Ratings& ratings, const FitOptions& o, RankGroup& group,
     e.seconds = seconds;
     events.on_epoch(e);
   });
+  if (report.train.stopped && last.restore(run.store()))
+    keep_model(trainer, run, model_info(o, split.train, cold, RatingScale(0.0f), RatingRange{}), report);
   if (report.train.stopped || !group.root()) return report;
   report.positives = positives.size();
   report.held_out = split.test.size();

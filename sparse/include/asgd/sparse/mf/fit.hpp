@@ -45,6 +45,11 @@ struct FitOptions {
   // Training goes on from these factors (a model fit trained before, as fit_more does) instead of random ones:
   // copy_factor_rows of them into the new store, whose ids beyond theirs keep their random rows. Null: none.
   const ParamStore* initial = nullptr;
+  // When the stop request ends the run mid-epoch: report.model still holds the model, its factors as the last
+  // finished epoch left them (a copy of the store taken after every epoch, while no worker runs: the store's
+  // size again in memory), no model file written. None when no epoch finished. For a caller that keeps what a
+  // stopped fit trained (the Python module on Ctrl-C).
+  bool keep_last_epoch = false;
   ProgressCallback on_progress;
   // InputError naming the option (FitOptions::positive) or MfOptions::validate's.
   void validate() const;
@@ -104,7 +109,7 @@ struct FitEvents {
 };
 
 // A run's outcome. Where train.stopped (the stop request) or on a rank other than the root, nothing after the
-// training is filled (no evaluation, no model file).
+// training is filled (no evaluation, no model file; the model only with FitOptions::keep_last_epoch).
 struct FitReport {
   TrainReport train;  // its seconds: of SGD, evaluation left out
   std::size_t workers = 0;

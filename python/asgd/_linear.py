@@ -125,9 +125,12 @@ class SGDClassifier:
         return [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
 
     def get_params(self, deep=True):
+        """The constructor's arguments as a dict (scikit-learn's estimator protocol: clone, Pipeline, grid
+        search)."""
         return {name: getattr(self, name) for name in self._get_param_names()}
 
     def set_params(self, **params):
+        """Sets constructor arguments by name (an unknown name is a ValueError); returns self."""
         names = self._get_param_names()
         for name, value in params.items():
             if name not in names:

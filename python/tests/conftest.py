@@ -2,7 +2,10 @@
 set by ctest) for the tests that compare with it."""
 
 import os
+import signal
 import subprocess
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -73,3 +76,51 @@ def cli():
         return done.stdout
 
     return run
+
+
+def assert_other_thread_runs(train, size):
+    """Calls train(size) with size times 4 until a call takes over half a second (however fast the machine), a
+    Python thread counting meanwhile; asserts the count moved during that call, as it would not if the call held
+    the GIL."""
+    counts, stop = [], threading.Event()
+
+    def count():
+        n = 0
+        while not stop.is_set():
+            n += 1
+            if n % 1000 == 0:
+                counts.append(time.monotonic())
+
+    counter = threading.Thread(target=count)
+    counter.start()
+    time.sleep(0.05)
+    try:
+        for _ in range(8):
+            start = time.monotonic()
+            train(size)
+            end = time.monotonic()
+            if end - start > 0.5:
+                break
+            size *= 4
+    finally:
+        stop.set()
+        counter.join()
+    assert end - start > 0.5, "training too short to tell"
+    assert len([t for t in counts if start < t < end]) > 20
+
+
+def interrupted_after_half_a_second(train):
+    """Runs train() with a SIGINT sent 0.5 s in; asserts it ended in KeyboardInterrupt within 5 s."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+    start = time.monotonic()
+    timer.start()
+    try:
+        train()
+        raise AssertionError("training ran to its end: the interrupt was not seen")
+    except KeyboardInterrupt:
+        pass
+    finally:
+        timer.cancel()
+    elapsed = time.monotonic() - start
+    assert 0.5 <= elapsed < 5, elapsed

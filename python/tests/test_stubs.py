@@ -7,7 +7,6 @@ import importlib
 import inspect
 import os
 import pydoc
-import shutil
 import subprocess
 import sys
 import textwrap

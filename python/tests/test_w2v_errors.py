@@ -2,14 +2,10 @@
 OSError with the library's message; Ctrl-C stops training with KeyboardInterrupt; the GIL is released while
 training."""
 
-import os
-import signal
-import threading
-import time
-
 import pytest
 
 import asgd
+from conftest import assert_other_thread_runs, interrupted_after_half_a_second
 from test_w2v import planted_sentences
 
 
@@ -98,45 +94,9 @@ def long_run(corpus):
 
 
 def test_ctrl_c_stops_training_with_keyboard_interrupt(corpus):
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
-    start = time.monotonic()
-    timer.start()
-    try:
-        long_run(corpus)
-        raise AssertionError("training ran to its end: the interrupt was not seen")
-    except KeyboardInterrupt:
-        pass
-    finally:
-        timer.cancel()
-    assert 0.5 <= time.monotonic() - start < 5
+    interrupted_after_half_a_second(lambda: long_run(corpus))
 
 
 def test_another_thread_runs_during_training(corpus):
-    counts, stop = [], threading.Event()
-
-    def count():
-        n = 0
-        while not stop.is_set():
-            n += 1
-            if n % 1000 == 0:
-                counts.append(time.monotonic())
-
-    thread = threading.Thread(target=count)
-    thread.start()
-    # Train for at least half a second however fast the machine is: more epochs until it takes that long.
-    epochs = 300
-    try:
-        while True:
-            start = time.monotonic()
-            asgd.Word2Vec(corpus_file=corpus, vector_size=16, min_count=1, epochs=epochs, workers=2)
-            end = time.monotonic()
-            if end - start > 0.5 or epochs > 300 * 2**10:
-                break
-            epochs *= 4
-    finally:
-        stop.set()
-        thread.join()
-    assert end - start > 0.5, "training too short to tell"
-    during = [t for t in counts if start < t < end]
-    assert len(during) > 20
+    assert_other_thread_runs(
+        lambda epochs: asgd.Word2Vec(corpus_file=corpus, vector_size=16, min_count=1, epochs=epochs, workers=2), 300)

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (fuzz/, clang with -DASGD_FUZZ=ON) in build-fuzz and fuzzes each in turn, one
-# process at a time, then prints a table: target, executions, seconds, crashes (docs/fuzzing.md).
+# process at a time (--parallel N: N at once), then prints a table: target, executions, seconds, crashes
+# (docs/fuzzing.md).
 #   scripts/fuzz.sh                        every target, 30 s each (what CI runs)
 #   scripts/fuzz.sh --seconds 600 libsvm   one target (or several) for 10 minutes each
+#   scripts/fuzz.sh --parallel 2           two targets at a time (one fuzzing process each: a core each)
 #   scripts/fuzz.sh --replay               no fuzzing: every target runs its seeds and fuzz/regressions once
 #   scripts/fuzz.sh --list                 the targets
 # Each run starts from the target's seeds (fuzz/corpus/TARGET) and what earlier runs found
@@ -20,12 +22,16 @@ targets_all=(corpus vocabulary vectors ratings_udata ratings_dat ratings_csv rat
              mf_model linear_model lenet_model w2v_checkpoint segment_header)
 seconds=30
 replay=0
+parallel=1
 targets=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --seconds)
       [[ "${2:-}" =~ ^[0-9]+$ && "$2" -gt 0 ]] || { echo "fuzz.sh: --seconds needs a whole number above 0" >&2; exit 2; }
       seconds=$2; shift 2 ;;
+    --parallel)
+      [[ "${2:-}" =~ ^[0-9]+$ && "$2" -gt 0 ]] || { echo "fuzz.sh: --parallel needs a whole number above 0" >&2; exit 2; }
+      parallel=$2; shift 2 ;;
     --replay) replay=1; shift ;;
     --list) printf '%s\n' "${targets_all[@]}"; exit 0 ;;
     -*) echo "fuzz.sh: unknown option '$1' (see -h)" >&2; exit 2 ;;
@@ -63,9 +69,10 @@ dict_of() {
   esac
 }
 
-found=0
-rows=()
-for t in "${targets[@]}"; do
+# Fuzzes (or replays) target $1 and writes its table row to $build/runs/$1/row; returns 1 when it found something.
+fuzz_one() {
+  local t=$1 run log dict before start status execs took after crashes note inputs dir f
+  local -a args
   run="$build/runs/$t"
   mkdir -p "$run/corpus"
   log="$run/last.log"
@@ -95,11 +102,40 @@ for t in "${targets[@]}"; do
   if [ "$status" -ne 0 ] && [ "$crashes" -eq 0 ]; then crashes=1; fi
   note=""
   if [ "$crashes" -gt 0 ]; then
-    found=1
     note=$(grep -m1 -E '^(==[0-9]+==ERROR|SUMMARY|asgd fuzz:|.*runtime error:)' "$log" | cut -c1-100 || true)
     note="${note:-see $log}"
   fi
-  rows+=("$(printf '%-16s %12s %8s %8s  %s' "$t" "${execs:-?}" "$took" "$crashes" "$note")")
+  printf '%-16s %12s %8s %8s  %s\n' "$t" "${execs:-?}" "$took" "$crashes" "$note" >"$run/row"
+  [ "$crashes" -eq 0 ]
+}
+
+found=0
+running=0
+for t in "${targets[@]}"; do
+  rm -f "$build/runs/$t/row"
+  if [ "$parallel" = 1 ]; then
+    fuzz_one "$t" || found=1
+    continue
+  fi
+  if [ "$running" -ge "$parallel" ]; then
+    wait -n || found=1
+    running=$((running - 1))
+  fi
+  fuzz_one "$t" &
+  running=$((running + 1))
+done
+while [ "$running" -gt 0 ]; do
+  wait -n || found=1
+  running=$((running - 1))
+done
+rows=()
+for t in "${targets[@]}"; do
+  if [ -f "$build/runs/$t/row" ]; then
+    rows+=("$(cat "$build/runs/$t/row")")
+  else
+    rows+=("$(printf '%-16s %12s %8s %8s  %s' "$t" '?' '?' '?' "no result (see $build/runs/$t/last.log)")")
+    found=1
+  fi
 done
 
 printf '%-16s %12s %8s %8s  %s\n' target executions seconds crashes finding

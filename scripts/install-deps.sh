@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages asgd needs to build, run the demo and plot
 # (with --tests, to run the whole test suite; with --bench, the peers of
-# bench/peers; with --clang, clang for scripts/test.sh --clang), and only
+# bench/peers; with --clang, clang for scripts/test.sh --clang and scripts/fuzz.sh), and only
 # those that are missing. Runs apt-get as root, through sudo otherwise.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/args.sh"
@@ -22,8 +22,9 @@ case "${1:-}" in
   "" | --tests | --bench | --clang) ;;
   *) echo "install-deps.sh: unknown argument '$1' (see -h)" >&2; exit 2 ;;
 esac
+# libclang-rt-dev: clang's sanitizer and libFuzzer runtimes (scripts/fuzz.sh; apt leaves it out as a recommends).
 if [ "${1:-}" = "--clang" ]; then
-  packages+=(clang)
+  packages+=(clang libclang-rt-dev)
 fi
 if [ "${1:-}" = "--tests" ]; then
   packages+=(python3-gensim python3-pytest python3-sklearn)

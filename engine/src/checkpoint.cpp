@@ -196,7 +196,11 @@ CheckpointData read_checkpoint(const std::filesystem::path& path) {
   if (crc.checksum() != stored_crc) {
     throw InputError(fmt::format("checkpoint {}: checksum mismatch (corrupt file)", path.string()));
   }
-  d.layout = Layout::parse(layout_text);
+  try {
+    d.layout = Layout::parse(layout_text);
+  } catch (const InputError& e) {  // the layout's message says what, not where
+    throw InputError(fmt::format("checkpoint {}: {}", path.string(), e.what()));
+  }
   if (d.layout.hash() != h.layout_hash || d.layout.size() != h.elements) {
     throw InputError(fmt::format("checkpoint {}: layout does not match its hash", path.string()));
   }

@@ -29,6 +29,7 @@
 #include "asgd/engine/errors.hpp"
 #include "segment_fault.hpp"
 #include "segment_format.hpp"
+#include "segment_header.hpp"
 #include "segment_trust.hpp"
 
 namespace asgd {
@@ -268,10 +269,33 @@ std::pair<std::int32_t, std::uint64_t> read_slot(const SegmentHeader& h, std::si
   }
 }
 
-// Reads and checks the header of an opened segment, mapped at `h` (its kHeaderBytes); `shm` tells its size, read
-// after the ready state (a creator sizes the segment before it marks it ready), so that a ready segment shorter
-// than its header says is refused before its parameters are mapped.
+// The header of an opened segment, mapped at `h` (its kHeaderBytes), judged with `shm`'s size.
 SegmentInfo read_info(const std::string& name, const SegmentHeader* h, const bip::shared_memory_object& shm) {
+  return segment::read_header(name, h, [&shm] { return object_bytes(shm); });
+}
+
+// The bytes a ready segment of `elements` parameters maps: its header and parameters (read_info checked that the
+// object holds them).
+std::size_t mapped_bytes(std::uint64_t elements) {
+  return kHeaderBytes + static_cast<std::size_t>(elements) * sizeof(float);
+}
+
+// What to map of an object of `bytes` (at least kHeaderBytes): header and parameters when its header (read, not
+// mapped) says it is a ready segment whose parameters the object holds, so that a ready segment is mapped once;
+// else the header alone, for read_info to judge (and refuse a short one before its parameters are mapped).
+std::size_t bytes_to_map(const bip::shared_memory_object& shm, std::uint64_t bytes) {
+  SegmentHeader fixed{};
+  constexpr auto kFixed = static_cast<ssize_t>(offsetof(SegmentHeader, writers));
+  if (::pread(shm.get_mapping_handle().handle, &fixed, kFixed, 0) != kFixed || fixed.magic != kMagic ||
+      fixed.state != kStateReady || fixed.elements > (bytes - kHeaderBytes) / sizeof(float))
+    return kHeaderBytes;
+  return mapped_bytes(fixed.elements);
+}
+
+}  // namespace
+
+SegmentInfo segment::read_header(const std::string& name, const SegmentHeader* h,
+                                 const std::function<std::uint64_t()>& object_bytes) {
   if (std::atomic_ref<std::uint64_t>(const_cast<std::uint64_t&>(h->magic)).load(std::memory_order_acquire) != kMagic) {
     throw InputError(fmt::format("shared segment '{}' is not an asgd parameter segment (bad magic)", name));
   }
@@ -294,7 +318,7 @@ SegmentInfo read_info(const std::string& name, const SegmentHeader* h, const bip
                                    "settings, more than its {})",
                                    name, h->layout_text_bytes, h->settings_bytes, kLayoutTextMax));
     }
-    const std::uint64_t bytes = object_bytes(shm);
+    const std::uint64_t bytes = object_bytes();
     if (bytes < kHeaderBytes || info.elements > (bytes - kHeaderBytes) / sizeof(float) ||
         info.elements > (SIZE_MAX - kHeaderBytes) / sizeof(float)) {
       throw InputError(fmt::format("shared segment '{}' is truncated or corrupt (header says {} elements, {} bytes "
@@ -313,25 +337,18 @@ SegmentInfo read_info(const std::string& name, const SegmentHeader* h, const bip
   return info;
 }
 
-// The bytes a ready segment of `elements` parameters maps: its header and parameters (read_info checked that the
-// object holds them).
-std::size_t mapped_bytes(std::uint64_t elements) {
-  return kHeaderBytes + static_cast<std::size_t>(elements) * sizeof(float);
+Layout segment::layout_of(const SegmentInfo& info) {
+  Layout layout;
+  try {
+    layout = Layout::parse(info.layout);
+  } catch (const InputError& e) {  // the layout's message says what, not where
+    throw InputError(fmt::format("shared segment '{}' is corrupt: {}", info.name, e.what()));
+  }
+  if (layout.hash() != info.layout_hash || layout.size() != info.elements) {
+    throw InputError(fmt::format("shared segment '{}' is corrupt: its layout text does not match its hash", info.name));
+  }
+  return layout;
 }
-
-// What to map of an object of `bytes` (at least kHeaderBytes): header and parameters when its header (read, not
-// mapped) says it is a ready segment whose parameters the object holds, so that a ready segment is mapped once;
-// else the header alone, for read_info to judge (and refuse a short one before its parameters are mapped).
-std::size_t bytes_to_map(const bip::shared_memory_object& shm, std::uint64_t bytes) {
-  SegmentHeader fixed{};
-  constexpr auto kFixed = static_cast<ssize_t>(offsetof(SegmentHeader, writers));
-  if (::pread(shm.get_mapping_handle().handle, &fixed, kFixed, 0) != kFixed || fixed.magic != kMagic ||
-      fixed.state != kStateReady || fixed.elements > (bytes - kHeaderBytes) / sizeof(float))
-    return kHeaderBytes;
-  return mapped_bytes(fixed.elements);
-}
-
-}  // namespace
 
 struct ParamStore::Storage {
   Layout layout;
@@ -647,10 +664,7 @@ ParamStore ParamStore::attach(const std::string& name, const Layout* expected, A
   SegmentInfo info = open_segment(name, access, options, s->shm, s->region);
   s->header = static_cast<SegmentHeader*>(s->region.address());
   s->name = name;
-  s->layout = Layout::parse(info.layout);
-  if (s->layout.hash() != info.layout_hash || s->layout.size() != info.elements) {
-    throw InputError(fmt::format("shared segment '{}' is corrupt: its layout text does not match its hash", name));
-  }
+  s->layout = segment::layout_of(info);
   // Checked on the mapping we keep (the name could be replaced between a separate check and the attach), and
   // before anything below changes the segment.
   if (expected && s->layout.tag() != expected->tag() &&

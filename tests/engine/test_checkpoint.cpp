@@ -320,6 +320,29 @@ TEST_F(CheckpointTest, LoadingRefusesNonFiniteValuesEvenUnderAValidChecksum) {
   EXPECT_NE(msg.find("parameter 0 is nan"), std::string::npos) << msg;
 }
 
+// A layout text that does not parse (under a valid checksum: a file some other program made) is refused naming the
+// file, as every other fault of a checkpoint is: the layout's own message alone says no file.
+TEST_F(CheckpointTest, ALayoutThatDoesNotParseIsRefusedNamingTheFile) {
+  const fs::path path = dir_ / "bad-layout.ckpt";
+  auto s = ParamStore::on_heap(layout_of(8));
+  save_checkpoint(path, s, {1, 1, 1});
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  in.close();
+  // The layout text starts right after the 80-byte header: "w dense 8\n"; a name of "[" does not parse.
+  ASSERT_EQ(bytes.substr(80, 2), "w ");
+  bytes[80] = '[';
+  const std::size_t crc_at = bytes.size() - 12;
+  boost::crc_32_type crc;
+  crc.process_bytes(bytes.data(), crc_at);
+  const std::uint32_t sum = crc.checksum();
+  std::memcpy(bytes.data() + crc_at, &sum, 4);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  const auto msg = message_of([&] { (void)asgd::read_checkpoint(path); });
+  EXPECT_NE(msg.find(path.string()), std::string::npos) << msg;
+  EXPECT_NE(msg.find("tensor name '['"), std::string::npos) << msg;
+}
+
 // AdaGrad's sums are sums of squares: a negative one (a forged file) is refused when read, not found later as a
 // NaN step and "training diverged".
 TEST_F(CheckpointTest, LoadingRefusesANegativeAdagradSum) {

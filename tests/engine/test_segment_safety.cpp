@@ -169,6 +169,20 @@ TEST_F(SegmentSafety, ASegmentShorterThanItsHeaderSaysIsRefused) {
     EXPECT_NE(m.find("shared segment '" + name_ + "' is truncated or corrupt"), std::string::npos) << m;
 }
 
+// A header whose layout text does not parse (forged, or written over) is refused naming the segment: the layout's
+// own message alone says nothing of where it was read.
+TEST_F(SegmentSafety, ALayoutTextThatDoesNotParseIsRefusedNamingTheSegment) {
+  { ParamStore made = ParamStore::create_shared(name_, small_layout()); }
+  with_object([](int fd) {
+    ASSERT_EQ(::pwrite(fd, "[", 1, offsetof(segment::SegmentHeader, layout_text)), 1);  // a name of "[" is refused
+  });
+  for (const std::string& m : {message_of([&] { ParamStore::attach_shared(name_, small_layout()); }),
+                               message_of([&] { ParamStore::attach_shared_any(name_); })}) {
+    EXPECT_NE(m.find("shared segment '" + name_ + "'"), std::string::npos) << m;
+    EXPECT_NE(m.find("tensor name '['"), std::string::npos) << m;
+  }
+}
+
 // How a forked child ended: its exit status (or 128 + the signal that killed it) and what it wrote on stderr.
 struct Ended {
   int status = -1;

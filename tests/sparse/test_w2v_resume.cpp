@@ -148,3 +148,17 @@ TEST(ResumeWord2Vec, ADamagedHeaderNamesTheFileAndTheKeyInPlainWords) {
     EXPECT_EQ(message.find("json"), std::string::npos) << message;
   }
 }
+
+// A header that records no words (and no vocabulary lines follow) is no checkpoint a run wrote: training refuses a
+// corpus without words, so such metadata is corrupt, and is refused naming the file, not handed on as an empty
+// vocabulary to size a model by.
+TEST(ResumeWord2Vec, MetadataThatRecordsNoWordsIsRefusedNamingTheFile) {
+  const Checkpointed run;
+  const std::string metadata = asgd::read_checkpoint(run.checkpoint).metadata;
+  std::string header = metadata.substr(0, metadata.find('\n') + 1);
+  const auto at = header.find("\"words\":4");
+  ASSERT_NE(at, std::string::npos) << header;
+  header.replace(at, 9, "\"words\":0");
+  const std::string message = message_of([&] { (void)read_checkpoint_metadata("empty.ckpt", header); });
+  EXPECT_EQ(message, "empty.ckpt: corrupt word2vec checkpoint metadata: it records no words");
+}

@@ -98,6 +98,9 @@ SavedRun read_checkpoint_metadata(const std::string& path, const std::string& te
   if (j->has("min_count")) info.min_count = j->whole("min_count");
   if (j->has("max_vocab")) info.max_vocab = j->whole("max_vocab");
   const std::uint64_t words = j->whole("words");
+  // Training refuses a corpus without words: a header of none is damaged, not a model to size by.
+  if (words == 0)
+    throw InputError(fmt::format("{}: corrupt word2vec checkpoint metadata: it records no words", path));
   try {
     return {m, read_vocabulary_lines(std::string_view(text).substr(eol + 1), words), info};
   } catch (const InputError& e) {

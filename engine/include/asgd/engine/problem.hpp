@@ -50,7 +50,7 @@ struct SinkArchetype {
   void add_bilinear_gradient(std::size_t a, std::size_t b, std::size_t n, float g, float l2) noexcept;
   float learning_rate() const noexcept;
   std::size_t size() const noexcept;
-  void prefetch(std::size_t offset) const noexcept;
+  void prefetch(std::size_t offset, std::size_t n = 1) const noexcept;
   std::uint64_t seed() const noexcept;
   std::uint64_t epoch() const noexcept;
 };

@@ -157,7 +157,7 @@ double Word2Vec::train_targets(std::uint32_t word, Scratch& s, FastRng& rng, Sin
     targets[0] = word;
     for (std::size_t d = 1; d <= options_.negative; ++d) {
       targets[d] = negatives_.sample(rng.next());
-      sink.prefetch(output_offset_ + targets[d] * stride_);
+      sink.prefetch(output_offset_ + targets[d] * stride_, dim);
     }
     for (std::size_t d = 0; d <= options_.negative; ++d) {
       if (d > 0 && targets[d] == word) continue;
@@ -198,7 +198,7 @@ double Word2Vec::train_window_batched(std::size_t pos, std::size_t lo, std::size
     const std::uint32_t t = negatives_.sample(rng.next());
     if (t == word) continue;
     targets[n_targets++] = t;
-    sink.prefetch(output_offset_ + t * stride_);
+    sink.prefetch(output_offset_ + t * stride_, dim);
   }
   std::size_t n_inputs = 0;
   for (std::size_t c = lo; c <= hi; ++c) {

@@ -67,7 +67,8 @@ std::string python_names(std::string message) {
       {"MfOptions::factors", "factors"},      {"TrainerOptions::epochs", "iterations"},
       {"Schedule::lr", "learning_rate"},      {"MfOptions::bias_l2", "bias_regularization"},
       {"MfOptions::l2", "regularization"},    {"TrainerOptions::workers", "threads"},
-      {"FitOptions::positive", "positive"}};
+      {"FitOptions::positive", "positive"},   {"TrainerOptions::tau", "tau"},
+      {"without TrainerOptions::blocks", "with schedule='hogwild'"}};
   for (const auto& [from, to] : kNames)
     for (auto at = message.find(from); at != std::string::npos; at = message.find(from, at + to.size()))
       message.replace(at, from.size(), to);
@@ -114,9 +115,7 @@ FitOptions fit_options(const MfSettings& s) {
     throw asgd::InputError("schedule '" + s.schedule + "': expected hogwild or blocks");
   o.trainer.blocks = s.schedule == "blocks";
   try {
-    o.model.validate();
-    o.trainer.validate();
-    o.validate();
+    o.validate();  // the model's, the engine's and fit's own
   } catch (const asgd::InputError& e) {
     throw asgd::InputError(python_names(e.what()));
   }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -318,6 +319,7 @@ TEST(MfFit, OptionErrorsNameTheOption) {
             std::string::npos);
   o = squared_options();
   o.loss = Loss::bpr;
+  o.validation_fraction = 0;
   o.positive = std::numeric_limits<float>::quiet_NaN();
   EXPECT_NE(message_of([&] { fit(planted(1000, 0.3), o); }).find("FitOptions::positive nan"), std::string::npos);
   o.positive = 100;
@@ -327,6 +329,51 @@ TEST(MfFit, OptionErrorsNameTheOption) {
   o.trainer.schedule.lr = 50;
   EXPECT_NE(message_of([&] { fit(planted(1000, 0.3), o); }).find("a step at Schedule::lr 50 overshoots"),
             std::string::npos);
+}
+
+// An option that the loss or the schedule does not use is refused by validate, for any caller, not ignored.
+TEST(MfFit, OptionsOfTheOtherLossOrScheduleAreRefused) {
+  const auto refusal = [](const std::function<void(FitOptions&)>& set, Loss loss = Loss::squared) {
+    FitOptions o = squared_options();
+    o.loss = loss;
+    if (loss == Loss::bpr) o.validation_fraction = 0;  // squared's alone
+    set(o);
+    return message_of([&] { o.validate(); });
+  };
+  EXPECT_EQ(refusal([](FitOptions&) {}), "(no exception)");
+  EXPECT_EQ(refusal([](FitOptions&) {}, Loss::bpr), "(no exception)");
+  EXPECT_EQ(refusal([](FitOptions& o) { o.validation_fraction = 0.2; }, Loss::bpr),
+            "FitOptions::validation_fraction: only with Loss::squared");
+  EXPECT_EQ(refusal([](FitOptions& o) { o.model.bins = 3; }, Loss::bpr), "MfOptions::bins: only with Loss::squared");
+  EXPECT_EQ(refusal([](FitOptions& o) { o.model.biases = false; }, Loss::bpr),
+            "MfOptions::biases: only with Loss::squared");
+  EXPECT_EQ(refusal([](FitOptions& o) { o.model.center = false; }, Loss::bpr),
+            "MfOptions::center: only with Loss::squared");
+  EXPECT_EQ(refusal([](FitOptions& o) { o.model.scale_ratings = true; }, Loss::bpr),
+            "MfOptions::scale_ratings: only with Loss::squared");
+  EXPECT_EQ(refusal([](FitOptions& o) { o.trainer.blocks = true; }, Loss::bpr),
+            "TrainerOptions::blocks: only with Loss::squared");
+  EXPECT_EQ(refusal([](FitOptions& o) { o.positive = 3; }), "FitOptions::positive: only with Loss::bpr");
+  EXPECT_EQ(refusal([](FitOptions& o) { o.sampled_eval = true; }), "FitOptions::sampled_eval: only with Loss::bpr");
+  EXPECT_EQ(refusal([](FitOptions& o) {
+              o.trainer.blocks = true;
+              o.trainer.tau = 2;
+            }).rfind("TrainerOptions::tau: only without TrainerOptions::blocks", 0),
+            0u);
+  EXPECT_EQ(refusal([](FitOptions& o) { o.model.bins = 3; }), "MfOptions::bins: only with TrainerOptions::blocks");
+  EXPECT_EQ(refusal([](FitOptions& o) {
+              o.trainer.blocks = true;
+              o.model.bins = 3;
+            }),
+            "(no exception)");
+  EXPECT_EQ(refusal([](FitOptions& o) { o.model.head_first = 8; }),
+            "MfOptions::head_first: only with Schedule::row_adagrad (LIBMF's rule)");
+  // The engine's options too: fit checks them all before it trains.
+  EXPECT_EQ(refusal([](FitOptions& o) {
+              o.trainer.schedule.adagrad = true;
+              o.trainer.schedule.row_adagrad = true;
+            }),
+            "Schedule::adagrad and Schedule::row_adagrad: choose one, not both");
 }
 
 TEST(MfFit, TheObjectiveIsWhatASegmentKeeps) {

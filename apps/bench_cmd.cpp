@@ -8,6 +8,7 @@
 #include <string_view>
 #include <utility>
 
+#include "asgd/dense/mnist.hpp"
 #include "cli_common.hpp"
 #include "staleness_experiment.hpp"
 #include "staleness_plot.hpp"
@@ -59,10 +60,12 @@ int staleness(const StalenessFlags& f) {
   o.problem = bench::parse_problem(f.problem);
   bench::check_options(o);  // the problem is known: its options can be told from the others'
   if (o.problem == bench::StalenessProblem::linear) check_generator_flags(o.gen);  // named as flags, first
-  if (o.problem == bench::StalenessProblem::cnn) o.data = resolve_mnist_dir(o.data).string();
-  const auto sweep = bench::make_experiment(o);
+  const auto sweep = bench::make_experiment(o);  // the runs listed and the CSV checked: nothing read yet
   fmt::print("{}", sweep->about_options());
-  sweep->load();
+  if (auto* cnn = dynamic_cast<bench::CnnExperiment*>(sweep.get()))
+    cnn->load(dense::load_mnist(resolve_mnist_dir(o.data)));  // builtin: where this build keeps the digits
+  else
+    sweep->load();
   fmt::print("{}", sweep->about_data());
   sweep->begin();  // the data is in: the previous CSV is replaced from here
   fmt::print("{}", sweep->table_header());

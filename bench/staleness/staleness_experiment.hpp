@@ -137,7 +137,7 @@ class MfExperiment final : public StalenessExperiment {
 class CnnExperiment final : public StalenessExperiment {
  public:
   explicit CnnExperiment(const StalenessOptions& o);
-  // Reads MNIST from the folder options().data names (load_mnist; the caller resolves builtin to its folder).
+  // Reads MNIST from the folder options().data names (load_mnist), or takes the caller's.
   void load() override;
   void load(dense::TrainTest data);
   const CnnSweep& problem() const { return sweep_.value(); }

@@ -133,17 +133,10 @@ sparse::LinearFitEvents fit_events(const TrainFlags& f, const TrainerOptions& op
 }
 
 int train(const TrainFlags& f, Distributed& dist) {
-  check_one_stdin({{"--data", f.fit.data}, {"--test", f.fit.test}});
   // The report goes to stderr when the model goes to stdout (--model -).
   std::FILE* const out = report_stream({f.model});
   const TrainerOptions options = to_trainer_options(f.engine);
   if (dist.active() && !f.shm.empty()) throw InputError("--shm: not with mpirun (each rank keeps its model)");
-  if (dist.root()) {
-    check_output("--model", f.model);
-    check_rewritten_output("--checkpoint", f.checkpoint);
-    check_distinct("--model", f.model, {{"--data", f.fit.data}, {"--test", f.fit.test}});
-    check_distinct("--checkpoint", f.checkpoint, {{"--data", f.fit.data}, {"--test", f.fit.test}});
-  }
   std::optional<StopOnSignal> on_signal;
   const sparse::LinearFitReport report =
       sparse::fit_linear(fit_options(f, options), dist, fit_events(f, options, out, dist, on_signal));

@@ -9,6 +9,7 @@
 #include "asgd/engine/available_memory.hpp"
 #include "asgd/engine/checkpoint_lock.hpp"
 #include "asgd/engine/errors.hpp"
+#include "asgd/engine/file_checks.hpp"
 #include "asgd/engine/options_record.hpp"
 #include "asgd/sparse/linear_model_file.hpp"
 #include "asgd/sparse/linear_resume_check.hpp"
@@ -124,9 +125,23 @@ namespace {
 // The run on `d` (read from the file or handed over by the caller), with the checkpoint's lock held by the caller.
 LinearFitReport fit_data(const LinearFitOptions& options, const LinearTrainingData& d, RankGroup& group,
                          const LinearFitEvents& events);
+
+// The files, before any is read: standard input read once, and (rank 0 writes them) the outputs writable and none
+// an input.
+void check_files(const LinearFitOptions& o, const RankGroup& group) {
+  check_one_stdin({{"LinearFitOptions::data", o.data}, {"LinearFitOptions::test", o.test}});
+  if (!group.root()) return;
+  check_output("LinearFitOptions::model", o.model);
+  check_rewritten_output("TrainingRunOptions::checkpoint", o.run.checkpoint);
+  for (const auto& [what, path] : {std::pair{"LinearFitOptions::model", &o.model},
+                                   std::pair{"TrainingRunOptions::checkpoint", &o.run.checkpoint}})
+    check_distinct(what, *path, {{"LinearFitOptions::data", o.data}, {"LinearFitOptions::test", o.test}});
+}
+
 }  // namespace
 
 LinearFitReport fit_linear(const LinearFitOptions& options, RankGroup& group, const LinearFitEvents& events) {
+  check_files(options, group);
   const std::string path = rank_data_path(options, group);
   check_l2(options);
   check_features(options);

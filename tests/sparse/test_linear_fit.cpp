@@ -111,6 +111,31 @@ TEST(LinearFit, ErrorsNameTheOption) {
   EXPECT_FALSE(std::filesystem::exists(dir / "ck"));
 }
 
+// The outputs are checked before any data is read: one that could not be written, one that names an input, stdin
+// read twice; each named as the option that gives it.
+TEST(LinearFit, OutputsAreCheckedBeforeTheDataIsRead) {
+  const ScratchDir dir;
+  LinearFitOptions o = generated(dir);
+  RankGroup one;
+  o.model = (dir / "no-folder/model").string();
+  EXPECT_EQ(message_of([&] { fit_linear(o, one); }).rfind("LinearFitOptions::model: " + o.model.string() + ": cannot write", 0),
+            0u);
+  o.model = o.data;
+  EXPECT_EQ(message_of([&] { fit_linear(o, one); }).rfind("LinearFitOptions::model: " + o.data + " is also "
+                                                          "LinearFitOptions::data's", 0),
+            0u);
+  o = generated(dir);
+  o.test = dir.file("test.svm", "1 0:1\n").string();
+  o.run.checkpoint = o.test;
+  EXPECT_EQ(message_of([&] { fit_linear(o, one); }).rfind("TrainingRunOptions::checkpoint: " + o.test + " is also "
+                                                          "LinearFitOptions::test's", 0),
+            0u);
+  o = generated(dir);
+  o.data = o.test = "-";
+  EXPECT_NE(message_of([&] { fit_linear(o, one); }).find("LinearFitOptions::test"), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(dir / "test.svm.tmp"));
+}
+
 // Examples handed over in memory (as the Python module does) train the weights their file trains, bit for bit, and
 // the report keeps them when asked.
 TEST(LinearFit, DataInMemoryTrainsTheWeightsOfItsFile) {

@@ -91,7 +91,8 @@ struct LinearFitEvents {
 };
 
 // Trains as `options` say on `group`'s ranks (collective; a default RankGroup is one process). InputError naming
-// the option for bad options and inputs, checked before the data is read where they need none.
+// the option for bad options and inputs, checked before the data is read where they need none: among them the
+// outputs (model, run.checkpoint) that could not be written or name an input, and stdin read twice.
 LinearFitReport fit_linear(const LinearFitOptions& options, RankGroup& group, const LinearFitEvents& events = {});
 // The same on examples in memory (dataset_from_csr's, say) instead of a file: LinearFitOptions::data only names them
 // in errors ("X"; no {rank}), LinearFitOptions::features, when given, widens them (InputError when narrower) and

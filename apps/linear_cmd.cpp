@@ -197,18 +197,10 @@ int generate(const GenerateFlags& f) {
   check_output("--test-out", f.test_out);
   check_distinct("--test-out", f.test_out, {{"--out", f.out}});
   check_one_on_stdout({{"--out", f.out}, {"--test-out", f.test_out}});
-  auto options = f.gen;
-  options.examples += f.test_examples;
-  const auto g = sparse::generate_sparse(options);
-  const std::size_t n = f.gen.examples;
-  const std::uint32_t first_id = f.one_based ? 1 : 0;
-  sparse::write_libsvm(f.out, sparse::slice_rows(g.data, 0, n), first_id);
-  fmt::print(out, "wrote {} examples, {} features, {} non-zeros each to {}\n", n, options.features,
-             options.nnz_per_example, f.out);
-  if (f.test_examples > 0) {
-    sparse::write_libsvm(f.test_out, sparse::slice_rows(g.data, n, n + f.test_examples), first_id);
-    fmt::print(out, "wrote {} test examples to {}\n", f.test_examples, f.test_out);
-  }
+  sparse::write_generated(f.gen, f.out, f.test_examples, f.test_out, f.one_based ? 1 : 0);
+  fmt::print(out, "wrote {} examples, {} features, {} non-zeros each to {}\n", f.gen.examples, f.gen.features,
+             f.gen.nnz_per_example, f.out);
+  if (f.test_examples > 0) fmt::print(out, "wrote {} test examples to {}\n", f.test_examples, f.test_out);
   return 0;
 }
 

@@ -118,11 +118,8 @@ sparse::LinearFitEvents fit_events(const TrainFlags& f, const TrainerOptions& op
   };
   events.ready = [&f, out, &dist](const sparse::LinearFitReady& r) {
     if (r.resumed && dist.root()) {
-      OptionsRecord now = r.run.record();
-      now.erase("run");  // a digest of the settings: those that differ are said one by one
-      const ResumeChanges changes = resume_changes(saved_options(r.resumed_metadata), now, "data", "examples");
-      if (changes.data_differs) warn_data_differs("linear train", f.resume, "training examples");
-      warn_option_changes("linear train", f.resume, changes.options, {"examples", "nonzeros"});
+      if (r.changes.data_differs) warn_data_differs("linear train", f.resume, "training examples");
+      warn_option_changes("linear train", f.resume, r.changes.options, {"examples", "nonzeros"});
       fmt::print(out, "resumed from {} at epoch {}\n", f.resume, r.epoch);
     }
     if (dist.active())

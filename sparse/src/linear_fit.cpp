@@ -195,7 +195,9 @@ LinearFitReport fit_data(const LinearFitOptions& options, const LinearTrainingDa
   if (run.resumed()) {
     check_linear_resume(*run.resumed(), run.options().resume, options, problem.num_features(), group.size());
     // Loaded before it is told: a step rule it refuses (AdaGrad on or off) is an error, not a warning and one.
-    ready.resumed_metadata = run.resumed()->metadata;
+    OptionsRecord now = run.record();
+    now.erase("run");
+    ready.changes = resume_changes(saved_options(run.resumed()->metadata), now, "data", "examples");
     ready.resumed = true;
     run.load_resumed(trainer);
   }

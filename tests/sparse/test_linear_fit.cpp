@@ -73,9 +73,22 @@ TEST(LinearFit, ResumedFromItsCheckpointEndsWhereAnUninterruptedFitEnds) {
   o.run.resume = dir / "ck";
   std::vector<std::uint64_t> told;
   LinearFitEvents events;
-  events.ready = [&](const LinearFitReady& ready) { told.push_back(ready.epoch); };
+  std::vector<ResumeChanges> changes;  // what ready says differs from the checkpoint's run
+  events.ready = [&](const LinearFitReady& ready) {
+    told.push_back(ready.epoch);
+    changes.push_back(ready.changes);
+  };
   const LinearFitReport rest = fit_linear(o, one, events);
   EXPECT_EQ(told, std::vector<std::uint64_t>{2});
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_FALSE(changes[0].data_differs);
+  EXPECT_TRUE(changes[0].options.empty());
+  LinearFitOptions faster = o;
+  faster.trainer.schedule.lr *= 2;
+  fit_linear(faster, one, events);
+  ASSERT_EQ(changes.size(), 2u);
+  ASSERT_EQ(changes[1].options.size(), 1u);
+  EXPECT_NE(changes[1].options[0].key.find("lr"), std::string::npos) << changes[1].options[0].key;
   ASSERT_EQ(rest.training.epochs.size(), 2u);
   EXPECT_EQ(rest.train->objective, whole.train->objective);
   // Another objective is refused, naming the option.

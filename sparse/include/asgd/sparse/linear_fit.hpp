@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "asgd/engine/checkpoint.hpp"
+#include "asgd/engine/options_record.hpp"
 #include "asgd/engine/rank_group.hpp"
 #include "asgd/engine/trainer.hpp"
 #include "asgd/engine/training_run.hpp"
@@ -71,8 +72,9 @@ struct LinearFitReport {
 // Where a fit stands just before it trains.
 struct LinearFitReady {
   const TrainingRun& run;
-  // The metadata of the checkpoint resumed (its options: saved_options), now loaded; empty for a fresh run.
-  std::string resumed_metadata = {};
+  // Resumed: how this run's options and data differ from those of the checkpoint's run (resume_changes; the
+  // settings' digest "run" left out, the options that differ are told one by one), now loaded.
+  ResumeChanges changes = {};
   bool resumed = false;
   std::uint64_t epoch = 0;          // epochs done before this call
   std::size_t examples = 0;         // this rank trains

@@ -69,14 +69,6 @@ RatingsFormat format_flag(const std::string& name) {
   return parse_flag("--format", [&] { return parse_ratings_format(name); });
 }
 
-// A ratings file mapped with the model's ids (ids it has never seen are appended).
-Ratings read_with_ids_of(const LoadedModel& m, const std::string& path, const std::string& format) {
-  Ratings with_maps;
-  with_maps.users = m.users;
-  with_maps.items = m.items;
-  return read_ratings(path, format_flag(format), &with_maps);
-}
-
 
 // --head-first: LIBMF 2's head of a factor row, its first SIMD block of 8 floats.
 constexpr std::size_t kLibmfHead = 8;
@@ -176,12 +168,6 @@ void print_errors(std::FILE* out, const char* name, const ErrorMetrics& m) {
     fmt::print(out, "{}: {} ratings, RMSE {:.4f}, MAE {:.4f}\n", name, m.count, m.rmse, m.mae);
 }
 
-// "precision@K p recall@K r NDCG@K n MAP@K m HR@K h", as both rankings print.
-std::string metrics_text(const RankingMetrics& m, std::size_t k) {
-  return fmt::format("precision@{} {:.4f} recall@{} {:.4f} NDCG@{} {:.4f} MAP@{} {:.4f} HR@{} {:.4f}", k, m.precision,
-                     k, m.recall, k, m.ndcg, k, m.map, k, m.hit_rate);
-}
-
 void print_squared(std::FILE* out, const MfTrainFlags& f, const FitReport& r) {
   fmt::print(out, "mf: {} in {:.2f} s of SGD ({:.3g} rating updates/s, {}, {}, {})\n",
              counted(r.train.epochs.size(), "epoch"), r.train.seconds,
@@ -198,8 +184,8 @@ void print_ranking(std::FILE* out, const MfTrainFlags& f, const FitReport& r) {
              r.held_out, r.positives, 100.0 * static_cast<double>(r.held_out) / static_cast<double>(r.positives),
              f.fit.test_fraction);
   fmt::print(out, "full ranking, {} users, {} items never ranked (no training positive): BPR {}\n",
-             r.ranking->ours.users, r.cold_items, metrics_text(r.ranking->ours, 10));
-  fmt::print(out, "                                        most-popular {}\n", metrics_text(r.ranking->popular, 10));
+             r.ranking->ours.users, r.cold_items, r.ranking->ours.text(10));
+  fmt::print(out, "                                        most-popular {}\n", r.ranking->popular.text(10));
 }
 
 // --sampled-eval's line, or its interruption.
@@ -295,7 +281,7 @@ int predict(const MfPredictFlags& f) {
   check_output("output_file", f.output_file);
   check_distinct("output_file", f.output_file, {{"test_file", f.test_file}, {"model_file", f.model_file}});
   LoadedModel m = load_model(f.model_file);
-  const Ratings test = read_with_ids_of(m, f.test_file, f.format);
+  const Ratings test = read_ratings_for(m, f.test_file, format_flag(f.format));
   const auto metrics = write_predictions(m, test, f.output_file);
   fmt::print(stderr, "predicted {} ratings ({} with a known user and item); RMSE {:.4f} MAE {:.4f}\n", test.size(),
              metrics.known, metrics.rmse, metrics.mae);
@@ -316,16 +302,17 @@ int eval_ranking(const MfEvalFlags& f, const LoadedModel& m) {
     throw InputError("a bpr model is scored by ranking: give --exclude TRAIN_FILE (its positives are not ranked "
                      "again, and most-popular counts them)");
   }
-  const Ratings test = read_with_ids_of(m, f.test_file, f.format);
-  const ModelRanking r = rank_model_against_popular(m, test, read_with_ids_of(m, f.exclude, f.format), f.k);
+  const Ratings test = read_ratings_for(m, f.test_file, format_flag(f.format));
+  const Ratings exclude = read_ratings_for(m, f.exclude, format_flag(f.format));
+  const ModelRanking r = rank_model_against_popular(m, test, exclude, f.k);
   if (r.positives == 0) {
     throw InputError(fmt::format("{}: no rating >= {} (the model's positives) of a user and item the model has",
                                  f.test_file, m.positive));
   }
   fmt::print("eval: {} test positives (rating >= {}; {} more of users or items the model lacks), {} users ranked "
              "over {} items; BPR {}\n",
-             r.positives, m.positive, r.unknown, r.ranked.ours.users, r.items, metrics_text(r.ranked.ours, f.k));
-  fmt::print("      most-popular {}\n", metrics_text(r.ranked.popular, f.k));
+             r.positives, m.positive, r.unknown, r.ranked.ours.users, r.items, r.ranked.ours.text(f.k));
+  fmt::print("      most-popular {}\n", r.ranked.popular.text(f.k));
   return 0;
 }
 
@@ -335,7 +322,7 @@ int eval(const MfEvalFlags& f) {
   if (m.loss == "bpr") return eval_ranking(f, m);
   if (!f.exclude.empty()) throw InputError("--exclude: only for a bpr model (a squared model is scored by RMSE)");
   if (f.k_given) throw InputError("-k: only for a bpr model (a squared model is scored by RMSE, not at k)");
-  const Ratings test = read_with_ids_of(m, f.test_file, f.format);
+  const Ratings test = read_ratings_for(m, f.test_file, format_flag(f.format));
   const auto metrics = evaluate_errors(*m.store, m.scale, test, m.range.lo, m.range.hi, &m.cold);
   fmt::print("eval: {} ratings ({} with a known user and item; the rest from the mean and known biases), RMSE {:.4f}, "
              "MAE {:.4f}\n",
@@ -360,7 +347,7 @@ int recommend_cmd(const MfRecommendFlags& f) {
   LoadedModel m = load_model(f.model_file, f.shm);
   const FactorLayout layout = FactorLayout::of(m.store->layout());
   std::optional<SeenItems> seen;
-  if (!f.exclude.empty()) seen.emplace(read_with_ids_of(m, f.exclude, f.format), layout.users);
+  if (!f.exclude.empty()) seen.emplace(read_ratings_for(m, f.exclude, format_flag(f.format)), layout.users);
   if (!f.user.empty()) {
     const auto id = m.users.find(f.user);
     if (!id || *id >= layout.users) throw InputError(fmt::format("--user {}: not a user of this model", f.user));

@@ -12,6 +12,7 @@
 #include "../common/scratch_dir.hpp"
 #include "asgd/sparse/mf/fit.hpp"
 #include "asgd/sparse/mf/generator.hpp"
+#include "asgd/sparse/mf/metrics.hpp"
 #include "asgd/sparse/mf/model.hpp"
 #include "asgd/sparse/mf/model_file.hpp"
 
@@ -118,6 +119,35 @@ TEST(MfFit, TheModelFileReadsBackAsTrained) {
   EXPECT_EQ(m.users.size(), ratings.users.size());
   const ErrorMetrics again = evaluate_errors(*m.store, m.scale, ratings, m.range.lo, m.range.hi, &m.cold);
   EXPECT_LT(again.rmse, 1.0);
+}
+
+// A ratings file read for a model maps its ids to the model's rows; ids the model lacks come after them.
+TEST(MfFit, RatingsReadForAModelUseItsRows) {
+  ScratchDir dir;
+  FitOptions o = squared_options();
+  o.trainer.epochs = 1;
+  o.model_file = dir / "model.bin";
+  fit(planted(2000, 0.3), o);
+  const LoadedModel m = load_model(o.model_file);
+  const std::string known = m.users.name(3), item = m.items.name(0);
+  const auto file = dir.file("more.txt", known + " " + item + " 4\nnewcomer " + item + " 2\n");
+  const Ratings r = read_ratings_for(m, file, RatingsFormat::libmf);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r.user[0], 3u);
+  EXPECT_EQ(r.user[1], m.users.size());
+  EXPECT_EQ(r.item[0], 0u);
+  EXPECT_EQ(r.users.size(), m.users.size() + 1);
+}
+
+// Ranking metrics at k as the CLI prints them.
+TEST(MfFit, RankingMetricsReadAsText) {
+  RankingMetrics m;
+  m.precision = 0.5;
+  m.recall = 0.25;
+  m.ndcg = 0.125;
+  m.map = 1;
+  m.hit_rate = 0.75;
+  EXPECT_EQ(m.text(5), "precision@5 0.5000 recall@5 0.2500 NDCG@5 0.1250 MAP@5 1.0000 HR@5 0.7500");
 }
 
 TEST(MfFit, BprTellsEachEpochsLoss) {

@@ -78,13 +78,6 @@ gpu::DeviceChoice choose_device(const std::string& device, bool quiet, std::FILE
   return d;
 }
 
-// A flag for the CPU alone on the GPU: refused when --device gpu asked for the GPU, a note (when `say`) when auto
-// chose it.
-void cpu_only(const gpu::DeviceChoice& d, const std::string& refusal, const std::string& note, bool say = true) {
-  if (d.gpu_required()) throw InputError(refusal);
-  if (say) std::fprintf(stderr, "%s\n", note.c_str());
-}
-
 // --NAME and --no-NAME, each excluding the other, into `pair` (--NAME=false is --no-NAME).
 void add_flag_pair(CLI::App& app, const std::string& name, FlagPair& pair, const std::string& help,
                    const std::string& no_help) {
@@ -136,10 +129,8 @@ void print_setup(std::FILE* out, const CnnFlags& f, const dense::TrainTest& tt, 
 // asked for, and said not to apply when auto chose.
 gpu::DeviceChoice choose_device(const CnnFlags& f, bool root, std::FILE* out) {
   const gpu::DeviceChoice d = choose_device(f.device, f.quiet || !root, out);
-  // The CPU's GEMM threads mean nothing to the GPU (its streams are --workers).
-  if (d.gpu && f.choices.threads > 0)
-    cpu_only(d, "--threads: the CPU's GEMM threads; not with --device gpu",
-             "asgd cnn: note: --threads is for the CPU; the GPU run ignores it", root);
+  if (const std::string note = gpu::cpu_settings_unused(d, f.choices); !note.empty() && root)
+    std::fprintf(stderr, "asgd cnn: note: %s\n", cli_message(note, kNames).c_str());
   if (!d.gpu && f.cuda_graphs.on && root)
     std::fprintf(stderr, "asgd cnn: note: %s is for the GPU; the CPU run ignores it\n", f.cuda_graphs.given.c_str());
   return d;
@@ -231,9 +222,8 @@ int train(const CnnFlags& f, Distributed& dist) {
 int eval(const EvalFlags& f) {
   f.options.validate();
   const gpu::DeviceChoice d = choose_device(f.device, true);
-  if (d.gpu && f.options.threads > 1)
-    cpu_only(d, "--workers: CPU threads; not with --device gpu (one stream evaluates)",
-             "asgd cnn: note: --workers is for the CPU; the GPU evaluation ignores it");
+  if (const std::string note = gpu::cpu_settings_unused(d, f.options); !note.empty())
+    std::fprintf(stderr, "asgd cnn: note: %s\n", cli_message(note, kNames).c_str());
   if (f.model.empty()) throw InputError("--model FILE is required");
   const dense::Network net = dense::lenet5();
   const CheckpointData ck = dense::read_lenet(f.model, net);
@@ -259,13 +249,8 @@ int floor_cmd(const FloorFlags& f) {
   o.validate();
   const gpu::DeviceChoice d = choose_device(f.device, f.quiet);
   // The CPU's flags: refused when the GPU was asked for, a note when auto chose it (as cnn train and eval do).
-  if (d.gpu && (o.threads > 1 || o.workers > 1)) {
-    const char* flag = o.workers > 1 && o.threads > 1 ? "--workers and --threads"
-                       : o.workers > 1                  ? "--workers"
-                                                        : "--threads";
-    cpu_only(d, fmt::format("{}: CPU only (GPU streams share the device's floor)", flag),
-             fmt::format("asgd cnn floor: note: {}: CPU only (ignored for the GPU's floor)", flag));
-  }
+  if (const std::string note = gpu::cpu_settings_unused(d, o); !note.empty())
+    std::fprintf(stderr, "asgd cnn floor: note: %s\n", cli_message(note, kNames).c_str());
   if (const unsigned cores = o.cores_short(); !d.gpu && cores > 0 && !f.quiet) {
     std::fprintf(stderr,
                  "asgd cnn floor: note: %zu workers x %zu threads assumes as many cores; this machine has %u, so "

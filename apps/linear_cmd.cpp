@@ -35,12 +35,6 @@ struct TrainFlags {
   std::string unsorted = "sort";
 };
 
-sparse::UnsortedIds parse_unsorted(const std::string& s) {
-  if (s == "sort") return sparse::UnsortedIds::sort;
-  if (s == "reject") return sparse::UnsortedIds::reject;
-  throw InputError(fmt::format("--unsorted '{}': expected sort or reject", s));
-}
-
 // The library's option names in errors, as the command spells them.
 constexpr std::pair<std::string_view, std::string_view> kNames[] = {
     {"LinearFitOptions::data", "--data"},        {"LinearFitOptions::test", "--test"},
@@ -59,7 +53,7 @@ void print_quality(std::FILE* out, const char* what, const sparse::LinearQuality
 sparse::LinearFitOptions fit_options(const TrainFlags& f, TrainerOptions trainer) {
   sparse::LinearFitOptions o = f.fit;
   o.loss = parse_flag("--loss", [&] { return sparse::parse_linear_loss(f.loss); });
-  o.unsorted = parse_unsorted(f.unsorted);
+  o.unsorted = parse_flag("--unsorted", [&] { return sparse::parse_unsorted_ids(f.unsorted); });
   o.seed_given = f.engine.seed_given;
   o.model = f.model;
   o.trainer = std::move(trainer);
@@ -163,7 +157,7 @@ int eval(const EvalFlags& f) {
   if (f.model.empty() == f.shm.empty()) throw InputError("eval: give exactly one of --model FILE or --shm NAME");
   sparse::LinearEvalOptions o;  // field by field: GCC 12 warns falsely on a designated initializer here
   o.data = f.data;
-  o.unsorted = parse_unsorted(f.unsorted);
+  o.unsorted = parse_flag("--unsorted", [&] { return sparse::parse_unsorted_ids(f.unsorted); });
   if (f.l2_given) o.l2 = f.l2;  // checked by LinearProblem, as train's
   if (!f.loss.empty()) o.loss = parse_flag("--loss", [&] { return sparse::parse_linear_loss(f.loss); });
   if (!f.model.empty()) {

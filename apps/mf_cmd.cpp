@@ -91,7 +91,7 @@ TrainerOptions trainer_options(const MfTrainFlags& f, const char* default_schedu
 // of the other loss or schedule.
 FitOptions fit_options(const MfTrainFlags& f) {
   FitOptions o = f.fit;
-  o.loss = f.loss == "bpr" ? Loss::bpr : Loss::squared;
+  o.loss = parse_flag("--loss", [&] { return parse_loss(f.loss); });
   o.model.biases = !f.no_biases;
   o.model.center = !f.no_mean;
   o.model.head_first = f.head_first ? kLibmfHead : 0;
@@ -245,7 +245,6 @@ void check_train_flags(const MfTrainFlags& f, Distributed& dist) {
   }
   if (f.loss == "bpr" && (!f.validation_file.empty() || f.schedule_given))
     throw InputError(fmt::format("{}: only with --loss squared", f.validation_file.empty() ? "--schedule" : "-v/-p"));
-  if (f.loss != "squared" && f.loss != "bpr") throw InputError(fmt::format("--loss {}: expected squared or bpr", f.loss));
 }
 
 // Explicit ratings (squared): biased MF, Hogwild or LIBMF's block schedule, with validation and test errors.

@@ -91,10 +91,9 @@ struct MfSettings {
 // that one worker and one seed give its model byte for byte: a constant rate (bpr: linear) with no floor, 4096
 // ratings a step.
 FitOptions fit_options(const MfSettings& s) {
-  if (s.loss != "squared" && s.loss != "bpr") throw asgd::InputError("loss '" + s.loss + "': expected squared or bpr");
-  const bool bpr = s.loss == "bpr";
   FitOptions o;
-  o.loss = bpr ? Loss::bpr : Loss::squared;
+  o.loss = parse_loss(s.loss);
+  const bool bpr = o.loss == Loss::bpr;
   o.positive = s.positive;
   o.shm = s.shm;
   o.model_file = s.model_file;

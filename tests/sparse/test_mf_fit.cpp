@@ -361,6 +361,13 @@ TEST(MfFit, OptionErrorsNameTheOption) {
             std::string::npos);
 }
 
+// The losses by name, as the CLI's --loss and Python's loss= give them.
+TEST(MfFit, LossesAreParsedByName) {
+  EXPECT_EQ(parse_loss("squared"), Loss::squared);
+  EXPECT_EQ(parse_loss("bpr"), Loss::bpr);
+  EXPECT_EQ(message_of([] { parse_loss("hinge"); }), "loss 'hinge': expected squared or bpr");
+}
+
 // An option that the loss or the schedule does not use is refused by validate, for any caller, not ignored.
 TEST(MfFit, OptionsOfTheOtherLossOrScheduleAreRefused) {
   const auto refusal = [](const std::function<void(FitOptions&)>& set, Loss loss = Loss::squared) {

@@ -17,6 +17,12 @@
 
 namespace asgd::sparse::mf {
 
+Loss parse_loss(std::string_view name) {
+  if (name == "squared") return Loss::squared;
+  if (name == "bpr") return Loss::bpr;
+  throw InputError(fmt::format("loss '{}': expected squared or bpr", name));
+}
+
 void FitOptions::validate() const {
   model.validate();
   for (const auto& [name, value] : {std::pair{"test_fraction", test_fraction},

@@ -9,6 +9,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "asgd/engine/rank_group.hpp"
 #include "asgd/engine/trainer.hpp"
@@ -23,6 +24,8 @@ enum class Loss {
   squared,  // explicit ratings: BiasedMf
   bpr,      // implicit feedback, the ratings >= FitOptions::positive: BprMf
 };
+// "squared" or "bpr"; InputError otherwise.
+Loss parse_loss(std::string_view name);
 
 struct FitOptions {
   Loss loss = Loss::squared;

@@ -52,107 +52,30 @@ void report_files(const bench::StalenessExperiment& sweep, bool no_plot) {
   }
 }
 
-// Logistic regression with a known optimum: every setting must end within
-// 1e-3 of it (exit 1 otherwise).
-int staleness_linear(const bench::StalenessOptions& o, bool no_plot) {
-  check_generator_flags(o.gen);  // the sizes, named as flags, before the lists are read
-  bench::LinearExperiment sweep(o);
-  fmt::print("problem: logistic regression, {} examples x {} features, {} non-zeros each, l2 {}\n", o.gen.examples,
-             o.gen.features, o.gen.nnz_per_example, o.l2);
-  sweep.load();
-  const auto& optimum = sweep.problem().reference().optimum;
-  fmt::print("optimum (L-BFGS): {:.8f} (|grad| {:.1e}, {:.1f} s)\n", optimum.objective, optimum.gradient_norm,
-             sweep.problem().reference().lbfgs_seconds);
-  sweep.begin();  // the data is in: the previous CSV is replaced from here
-  fmt::print("{:<7} {:>7} {:>4} {:>10} {:>12} {:>10} {:>9} {:>5} {:>6}\n", "policy", "workers", "tau", "seconds",
-             "objective", "gap", "stale", "lead", "<=1e-3");
-  const auto summary = sweep.run([&](const SweepRun& run, const SettingResult& r) {
-    const auto& s = run.setting;
-    fmt::print("{:<7} {:>7} {:>4} {:>10.3f} {:>12.8f} {:>10.2e} {:>9.2f} {:>5} {:>6}\n", to_string(s.policy),
-               s.workers, tau_to_string(s.tau), r.seconds, optimum.objective * (1 + r.gap), r.gap, r.mean_staleness,
-               r.max_lead, r.missed_optimum ? "NO" : "yes");
-  });
-  report_files(sweep, no_plot);
-  if (summary.missed_optimum > 0)
-    fmt::print("{} setting(s) did not reach 1e-3 of the optimum\n", summary.missed_optimum);
-  return summary.missed_optimum > 0 ? kExitRuntime : 0;
-}
-
-// word2vec skip-gram on a corpus: training loss per epoch for each setting,
-// and analogy accuracy at the end when --analogies is given.
-int staleness_w2v(const bench::StalenessOptions& o, bool no_plot) {
-  bench::W2vExperiment sweep(o);
-  sweep.load();
-  const auto& m = sweep.problem().model_options();
-  fmt::print("problem: word2vec skip-gram d{} w{} neg{} sample {}, {} ({} words, vocabulary {})\n", m.dim, m.window,
-             m.negative, m.sample, o.corpus, sweep.problem().words(), sweep.problem().vocabulary());
-  sweep.begin();  // the data is in: the previous CSV is replaced from here
-  fmt::print("{:<7} {:>7} {:>4} {:>10} {:>12} {:>9} {:>10}\n", "policy", "workers", "tau", "seconds", "words/s",
-             "loss", "analogy");
-  sweep.run([&](const SweepRun& run, const SettingResult& r) {
-    const std::string analogy =
-        r.analogy_accuracy < 0 ? std::string("-") : fmt::format("{:.2f}%", 100.0 * r.analogy_accuracy);
-    fmt::print("{:<7} {:>7} {:>4} {:>10.2f} {:>12.0f} {:>9.4f} {:>10}\n", to_string(run.setting.policy),
-               run.setting.workers, tau_to_string(run.setting.tau), r.seconds, r.rate, r.loss, analogy);
-  });
-  report_files(sweep, no_plot);
-  return 0;
-}
-
-// Matrix factorization: test RMSE per epoch for the Hogwild schedule at each
-// tau and for LIBMF's block schedule (no staleness to bound: no two workers
-// share a row), at each worker count. Generated ratings with a known noise
-// floor unless --ratings is given (then a 90/10 split, seed 42).
-int staleness_mf(const bench::StalenessOptions& o, bool no_plot) {
-  bench::MfExperiment sweep(o);
-  sweep.load();
-  fmt::print("problem: biased MF k 32, lr 0.02, l2 0.05, on {} (90/10 split)\n", sweep.data_description());
-  sweep.begin();  // the data is in: the previous CSV is replaced from here
-  fmt::print("{:<8} {:<7} {:>7} {:>4} {:>9} {:>14} {:>9} {:>9}\n", "schedule", "policy", "workers", "tau", "seconds",
-             "updates/s", "stale", "test RMSE");
-  sweep.run([&](const SweepRun& run, const SettingResult& r) {
-    const auto& s = run.setting;
-    fmt::print("{:<8} {:<7} {:>7} {:>4} {:>9.2f} {:>14.3g} {:>9.2f} {:>9.4f}\n", run.blocks ? "blocks" : "hogwild",
-               to_string(s.policy), s.workers, run.blocks ? "-" : tau_to_string(s.tau), r.seconds, r.rate,
-               r.mean_staleness, r.test_rmse);
-  });
-  report_files(sweep, no_plot);
-  return 0;
-}
-
-// LeNet-5 on MNIST: test accuracy per epoch for each tau, without and with
-// staleness compensation (tau 0 and inf have nothing to compensate for a
-// view's age: one run each). The recipe that reaches 99 % at tau 0: batch 64
-// per worker, lr 0.02 cosine, momentum 0.9, weight decay 5e-4.
-int staleness_cnn(const bench::StalenessOptions& o, bool no_plot) {
-  bench::CnnExperiment sweep(o);
-  sweep.load(dense::load_mnist(resolve_mnist_dir(o.data)));
-  fmt::print("problem: LeNet-5, {} train / {} test images, batch 64 per worker, lr 0.02 cosine, momentum 0.9, "
-             "weight decay 5e-4, {} epochs\n",
-             sweep.problem().data().train.size(), sweep.problem().data().test.size(), sweep.epochs());
-  sweep.begin();  // the data is in: the previous CSV is replaced from here
-  fmt::print("{:<12} {:>7} {:>4} {:>9} {:>10} {:>7} {:>9}\n", "policy", "workers", "tau", "seconds", "images/s",
-             "stale", "accuracy");
-  sweep.run([&](const SweepRun& run, const SettingResult& r) {
-    fmt::print("{:<12} {:>7} {:>4} {:>9.1f} {:>10.0f} {:>7.2f} {:>8.2f}%\n", run.compensate ? "compensated" : "plain",
-               run.setting.workers, tau_to_string(run.setting.tau), r.seconds, r.rate, r.mean_staleness,
-               100.0 * r.test_accuracy);
-  });
-  report_files(sweep, no_plot);
-  return 0;
-}
-
+// The sweep of o.problem, reported as it goes: the problem, a row per setting, the files. Linear must end every
+// setting within 1e-3 of its known optimum (exit 1 otherwise); w2v adds analogy accuracy with --analogies, mf the
+// block schedule (no staleness to bound), cnn each tau with and without compensation.
 int staleness(const StalenessFlags& f) {
   bench::StalenessOptions o = f.options;
   o.problem = bench::parse_problem(f.problem);
   bench::check_options(o);  // the problem is known: its options can be told from the others'
-  switch (o.problem) {
-    case bench::StalenessProblem::w2v: return staleness_w2v(o, f.no_plot);
-    case bench::StalenessProblem::mf: return staleness_mf(o, f.no_plot);
-    case bench::StalenessProblem::cnn: return staleness_cnn(o, f.no_plot);
-    case bench::StalenessProblem::linear: break;
-  }
-  return staleness_linear(o, f.no_plot);
+  if (o.problem == bench::StalenessProblem::linear) check_generator_flags(o.gen);  // named as flags, first
+  const auto sweep = bench::make_experiment(o);  // the runs listed and the CSV checked: nothing read yet
+  fmt::print("{}", sweep->about_options());
+  if (auto* cnn = dynamic_cast<bench::CnnExperiment*>(sweep.get()))
+    cnn->load(dense::load_mnist(resolve_mnist_dir(o.data)));  // builtin: where this build keeps the digits
+  else
+    sweep->load();
+  fmt::print("{}", sweep->about_data());
+  sweep->begin();  // the data is in: the previous CSV is replaced from here
+  fmt::print("{}", sweep->table_header());
+  const auto summary = sweep->run([&](const SweepRun& run, const SettingResult& r) {
+    fmt::print("{}", sweep->table_row(run, r));
+  });
+  report_files(*sweep, f.no_plot);
+  if (summary.missed_optimum > 0)
+    fmt::print("{} setting(s) did not reach 1e-3 of the optimum\n", summary.missed_optimum);
+  return summary.missed_optimum > 0 ? kExitRuntime : 0;
 }
 
 }  // namespace

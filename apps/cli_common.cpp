@@ -246,6 +246,8 @@ std::string cli_message(std::string message, OptionNames names) {
   static const std::regex kGemmThreads(R"re(TrainOptions::gemm_threads (\d+): expected 1 to 256)re");
   message = std::regex_replace(message, kForce, "asgd shm remove --force $1");
   message = std::regex_replace(message, kRemove, "asgd shm remove $1");
+  static const std::regex kInspect(R"re(ParamStore::inspect_shared\("([^"]*)"\))re");
+  message = std::regex_replace(message, kInspect, "asgd shm info $1");
   message = std::regex_replace(message, kGemmThreads,
                                "--threads: $1 GEMM threads per worker (--threads / --workers): expected 1 to 256");
   // The dense trainers' options (cnn train, bench staleness --problem cnn), the segment's recovery.

@@ -36,18 +36,20 @@ constexpr std::pair<std::string_view, std::string_view> kNames[] = {
     {"FloorOptions::repeats", "--repeats"},       {"FloorOptions::threads", "--threads"},
     {"FloorOptions::workers", "--workers"}};
 
+// A setting with a flag each way (--cuda-graphs, --no-cuda-graphs): unset until one is given, `given` the one typed.
+struct FlagPair {
+  std::optional<bool> on;
+  std::string given;
+};
+
 // cnn train's flags.
 struct CnnFlags {
   std::string data = "builtin";
   // fit.train: --epochs, --batch, --workers, --lr, --momentum, --weight-decay; --until-epoch, --checkpoint, --csv.
   dense::FitOptions fit;
-  dense::TrainChoices choices;  // --tau, --compensate, --lr-schedule, --threads
+  dense::TrainChoices choices;  // --tau, --lr-schedule, --threads; compensate: auto unless --[no-]compensate
   std::string device = "cpu";
-  std::optional<bool> cuda_graphs;  // --cuda-graphs / --no-cuda-graphs; on the GPU, on unless turned off
-  // The four flags as parsed (--compensate=false means --no-compensate), read into compensate and cuda_graphs
-  // once the command line is parsed.
-  bool compensate_flag = false, no_compensate_flag = false, graphs_flag = false, no_graphs_flag = false;
-  std::string graphs_given;  // which of the two graphs flags the command line has, for messages
+  FlagPair compensate, cuda_graphs;  // CUDA graphs: on the GPU, on unless turned off
   std::string model, resume;
   std::uint64_t seed = 1;
   bool seed_given = false, epochs_given = false;
@@ -76,11 +78,12 @@ gpu::DeviceChoice choose_device(const std::string& device, bool quiet, std::FILE
   return d;
 }
 
-// A flag for the CPU alone on the GPU: refused when --device gpu asked for the GPU, a note (when `say`) when auto
-// chose it.
-void cpu_only(const gpu::DeviceChoice& d, const std::string& refusal, const std::string& note, bool say = true) {
-  if (d.gpu_required()) throw InputError(refusal);
-  if (say) std::fprintf(stderr, "%s\n", note.c_str());
+// --NAME and --no-NAME, each excluding the other, into `pair` (--NAME=false is --no-NAME).
+void add_flag_pair(CLI::App& app, const std::string& name, FlagPair& pair, const std::string& help,
+                   const std::string& no_help) {
+  auto* on = app.add_flag_function("--" + name, [&pair, name](std::int64_t n) { pair = {n > 0, "--" + name}; }, help);
+  app.add_flag_function("--no-" + name, [&pair, name](std::int64_t n) { pair = {n < 0, "--no-" + name}; }, no_help)
+      ->excludes(on);
 }
 
 void print_confusion(const dense::EvalResult& r, std::size_t k) {
@@ -117,7 +120,8 @@ void print_setup(std::FILE* out, const CnnFlags& f, const dense::TrainTest& tt, 
   std::fprintf(out, "net: %s\n", net.describe(on_gpu).c_str());
   std::fprintf(out, "workers %zu, batch %zu, tau %s, lr %g (%s), momentum %g, weight decay %g%s%s\n", o.workers,
                o.batch, tau_to_string(o.tau).c_str(), o.lr, f.choices.schedule.c_str(), o.momentum, o.weight_decay,
-               o.compensate ? ", staleness compensation on" : "", on_gpu && f.cuda_graphs.value_or(true) ? ", CUDA graphs" : "");
+               o.compensate ? ", staleness compensation on" : "",
+               on_gpu && f.cuda_graphs.on.value_or(true) ? ", CUDA graphs" : "");
   std::fflush(out);
 }
 
@@ -125,12 +129,10 @@ void print_setup(std::FILE* out, const CnnFlags& f, const dense::TrainTest& tt, 
 // asked for, and said not to apply when auto chose.
 gpu::DeviceChoice choose_device(const CnnFlags& f, bool root, std::FILE* out) {
   const gpu::DeviceChoice d = choose_device(f.device, f.quiet || !root, out);
-  // The CPU's GEMM threads mean nothing to the GPU (its streams are --workers).
-  if (d.gpu && f.choices.threads > 0)
-    cpu_only(d, "--threads: the CPU's GEMM threads; not with --device gpu",
-             "asgd cnn: note: --threads is for the CPU; the GPU run ignores it", root);
-  if (!d.gpu && f.cuda_graphs && root)
-    std::fprintf(stderr, "asgd cnn: note: %s is for the GPU; the CPU run ignores it\n", f.graphs_given.c_str());
+  if (const std::string note = gpu::cpu_settings_unused(d, f.choices); !note.empty() && root)
+    std::fprintf(stderr, "asgd cnn: note: %s\n", cli_message(note, kNames).c_str());
+  if (!d.gpu && f.cuda_graphs.on && root)
+    std::fprintf(stderr, "asgd cnn: note: %s is for the GPU; the CPU run ignores it\n", f.cuda_graphs.given.c_str());
   return d;
 }
 
@@ -140,8 +142,8 @@ dense::FitOptions fit_options(const CnnFlags& f, const dense::Network& net, Dist
                               bool& on_gpu) {
   dense::FitOptions fo = f.fit;
   if (!f.resume.empty()) fo.resume_from(f.resume, net, !f.epochs_given);
-  if (f.cuda_graphs && f.device == "cpu")
-    throw InputError(fmt::format("{}: only with --device gpu or auto", f.graphs_given));
+  if (f.cuda_graphs.on && f.device == "cpu")
+    throw InputError(fmt::format("{}: only with --device gpu or auto", f.cuda_graphs.given));
   const gpu::DeviceChoice device = choose_device(f, dist.root(), out);
   on_gpu = device.gpu;
   if (f.choices.compensation_moot()) {
@@ -149,7 +151,7 @@ dense::FitOptions fit_options(const CnnFlags& f, const dense::Network& net, Dist
                        "lr stay as given\n");
   }
   f.choices.apply(fo.train);  // --tau, --compensate, --lr-schedule and --threads
-  gpu::fit_on(device, fo, f.cuda_graphs.value_or(true));  // what gpu::train refuses, before any output
+  gpu::fit_on(device, fo, f.cuda_graphs.on.value_or(true));  // what gpu::train refuses, before any output
   if (f.seed_given) fo.seed = f.seed;
   fo.validate();
   return fo;
@@ -220,9 +222,8 @@ int train(const CnnFlags& f, Distributed& dist) {
 int eval(const EvalFlags& f) {
   f.options.validate();
   const gpu::DeviceChoice d = choose_device(f.device, true);
-  if (d.gpu && f.options.threads > 1)
-    cpu_only(d, "--workers: CPU threads; not with --device gpu (one stream evaluates)",
-             "asgd cnn: note: --workers is for the CPU; the GPU evaluation ignores it");
+  if (const std::string note = gpu::cpu_settings_unused(d, f.options); !note.empty())
+    std::fprintf(stderr, "asgd cnn: note: %s\n", cli_message(note, kNames).c_str());
   if (f.model.empty()) throw InputError("--model FILE is required");
   const dense::Network net = dense::lenet5();
   const CheckpointData ck = dense::read_lenet(f.model, net);
@@ -248,13 +249,8 @@ int floor_cmd(const FloorFlags& f) {
   o.validate();
   const gpu::DeviceChoice d = choose_device(f.device, f.quiet);
   // The CPU's flags: refused when the GPU was asked for, a note when auto chose it (as cnn train and eval do).
-  if (d.gpu && (o.threads > 1 || o.workers > 1)) {
-    const char* flag = o.workers > 1 && o.threads > 1 ? "--workers and --threads"
-                       : o.workers > 1                  ? "--workers"
-                                                        : "--threads";
-    cpu_only(d, fmt::format("{}: CPU only (GPU streams share the device's floor)", flag),
-             fmt::format("asgd cnn floor: note: {}: CPU only (ignored for the GPU's floor)", flag));
-  }
+  if (const std::string note = gpu::cpu_settings_unused(d, o); !note.empty())
+    std::fprintf(stderr, "asgd cnn floor: note: %s\n", cli_message(note, kNames).c_str());
   if (const unsigned cores = o.cores_short(); !d.gpu && cores > 0 && !f.quiet) {
     std::fprintf(stderr,
                  "asgd cnn floor: note: %zu workers x %zu threads assumes as many cores; this machine has %u, so "
@@ -301,19 +297,16 @@ void add_cnn_commands(CLI::App& app, int& exit_code) {
                 "Threads in all (default: = workers); more than workers runs each worker's GEMMs on threads/workers "
                 "threads (Eigen + OpenMP)");
   t->add_option("--tau", f->choices.tau, "Staleness bound: 0 synchronous, N bounded, inf Hogwild!")->capture_default_str();
-  auto* on = t->add_flag("--compensate", f->compensate_flag,
-                         "Lower momentum (then lr) as observed staleness grows (default: on for a finite "
-                         "tau > 0; off at tau 0, which has no staleness)");
-  auto* off = t->add_flag("--no-compensate", f->no_compensate_flag, "Keep momentum and lr as given")->excludes(on);
+  add_flag_pair(*t, "compensate", f->compensate,
+                "Lower momentum (then lr) as observed staleness grows (default: on for a finite tau > 0; off at tau "
+                "0, which has no staleness)",
+                "Keep momentum and lr as given");
   t->add_option("--lr-schedule", f->choices.schedule, "constant, or cosine (to 0 over the run)")->capture_default_str();
   t->add_option("--device", f->device,
                  "cpu, gpu (CUDA; workers are streams) or auto (the GPU when one can be used)")->capture_default_str();
-  auto* graphs = t->add_flag("--cuda-graphs", f->graphs_flag,
-                             "On the GPU, launch each stream's minibatch step as one captured CUDA graph "
-                             "(the default)");
-  auto* no_graphs = t->add_flag("--no-cuda-graphs", f->no_graphs_flag,
-                                "On the GPU, launch the step's kernels and cuBLAS calls one by one")
-                        ->excludes(graphs);
+  add_flag_pair(*t, "cuda-graphs", f->cuda_graphs,
+                "On the GPU, launch each stream's minibatch step as one captured CUDA graph (the default)",
+                "On the GPU, launch the step's kernels and cuBLAS calls one by one");
   t->add_option("--model", f->model, "Write the trained model (checkpoint) here");
   t->add_option("--checkpoint", f->fit.checkpoint, "Write a checkpoint here after every epoch (for --resume)");
   t->add_option("--resume", f->resume,
@@ -327,19 +320,10 @@ void add_cnn_commands(CLI::App& app, int& exit_code) {
   t->add_flag("--quiet,-q", f->quiet, "Only the final line");
   add_distributed_flags(*t, f->dist);
   f->dist.names = kNames;
-  t->callback([f, seed, epochs, on, off, graphs, no_graphs, &exit_code] {
+  t->callback([f, seed, epochs, &exit_code] {
     f->seed_given = seed->count() > 0;
     f->epochs_given = epochs->count() > 0;
-    if (on->count() > 0) f->choices.compensate = f->compensate_flag ? "on" : "off";
-    if (off->count() > 0) f->choices.compensate = f->no_compensate_flag ? "off" : "on";
-    if (graphs->count() > 0) {
-      f->cuda_graphs = f->graphs_flag;
-      f->graphs_given = "--cuda-graphs";
-    }
-    if (no_graphs->count() > 0) {
-      f->cuda_graphs = !f->no_graphs_flag;
-      f->graphs_given = "--no-cuda-graphs";
-    }
+    if (f->compensate.on) f->choices.compensate = *f->compensate.on ? "on" : "off";
     exit_code = run_guarded([&] { return run_distributed(f->dist, [&](Distributed& d) { return train(*f, d); }); },
                             kNames);
   });

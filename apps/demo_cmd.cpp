@@ -31,24 +31,15 @@ int demo(const DemoFlags& f) {
   const sparse::LinearReference bench(f.gen, f.l2);
   fmt::print("reference optimum (L-BFGS, {} iterations, {:.1f} s): objective {:.6f}\n", bench.optimum.iterations,
              bench.lbfgs_seconds, bench.optimum.objective);
-  auto store = ParamStore::on_heap(bench.problem.layout());
-  Trainer trainer(store, o);
-  double seconds = 0;
-  for (std::uint64_t e = 1; e <= o.epochs; ++e) {
-    const auto r = trainer.run(bench.problem, e);
-    seconds += r.seconds;
-    const auto w = store.snapshot();
-    fmt::print("epoch {:2}: objective {:.6f}  gap to optimum {:.2e}  ({:.2f} s, {:.3g} examples/s)\n", e,
-               bench.problem.objective(w), bench.relative_gap(w), seconds, r.examples_per_second);
-  }
-  const auto w = store.snapshot();
-  const double gap = bench.relative_gap(w);
+  const sparse::ReferenceRun run = bench.train(o, [](const sparse::ReferenceEpoch& e) {
+    fmt::print("epoch {:2}: objective {:.6f}  gap to optimum {:.2e}  ({:.2f} s, {:.3g} examples/s)\n", e.epoch,
+               e.objective, e.gap, e.seconds, e.examples_per_second);
+  });
   fmt::print("{} {} workers ({}, tau {}): objective within {:.1e} of the optimum{}; accuracy {:.4f} (optimum {:.4f})\n",
              o.consistency == Consistency::racy ? "Hogwild!" : "asgd", o.workers, to_string(o.consistency),
-             tau_to_string(o.tau), gap, gap <= 1e-3 ? " (target 1e-3: met)" : " (target 1e-3: NOT met)",
-             bench.problem.accuracy(w),
-             bench.problem.accuracy(std::vector<float>(bench.optimum.weights.begin(), bench.optimum.weights.end())));
-  return gap <= 1e-3 ? 0 : kExitRuntime;
+             tau_to_string(o.tau), run.gap, run.gap <= 1e-3 ? " (target 1e-3: met)" : " (target 1e-3: NOT met)",
+             run.accuracy, run.optimum_accuracy);
+  return run.gap <= 1e-3 ? 0 : kExitRuntime;
 }
 
 }  // namespace

@@ -35,12 +35,6 @@ struct TrainFlags {
   std::string unsorted = "sort";
 };
 
-sparse::UnsortedIds parse_unsorted(const std::string& s) {
-  if (s == "sort") return sparse::UnsortedIds::sort;
-  if (s == "reject") return sparse::UnsortedIds::reject;
-  throw InputError(fmt::format("--unsorted '{}': expected sort or reject", s));
-}
-
 // The library's option names in errors, as the command spells them.
 constexpr std::pair<std::string_view, std::string_view> kNames[] = {
     {"LinearFitOptions::data", "--data"},        {"LinearFitOptions::test", "--test"},
@@ -59,7 +53,7 @@ void print_quality(std::FILE* out, const char* what, const sparse::LinearQuality
 sparse::LinearFitOptions fit_options(const TrainFlags& f, TrainerOptions trainer) {
   sparse::LinearFitOptions o = f.fit;
   o.loss = parse_flag("--loss", [&] { return sparse::parse_linear_loss(f.loss); });
-  o.unsorted = parse_unsorted(f.unsorted);
+  o.unsorted = parse_flag("--unsorted", [&] { return sparse::parse_unsorted_ids(f.unsorted); });
   o.seed_given = f.engine.seed_given;
   o.model = f.model;
   o.trainer = std::move(trainer);
@@ -118,11 +112,8 @@ sparse::LinearFitEvents fit_events(const TrainFlags& f, const TrainerOptions& op
   };
   events.ready = [&f, out, &dist](const sparse::LinearFitReady& r) {
     if (r.resumed && dist.root()) {
-      OptionsRecord now = r.run.record();
-      now.erase("run");  // a digest of the settings: those that differ are said one by one
-      const ResumeChanges changes = resume_changes(saved_options(r.resumed_metadata), now, "data", "examples");
-      if (changes.data_differs) warn_data_differs("linear train", f.resume, "training examples");
-      warn_option_changes("linear train", f.resume, changes.options, {"examples", "nonzeros"});
+      if (r.changes.data_differs) warn_data_differs("linear train", f.resume, "training examples");
+      warn_option_changes("linear train", f.resume, r.changes.options, {"examples", "nonzeros"});
       fmt::print(out, "resumed from {} at epoch {}\n", f.resume, r.epoch);
     }
     if (dist.active())
@@ -133,17 +124,10 @@ sparse::LinearFitEvents fit_events(const TrainFlags& f, const TrainerOptions& op
 }
 
 int train(const TrainFlags& f, Distributed& dist) {
-  check_one_stdin({{"--data", f.fit.data}, {"--test", f.fit.test}});
   // The report goes to stderr when the model goes to stdout (--model -).
   std::FILE* const out = report_stream({f.model});
   const TrainerOptions options = to_trainer_options(f.engine);
   if (dist.active() && !f.shm.empty()) throw InputError("--shm: not with mpirun (each rank keeps its model)");
-  if (dist.root()) {
-    check_output("--model", f.model);
-    check_rewritten_output("--checkpoint", f.checkpoint);
-    check_distinct("--model", f.model, {{"--data", f.fit.data}, {"--test", f.fit.test}});
-    check_distinct("--checkpoint", f.checkpoint, {{"--data", f.fit.data}, {"--test", f.fit.test}});
-  }
   std::optional<StopOnSignal> on_signal;
   const sparse::LinearFitReport report =
       sparse::fit_linear(fit_options(f, options), dist, fit_events(f, options, out, dist, on_signal));
@@ -173,7 +157,7 @@ int eval(const EvalFlags& f) {
   if (f.model.empty() == f.shm.empty()) throw InputError("eval: give exactly one of --model FILE or --shm NAME");
   sparse::LinearEvalOptions o;  // field by field: GCC 12 warns falsely on a designated initializer here
   o.data = f.data;
-  o.unsorted = parse_unsorted(f.unsorted);
+  o.unsorted = parse_flag("--unsorted", [&] { return sparse::parse_unsorted_ids(f.unsorted); });
   if (f.l2_given) o.l2 = f.l2;  // checked by LinearProblem, as train's
   if (!f.loss.empty()) o.loss = parse_flag("--loss", [&] { return sparse::parse_linear_loss(f.loss); });
   if (!f.model.empty()) {
@@ -204,18 +188,10 @@ int generate(const GenerateFlags& f) {
   check_output("--test-out", f.test_out);
   check_distinct("--test-out", f.test_out, {{"--out", f.out}});
   check_one_on_stdout({{"--out", f.out}, {"--test-out", f.test_out}});
-  auto options = f.gen;
-  options.examples += f.test_examples;
-  const auto g = sparse::generate_sparse(options);
-  const std::size_t n = f.gen.examples;
-  const std::uint32_t first_id = f.one_based ? 1 : 0;
-  sparse::write_libsvm(f.out, sparse::slice_rows(g.data, 0, n), first_id);
-  fmt::print(out, "wrote {} examples, {} features, {} non-zeros each to {}\n", n, options.features,
-             options.nnz_per_example, f.out);
-  if (f.test_examples > 0) {
-    sparse::write_libsvm(f.test_out, sparse::slice_rows(g.data, n, n + f.test_examples), first_id);
-    fmt::print(out, "wrote {} test examples to {}\n", f.test_examples, f.test_out);
-  }
+  sparse::write_generated(f.gen, f.out, f.test_examples, f.test_out, f.one_based ? 1 : 0);
+  fmt::print(out, "wrote {} examples, {} features, {} non-zeros each to {}\n", f.gen.examples, f.gen.features,
+             f.gen.nnz_per_example, f.out);
+  if (f.test_examples > 0) fmt::print(out, "wrote {} test examples to {}\n", f.test_examples, f.test_out);
   return 0;
 }
 

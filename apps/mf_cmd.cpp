@@ -35,8 +35,7 @@ struct MfTrainFlags {
   std::string lr_schedule;  // default: constant (squared), linear (bpr)
   std::string loss = "squared";
   bool no_biases = false, no_mean = false, head_first = false, row_adagrad = false, quiet = false;
-  // The options on the command line: each one's first name ("--bins") and all of them ("-n,--bins").
-  std::vector<std::pair<std::string, std::string>> given;
+  bool schedule_given = false;  // bpr refuses --schedule even at its default
 
   MfTrainFlags() {
     engine.workers = 2;
@@ -70,14 +69,6 @@ RatingsFormat format_flag(const std::string& name) {
   return parse_flag("--format", [&] { return parse_ratings_format(name); });
 }
 
-// A ratings file mapped with the model's ids (ids it has never seen are appended).
-Ratings read_with_ids_of(const LoadedModel& m, const std::string& path, const std::string& format) {
-  Ratings with_maps;
-  with_maps.users = m.users;
-  with_maps.items = m.items;
-  return read_ratings(path, format_flag(format), &with_maps);
-}
-
 
 // --head-first: LIBMF 2's head of a factor row, its first SIMD block of 8 floats.
 constexpr std::size_t kLibmfHead = 8;
@@ -89,24 +80,21 @@ TrainerOptions trainer_options(const MfTrainFlags& f, const char* default_schedu
   ef.schedule = f.lr_schedule.empty() ? default_schedule : f.lr_schedule;
   TrainerOptions o = to_trainer_options(ef);
   o.schedule.row_adagrad = f.row_adagrad;
-  if (f.head_first && !f.row_adagrad) throw InputError("--head-first: only with --row-adagrad (LIBMF's rule)");
   o.schedule.row_head = f.head_first ? kLibmfHead : 0;
-  o.schedule.validate();
   o.step_examples = 4096;
   o.blocks = f.schedule == "blocks";
   return o;
 }
 
 // The flags as fit's options, made (and so checked) before any data is read: a 217 MB ratings file was read, 2 s,
-// before "-k 0" or "--l2 -1" was said, and reading scales with the file.
+// before "-k 0" or "--l2 -1" was said, and reading scales with the file. FitOptions::validate refuses the options
+// of the other loss or schedule.
 FitOptions fit_options(const MfTrainFlags& f) {
   FitOptions o = f.fit;
-  o.loss = f.loss == "bpr" ? Loss::bpr : Loss::squared;
+  o.loss = parse_flag("--loss", [&] { return parse_loss(f.loss); });
   o.model.biases = !f.no_biases;
   o.model.center = !f.no_mean;
   o.model.head_first = f.head_first ? kLibmfHead : 0;
-  if (o.loss == Loss::bpr) o.model.bins = 0;  // refused when given; the grid's count is set once the ids are known
-  o.model.validate();
   o.trainer = trainer_options(f, o.loss == Loss::bpr ? "linear" : "constant");
   if (o.loss == Loss::squared && f.schedule != "hogwild" && f.schedule != "blocks") {
     throw InputError(fmt::format("--schedule {}: expected hogwild or blocks", f.schedule));
@@ -117,13 +105,17 @@ FitOptions fit_options(const MfTrainFlags& f) {
   return o;
 }
 
-// The library's options as mf train spells them in errors.
+// The library's options as mf train spells them in errors ("--tau: only with --schedule hogwild").
 constexpr std::pair<std::string_view, std::string_view> kTrainNames[] = {
     {"FitOptions::positive", "--positive"},          {"FitOptions::test_fraction", "--test-fraction"},
     {"FitOptions::validation_fraction", "--validation-fraction"}, {"MfOptions::scale_ratings", "--scale-ratings"},
     {"Schedule::lr", "-r"},                          {"MfOptions::l2", "-l2"},
     {"MfOptions::factors", "-k"}, {"MfOptions::bias_l2", "--bias-l2"}, {"MfOptions::init_scale", "--init"},
-    {"MfOptions::bins", "--bins"}, {"Schedule::adagrad", "--adagrad"}, {"Schedule::row_adagrad", "--row-adagrad"}};
+    {"MfOptions::bins", "-n/--bins"}, {"Schedule::adagrad", "--adagrad"}, {"Schedule::row_adagrad", "--row-adagrad"},
+    {"MfOptions::biases", "--no-biases"}, {"MfOptions::center", "--no-mean"}, {"MfOptions::head_first", "--head-first"},
+    {"FitOptions::sampled_eval", "--sampled-eval"}, {"TrainerOptions::tau", "--tau"},
+    {"without TrainerOptions::blocks", "with --schedule hogwild"}, {"TrainerOptions::blocks", "--schedule blocks"},
+    {"Loss::squared", "--loss squared"}, {"Loss::bpr", "--loss bpr"}};
 
 // What the run prints as it sets up and trains: the data, the grid's notes (stderr), the store, each epoch.
 FitEvents train_events(std::FILE* out, const MfTrainFlags& f, Distributed& dist, double load_seconds) {
@@ -176,12 +168,6 @@ void print_errors(std::FILE* out, const char* name, const ErrorMetrics& m) {
     fmt::print(out, "{}: {} ratings, RMSE {:.4f}, MAE {:.4f}\n", name, m.count, m.rmse, m.mae);
 }
 
-// "precision@K p recall@K r NDCG@K n MAP@K m HR@K h", as both rankings print.
-std::string metrics_text(const RankingMetrics& m, std::size_t k) {
-  return fmt::format("precision@{} {:.4f} recall@{} {:.4f} NDCG@{} {:.4f} MAP@{} {:.4f} HR@{} {:.4f}", k, m.precision,
-                     k, m.recall, k, m.ndcg, k, m.map, k, m.hit_rate);
-}
-
 void print_squared(std::FILE* out, const MfTrainFlags& f, const FitReport& r) {
   fmt::print(out, "mf: {} in {:.2f} s of SGD ({:.3g} rating updates/s, {}, {}, {})\n",
              counted(r.train.epochs.size(), "epoch"), r.train.seconds,
@@ -198,8 +184,8 @@ void print_ranking(std::FILE* out, const MfTrainFlags& f, const FitReport& r) {
              r.held_out, r.positives, 100.0 * static_cast<double>(r.held_out) / static_cast<double>(r.positives),
              f.fit.test_fraction);
   fmt::print(out, "full ranking, {} users, {} items never ranked (no training positive): BPR {}\n",
-             r.ranking->ours.users, r.cold_items, metrics_text(r.ranking->ours, 10));
-  fmt::print(out, "                                        most-popular {}\n", metrics_text(r.ranking->popular, 10));
+             r.ranking->ours.users, r.cold_items, r.ranking->ours.text(10));
+  fmt::print(out, "                                        most-popular {}\n", r.ranking->popular.text(10));
 }
 
 // --sampled-eval's line, or its interruption.
@@ -238,26 +224,10 @@ int print_report(std::FILE* out, const MfTrainFlags& f, Distributed& dist, const
   return r.sampled ? print_sampled(out, f, *r.sampled) : 0;
 }
 
-// A flag given that only applies with `setting` (another loss or schedule) would be ignored: refused, so that
-// nobody believes it was applied.
-void refuse_unless(const MfTrainFlags& f, std::string_view setting, std::initializer_list<std::string_view> flags) {
-  for (const auto& flag : flags)
-    for (const auto& [first, all] : f.given) {
-      if (first != flag) continue;
-      std::string names = all;  // as the user may have typed any of them
-      std::replace(names.begin(), names.end(), ',', '/');
-      throw InputError(fmt::format("{}: only with {}", names, setting));
-    }
-}
-
 // Refuses what these flags cannot train, before anything is read or written: ranks that disagree, outputs that
-// cannot be written, flags of the other loss or schedule.
+// cannot be written, the flags of squared that are no options of fit (the options' own: FitOptions::validate).
 void check_train_flags(const MfTrainFlags& f, Distributed& dist) {
   check_one_stdin({{"TRAIN_FILE", f.train_file}, {"-v", f.validation_file}});
-  for (const auto& [flag, value] : {std::pair{"--test-fraction", f.fit.test_fraction},
-                                    std::pair{"--validation-fraction", f.fit.validation_fraction}}) {
-    if (!(value >= 0 && value < 1)) throw InputError(fmt::format("{} {}: expected 0 <= F < 1", flag, value));
-  }
   if (dist.active() && !f.fit.shm.empty()) throw InputError("--shm: not with mpirun (each rank keeps its model)");
   // What the ranks' models are averaged over: one objective, and one split of the ratings.
   const std::pair<std::string_view, std::string> settings[] = {
@@ -273,19 +243,8 @@ void check_train_flags(const MfTrainFlags& f, Distributed& dist) {
       check_rewritten_output("MODEL_FILE (with --shm)", f.model_file);
     check_distinct("MODEL_FILE", f.model_file, {{"TRAIN_FILE", f.train_file}, {"-v", f.validation_file}});
   }
-  if (f.loss == "bpr") {
-    refuse_unless(f, "--loss squared", {"-v", "--validation-fraction", "--schedule", "--bins", "--no-biases",
-                                        "--no-mean", "--scale-ratings", "--head-first"});
-    return;
-  }
-  refuse_unless(f, "--loss bpr", {"--positive", "--sampled-eval"});
-  if (f.loss != "squared") throw InputError(fmt::format("--loss {}: expected squared or bpr", f.loss));
-  if (f.schedule == "blocks") {
-    refuse_unless(f, "--schedule hogwild (the block schedule's workers share no row or column: there is no delay "
-                  "to bound)", {"--tau"});
-  } else {
-    refuse_unless(f, "--schedule blocks", {"--bins"});
-  }
+  if (f.loss == "bpr" && (!f.validation_file.empty() || f.schedule_given))
+    throw InputError(fmt::format("{}: only with --loss squared", f.validation_file.empty() ? "--schedule" : "-v/-p"));
 }
 
 // Explicit ratings (squared): biased MF, Hogwild or LIBMF's block schedule, with validation and test errors.
@@ -321,7 +280,7 @@ int predict(const MfPredictFlags& f) {
   check_output("output_file", f.output_file);
   check_distinct("output_file", f.output_file, {{"test_file", f.test_file}, {"model_file", f.model_file}});
   LoadedModel m = load_model(f.model_file);
-  const Ratings test = read_with_ids_of(m, f.test_file, f.format);
+  const Ratings test = read_ratings_for(m, f.test_file, format_flag(f.format));
   const auto metrics = write_predictions(m, test, f.output_file);
   fmt::print(stderr, "predicted {} ratings ({} with a known user and item); RMSE {:.4f} MAE {:.4f}\n", test.size(),
              metrics.known, metrics.rmse, metrics.mae);
@@ -342,16 +301,17 @@ int eval_ranking(const MfEvalFlags& f, const LoadedModel& m) {
     throw InputError("a bpr model is scored by ranking: give --exclude TRAIN_FILE (its positives are not ranked "
                      "again, and most-popular counts them)");
   }
-  const Ratings test = read_with_ids_of(m, f.test_file, f.format);
-  const ModelRanking r = rank_model_against_popular(m, test, read_with_ids_of(m, f.exclude, f.format), f.k);
+  const Ratings test = read_ratings_for(m, f.test_file, format_flag(f.format));
+  const Ratings exclude = read_ratings_for(m, f.exclude, format_flag(f.format));
+  const ModelRanking r = rank_model_against_popular(m, test, exclude, f.k);
   if (r.positives == 0) {
     throw InputError(fmt::format("{}: no rating >= {} (the model's positives) of a user and item the model has",
                                  f.test_file, m.positive));
   }
   fmt::print("eval: {} test positives (rating >= {}; {} more of users or items the model lacks), {} users ranked "
              "over {} items; BPR {}\n",
-             r.positives, m.positive, r.unknown, r.ranked.ours.users, r.items, metrics_text(r.ranked.ours, f.k));
-  fmt::print("      most-popular {}\n", metrics_text(r.ranked.popular, f.k));
+             r.positives, m.positive, r.unknown, r.ranked.ours.users, r.items, r.ranked.ours.text(f.k));
+  fmt::print("      most-popular {}\n", r.ranked.popular.text(f.k));
   return 0;
 }
 
@@ -361,7 +321,7 @@ int eval(const MfEvalFlags& f) {
   if (m.loss == "bpr") return eval_ranking(f, m);
   if (!f.exclude.empty()) throw InputError("--exclude: only for a bpr model (a squared model is scored by RMSE)");
   if (f.k_given) throw InputError("-k: only for a bpr model (a squared model is scored by RMSE, not at k)");
-  const Ratings test = read_with_ids_of(m, f.test_file, f.format);
+  const Ratings test = read_ratings_for(m, f.test_file, format_flag(f.format));
   const auto metrics = evaluate_errors(*m.store, m.scale, test, m.range.lo, m.range.hi, &m.cold);
   fmt::print("eval: {} ratings ({} with a known user and item; the rest from the mean and known biases), RMSE {:.4f}, "
              "MAE {:.4f}\n",
@@ -386,7 +346,7 @@ int recommend_cmd(const MfRecommendFlags& f) {
   LoadedModel m = load_model(f.model_file, f.shm);
   const FactorLayout layout = FactorLayout::of(m.store->layout());
   std::optional<SeenItems> seen;
-  if (!f.exclude.empty()) seen.emplace(read_with_ids_of(m, f.exclude, f.format), layout.users);
+  if (!f.exclude.empty()) seen.emplace(read_ratings_for(m, f.exclude, format_flag(f.format)), layout.users);
   if (!f.user.empty()) {
     const auto id = m.users.find(f.user);
     if (!id || *id >= layout.users) throw InputError(fmt::format("--user {}: not a user of this model", f.user));
@@ -476,8 +436,7 @@ void add_train_command(CLI::App& mf, int& exit_code) {
     // data of tests/net/mpi_apps.sh (2 ranks, 50 epochs) it reached NDCG@10
     // 0.175 against the sum's 0.224 and one process's 0.231 (bench/RESULTS.md).
     if (t->loss == "bpr") sum_unless_chosen(t->dist, train_cmd->count("--combine") > 0);
-    for (const CLI::Option* o : train_cmd->get_options())
-      if (o->count() > 0) t->given.emplace_back(o->get_name(), o->get_name(false, true));
+    t->schedule_given = train_cmd->count("--schedule") > 0;
     exit_code = run_guarded([&] { return run_distributed(t->dist, [&](Distributed& d) { return train(*t, d); }); },
                             kTrainNames);
   });

@@ -238,24 +238,6 @@ ProgressCallback progress_line(const w2v::Word2VecStart& start) {
   };
 }
 
-// The odd input that changed what was trained, as "; ..." notes.
-std::string corpus_notes(const w2v::Word2VecStart& s) {
-  std::string notes;
-  if (s.corpus.split_lines > 0) notes += fmt::format("; {} line(s) split at {} words", s.corpus.split_lines, w2v::kMaxSentence);
-  if (s.corpus.truncated_tokens > 0)
-    notes += fmt::format("; {} token(s) cut to {} bytes", s.corpus.truncated_tokens, w2v::kMaxTokenBytes);
-  if (s.corpus.vocabulary_prunes > 0) {
-    notes += fmt::format("; past {} distinct words the rarest were dropped while counting (word2vec.c's "
-                         "ReduceVocab), {} time(s): a rare word may be missing or undercounted",
-                         w2v::Vocabulary::Counter::kPruneAt, s.corpus.vocabulary_prunes);
-  }
-  if (s.read_vocab_left_out > 0) {
-    notes += fmt::format("; {} -read-vocab word(s) with \\v, \\f or \\r left out (no token can match)",
-                         s.read_vocab_left_out);
-  }
-  return notes;
-}
-
 void print_trained(const w2v::Word2VecReport& r) {
   const w2v::ModelOptions& m = r.model;
   const TrainReport& t = r.train;
@@ -266,7 +248,7 @@ void print_trained(const w2v::Word2VecReport& r) {
              "{:.0f} words/s/thread, {} threads, {}), loss {:.4f}; vocabulary {} words; reading {:.2f} s{}\n",
              m.cbow ? "cbow" : "skip-gram", m.hs ? "hs" : "ns", m.dim, m.window, m.negative, t.epochs.front().epoch,
              t.epochs.back().epoch, words, t.seconds, wps, wps / static_cast<double>(r.workers), r.workers,
-             rows::simd_level(), t.epochs.back().loss, r.vocabulary, r.prepare_seconds, corpus_notes(r.start));
+             rows::simd_level(), t.epochs.back().loss, r.vocabulary, r.prepare_seconds, cli_message(r.start.notes(), kNames));
 }
 
 // A resume of a finished run: its vectors as they were, with no corpus to read.

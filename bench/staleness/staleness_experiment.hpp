@@ -1,11 +1,12 @@
 // A whole staleness sweep as `asgd bench staleness` runs it: the options
-// read into runs, the problem's data, every run into the CSV, the plot. The
-// caller reports each step (the CLI prints a row per run).
+// read into runs, the problem's data, every run into the CSV, the plot, and
+// the report's text (the problem, a table row per run) that the CLI prints.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -49,6 +50,15 @@ class StalenessExperiment {
   // plot_csv of the CSV into the PNG, titled for the problem: false when plotting failed.
   bool plot() const;
 
+  // Reads or makes the problem's data (each problem's load below).
+  virtual void load() = 0;
+  // The report's lines, each ending in a newline: what the options alone say of the problem (before load; linear's
+  // generated data), what the loaded data says (sizes; linear: the optimum), the table's header and a run's row.
+  virtual std::string about_options() const { return {}; }
+  virtual std::string about_data() const = 0;
+  virtual std::string table_header() const = 0;
+  virtual std::string table_row(const SweepRun& run, const SettingResult& result) const = 0;
+
  protected:
   // InputError when `o` is for another problem than `problem`.
   StalenessExperiment(const StalenessOptions& o, StalenessProblem problem, const char* csv_header);
@@ -69,8 +79,12 @@ class LinearExperiment final : public StalenessExperiment {
  public:
   explicit LinearExperiment(const StalenessOptions& o);
   // Generates the data and finds the optimum (L-BFGS).
-  void load();
+  void load() override;
   const LinearSweep& problem() const { return sweep_.value(); }
+  std::string about_options() const override;
+  std::string about_data() const override;
+  std::string table_header() const override;
+  std::string table_row(const SweepRun& run, const SettingResult& result) const override;
 
  private:
   SettingResult run_one(const SweepRun& run, CsvLog& csv) const override;
@@ -83,8 +97,11 @@ class W2vExperiment final : public StalenessExperiment {
  public:
   explicit W2vExperiment(const StalenessOptions& o);
   // Reads the corpus and the analogy questions.
-  void load();
+  void load() override;
   const W2vSweep& problem() const { return sweep_.value(); }
+  std::string about_data() const override;
+  std::string table_header() const override;
+  std::string table_row(const SweepRun& run, const SettingResult& result) const override;
 
  private:
   SettingResult run_one(const SweepRun& run, CsvLog& csv) const override;
@@ -101,10 +118,13 @@ class MfExperiment final : public StalenessExperiment {
  public:
   explicit MfExperiment(const StalenessOptions& o);
   // Generates or reads the ratings and splits them (InputError when the split leaves no test rating).
-  void load();
+  void load() override;
   const MfSweep& problem() const { return sweep_.value(); }
   // What the ratings are, in words ("generated 4000000 ratings, ..." or the file's name).
   const std::string& data_description() const noexcept { return description_; }
+  std::string about_data() const override;
+  std::string table_header() const override;
+  std::string table_row(const SweepRun& run, const SettingResult& result) const override;
 
  private:
   SettingResult run_one(const SweepRun& run, CsvLog& csv) const override;
@@ -113,17 +133,25 @@ class MfExperiment final : public StalenessExperiment {
   std::string description_;
 };
 
-// LeNet-5 on MNIST (the caller reads it: options().data names the folder, or builtin).
+// LeNet-5 on MNIST.
 class CnnExperiment final : public StalenessExperiment {
  public:
   explicit CnnExperiment(const StalenessOptions& o);
+  // Reads MNIST from the folder options().data names (load_mnist), or takes the caller's.
+  void load() override;
   void load(dense::TrainTest data);
   const CnnSweep& problem() const { return sweep_.value(); }
+  std::string about_data() const override;
+  std::string table_header() const override;
+  std::string table_row(const SweepRun& run, const SettingResult& result) const override;
 
  private:
   SettingResult run_one(const SweepRun& run, CsvLog& csv) const override;
   std::string plot_title() const override;
   std::optional<CnnSweep> sweep_;
 };
+
+// The experiment of o.problem (InputError as its constructor's).
+std::unique_ptr<StalenessExperiment> make_experiment(const StalenessOptions& o);
 
 }  // namespace asgd::bench

@@ -35,7 +35,7 @@ struct StalenessOptions {
   std::string analogies;  // w2v: questions-words file scoring each setting's last epoch; empty: none
   std::string ratings;    // mf: a ratings file; empty: 4M generated ratings (mf_generated_ratings)
   std::string schedules = "hogwild,blocks";  // mf: hogwild, blocks, or both
-  std::string data = "builtin";  // cnn: MNIST's folder; the caller reads it (CnnExperiment::load)
+  std::string data = "builtin";  // cnn: MNIST's folder (CnnExperiment::load), or builtin (the CLI resolves it)
   std::string compensation = "off,on";  // cnn: without and with staleness compensation
   std::string out = "staleness";  // the folder of the CSV and PNG
   // The options the caller set, by member name ("l2", "gen.features", "step_examples"): one that does nothing

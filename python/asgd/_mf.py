@@ -278,8 +278,6 @@ class MatrixFactorization(_FactorModel):
     def _settings(self):
         s = self._engine_settings()
         s.bias_l2 = float(self.bias_regularization)
-        if self.tau is not None and self.schedule == "blocks":
-            raise ValueError("tau: only with schedule='hogwild' (the blocks' workers share no row or column)")
         s.schedule = str(self.schedule)
         s.adagrad = bool(self.adagrad)
         return s

@@ -67,7 +67,8 @@ std::string python_names(std::string message) {
       {"MfOptions::factors", "factors"},      {"TrainerOptions::epochs", "iterations"},
       {"Schedule::lr", "learning_rate"},      {"MfOptions::bias_l2", "bias_regularization"},
       {"MfOptions::l2", "regularization"},    {"TrainerOptions::workers", "threads"},
-      {"FitOptions::positive", "positive"}};
+      {"FitOptions::positive", "positive"},   {"TrainerOptions::tau", "tau"},
+      {"without TrainerOptions::blocks", "with schedule='hogwild'"}};
   for (const auto& [from, to] : kNames)
     for (auto at = message.find(from); at != std::string::npos; at = message.find(from, at + to.size()))
       message.replace(at, from.size(), to);
@@ -90,10 +91,9 @@ struct MfSettings {
 // that one worker and one seed give its model byte for byte: a constant rate (bpr: linear) with no floor, 4096
 // ratings a step.
 FitOptions fit_options(const MfSettings& s) {
-  if (s.loss != "squared" && s.loss != "bpr") throw asgd::InputError("loss '" + s.loss + "': expected squared or bpr");
-  const bool bpr = s.loss == "bpr";
   FitOptions o;
-  o.loss = bpr ? Loss::bpr : Loss::squared;
+  o.loss = parse_loss(s.loss);
+  const bool bpr = o.loss == Loss::bpr;
   o.positive = s.positive;
   o.shm = s.shm;
   o.model_file = s.model_file;
@@ -114,9 +114,7 @@ FitOptions fit_options(const MfSettings& s) {
     throw asgd::InputError("schedule '" + s.schedule + "': expected hogwild or blocks");
   o.trainer.blocks = s.schedule == "blocks";
   try {
-    o.model.validate();
-    o.trainer.validate();
-    o.validate();
+    o.validate();  // the model's, the engine's and fit's own
   } catch (const asgd::InputError& e) {
     throw asgd::InputError(python_names(e.what()));
   }

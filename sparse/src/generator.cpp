@@ -135,4 +135,14 @@ GeneratedData generate_sparse(const GeneratorOptions& options) {
   return out;
 }
 
+void write_generated(const GeneratorOptions& options, const std::filesystem::path& out, std::size_t test_examples,
+                     const std::filesystem::path& test_out, std::uint32_t first_id) {
+  GeneratorOptions all = options;
+  all.examples += test_examples;
+  const GeneratedData g = generate_sparse(all);
+  const std::size_t n = options.examples;
+  write_libsvm(out, slice_rows(g.data, 0, n), first_id);
+  if (test_examples > 0) write_libsvm(test_out, slice_rows(g.data, n, n + test_examples), first_id);
+}
+
 }  // namespace asgd::sparse

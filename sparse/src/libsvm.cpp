@@ -383,4 +383,10 @@ std::vector<float> narrow_to_weights(SparseDataset& data, std::vector<float> w) 
   return w;
 }
 
+UnsortedIds parse_unsorted_ids(std::string_view name) {
+  if (name == "sort") return UnsortedIds::sort;
+  if (name == "reject") return UnsortedIds::reject;
+  throw InputError(fmt::format("unsorted ids '{}': expected sort or reject", name));
+}
+
 }  // namespace asgd::sparse

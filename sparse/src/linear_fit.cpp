@@ -9,6 +9,7 @@
 #include "asgd/engine/available_memory.hpp"
 #include "asgd/engine/checkpoint_lock.hpp"
 #include "asgd/engine/errors.hpp"
+#include "asgd/engine/file_checks.hpp"
 #include "asgd/engine/options_record.hpp"
 #include "asgd/sparse/linear_model_file.hpp"
 #include "asgd/sparse/linear_resume_check.hpp"
@@ -124,9 +125,23 @@ namespace {
 // The run on `d` (read from the file or handed over by the caller), with the checkpoint's lock held by the caller.
 LinearFitReport fit_data(const LinearFitOptions& options, const LinearTrainingData& d, RankGroup& group,
                          const LinearFitEvents& events);
+
+// The files, before any is read: standard input read once, and (rank 0 writes them) the outputs writable and none
+// an input.
+void check_files(const LinearFitOptions& o, const RankGroup& group) {
+  check_one_stdin({{"LinearFitOptions::data", o.data}, {"LinearFitOptions::test", o.test}});
+  if (!group.root()) return;
+  check_output("LinearFitOptions::model", o.model);
+  check_rewritten_output("TrainingRunOptions::checkpoint", o.run.checkpoint);
+  for (const auto& [what, path] : {std::pair{"LinearFitOptions::model", &o.model},
+                                   std::pair{"TrainingRunOptions::checkpoint", &o.run.checkpoint}})
+    check_distinct(what, *path, {{"LinearFitOptions::data", o.data}, {"LinearFitOptions::test", o.test}});
+}
+
 }  // namespace
 
 LinearFitReport fit_linear(const LinearFitOptions& options, RankGroup& group, const LinearFitEvents& events) {
+  check_files(options, group);
   const std::string path = rank_data_path(options, group);
   check_l2(options);
   check_features(options);
@@ -180,7 +195,9 @@ LinearFitReport fit_data(const LinearFitOptions& options, const LinearTrainingDa
   if (run.resumed()) {
     check_linear_resume(*run.resumed(), run.options().resume, options, problem.num_features(), group.size());
     // Loaded before it is told: a step rule it refuses (AdaGrad on or off) is an error, not a warning and one.
-    ready.resumed_metadata = run.resumed()->metadata;
+    OptionsRecord now = run.record();
+    now.erase("run");
+    ready.changes = resume_changes(saved_options(run.resumed()->metadata), now, "data", "examples");
     ready.resumed = true;
     run.load_resumed(trainer);
   }

@@ -295,6 +295,42 @@ TEST(LinearExperiment, RunsEverySettingAndCountsTheMissed) {
   EXPECT_EQ(short_sweep.run([](const SweepRun&, const SettingResult&) {}).missed_optimum, 1u);
 }
 
+// The report's text, as `asgd bench staleness` prints it: the problem before and after load, the table's header
+// and a row per run, from the experiment make_experiment picks for the options' problem.
+TEST(StalenessExperiment, SaysTheProblemAndARowPerRun) {
+  const ScratchDir dir;
+  StalenessOptions o;
+  o.gen.examples = 500;
+  o.gen.features = 100;
+  o.gen.nnz_per_example = 5;
+  o.policies = "atomic";
+  o.workers = "1";
+  o.taus = "inf";
+  o.epochs = 1;
+  o.out = dir.path().string();
+  const auto sweep = make_experiment(o);
+  ASSERT_NE(dynamic_cast<LinearExperiment*>(sweep.get()), nullptr);
+  EXPECT_EQ(sweep->about_options(), "problem: logistic regression, 500 examples x 100 features, 5 non-zeros each, "
+                                    "l2 1e-05\n");
+  sweep->load();
+  EXPECT_EQ(sweep->about_data().rfind("optimum (L-BFGS): 0.", 0), 0u) << sweep->about_data();
+  EXPECT_EQ(sweep->table_header(), "policy  workers  tau    seconds    objective        gap     stale  lead <=1e-3\n");
+  sweep->begin();
+  std::string row;
+  sweep->run([&](const SweepRun& run, const SettingResult& r) { row = sweep->table_row(run, r); });
+  EXPECT_EQ(row.rfind("atomic        1  inf ", 0), 0u) << row;
+  EXPECT_EQ(row.substr(row.size() - 8), "     NO\n") << row;  // one epoch does not reach the optimum
+  o.policies.clear();  // each problem's own
+  o.taus.clear();
+  o.problem = StalenessProblem::mf;
+  EXPECT_NE(dynamic_cast<MfExperiment*>(make_experiment(o).get()), nullptr);
+  o.problem = StalenessProblem::cnn;
+  o.data = (dir / "no-mnist").string();
+  const auto cnn = make_experiment(o);
+  EXPECT_EQ(cnn->about_options(), "");
+  EXPECT_THROW(cnn->load(), InputError);  // options().data is the folder read
+}
+
 TEST(StalenessExperiment, RefusesAnOutputFolderItCannotMakeAndAnotherProblemsOptions) {
   const ScratchDir dir;
   StalenessOptions o;

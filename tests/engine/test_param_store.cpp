@@ -20,6 +20,7 @@
 #include "../common/message_of.hpp"
 #include "asgd/engine/errors.hpp"
 #include "asgd/engine/param_store.hpp"
+#include "asgd/engine/segment_removal.hpp"
 #include "../../engine/src/segment_format.hpp"
 
 using asgd::Access;
@@ -511,6 +512,42 @@ TEST_F(ShmTest, AnAttacherWaitsWhileTheCreatorSizesTheSegment) {
 // What a creator killed before writing its header leaves (0 bytes, or a header's size of zeros), unchanged for
 // 2 s, that no process holds is abandoned: recovery replaces it. One that a process holds (a creator about to
 // write it), one just made or truncated, or one of another size is not.
+// remove_segment checks before it removes: a live writer, another program's shared memory are kept unless
+// forced; what a killed creator left is removed as such; a name with nothing under it is said to be missing.
+TEST_F(ShmTest, RemoveSegmentKeepsWhatIsInUseOrNotOursUnlessForced) {
+  using asgd::remove_segment;
+  using asgd::SegmentRemoved;
+  EXPECT_EQ(message_of([&] { remove_segment(name_); }), "no shared segment '" + name_ + "'");
+  {
+    auto writer = ParamStore::create_shared(name_, small_layout());
+    const auto refused = message_of([&] { remove_segment(name_); });
+    EXPECT_NE(refused.find("has 1 live writer(s) (pid " + std::to_string(::getpid()) + ")"), std::string::npos)
+        << refused;
+    EXPECT_NE(refused.find("Stop them, or pass RemoveSegmentOptions::force"), std::string::npos) << refused;
+    EXPECT_TRUE(ParamStore::exists_shared(name_));
+    EXPECT_EQ(remove_segment(name_, {.force = true}), SegmentRemoved::segment);
+    EXPECT_FALSE(ParamStore::exists_shared(name_));
+  }
+  { auto finished = ParamStore::create_shared(name_, small_layout()); }  // detached: no writer left
+  EXPECT_EQ(remove_segment(name_), SegmentRemoved::segment);
+  const int fd = ::shm_open(("/" + name_).c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::ftruncate(fd, 20000), 0);
+  ::close(fd);
+  const auto foreign = message_of([&] { remove_segment(name_); });
+  EXPECT_NE(foreign.find("not an asgd"), std::string::npos) << foreign;
+  EXPECT_NE(foreign.find("; not removed (pass RemoveSegmentOptions::force to remove it anyway)"), std::string::npos)
+      << foreign;
+  EXPECT_EQ(remove_segment(name_, {.force = true}), SegmentRemoved::segment);
+  if (!std::filesystem::exists("/proc/self/fd")) GTEST_SKIP() << "no /proc";
+  const int headerless = ::shm_open(("/" + name_).c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  ASSERT_GE(headerless, 0);
+  ::close(headerless);
+  age(name_);
+  EXPECT_EQ(remove_segment(name_), SegmentRemoved::abandoned);
+  EXPECT_FALSE(ParamStore::exists_shared(name_));
+}
+
 TEST_F(ShmTest, AHeaderlessObjectNobodyHasOpenIsAbandoned) {
   const int fd = ::shm_open(("/" + name_).c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   ASSERT_GE(fd, 0);

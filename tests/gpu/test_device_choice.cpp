@@ -150,5 +150,34 @@ TEST(DeviceChoice, EvaluationAndFloorOnTheGpuChosen) {
   EXPECT_EQ(measure_floor_on(gpu, net, floor).workers, 1u);
 }
 
+// The CPU's settings on the GPU: refused, naming them, when the GPU was asked for by name; a note when auto took
+// it; nothing on the CPU or when none is set.
+TEST(DeviceChoice, TheCpusSettingsAreRefusedOnTheGpuAskedForAndNotedUnderAuto) {
+  DeviceChoice asked, chosen, cpu;
+  asked.device = "gpu";
+  chosen.device = "auto";
+  asked.gpu = chosen.gpu = true;
+  dense::TrainChoices choices;
+  EXPECT_EQ(cpu_settings_unused(asked, choices), "");
+  choices.threads = 4;
+  EXPECT_EQ(cpu_settings_unused(cpu, choices), "");
+  EXPECT_EQ(message_of([&] { cpu_settings_unused(asked, choices); }),
+            "TrainChoices::threads: the CPU's GEMM threads; not with DeviceChoice::device gpu");
+  EXPECT_EQ(cpu_settings_unused(chosen, choices), "TrainChoices::threads is for the CPU; the GPU run ignores it");
+  dense::TimedEvalOptions eval;
+  eval.threads = 2;
+  EXPECT_NE(message_of([&] { cpu_settings_unused(asked, eval); }).find("TimedEvalOptions::threads: CPU threads"),
+            std::string::npos);
+  EXPECT_EQ(cpu_settings_unused(chosen, eval), "TimedEvalOptions::threads is for the CPU; the GPU evaluation ignores it");
+  dense::FloorOptions floor;
+  floor.threads = floor.workers = 1;
+  EXPECT_EQ(cpu_settings_unused(asked, floor), "");
+  floor.workers = 2;
+  EXPECT_EQ(cpu_settings_unused(chosen, floor), "FloorOptions::workers: CPU only (ignored for the GPU's floor)");
+  floor.threads = 2;
+  EXPECT_EQ(message_of([&] { cpu_settings_unused(asked, floor); }),
+            "FloorOptions::workers and FloorOptions::threads: CPU only (GPU streams share the device's floor)");
+}
+
 }  // namespace
 }  // namespace asgd::gpu

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "../common/message_of.hpp"
+#include "../common/scratch_dir.hpp"
 #include "asgd/engine/errors.hpp"
 
 namespace asgd::sparse {
@@ -157,6 +158,26 @@ TEST(Generator, OptionsTooLargeForMemoryAreRefusedNamingThem) {
         << m;
     EXPECT_NE(m.find("more than"), std::string::npos) << m;
   }
+}
+
+// write_generated: the training file holds generate_sparse's first examples, the test file the next ones of the
+// same planted model, both with the ids from first_id.
+TEST(Generator, WritesTrainingAndTestExamplesOfOnePlantedModel) {
+  const asgd::testing::ScratchDir dir;
+  const GeneratorOptions o{.examples = 50, .features = 30, .nnz_per_example = 4, .seed = 7};
+  write_generated(o, dir / "train.svm", 20, dir / "test.svm", 1);
+  GeneratorOptions all = o;
+  all.examples = 70;
+  const SparseDataset whole = generate_sparse(all).data;
+  const SparseDataset train = read_libsvm(dir / "train.svm"), test = read_libsvm(dir / "test.svm");
+  ASSERT_EQ(train.rows(), 50u);
+  ASSERT_EQ(test.rows(), 20u);
+  EXPECT_EQ(test.label, std::vector<float>(whole.label.begin() + 50, whole.label.end()));
+  EXPECT_EQ(train.index[0], whole.index[0] + 1);  // one-based
+  EXPECT_EQ(test.index.back(), whole.index.back() + 1);
+  write_generated(o, dir / "alone.svm");
+  EXPECT_EQ(read_libsvm(dir / "alone.svm").index, std::vector<std::uint32_t>(whole.index.begin(),
+                                                                             whole.index.begin() + 50 * 4));
 }
 
 }  // namespace

@@ -371,5 +371,12 @@ TEST(Libsvm, ValidateFindsInconsistentData) {
   broken([](SparseDataset& d) { d.num_features = 4; });
 }
 
+// What to do with unsorted ids, by name (the CLI's --unsorted).
+TEST(Libsvm, UnsortedIdsAreParsedByName) {
+  EXPECT_EQ(parse_unsorted_ids("sort"), UnsortedIds::sort);
+  EXPECT_EQ(parse_unsorted_ids("reject"), UnsortedIds::reject);
+  EXPECT_THROW(parse_unsorted_ids("keep"), InputError);
+}
+
 }  // namespace
 }  // namespace asgd::sparse

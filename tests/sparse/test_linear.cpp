@@ -19,6 +19,7 @@
 #include "asgd/engine/errors.hpp"
 #include "asgd/engine/update_sink.hpp"
 #include "asgd/sparse/generator.hpp"
+#include "asgd/sparse/linear_reference.hpp"
 
 namespace asgd::sparse {
 namespace {
@@ -440,6 +441,25 @@ TEST(Sgd, HogwildWithFourThreadsReachesTheLbfgsOptimum) {
   }  // each epoch's threads join before the next shuffle
   const double reached = problem.objective(std::span<const float>(w));
   EXPECT_LT((reached - optimum) / optimum, 1e-3) << "reached " << reached << ", optimum " << optimum;
+}
+
+// The reference problem trained as the demo trains it: each epoch told with its gap to the optimum, which the
+// reference schedule brings near it in 10 epochs; the end measured against the optimum.
+TEST(LinearReference, TrainTellsEachEpochAndEndsNearTheOptimum) {
+  const LinearReference reference({.examples = 2000, .features = 200, .nnz_per_example = 5, .seed = 2});
+  TrainerOptions o;
+  o.workers = 1;
+  o.epochs = 10;
+  o.schedule = reference_schedule();
+  std::vector<ReferenceEpoch> epochs;
+  const ReferenceRun run = reference.train(o, [&](const ReferenceEpoch& e) { epochs.push_back(e); });
+  ASSERT_EQ(epochs.size(), 10u);
+  EXPECT_EQ(epochs.back().epoch, 10u);
+  EXPECT_LT(epochs.back().gap, epochs.front().gap);
+  EXPECT_GE(epochs.back().seconds, epochs.front().seconds);
+  EXPECT_EQ(run.gap, epochs.back().gap);
+  EXPECT_LE(run.gap, 1e-2);
+  EXPECT_NEAR(run.accuracy, run.optimum_accuracy, 0.02);
 }
 
 }  // namespace

@@ -73,9 +73,22 @@ TEST(LinearFit, ResumedFromItsCheckpointEndsWhereAnUninterruptedFitEnds) {
   o.run.resume = dir / "ck";
   std::vector<std::uint64_t> told;
   LinearFitEvents events;
-  events.ready = [&](const LinearFitReady& ready) { told.push_back(ready.epoch); };
+  std::vector<ResumeChanges> changes;  // what ready says differs from the checkpoint's run
+  events.ready = [&](const LinearFitReady& ready) {
+    told.push_back(ready.epoch);
+    changes.push_back(ready.changes);
+  };
   const LinearFitReport rest = fit_linear(o, one, events);
   EXPECT_EQ(told, std::vector<std::uint64_t>{2});
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_FALSE(changes[0].data_differs);
+  EXPECT_TRUE(changes[0].options.empty());
+  LinearFitOptions faster = o;
+  faster.trainer.schedule.lr *= 2;
+  fit_linear(faster, one, events);
+  ASSERT_EQ(changes.size(), 2u);
+  ASSERT_EQ(changes[1].options.size(), 1u);
+  EXPECT_NE(changes[1].options[0].key.find("lr"), std::string::npos) << changes[1].options[0].key;
   ASSERT_EQ(rest.training.epochs.size(), 2u);
   EXPECT_EQ(rest.train->objective, whole.train->objective);
   // Another objective is refused, naming the option.
@@ -109,6 +122,31 @@ TEST(LinearFit, ErrorsNameTheOption) {
   o.run.checkpoint = dir / "ck";
   EXPECT_EQ(message_of([&] { fit_linear(o, one); }), "LinearFitOptions::test " + o.test + ": no examples to score");
   EXPECT_FALSE(std::filesystem::exists(dir / "ck"));
+}
+
+// The outputs are checked before any data is read: one that could not be written, one that names an input, stdin
+// read twice; each named as the option that gives it.
+TEST(LinearFit, OutputsAreCheckedBeforeTheDataIsRead) {
+  const ScratchDir dir;
+  LinearFitOptions o = generated(dir);
+  RankGroup one;
+  o.model = (dir / "no-folder/model").string();
+  EXPECT_EQ(message_of([&] { fit_linear(o, one); }).rfind("LinearFitOptions::model: " + o.model.string() + ": cannot write", 0),
+            0u);
+  o.model = o.data;
+  EXPECT_EQ(message_of([&] { fit_linear(o, one); }).rfind("LinearFitOptions::model: " + o.data + " is also "
+                                                          "LinearFitOptions::data's", 0),
+            0u);
+  o = generated(dir);
+  o.test = dir.file("test.svm", "1 0:1\n").string();
+  o.run.checkpoint = o.test;
+  EXPECT_EQ(message_of([&] { fit_linear(o, one); }).rfind("TrainingRunOptions::checkpoint: " + o.test + " is also "
+                                                          "LinearFitOptions::test's", 0),
+            0u);
+  o = generated(dir);
+  o.data = o.test = "-";
+  EXPECT_NE(message_of([&] { fit_linear(o, one); }).find("LinearFitOptions::test"), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(dir / "test.svm.tmp"));
 }
 
 // Examples handed over in memory (as the Python module does) train the weights their file trains, bit for bit, and

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "../common/scratch_dir.hpp"
 #include "asgd/sparse/mf/fit.hpp"
 #include "asgd/sparse/mf/generator.hpp"
+#include "asgd/sparse/mf/metrics.hpp"
 #include "asgd/sparse/mf/model.hpp"
 #include "asgd/sparse/mf/model_file.hpp"
 
@@ -117,6 +119,35 @@ TEST(MfFit, TheModelFileReadsBackAsTrained) {
   EXPECT_EQ(m.users.size(), ratings.users.size());
   const ErrorMetrics again = evaluate_errors(*m.store, m.scale, ratings, m.range.lo, m.range.hi, &m.cold);
   EXPECT_LT(again.rmse, 1.0);
+}
+
+// A ratings file read for a model maps its ids to the model's rows; ids the model lacks come after them.
+TEST(MfFit, RatingsReadForAModelUseItsRows) {
+  ScratchDir dir;
+  FitOptions o = squared_options();
+  o.trainer.epochs = 1;
+  o.model_file = dir / "model.bin";
+  fit(planted(2000, 0.3), o);
+  const LoadedModel m = load_model(o.model_file);
+  const std::string known = m.users.name(3), item = m.items.name(0);
+  const auto file = dir.file("more.txt", known + " " + item + " 4\nnewcomer " + item + " 2\n");
+  const Ratings r = read_ratings_for(m, file, RatingsFormat::libmf);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r.user[0], 3u);
+  EXPECT_EQ(r.user[1], m.users.size());
+  EXPECT_EQ(r.item[0], 0u);
+  EXPECT_EQ(r.users.size(), m.users.size() + 1);
+}
+
+// Ranking metrics at k as the CLI prints them.
+TEST(MfFit, RankingMetricsReadAsText) {
+  RankingMetrics m;
+  m.precision = 0.5;
+  m.recall = 0.25;
+  m.ndcg = 0.125;
+  m.map = 1;
+  m.hit_rate = 0.75;
+  EXPECT_EQ(m.text(5), "precision@5 0.5000 recall@5 0.2500 NDCG@5 0.1250 MAP@5 1.0000 HR@5 0.7500");
 }
 
 TEST(MfFit, BprTellsEachEpochsLoss) {
@@ -318,6 +349,7 @@ TEST(MfFit, OptionErrorsNameTheOption) {
             std::string::npos);
   o = squared_options();
   o.loss = Loss::bpr;
+  o.validation_fraction = 0;
   o.positive = std::numeric_limits<float>::quiet_NaN();
   EXPECT_NE(message_of([&] { fit(planted(1000, 0.3), o); }).find("FitOptions::positive nan"), std::string::npos);
   o.positive = 100;
@@ -327,6 +359,58 @@ TEST(MfFit, OptionErrorsNameTheOption) {
   o.trainer.schedule.lr = 50;
   EXPECT_NE(message_of([&] { fit(planted(1000, 0.3), o); }).find("a step at Schedule::lr 50 overshoots"),
             std::string::npos);
+}
+
+// The losses by name, as the CLI's --loss and Python's loss= give them.
+TEST(MfFit, LossesAreParsedByName) {
+  EXPECT_EQ(parse_loss("squared"), Loss::squared);
+  EXPECT_EQ(parse_loss("bpr"), Loss::bpr);
+  EXPECT_EQ(message_of([] { parse_loss("hinge"); }), "loss 'hinge': expected squared or bpr");
+}
+
+// An option that the loss or the schedule does not use is refused by validate, for any caller, not ignored.
+TEST(MfFit, OptionsOfTheOtherLossOrScheduleAreRefused) {
+  const auto refusal = [](const std::function<void(FitOptions&)>& set, Loss loss = Loss::squared) {
+    FitOptions o = squared_options();
+    o.loss = loss;
+    if (loss == Loss::bpr) o.validation_fraction = 0;  // squared's alone
+    set(o);
+    return message_of([&] { o.validate(); });
+  };
+  EXPECT_EQ(refusal([](FitOptions&) {}), "(no exception)");
+  EXPECT_EQ(refusal([](FitOptions&) {}, Loss::bpr), "(no exception)");
+  EXPECT_EQ(refusal([](FitOptions& o) { o.validation_fraction = 0.2; }, Loss::bpr),
+            "FitOptions::validation_fraction: only with Loss::squared");
+  EXPECT_EQ(refusal([](FitOptions& o) { o.model.bins = 3; }, Loss::bpr), "MfOptions::bins: only with Loss::squared");
+  EXPECT_EQ(refusal([](FitOptions& o) { o.model.biases = false; }, Loss::bpr),
+            "MfOptions::biases: only with Loss::squared");
+  EXPECT_EQ(refusal([](FitOptions& o) { o.model.center = false; }, Loss::bpr),
+            "MfOptions::center: only with Loss::squared");
+  EXPECT_EQ(refusal([](FitOptions& o) { o.model.scale_ratings = true; }, Loss::bpr),
+            "MfOptions::scale_ratings: only with Loss::squared");
+  EXPECT_EQ(refusal([](FitOptions& o) { o.trainer.blocks = true; }, Loss::bpr),
+            "TrainerOptions::blocks: only with Loss::squared");
+  EXPECT_EQ(refusal([](FitOptions& o) { o.positive = 3; }), "FitOptions::positive: only with Loss::bpr");
+  EXPECT_EQ(refusal([](FitOptions& o) { o.sampled_eval = true; }), "FitOptions::sampled_eval: only with Loss::bpr");
+  EXPECT_EQ(refusal([](FitOptions& o) {
+              o.trainer.blocks = true;
+              o.trainer.tau = 2;
+            }).rfind("TrainerOptions::tau: only without TrainerOptions::blocks", 0),
+            0u);
+  EXPECT_EQ(refusal([](FitOptions& o) { o.model.bins = 3; }), "MfOptions::bins: only with TrainerOptions::blocks");
+  EXPECT_EQ(refusal([](FitOptions& o) {
+              o.trainer.blocks = true;
+              o.model.bins = 3;
+            }),
+            "(no exception)");
+  EXPECT_EQ(refusal([](FitOptions& o) { o.model.head_first = 8; }),
+            "MfOptions::head_first: only with Schedule::row_adagrad (LIBMF's rule)");
+  // The engine's options too: fit checks them all before it trains.
+  EXPECT_EQ(refusal([](FitOptions& o) {
+              o.trainer.schedule.adagrad = true;
+              o.trainer.schedule.row_adagrad = true;
+            }),
+            "Schedule::adagrad and Schedule::row_adagrad: choose one, not both");
 }
 
 TEST(MfFit, TheObjectiveIsWhatASegmentKeeps) {

@@ -1,5 +1,6 @@
 // train_word2vec: word2vec trained in one call from a text file, as a C++
 // program (or the Python module) calls it: quality, events, resume, errors.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -188,6 +189,22 @@ TEST(TrainWord2Vec, ClassesAreWrittenInsteadOfTheVectors) {
   std::size_t lines = 0;
   while (in >> word >> cls) lines += cls < 4;
   EXPECT_EQ(lines, r.vocabulary);
+}
+
+// What changed the input trained is said as notes, in the order of reading; none for a plain corpus.
+TEST(TrainWord2Vec, StartNotesSayWhatChangedTheInput) {
+  Word2VecStart s;
+  EXPECT_EQ(s.notes(), "");
+  s.corpus.split_lines = 2;
+  s.read_vocab_left_out = 1;
+  EXPECT_EQ(s.notes(), fmt::format("; 2 line(s) split at {} words; 1 Word2VecOptions::read_vocab word(s) with \\v, "
+                                   "\\f or \\r left out (no token can match)",
+                                   kMaxSentence));
+  s = {};
+  s.corpus.truncated_tokens = 3;
+  s.corpus.vocabulary_prunes = 1;
+  EXPECT_NE(s.notes().find("; 3 token(s) cut to "), std::string::npos) << s.notes();
+  EXPECT_NE(s.notes().find("1 time(s): a rare word may be missing"), std::string::npos) << s.notes();
 }
 
 TEST(TrainWord2Vec, BadOptionsAreNamed) {

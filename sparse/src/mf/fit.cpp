@@ -4,16 +4,24 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "asgd/engine/block_scheduler.hpp"
+#include "asgd/engine/bounded_delay.hpp"
 #include "asgd/engine/errors.hpp"
 #include "asgd/engine/training_run.hpp"
 #include "asgd/sparse/mf/bpr.hpp"
 #include "asgd/sparse/mf/model_file.hpp"
 
 namespace asgd::sparse::mf {
+
+Loss parse_loss(std::string_view name) {
+  if (name == "squared") return Loss::squared;
+  if (name == "bpr") return Loss::bpr;
+  throw InputError(fmt::format("loss '{}': expected squared or bpr", name));
+}
 
 void FitOptions::validate() const {
   model.validate();
@@ -24,6 +32,29 @@ void FitOptions::validate() const {
   if (loss == Loss::bpr && !std::isfinite(positive)) {
     throw InputError(fmt::format("FitOptions::positive {}: expected a finite rating", positive));
   }
+  // An option of the other loss or schedule would be ignored: refused, so that nobody believes it applied.
+  const auto only = [](bool set, std::string_view option, std::string_view with) {
+    if (set) throw InputError(fmt::format("{}: only with {}", option, with));
+  };
+  const bool bpr = loss == Loss::bpr;
+  for (const auto& [set, option] : {std::pair{validation_fraction != 0, "FitOptions::validation_fraction"},
+                                    std::pair{model.bins != 0, "MfOptions::bins"},
+                                    std::pair{!model.biases, "MfOptions::biases"},
+                                    std::pair{!model.center, "MfOptions::center"},
+                                    std::pair{model.scale_ratings, "MfOptions::scale_ratings"},
+                                    std::pair{model.head_first != 0, "MfOptions::head_first"},
+                                    std::pair{trainer.blocks, "TrainerOptions::blocks"}})
+    only(bpr && set, option, "Loss::squared");
+  only(!bpr && positive != kDefaultPositive, "FitOptions::positive", "Loss::bpr");
+  only(!bpr && sampled_eval, "FitOptions::sampled_eval", "Loss::bpr");
+  if (trainer.blocks && trainer.tau != kUnbounded) {
+    throw InputError("TrainerOptions::tau: only without TrainerOptions::blocks (the block schedule's workers share no "
+                     "row or column: there is no delay to bound)");
+  }
+  only(!trainer.blocks && model.bins != 0, "MfOptions::bins", "TrainerOptions::blocks");
+  only(model.head_first != 0 && !trainer.schedule.row_adagrad, "MfOptions::head_first",
+       "Schedule::row_adagrad (LIBMF's rule)");
+  trainer.validate();
 }
 
 std::string objective_settings(const FitOptions& o) {
@@ -330,7 +361,6 @@ FitReport fit(Ratings ratings, const FitOptions& options, RankGroup& group, cons
   options.validate();
   if (options.loss == Loss::squared) return fit_squared(std::move(ratings), options, group, events, std::move(validation));
   if (validation) throw InputError("fit: a validation set is for Loss::squared only");
-  if (options.trainer.blocks) throw InputError("TrainerOptions::blocks: for Loss::squared only");
   return fit_bpr(ratings, options, group, events);
 }
 

@@ -288,4 +288,9 @@ ItemScorer popularity_scorer(std::span<const float> scores) {
   return [scores](std::uint32_t, std::uint32_t item) { return item < scores.size() ? scores[item] : 0.0f; };
 }
 
+std::string RankingMetrics::text(std::size_t k) const {
+  return fmt::format("precision@{} {:.4f} recall@{} {:.4f} NDCG@{} {:.4f} MAP@{} {:.4f} HR@{} {:.4f}", k, precision, k,
+                     recall, k, ndcg, k, map, k, hit_rate);
+}
+
 }  // namespace asgd::sparse::mf

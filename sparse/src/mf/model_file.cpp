@@ -175,4 +175,11 @@ LoadedModel load_model(const std::filesystem::path& path, const std::string& shm
   return m;
 }
 
+Ratings read_ratings_for(const LoadedModel& model, const std::filesystem::path& path, RatingsFormat format) {
+  Ratings with_maps;
+  with_maps.users = model.users;
+  with_maps.items = model.items;
+  return read_ratings(path, format, &with_maps);
+}
+
 }  // namespace asgd::sparse::mf

@@ -343,4 +343,22 @@ Word2VecReport train_word2vec(const Word2VecOptions& options, RankGroup& group, 
   return train_epochs(options, plan, group, events, began);
 }
 
+std::string Word2VecStart::notes() const {
+  std::string notes;
+  if (corpus.split_lines > 0) notes += fmt::format("; {} line(s) split at {} words", corpus.split_lines, kMaxSentence);
+  if (corpus.truncated_tokens > 0)
+    notes += fmt::format("; {} token(s) cut to {} bytes", corpus.truncated_tokens, kMaxTokenBytes);
+  if (corpus.vocabulary_prunes > 0) {
+    notes += fmt::format("; past {} distinct words the rarest were dropped while counting (word2vec.c's "
+                         "ReduceVocab), {} time(s): a rare word may be missing or undercounted",
+                         Vocabulary::Counter::kPruneAt, corpus.vocabulary_prunes);
+  }
+  if (read_vocab_left_out > 0) {
+    notes += fmt::format("; {} Word2VecOptions::read_vocab word(s) with \\v, \\f or \\r left out (no token can "
+                         "match)",
+                         read_vocab_left_out);
+  }
+  return notes;
+}
+
 }  // namespace asgd::sparse::w2v

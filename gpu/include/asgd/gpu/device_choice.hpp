@@ -7,6 +7,7 @@
 
 #include "asgd/dense/fit.hpp"
 #include "asgd/dense/floor.hpp"
+#include "asgd/dense/train_choices.hpp"
 #include "asgd/dense/trainer.hpp"
 // The GPU's calls, and for a program built against the installed package, the backend it loads (see gpu.hpp).
 #include "asgd/gpu/gpu.hpp"
@@ -34,6 +35,12 @@ DeviceChoice choose_device(const std::string& device);
 // options.trainer is gpu::trainer(cuda_graphs), and the streams are checked first (check_streams: InputError
 // naming TrainOptions::workers), so a caller learns before it opens any output.
 void fit_on(const DeviceChoice& choice, dense::FitOptions& options, bool cuda_graphs = true);
+// The CPU's settings that a run on the GPU `choice` took would ignore (cnn train's threads, evaluation's threads,
+// the floor's workers and threads): InputError naming them when the GPU was asked for by name, else a note that
+// says they are ignored, for the caller to print; empty when none is set or the run is on the CPU.
+std::string cpu_settings_unused(const DeviceChoice& choice, const dense::TrainChoices& choices);
+std::string cpu_settings_unused(const DeviceChoice& choice, const dense::TimedEvalOptions& options);
+std::string cpu_settings_unused(const DeviceChoice& choice, const dense::FloorOptions& options);
 
 // On the device `choice` took: gpu::evaluate_timed or dense::evaluate_timed, gpu::measure_floor or
 // dense::measure_floor (see those).

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <vector>
 
 #include "asgd/sparse/libsvm.hpp"
@@ -40,5 +41,11 @@ struct GeneratedData {
 // Throws InputError for options outside the ranges above. Memory: the
 // planted weights and a scratch array, 8 bytes x features.
 GeneratedData generate_sparse(const GeneratorOptions& options);
+
+// generate_sparse's examples written as libsvm files (ids from `first_id`: 1 for LIBSVM and LIBLINEAR): the first
+// options.examples to `out`, and `test_examples` more from the same planted model to `test_out` (none: 0). The
+// generator's InputError, write_libsvm's.
+void write_generated(const GeneratorOptions& options, const std::filesystem::path& out, std::size_t test_examples = 0,
+                     const std::filesystem::path& test_out = {}, std::uint32_t first_id = 0);
 
 }  // namespace asgd::sparse

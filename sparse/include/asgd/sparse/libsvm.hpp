@@ -89,6 +89,8 @@ struct SparseDataset {
 };
 
 enum class UnsortedIds { sort, reject };
+// "sort" or "reject"; InputError otherwise.
+UnsortedIds parse_unsorted_ids(std::string_view name);
 
 // Reads a whole libsvm file, gzipped or not. InputError for a file that
 // cannot be opened, does not parse, or is a cut-off gzip stream; RuntimeError

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "asgd/engine/checkpoint.hpp"
+#include "asgd/engine/options_record.hpp"
 #include "asgd/engine/rank_group.hpp"
 #include "asgd/engine/trainer.hpp"
 #include "asgd/engine/training_run.hpp"
@@ -71,8 +72,9 @@ struct LinearFitReport {
 // Where a fit stands just before it trains.
 struct LinearFitReady {
   const TrainingRun& run;
-  // The metadata of the checkpoint resumed (its options: saved_options), now loaded; empty for a fresh run.
-  std::string resumed_metadata = {};
+  // Resumed: how this run's options and data differ from those of the checkpoint's run (resume_changes; the
+  // settings' digest "run" left out, the options that differ are told one by one), now loaded.
+  ResumeChanges changes = {};
   bool resumed = false;
   std::uint64_t epoch = 0;          // epochs done before this call
   std::size_t examples = 0;         // this rank trains
@@ -91,7 +93,8 @@ struct LinearFitEvents {
 };
 
 // Trains as `options` say on `group`'s ranks (collective; a default RankGroup is one process). InputError naming
-// the option for bad options and inputs, checked before the data is read where they need none.
+// the option for bad options and inputs, checked before the data is read where they need none: among them the
+// outputs (model, run.checkpoint) that could not be written or name an input, and stdin read twice.
 LinearFitReport fit_linear(const LinearFitOptions& options, RankGroup& group, const LinearFitEvents& events = {});
 // The same on examples in memory (dataset_from_csr's, say) instead of a file: LinearFitOptions::data only names them
 // in errors ("X"; no {rank}), LinearFitOptions::features, when given, widens them (InputError when narrower) and

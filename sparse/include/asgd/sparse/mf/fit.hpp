@@ -9,6 +9,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "asgd/engine/rank_group.hpp"
 #include "asgd/engine/trainer.hpp"
@@ -23,6 +24,8 @@ enum class Loss {
   squared,  // explicit ratings: BiasedMf
   bpr,      // implicit feedback, the ratings >= FitOptions::positive: BprMf
 };
+// "squared" or "bpr"; InputError otherwise.
+Loss parse_loss(std::string_view name);
 
 struct FitOptions {
   Loss loss = Loss::squared;
@@ -30,7 +33,8 @@ struct FitOptions {
   MfOptions model;
   // The engine's: workers, epochs, seed, rates; blocks: LIBMF's block schedule (squared only).
   TrainerOptions trainer;
-  float positive = 4.0f;            // bpr: ratings at or above this are positives
+  static constexpr float kDefaultPositive = 4.0f;
+  float positive = kDefaultPositive;  // bpr: ratings at or above this are positives
   double test_fraction = 0;         // held out at random (bpr: per user) and scored after training
   double validation_fraction = 0;   // squared: held out of the training part, scored after every epoch
   std::uint64_t split_seed = 42;
@@ -51,7 +55,11 @@ struct FitOptions {
   // stopped fit trained (the Python module on Ctrl-C).
   bool keep_last_epoch = false;
   ProgressCallback on_progress;
-  // InputError naming the option (FitOptions::positive) or MfOptions::validate's.
+  // InputError naming the option (FitOptions::positive), MfOptions::validate's or TrainerOptions::validate's. An
+  // option that the loss or the schedule does not use is refused ("MfOptions::bins: only with Loss::squared"), not
+  // ignored: bpr with validation_fraction, bins, no biases, no centring, scale_ratings, head_first or blocks;
+  // squared with another positive or sampled_eval; a bounded tau with blocks, bins without them; head_first
+  // without row AdaGrad.
   void validate() const;
 };
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "asgd/engine/param_store.hpp"
@@ -33,6 +34,8 @@ struct RankingMetrics {
   // Sampled metrics only: test rows left out because the user has seen every
   // other item (no negative to rank against); not counted in `users`.
   std::size_t no_negatives = 0;
+  // "precision@K p recall@K r NDCG@K n MAP@K m HR@K h", as `asgd mf` prints them.
+  std::string text(std::size_t k) const;
 };
 
 // A score for (user, item); higher ranks first. Called from several threads.

@@ -61,4 +61,9 @@ struct LoadedModel : ModelInfo {
 };
 LoadedModel load_model(const std::filesystem::path& path, const std::string& shm = {});
 
+// A ratings file read with the model's id maps (read_ratings): its users and items are the model's rows, the ids the
+// model has never seen appended after them (cold: a caller scores them from the mean and biases, or skips them).
+Ratings read_ratings_for(const LoadedModel& model, const std::filesystem::path& path,
+                         RatingsFormat format = RatingsFormat::detect);
+
 }  // namespace asgd::sparse::mf

@@ -30,6 +30,9 @@ struct Word2VecStart {
   bool resumed = false;
   RunInfo saved;  // how the resumed run trained (resumed only)
   RunInfo now;    // how this one trains (corpus_tokens: the whole corpus's words per epoch)
+  // The odd input that changed what was trained, as "; ..." notes (empty: none): lines split at kMaxSentence
+  // words, tokens cut to kMaxTokenBytes, the rarest words dropped while counting, read_vocab words left out.
+  std::string notes() const;
 };
 
 struct Word2VecReport {

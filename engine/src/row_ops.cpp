@@ -97,6 +97,14 @@ void axpy_generic(float s, const float* x, float* y, std::size_t n) noexcept {
   for (std::size_t k = 0; k < n; ++k) y[k] += s * read_shared(x + k);
 }
 
+void axpy_then_add_scaled_generic(float s, float* x, float* y, const float* d, float scale, std::size_t n) noexcept {
+  for (std::size_t k = 0; k < n; ++k) {
+    const float v = read_shared(x + k);
+    y[k] += s * v;
+    write_shared(x + k, v + scale * d[k]);
+  }
+}
+
 #if defined(ASGD_ROWS_X86) && !defined(ASGD_ROWS_TSAN)
 __attribute__((target("avx2,fma"))) void load_avx2(const float* shared, float* out, std::size_t n) noexcept {
   std::size_t k = 0;
@@ -184,6 +192,22 @@ __attribute__((target("avx2,fma"))) void axpy_avx2(float s, const float* x, floa
   }
   for (; k < n; ++k) y[k] += s * x[k];
 }
+
+__attribute__((target("avx2,fma"))) void axpy_then_add_scaled_avx2(float s, float* x, float* y, const float* d,
+                                                                  float scale, std::size_t n) noexcept {
+  const __m256 sv = _mm256_set1_ps(s), scalev = _mm256_set1_ps(scale);
+  std::size_t k = 0;
+  for (; k + 8 <= n; k += 8) {
+    const __m256 v = _mm256_loadu_ps(x + k);
+    _mm256_storeu_ps(y + k, _mm256_fmadd_ps(sv, v, _mm256_loadu_ps(y + k)));
+    _mm256_storeu_ps(x + k, _mm256_fmadd_ps(scalev, _mm256_loadu_ps(d + k), v));
+  }
+  for (; k < n; ++k) {
+    const float v = x[k];
+    y[k] += s * v;
+    x[k] = v + scale * d[k];
+  }
+}
 #endif
 
 bool has_avx2_fma() noexcept {
@@ -230,6 +254,9 @@ ASGD_ROWS_RESOLVER decltype(&bilinear_step_generic) asgd_rows_pick_bilinear_step
 ASGD_ROWS_RESOLVER decltype(&dot_generic) asgd_rows_pick_dot() { return ASGD_ROWS_PICK(dot); }
 ASGD_ROWS_RESOLVER decltype(&axpy_generic) asgd_rows_pick_axpy() { return ASGD_ROWS_PICK(axpy); }
 ASGD_ROWS_RESOLVER decltype(&gram_generic) asgd_rows_pick_gram() { return ASGD_ROWS_PICK(gram); }
+ASGD_ROWS_RESOLVER decltype(&axpy_then_add_scaled_generic) asgd_rows_pick_axpy_then_add_scaled() {
+  return ASGD_ROWS_PICK(axpy_then_add_scaled);
+}
 }
 
 void load(const float*, float*, std::size_t) noexcept __attribute__((ifunc("asgd_rows_pick_load")));
@@ -239,6 +266,8 @@ void bilinear_step(float*, float*, std::size_t, float, float, float, float) noex
 float dot(const float*, const float*, std::size_t) noexcept __attribute__((ifunc("asgd_rows_pick_dot")));
 void axpy(float, const float*, float*, std::size_t) noexcept __attribute__((ifunc("asgd_rows_pick_axpy")));
 void gram(const float*, const float*, std::size_t, float*) noexcept __attribute__((ifunc("asgd_rows_pick_gram")));
+void axpy_then_add_scaled(float, float*, float*, const float*, float, std::size_t) noexcept
+    __attribute__((ifunc("asgd_rows_pick_axpy_then_add_scaled")));
 #else
 
 void load(const float* shared, float* out, std::size_t n) noexcept {
@@ -264,6 +293,10 @@ void axpy(float s, const float* x, float* y, std::size_t n) noexcept {
 void gram(const float* a, const float* b, std::size_t n, float out[3]) noexcept {
   static const auto fn = ASGD_ROWS_PICK(gram);
   fn(a, b, n, out);
+}
+void axpy_then_add_scaled(float s, float* x, float* y, const float* d, float scale, std::size_t n) noexcept {
+  static const auto fn = ASGD_ROWS_PICK(axpy_then_add_scaled);
+  fn(s, x, y, d, scale, n);
 }
 #endif
 

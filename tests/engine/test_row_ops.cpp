@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "asgd/engine/consistency.hpp"
@@ -51,6 +53,42 @@ TEST(RowOps, MatchScalarLoopsForAllLengthsAndOffsets) {
     }
   }
   EXPECT_NE(std::string(asgd::rows::simd_level()), "");
+}
+
+// The fused output-row update is the two calls it replaces, bit for bit (word2vec's vectors stay the same), for
+// every length and offset, and the sink's call does the same under the Racy fast path and the Atomic fallback.
+TEST(RowOps, AxpyThenAddScaledIsTheTwoCallsBitForBit) {
+  std::vector<float> x0(80), y0(80), d(80);
+  for (std::size_t i = 0; i < x0.size(); ++i) {
+    x0[i] = 0.1f * static_cast<float>(i % 7) - 0.3f;
+    y0[i] = 0.05f * static_cast<float>(i % 5) - 0.1f;
+    d[i] = 0.37f * static_cast<float>(i % 3) - 0.4f;
+  }
+  for (std::size_t off = 0; off < 4; ++off) {
+    for (std::size_t n = 0; n <= 70; ++n) {
+      std::vector<float> x1(x0), y1(y0), x2(x0), y2(y0);
+      asgd::rows::axpy(0.3f, x1.data() + off, y1.data() + off, n);
+      asgd::rows::add_scaled(x1.data() + off, d.data() + off, -0.07f, n);
+      asgd::rows::axpy_then_add_scaled(0.3f, x2.data() + off, y2.data() + off, d.data() + off, -0.07f, n);
+      EXPECT_EQ(x1, x2) << n;
+      EXPECT_EQ(y1, y2) << n;
+    }
+  }
+  const auto through_sink = [&](const auto& policy) {
+    std::vector<float> params(x0), out(y0);
+    asgd::UpdateSink<std::decay_t<decltype(policy)>> sink(params.data(), params.size(), policy);
+    sink.set_learning_rate(0.5f);
+    sink.add_row_to_then_gradient(0.3f, 3, out.data(), d.data(), 70, 2.0f);
+    return std::pair{params, out};
+  };
+  const auto [racy_params, racy_out] = through_sink(asgd::Racy{});
+  const auto [atomic_params, atomic_out] = through_sink(asgd::Atomic{});
+  for (std::size_t k = 0; k < 80; ++k) {  // out[k] takes params[3 + k] before the step; params[3 + k] -= d[k]
+    EXPECT_FLOAT_EQ(racy_out[k], atomic_out[k]);
+    EXPECT_NEAR(racy_out[k], k < 70 ? y0[k] + 0.3f * x0[k + 3] : y0[k], 1e-6) << k;
+    EXPECT_NEAR(racy_params[k], k >= 3 && k < 73 ? x0[k] - d[k - 3] : x0[k], 1e-6) << k;
+    EXPECT_NEAR(atomic_params[k], racy_params[k], 1e-6) << k;
+  }
 }
 
 // The sink's bilinear step is the same SGD step under every policy and step

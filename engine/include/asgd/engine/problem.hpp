@@ -46,6 +46,9 @@ struct SinkArchetype {
   float dot(std::size_t a, std::size_t b, std::size_t n) const noexcept;
   float dot(const float* local, std::size_t offset, std::size_t n) const noexcept;
   void add_row_to(float s, std::size_t offset, float* out, std::size_t n) const noexcept;
+  // add_row_to, then add_gradient(offset, g, n, scale) on the same row.
+  void add_row_to_then_gradient(float s, std::size_t offset, float* out, const float* g, std::size_t n,
+                                float scale) noexcept;
   // The gradient of L(a . b) + l2/2 (|a|^2 + |b|^2) on two rows, g = L'(a . b).
   void add_bilinear_gradient(std::size_t a, std::size_t b, std::size_t n, float g, float l2) noexcept;
   float learning_rate() const noexcept;

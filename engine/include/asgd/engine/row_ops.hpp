@@ -40,6 +40,10 @@ void bilinear_step(float* a, float* b, std::size_t n, float sa, float da, float 
 // y[k] += s * x[k] into a local row y (x may be shared, read as dot reads).
 float dot(const float* a, const float* b, std::size_t n) noexcept;
 void axpy(float s, const float* x, float* y, std::size_t n) noexcept;
+// axpy(s, shared, y, n), then add_scaled(shared, d, scale, n), in one pass over
+// the shared row (y gets its values before the step): word2vec's output-row
+// update. y and d must not overlap the shared row.
+void axpy_then_add_scaled(float s, float* shared, float* y, const float* d, float scale, std::size_t n) noexcept;
 // out = {a . a, b . b, a . b} in one pass (rows as dot reads them): the
 // squared norms of both rows' bilinear gradients (per-row AdaGrad).
 void gram(const float* a, const float* b, std::size_t n, float out[3]) noexcept;

@@ -79,6 +79,17 @@ class UpdateSink {
   void add_row_to(float s, std::size_t offset, float* out, std::size_t n) const noexcept {
     rows::axpy(s, params_ + offset, out, n);
   }
+  // add_row_to(s, offset, out, n), then add_gradient(offset, g, n, scale): in one pass over the row with plain
+  // SGD under Racy (the row read once; word2vec's output rows), else the two calls.
+  void add_row_to_then_gradient(float s, std::size_t offset, float* out, const float* g, std::size_t n,
+                                float scale) noexcept {
+    if constexpr (kRule == StepRule::sgd && std::is_same_v<Policy, Racy>) {
+      rows::axpy_then_add_scaled(s, params_ + offset, out, g, -lr_ * scale, n);
+    } else {
+      add_row_to(s, offset, out, n);
+      add_gradient(offset, g, n, scale);
+    }
+  }
 
   // The gradient of a bilinear term on two rows a, b (not overlapping): for
   // a loss L(x) at x = a . b with L2 weight l2 on both rows, g = L'(x) and

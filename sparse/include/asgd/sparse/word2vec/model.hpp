@@ -146,8 +146,7 @@ double Word2Vec::train_targets(std::uint32_t word, Scratch& s, FastRng& rng, Sin
       ++pairs;
       if (f <= -SigmoidTable::kMaxExp || f >= SigmoidTable::kMaxExp) continue;
       const float g = label - sigmoid_.sigmoid(f);
-      sink.add_row_to(g, offset, grad, dim);
-      sink.add_gradient(offset, hidden, dim, -g);
+      sink.add_row_to_then_gradient(g, offset, grad, hidden, dim, -g);
     }
   }
   if (options_.negative > 0) {
@@ -177,8 +176,7 @@ double Word2Vec::train_targets(std::uint32_t word, Scratch& s, FastRng& rng, Sin
       if (g == 0.0f) continue;
       // The output row is read in place, for the dot and again here (word2vec.c's order): a copy of it first
       // cost a sixth of the loop's instructions.
-      sink.add_row_to(g, offset, grad, dim);
-      sink.add_gradient(offset, hidden, dim, -g);  // the engine multiplies by the rate
+      sink.add_row_to_then_gradient(g, offset, grad, hidden, dim, -g);  // the engine multiplies by the rate
     }
   }
   return loss;

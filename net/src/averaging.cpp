@@ -11,29 +11,15 @@
 
 namespace asgd::net {
 
-namespace {
-constexpr std::uint64_t kNever = std::numeric_limits<std::uint64_t>::max();
-}
-
 ModelAverager::ModelAverager(Allreduce& allreduce, std::span<float> params, AveragingOptions options)
     : allreduce_(allreduce), params_(params), options_(options), snapshot_(params.size()),
       buffer_(params.size() + 3) {
   if (options_.weighted && options_.combine == Combine::sum) {
     throw InputError("model averaging: weights apply to the mean, not to the sum of updates");
   }
-  trigger_.store(kNever);
-  limit_.store(kNever);  // step_done never waits without a communication thread
 }
 
-ModelAverager::~ModelAverager() {
-  if (!thread_.joinable()) return;
-  {
-    std::scoped_lock lock(mutex_);
-    finishing_ = true;
-  }
-  wake_.notify_one();
-  thread_.join();
-}
+ModelAverager::~ModelAverager() = default;
 
 double ModelAverager::communication_seconds() const noexcept {
   return static_cast<double>(comm_ns_.load(std::memory_order_relaxed)) * 1e-9;
@@ -100,12 +86,12 @@ bool ModelAverager::round(double weight, bool finished, bool overlap) {
 }
 
 void ModelAverager::average(double weight) {
-  if (thread_.joinable()) throw InputError("ModelAverager::average: the communication thread is running");
+  if (rounds_thread_.running()) throw InputError("ModelAverager::average: the communication thread is running");
   round(weight, false, false);
 }
 
 void ModelAverager::share(bool root) {
-  if (thread_.joinable()) throw InputError("ModelAverager::share: the communication thread is running");
+  if (rounds_thread_.running()) throw InputError("ModelAverager::share: the communication thread is running");
   const std::size_t n = params_.size();
   for (std::size_t i = 0; i < n; ++i) buffer_[i] = root ? load_param(params_[i]) : -0.0f;
   timed_sum(std::span<float>(buffer_.data(), n));
@@ -115,80 +101,12 @@ void ModelAverager::share(bool root) {
 }
 
 void ModelAverager::start(std::uint64_t every_steps) {
-  if (every_steps == 0 || every_steps > kMostEverySteps) {
-    throw InputError(fmt::format("ModelAverager::start: average every {} steps, expected 1 to 2^40 - 1", every_steps));
-  }
-  if (thread_.joinable()) throw InputError("ModelAverager::start: already started");
-  finishing_ = false;
-  error_ = nullptr;
-  examples_at_last_round_ = examples_.load();
-  const std::uint64_t base = steps_.load();
-  trigger_.store(base + every_steps);
-  limit_.store(base + 2 * every_steps);
-  thread_ = std::thread([this, base, every_steps] { comm_loop(base, every_steps); });
+  rounds_thread_.start(
+      every_steps,
+      [this](std::uint64_t examples, bool finished) { return round(static_cast<double>(examples), finished, true); },
+      "ModelAverager::start");
 }
 
-void ModelAverager::step_done(std::uint64_t examples) noexcept {
-  examples_.fetch_add(examples, std::memory_order_relaxed);
-  const std::uint64_t s = steps_.fetch_add(1) + 1;  // seq_cst, paired with comm_loop's trigger and limit stores
-  if (s >= trigger_.load()) {
-    std::scoped_lock lock(mutex_);
-    wake_.notify_one();
-  }
-  if (s >= limit_.load()) {
-    // One averaging period ahead of the round in flight: wait for it, so no
-    // rank runs more than about two periods ahead of the slowest.
-    std::unique_lock lock(mutex_);
-    ahead_.wait(lock, [&] { return s < limit_.load(); });
-  }
-}
-
-void ModelAverager::release_workers(std::uint64_t limit) {
-  {
-    std::scoped_lock lock(mutex_);
-    limit_.store(limit);
-  }
-  ahead_.notify_all();
-}
-
-void ModelAverager::comm_loop(std::uint64_t base, std::uint64_t every_steps) {
-  try {
-    // Round k starts once this rank has done base + k K steps (or has
-    // finished): the same grid on every rank, so a slow rank is never
-    // skipped over. Workers may run K steps past a round's start while it
-    // is in flight, and wait there for it to finish.
-    for (std::uint64_t k = 1;; ++k) {
-      const std::uint64_t next = base + k * every_steps;
-      trigger_.store(next);
-      bool finished = false;
-      {
-        std::unique_lock lock(mutex_);
-        wake_.wait(lock, [&] { return finishing_ || steps_.load() >= next; });
-        finished = finishing_;
-      }
-      trigger_.store(kNever);
-      const std::uint64_t examples = examples_.load();
-      const double weight = static_cast<double>(examples - examples_at_last_round_);
-      examples_at_last_round_ = examples;
-      const bool all_finished = round(weight, finished, true);
-      release_workers(all_finished ? kNever : next + 2 * every_steps);
-      if (all_finished) return;
-    }
-  } catch (...) {
-    error_ = std::current_exception();
-    release_workers(kNever);
-  }
-}
-
-void ModelAverager::stop() {
-  if (!thread_.joinable()) return;
-  {
-    std::scoped_lock lock(mutex_);
-    finishing_ = true;
-  }
-  wake_.notify_one();
-  thread_.join();
-  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
-}
+void ModelAverager::stop() { rounds_thread_.stop(); }
 
 }  // namespace asgd::net

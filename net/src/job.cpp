@@ -13,7 +13,8 @@ namespace asgd::net {
 
 #if ASGD_HAVE_MPI
 struct Job::Mpi {
-  MpiSession session{nullptr, nullptr, MPI_THREAD_SERIALIZED};
+  // MULTIPLE when the MPI has it: the parameter server's threads call MPI at once (it checks the level it got).
+  MpiSession session{nullptr, nullptr, MPI_THREAD_SERIALIZED, MPI_THREAD_MULTIPLE};
   MpiTransport world;
 };
 

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fmt/format.h>
+#include <algorithm>
 #include <limits>
 
 #include "asgd/engine/errors.hpp"
@@ -27,11 +28,11 @@ int count_of(std::size_t n) {
 
 }  // namespace
 
-MpiSession::MpiSession(int* argc, char*** argv, int required) {
+MpiSession::MpiSession(int* argc, char*** argv, int required, int requested) {
   int initialised = 0;
   MPI_Initialized(&initialised);
   if (initialised) throw RuntimeError("MPI was already initialised (one MpiSession per process)");
-  check(MPI_Init_thread(argc, argv, required, &provided_), "MPI_Init_thread");
+  check(MPI_Init_thread(argc, argv, std::max(required, requested), &provided_), "MPI_Init_thread");
   if (provided_ < required) {
     MPI_Finalize();
     throw RuntimeError(fmt::format("MPI provides thread level {}, asgd needs {}", provided_, required));
@@ -58,6 +59,7 @@ MpiTransport::MpiTransport(MPI_Comm comm) {
   check(MPI_Comm_dup(comm, &comm_), "MPI_Comm_dup");
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
+  MPI_Query_thread(&thread_level_);
 }
 
 MpiTransport::~MpiTransport() {
@@ -84,6 +86,58 @@ void MpiTransport::sendrecv(std::span<const float> send_data, int dst, std::span
                      count_of(recv_data.size()), MPI_FLOAT, src, 0, comm_, MPI_STATUS_IGNORE),
         "MPI_Sendrecv");
 }
+
+void MpiTransport::check_multiple() const {
+  if (thread_level_ < MPI_THREAD_MULTIPLE) {
+    throw RuntimeError(fmt::format("tagged messages need MPI_THREAD_MULTIPLE; this MPI provides thread level {}",
+                                   thread_level_));
+  }
+}
+
+void MpiTransport::reap(bool wait) {
+  std::scoped_lock lock(posted_mutex_);
+  for (auto it = posted_.begin(); it != posted_.end();) {
+    int done = 0;
+    if (wait) {
+      check(MPI_Wait(&it->request, MPI_STATUS_IGNORE), "MPI_Wait");
+      done = 1;
+    } else {
+      check(MPI_Test(&it->request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    }
+    it = done ? posted_.erase(it) : std::next(it);
+  }
+}
+
+void MpiTransport::post(std::vector<std::byte> bytes, int dst, int tag) {
+  check_multiple();
+  if (bytes.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+    throw InputError(fmt::format("MPI message of {} bytes is larger than an int can count", bytes.size()));
+  reap(false);
+  std::scoped_lock lock(posted_mutex_);
+  Posted& p = posted_.emplace_back(Posted{MPI_REQUEST_NULL, std::move(bytes)});
+  check(MPI_Isend(p.bytes.data(), static_cast<int>(p.bytes.size()), MPI_BYTE, dst, tag, comm_, &p.request),
+        "MPI_Isend");
+}
+
+bool MpiTransport::poll(int tag, Message& out) {
+  check_multiple();
+  int found = 0;
+  MPI_Message message;
+  MPI_Status status;
+  check(MPI_Improbe(MPI_ANY_SOURCE, tag, comm_, &found, &message, &status), "MPI_Improbe");
+  if (!found) {
+    reap(false);
+    return false;
+  }
+  int count = 0;
+  MPI_Get_count(&status, MPI_BYTE, &count);
+  out.src = status.MPI_SOURCE;
+  out.bytes.resize(static_cast<std::size_t>(count));
+  check(MPI_Mrecv(out.bytes.data(), count, MPI_BYTE, &message, MPI_STATUS_IGNORE), "MPI_Mrecv");
+  return true;
+}
+
+void MpiTransport::flush() { reap(true); }
 
 void MpiTransport::barrier() { check(MPI_Barrier(comm_), "MPI_Barrier"); }
 

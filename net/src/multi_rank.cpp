@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstring>
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -20,6 +21,10 @@ std::string MultiRankOptions::spelled(std::string_view option) const {
   if (option == "resume") return "the checkpoint resumed";
   if (option == "epochs") return "TrainerOptions::epochs";
   if (option == "until-epoch") return "the epoch trained until";
+  if (option == "tau") return "PsOptions::tau";
+  if (option == "server-rule") return "PsOptions::rule";
+  if (option == "server-lr") return "PsOptions::server_lr";
+  if (option == "key-floats") return "PsOptions::key_floats";
   std::string name(option);
   std::replace(name.begin(), name.end(), '-', '_');
   return "MultiRankOptions::" + name;
@@ -42,10 +47,33 @@ void MultiRankOptions::set_combine(std::string_view text) {
   combine = text == "sum" ? Combine::sum : Combine::mean;
 }
 
+void MultiRankOptions::set_distributed(std::string_view text) {
+  if (text != "averaging" && text != "ps")
+    throw InputError(fmt::format("{} '{}': expected averaging or ps", spelled("distributed"), text));
+  distributed = text == "ps" ? Distributed::ps : Distributed::averaging;
+}
+
+void MultiRankOptions::set_server_rule(std::string_view text) {
+  if (text != "sum" && text != "adagrad")
+    throw InputError(fmt::format("{} '{}': expected sum or adagrad", spelled("server-rule"), text));
+  ps.rule = text == "adagrad" ? ServerRule::adagrad : ServerRule::sum;
+}
+
 void MultiRankOptions::validate() const {
   if (average_every > ModelAverager::kMostEverySteps) {
     throw InputError(fmt::format("{} {}: expected epoch (0) or a number of steps from 1 to 2^40 - 1",
                                  spelled("average-every"), average_every));
+  }
+  if (distributed == Distributed::ps) {
+    // A push carries a rank's update whole; weighting the mean is model averaging's.
+    if (average_weighted)
+      throw InputError(fmt::format("{} weights model averaging's mean; it does not apply to {} ps",
+                                   spelled("average-weighted"), spelled("distributed")));
+    if (ps.rule == ServerRule::adagrad && !(ps.server_lr > 0 && ps.server_lr < 1e30f))
+      throw InputError(fmt::format("{} {}: expected a finite rate > 0", spelled("server-lr"), ps.server_lr));
+    if (ps.tau != kUnbounded && ps.tau >= ModelAverager::kMostEverySteps)
+      throw InputError(fmt::format("{} {}: expected 0 to 2^40 - 2 rounds, or inf", spelled("tau"), ps.tau));
+    ps.validate();
   }
   if (combine == Combine::sum && average_weighted)
     throw InputError(fmt::format("{} weights the mean; it does not apply to {} sum", spelled("average-weighted"),
@@ -70,10 +98,19 @@ MultiRank::~MultiRank() {
     } catch (...) {
     }
   }
+  ps_.reset();  // gives up a round in flight rather than wait for the other ranks
 }
 
 void MultiRank::add_to_record(OptionsRecord& record) const {
   if (!active()) return;
+  if (options_.distributed == Distributed::ps) {
+    record["distributed"] = "ps";
+    record["tau"] = tau_to_string(options_.ps.tau);
+    record["server-rule"] = std::string(to_string(options_.ps.rule));
+    if (options_.ps.rule == ServerRule::adagrad) record["server-lr"] = fmt::format("{}", options_.ps.server_lr);
+    record["average-every"] = every_epoch() ? std::string("epoch") : std::to_string(options_.average_every);
+    return;
+  }
   record["average-every"] = every_epoch() ? std::string("epoch") : std::to_string(options_.average_every);
   record["combine"] = options_.combine == Combine::sum ? "sum" : "mean";
   record["average-weighted"] = options_.average_weighted ? "on" : "off";
@@ -92,6 +129,13 @@ std::vector<std::size_t> MultiRank::shard(std::size_t n, std::string_view what, 
 }
 
 std::string MultiRank::describe() const {
+  if (options_.distributed == Distributed::ps) {
+    const PsOptions& ps = options_.ps;
+    return fmt::format("{} ranks, parameter server ({}{}, tau {}), rounds every {}", size_, to_string(ps.rule),
+                       ps.rule == ServerRule::adagrad ? fmt::format(" lr {}", ps.server_lr) : std::string(),
+                       tau_to_string(ps.tau),
+                       every_epoch() ? std::string("epoch") : fmt::format("{} local steps", every_steps()));
+  }
   const bool sum = options_.combine == Combine::sum;
   return fmt::format("{} ranks, {} allreduce, {} every {}{}", size_, to_string(options_.allreduce),
                      sum ? "summing updates" : "averaging models",
@@ -100,6 +144,13 @@ std::string MultiRank::describe() const {
 }
 
 std::string MultiRank::traffic() const {
+  if (const auto s = ps_stats()) {
+    return fmt::format("{} rounds, {:.1f} MB pushed ({} keys), {:.1f} MB pulled ({} keys), {:.2f} s waiting for pulls; "
+                       "staleness at this rank's shard: mean {:.2f}, max {}; clock gap at most {}",
+                       s->rounds, static_cast<double>(s->bytes_pushed) * 1e-6, s->keys_pushed,
+                       static_cast<double>(s->bytes_pulled) * 1e-6, s->keys_pulled, s->wait_seconds,
+                       s->staleness.mean(), s->staleness.max(), s->max_clock_gap);
+  }
   return fmt::format("{} averaging rounds, {:.2f} s in allreduce", rounds(), communication_seconds());
 }
 
@@ -120,7 +171,13 @@ void MultiRank::prepare(TrainerOptions& options) {
     options.checkpoint_path.clear();  // written after the average instead
   } else {
     options.checkpoint_path = checkpoint_;
-    options.on_step = [this](std::uint64_t examples) { averager_->step_done(examples); };
+    options.on_step = [this](std::uint64_t examples) {
+      if (ps_) {
+        ps_->step_done(examples);
+      } else {
+        averager_->step_done(examples);
+      }
+    };
   }
   if (!root()) options.on_progress = nullptr;
 }
@@ -214,6 +271,7 @@ void MultiRank::start(Trainer& trainer, ParamStore& store) {
   trainer_ = &trainer;
   start(std::span<float>(store.data(), store.size()), store.layout());
   if (averager_ && !every_epoch()) averager_->start(every_steps());
+  if (ps_ && !every_epoch()) ps_->start(every_steps());
 }
 
 void MultiRank::start(std::span<float> params, const Layout& layout) {
@@ -228,6 +286,11 @@ void MultiRank::start(std::span<float> params, const Layout& layout) {
   const std::uint64_t digest[] = {layout.hash() & kDigestMask};
   same_on_all_ranks(digest, "the model's layout digest (its tensors, their shapes and what the rows stand for: "
                             "every rank needs the same model flags and, for mf, the same ratings file)");
+  if (options_.distributed == Distributed::ps) {
+    ps_ = std::make_unique<ParameterServer>(*transport_, params, options_.ps);
+    ps_->share(root());  // the servers take rank 0's parameters, and every rank pulls them
+    return;
+  }
   averager_ = std::make_unique<ModelAverager>(
       *allreduce_, params, AveragingOptions{.weighted = options_.average_weighted, .combine = options_.combine});
   averager_->share(root());  // a common start, rank 0's, whatever each rank initialised or resumed
@@ -244,6 +307,7 @@ void MultiRank::epoch_done(const TrainReport& epoch) {
 
 void MultiRank::finish() {
   if (averager_) averager_->stop();
+  if (ps_) ps_->stop();
 }
 
 void MultiRank::timed_sum(std::span<float> data) {
@@ -283,9 +347,20 @@ void MultiRank::agree_on_options() {
   if (!active()) return;
   // Over the native allreduce: ranks given different algorithms would otherwise wait in their first round for
   // messages of another algorithm, for ever.
+  const PsOptions& ps = options_.ps;
+  const bool is_ps = options_.distributed == Distributed::ps;
+  std::uint32_t lr_bits = 0;
+  static_assert(sizeof lr_bits == sizeof ps.server_lr);
+  std::memcpy(&lr_bits, &ps.server_lr, sizeof lr_bits);
   const std::uint64_t mine[] = {static_cast<std::uint64_t>(options_.allreduce),
-                                options_.combine == Combine::sum ? 1u : 0u, options_.average_weighted ? 1u : 0u,
-                                options_.average_every};
+                                options_.combine == Combine::sum ? 1u : 0u,
+                                options_.average_weighted ? 1u : 0u,
+                                options_.average_every,
+                                is_ps ? 1u : 0u,
+                                is_ps ? std::min<std::uint64_t>(ps.tau, kDigestMask) : 0,
+                                is_ps && ps.rule == ServerRule::adagrad ? 1u : 0u,
+                                is_ps && ps.rule == ServerRule::adagrad ? lr_bits : 0u,
+                                is_ps ? ps.key_floats : 0};
   constexpr std::size_t V = std::size(mine);
   const auto all = gather(mine, "options", true);
   const auto text = [&](std::size_t rank, std::size_t j) -> std::string {
@@ -294,10 +369,22 @@ void MultiRank::agree_on_options() {
       case 0: return std::string(to_string(static_cast<Algorithm>(v)));
       case 1: return v ? "sum" : "mean";
       case 2: return v ? "on" : "off";
-      default: return v == 0 ? "epoch" : fmt::format("{}", v);
+      case 3: return v == 0 ? "epoch" : fmt::format("{}", v);
+      case 4: return v ? "ps" : "averaging";
+      case 5: return v == kDigestMask ? "inf" : fmt::format("{}", v);
+      case 6: return v ? "adagrad" : "sum";
+      case 7: {
+        float lr = 0;
+        const auto bits = static_cast<std::uint32_t>(v);
+        std::memcpy(&lr, &bits, sizeof lr);
+        return fmt::format("{}", lr);
+      }
+      default: return fmt::format("{}", v);
     }
   };
-  static constexpr const char* kOptions[V] = {"allreduce", "combine", "average-weighted", "average-every"};
+  static constexpr const char* kOptions[V] = {"allreduce", "combine",     "average-weighted", "average-every",
+                                              "distributed", "tau",       "server-rule",      "server-lr",
+                                              "key-floats"};
   for (std::size_t j = 0; j < V; ++j) {
     std::string each;
     bool same = true;
@@ -366,13 +453,22 @@ void MultiRank::sum_of_ranks(std::span<float> data) {
 
 void MultiRank::average(double weight) {
   if (averager_) averager_->average(weight);
+  if (ps_) ps_->round();
 }
 
 double MultiRank::communication_seconds() const noexcept {
   return (averager_ ? averager_->communication_seconds() : 0.0) + other_seconds_;
 }
 
-std::uint64_t MultiRank::rounds() const noexcept { return averager_ ? averager_->rounds() : 0; }
+std::uint64_t MultiRank::rounds() const noexcept {
+  if (ps_) return ps_->stats().rounds;
+  return averager_ ? averager_->rounds() : 0;
+}
+
+std::optional<PsStats> MultiRank::ps_stats() const {
+  if (!ps_) return std::nullopt;
+  return ps_->stats();
+}
 
 void MultiRank::check_same_plan(const Trainer& trainer, std::uint64_t until_epoch) {
   if (!active()) return;

@@ -7,6 +7,14 @@
 
 namespace asgd::net {
 
+void Transport::post(std::vector<std::byte> /*bytes*/, int /*dst*/, int /*tag*/) {
+  throw RuntimeError("this transport carries collectives only, not tagged messages");
+}
+
+bool Transport::poll(int /*tag*/, Message& /*out*/) {
+  throw RuntimeError("this transport carries collectives only, not tagged messages");
+}
+
 class LocalFabric::Endpoint final : public Transport {
  public:
   Endpoint(LocalFabric& fabric, int rank) : fabric_(fabric), rank_(rank) {}
@@ -40,6 +48,21 @@ class LocalFabric::Endpoint final : public Transport {
     send(send_data, dst);  // buffered: never blocks
     recv(recv_data, src);
   }
+  void post(std::vector<std::byte> bytes, int dst, int tag) override {
+    check(dst);
+    TaggedBox& box = fabric_.tagged_[static_cast<std::size_t>(dst)];
+    std::scoped_lock lock(box.mutex);
+    box.by_tag[tag].push_back(Message{rank_, std::move(bytes)});
+  }
+  bool poll(int tag, Message& out) override {
+    TaggedBox& box = fabric_.tagged_[static_cast<std::size_t>(rank_)];
+    std::scoped_lock lock(box.mutex);
+    auto it = box.by_tag.find(tag);
+    if (it == box.by_tag.end() || it->second.empty()) return false;
+    out = std::move(it->second.front());
+    it->second.pop_front();
+    return true;
+  }
 
  private:
   void check(int peer) const {
@@ -52,6 +75,7 @@ class LocalFabric::Endpoint final : public Transport {
 
 LocalFabric::LocalFabric(int ranks) : ranks_(ranks), boxes_(static_cast<std::size_t>(std::max(ranks, 1) * std::max(ranks, 1))) {
   if (ranks < 1) throw InputError("LocalFabric: at least one rank");
+  tagged_ = std::vector<TaggedBox>(static_cast<std::size_t>(ranks));
   for (int r = 0; r < ranks; ++r) endpoints_.push_back(std::make_unique<Endpoint>(*this, r));
 }
 

@@ -19,15 +19,12 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
-#include <exception>
-#include <mutex>
 #include <span>
-#include <thread>
 #include <vector>
 
 #include "asgd/net/allreduce.hpp"
+#include "asgd/net/periodic_rounds.hpp"
 
 namespace asgd::net {
 
@@ -77,10 +74,10 @@ class ModelAverager {
   // InputError for 0 or more than kMostEverySteps (step counts must not wrap; below 2^40, as
   // the apps compare K across ranks).
   void start(std::uint64_t every_steps);
-  static constexpr std::uint64_t kMostEverySteps = (std::uint64_t{1} << 40) - 1;
+  static constexpr std::uint64_t kMostEverySteps = PeriodicRounds::kMostEverySteps;
   // A worker finished a step of `examples` examples. Cheap, any thread; it
   // blocks only when this rank is a period ahead of the round in flight.
-  void step_done(std::uint64_t examples) noexcept;
+  void step_done(std::uint64_t examples) noexcept { rounds_thread_.step_done(examples); }
   // Collective: this rank will take no more steps. Returns when every rank
   // has stopped and the parameters are the same on all; rethrows an error
   // of the communication thread.
@@ -95,8 +92,6 @@ class ModelAverager {
   // One round; `finished`: this rank is done. Returns true when every rank is.
   bool round(double weight, bool finished, bool overlap);
   void timed_sum(std::span<float> data);  // the allreduce, its time added to comm_ns_
-  void comm_loop(std::uint64_t base, std::uint64_t every_steps);
-  void release_workers(std::uint64_t limit);
 
   Allreduce& allreduce_;
   std::span<float> params_;
@@ -104,19 +99,9 @@ class ModelAverager {
   std::vector<float> snapshot_, buffer_;
   std::vector<float> base_;  // the common point of the last round (Combine::sum)
 
-  std::thread thread_;
-  std::mutex mutex_;
-  std::condition_variable wake_;   // the communication thread: a round is due
-  std::condition_variable ahead_;  // workers waiting for the round in flight
-  bool finishing_ = false;  // guarded by mutex_
-  // Steps done, examples trained; the step count that starts the next
-  // round, and the count workers may not pass before the round in flight
-  // ends.
-  std::atomic<std::uint64_t> steps_{0}, examples_{0}, trigger_{0}, limit_{0};
-  std::uint64_t examples_at_last_round_ = 0;
-  std::exception_ptr error_;
   std::atomic<std::uint64_t> rounds_{0};
   std::atomic<std::int64_t> comm_ns_{0};
+  PeriodicRounds rounds_thread_;  // last: its thread ends before the members it uses
 };
 
 }  // namespace asgd::net

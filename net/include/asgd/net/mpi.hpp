@@ -3,9 +3,12 @@
 // (ASGD_HAVE_MPI in asgd/config.hpp).
 #pragma once
 
+#include <list>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "asgd/config.hpp"
 #include "asgd/net/allreduce.hpp"
@@ -17,13 +20,13 @@
 namespace asgd::net {
 
 // Initialises MPI on construction and finalises it on destruction. Asks for
-// MPI_THREAD_FUNNELED by default (only the thread that created the session
-// calls MPI); throws RuntimeError if the library provides less than
-// `required`. MPI errors abort the job with the rank and the message (no
+// `requested` (by default `required`; MPI_THREAD_FUNNELED: only the thread
+// that created the session calls MPI); throws RuntimeError if the library
+// provides less than `required`. MPI errors abort the job with the rank and the message (no
 // rank may hang waiting for a dead one).
 class MpiSession {
  public:
-  explicit MpiSession(int* argc, char*** argv, int required = MPI_THREAD_FUNNELED);
+  explicit MpiSession(int* argc, char*** argv, int required = MPI_THREAD_FUNNELED, int requested = 0);
   ~MpiSession();
   MpiSession(const MpiSession&) = delete;
   MpiSession& operator=(const MpiSession&) = delete;
@@ -48,6 +51,11 @@ class MpiTransport final : public Transport {
   void send(std::span<const float> data, int dst) override;
   void recv(std::span<float> data, int src) override;
   void sendrecv(std::span<const float> send_data, int dst, std::span<float> recv_data, int src) override;
+  // Tagged messages (MPI_Isend, MPI_Improbe + MPI_Mrecv): RuntimeError unless
+  // MPI runs at MPI_THREAD_MULTIPLE.
+  void post(std::vector<std::byte> bytes, int dst, int tag) override;
+  bool poll(int tag, Message& out) override;
+  void flush() override;
   MPI_Comm comm() const noexcept { return comm_; }
   void barrier();
   // Ends every rank of the job: prints "asgd: rank R: MESSAGE" and calls
@@ -55,8 +63,18 @@ class MpiTransport final : public Transport {
   [[noreturn]] void abort(const std::string& message, int code = 1);
 
  private:
+  void check_multiple() const;
+  void reap(bool wait);  // frees posted buffers whose sends completed (all of them when `wait`)
+
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;
+  int thread_level_ = 0;
+  struct Posted {
+    MPI_Request request;
+    std::vector<std::byte> bytes;
+  };
+  std::mutex posted_mutex_;
+  std::list<Posted> posted_;
 };
 
 // MPI_Allreduce with MPI_SUM over floats, in messages of at most 2^30 floats.

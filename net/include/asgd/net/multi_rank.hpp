@@ -28,18 +28,25 @@
 #include "asgd/engine/trainer.hpp"
 #include "asgd/net/allreduce.hpp"
 #include "asgd/net/averaging.hpp"
+#include "asgd/net/parameter_server.hpp"
 
 namespace asgd::net {
 
 class Transport;
 
+// How the ranks combine their training: model averaging (allreduce rounds)
+// or a parameter server (pushes and pulls under a bounded delay).
+enum class Distributed { averaging, ps };
+
 struct MultiRankOptions {
+  Distributed distributed = Distributed::averaging;
+  PsOptions ps = {};                // Distributed::ps
   Algorithm allreduce = Algorithm::ring;
   std::uint64_t average_every = 0;  // K local steps between rounds; 0: every epoch
   bool average_weighted = false;    // weight each rank by the examples it trained (mean only)
   Combine combine = Combine::mean;
-  // How errors spell an option: called with "allreduce", "combine", "average-weighted", "average-every",
-  // "resume", "epochs" or "until-epoch". Empty: the library's names (MultiRankOptions::allreduce, ...); a
+  // How errors spell an option: called with "distributed", "allreduce", "combine", "average-weighted",
+  // "average-every", "tau", "server-rule", "server-lr", "resume", "epochs" or "until-epoch". Empty: the library's names (MultiRankOptions::allreduce, ...); a
   // command line passes its flags' spellings.
   std::function<std::string(std::string_view option)> spell = {};
 
@@ -47,6 +54,9 @@ struct MultiRankOptions {
   // InputError naming the option, as spell() says it.
   void set_average_every(std::string_view text);
   void set_combine(std::string_view text);
+  // "averaging" or "ps"; the server rule from "sum" or "adagrad".
+  void set_distributed(std::string_view text);
+  void set_server_rule(std::string_view text);
   // InputError naming the option that is wrong.
   void validate() const;
   std::string spelled(std::string_view option) const;
@@ -74,7 +84,9 @@ class MultiRank final : public RankGroup {
   // indices are left out): for blocking rounds every rank must reach alike.
   // InputError when n < P ("N `what` cannot be shared by P ranks").
   std::vector<std::size_t> shard(std::size_t n, std::string_view what, bool equal = false) const override;
-  std::string describe() const override;  // "4 ranks, ring allreduce, averaging models every epoch"
+  // "4 ranks, ring allreduce, averaging models every epoch"; "4 ranks, parameter server (sum, tau 4), rounds
+  // every 100 local steps".
+  std::string describe() const override;
 
   // Before the Trainer is made: counts steps for step averaging, leaves
   // checkpoints to rank 0 (written after each epoch's average, see
@@ -143,7 +155,10 @@ class MultiRank final : public RankGroup {
   void check_same_plan(const Trainer& trainer, std::uint64_t until_epoch) override;
   double communication_seconds() const noexcept;
   std::uint64_t rounds() const noexcept;
-  // "R averaging rounds, S s in allreduce".
+  // The parameter server's figures of this rank (Distributed::ps, after finish() for its shard's); none otherwise.
+  std::optional<PsStats> ps_stats() const;
+  // "R averaging rounds, S s in allreduce"; with a parameter server "R rounds, B MB pushed, C MB pulled, W s
+  // waiting for pulls".
   std::string traffic() const override;
 
  private:
@@ -159,7 +174,8 @@ class MultiRank final : public RankGroup {
   Trainer* trainer_ = nullptr;
   std::filesystem::path checkpoint_;
   std::uint64_t checkpoint_every_ = 1;
-  std::unique_ptr<ModelAverager> averager_;
+  std::unique_ptr<ModelAverager> averager_;  // Distributed::averaging
+  std::unique_ptr<ParameterServer> ps_;      // Distributed::ps
   double other_seconds_ = 0;  // in mean_of_ranks and same_on_all_ranks
 };
 

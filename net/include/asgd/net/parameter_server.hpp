@@ -1,0 +1,112 @@
+// A parameter server across ranks (DistBelief's Downpour SGD; the Parameter
+// Server of Li et al., OSDI 2014). The parameter vector is cut into keys of
+// PsOptions::key_floats floats (rows), and the keys into one contiguous range
+// per rank, its shard, kept by a server thread on that rank. Every rank
+// trains a local copy with the single-node engine and, every round, pushes
+// the keys it changed (its deltas since the last pull) to their shards and
+// pulls the keys other ranks changed since its last pull (refreshed by
+// version: a key nobody changed is not sent again).
+//
+// The servers apply a push by a rule (ServerRule: the sum, asynchronous
+// SGD; or per-parameter AdaGrad kept on the server, Downpour's) and hold a
+// pull back until the slowest rank has pushed round k - tau (PsOptions::tau):
+// tau 0 is bulk-synchronous (every round sees every rank's deltas of that
+// round: the same parameters as model averaging's Combine::sum), a finite
+// tau is stale-synchronous (SSP), kUnbounded is asynchronous (ASP). The
+// staleness of each push (pushes of other ranks its shard applied since the
+// pushing rank last pulled from it) is measured per shard.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "asgd/engine/bounded_delay.hpp"
+#include "asgd/net/periodic_rounds.hpp"
+
+namespace asgd::net {
+
+class Transport;
+
+enum class ServerRule { sum, adagrad };
+std::string_view to_string(ServerRule rule) noexcept;
+
+struct PsOptions {
+  std::uint64_t tau = 0;       // rounds a rank may run ahead of the slowest's pushes; kUnbounded: ASP
+  ServerRule rule = ServerRule::sum;
+  float server_lr = 0.1f;      // AdaGrad's step on the server: x += lr d / (sqrt(sum d^2) + eps)
+  float adagrad_eps = 1e-6f;
+  std::size_t key_floats = 32;  // floats per key: a push or pull moves whole keys
+  // InputError naming the option (PsOptions::tau, ...).
+  void validate() const;
+};
+
+// One shard's server state and the wire format (private: net/src/ps_shard.hpp).
+namespace ps {
+class Shard;
+}
+
+struct PsStats {
+  std::uint64_t rounds = 0;
+  std::uint64_t bytes_pushed = 0, bytes_pulled = 0;  // this rank's, both ways, headers included
+  std::uint64_t keys_pushed = 0, keys_pulled = 0;
+  double wait_seconds = 0;           // from this rank's pushes to its last pull reply, summed over rounds
+  StalenessHistogram staleness;      // at this rank's shard: per push, other ranks' pushes it missed
+  std::uint64_t max_clock_gap = 0;   // at this rank's shard: most rounds a served pull was ahead of the slowest
+};
+
+class ParameterServer {
+ public:
+  // `params` is this rank's local copy (the ParamStore's data), the same
+  // size on every rank; `transport` outlives this. Starts this rank's server
+  // thread. InputError from options.validate().
+  ParameterServer(Transport& transport, std::span<float> params, PsOptions options);
+  ~ParameterServer();
+  ParameterServer(const ParameterServer&) = delete;
+  ParameterServer& operator=(const ParameterServer&) = delete;
+
+  // Collective: the servers take the parameters of the rank that passes
+  // root = true, and every rank's copy becomes them, bit for bit.
+  void share(bool root);
+  // One blocking round: push this rank's deltas, pull what changed. Not
+  // while the round thread runs.
+  void round();
+  // Rounds every K local steps on a thread while the workers train
+  // (PeriodicRounds); step_done is the Trainer's on_step.
+  void start(std::uint64_t every_steps);
+  void step_done(std::uint64_t examples) noexcept { rounds_thread_.step_done(examples); }
+  // Collective: a last round; returns when every rank has finished and
+  // holds the servers' final parameters (the same on every rank, bit for
+  // bit), then ends this rank's server. Rethrows a round's or the server's
+  // error.
+  void stop();
+
+  PsStats stats() const;
+  const PsOptions& options() const noexcept { return options_; }
+
+ private:
+  struct Client;
+  void serve() noexcept;
+  bool exchange(bool finished);  // one round; true when every rank has finished
+
+  Transport& transport_;
+  std::span<float> params_;
+  PsOptions options_;
+  std::unique_ptr<ps::Shard> shard_;
+  std::unique_ptr<Client> client_;
+  std::thread server_;
+  std::atomic<bool> server_stop_{false};
+  std::atomic<bool> abandoned_{false};  // the destructor runs: a round waiting for replies gives up
+  std::exception_ptr server_error_;       // written by the server thread before server_failed_
+  std::atomic<bool> server_failed_{false};
+  bool stopped_ = false;
+  PeriodicRounds rounds_thread_;  // last: its thread ends before the members it uses
+};
+
+}  // namespace asgd::net

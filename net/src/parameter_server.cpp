@@ -1,0 +1,230 @@
+#include "asgd/net/parameter_server.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <mutex>
+#include <thread>
+
+#include "asgd/engine/consistency.hpp"
+#include "asgd/engine/errors.hpp"
+#include "asgd/net/transport.hpp"
+#include "ps_shard.hpp"
+
+namespace asgd::net {
+
+std::string_view to_string(ServerRule rule) noexcept { return rule == ServerRule::sum ? "sum" : "adagrad"; }
+
+void PsOptions::validate() const {
+  if (key_floats == 0 || key_floats > (std::size_t{1} << 20))
+    throw InputError(fmt::format("PsOptions::key_floats {}: expected 1 to 2^20", key_floats));
+  if (rule == ServerRule::adagrad && !(server_lr > 0 && std::isfinite(server_lr)))
+    throw InputError(fmt::format("PsOptions::server_lr {}: expected a finite rate > 0", server_lr));
+  if (!(adagrad_eps > 0 && std::isfinite(adagrad_eps)))
+    throw InputError(fmt::format("PsOptions::adagrad_eps {}: expected a finite value > 0", adagrad_eps));
+}
+
+namespace {
+
+// Waits with a growing sleep (20 us to 0.5 ms): a spinning poll would take a
+// core from the workers on a machine with as many ranks as cores.
+class Backoff {
+ public:
+  void idle() {
+    std::this_thread::sleep_for(std::chrono::microseconds(us_));
+    us_ = std::min(us_ * 2, 500);
+  }
+  void reset() { us_ = 20; }
+
+ private:
+  int us_ = 20;
+};
+
+}  // namespace
+
+// This rank's side of the rounds: the local copy's base (the values of the
+// last pull) and the shard versions it has seen.
+struct ParameterServer::Client {
+  std::vector<ps::KeyRange> shards;
+  std::vector<float> base, snapshot;
+  std::vector<std::uint64_t> seen;
+  std::uint64_t clock = 0;
+  mutable std::mutex stats_mutex;
+  PsStats stats;
+};
+
+ParameterServer::ParameterServer(Transport& transport, std::span<float> params, PsOptions options)
+    : transport_(transport), params_(params), options_(options) {
+  options_.validate();
+  const int P = transport.size();
+  client_ = std::make_unique<Client>();
+  for (int s = 0; s < P; ++s) client_->shards.push_back(ps::KeyRange::of_shard(params.size(), options_.key_floats, s, P));
+  client_->base.assign(params.size(), 0.0f);
+  client_->snapshot.assign(params.size(), 0.0f);
+  client_->seen.assign(static_cast<std::size_t>(P), 0);
+  shard_ = std::make_unique<ps::Shard>(P, client_->shards[static_cast<std::size_t>(transport.rank())], options_);
+  server_ = std::thread([this] { serve(); });
+}
+
+ParameterServer::~ParameterServer() {
+  // After an error the last round may not have run: end the server without waiting for the other ranks, and
+  // let the round thread's last round (rounds_thread_ ends after this body) give up instead of waiting.
+  abandoned_.store(true);
+  server_stop_.store(true);
+  if (server_.joinable()) server_.join();
+}
+
+void ParameterServer::serve() noexcept {
+  try {
+    Backoff backoff;
+    std::vector<ps::Shard::Out> out;
+    Transport::Message m;
+    while (!server_stop_.load(std::memory_order_relaxed) && !shard_->done()) {
+      if (!transport_.poll(ps::kRequestTag, m)) {
+        backoff.idle();
+        continue;
+      }
+      backoff.reset();
+      out.clear();
+      shard_->handle(m.src, m.bytes, out);
+      for (auto& o : out) transport_.post(std::move(o.bytes), o.dst, ps::kReplyTag);
+    }
+    transport_.flush();
+  } catch (...) {
+    server_error_ = std::current_exception();
+    server_failed_.store(true, std::memory_order_release);
+  }
+}
+
+void ParameterServer::share(bool root) {
+  Client& c = *client_;
+  if (root) {
+    for (std::size_t s = 0; s < c.shards.size(); ++s) {
+      const ps::KeyRange& r = c.shards[s];
+      std::vector<std::uint64_t> keys;
+      for (std::size_t k = r.first_key; k < r.end_key; ++k) keys.push_back(k);
+      const std::size_t b = keys.empty() ? 0 : r.begin(r.first_key), e = keys.empty() ? 0 : r.end(r.end_key - 1);
+      std::vector<float> values(e - b);
+      for (std::size_t i = b; i < e; ++i) values[i - b] = load_param(params_[i]);
+      transport_.post(ps::encode(ps::Header{ps::Kind::init}, keys, values), static_cast<int>(s), ps::kRequestTag);
+    }
+  }
+  // A pull of round 0 from nothing seen: every key, once the root's values are in.
+  std::fill(c.seen.begin(), c.seen.end(), 0);
+  for (std::size_t i = 0; i < params_.size(); ++i) c.snapshot[i] = c.base[i] = load_param(params_[i]);
+  exchange(false);
+}
+
+void ParameterServer::round() {
+  if (rounds_thread_.running()) throw InputError("ParameterServer::round: the round thread is running");
+  exchange(false);
+}
+
+void ParameterServer::start(std::uint64_t every_steps) {
+  rounds_thread_.start(
+      every_steps, [this](std::uint64_t, bool finished) { return exchange(finished); }, "ParameterServer::start");
+}
+
+bool ParameterServer::exchange(bool finished) {
+  Client& c = *client_;
+  const auto t0 = std::chrono::steady_clock::now();
+  // Round 0 (share) pushes nothing; round k > 0 the keys this rank changed since its last pull.
+  const bool first = c.seen[0] == 0 && c.clock == 0;
+  const std::uint64_t clock = first ? 0 : ++c.clock;
+  std::uint64_t pushed_bytes = 0, pushed_keys = 0, pulled_bytes = 0, pulled_keys = 0;
+  for (std::size_t s = 0; s < c.shards.size(); ++s) {
+    const ps::KeyRange& r = c.shards[s];
+    std::vector<std::uint64_t> keys;
+    std::vector<float> deltas;
+    for (std::size_t k = r.first_key; k < r.end_key && !first; ++k) {
+      bool changed = false;
+      for (std::size_t i = r.begin(k); i < r.end(k); ++i) {
+        c.snapshot[i] = load_param(params_[i]);
+        changed |= c.snapshot[i] != c.base[i];
+      }
+      if (!changed) continue;
+      keys.push_back(k);
+      for (std::size_t i = r.begin(k); i < r.end(k); ++i) deltas.push_back(c.snapshot[i] - c.base[i]);
+    }
+    pushed_keys += keys.size();
+    auto bytes = ps::encode(ps::Header{ps::Kind::push_pull, clock, c.seen[s], finished ? ps::kFinished : 0}, keys,
+                            deltas);
+    pushed_bytes += bytes.size();
+    transport_.post(std::move(bytes), static_cast<int>(s), ps::kRequestTag);
+  }
+  // The replies, in any order. A key that comes back takes the server's value plus what the workers added
+  // since the snapshot (an atomic add, as model averaging's correction); after the last round no worker
+  // runs and the server's value is stored as it is, so every rank ends with the same bits.
+  const bool last = finished;
+  Backoff backoff;
+  Transport::Message m;
+  for (std::size_t got = 0; got < c.shards.size();) {
+    if (server_failed_.load(std::memory_order_acquire)) std::rethrow_exception(server_error_);
+    if (abandoned_.load()) throw RuntimeError("parameter server: abandoned during a round");
+    if (!transport_.poll(ps::kReplyTag, m)) {
+      backoff.idle();
+      continue;
+    }
+    backoff.reset();
+    ++got;
+    pulled_bytes += m.bytes.size();
+    const ps::Decoded d = ps::decode(m.bytes, m.src);
+    if (d.header.kind != ps::Kind::reply || m.src < 0 || static_cast<std::size_t>(m.src) >= c.shards.size())
+      throw RuntimeError(fmt::format("parameter server: an unexpected reply from rank {}", m.src));
+    const ps::KeyRange& r = c.shards[static_cast<std::size_t>(m.src)];
+    c.seen[static_cast<std::size_t>(m.src)] = d.header.seen;
+    pulled_keys += d.keys.size();
+    std::size_t at = 0;
+    for (std::uint64_t key : d.keys) {
+      if (key < r.first_key || key >= r.end_key)
+        throw RuntimeError(fmt::format("parameter server: rank {} replied with key {} of another shard", m.src, key));
+      for (std::size_t i = r.begin(key); i < r.end(key); ++i, ++at) {
+        const float server = d.floats.at(at);
+        if (last || first) {
+          store_param(params_[i], server);
+        } else {
+          std::atomic_ref<float>(params_[i]).fetch_add(server - c.snapshot[i], std::memory_order_relaxed);
+        }
+        c.base[i] = server;
+      }
+    }
+  }
+  // Keys that did not come back: nobody changed them, so their snapshot equals their base; the next round
+  // compares against the base again.
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::scoped_lock lock(c.stats_mutex);
+  c.stats.rounds += first ? 0 : 1;
+  c.stats.bytes_pushed += pushed_bytes;
+  c.stats.bytes_pulled += pulled_bytes;
+  c.stats.keys_pushed += pushed_keys;
+  c.stats.keys_pulled += pulled_keys;
+  c.stats.wait_seconds += seconds;
+  return finished;
+}
+
+void ParameterServer::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  if (rounds_thread_.running()) {
+    rounds_thread_.stop();  // its last round is the finished one
+  } else {
+    exchange(true);
+  }
+  if (server_.joinable()) server_.join();  // ends once every rank has its final reply
+  if (server_error_) std::rethrow_exception(server_error_);
+}
+
+PsStats ParameterServer::stats() const {
+  std::scoped_lock lock(client_->stats_mutex);
+  PsStats s = client_->stats;
+  if (!server_.joinable()) {
+    s.staleness = shard_->staleness();
+    s.max_clock_gap = shard_->max_clock_gap();
+  }
+  return s;
+}
+
+}  // namespace asgd::net

@@ -1,0 +1,165 @@
+#include "ps_shard.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "asgd/engine/errors.hpp"
+
+namespace asgd::net::ps {
+
+std::vector<std::byte> encode(const Header& header, std::span<const std::uint64_t> keys,
+                              std::span<const float> floats) {
+  std::vector<std::byte> bytes(sizeof(Header) + keys.size_bytes() + floats.size_bytes());
+  Header h = header;
+  h.count = keys.size();
+  std::memcpy(bytes.data(), &h, sizeof h);
+  if (!keys.empty()) std::memcpy(bytes.data() + sizeof h, keys.data(), keys.size_bytes());
+  if (!floats.empty()) std::memcpy(bytes.data() + sizeof h + keys.size_bytes(), floats.data(), floats.size_bytes());
+  return bytes;
+}
+
+Decoded decode(std::span<const std::byte> bytes, int from) {
+  Decoded d;
+  if (bytes.size() < sizeof(Header))
+    throw RuntimeError(fmt::format("parameter server: a message of {} bytes from rank {}", bytes.size(), from));
+  std::memcpy(&d.header, bytes.data(), sizeof(Header));
+  const std::size_t rest = bytes.size() - sizeof(Header);
+  if (d.header.count > rest / sizeof(std::uint64_t) ||
+      (rest - d.header.count * sizeof(std::uint64_t)) % sizeof(float) != 0) {
+    throw RuntimeError(fmt::format("parameter server: a message from rank {} of {} bytes cannot hold {} keys",
+                                   from, bytes.size(), d.header.count));
+  }
+  d.keys.resize(d.header.count);
+  if (!d.keys.empty()) std::memcpy(d.keys.data(), bytes.data() + sizeof(Header), d.keys.size() * sizeof(std::uint64_t));
+  const std::size_t at = sizeof(Header) + d.keys.size() * sizeof(std::uint64_t);
+  d.floats.resize((bytes.size() - at) / sizeof(float));
+  if (!d.floats.empty()) std::memcpy(d.floats.data(), bytes.data() + at, d.floats.size() * sizeof(float));
+  return d;
+}
+
+KeyRange KeyRange::of_shard(std::size_t n, std::size_t w, int s, int ranks) {
+  const std::size_t keys = (n + w - 1) / w, P = static_cast<std::size_t>(ranks), r = static_cast<std::size_t>(s);
+  return KeyRange{n, w, keys * r / P, keys * (r + 1) / P};
+}
+
+Shard::Shard(int ranks, KeyRange range, const PsOptions& options)
+    : ranks_(ranks), range_(range), options_(options), key_version_(range.end_key - range.first_key, 0),
+      clock_(static_cast<std::size_t>(ranks), 0), finished_(static_cast<std::size_t>(ranks), false) {
+  const std::size_t floats =
+      range.end_key > range.first_key ? range.end(range.end_key - 1) - range.begin(range.first_key) : 0;
+  values_.assign(floats, 0.0f);
+  if (options_.rule == ServerRule::adagrad) sums_.assign(floats, 0.0f);
+}
+
+void Shard::handle(int src, std::span<const std::byte> bytes, std::vector<Out>& out) {
+  if (src < 0 || src >= ranks_) throw RuntimeError(fmt::format("parameter server: a message from rank {}", src));
+  Decoded d = decode(bytes, src);
+  const std::size_t first = range_.begin(range_.first_key);
+  std::size_t at = 0;
+  for (std::uint64_t key : d.keys) {
+    if (key < range_.first_key || key >= range_.end_key) {
+      throw RuntimeError(fmt::format("parameter server: rank {} sent key {} to the shard of keys {} to {}", src, key,
+                                     range_.first_key, range_.end_key - 1));
+    }
+    at += range_.end(key) - range_.begin(key);
+  }
+  if (at != d.floats.size()) {
+    throw RuntimeError(fmt::format("parameter server: rank {} sent {} floats for keys of {}", src, d.floats.size(),
+                                   at));
+  }
+  switch (d.header.kind) {
+    case Kind::init:
+      at = 0;
+      for (std::uint64_t key : d.keys)
+        for (std::size_t i = range_.begin(key); i < range_.end(key); ++i) values_[i - first] = d.floats[at++];
+      version_ = 1;
+      std::fill(key_version_.begin(), key_version_.end(), 1);
+      break;
+    case Kind::push_pull: {
+      const auto r = static_cast<std::size_t>(src);
+      if (d.header.clock > 0) apply(src, d);
+      const bool final = (d.header.flags & kFinished) != 0;
+      if (final && !finished_[r]) {
+        finished_[r] = true;
+        ++finished_count_;
+      }
+      clock_[r] = std::max(clock_[r], d.header.clock);
+      pending_.push_back(Pull{src, d.header.clock, d.header.seen, final});
+      break;
+    }
+    default:
+      throw RuntimeError(fmt::format("parameter server: rank {} sent a message of kind {}", src,
+                                     static_cast<std::uint64_t>(d.header.kind)));
+  }
+  serve_ready(out);
+}
+
+void Shard::apply(int src, const Decoded& push) {
+  (void)src;
+  if (push.header.seen > 0) staleness_.add(version_ - push.header.seen);
+  ++version_;
+  const std::size_t first = range_.begin(range_.first_key);
+  std::size_t at = 0;
+  for (std::uint64_t key : push.keys) {
+    key_version_[key - range_.first_key] = version_;
+    for (std::size_t i = range_.begin(key) - first, e = range_.end(key) - first; i < e; ++i) {
+      const float d = push.floats[at++];
+      if (options_.rule == ServerRule::sum) {
+        values_[i] += d;
+      } else {
+        sums_[i] += d * d;
+        values_[i] += options_.server_lr * d / (std::sqrt(sums_[i]) + options_.adagrad_eps);
+      }
+    }
+  }
+}
+
+bool Shard::ready(const Pull& p) const noexcept {
+  if (version_ == 0) return false;  // not initialised yet
+  if (p.final) return finished_count_ == ranks_;
+  if (options_.tau == kUnbounded) return true;
+  std::uint64_t slowest = std::numeric_limits<std::uint64_t>::max();
+  for (std::size_t r = 0; r < clock_.size(); ++r)
+    if (!finished_[r]) slowest = std::min(slowest, clock_[r]);
+  return slowest == std::numeric_limits<std::uint64_t>::max() || slowest + options_.tau >= p.clock;
+}
+
+void Shard::serve(const Pull& p, std::vector<Out>& out) {
+  if (!p.final) {  // measured under ASP too, where nothing bounds it
+    std::uint64_t slowest = std::numeric_limits<std::uint64_t>::max();
+    for (std::size_t r = 0; r < clock_.size(); ++r)
+      if (!finished_[r]) slowest = std::min(slowest, clock_[r]);
+    if (slowest != std::numeric_limits<std::uint64_t>::max() && p.clock > slowest)
+      max_gap_ = std::max(max_gap_, p.clock - slowest);
+  }
+  std::vector<std::uint64_t> keys;
+  std::vector<float> floats;
+  const std::size_t first = range_.begin(range_.first_key);
+  for (std::size_t k = range_.first_key; k < range_.end_key; ++k) {
+    if (key_version_[k - range_.first_key] <= p.seen) continue;
+    keys.push_back(k);
+    floats.insert(floats.end(), values_.begin() + static_cast<std::ptrdiff_t>(range_.begin(k) - first),
+                  values_.begin() + static_cast<std::ptrdiff_t>(range_.end(k) - first));
+  }
+  out.push_back(Out{p.rank, encode(Header{Kind::reply, p.clock, version_, p.final ? kFinished : 0, 0}, keys, floats)});
+  if (p.final) ++finals_served_;
+}
+
+void Shard::serve_ready(std::vector<Out>& out) {
+  // In arrival order: a rank's pulls are answered in the order it sent them.
+  auto keep = pending_.begin();
+  for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+    if (ready(*it)) {
+      serve(*it, out);
+    } else {
+      *keep++ = *it;
+    }
+  }
+  pending_.erase(keep, pending_.end());
+}
+
+}  // namespace asgd::net::ps

@@ -1,0 +1,87 @@
+// The parameter server's wire format and one shard's state (private to net/):
+// pure logic, no threads and no transport, so that parameter_server.cpp only
+// moves messages.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "asgd/net/parameter_server.hpp"
+
+namespace asgd::net::ps {
+
+enum class Kind : std::uint64_t { init = 1, push_pull = 2, reply = 3, stop = 4 };
+inline constexpr int kRequestTag = 101;  // to a server
+inline constexpr int kReplyTag = 102;    // to a rank's client
+inline constexpr std::uint64_t kFinished = 1;  // push_pull flag: the rank takes no more steps
+
+// A message: the header, then `count` key ids, then the keys' floats in that
+// order. push_pull: clock = the round, seen = the shard version of the
+// sender's last pull (0: none), floats = deltas. reply: seen = the shard's
+// version now, floats = values. init: the root's values for the whole shard.
+struct Header {
+  Kind kind{};
+  std::uint64_t clock = 0, seen = 0, flags = 0, count = 0;
+};
+struct Decoded {
+  Header header;
+  std::vector<std::uint64_t> keys;
+  std::vector<float> floats;
+};
+std::vector<std::byte> encode(const Header& header, std::span<const std::uint64_t> keys,
+                              std::span<const float> floats);
+// RuntimeError naming `from` when the sizes do not add up.
+Decoded decode(std::span<const std::byte> bytes, int from);
+
+// Keys [first_key, end_key) of a vector of n floats cut into keys of w floats.
+struct KeyRange {
+  std::size_t n = 0, w = 1, first_key = 0, end_key = 0;
+  std::size_t begin(std::size_t key) const noexcept { return key * w; }
+  std::size_t end(std::size_t key) const noexcept { return key * w + w < n ? key * w + w : n; }
+  // Shard s of `ranks`: keys ceil(n / w) split into contiguous ranges.
+  static KeyRange of_shard(std::size_t n, std::size_t w, int s, int ranks);
+};
+
+class Shard {
+ public:
+  Shard(int ranks, KeyRange range, const PsOptions& options);
+  struct Out {
+    int dst;
+    std::vector<std::byte> bytes;
+  };
+  // A request from rank `src`; appends the replies that may now be sent.
+  // RuntimeError for a malformed or out-of-range request.
+  void handle(int src, std::span<const std::byte> bytes, std::vector<Out>& out);
+  // Every rank has finished and has its final reply.
+  bool done() const noexcept { return finals_served_ == ranks_; }
+  const StalenessHistogram& staleness() const noexcept { return staleness_; }
+  std::uint64_t max_clock_gap() const noexcept { return max_gap_; }
+
+ private:
+  struct Pull {
+    int rank;
+    std::uint64_t clock, seen;
+    bool final;
+  };
+  void apply(int src, const Decoded& push);
+  bool ready(const Pull& p) const noexcept;
+  void serve(const Pull& p, std::vector<Out>& out);
+  void serve_ready(std::vector<Out>& out);
+
+  int ranks_;
+  KeyRange range_;
+  PsOptions options_;
+  std::vector<float> values_, sums_;        // the shard's floats; AdaGrad's sums of squared deltas
+  std::vector<std::uint64_t> key_version_;  // the version that last changed each key
+  std::uint64_t version_ = 0;               // pushes applied (1 after init)
+  std::vector<std::uint64_t> clock_;        // each rank's last pushed round
+  std::vector<bool> finished_;
+  std::vector<Pull> pending_;
+  int finished_count_ = 0, finals_served_ = 0;
+  StalenessHistogram staleness_;
+  std::uint64_t max_gap_ = 0;
+};
+
+}  // namespace asgd::net::ps

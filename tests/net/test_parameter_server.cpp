@@ -1,0 +1,289 @@
+// The parameter server with ranks as threads (LocalFabric): a common start
+// gives every rank the root's parameters bit for bit; a bulk-synchronous
+// round sums every rank's deltas; only changed keys travel; the AdaGrad rule
+// takes sign-sized first steps; rounds on a thread while "workers" add to the
+// parameters keep every update and leave all ranks with the same bits, with
+// the clock gap within tau under a slow rank; one rank and one worker train
+// what the single process trains; the multi-rank run with the server reaches
+// the whole data's optimum.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../common/message_of.hpp"
+#include "asgd/engine/bounded_delay.hpp"
+#include "asgd/engine/errors.hpp"
+#include "asgd/engine/param_store.hpp"
+#include "asgd/engine/trainer.hpp"
+#include "asgd/net/multi_rank.hpp"
+#include "asgd/net/parameter_server.hpp"
+#include "asgd/net/transport.hpp"
+
+namespace asgd::net {
+namespace {
+
+using asgd::testing::message_of;
+
+std::vector<std::string> on_ranks(int P, const std::function<void(Transport&, int)>& body) {
+  LocalFabric fabric(P);
+  std::vector<std::string> errors(static_cast<std::size_t>(P));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < P; ++r)
+    threads.emplace_back([&, r] { errors[static_cast<std::size_t>(r)] = message_of([&] { body(fabric.endpoint(r), r); }); });
+  for (auto& t : threads) t.join();
+  return errors;
+}
+
+void expect_no_errors(const std::vector<std::string>& errors) {
+  for (std::size_t r = 0; r < errors.size(); ++r) EXPECT_EQ(errors[r], "(no exception)") << "rank " << r;
+}
+
+std::vector<float> root_values(std::size_t n) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = 0.1f * static_cast<float>(i) - 37.3f + 1e-7f * static_cast<float>(i * i);
+  v[5] = -0.0f;
+  return v;
+}
+
+TEST(ParameterServer, ShareGivesEveryRankTheRootsParametersExactly) {
+  for (int P : {1, 2, 3, 5}) {
+    for (std::size_t w : {std::size_t{1}, std::size_t{7}, std::size_t{32}, std::size_t{4096}}) {
+      const std::vector<float> root = root_values(1001);
+      std::vector<std::vector<float>> params(static_cast<std::size_t>(P));
+      expect_no_errors(on_ranks(P, [&](Transport& t, int r) {
+        auto& x = params[static_cast<std::size_t>(r)];
+        x = r == 0 ? root : std::vector<float>(root.size(), static_cast<float>(r));
+        ParameterServer ps(t, x, PsOptions{.key_floats = w});
+        ps.share(r == 0);
+        ps.stop();
+      }));
+      for (const auto& x : params)
+        for (std::size_t i = 0; i < root.size(); ++i)
+          ASSERT_EQ(std::bit_cast<std::uint32_t>(x[i]), std::bit_cast<std::uint32_t>(root[i])) << "P " << P << " w " << w;
+    }
+  }
+}
+
+// tau 0: a round's pull waits for every rank's push of that round, so each
+// rank gets the start plus the sum of all ranks' deltas (model averaging's
+// Combine::sum). A key no rank changed is not pulled again.
+TEST(ParameterServer, SynchronousRoundSumsEveryRanksDeltas) {
+  const int P = 3;
+  const std::size_t n = 100, w = 10;
+  std::vector<std::vector<float>> params(P);
+  std::vector<PsStats> stats(P);
+  expect_no_errors(on_ranks(P, [&](Transport& t, int r) {
+    auto& x = params[static_cast<std::size_t>(r)];
+    x.assign(n, 1.0f);
+    ParameterServer ps(t, x, PsOptions{.tau = 0, .key_floats = w});
+    ps.share(r == 0);
+    for (int round = 1; round <= 4; ++round) {
+      x[static_cast<std::size_t>(r)] += 1.0f;        // key 0, every rank
+      x[50 + static_cast<std::size_t>(r)] += 0.5f;   // key 5
+      ps.round();
+      // Every rank's deltas of this round and before.
+      for (int q = 0; q < P; ++q) {
+        EXPECT_FLOAT_EQ(x[static_cast<std::size_t>(q)], 1.0f + static_cast<float>(round)) << "rank " << r;
+        EXPECT_FLOAT_EQ(x[50 + static_cast<std::size_t>(q)], 1.0f + 0.5f * static_cast<float>(round));
+      }
+      EXPECT_EQ(x[99], 1.0f);
+    }
+    ps.stop();
+    stats[static_cast<std::size_t>(r)] = ps.stats();
+  }));
+  for (const auto& s : stats) {
+    EXPECT_EQ(s.rounds, 5u);  // 4 and the last
+    EXPECT_EQ(s.keys_pushed, 4u * 2u);
+    // The share pulls 10 keys; each round 2 (keys 0 and 5), the last none.
+    EXPECT_EQ(s.keys_pulled, 10u + 4u * 2u);
+    EXPECT_EQ(s.max_clock_gap, 0u);
+    EXPECT_LE(s.staleness.max(), static_cast<std::uint64_t>(P - 1));
+  }
+}
+
+TEST(ParameterServer, AdagradRuleTakesSignSizedFirstSteps) {
+  std::vector<float> x(8, 2.0f);
+  expect_no_errors(on_ranks(1, [&](Transport& t, int) {
+    ParameterServer ps(t, x, PsOptions{.rule = ServerRule::adagrad, .server_lr = 0.25f, .key_floats = 4});
+    ps.share(true);
+    x[0] += 3.0f;
+    x[6] -= 0.001f;
+    ps.round();
+    ps.stop();
+  }));
+  EXPECT_NEAR(x[0], 2.25f, 1e-5);
+  EXPECT_NEAR(x[6], 1.75f, 1e-3);
+  EXPECT_EQ(x[1], 2.0f);
+}
+
+TEST(ParameterServer, OptionsAreCheckedByName) {
+  std::vector<float> x(4);
+  LocalFabric fabric(1);
+  EXPECT_NE(message_of([&] { ParameterServer(fabric.endpoint(0), x, PsOptions{.key_floats = 0}); })
+                .find("PsOptions::key_floats 0"),
+            std::string::npos);
+  EXPECT_NE(message_of([&] {
+              ParameterServer(fabric.endpoint(0), x, PsOptions{.rule = ServerRule::adagrad, .server_lr = -1});
+            }).find("PsOptions::server_lr -1"),
+            std::string::npos);
+}
+
+// "Workers" add 1 to their rank's slots while rounds run every K steps on a
+// thread; rank 0 is slow. At the end every rank holds the same bits and
+// every increment of every rank, and no served pull ran more than tau
+// rounds ahead of the slowest rank's pushes.
+TEST(ParameterServer, RoundsWhileTrainingKeepEveryUpdateWithinTau) {
+  for (const std::uint64_t tau : {std::uint64_t{0}, std::uint64_t{2}, kUnbounded}) {
+    const int P = 3;
+    const std::size_t n = 64;
+    const int steps = 60;
+    std::vector<std::vector<float>> params(P);
+    std::vector<PsStats> stats(P);
+    expect_no_errors(on_ranks(P, [&](Transport& t, int r) {
+      auto& x = params[static_cast<std::size_t>(r)];
+      x.assign(n, 0.0f);
+      ParameterServer ps(t, x, PsOptions{.tau = tau, .key_floats = 8});
+      ps.share(r == 0);
+      ps.start(3);
+      for (int s = 0; s < steps + 10 * r; ++s) {
+        for (std::size_t i = static_cast<std::size_t>(r); i < n; i += P)
+          std::atomic_ref<float>(x[i]).fetch_add(1.0f, std::memory_order_relaxed);
+        if (r == 0) std::this_thread::sleep_for(std::chrono::microseconds(300));
+        ps.step_done(1);
+      }
+      ps.stop();
+      stats[static_cast<std::size_t>(r)] = ps.stats();
+    }));
+    for (int r = 0; r < P; ++r) {
+      for (std::size_t i = 0; i < n; ++i) {
+        ASSERT_EQ(params[static_cast<std::size_t>(r)][i], static_cast<float>(steps + 10 * static_cast<int>(i % P)))
+            << "tau " << tau << " rank " << r << " i " << i;
+      }
+      if (tau != kUnbounded) {
+        EXPECT_LE(stats[static_cast<std::size_t>(r)].max_clock_gap, tau) << "rank " << r;
+      }
+    }
+  }
+}
+
+// f(w) = mean of 1/2 ||w - t_i||^2 over a rank's examples.
+struct Quadratic {
+  std::vector<std::size_t> rows;
+  static float target(std::size_t i, std::size_t k) { return static_cast<float>((i * 17 + k * 5) % 11) - 5.0f; }
+  Layout layout() const {
+    Layout l;
+    l.add("w", {4});
+    return l;
+  }
+  std::size_t num_examples() const { return rows.size(); }
+  template <class Sink>
+  double gradient(std::size_t i, Sink& sink) const {
+    double loss = 0;
+    for (std::size_t k = 0; k < 4; ++k) {
+      const float diff = sink.read(k) - target(rows[i], k);
+      loss += 0.5 * diff * diff;
+      sink.add_gradient(k, diff);
+    }
+    return loss;
+  }
+};
+
+TrainerOptions one_worker(std::uint64_t epochs) {
+  TrainerOptions o;
+  o.workers = 1;
+  o.epochs = epochs;
+  o.seed = 7;
+  o.step_examples = 4;
+  o.schedule.kind = ScheduleKind::linear;
+  o.schedule.lr = 0.05f;
+  return o;
+}
+
+// One rank, one worker, tau 0: the same parameters as the single process,
+// within float rounding (a round adds server - snapshot, about 0).
+TEST(ParameterServer, OneRankOneWorkerTrainsWhatOneProcessTrains) {
+  std::vector<std::size_t> rows(60);
+  for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = i;
+  const auto train = [&](Transport* t) {
+    Quadratic problem{rows};
+    ParamStore store = ParamStore::on_heap(problem.layout());
+    for (std::size_t k = 0; k < 4; ++k) store.store(k, 3.0f);
+    TrainerOptions o = one_worker(5);
+    std::unique_ptr<ParameterServer> ps;
+    if (t != nullptr) {
+      ps = std::make_unique<ParameterServer>(*t, std::span<float>(store.data(), store.size()), PsOptions{.tau = 0, .key_floats = 2});
+      o.on_step = [&](std::uint64_t examples) { ps->step_done(examples); };
+    }
+    Trainer trainer(store, o);
+    if (ps) {
+      ps->share(true);
+      ps->start(2);
+    }
+    trainer.run(problem);
+    if (ps) ps->stop();
+    return store.snapshot();
+  };
+  const std::vector<float> alone = train(nullptr);
+  std::vector<float> with_server;
+  expect_no_errors(on_ranks(1, [&](Transport& t, int) { with_server = train(&t); }));
+  ASSERT_EQ(alone.size(), with_server.size());
+  for (std::size_t k = 0; k < alone.size(); ++k) EXPECT_NEAR(with_server[k], alone[k], 1e-5f * (1 + std::fabs(alone[k])));
+}
+
+// Through MultiRank (every app's seam): three ranks, each its own shard of
+// the examples, end with one model near the whole data's optimum, under BSP,
+// SSP and ASP, rounds per epoch and every 3 steps.
+TEST(ParameterServer, MultiRankRunReachesTheWholeDataOptimum) {
+  std::vector<double> optimum(4, 0.0);
+  for (std::size_t i = 0; i < 60; ++i) {
+    for (std::size_t k = 0; k < 4; ++k) optimum[k] += Quadratic::target(i, k) / 60.0;
+  }
+  for (const std::uint64_t every : {std::uint64_t{0}, std::uint64_t{3}}) {
+    for (const std::uint64_t tau : {std::uint64_t{0}, std::uint64_t{4}, kUnbounded}) {
+      const int P = 3;
+      std::vector<std::vector<float>> params(P);
+      std::vector<std::string> described(P);
+      expect_no_errors(on_ranks(P, [&](Transport& t, int r) {
+        MultiRankOptions mo{.distributed = Distributed::ps, .ps = PsOptions{.tau = tau}, .average_every = every};
+        MultiRank group(t, mo);
+        group.agree_on_options();
+        Quadratic problem{group.shard(60, "examples")};
+        ParamStore store = ParamStore::on_heap(problem.layout());
+        for (std::size_t k = 0; k < 4; ++k) store.store(k, static_cast<float>(r * 10 + 1));
+        TrainerOptions o = one_worker(30);
+        group.prepare(o);
+        Trainer trainer(store, o);
+        group.start(trainer, store);
+        run_averaged(group, trainer, problem, 30);
+        described[static_cast<std::size_t>(r)] = group.describe() + "; " + group.traffic();
+        params[static_cast<std::size_t>(r)] = store.snapshot();
+      }));
+      for (int r = 0; r < P; ++r) {
+        EXPECT_EQ(params[static_cast<std::size_t>(r)], params[0]) << "rank " << r << " tau " << tau;
+        for (std::size_t k = 0; k < 4; ++k) {
+          EXPECT_NEAR(params[static_cast<std::size_t>(r)][k], optimum[k], 0.15) << described[0];
+        }
+      }
+      EXPECT_NE(described[0].find("parameter server (sum, tau " + tau_to_string(tau) + ")"), std::string::npos)
+          << described[0];
+    }
+  }
+}
+
+TEST(ParameterServer, RanksGivenDifferentTausAreRefusedByName) {
+  const auto errors = on_ranks(2, [&](Transport& t, int r) {
+    MultiRank group(t, MultiRankOptions{.distributed = Distributed::ps, .ps = PsOptions{.tau = r == 0 ? 0u : 4u}});
+    group.agree_on_options();
+  });
+  for (const auto& e : errors) EXPECT_NE(e.find("PsOptions::tau: rank 0 0, rank 1 4"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace asgd::net

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "asgd/engine/bounded_delay.hpp"
 #include "asgd/engine/errors.hpp"
 #include "asgd/net/allreduce.hpp"
 #include "asgd/net/job.hpp"
@@ -33,6 +34,23 @@ void add_distributed_flags(CLI::App& app, DistributedFlags& flags) {
                  "Under mpirun: mean (model averaging) or sum (add every rank's update since the last round: "
                  "sparse models); default mean, for mf --loss bpr sum unless --average-weighted")
       ->each(noted("combine"));
+  app.add_option("--distributed", flags.distributed,
+                 "Under mpirun: averaging (allreduce rounds) or ps (a parameter server: each rank pushes the rows "
+                 "it changed and pulls those others changed, every epoch or every --average-every steps)")
+      ->capture_default_str()
+      ->each(noted("distributed"));
+  app.add_option("--ps-tau", flags.ps_tau,
+                 "With --distributed ps: rounds a rank may run ahead of the slowest rank (0: bulk-synchronous; N: "
+                 "stale-synchronous; inf: asynchronous)")
+      ->capture_default_str()
+      ->each(noted("ps-tau"));
+  app.add_option("--server-rule", flags.server_rule,
+                 "With --distributed ps: how servers apply a push: sum, or adagrad (per-parameter, on the server)")
+      ->capture_default_str()
+      ->each(noted("server-rule"));
+  app.add_option("--server-lr", flags.server_lr, "With --server-rule adagrad: the servers' step size")
+      ->capture_default_str()
+      ->each(noted("server-lr"));
 }
 
 void sum_unless_chosen(DistributedFlags& flags, bool combine_given) {
@@ -43,11 +61,17 @@ net::MultiRankOptions to_multi_rank_options(const DistributedFlags& flags) {
   const std::string& d = flags.dashes;
   net::MultiRankOptions o;
   o.spell = [d, epochs = flags.epochs_flag](std::string_view option) {
-    return option == "epochs" ? epochs : d + std::string(option);
+    if (option == "epochs") return epochs;
+    if (option == "tau") return d + "ps-tau";
+    return d + std::string(option);
   };
   o.set_average_every(flags.average_every);
   o.average_weighted = flags.weighted;
   o.set_combine(flags.combine);
+  o.set_distributed(flags.distributed);
+  o.ps.tau = parse_flag(d + "ps-tau", [&] { return parse_tau(flags.ps_tau); });
+  o.set_server_rule(flags.server_rule);
+  o.ps.server_lr = flags.server_lr;
   o.validate();
   o.allreduce = parse_flag(d + "allreduce", [&] { return net::parse_algorithm(flags.allreduce); });
   return o;

@@ -21,12 +21,17 @@ struct DistributedFlags {
   std::string average_every = "epoch";  // "epoch" or K local steps
   bool weighted = false;              // weight ranks by examples trained
   std::string combine = "mean";       // mean of models, or sum of updates (the app sets its default)
+  std::string distributed = "averaging";  // or ps: a parameter server
+  std::string ps_tau = "0";           // ps: rounds a rank may run ahead of the slowest (0: BSP; inf: ASP)
+  std::string server_rule = "sum";    // ps: sum or adagrad
+  float server_lr = 0.1f;             // ps: AdaGrad's step on the servers
   std::vector<std::string> given;     // the flags above given on the command line, without dashes
   std::string dashes = "--";          // how the command spells its flags in messages (w2v: "-allreduce")
   std::string epochs_flag = "--epochs";  // the command's flag for the run's epochs (w2v: -iter)
   OptionNames names = {};  // the command's own spellings of library options in errors (cli_message)
 };
-// --allreduce, --average-every, --average-weighted, --combine.
+// --allreduce, --average-every, --average-weighted, --combine, --distributed, --ps-tau, --server-rule,
+// --server-lr.
 void add_distributed_flags(CLI::App& app, DistributedFlags& flags);
 // The default of sparse models (BPR, word2vec): sum the ranks' updates, since
 // the mean divides each rank's step on the rows several ranks move

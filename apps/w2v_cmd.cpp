@@ -158,6 +158,14 @@ constexpr W2vFlag kFlags[] = {
      [](W2vFlags& f, auto& n, auto& v) { f.dist.weighted = boolean(n, v); }},
     {"combine", "C", "sum of the ranks' updates, or mean of their vectors (sum;" W2V_MORE "mean with -average-weighted 1)",
      [](W2vFlags& f, auto&, auto& v) { f.dist.combine = v; }},
+    {"distributed", "D", "averaging, or ps: a parameter server (rows pushed and pulled every round) (averaging)",
+     [](W2vFlags& f, auto&, auto& v) { f.dist.distributed = v; }},
+    {"ps-tau", "T", "with -distributed ps: rounds a rank may run ahead of the slowest (0 BSP, N SSP, inf ASP) (0)",
+     [](W2vFlags& f, auto&, auto& v) { f.dist.ps_tau = v; }},
+    {"server-rule", "R", "with -distributed ps: sum or adagrad on the servers (sum)",
+     [](W2vFlags& f, auto&, auto& v) { f.dist.server_rule = v; }},
+    {"server-lr", "L", "with -server-rule adagrad: the servers' step size (0.1)",
+     [](W2vFlags& f, auto& n, auto& v) { f.dist.server_lr = number<float>(n, v); }},
 };
 #undef W2V_MORE
 
@@ -198,7 +206,8 @@ W2vFlags parse_flags(const std::vector<std::string>& args) {
     h->set(f, name, args[++i]);
     f.given.insert(name);
   }
-  for (const char* flag : {"allreduce", "average-every", "average-weighted", "combine"})
+  for (const char* flag : {"allreduce", "average-every", "average-weighted", "combine", "distributed", "ps-tau",
+                           "server-rule", "server-lr"})
     if (f.given.count(flag)) f.dist.given.emplace_back(flag);
   if (f.options.corpus.empty() && f.options.resume.empty())
     throw InputError("w2v: -train FILE is required (see asgd w2v -help)");

@@ -5,7 +5,9 @@
 #include <cstdlib>
 #include <fmt/format.h>
 #include <algorithm>
+#include <chrono>
 #include <limits>
+#include <thread>
 
 #include "asgd/engine/errors.hpp"
 
@@ -95,16 +97,24 @@ void MpiTransport::check_multiple() const {
 }
 
 void MpiTransport::reap(bool wait) {
-  std::scoped_lock lock(posted_mutex_);
-  for (auto it = posted_.begin(); it != posted_.end();) {
-    int done = 0;
-    if (wait) {
-      check(MPI_Wait(&it->request, MPI_STATUS_IGNORE), "MPI_Wait");
-      done = 1;
-    } else {
-      check(MPI_Test(&it->request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+  // Never blocks holding the lock: another thread's poll must go on receiving while this one waits for a send
+  // (the receiver of that send may be waiting for exactly that).
+  for (;;) {
+    {
+      std::unique_lock lock(posted_mutex_, std::defer_lock);
+      if (wait) {
+        lock.lock();
+      } else if (!lock.try_lock()) {
+        return;
+      }
+      for (auto it = posted_.begin(); it != posted_.end();) {
+        int done = 0;
+        check(MPI_Test(&it->request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+        it = done ? posted_.erase(it) : std::next(it);
+      }
+      if (!wait || posted_.empty()) return;
     }
-    it = done ? posted_.erase(it) : std::next(it);
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }
 

@@ -64,7 +64,7 @@ class MpiTransport final : public Transport {
 
  private:
   void check_multiple() const;
-  void reap(bool wait);  // frees posted buffers whose sends completed (all of them when `wait`)
+  void reap(bool wait);  // frees posted buffers whose sends completed; with `wait` until all have
 
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;

@@ -185,6 +185,8 @@ FitReport Fit::run(const std::function<void(const EpochReport&)>& on_epoch) {
   const Dataset* test = group_.root() ? test_ : nullptr;
   const TrainFunction& trainer = options_.trainer ? options_.trainer : TrainFunction(dense::train);
   report.history = trainer(net_, run_.store(), momentum_, data, test, o, each);
+  // While the parameters live: a parameter server's last round writes them (every rank's the same after it).
+  if (group_.active()) group_.finish();
   if (log) log->close();
   report.stopped = report.history.size() < o.epochs;
   report.images = images_per_epoch() * report.history.size();

@@ -129,6 +129,8 @@ void ParameterServer::start(std::uint64_t every_steps) {
 }
 
 bool ParameterServer::exchange(bool finished) {
+  // The destructor's: the parameters may be gone already.
+  if (abandoned_.load()) throw RuntimeError("parameter server: abandoned before a round");
   Client& c = *client_;
   const auto t0 = std::chrono::steady_clock::now();
   // Round 0 (share) pushes nothing; round k > 0 the keys this rank changed since its last pull.

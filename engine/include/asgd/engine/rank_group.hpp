@@ -76,7 +76,8 @@ class RankGroup {
   virtual void check_same_plan(const Trainer& /*trainer*/, std::uint64_t /*until_epoch*/) {}
   // After each epoch: the average (per-epoch mode), then this rank's checkpoint.
   virtual void epoch_done(const TrainReport& /*epoch*/) {}
-  // After the last epoch: every rank then holds the same parameters.
+  // After the last epoch, while the parameters given to start() live (a parameter server's last round writes
+  // them): every rank then holds the same parameters. A second call does nothing.
   virtual void finish() {}
   // K local steps between averaging rounds; 0: every epoch.
   virtual std::uint64_t every_steps() const noexcept { return 0; }

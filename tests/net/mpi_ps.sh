@@ -1,0 +1,90 @@
+#!/bin/bash
+# Every `train` command with --distributed ps under mpiexec, on small
+# generated data:
+#  linear  4 ranks, rounds every 5 steps, tau 0 and inf: within 1e-2 of the
+#          L-BFGS optimum, the clock gap within tau at tau 0;
+#  mf      2 ranks, a round per epoch at tau 0 (BSP): the same RMSE, to the
+#          digit, as averaging's sum of updates (what BSP is); SSP(2) every
+#          20 steps trains and mf eval reads rank 0's model back;
+#  w2v     2 ranks, SSP(2) every 20 steps: one vectors file of the whole
+#          vocabulary;
+#  cnn     2 ranks, a round per epoch: above 80 % on the digits;
+#  and ranks given different --ps-tau are refused by name.
+# Usage: mpi_ps.sh ASGD MPIEXEC
+set -uo pipefail
+asgd="$1"; mpiexec="$2"
+work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+fail() { echo "FAIL: $*"; [[ -f "$work/log" ]] && cat "$work/log"; exit 1; }
+mpi() { local n="$1"; shift; timeout 120 "$mpiexec" --oversubscribe -n "$n" "$asgd" "$@"; }
+
+# linear
+"$asgd" linear generate --out "$work/train.svm" --examples 20000 --features 500 --nnz 10 --seed 5 > /dev/null ||
+  fail "linear generate"
+for tau in 0 inf; do
+  mpi 4 linear train --data "$work/train.svm" --epochs 8 --workers 1 --distributed ps --ps-tau "$tau" \
+    --average-every 5 --reference > "$work/log" 2>&1 || fail "linear, ps tau $tau"
+  gap=$(sed -n 's/.*ours is \(.*\) relative above.*/\1/p' "$work/log")
+  grep -q "^mpi: 4 ranks, parameter server (sum, tau $tau), rounds every 5 local steps" "$work/log" ||
+    fail "linear, ps tau $tau: no description"
+  awk -v g="$gap" 'BEGIN { exit !(g != "" && g < 1e-2) }' || fail "linear, ps tau $tau: $gap above the optimum"
+  [[ "$tau" != 0 ]] || grep -q "clock gap at most 0$" "$work/log" || fail "linear, ps tau 0: a clock gap above 0"
+  echo "linear, 4 ranks, ps tau $tau: $gap above the optimum"
+done
+
+# mf
+"$asgd" mf generate "$work/ratings.txt" --users 300 --items 200 --ratings 20000 --seed 3 > /dev/null ||
+  fail "mf generate"
+mf_job() { mpi 2 mf train "$work/ratings.txt" -k 8 -t 10 -s 1 -r 0.02 --test-fraction 0.1 "$@"; }
+mf_job --distributed ps > "$work/log" 2>&1 || fail "mf, ps"
+ps_rmse=$(sed -n 's/^test: .* RMSE \([0-9.]*\).*/\1/p' "$work/log")
+mf_job --combine sum > "$work/log" 2>&1 || fail "mf, averaging with --combine sum"
+sum_rmse=$(sed -n 's/^test: .* RMSE \([0-9.]*\).*/\1/p' "$work/log")
+[[ -n "$ps_rmse" && "$ps_rmse" == "$sum_rmse" ]] || fail "mf: BSP's RMSE '$ps_rmse', averaging's sum '$sum_rmse'"
+mf_job --distributed ps --ps-tau 2 --average-every 20 "$work/mf.model" > "$work/log" 2>&1 || fail "mf, ps tau 2"
+rmse=$(sed -n 's/^test: .* RMSE \([0-9.]*\).*/\1/p' "$work/log")
+awk -v a="$rmse" 'BEGIN { exit !(a != "" && a < 1.2) }' || fail "mf, ps tau 2: RMSE '$rmse'"
+"$asgd" mf eval "$work/ratings.txt" "$work/mf.model" > "$work/eval" 2>&1 || fail "mf eval of the ps model"
+echo "mf, 2 ranks: BSP RMSE $ps_rmse as averaging's sum; SSP(2) every 20 steps RMSE $rmse"
+
+# w2v: sentences over two topics of 20 words each
+awk 'BEGIN { srand(7); for (s = 0; s < 3000; s++) { t = int(rand() * 2); line = "";
+       for (w = 0; w < 12; w++) line = line (w ? " " : "") (t ? "b" : "a") int(rand() * 20); print line } }' \
+  > "$work/corpus.txt"
+mpi 2 w2v -train "$work/corpus.txt" -output "$work/vec.txt" -size 16 -window 3 -negative 3 -iter 2 \
+  -min-count 1 -sample 0 -threads 1 -distributed ps -ps-tau 2 -average-every 20 > "$work/log" 2>&1 ||
+  fail "w2v, ps"
+read -r words dims < "$work/vec.txt"
+[[ "$words" == 40 && "$dims" == 16 ]] || fail "w2v, ps: header '$words $dims', expected '40 16'"
+grep -q 'mpi: 2 ranks, parameter server (sum, tau 2), rounds every 20 local steps' "$work/log" ||
+  fail "w2v, ps: no description"
+echo "w2v, 2 ranks, ps tau 2: $words words x $dims"
+
+# cnn: 600 training and 200 test digits, each class a bright bar at its own place
+perl -e '
+  srand(11);
+  for my $set (["train", 600], ["t10k", 200]) {
+    my ($name, $n) = @$set;
+    open(my $img, ">", "'"$work"'/$name-images-idx3-ubyte") or die; binmode $img;
+    open(my $lab, ">", "'"$work"'/$name-labels-idx1-ubyte") or die; binmode $lab;
+    print $img pack("N4", 0x803, $n, 28, 28); print $lab pack("N2", 0x801, $n);
+    for (1 .. $n) {
+      my $c = int(rand(10)); my @p = map { int(rand(60)) } 1 .. 784;
+      my ($y, $x) = (3 + int($c / 5) * 12, 2 + ($c % 5) * 5);
+      for my $dy (0 .. 5) { for my $dx (0 .. 3) { $p[($y + $dy) * 28 + $x + $dx] = 250 } }
+      print $img pack("C*", @p); print $lab pack("C", $c);
+    }
+  }' || fail "writing digits"
+mpi 2 cnn train --data "$work" --epochs 2 --workers 1 --batch 32 --distributed ps > "$work/log" 2>&1 ||
+  fail "cnn, ps"
+acc=$(sed -n 's/^test accuracy \([0-9.]*\) % after.*/\1/p' "$work/log")
+awk -v a="$acc" 'BEGIN { exit !(a != "" && a > 80) }' || fail "cnn, ps: '$acc' % after 2 epochs (want > 80)"
+echo "cnn, 2 ranks, ps: test accuracy $acc %"
+
+# Ranks given different bounds are refused, naming the flag and each rank's value.
+timeout 60 "$mpiexec" --oversubscribe -n 1 "$asgd" linear train --data "$work/train.svm" --epochs 1 --workers 1 \
+  --distributed ps --ps-tau 0 : -n 1 "$asgd" linear train --data "$work/train.svm" --epochs 1 --workers 1 \
+  --distributed ps --ps-tau 4 > "$work/log" 2>&1 && fail "ranks with --ps-tau 0 and 4 ran"
+grep -q -- "--ps-tau: rank 0 0, rank 1 4" "$work/log" || fail "ranks with --ps-tau 0 and 4: not refused by name"
+echo "ranks given --ps-tau 0 and 4: refused"
+echo "all four apps trained with a parameter server under mpiexec"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One command: install what is missing, build in Release with the tests, and
 # run the whole test suite. `--tsan` instead builds the engine tests, the
-# threaded net/ tests (ranks as threads, the averaging thread), the GPU
+# threaded net/ tests (ranks as threads, the averaging and parameter server threads), the GPU
 # tests on the emulated backend (asynchronous streams: a missing event wait
 # is a race) and the dense layer tests (without -march=native: the direct
 # kernels' narrower vectors) with ThreadSanitizer in build-tsan and runs
@@ -46,7 +46,7 @@ elif [ "${1:-}" = "--tsan" ]; then
   # test_gpu brings the emulated backend with it when CUDA's headers are found,
   # and then the emulator's own tests (its streams are threads) exist too.
   # test_layers runs dense/'s direct kernels at this build's narrower vectors.
-  targets=(test_engine test_allreduce test_averaging test_multi_rank test_gpu test_layers)
+  targets=(test_engine test_allreduce test_averaging test_multi_rank test_parameter_server test_gpu test_layers)
   # (The list is read whole: `grep -q` would stop early and fail make's pipe.)
   available=$(cmake --build build-tsan --target help)
   if grep -qw test_gpu_emulator <<< "$available"; then targets+=(test_gpu_emulator); fi

@@ -51,6 +51,19 @@ void add_distributed_flags(CLI::App& app, DistributedFlags& flags) {
   app.add_option("--server-lr", flags.server_lr, "With --server-rule adagrad: the servers' step size")
       ->capture_default_str()
       ->each(noted("server-lr"));
+  app.add_option("--ps-push", flags.push,
+                 "With --distributed ps: how pushes encode deltas: floats, int8 (a byte a value) or sign (a bit a "
+                 "value, 1-bit SGD)")
+      ->capture_default_str()
+      ->each(noted("ps-push"));
+  app.add_option("--ps-push-fraction", flags.push_fraction,
+                 "With --distributed ps: push only this fraction of the changed rows, the largest changes first")
+      ->capture_default_str()
+      ->each(noted("ps-push-fraction"));
+  app.add_option("--ps-error-feedback", flags.error_feedback,
+                 "With --distributed ps: keep what a compressed push leaves out for a later push (on) or drop it")
+      ->capture_default_str()
+      ->each(noted("ps-error-feedback"));
 }
 
 void sum_unless_chosen(DistributedFlags& flags, bool combine_given) {
@@ -72,6 +85,9 @@ net::MultiRankOptions to_multi_rank_options(const DistributedFlags& flags) {
   o.ps.tau = parse_flag(d + "ps-tau", [&] { return parse_tau(flags.ps_tau); });
   o.set_server_rule(flags.server_rule);
   o.ps.server_lr = flags.server_lr;
+  o.set_push(flags.push);
+  o.ps.push_fraction = flags.push_fraction;
+  o.ps.error_feedback = flags.error_feedback;
   o.validate();
   o.allreduce = parse_flag(d + "allreduce", [&] { return net::parse_algorithm(flags.allreduce); });
   return o;

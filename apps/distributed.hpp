@@ -25,6 +25,9 @@ struct DistributedFlags {
   std::string ps_tau = "0";           // ps: rounds a rank may run ahead of the slowest (0: BSP; inf: ASP)
   std::string server_rule = "sum";    // ps: sum or adagrad
   float server_lr = 0.1f;             // ps: AdaGrad's step on the servers
+  std::string push = "floats";        // ps: floats, int8 or sign
+  float push_fraction = 1;            // ps: the changed keys pushed each round (top-k)
+  bool error_feedback = true;         // ps: keep what a push leaves out for later
   std::vector<std::string> given;     // the flags above given on the command line, without dashes
   std::string dashes = "--";          // how the command spells its flags in messages (w2v: "-allreduce")
   std::string epochs_flag = "--epochs";  // the command's flag for the run's epochs (w2v: -iter)

@@ -166,6 +166,11 @@ constexpr W2vFlag kFlags[] = {
      [](W2vFlags& f, auto&, auto& v) { f.dist.server_rule = v; }},
     {"server-lr", "L", "with -server-rule adagrad: the servers' step size (0.1)",
      [](W2vFlags& f, auto& n, auto& v) { f.dist.server_lr = number<float>(n, v); }},
+    {"ps-push", "P", "with -distributed ps: floats, int8 or sign (floats)", [](W2vFlags& f, auto&, auto& v) { f.dist.push = v; }},
+    {"ps-push-fraction", "F", "with -distributed ps: the changed rows pushed each round, largest first (1)",
+     [](W2vFlags& f, auto& n, auto& v) { f.dist.push_fraction = number<float>(n, v); }},
+    {"ps-error-feedback", "1", "with -distributed ps: keep what a compressed push leaves out (1)",
+     [](W2vFlags& f, auto& n, auto& v) { f.dist.error_feedback = boolean(n, v); }},
 };
 #undef W2V_MORE
 
@@ -207,7 +212,7 @@ W2vFlags parse_flags(const std::vector<std::string>& args) {
     f.given.insert(name);
   }
   for (const char* flag : {"allreduce", "average-every", "average-weighted", "combine", "distributed", "ps-tau",
-                           "server-rule", "server-lr"})
+                           "server-rule", "server-lr", "ps-push", "ps-push-fraction", "ps-error-feedback"})
     if (f.given.count(flag)) f.dist.given.emplace_back(flag);
   if (f.options.corpus.empty() && f.options.resume.empty())
     throw InputError("w2v: -train FILE is required (see asgd w2v -help)");

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstring>
 #include <chrono>
 #include <cstdio>
@@ -25,6 +26,9 @@ std::string MultiRankOptions::spelled(std::string_view option) const {
   if (option == "server-rule") return "PsOptions::rule";
   if (option == "server-lr") return "PsOptions::server_lr";
   if (option == "key-floats") return "PsOptions::key_floats";
+  if (option == "ps-push") return "PsOptions::push";
+  if (option == "ps-push-fraction") return "PsOptions::push_fraction";
+  if (option == "ps-error-feedback") return "PsOptions::error_feedback";
   std::string name(option);
   std::replace(name.begin(), name.end(), '-', '_');
   return "MultiRankOptions::" + name;
@@ -59,6 +63,12 @@ void MultiRankOptions::set_server_rule(std::string_view text) {
   ps.rule = text == "adagrad" ? ServerRule::adagrad : ServerRule::sum;
 }
 
+void MultiRankOptions::set_push(std::string_view text) {
+  if (text != "floats" && text != "int8" && text != "sign")
+    throw InputError(fmt::format("{} '{}': expected floats, int8 or sign", spelled("ps-push"), text));
+  ps.push = text == "int8" ? PushEncoding::int8 : text == "sign" ? PushEncoding::sign : PushEncoding::floats;
+}
+
 void MultiRankOptions::validate() const {
   if (average_every > ModelAverager::kMostEverySteps) {
     throw InputError(fmt::format("{} {}: expected epoch (0) or a number of steps from 1 to 2^40 - 1",
@@ -69,6 +79,9 @@ void MultiRankOptions::validate() const {
     if (average_weighted)
       throw InputError(fmt::format("{} weights model averaging's mean; it does not apply to {} ps",
                                    spelled("average-weighted"), spelled("distributed")));
+    if (!(ps.push_fraction > 0 && ps.push_fraction <= 1))
+      throw InputError(fmt::format("{} {}: expected more than 0, at most 1", spelled("ps-push-fraction"),
+                                   ps.push_fraction));
     if (ps.rule == ServerRule::adagrad && !(ps.server_lr > 0 && ps.server_lr < 1e30f))
       throw InputError(fmt::format("{} {}: expected a finite rate > 0", spelled("server-lr"), ps.server_lr));
     if (ps.tau != kUnbounded && ps.tau >= ModelAverager::kMostEverySteps)
@@ -108,6 +121,9 @@ void MultiRank::add_to_record(OptionsRecord& record) const {
     record["tau"] = tau_to_string(options_.ps.tau);
     record["server-rule"] = std::string(to_string(options_.ps.rule));
     if (options_.ps.rule == ServerRule::adagrad) record["server-lr"] = fmt::format("{}", options_.ps.server_lr);
+    record["ps-push"] = std::string(to_string(options_.ps.push));
+    record["ps-push-fraction"] = fmt::format("{}", options_.ps.push_fraction);
+    record["ps-error-feedback"] = options_.ps.error_feedback ? "on" : "off";
     record["average-every"] = every_epoch() ? std::string("epoch") : std::to_string(options_.average_every);
     return;
   }
@@ -131,9 +147,16 @@ std::vector<std::size_t> MultiRank::shard(std::size_t n, std::string_view what, 
 std::string MultiRank::describe() const {
   if (options_.distributed == Distributed::ps) {
     const PsOptions& ps = options_.ps;
-    return fmt::format("{} ranks, parameter server ({}{}, tau {}), rounds every {}", size_, to_string(ps.rule),
+    std::string push;
+    if (ps.push != PushEncoding::floats || ps.push_fraction < 1) {
+      push = fmt::format(", pushes {}{}{}", to_string(ps.push),
+                         ps.push_fraction < 1 ? fmt::format(" of the top {:g} % of keys", 100.0 * ps.push_fraction)
+                                              : std::string(),
+                         ps.error_feedback ? " with error feedback" : " without error feedback");
+    }
+    return fmt::format("{} ranks, parameter server ({}{}, tau {}{}), rounds every {}", size_, to_string(ps.rule),
                        ps.rule == ServerRule::adagrad ? fmt::format(" lr {}", ps.server_lr) : std::string(),
-                       tau_to_string(ps.tau),
+                       tau_to_string(ps.tau), push,
                        every_epoch() ? std::string("epoch") : fmt::format("{} local steps", every_steps()));
   }
   const bool sum = options_.combine == Combine::sum;
@@ -360,7 +383,10 @@ void MultiRank::agree_on_options() {
                                 is_ps ? std::min<std::uint64_t>(ps.tau, kDigestMask) : 0,
                                 is_ps && ps.rule == ServerRule::adagrad ? 1u : 0u,
                                 is_ps && ps.rule == ServerRule::adagrad ? lr_bits : 0u,
-                                is_ps ? ps.key_floats : 0};
+                                is_ps ? ps.key_floats : 0,
+                                is_ps ? static_cast<std::uint64_t>(ps.push) : 0,
+                                is_ps ? static_cast<std::uint64_t>(std::lround(ps.push_fraction * 1e6)) : 0,
+                                is_ps && !ps.error_feedback ? 1u : 0u};
   constexpr std::size_t V = std::size(mine);
   const auto all = gather(mine, "options", true);
   const auto text = [&](std::size_t rank, std::size_t j) -> std::string {
@@ -379,12 +405,15 @@ void MultiRank::agree_on_options() {
         std::memcpy(&lr, &bits, sizeof lr);
         return fmt::format("{}", lr);
       }
+      case 9: return std::string(to_string(static_cast<PushEncoding>(v)));
+      case 10: return fmt::format("{}", static_cast<double>(v) * 1e-6);
+      case 11: return v ? "off" : "on";
       default: return fmt::format("{}", v);
     }
   };
   static constexpr const char* kOptions[V] = {"allreduce", "combine",     "average-weighted", "average-every",
                                               "distributed", "tau",       "server-rule",      "server-lr",
-                                              "key-floats"};
+                                              "key-floats", "ps-push",    "ps-push-fraction", "ps-error-feedback"};
   for (std::size_t j = 0; j < V; ++j) {
     std::string each;
     bool same = true;

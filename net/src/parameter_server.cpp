@@ -18,11 +18,17 @@ namespace asgd::net {
 
 std::string_view to_string(ServerRule rule) noexcept { return rule == ServerRule::sum ? "sum" : "adagrad"; }
 
+std::string_view to_string(PushEncoding encoding) noexcept {
+  return encoding == PushEncoding::int8 ? "int8" : encoding == PushEncoding::sign ? "sign" : "floats";
+}
+
 void PsOptions::validate() const {
   if (key_floats == 0 || key_floats > (std::size_t{1} << 20))
     throw InputError(fmt::format("PsOptions::key_floats {}: expected 1 to 2^20", key_floats));
   if (rule == ServerRule::adagrad && !(server_lr > 0 && std::isfinite(server_lr)))
     throw InputError(fmt::format("PsOptions::server_lr {}: expected a finite rate > 0", server_lr));
+  if (!(push_fraction > 0 && push_fraction <= 1))
+    throw InputError(fmt::format("PsOptions::push_fraction {}: expected more than 0, at most 1", push_fraction));
   if (!(adagrad_eps > 0 && std::isfinite(adagrad_eps)))
     throw InputError(fmt::format("PsOptions::adagrad_eps {}: expected a finite value > 0", adagrad_eps));
 }
@@ -43,13 +49,18 @@ class Backoff {
   int us_ = 20;
 };
 
+std::uint64_t encoding_flags(PushEncoding e) noexcept {
+  return e == PushEncoding::int8 ? ps::kInt8 : e == PushEncoding::sign ? ps::kSign : 0;
+}
+
 }  // namespace
 
 // This rank's side of the rounds: the local copy's base (the values of the
-// last pull) and the shard versions it has seen.
+// last pull), the snapshot a round pushes from, what the server will decode
+// of each pushed key, and the shard versions it has seen.
 struct ParameterServer::Client {
   std::vector<ps::KeyRange> shards;
-  std::vector<float> base, snapshot;
+  std::vector<float> base, snapshot, sent;
   std::vector<std::uint64_t> seen;
   std::uint64_t clock = 0;
   mutable std::mutex stats_mutex;
@@ -64,6 +75,7 @@ ParameterServer::ParameterServer(Transport& transport, std::span<float> params, 
   for (int s = 0; s < P; ++s) client_->shards.push_back(ps::KeyRange::of_shard(params.size(), options_.key_floats, s, P));
   client_->base.assign(params.size(), 0.0f);
   client_->snapshot.assign(params.size(), 0.0f);
+  client_->sent.assign(params.size(), 0.0f);
   client_->seen.assign(static_cast<std::size_t>(P), 0);
   shard_ = std::make_unique<ps::Shard>(P, client_->shards[static_cast<std::size_t>(transport.rank())], options_);
   server_ = std::thread([this] { serve(); });
@@ -97,6 +109,42 @@ void ParameterServer::serve() noexcept {
     server_error_ = std::current_exception();
     server_failed_.store(true, std::memory_order_release);
   }
+}
+
+std::vector<std::uint64_t> ParameterServer::changed_keys(const ps::KeyRange& r, bool finished) {
+  Client& c = *client_;
+  std::vector<std::pair<float, std::uint64_t>> changed;  // (squared norm of the key's delta, key)
+  for (std::size_t k = r.first_key; k < r.end_key; ++k) {
+    float norm = 0;
+    for (std::size_t i = r.begin(k); i < r.end(k); ++i) {
+      c.snapshot[i] = load_param(params_[i]);
+      c.sent[i] = 0;
+      const float d = c.snapshot[i] - c.base[i];
+      norm += d * d;
+    }
+    if (norm > 0 || std::isnan(norm)) changed.emplace_back(norm, k);
+  }
+  // Top-k by the delta's norm; the rest wait for a later round (error feedback) or are dropped.
+  const std::size_t keep = finished || options_.push_fraction >= 1
+                               ? changed.size()
+                               : static_cast<std::size_t>(std::ceil(options_.push_fraction * changed.size()));
+  if (keep < changed.size()) {
+    std::nth_element(changed.begin(), changed.begin() + static_cast<std::ptrdiff_t>(keep), changed.end(),
+                     [](const auto& a, const auto& b) { return a.first > b.first; });
+    if (!options_.error_feedback) {
+      for (auto it = changed.begin() + static_cast<std::ptrdiff_t>(keep); it != changed.end(); ++it) {
+        for (std::size_t i = r.begin(it->second); i < r.end(it->second); ++i) {
+          std::atomic_ref<float>(params_[i]).fetch_add(c.base[i] - c.snapshot[i], std::memory_order_relaxed);
+          c.snapshot[i] = c.base[i];  // dropped: a reply of the key adds server - base
+        }
+      }
+    }
+    changed.resize(keep);
+  }
+  std::vector<std::uint64_t> keys(changed.size());
+  for (std::size_t j = 0; j < changed.size(); ++j) keys[j] = changed[j].second;
+  std::sort(keys.begin(), keys.end());
+  return keys;
 }
 
 void ParameterServer::share(bool root) {
@@ -138,28 +186,27 @@ bool ParameterServer::exchange(bool finished) {
   const std::uint64_t clock = first ? 0 : ++c.clock;
   std::uint64_t pushed_bytes = 0, pushed_keys = 0, pulled_bytes = 0, pulled_keys = 0;
   for (std::size_t s = 0; s < c.shards.size(); ++s) {
-    const ps::KeyRange& r = c.shards[s];
-    std::vector<std::uint64_t> keys;
-    std::vector<float> deltas;
-    for (std::size_t k = r.first_key; k < r.end_key && !first; ++k) {
-      bool changed = false;
-      for (std::size_t i = r.begin(k); i < r.end(k); ++i) {
-        c.snapshot[i] = load_param(params_[i]);
-        changed |= c.snapshot[i] != c.base[i];
-      }
-      if (!changed) continue;
-      keys.push_back(k);
-      for (std::size_t i = r.begin(k); i < r.end(k); ++i) deltas.push_back(c.snapshot[i] - c.base[i]);
+    std::vector<std::uint64_t> keys = first ? std::vector<std::uint64_t>{} : changed_keys(c.shards[s], finished);
+    std::vector<std::byte> payload;
+    // The last round pushes every change exactly: nothing may be left behind when the ranks end.
+    const std::uint64_t encoding = finished ? 0 : encoding_flags(options_.push);
+    for (std::uint64_t k : keys) {
+      const ps::KeyRange& r = c.shards[s];
+      std::vector<float> d(r.end(k) - r.begin(k));
+      for (std::size_t i = r.begin(k); i < r.end(k); ++i) d[i - r.begin(k)] = c.snapshot[i] - c.base[i];
+      ps::encode_key(d, encoding, payload, std::span<float>(c.sent.data() + r.begin(k), d.size()));
     }
     pushed_keys += keys.size();
-    auto bytes = ps::encode(ps::Header{ps::Kind::push_pull, clock, c.seen[s], finished ? ps::kFinished : 0}, keys,
-                            deltas);
+    auto bytes = ps::encode(
+        ps::Header{ps::Kind::push_pull, clock, c.seen[s], (finished ? ps::kFinished : 0) | encoding}, keys, payload);
     pushed_bytes += bytes.size();
     transport_.post(std::move(bytes), static_cast<int>(s), ps::kRequestTag);
   }
-  // The replies, in any order. A key that comes back takes the server's value plus what the workers added
-  // since the snapshot (an atomic add, as model averaging's correction); after the last round no worker
-  // runs and the server's value is stored as it is, so every rank ends with the same bits.
+  // The replies, in any order. A key that comes back takes the server's value plus what this rank has that the
+  // server has not: the workers' updates since the snapshot, and with error feedback what the push left out
+  // (its delta less what the server decoded): local += server - base - sent, an atomic add as model averaging's
+  // correction. Without error feedback what was left out is dropped: local += server - snapshot. After the last
+  // round no worker runs and the server's value is stored as it is, so every rank ends with the same bits.
   const bool last = finished;
   Backoff backoff;
   Transport::Message m;
@@ -173,22 +220,24 @@ bool ParameterServer::exchange(bool finished) {
     backoff.reset();
     ++got;
     pulled_bytes += m.bytes.size();
-    const ps::Decoded d = ps::decode(m.bytes, m.src);
-    if (d.header.kind != ps::Kind::reply || m.src < 0 || static_cast<std::size_t>(m.src) >= c.shards.size())
-      throw RuntimeError(fmt::format("parameter server: an unexpected reply from rank {}", m.src));
+    if (m.src < 0 || static_cast<std::size_t>(m.src) >= c.shards.size())
+      throw RuntimeError(fmt::format("parameter server: a reply from rank {}", m.src));
     const ps::KeyRange& r = c.shards[static_cast<std::size_t>(m.src)];
+    const ps::Decoded d = ps::decode(m.bytes, m.src, r);
+    if (d.header.kind != ps::Kind::reply)
+      throw RuntimeError(fmt::format("parameter server: a reply of kind {} from rank {}",
+                                     static_cast<std::uint64_t>(d.header.kind), m.src));
     c.seen[static_cast<std::size_t>(m.src)] = d.header.seen;
     pulled_keys += d.keys.size();
     std::size_t at = 0;
     for (std::uint64_t key : d.keys) {
-      if (key < r.first_key || key >= r.end_key)
-        throw RuntimeError(fmt::format("parameter server: rank {} replied with key {} of another shard", m.src, key));
       for (std::size_t i = r.begin(key); i < r.end(key); ++i, ++at) {
         const float server = d.floats.at(at);
         if (last || first) {
           store_param(params_[i], server);
         } else {
-          std::atomic_ref<float>(params_[i]).fetch_add(server - c.snapshot[i], std::memory_order_relaxed);
+          const float keep = options_.error_feedback ? c.base[i] + c.sent[i] : c.snapshot[i];
+          std::atomic_ref<float>(params_[i]).fetch_add(server - keep, std::memory_order_relaxed);
         }
         c.base[i] = server;
       }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 
@@ -11,33 +12,117 @@
 
 namespace asgd::net::ps {
 
+std::size_t key_bytes(std::size_t w, std::uint64_t flags) noexcept {
+  if (flags & kInt8) return sizeof(float) + w;
+  if (flags & kSign) return sizeof(float) + (w + 7) / 8;
+  return w * sizeof(float);
+}
+
+void encode_key(std::span<const float> d, std::uint64_t flags, std::vector<std::byte>& out, std::span<float> sent) {
+  const std::size_t at = out.size(), w = d.size();
+  out.resize(at + key_bytes(w, flags));
+  std::byte* p = out.data() + at;
+  if (!(flags & (kInt8 | kSign))) {
+    std::memcpy(p, d.data(), d.size_bytes());
+    std::copy(d.begin(), d.end(), sent.begin());
+    return;
+  }
+  float scale = 0;
+  if (flags & kInt8) {
+    for (float v : d) scale = std::max(scale, std::fabs(v));
+    scale /= 127.0f;
+  } else {
+    for (float v : d) scale += std::fabs(v);
+    scale /= static_cast<float>(w);
+  }
+  if (!(scale > 0 && std::isfinite(scale))) scale = 0;  // zeros, or too small to scale: sent as zeros
+  std::memcpy(p, &scale, sizeof scale);
+  p += sizeof scale;
+  for (std::size_t i = 0; i < w; ++i) {
+    if (flags & kInt8) {
+      const auto q = static_cast<std::int8_t>(scale > 0 ? std::lround(std::clamp(d[i] / scale, -127.0f, 127.0f)) : 0);
+      p[i] = static_cast<std::byte>(q);
+      sent[i] = scale * static_cast<float>(q);
+    } else {
+      const bool negative = d[i] < 0;
+      if (negative) p[i / 8] |= static_cast<std::byte>(1u << (i % 8));
+      sent[i] = negative ? -scale : scale;
+    }
+  }
+}
+
+namespace {
+
+void decode_key(const std::byte* p, std::uint64_t flags, std::span<float> values) {
+  if (!(flags & (kInt8 | kSign))) {
+    std::memcpy(values.data(), p, values.size_bytes());
+    return;
+  }
+  float scale = 0;
+  std::memcpy(&scale, p, sizeof scale);
+  p += sizeof scale;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (flags & kInt8) {
+      values[i] = scale * static_cast<float>(static_cast<std::int8_t>(p[i]));
+    } else {
+      values[i] = (std::to_integer<unsigned>(p[i / 8]) >> (i % 8)) & 1u ? -scale : scale;
+    }
+  }
+}
+
+}  // namespace
+
 std::vector<std::byte> encode(const Header& header, std::span<const std::uint64_t> keys,
-                              std::span<const float> floats) {
-  std::vector<std::byte> bytes(sizeof(Header) + keys.size_bytes() + floats.size_bytes());
+                              std::span<const std::byte> payload) {
+  std::vector<std::byte> bytes(sizeof(Header) + keys.size_bytes() + payload.size());
   Header h = header;
   h.count = keys.size();
   std::memcpy(bytes.data(), &h, sizeof h);
   if (!keys.empty()) std::memcpy(bytes.data() + sizeof h, keys.data(), keys.size_bytes());
-  if (!floats.empty()) std::memcpy(bytes.data() + sizeof h + keys.size_bytes(), floats.data(), floats.size_bytes());
+  if (!payload.empty()) std::memcpy(bytes.data() + sizeof h + keys.size_bytes(), payload.data(), payload.size());
   return bytes;
 }
 
-Decoded decode(std::span<const std::byte> bytes, int from) {
+std::vector<std::byte> encode(const Header& header, std::span<const std::uint64_t> keys,
+                              std::span<const float> floats) {
+  return encode(header, keys, std::as_bytes(floats));
+}
+
+Decoded decode(std::span<const std::byte> bytes, int from, const KeyRange& range) {
   Decoded d;
   if (bytes.size() < sizeof(Header))
     throw RuntimeError(fmt::format("parameter server: a message of {} bytes from rank {}", bytes.size(), from));
   std::memcpy(&d.header, bytes.data(), sizeof(Header));
   const std::size_t rest = bytes.size() - sizeof(Header);
-  if (d.header.count > rest / sizeof(std::uint64_t) ||
-      (rest - d.header.count * sizeof(std::uint64_t)) % sizeof(float) != 0) {
+  if (d.header.count > rest / sizeof(std::uint64_t)) {
     throw RuntimeError(fmt::format("parameter server: a message from rank {} of {} bytes cannot hold {} keys",
                                    from, bytes.size(), d.header.count));
   }
   d.keys.resize(d.header.count);
   if (!d.keys.empty()) std::memcpy(d.keys.data(), bytes.data() + sizeof(Header), d.keys.size() * sizeof(std::uint64_t));
-  const std::size_t at = sizeof(Header) + d.keys.size() * sizeof(std::uint64_t);
-  d.floats.resize((bytes.size() - at) / sizeof(float));
-  if (!d.floats.empty()) std::memcpy(d.floats.data(), bytes.data() + at, d.floats.size() * sizeof(float));
+  const std::size_t payload = sizeof(Header) + d.keys.size() * sizeof(std::uint64_t);
+  std::size_t need = 0, floats = 0;
+  for (std::uint64_t key : d.keys) {
+    if (key < range.first_key || key >= range.end_key) {
+      throw RuntimeError(fmt::format("parameter server: rank {} sent key {} for the shard of keys {} to {}", from,
+                                     key, range.first_key, range.end_key - 1));
+    }
+    need += key_bytes(range.end(key) - range.begin(key), d.header.flags);
+    floats += range.end(key) - range.begin(key);
+  }
+  if (need != bytes.size() - payload) {
+    throw RuntimeError(fmt::format("parameter server: rank {} sent {} bytes of values for keys of {}", from,
+                                   bytes.size() - payload, need));
+  }
+  d.floats.resize(floats);
+  const std::byte* p = bytes.data() + payload;
+  std::size_t at = 0;
+  for (std::uint64_t key : d.keys) {
+    const std::size_t w = range.end(key) - range.begin(key);
+    decode_key(p, d.header.flags, std::span<float>(d.floats.data() + at, w));
+    p += key_bytes(w, d.header.flags);
+    at += w;
+  }
   return d;
 }
 
@@ -57,23 +142,11 @@ Shard::Shard(int ranks, KeyRange range, const PsOptions& options)
 
 void Shard::handle(int src, std::span<const std::byte> bytes, std::vector<Out>& out) {
   if (src < 0 || src >= ranks_) throw RuntimeError(fmt::format("parameter server: a message from rank {}", src));
-  Decoded d = decode(bytes, src);
+  Decoded d = decode(bytes, src, range_);
   const std::size_t first = range_.begin(range_.first_key);
   std::size_t at = 0;
-  for (std::uint64_t key : d.keys) {
-    if (key < range_.first_key || key >= range_.end_key) {
-      throw RuntimeError(fmt::format("parameter server: rank {} sent key {} to the shard of keys {} to {}", src, key,
-                                     range_.first_key, range_.end_key - 1));
-    }
-    at += range_.end(key) - range_.begin(key);
-  }
-  if (at != d.floats.size()) {
-    throw RuntimeError(fmt::format("parameter server: rank {} sent {} floats for keys of {}", src, d.floats.size(),
-                                   at));
-  }
   switch (d.header.kind) {
     case Kind::init:
-      at = 0;
       for (std::uint64_t key : d.keys)
         for (std::size_t i = range_.begin(key); i < range_.end(key); ++i) values_[i - first] = d.floats[at++];
       version_ = 1;

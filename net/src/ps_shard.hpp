@@ -16,9 +16,12 @@ enum class Kind : std::uint64_t { init = 1, push_pull = 2, reply = 3, stop = 4 }
 inline constexpr int kRequestTag = 101;  // to a server
 inline constexpr int kReplyTag = 102;    // to a rank's client
 inline constexpr std::uint64_t kFinished = 1;  // push_pull flag: the rank takes no more steps
+// push_pull flags: how each key's deltas are encoded (neither: w floats).
+inline constexpr std::uint64_t kInt8 = 2;  // a float scale, then w signed bytes: d = scale q
+inline constexpr std::uint64_t kSign = 4;  // a float scale, then w bits: d = +-scale
 
-// A message: the header, then `count` key ids, then the keys' floats in that
-// order. push_pull: clock = the round, seen = the shard version of the
+// A message: the header, then `count` key ids, then the keys' values in that
+// order (floats, or per key as the flags encode them). push_pull: clock = the round, seen = the shard version of the
 // sender's last pull (0: none), floats = deltas. reply: seen = the shard's
 // version now, floats = values. init: the root's values for the whole shard.
 struct Header {
@@ -30,11 +33,6 @@ struct Decoded {
   std::vector<std::uint64_t> keys;
   std::vector<float> floats;
 };
-std::vector<std::byte> encode(const Header& header, std::span<const std::uint64_t> keys,
-                              std::span<const float> floats);
-// RuntimeError naming `from` when the sizes do not add up.
-Decoded decode(std::span<const std::byte> bytes, int from);
-
 // Keys [first_key, end_key) of a vector of n floats cut into keys of w floats.
 struct KeyRange {
   std::size_t n = 0, w = 1, first_key = 0, end_key = 0;
@@ -43,6 +41,21 @@ struct KeyRange {
   // Shard s of `ranks`: keys ceil(n / w) split into contiguous ranges.
   static KeyRange of_shard(std::size_t n, std::size_t w, int s, int ranks);
 };
+
+// The bytes one key of w values takes under `flags`' encoding.
+std::size_t key_bytes(std::size_t w, std::uint64_t flags) noexcept;
+// Appends the key's values `d` encoded per `flags` to `out`, and puts in
+// `sent` what a decoder will read back (d itself for floats).
+void encode_key(std::span<const float> d, std::uint64_t flags, std::vector<std::byte>& out, std::span<float> sent);
+
+std::vector<std::byte> encode(const Header& header, std::span<const std::uint64_t> keys,
+                              std::span<const std::byte> payload);
+std::vector<std::byte> encode(const Header& header, std::span<const std::uint64_t> keys,
+                              std::span<const float> floats);
+// The keys checked against `range` and their values decoded to floats.
+// RuntimeError naming `from` for a key outside the range or sizes that do
+// not add up.
+Decoded decode(std::span<const std::byte> bytes, int from, const KeyRange& range);
 
 class Shard {
  public:

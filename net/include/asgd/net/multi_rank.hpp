@@ -46,7 +46,8 @@ struct MultiRankOptions {
   bool average_weighted = false;    // weight each rank by the examples it trained (mean only)
   Combine combine = Combine::mean;
   // How errors spell an option: called with "distributed", "allreduce", "combine", "average-weighted",
-  // "average-every", "tau", "server-rule", "server-lr", "resume", "epochs" or "until-epoch". Empty: the library's names (MultiRankOptions::allreduce, ...); a
+  // "average-every", "tau", "server-rule", "server-lr", "ps-push", "ps-push-fraction", "ps-error-feedback",
+  // "resume", "epochs" or "until-epoch". Empty: the library's names (MultiRankOptions::allreduce, ...); a
   // command line passes its flags' spellings.
   std::function<std::string(std::string_view option)> spell = {};
 
@@ -57,6 +58,8 @@ struct MultiRankOptions {
   // "averaging" or "ps"; the server rule from "sum" or "adagrad".
   void set_distributed(std::string_view text);
   void set_server_rule(std::string_view text);
+  // PsOptions::push from "floats", "int8" or "sign".
+  void set_push(std::string_view text);
   // InputError naming the option that is wrong.
   void validate() const;
   std::string spelled(std::string_view option) const;

@@ -37,12 +37,24 @@ class Transport;
 enum class ServerRule { sum, adagrad };
 std::string_view to_string(ServerRule rule) noexcept;
 
+// How a push encodes each key's deltas: floats; int8 (a scale per key, max
+// |d| / 127, and a byte per value); sign (1 bit per value and a scale per
+// key, the mean |d|: 1-bit SGD).
+enum class PushEncoding { floats, int8, sign };
+std::string_view to_string(PushEncoding encoding) noexcept;
+
 struct PsOptions {
   std::uint64_t tau = 0;       // rounds a rank may run ahead of the slowest's pushes; kUnbounded: ASP
   ServerRule rule = ServerRule::sum;
   float server_lr = 0.1f;      // AdaGrad's step on the server: x += lr d / (sqrt(sum d^2) + eps)
   float adagrad_eps = 1e-6f;
   std::size_t key_floats = 32;  // floats per key: a push or pull moves whole keys
+  // Compression of pushes (pulls are floats). With error feedback, what a push leaves out (the keys outside
+  // push_fraction, the quantisation error) stays in the rank's copy and goes with a later push (Seide 2014,
+  // Karimireddy 2019); without, it is dropped. The last round pushes every change exactly.
+  PushEncoding push = PushEncoding::floats;
+  float push_fraction = 1;      // the changed keys pushed each round, those of largest delta first (top-k)
+  bool error_feedback = true;
   // InputError naming the option (PsOptions::tau, ...).
   void validate() const;
 };
@@ -50,6 +62,7 @@ struct PsOptions {
 // One shard's server state and the wire format (private: net/src/ps_shard.hpp).
 namespace ps {
 class Shard;
+struct KeyRange;
 }
 
 struct PsStats {
@@ -94,6 +107,9 @@ class ParameterServer {
   struct Client;
   void serve() noexcept;
   bool exchange(bool finished);  // one round; true when every rank has finished
+  // The keys of shard range `r` whose values changed since the last pull, the push_fraction largest (all of
+  // them when `finished`); takes the snapshot and clears `sent` for the range.
+  std::vector<std::uint64_t> changed_keys(const ps::KeyRange& r, bool finished);
 
   Transport& transport_;
   std::span<float> params_;

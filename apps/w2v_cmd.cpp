@@ -171,6 +171,7 @@ constexpr W2vFlag kFlags[] = {
      [](W2vFlags& f, auto& n, auto& v) { f.dist.push_fraction = number<float>(n, v); }},
     {"ps-error-feedback", "1", "with -distributed ps: keep what a compressed push leaves out (1)",
      [](W2vFlags& f, auto& n, auto& v) { f.dist.error_feedback = boolean(n, v); }},
+    {"slow-rank", "R:F", "for benchmarks: rank R's threads F times slower", [](W2vFlags& f, auto&, auto& v) { f.dist.slow_rank = v; }},
 };
 #undef W2V_MORE
 
@@ -212,7 +213,7 @@ W2vFlags parse_flags(const std::vector<std::string>& args) {
     f.given.insert(name);
   }
   for (const char* flag : {"allreduce", "average-every", "average-weighted", "combine", "distributed", "ps-tau",
-                           "server-rule", "server-lr", "ps-push", "ps-push-fraction", "ps-error-feedback"})
+                           "server-rule", "server-lr", "ps-push", "ps-push-fraction", "ps-error-feedback", "slow-rank"})
     if (f.given.count(flag)) f.dist.given.emplace_back(flag);
   if (f.options.corpus.empty() && f.options.resume.empty())
     throw InputError("w2v: -train FILE is required (see asgd w2v -help)");

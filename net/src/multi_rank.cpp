@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <thread>
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -69,6 +70,32 @@ void MultiRankOptions::set_push(std::string_view text) {
   ps.push = text == "int8" ? PushEncoding::int8 : text == "sign" ? PushEncoding::sign : PushEncoding::floats;
 }
 
+void MultiRankOptions::set_slow_rank(std::string_view text) {
+  const auto colon = text.find(':');
+  int rank = -1;
+  double factor = 0;
+  bool ok = colon != std::string_view::npos;
+  if (ok) {
+    const auto a = std::from_chars(text.data(), text.data() + colon, rank);
+    ok = a.ec == std::errc{} && a.ptr == text.data() + colon && rank >= 0;
+  }
+  if (ok) {
+    try {
+      std::size_t used = 0;
+      const std::string f(text.substr(colon + 1));
+      factor = std::stod(f, &used);
+      ok = used == f.size() && factor >= 1 && factor <= 1000;
+    } catch (const std::exception&) {
+      ok = false;
+    }
+  }
+  if (!ok)
+    throw InputError(fmt::format("{} '{}': expected RANK:FACTOR, a rank and a factor from 1 to 1000 (1:3 makes rank "
+                                 "1 three times slower)", spelled("slow-rank"), text));
+  slow_rank = rank;
+  slow_factor = factor;
+}
+
 void MultiRankOptions::validate() const {
   if (average_every > ModelAverager::kMostEverySteps) {
     throw InputError(fmt::format("{} {}: expected epoch (0) or a number of steps from 1 to 2^40 - 1",
@@ -99,6 +126,10 @@ MultiRank::MultiRank(Transport& transport, MultiRankOptions options) : MultiRank
   transport_ = &transport;
   rank_ = transport.rank();
   size_ = transport.size();
+  if (options_.slow_rank >= size_) {
+    throw InputError(fmt::format("{} {}: the job has ranks 0 to {}", options_.spelled("slow-rank"),
+                                 options_.slow_rank, size_ - 1));
+  }
   allreduce_ = make_allreduce(options_.allreduce, transport);
   native_ = options_.allreduce == Algorithm::native ? nullptr : make_allreduce(Algorithm::native, transport);
 }
@@ -190,11 +221,14 @@ void MultiRank::prepare(TrainerOptions& options) {
   // ahead resume from the one kept (resume_own_checkpoint).
   options.checkpoint_keep_previous = !checkpoint_.empty() && own_files(options);
   checkpoint_every_ = options.checkpoint_every;
+  const bool slow = options_.slow_rank == rank_ && options_.slow_factor > 1;
   if (every_epoch()) {
     options.checkpoint_path.clear();  // written after the average instead
+    if (slow) options.on_step = [this](std::uint64_t) { slow_down_step(); };
   } else {
     options.checkpoint_path = checkpoint_;
-    options.on_step = [this](std::uint64_t examples) {
+    options.on_step = [this, slow](std::uint64_t examples) {
+      if (slow) slow_down_step();
       if (ps_) {
         ps_->step_done(examples);
       } else {
@@ -203,6 +237,18 @@ void MultiRank::prepare(TrainerOptions& options) {
     };
   }
   if (!root()) options.on_progress = nullptr;
+}
+
+void MultiRank::slow_down_step() const {
+  // The time since this worker's previous step ended is its step's compute: sleep (F - 1) times that. A gap of
+  // over half a second is not a step (an epoch's end, an evaluation) and is not stretched.
+  using Clock = std::chrono::steady_clock;
+  thread_local Clock::time_point last{};
+  const Clock::time_point now = Clock::now();
+  const auto elapsed = now - last;
+  if (last != Clock::time_point{} && elapsed < std::chrono::milliseconds(500))
+    std::this_thread::sleep_for(std::chrono::duration_cast<Clock::duration>(elapsed * (options_.slow_factor - 1)));
+  last = Clock::now();
 }
 
 bool MultiRank::own_files(const TrainerOptions& options) const { return active() && options.schedule.has_adagrad(); }
@@ -299,6 +345,9 @@ void MultiRank::start(Trainer& trainer, ParamStore& store) {
 
 void MultiRank::start(std::span<float> params, const Layout& layout) {
   if (!active()) return;
+  if (trainer_ == nullptr && options_.slow_rank >= 0)
+    throw InputError(fmt::format("{} slows the workers of the sparse Trainer (linear, mf, w2v), not this model's",
+                                 options_.spelled("slow-rank")));
   // The first round sums params.size() floats on every rank: ranks whose models differ in size (other data
   // dimensions, other model settings) would fail inside the allreduce without a word of why.
   const std::uint64_t count[] = {params.size()};

@@ -45,6 +45,10 @@ struct MultiRankOptions {
   std::uint64_t average_every = 0;  // K local steps between rounds; 0: every epoch
   bool average_weighted = false;    // weight each rank by the examples it trained (mean only)
   Combine combine = Combine::mean;
+  // A bench's straggler: rank slow_rank's workers sleep (slow_factor - 1) times each step's compute after it
+  // (the Trainer's apps: linear, mf, w2v). -1: none.
+  int slow_rank = -1;
+  double slow_factor = 1;
   // How errors spell an option: called with "distributed", "allreduce", "combine", "average-weighted",
   // "average-every", "tau", "server-rule", "server-lr", "ps-push", "ps-push-fraction", "ps-error-feedback",
   // "resume", "epochs" or "until-epoch". Empty: the library's names (MultiRankOptions::allreduce, ...); a
@@ -58,6 +62,8 @@ struct MultiRankOptions {
   // "averaging" or "ps"; the server rule from "sum" or "adagrad".
   void set_distributed(std::string_view text);
   void set_server_rule(std::string_view text);
+  // slow_rank and slow_factor from "R:F" (F from 1 to 1000); InputError naming "slow-rank".
+  void set_slow_rank(std::string_view text);
   // PsOptions::push from "floats", "int8" or "sign".
   void set_push(std::string_view text);
   // InputError naming the option that is wrong.
@@ -166,6 +172,7 @@ class MultiRank final : public RankGroup {
 
  private:
   void timed_sum(std::span<float> data);
+  void slow_down_step() const;  // MultiRankOptions::slow_rank's workers, after each step
   // Every rank's `values` (each below 2^40), rank by rank; over the native allreduce when `native`.
   std::vector<std::uint64_t> gather(std::span<const std::uint64_t> values, std::string_view what, bool native);
 

@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""Time to quality of the multi-rank modes: averaging and the parameter
+server under BSP, SSP and ASP, each with and without a slow rank.
+
+usage: ps_modes.py ASGD RATINGS OUT_PREFIX [--ranks 2] [--slow 1:3]
+                   [--epochs 20] [--every 100] [--repeats 1] [--mpiexec mpiexec]
+
+Runs `mpiexec -n RANKS ASGD mf train RATINGS -k 32 -t EPOCHS -s 1
+--test-fraction 0.1` once per mode (and once in one process for the
+target), stamps each of rank 0's "epoch N: ... test RMSE X" lines with the
+seconds since the command started, and writes OUT_PREFIX.csv (mode, slow,
+repeat, epoch, seconds, test_rmse), OUT_PREFIX.png (test RMSE against
+seconds, one panel without and one with the slow rank) and a table on
+stdout: per mode the seconds to reach the one-process RMSE + 0.005.
+"""
+import argparse
+import csv
+import os
+import re
+import subprocess
+import sys
+import time
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+EPOCH = re.compile(r"^epoch\s+(\d+): .*test RMSE ([0-9.]+)")
+
+
+def modes(every):
+    k = ["--average-every", str(every)]
+    return [
+        ("averaging (sum, every epoch)", ["--combine", "sum"]),
+        (f"averaging (sum, every {every} steps)", ["--combine", "sum"] + k),
+        ("ps BSP", ["--distributed", "ps", "--ps-tau", "0"] + k),
+        ("ps SSP(4)", ["--distributed", "ps", "--ps-tau", "4"] + k),
+        ("ps ASP", ["--distributed", "ps", "--ps-tau", "inf"] + k),
+    ]
+
+
+def run(cmd):
+    """Rank 0's epoch lines as (epoch, seconds since start, RMSE), and the whole command's seconds."""
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_rmaps_base_oversubscribe="1")
+    start = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    rows, lines = [], []
+    for line in proc.stdout:
+        lines.append(line)
+        m = EPOCH.match(line)
+        if m:
+            rows.append((int(m.group(1)), time.monotonic() - start, float(m.group(2))))
+    if proc.wait() != 0:
+        sys.exit("failed: " + " ".join(cmd) + "\n" + "".join(lines[-20:]))
+    return rows, time.monotonic() - start
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("asgd")
+    ap.add_argument("ratings")
+    ap.add_argument("out")
+    ap.add_argument("--ranks", type=int, default=2)
+    ap.add_argument("--slow", default="1:3")
+    ap.add_argument("--epochs", type=int, default=20)
+    ap.add_argument("--every", type=int, default=100)
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--mpiexec", default="mpiexec")
+    a = ap.parse_args()
+    train = [a.asgd, "mf", "train", a.ratings, "-k", "32", "-t", str(a.epochs), "-s", "1", "--test-fraction", "0.1"]
+    alone, alone_s = run(train)
+    target = alone[-1][2] + 0.005
+    print(f"one process: RMSE {alone[-1][2]:.4f} in {alone_s:.1f} s; target RMSE {target:.4f}")
+    results = []
+    for slow in ([], ["--slow-rank", a.slow]):
+        for name, flags in modes(a.every):
+            for rep in range(a.repeats):
+                rows, total = run([a.mpiexec, "--oversubscribe", "-n", str(a.ranks)] + train + flags + slow)
+                results.append((name, bool(slow), rep, rows, total))
+    with open(a.out + ".csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["mode", "slow_rank", "repeat", "epoch", "seconds", "test_rmse"])
+        for name, slow, rep, rows, _ in results:
+            for e, s, r in rows:
+                w.writerow([name, a.slow if slow else "", rep, e, f"{s:.3f}", f"{r:.4f}"])
+    print(f"{'mode':34} {'slow rank':>9} {'s to target':>11} {'final RMSE':>10} {'whole s':>8}")
+    for name, slow, rep, rows, total in results:
+        hit = next((s for _, s, r in rows if r <= target), None)
+        print(f"{name:34} {(a.slow if slow else '-'):>9} {('%.1f' % hit) if hit else 'never':>11} "
+              f"{rows[-1][2]:>10.4f} {total:>8.1f}")
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+    for ax, slow in zip(axes, (False, True)):
+        for name, s, rep, rows, _ in results:
+            if s == slow and rep == 0:
+                ax.plot([x[1] for x in rows], [x[2] for x in rows], marker=".", label=name)
+        ax.axhline(target, color="grey", linestyle=":", label=f"target {target:.4f}")
+        ax.set_title(f"{a.ranks} ranks" + (f", rank {a.slow.split(':')[0]} {a.slow.split(':')[1]}x slower" if slow else ""))
+        ax.set_xlabel("seconds since the command started")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("test RMSE (rank 0)")
+    axes[0].set_ylim(top=min(max(r for res in results for _, _, r in res[3]), target + 0.1))
+    axes[1].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(a.out + ".png", dpi=110)
+
+
+if __name__ == "__main__":
+    main()

@@ -23,6 +23,7 @@ set -uo pipefail
 asgd="$1"; mpiexec="$2"; emulated="${3:-}"
 work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+source "$(dirname "$0")/mpi_data.sh"
 fail() { echo "FAIL: $*"; [[ -f "$work/log" ]] && cat "$work/log"; exit 1; }
 mpi() { local n="$1"; shift; timeout 120 "$mpiexec" --oversubscribe -n "$n" "$asgd" "$@"; }
 
@@ -283,9 +284,7 @@ refused_at_start "mf: ranks with other ratings files" "the ranks differ in the m
 echo "mf, ranks given -k 8 and 16, or other ratings files: refused at the start"
 
 # w2v: sentences over two topics of 20 words each
-awk 'BEGIN { srand(7); for (s = 0; s < 3000; s++) { t = int(rand() * 2); line = "";
-       for (w = 0; w < 12; w++) line = line (w ? " " : "") (t ? "b" : "a") int(rand() * 20); print line } }' \
-  > "$work/corpus.txt"
+write_corpus "$work/corpus.txt"
 mpi 2 w2v -train "$work/corpus.txt" -output "$work/vec.txt" -size 16 -window 3 -negative 3 -iter 2 \
   -min-count 1 -sample 0 -threads 1 -allreduce ring > "$work/log" 2>&1 || fail "w2v under mpiexec"
 read -r words dims < "$work/vec.txt"
@@ -330,20 +329,7 @@ refused_at_start "w2v: ranks resuming with other -iter" 'the ranks differ in -re
 echo "w2v, ranks resuming with other -iter: refused at the start"
 
 # cnn: 600 training and 200 test digits, each class a bright bar at its own place
-perl -e '
-  srand(11);
-  for my $set (["train", 600], ["t10k", 200]) {
-    my ($name, $n) = @$set;
-    open(my $img, ">", "'"$work"'/$name-images-idx3-ubyte") or die; binmode $img;
-    open(my $lab, ">", "'"$work"'/$name-labels-idx1-ubyte") or die; binmode $lab;
-    print $img pack("N4", 0x803, $n, 28, 28); print $lab pack("N2", 0x801, $n);
-    for (1 .. $n) {
-      my $c = int(rand(10)); my @p = map { int(rand(60)) } 1 .. 784;
-      my ($y, $x) = (3 + int($c / 5) * 12, 2 + ($c % 5) * 5);
-      for my $dy (0 .. 5) { for my $dx (0 .. 3) { $p[($y + $dy) * 28 + $x + $dx] = 250 } }
-      print $img pack("C*", @p); print $lab pack("C", $c);
-    }
-  }' || fail "writing digits"
+write_digits "$work" || fail "writing digits"
 mpi 2 cnn train --data "$work" --epochs 2 --workers 1 --batch 32 --model "$work/lenet.asgd" > "$work/log" 2>&1 ||
   fail "cnn under mpiexec"
 [[ -f "$work/lenet.asgd" ]] || fail "cnn: no model written"

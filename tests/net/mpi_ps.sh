@@ -15,6 +15,7 @@ set -uo pipefail
 asgd="$1"; mpiexec="$2"
 work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+source "$(dirname "$0")/mpi_data.sh"
 fail() { echo "FAIL: $*"; [[ -f "$work/log" ]] && cat "$work/log"; exit 1; }
 mpi() { local n="$1"; shift; timeout 120 "$mpiexec" --oversubscribe -n "$n" "$asgd" "$@"; }
 
@@ -48,9 +49,7 @@ awk -v a="$rmse" 'BEGIN { exit !(a != "" && a < 1.2) }' || fail "mf, ps tau 2: R
 echo "mf, 2 ranks: BSP RMSE $ps_rmse as averaging's sum; SSP(2) every 20 steps RMSE $rmse"
 
 # w2v: sentences over two topics of 20 words each
-awk 'BEGIN { srand(7); for (s = 0; s < 3000; s++) { t = int(rand() * 2); line = "";
-       for (w = 0; w < 12; w++) line = line (w ? " " : "") (t ? "b" : "a") int(rand() * 20); print line } }' \
-  > "$work/corpus.txt"
+write_corpus "$work/corpus.txt"
 mpi 2 w2v -train "$work/corpus.txt" -output "$work/vec.txt" -size 16 -window 3 -negative 3 -iter 2 \
   -min-count 1 -sample 0 -threads 1 -distributed ps -ps-tau 2 -average-every 20 > "$work/log" 2>&1 ||
   fail "w2v, ps"
@@ -61,20 +60,7 @@ grep -q 'mpi: 2 ranks, parameter server (sum, tau 2), rounds every 20 local step
 echo "w2v, 2 ranks, ps tau 2: $words words x $dims"
 
 # cnn: 600 training and 200 test digits, each class a bright bar at its own place
-perl -e '
-  srand(11);
-  for my $set (["train", 600], ["t10k", 200]) {
-    my ($name, $n) = @$set;
-    open(my $img, ">", "'"$work"'/$name-images-idx3-ubyte") or die; binmode $img;
-    open(my $lab, ">", "'"$work"'/$name-labels-idx1-ubyte") or die; binmode $lab;
-    print $img pack("N4", 0x803, $n, 28, 28); print $lab pack("N2", 0x801, $n);
-    for (1 .. $n) {
-      my $c = int(rand(10)); my @p = map { int(rand(60)) } 1 .. 784;
-      my ($y, $x) = (3 + int($c / 5) * 12, 2 + ($c % 5) * 5);
-      for my $dy (0 .. 5) { for my $dx (0 .. 3) { $p[($y + $dy) * 28 + $x + $dx] = 250 } }
-      print $img pack("C*", @p); print $lab pack("C", $c);
-    }
-  }' || fail "writing digits"
+write_digits "$work" || fail "writing digits"
 mpi 2 cnn train --data "$work" --epochs 2 --workers 1 --batch 32 --distributed ps > "$work/log" 2>&1 ||
   fail "cnn, ps"
 acc=$(sed -n 's/^test accuracy \([0-9.]*\) % after.*/\1/p' "$work/log")

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "../common/message_of.hpp"
+#include "../common/on_ranks.hpp"
 #include "../common/scratch_dir.hpp"
 #include "asgd/engine/errors.hpp"
 #include "asgd/engine/param_store.hpp"
@@ -31,6 +32,7 @@ namespace asgd::net {
 namespace {
 
 using asgd::testing::message_of;
+using asgd::testing::on_ranks;
 
 // f(w) = mean over this rank's examples of 1/2 ||w - t_i||^2, t_i of the
 // whole data set's example rows[i]: the ranks together minimise the mean over
@@ -57,16 +59,6 @@ struct ShardedQuadratic {
   }
 };
 
-// Runs body(rank's transport, rank) on P threads; the first exception of each rank is kept in `errors`.
-std::vector<std::string> on_ranks(int P, const std::function<void(Transport&, int)>& body) {
-  LocalFabric fabric(P);
-  std::vector<std::string> errors(static_cast<std::size_t>(P));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < P; ++r)
-    threads.emplace_back([&, r] { errors[static_cast<std::size_t>(r)] = message_of([&] { body(fabric.endpoint(r), r); }); });
-  for (auto& t : threads) t.join();
-  return errors;
-}
 
 constexpr std::size_t kExamples = 60;
 

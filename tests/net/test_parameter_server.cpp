@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "../common/message_of.hpp"
+#include "../common/on_ranks.hpp"
 #include "asgd/engine/bounded_delay.hpp"
 #include "asgd/engine/errors.hpp"
 #include "asgd/engine/param_store.hpp"
@@ -30,16 +31,8 @@ namespace asgd::net {
 namespace {
 
 using asgd::testing::message_of;
+using asgd::testing::on_ranks;
 
-std::vector<std::string> on_ranks(int P, const std::function<void(Transport&, int)>& body) {
-  LocalFabric fabric(P);
-  std::vector<std::string> errors(static_cast<std::size_t>(P));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < P; ++r)
-    threads.emplace_back([&, r] { errors[static_cast<std::size_t>(r)] = message_of([&] { body(fabric.endpoint(r), r); }); });
-  for (auto& t : threads) t.join();
-  return errors;
-}
 
 void expect_no_errors(const std::vector<std::string>& errors) {
   for (std::size_t r = 0; r < errors.size(); ++r) EXPECT_EQ(errors[r], "(no exception)") << "rank " << r;

@@ -21,11 +21,7 @@
 # Usage: mpi_apps.sh ASGD MPIEXEC [EMULATED_GPU_BACKEND]
 set -uo pipefail
 asgd="$1"; mpiexec="$2"; emulated="${3:-}"
-work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-source "$(dirname "$0")/mpi_data.sh"
-fail() { echo "FAIL: $*"; [[ -f "$work/log" ]] && cat "$work/log"; exit 1; }
-mpi() { local n="$1"; shift; timeout 120 "$mpiexec" --oversubscribe -n "$n" "$asgd" "$@"; }
+source "$(dirname "$0")/mpi_common.sh"
 
 # linear
 "$asgd" linear generate --out "$work/train.svm" --examples 20000 --features 500 --nnz 10 --seed 5 > /dev/null ||

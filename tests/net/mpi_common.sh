@@ -1,4 +1,10 @@
-# Small generated data the MPI scripts train on (sourced by mpi_apps.sh and mpi_ps.sh).
+# What the MPI scripts share (sourced by mpi_apps.sh and mpi_ps.sh, after they set asgd and mpiexec): a work
+# folder removed at exit, Open MPI allowed to run as root and oversubscribed, fail and mpi, and small
+# generated data.
+work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+fail() { echo "FAIL: $*"; [[ -f "$work/log" ]] && cat "$work/log"; exit 1; }
+mpi() { local n="$1"; shift; timeout 120 "$mpiexec" --oversubscribe -n "$n" "$asgd" "$@"; }
 
 # write_corpus FILE: 3,000 sentences of 12 words over two topics of 20 words each (a0..a19, b0..b19).
 write_corpus() {

@@ -2,7 +2,8 @@
 # Every `train` command with --distributed ps under mpiexec, on small
 # generated data:
 #  linear  4 ranks, rounds every 5 steps, tau 0 and inf: within 1e-2 of the
-#          L-BFGS optimum, the clock gap within tau at tau 0;
+#          L-BFGS optimum, the clock gap within tau at tau 0; stopped at a
+#          checkpoint and resumed by 2 ranks, within 1e-2 too;
 #  mf      2 ranks, a round per epoch at tau 0 (BSP): the same RMSE, to the
 #          digit, as averaging's sum of updates (what BSP is); SSP(2) every
 #          20 steps trains and mf eval reads rank 0's model back;
@@ -28,6 +29,16 @@ for tau in 0 inf; do
   [[ "$tau" != 0 ]] || grep -q "clock gap at most 0$" "$work/log" || fail "linear, ps tau 0: a clock gap above 0"
   echo "linear, 4 ranks, ps tau $tau: $gap above the optimum"
 done
+# Elastic resume: 4 ranks stopped after epoch 4 at a checkpoint (rank 0's copy), resumed by 2 ranks to epoch 8;
+# the shards are cut again at the start, from the resumed parameters.
+ps_job() { mpi "$1" linear train --data "$work/train.svm" --epochs 8 --workers 1 --distributed ps --average-every 5 \
+  --ps-tau 4 "${@:2}"; }
+ps_job 4 --checkpoint "$work/ps-ck" --until-epoch 4 > "$work/log" 2>&1 || fail "linear, ps: 4 ranks to epoch 4"
+ps_job 2 --resume "$work/ps-ck" --reference > "$work/log" 2>&1 || fail "linear, ps: resumed by 2 ranks"
+grep -q "resumed from $work/ps-ck at epoch 4" "$work/log" || fail "linear, ps: no resume line"
+gap=$(sed -n 's/.*ours is \(.*\) relative above.*/\1/p' "$work/log")
+awk -v g="$gap" 'BEGIN { exit !(g != "" && g < 1e-2) }' || fail "linear, ps, resumed by 2 ranks: $gap above the optimum"
+echo "linear, ps: 4 ranks to epoch 4, resumed by 2 to 8: $gap above the optimum"
 
 # mf
 "$asgd" mf generate "$work/ratings.txt" --users 300 --items 200 --ratings 20000 --seed 3 > /dev/null ||

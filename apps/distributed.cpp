@@ -64,6 +64,11 @@ void add_distributed_flags(CLI::App& app, DistributedFlags& flags) {
                  "With --distributed ps: keep what a compressed push leaves out for a later push (on) or drop it")
       ->capture_default_str()
       ->each(noted("ps-error-feedback"));
+  app.add_option("--ps-warm-rounds", flags.warm_rounds,
+                 "With --distributed ps: the first N rounds bulk-synchronous whatever --ps-tau (DistBelief's warm "
+                 "start; rounds per epoch: N epochs)")
+      ->capture_default_str()
+      ->each(noted("ps-warm-rounds"));
   app.add_option("--slow-rank", flags.slow_rank,
                  "Under mpirun, for benchmarks: R:F makes rank R's workers F times slower (each step followed by a "
                  "sleep of F - 1 times its compute; linear, mf, w2v)")
@@ -93,6 +98,7 @@ net::MultiRankOptions to_multi_rank_options(const DistributedFlags& flags) {
   o.ps.push_fraction = flags.push_fraction;
   o.ps.error_feedback = flags.error_feedback;
   if (!flags.slow_rank.empty()) o.set_slow_rank(flags.slow_rank);
+  o.ps.warm_rounds = flags.warm_rounds;
   o.validate();
   o.allreduce = parse_flag(d + "allreduce", [&] { return net::parse_algorithm(flags.allreduce); });
   return o;

@@ -30,6 +30,7 @@ std::string MultiRankOptions::spelled(std::string_view option) const {
   if (option == "ps-push") return "PsOptions::push";
   if (option == "ps-push-fraction") return "PsOptions::push_fraction";
   if (option == "ps-error-feedback") return "PsOptions::error_feedback";
+  if (option == "ps-warm-rounds") return "PsOptions::warm_rounds";
   std::string name(option);
   std::replace(name.begin(), name.end(), '-', '_');
   return "MultiRankOptions::" + name;
@@ -155,6 +156,7 @@ void MultiRank::add_to_record(OptionsRecord& record) const {
     record["ps-push"] = std::string(to_string(options_.ps.push));
     record["ps-push-fraction"] = fmt::format("{}", options_.ps.push_fraction);
     record["ps-error-feedback"] = options_.ps.error_feedback ? "on" : "off";
+    record["ps-warm-rounds"] = std::to_string(options_.ps.warm_rounds);
     record["average-every"] = every_epoch() ? std::string("epoch") : std::to_string(options_.average_every);
     return;
   }
@@ -185,9 +187,11 @@ std::string MultiRank::describe() const {
                                               : std::string(),
                          ps.error_feedback ? " with error feedback" : " without error feedback");
     }
-    return fmt::format("{} ranks, parameter server ({}{}, tau {}{}), rounds every {}", size_, to_string(ps.rule),
+    return fmt::format("{} ranks, parameter server ({}{}, tau {}{}{}), rounds every {}", size_, to_string(ps.rule),
                        ps.rule == ServerRule::adagrad ? fmt::format(" lr {}", ps.server_lr) : std::string(),
-                       tau_to_string(ps.tau), push,
+                       tau_to_string(ps.tau),
+                       ps.warm_rounds > 0 ? fmt::format(" after {} synchronous rounds", ps.warm_rounds) : std::string(),
+                       push,
                        every_epoch() ? std::string("epoch") : fmt::format("{} local steps", every_steps()));
   }
   const bool sum = options_.combine == Combine::sum;
@@ -435,7 +439,8 @@ void MultiRank::agree_on_options() {
                                 is_ps ? ps.key_floats : 0,
                                 is_ps ? static_cast<std::uint64_t>(ps.push) : 0,
                                 is_ps ? static_cast<std::uint64_t>(std::lround(ps.push_fraction * 1e6)) : 0,
-                                is_ps && !ps.error_feedback ? 1u : 0u};
+                                is_ps && !ps.error_feedback ? 1u : 0u,
+                                is_ps ? std::min<std::uint64_t>(ps.warm_rounds, kDigestMask) : 0};
   constexpr std::size_t V = std::size(mine);
   const auto all = gather(mine, "options", true);
   const auto text = [&](std::size_t rank, std::size_t j) -> std::string {
@@ -462,7 +467,8 @@ void MultiRank::agree_on_options() {
   };
   static constexpr const char* kOptions[V] = {"allreduce", "combine",     "average-weighted", "average-every",
                                               "distributed", "tau",       "server-rule",      "server-lr",
-                                              "key-floats", "ps-push",    "ps-push-fraction", "ps-error-feedback"};
+                                              "key-floats", "ps-push",    "ps-push-fraction", "ps-error-feedback",
+                                              "ps-warm-rounds"};
   for (std::size_t j = 0; j < V; ++j) {
     std::string each;
     bool same = true;

@@ -194,11 +194,12 @@ void Shard::apply(int src, const Decoded& push) {
 bool Shard::ready(const Pull& p) const noexcept {
   if (version_ == 0) return false;  // not initialised yet
   if (p.final) return finished_count_ == ranks_;
-  if (options_.tau == kUnbounded) return true;
+  const std::uint64_t tau = p.clock <= options_.warm_rounds ? 0 : options_.tau;
+  if (tau == kUnbounded) return true;
   std::uint64_t slowest = std::numeric_limits<std::uint64_t>::max();
   for (std::size_t r = 0; r < clock_.size(); ++r)
     if (!finished_[r]) slowest = std::min(slowest, clock_[r]);
-  return slowest == std::numeric_limits<std::uint64_t>::max() || slowest + options_.tau >= p.clock;
+  return slowest == std::numeric_limits<std::uint64_t>::max() || slowest + tau >= p.clock;
 }
 
 void Shard::serve(const Pull& p, std::vector<Out>& out) {

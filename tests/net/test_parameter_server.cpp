@@ -166,6 +166,39 @@ TEST(ParameterServer, RoundsWhileTrainingKeepEveryUpdateWithinTau) {
   }
 }
 
+// A warm start (PsOptions::warm_rounds): under ASP the rounds it covers are
+// served as under BSP, so with every round covered no pull runs ahead of the
+// slowest rank even with a slow rank; without it ASP's do.
+TEST(ParameterServer, WarmRoundsAreSynchronousUnderAsp) {
+  for (const std::uint64_t warm : {std::uint64_t{0}, std::uint64_t{1000}}) {
+    const int P = 2;
+    std::vector<PsStats> stats(P);
+    std::vector<std::vector<float>> params(P);
+    expect_no_errors(on_ranks(P, [&](Transport& t, int r) {
+      auto& x = params[static_cast<std::size_t>(r)];
+      x.assign(64, 0.0f);
+      ParameterServer ps(t, x, PsOptions{.tau = kUnbounded, .warm_rounds = warm, .key_floats = 8});
+      ps.share(r == 0);
+      ps.start(2);
+      for (int s = 0; s < 60; ++s) {
+        std::atomic_ref<float>(x[static_cast<std::size_t>(r)]).fetch_add(1.0f, std::memory_order_relaxed);
+        if (r == 0) std::this_thread::sleep_for(std::chrono::microseconds(500));
+        ps.step_done(1);
+      }
+      ps.stop();
+      stats[static_cast<std::size_t>(r)] = ps.stats();
+    }));
+    EXPECT_EQ(params[0], params[1]);
+    EXPECT_EQ(params[0][0], 60.0f);
+    const std::uint64_t gap = std::max(stats[0].max_clock_gap, stats[1].max_clock_gap);
+    if (warm > 0) {
+      EXPECT_EQ(gap, 0u);
+    } else {
+      EXPECT_GT(gap, 0u);
+    }
+  }
+}
+
 // Compressed pushes: every rank adds uneven amounts to every value, with a
 // round every 2 steps. With error feedback what a push leaves out (the
 // keys outside the top fraction, the quantisation error) goes with a later

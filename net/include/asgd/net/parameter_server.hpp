@@ -45,6 +45,7 @@ std::string_view to_string(PushEncoding encoding) noexcept;
 
 struct PsOptions {
   std::uint64_t tau = 0;       // rounds a rank may run ahead of the slowest's pushes; kUnbounded: ASP
+  std::uint64_t warm_rounds = 0;  // rounds 1..warm_rounds bulk-synchronous whatever tau (DistBelief's warm start)
   ServerRule rule = ServerRule::sum;
   float server_lr = 0.1f;      // AdaGrad's step on the server: x += lr d / (sqrt(sum d^2) + eps)
   float adagrad_eps = 1e-6f;

@@ -190,11 +190,13 @@ bool ParameterServer::exchange(bool finished) {
     std::vector<std::byte> payload;
     // The last round pushes every change exactly: nothing may be left behind when the ranks end.
     const std::uint64_t encoding = finished ? 0 : encoding_flags(options_.push);
+    const ps::KeyRange& r = c.shards[s];
+    payload.reserve(keys.size() * ps::key_bytes(r.w, encoding));
+    std::vector<float> d(r.w);
     for (std::uint64_t k : keys) {
-      const ps::KeyRange& r = c.shards[s];
-      std::vector<float> d(r.end(k) - r.begin(k));
-      for (std::size_t i = r.begin(k); i < r.end(k); ++i) d[i - r.begin(k)] = c.snapshot[i] - c.base[i];
-      ps::encode_key(d, encoding, payload, std::span<float>(c.sent.data() + r.begin(k), d.size()));
+      const std::size_t b = r.begin(k), w = r.end(k) - b;
+      for (std::size_t i = 0; i < w; ++i) d[i] = c.snapshot[b + i] - c.base[b + i];
+      ps::encode_key(std::span<const float>(d.data(), w), encoding, payload, std::span<float>(c.sent.data() + b, w));
     }
     pushed_keys += keys.size();
     auto bytes = ps::encode(
@@ -232,7 +234,7 @@ bool ParameterServer::exchange(bool finished) {
     std::size_t at = 0;
     for (std::uint64_t key : d.keys) {
       for (std::size_t i = r.begin(key); i < r.end(key); ++i, ++at) {
-        const float server = d.floats.at(at);
+        const float server = d.floats[at];  // decode checked the sizes
         if (last || first) {
           store_param(params_[i], server);
         } else {

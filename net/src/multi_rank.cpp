@@ -4,13 +4,13 @@
 
 #include <algorithm>
 #include <charconv>
-#include <cmath>
-#include <cstring>
-#include <thread>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <optional>
+#include <thread>
 
 #include "asgd/engine/errors.hpp"
 #include "asgd/engine/fingerprint.hpp"
@@ -31,6 +31,7 @@ std::string MultiRankOptions::spelled(std::string_view option) const {
   if (option == "ps-push-fraction") return "PsOptions::push_fraction";
   if (option == "ps-error-feedback") return "PsOptions::error_feedback";
   if (option == "ps-warm-rounds") return "PsOptions::warm_rounds";
+  if (option == "adagrad-eps") return "PsOptions::adagrad_eps";
   std::string name(option);
   std::replace(name.begin(), name.end(), '-', '_');
   return "MultiRankOptions::" + name;
@@ -75,20 +76,13 @@ void MultiRankOptions::set_slow_rank(std::string_view text) {
   const auto colon = text.find(':');
   int rank = -1;
   double factor = 0;
+  const char* const end = text.data() + text.size();
   bool ok = colon != std::string_view::npos;
   if (ok) {
     const auto a = std::from_chars(text.data(), text.data() + colon, rank);
-    ok = a.ec == std::errc{} && a.ptr == text.data() + colon && rank >= 0;
-  }
-  if (ok) {
-    try {
-      std::size_t used = 0;
-      const std::string f(text.substr(colon + 1));
-      factor = std::stod(f, &used);
-      ok = used == f.size() && factor >= 1 && factor <= 1000;
-    } catch (const std::exception&) {
-      ok = false;
-    }
+    const auto f = std::from_chars(text.data() + colon + 1, end, factor);
+    ok = a.ec == std::errc{} && a.ptr == text.data() + colon && rank >= 0 && f.ec == std::errc{} && f.ptr == end &&
+         factor >= 1 && factor <= 1000;
   }
   if (!ok)
     throw InputError(fmt::format("{} '{}': expected RANK:FACTOR, a rank and a factor from 1 to 1000 (1:3 makes rank "
@@ -107,14 +101,10 @@ void MultiRankOptions::validate() const {
     if (average_weighted)
       throw InputError(fmt::format("{} weights model averaging's mean; it does not apply to {} ps",
                                    spelled("average-weighted"), spelled("distributed")));
-    if (!(ps.push_fraction > 0 && ps.push_fraction <= 1))
-      throw InputError(fmt::format("{} {}: expected more than 0, at most 1", spelled("ps-push-fraction"),
-                                   ps.push_fraction));
-    if (ps.rule == ServerRule::adagrad && !(ps.server_lr > 0 && ps.server_lr < 1e30f))
-      throw InputError(fmt::format("{} {}: expected a finite rate > 0", spelled("server-lr"), ps.server_lr));
+    // Ranks compare tau in 40 bits (agree_on_options).
     if (ps.tau != kUnbounded && ps.tau >= ModelAverager::kMostEverySteps)
       throw InputError(fmt::format("{} {}: expected 0 to 2^40 - 2 rounds, or inf", spelled("tau"), ps.tau));
-    ps.validate();
+    ps.validate([this](std::string_view option) { return spelled(option); });
   }
   if (combine == Combine::sum && average_weighted)
     throw InputError(fmt::format("{} weights the mean; it does not apply to {} sum", spelled("average-weighted"),
@@ -148,6 +138,7 @@ MultiRank::~MultiRank() {
 
 void MultiRank::add_to_record(OptionsRecord& record) const {
   if (!active()) return;
+  record["average-every"] = every_epoch() ? std::string("epoch") : std::to_string(options_.average_every);
   if (options_.distributed == Distributed::ps) {
     record["distributed"] = "ps";
     record["tau"] = tau_to_string(options_.ps.tau);
@@ -157,10 +148,8 @@ void MultiRank::add_to_record(OptionsRecord& record) const {
     record["ps-push-fraction"] = fmt::format("{}", options_.ps.push_fraction);
     record["ps-error-feedback"] = options_.ps.error_feedback ? "on" : "off";
     record["ps-warm-rounds"] = std::to_string(options_.ps.warm_rounds);
-    record["average-every"] = every_epoch() ? std::string("epoch") : std::to_string(options_.average_every);
     return;
   }
-  record["average-every"] = every_epoch() ? std::string("epoch") : std::to_string(options_.average_every);
   record["combine"] = options_.combine == Combine::sum ? "sum" : "mean";
   record["average-weighted"] = options_.average_weighted ? "on" : "off";
 }

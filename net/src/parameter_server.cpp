@@ -22,15 +22,20 @@ std::string_view to_string(PushEncoding encoding) noexcept {
   return encoding == PushEncoding::int8 ? "int8" : encoding == PushEncoding::sign ? "sign" : "floats";
 }
 
-void PsOptions::validate() const {
+void PsOptions::validate(const std::function<std::string(std::string_view)>& spell) const {
+  const auto name = [&](std::string_view option, std::string_view member) {
+    return spell ? spell(option) : "PsOptions::" + std::string(member);
+  };
   if (key_floats == 0 || key_floats > (std::size_t{1} << 20))
-    throw InputError(fmt::format("PsOptions::key_floats {}: expected 1 to 2^20", key_floats));
+    throw InputError(fmt::format("{} {}: expected 1 to 2^20", name("key-floats", "key_floats"), key_floats));
   if (rule == ServerRule::adagrad && !(server_lr > 0 && std::isfinite(server_lr)))
-    throw InputError(fmt::format("PsOptions::server_lr {}: expected a finite rate > 0", server_lr));
-  if (!(push_fraction > 0 && push_fraction <= 1))
-    throw InputError(fmt::format("PsOptions::push_fraction {}: expected more than 0, at most 1", push_fraction));
+    throw InputError(fmt::format("{} {}: expected a finite rate > 0", name("server-lr", "server_lr"), server_lr));
+  if (!(push_fraction > 0 && push_fraction <= 1)) {
+    throw InputError(fmt::format("{} {}: expected more than 0, at most 1", name("ps-push-fraction", "push_fraction"),
+                                 push_fraction));
+  }
   if (!(adagrad_eps > 0 && std::isfinite(adagrad_eps)))
-    throw InputError(fmt::format("PsOptions::adagrad_eps {}: expected a finite value > 0", adagrad_eps));
+    throw InputError(fmt::format("{} {}: expected a finite value > 0", name("adagrad-eps", "adagrad_eps"), adagrad_eps));
 }
 
 namespace {
@@ -163,7 +168,7 @@ void ParameterServer::share(bool root) {
   // A pull of round 0 from nothing seen: every key, once the root's values are in.
   std::fill(c.seen.begin(), c.seen.end(), 0);
   for (std::size_t i = 0; i < params_.size(); ++i) c.snapshot[i] = c.base[i] = load_param(params_[i]);
-  exchange(false);
+  exchange(false, true);
 }
 
 void ParameterServer::round() {
@@ -176,13 +181,12 @@ void ParameterServer::start(std::uint64_t every_steps) {
       every_steps, [this](std::uint64_t, bool finished) { return exchange(finished); }, "ParameterServer::start");
 }
 
-bool ParameterServer::exchange(bool finished) {
+bool ParameterServer::exchange(bool finished, bool first) {
   // The destructor's: the parameters may be gone already.
   if (abandoned_.load()) throw RuntimeError("parameter server: abandoned before a round");
   Client& c = *client_;
   const auto t0 = std::chrono::steady_clock::now();
   // Round 0 (share) pushes nothing; round k > 0 the keys this rank changed since its last pull.
-  const bool first = c.seen[0] == 0 && c.clock == 0;
   const std::uint64_t clock = first ? 0 : ++c.clock;
   std::uint64_t pushed_bytes = 0, pushed_keys = 0, pulled_bytes = 0, pulled_keys = 0;
   for (std::size_t s = 0; s < c.shards.size(); ++s) {

@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <limits>
 
 #include "asgd/engine/errors.hpp"
 
@@ -154,7 +153,7 @@ void Shard::handle(int src, std::span<const std::byte> bytes, std::vector<Out>& 
       break;
     case Kind::push_pull: {
       const auto r = static_cast<std::size_t>(src);
-      if (d.header.clock > 0) apply(src, d);
+      if (d.header.clock > 0) apply(d);
       const bool final = (d.header.flags & kFinished) != 0;
       if (final && !finished_[r]) {
         finished_[r] = true;
@@ -171,8 +170,7 @@ void Shard::handle(int src, std::span<const std::byte> bytes, std::vector<Out>& 
   serve_ready(out);
 }
 
-void Shard::apply(int src, const Decoded& push) {
-  (void)src;
+void Shard::apply(const Decoded& push) {
   if (push.header.seen > 0) staleness_.add(version_ - push.header.seen);
   ++version_;
   const std::size_t first = range_.begin(range_.first_key);
@@ -195,20 +193,20 @@ bool Shard::ready(const Pull& p) const noexcept {
   if (version_ == 0) return false;  // not initialised yet
   if (p.final) return finished_count_ == ranks_;
   const std::uint64_t tau = p.clock <= options_.warm_rounds ? 0 : options_.tau;
-  if (tau == kUnbounded) return true;
-  std::uint64_t slowest = std::numeric_limits<std::uint64_t>::max();
+  return tau == kUnbounded || slowest() + tau >= p.clock;
+}
+
+std::uint64_t Shard::slowest() const noexcept {
+  std::uint64_t clock = kUnbounded;  // every rank finished: nobody holds a pull back
   for (std::size_t r = 0; r < clock_.size(); ++r)
-    if (!finished_[r]) slowest = std::min(slowest, clock_[r]);
-  return slowest == std::numeric_limits<std::uint64_t>::max() || slowest + tau >= p.clock;
+    if (!finished_[r]) clock = std::min(clock, clock_[r]);
+  return clock;
 }
 
 void Shard::serve(const Pull& p, std::vector<Out>& out) {
   if (!p.final) {  // measured under ASP too, where nothing bounds it
-    std::uint64_t slowest = std::numeric_limits<std::uint64_t>::max();
-    for (std::size_t r = 0; r < clock_.size(); ++r)
-      if (!finished_[r]) slowest = std::min(slowest, clock_[r]);
-    if (slowest != std::numeric_limits<std::uint64_t>::max() && p.clock > slowest)
-      max_gap_ = std::max(max_gap_, p.clock - slowest);
+    const std::uint64_t s = slowest();
+    if (s != kUnbounded && p.clock > s) max_gap_ = std::max(max_gap_, p.clock - s);
   }
   std::vector<std::uint64_t> keys;
   std::vector<float> floats;

@@ -78,7 +78,8 @@ class Shard {
     std::uint64_t clock, seen;
     bool final;
   };
-  void apply(int src, const Decoded& push);
+  void apply(const Decoded& push);
+  std::uint64_t slowest() const noexcept;  // the least clock of the ranks still training; kUnbounded if none
   bool ready(const Pull& p) const noexcept;
   void serve(const Pull& p, std::vector<Out>& out);
   void serve_ready(std::vector<Out>& out);

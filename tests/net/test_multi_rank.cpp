@@ -21,6 +21,7 @@
 #include "../common/message_of.hpp"
 #include "../common/on_ranks.hpp"
 #include "../common/scratch_dir.hpp"
+#include "../common/sharded_quadratic.hpp"
 #include "asgd/engine/errors.hpp"
 #include "asgd/engine/param_store.hpp"
 #include "asgd/engine/trainer.hpp"
@@ -34,30 +35,7 @@ namespace {
 using asgd::testing::message_of;
 using asgd::testing::on_ranks;
 
-// f(w) = mean over this rank's examples of 1/2 ||w - t_i||^2, t_i of the
-// whole data set's example rows[i]: the ranks together minimise the mean over
-// every example, whose optimum is the mean target.
-struct ShardedQuadratic {
-  std::vector<std::size_t> rows;
-  std::size_t dims = 4;
-  static float target(std::size_t i, std::size_t k) { return static_cast<float>((i * 17 + k * 5) % 11) - 5.0f; }
-  Layout layout() const {
-    Layout l;
-    l.add("w", {dims});
-    return l;
-  }
-  std::size_t num_examples() const { return rows.size(); }
-  template <class Sink>
-  double gradient(std::size_t i, Sink& sink) const {
-    double loss = 0;
-    for (std::size_t k = 0; k < dims; ++k) {
-      const float diff = sink.read(k) - target(rows[i], k);
-      loss += 0.5 * diff * diff;
-      sink.add_gradient(k, diff);
-    }
-    return loss;
-  }
-};
+using asgd::testing::ShardedQuadratic;
 
 
 constexpr std::size_t kExamples = 60;

@@ -19,6 +19,7 @@
 
 #include "../common/message_of.hpp"
 #include "../common/on_ranks.hpp"
+#include "../common/sharded_quadratic.hpp"
 #include "asgd/engine/bounded_delay.hpp"
 #include "asgd/engine/errors.hpp"
 #include "asgd/engine/param_store.hpp"
@@ -32,6 +33,7 @@ namespace {
 
 using asgd::testing::message_of;
 using asgd::testing::on_ranks;
+using asgd::testing::ShardedQuadratic;
 
 
 void expect_no_errors(const std::vector<std::string>& errors) {
@@ -266,27 +268,6 @@ TEST(ParameterServer, WithoutErrorFeedbackWhatAPushLeavesOutIsLost) {
   EXPECT_GT(worst, 0.05f);
 }
 
-// f(w) = mean of 1/2 ||w - t_i||^2 over a rank's examples.
-struct Quadratic {
-  std::vector<std::size_t> rows;
-  static float target(std::size_t i, std::size_t k) { return static_cast<float>((i * 17 + k * 5) % 11) - 5.0f; }
-  Layout layout() const {
-    Layout l;
-    l.add("w", {4});
-    return l;
-  }
-  std::size_t num_examples() const { return rows.size(); }
-  template <class Sink>
-  double gradient(std::size_t i, Sink& sink) const {
-    double loss = 0;
-    for (std::size_t k = 0; k < 4; ++k) {
-      const float diff = sink.read(k) - target(rows[i], k);
-      loss += 0.5 * diff * diff;
-      sink.add_gradient(k, diff);
-    }
-    return loss;
-  }
-};
 
 TrainerOptions one_worker(std::uint64_t epochs) {
   TrainerOptions o;
@@ -305,7 +286,7 @@ TEST(ParameterServer, OneRankOneWorkerTrainsWhatOneProcessTrains) {
   std::vector<std::size_t> rows(60);
   for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = i;
   const auto train = [&](Transport* t) {
-    Quadratic problem{rows};
+    ShardedQuadratic problem{rows, 4};
     ParamStore store = ParamStore::on_heap(problem.layout());
     for (std::size_t k = 0; k < 4; ++k) store.store(k, 3.0f);
     TrainerOptions o = one_worker(5);
@@ -334,10 +315,8 @@ TEST(ParameterServer, OneRankOneWorkerTrainsWhatOneProcessTrains) {
 // the examples, end with one model near the whole data's optimum, under BSP,
 // SSP and ASP, rounds per epoch and every 3 steps.
 TEST(ParameterServer, MultiRankRunReachesTheWholeDataOptimum) {
-  std::vector<double> optimum(4, 0.0);
-  for (std::size_t i = 0; i < 60; ++i) {
-    for (std::size_t k = 0; k < 4; ++k) optimum[k] += Quadratic::target(i, k) / 60.0;
-  }
+  std::vector<double> optimum(4);
+  for (std::size_t k = 0; k < 4; ++k) optimum[k] = ShardedQuadratic::optimum(60, k);
   for (const std::uint64_t every : {std::uint64_t{0}, std::uint64_t{3}}) {
     for (const std::uint64_t tau : {std::uint64_t{0}, std::uint64_t{4}, kUnbounded}) {
       const int P = 3;
@@ -347,7 +326,7 @@ TEST(ParameterServer, MultiRankRunReachesTheWholeDataOptimum) {
         MultiRankOptions mo{.distributed = Distributed::ps, .ps = PsOptions{.tau = tau}, .average_every = every};
         MultiRank group(t, mo);
         group.agree_on_options();
-        Quadratic problem{group.shard(60, "examples")};
+        ShardedQuadratic problem{group.shard(60, "examples"), 4};
         ParamStore store = ParamStore::on_heap(problem.layout());
         for (std::size_t k = 0; k < 4; ++k) store.store(k, static_cast<float>(r * 10 + 1));
         TrainerOptions o = one_worker(30);

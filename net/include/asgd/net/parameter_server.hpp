@@ -20,6 +20,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -56,8 +57,9 @@ struct PsOptions {
   PushEncoding push = PushEncoding::floats;
   float push_fraction = 1;      // the changed keys pushed each round, those of largest delta first (top-k)
   bool error_feedback = true;
-  // InputError naming the option (PsOptions::tau, ...).
-  void validate() const;
+  // InputError naming the option: PsOptions::key_floats, ..., or as `spell` says it, called with
+  // "key-floats", "server-lr", "ps-push-fraction" or "adagrad-eps".
+  void validate(const std::function<std::string(std::string_view)>& spell = {}) const;
 };
 
 // One shard's server state and the wire format (private: net/src/ps_shard.hpp).
@@ -107,7 +109,8 @@ class ParameterServer {
  private:
   struct Client;
   void serve() noexcept;
-  bool exchange(bool finished);  // one round; true when every rank has finished
+  // One round; `first`: share's pull of everything, which pushes nothing. True when every rank has finished.
+  bool exchange(bool finished, bool first = false);
   // The keys of shard range `r` whose values changed since the last pull, the push_fraction largest (all of
   // them when `finished`); takes the snapshot and clears `sent` for the range.
   std::vector<std::uint64_t> changed_keys(const ps::KeyRange& r, bool finished);

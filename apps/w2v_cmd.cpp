@@ -127,7 +127,8 @@ constexpr W2vFlag kFlags[] = {
      "write N word classes instead of the vectors: K-means over the vectors, \"word class\" lines" W2V_MORE
      "as word2vec.c writes them (0 = the vectors)",
      [](W2vFlags& f, auto& n, auto& v) { f.options.classes = count<std::size_t>(n, v); }},
-    {"batch", "0|1", "HogBatch: skip-gram negatives shared across a window (0)",
+    {"batch", "0|1", "HogBatch: skip-gram negatives shared across a window (1 where it applies:" W2V_MORE
+     "skip-gram, -negative N, -hs 0; 0 updates per pair as word2vec.c)",
      [](W2vFlags& f, auto& n, auto& v) { f.options.batch = boolean(n, v); }},
     {"save-vocab", "FILE", "write the vocabulary (\"word count\" lines)",
      [](W2vFlags& f, auto&, auto& v) { f.options.save_vocab = v; }},
@@ -263,7 +264,7 @@ void print_trained(const w2v::Word2VecReport& r) {
   fmt::print(stderr,
              "asgd w2v: {} {} dim {} window {} negative {} epochs {}-{}: {:.0f} words in {:.2f} s ({:.0f} words/s, "
              "{:.0f} words/s/thread, {} threads, {}), loss {:.4f}; vocabulary {} words; reading {:.2f} s{}\n",
-             m.cbow ? "cbow" : "skip-gram", m.hs ? "hs" : "ns", m.dim, m.window, m.negative, t.epochs.front().epoch,
+             m.cbow ? "cbow" : "skip-gram", m.hs ? "hs" : m.batch ? "ns hogbatch" : "ns", m.dim, m.window, m.negative, t.epochs.front().epoch,
              t.epochs.back().epoch, words, t.seconds, wps, wps / static_cast<double>(r.workers), r.workers,
              rows::simd_level(), t.epochs.back().loss, r.vocabulary, r.prepare_seconds, cli_message(r.start.notes(), kNames));
 }

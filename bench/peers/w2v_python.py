@@ -1,9 +1,10 @@
 #!/usr/bin/python3
 """asgd.Word2Vec against gensim.models.Word2Vec, both driven from Python with corpus_file (issue 41's speed
-figure): skip-gram, vector_size 100, window 5, negative 5, sample 1e-4, min_count 5, alpha 0.025, 2 workers,
-5 epochs, on text8-prefix (gunzipped to a plain file first: gensim's corpus_file reads plain text only), its
-one line cut into lines of 1,000 words: the sentences asgd's reader cuts it into (kMaxSentence), and gensim's
-corpus_file trains only about 40,000 of the 2.1M words per epoch of a file that is one long line.
+figure): skip-gram (asgd's default for it: HogBatch; --per-pair adds asgd's per-pair update, gensim's),
+vector_size 100, window 5, negative 5, sample 1e-4, min_count 5, alpha 0.025, 2 workers, 5 epochs, on
+text8-prefix (gunzipped to a plain file first: gensim's corpus_file reads plain text only), its one line cut
+into lines of 1,000 words: the sentences asgd's reader cuts it into (kMaxSentence), and gensim's corpus_file
+trains only about 40,000 of the 2.1M words per epoch of a file that is one long line.
 
 Runs alternate (ours, gensim, ours, gensim, ...), each in a fresh interpreter so that neither inherits the
 other's memory or threads. words/s is the same measure for both: the corpus's tokens (all of them, gensim's
@@ -29,10 +30,10 @@ SETTINGS = dict(vector_size=100, window=5, negative=5, sample=1e-4, min_count=5,
                 epochs=5, sg=1, hs=0, seed=1)
 
 
-def run_ours(corpus, vectors):
+def run_ours(corpus, vectors, batch=None):
     import asgd
     began = time.monotonic()
-    model = asgd.Word2Vec(corpus_file=corpus, **SETTINGS)
+    model = asgd.Word2Vec(corpus_file=corpus, batch=batch, **SETTINGS)
     wall = time.monotonic() - began
     model.wv.save_word2vec_format(vectors, binary=True)
     r = model.report
@@ -62,7 +63,10 @@ def analogies(vectors, questions):
 
 def one(tool, corpus, vectors, questions):
     """One run in this interpreter: prints its figures as JSON."""
-    result = (run_ours if tool == "asgd" else run_gensim)(corpus, vectors)
+    if tool == "gensim":
+        result = run_gensim(corpus, vectors)
+    else:  # asgd's default (HogBatch for these settings), or its per-pair update as gensim's
+        result = run_ours(corpus, vectors, batch=0 if tool == "asgd-per-pair" else None)
     result["words_per_second"] = result["words"] / result["train_seconds"]
     result["analogy"] = analogies(vectors, questions)
     result["load_before"] = LOAD_BEFORE
@@ -76,7 +80,9 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--data", default=os.path.join(os.path.dirname(__file__), "../../../shared/data/text"))
-    p.add_argument("--one", choices=["asgd", "gensim"], help=argparse.SUPPRESS)
+    p.add_argument("--per-pair", action="store_true",
+                   help="also run asgd with batch=0 (word2vec.c's and gensim's per-pair update, not HogBatch)")
+    p.add_argument("--one", choices=["asgd", "asgd-per-pair", "gensim"], help=argparse.SUPPRESS)
     p.add_argument("--corpus", help=argparse.SUPPRESS)
     p.add_argument("--vectors", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -90,9 +96,10 @@ def main():
             words = src.read().split()
             for at in range(0, len(words), 1000):
                 dst.write(" ".join(words[at:at + 1000]) + "\n")
-        runs = {"asgd": [], "gensim": []}
+        tools = ("asgd", "asgd-per-pair", "gensim") if args.per_pair else ("asgd", "gensim")
+        runs = {tool: [] for tool in tools}
         for rep in range(args.repeats):
-            for tool in ("asgd", "gensim"):
+            for tool in tools:
                 out = subprocess.run([sys.executable, __file__, "--one", tool, "--corpus", corpus, "--vectors",
                                       os.path.join(work, f"{tool}.bin"), "--data", args.data],
                                      check=True, capture_output=True, text=True).stdout
@@ -106,8 +113,9 @@ def main():
         for t, m in med.items():
             print(f"median {t}: {m['words_per_second']:,.0f} words/s, train {m['train_seconds']:.2f} s, analogy "
                   f"{100 * m['analogy']:.2f} %")
-        print(f"ratio asgd/gensim words/s: {med['asgd']['words_per_second'] / med['gensim']['words_per_second']:.2f}"
-              f"; analogy difference: {100 * (med['asgd']['analogy'] - med['gensim']['analogy']):+.2f} points")
+        for t in tools[:-1]:
+            print(f"ratio {t}/gensim words/s: {med[t]['words_per_second'] / med['gensim']['words_per_second']:.2f}"
+                  f"; analogy difference: {100 * (med[t]['analogy'] - med['gensim']['analogy']):+.2f} points")
         print(f"load average at end: {os.getloadavg()}")
     finally:
         shutil.rmtree(work)

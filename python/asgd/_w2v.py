@@ -158,14 +158,16 @@ class Word2Vec:
     library. sentences: any iterable of token lists, streamed once to a temporary file in that format (removed
     after training). One worker and a seed give the vectors of `asgd w2v -threads 1 -seed N` byte for byte.
     max_final_vocab keeps the most frequent words (gensim's name; asgd w2v -max-vocab). policy, tau and batch are
-    the engine's: how updates land (racy, atomic, locked), bounded delay in steps, HogBatch skip-gram.
+    the engine's: how updates land (racy, atomic, locked), bounded delay in steps, and HogBatch (negatives shared
+    across a window): None uses it wherever it applies (skip-gram, negative sampling, hs=0), as asgd w2v does;
+    batch=0 trains per pair, as gensim and word2vec.c do.
     The GIL is released while training; Ctrl-C stops it (KeyboardInterrupt). verbose=True prints a progress line
     (words/s, loss, rate, ETA) and the run's summary on stderr. `report` holds the run's figures (a RunReport:
     words_per_second, train_seconds, losses per epoch, the staleness histogram, ...)."""
 
     def __init__(self, sentences=None, corpus_file=None, vector_size=100, alpha=0.025, window=5, min_count=5,
                  max_final_vocab=None, sample=1e-3, seed=1, workers=0, sg=0, hs=0, negative=5, epochs=5,
-                 policy="racy", tau=None, batch=False, verbose=False):
+                 policy="racy", tau=None, batch=None, verbose=False):
         self.vector_size, self.alpha, self.window, self.min_count = vector_size, alpha, window, min_count
         self.max_final_vocab, self.sample, self.seed, self.workers = max_final_vocab, sample, seed, workers
         self.sg, self.hs, self.negative, self.epochs = sg, hs, negative, epochs
@@ -191,7 +193,8 @@ class Word2Vec:
         s.negative = _count("negative", self.negative)
         s.epochs = _count("epochs", self.epochs, 1)
         s.seed = _count("seed", self.seed)
-        s.sg, s.hs, s.batch = _flag("sg", self.sg), _flag("hs", self.hs), _flag("batch", self.batch)
+        s.sg, s.hs = _flag("sg", self.sg), _flag("hs", self.hs)
+        s.batch = None if self.batch is None else _flag("batch", self.batch)
         s.sample = _number("sample", self.sample)
         if s.sample < 0:
             raise ValueError(f"sample {self.sample}: expected a threshold >= 0 (0: no subsampling)")

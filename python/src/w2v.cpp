@@ -31,7 +31,8 @@ namespace {
 struct W2vSettings {
   std::string corpus;
   std::size_t vector_size = 100, window = 5, min_count = 5, max_vocab = 0, workers = 0, negative = 5, epochs = 5;
-  bool sg = false, hs = false, batch = false;
+  bool sg = false, hs = false;
+  std::optional<bool> batch;  // None: HogBatch wherever it applies (the library's default)
   double sample = 1e-3;
   float alpha = 0.025f;
   std::uint64_t seed = 1;

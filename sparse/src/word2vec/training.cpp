@@ -80,7 +80,7 @@ ModelOptions model_options(const Word2VecOptions& o) {
   m.negative = o.negative.value_or(m.negative);
   m.hs = o.hs.value_or(m.hs);
   m.sample = o.sample.value_or(m.sample);
-  m.batch = o.batch.value_or(m.batch);
+  m.batch = o.batch.value_or(batch_applies(m));
   m.validate();
   return m;
 }

@@ -19,6 +19,7 @@ struct Word2VecOptions {
 
   // The model and its vocabulary. Unset: ModelOptions' and VocabOptions' defaults (seed 1); on resume the
   // checkpoint's, and a value set must be the checkpoint's (InputError naming the option otherwise).
+  // batch unset: HogBatch wherever it applies (batch_applies); false trains per pair, as word2vec.c.
   std::optional<bool> cbow, hs, batch;
   std::optional<std::size_t> dim, window, negative;
   std::optional<double> sample;

@@ -45,7 +45,8 @@ void add_distributed_flags(CLI::App& app, DistributedFlags& flags) {
       ->capture_default_str()
       ->each(noted("ps-tau"));
   app.add_option("--server-rule", flags.server_rule,
-                 "With --distributed ps: how servers apply a push: sum, or adagrad (per-parameter, on the server)")
+                 "With --distributed ps: how servers apply a push: mean (each delta over the ranks), sum, or adagrad "
+                 "(per-parameter, on the server)")
       ->capture_default_str()
       ->each(noted("server-rule"));
   app.add_option("--server-lr", flags.server_lr, "With --server-rule adagrad: the servers' step size")

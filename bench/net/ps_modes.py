@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Time to quality of the multi-rank modes: averaging and the parameter
-server under BSP, SSP and ASP, each with and without a slow rank.
+server (its default rule, the mean) under BSP, SSP(1, 4, 16) and ASP, each
+with and without a slow rank.
 
 usage: ps_modes.py ASGD RATINGS OUT_PREFIX [--ranks 2] [--slow 1:3]
                    [--epochs 20] [--every 100] [--repeats 1] [--mpiexec mpiexec]
@@ -32,10 +33,12 @@ EPOCH = re.compile(r"^epoch\s+(\d+): .*test RMSE ([0-9.]+)")
 def modes(every):
     k = ["--average-every", str(every)]
     return [
-        ("averaging (sum, every epoch)", ["--combine", "sum"]),
-        (f"averaging (sum, every {every} steps)", ["--combine", "sum"] + k),
+        ("averaging (every epoch)", []),
+        (f"averaging (every {every} steps)", k),
         ("ps BSP", ["--distributed", "ps", "--ps-tau", "0"] + k),
+        ("ps SSP(1)", ["--distributed", "ps", "--ps-tau", "1"] + k),
         ("ps SSP(4)", ["--distributed", "ps", "--ps-tau", "4"] + k),
+        ("ps SSP(16)", ["--distributed", "ps", "--ps-tau", "16"] + k),
         ("ps ASP", ["--distributed", "ps", "--ps-tau", "inf"] + k),
     ]
 

@@ -61,9 +61,9 @@ void MultiRankOptions::set_distributed(std::string_view text) {
 }
 
 void MultiRankOptions::set_server_rule(std::string_view text) {
-  if (text != "sum" && text != "adagrad")
-    throw InputError(fmt::format("{} '{}': expected sum or adagrad", spelled("server-rule"), text));
-  ps.rule = text == "adagrad" ? ServerRule::adagrad : ServerRule::sum;
+  if (text != "mean" && text != "sum" && text != "adagrad")
+    throw InputError(fmt::format("{} '{}': expected mean, sum or adagrad", spelled("server-rule"), text));
+  ps.rule = text == "adagrad" ? ServerRule::adagrad : text == "sum" ? ServerRule::sum : ServerRule::mean;
 }
 
 void MultiRankOptions::set_push(std::string_view text) {
@@ -423,7 +423,7 @@ void MultiRank::agree_on_options() {
                                 options_.average_every,
                                 is_ps ? 1u : 0u,
                                 is_ps ? std::min<std::uint64_t>(ps.tau, kDigestMask) : 0,
-                                is_ps && ps.rule == ServerRule::adagrad ? 1u : 0u,
+                                is_ps ? static_cast<std::uint64_t>(ps.rule) : 0,
                                 is_ps && ps.rule == ServerRule::adagrad ? lr_bits : 0u,
                                 is_ps ? ps.key_floats : 0,
                                 is_ps ? static_cast<std::uint64_t>(ps.push) : 0,
@@ -441,7 +441,7 @@ void MultiRank::agree_on_options() {
       case 3: return v == 0 ? "epoch" : fmt::format("{}", v);
       case 4: return v ? "ps" : "averaging";
       case 5: return v == kDigestMask ? "inf" : fmt::format("{}", v);
-      case 6: return v ? "adagrad" : "sum";
+      case 6: return std::string(to_string(static_cast<ServerRule>(v)));
       case 7: {
         float lr = 0;
         const auto bits = static_cast<std::uint32_t>(v);

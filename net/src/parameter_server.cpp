@@ -16,7 +16,9 @@
 
 namespace asgd::net {
 
-std::string_view to_string(ServerRule rule) noexcept { return rule == ServerRule::sum ? "sum" : "adagrad"; }
+std::string_view to_string(ServerRule rule) noexcept {
+  return rule == ServerRule::mean ? "mean" : rule == ServerRule::sum ? "sum" : "adagrad";
+}
 
 std::string_view to_string(PushEncoding encoding) noexcept {
   return encoding == PushEncoding::int8 ? "int8" : encoding == PushEncoding::sign ? "sign" : "floats";

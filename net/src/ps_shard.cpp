@@ -175,11 +175,14 @@ void Shard::apply(const Decoded& push) {
   ++version_;
   const std::size_t first = range_.begin(range_.first_key);
   std::size_t at = 0;
+  const float ranks = static_cast<float>(ranks_);
   for (std::uint64_t key : push.keys) {
     key_version_[key - range_.first_key] = version_;
     for (std::size_t i = range_.begin(key) - first, e = range_.end(key) - first; i < e; ++i) {
       const float d = push.floats[at++];
-      if (options_.rule == ServerRule::sum) {
+      if (options_.rule == ServerRule::mean) {
+        values_[i] += d / ranks;
+      } else if (options_.rule == ServerRule::sum) {
         values_[i] += d;
       } else {
         sums_[i] += d * d;

@@ -5,8 +5,9 @@
 #          L-BFGS optimum, the clock gap within tau at tau 0; stopped at a
 #          checkpoint and resumed by 2 ranks, within 1e-2 too;
 #  mf      2 ranks, a round per epoch at tau 0 (BSP): the same RMSE, to the
-#          digit, as averaging's sum of updates (what BSP is); SSP(2) every
-#          20 steps trains and mf eval reads rank 0's model back;
+#          digit, as averaging's (what BSP is), under the mean rule and the
+#          sum; SSP(2) every 20 steps trains and mf eval reads rank 0's
+#          model back;
 #  w2v     2 ranks, SSP(2) every 20 steps: one vectors file of the whole
 #          vocabulary;
 #  cnn     2 ranks, a round per epoch: above 80 % on the digits;
@@ -23,7 +24,7 @@ for tau in 0 inf; do
   mpi 4 linear train --data "$work/train.svm" --epochs 8 --workers 1 --distributed ps --ps-tau "$tau" \
     --average-every 5 --reference > "$work/log" 2>&1 || fail "linear, ps tau $tau"
   gap=$(sed -n 's/.*ours is \(.*\) relative above.*/\1/p' "$work/log")
-  grep -q "^mpi: 4 ranks, parameter server (sum, tau $tau), rounds every 5 local steps" "$work/log" ||
+  grep -q "^mpi: 4 ranks, parameter server (mean, tau $tau), rounds every 5 local steps" "$work/log" ||
     fail "linear, ps tau $tau: no description"
   awk -v g="$gap" 'BEGIN { exit !(g != "" && g < 1e-2) }' || fail "linear, ps tau $tau: $gap above the optimum"
   [[ "$tau" != 0 ]] || grep -q "clock gap at most 0$" "$work/log" || fail "linear, ps tau 0: a clock gap above 0"
@@ -44,16 +45,21 @@ echo "linear, ps: 4 ranks to epoch 4, resumed by 2 to 8: $gap above the optimum"
 "$asgd" mf generate "$work/ratings.txt" --users 300 --items 200 --ratings 20000 --seed 3 > /dev/null ||
   fail "mf generate"
 mf_job() { mpi 2 mf train "$work/ratings.txt" -k 8 -t 10 -s 1 -r 0.02 --test-fraction 0.1 "$@"; }
-mf_job --distributed ps > "$work/log" 2>&1 || fail "mf, ps"
-ps_rmse=$(sed -n 's/^test: .* RMSE \([0-9.]*\).*/\1/p' "$work/log")
-mf_job --combine sum > "$work/log" 2>&1 || fail "mf, averaging with --combine sum"
-sum_rmse=$(sed -n 's/^test: .* RMSE \([0-9.]*\).*/\1/p' "$work/log")
-[[ -n "$ps_rmse" && "$ps_rmse" == "$sum_rmse" ]] || fail "mf: BSP's RMSE '$ps_rmse', averaging's sum '$sum_rmse'"
+test_rmse() { sed -n 's/^test: .* RMSE \([0-9.]*\).*/\1/p' "$work/log"; }
+# BSP per epoch: model averaging's parameters under the mean rule, and its --combine sum's under the sum.
+for rule in mean sum; do
+  mf_job --distributed ps --server-rule "$rule" > "$work/log" 2>&1 || fail "mf, ps $rule"
+  ps_rmse=$(test_rmse)
+  mf_job --combine "$rule" > "$work/log" 2>&1 || fail "mf, averaging with --combine $rule"
+  avg_rmse=$(test_rmse)
+  [[ -n "$ps_rmse" && "$ps_rmse" == "$avg_rmse" ]] ||
+    fail "mf: BSP's RMSE under the $rule '$ps_rmse', averaging's $rule '$avg_rmse'"
+done
 mf_job --distributed ps --ps-tau 2 --average-every 20 "$work/mf.model" > "$work/log" 2>&1 || fail "mf, ps tau 2"
-rmse=$(sed -n 's/^test: .* RMSE \([0-9.]*\).*/\1/p' "$work/log")
+rmse=$(test_rmse)
 awk -v a="$rmse" 'BEGIN { exit !(a != "" && a < 1.2) }' || fail "mf, ps tau 2: RMSE '$rmse'"
 "$asgd" mf eval "$work/ratings.txt" "$work/mf.model" > "$work/eval" 2>&1 || fail "mf eval of the ps model"
-echo "mf, 2 ranks: BSP RMSE $ps_rmse as averaging's sum; SSP(2) every 20 steps RMSE $rmse"
+echo "mf, 2 ranks: BSP RMSE as averaging's under mean and sum (last $ps_rmse); SSP(2) every 20 steps RMSE $rmse"
 
 # w2v: sentences over two topics of 20 words each
 write_corpus "$work/corpus.txt"
@@ -62,7 +68,7 @@ mpi 2 w2v -train "$work/corpus.txt" -output "$work/vec.txt" -size 16 -window 3 -
   fail "w2v, ps"
 read -r words dims < "$work/vec.txt"
 [[ "$words" == 40 && "$dims" == 16 ]] || fail "w2v, ps: header '$words $dims', expected '40 16'"
-grep -q 'mpi: 2 ranks, parameter server (sum, tau 2), rounds every 20 local steps' "$work/log" ||
+grep -q 'mpi: 2 ranks, parameter server (mean, tau 2), rounds every 20 local steps' "$work/log" ||
   fail "w2v, ps: no description"
 echo "w2v, 2 ranks, ps tau 2: $words words x $dims"
 

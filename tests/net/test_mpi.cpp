@@ -76,7 +76,8 @@ int main(int argc, char** argv) {
   for (const std::uint64_t tau : {std::uint64_t{0}, std::uint64_t{3}, asgd::kUnbounded}) {
     // Rank r adds r + 1 to its own slots (i = r mod P) for 200 + 40 r steps; rank 0 is slow.
     std::vector<float> x(5003, 0.0f);
-    asgd::net::ParameterServer ps(world, x, asgd::net::PsOptions{.tau = tau, .key_floats = 16});
+    const asgd::net::PsOptions options{.tau = tau, .rule = asgd::net::ServerRule::sum, .key_floats = 16};
+    asgd::net::ParameterServer ps(world, x, options);
     ps.share(r == 0);
     ps.start(5);
     const int steps = 200 + 40 * r;

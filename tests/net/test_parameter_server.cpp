@@ -1,6 +1,6 @@
 // The parameter server with ranks as threads (LocalFabric): a common start
 // gives every rank the root's parameters bit for bit; a bulk-synchronous
-// round sums every rank's deltas; only changed keys travel; the AdaGrad rule
+// round adds every rank's deltas (summed or averaged); only changed keys travel; the AdaGrad rule
 // takes sign-sized first steps; rounds on a thread while "workers" add to the
 // parameters keep every update and leave all ranks with the same bits, with
 // the clock gap within tau under a slow rank; one rank and one worker train
@@ -69,37 +69,42 @@ TEST(ParameterServer, ShareGivesEveryRankTheRootsParametersExactly) {
 // tau 0: a round's pull waits for every rank's push of that round, so each
 // rank gets the start plus the sum of all ranks' deltas (model averaging's
 // Combine::sum). A key no rank changed is not pulled again.
-TEST(ParameterServer, SynchronousRoundSumsEveryRanksDeltas) {
-  const int P = 3;
-  const std::size_t n = 100, w = 10;
-  std::vector<std::vector<float>> params(P);
-  std::vector<PsStats> stats(P);
-  expect_no_errors(on_ranks(P, [&](Transport& t, int r) {
-    auto& x = params[static_cast<std::size_t>(r)];
-    x.assign(n, 1.0f);
-    ParameterServer ps(t, x, PsOptions{.tau = 0, .key_floats = w});
-    ps.share(r == 0);
-    for (int round = 1; round <= 4; ++round) {
-      x[static_cast<std::size_t>(r)] += 1.0f;        // key 0, every rank
-      x[50 + static_cast<std::size_t>(r)] += 0.5f;   // key 5
-      ps.round();
-      // Every rank's deltas of this round and before.
-      for (int q = 0; q < P; ++q) {
-        EXPECT_FLOAT_EQ(x[static_cast<std::size_t>(q)], 1.0f + static_cast<float>(round)) << "rank " << r;
-        EXPECT_FLOAT_EQ(x[50 + static_cast<std::size_t>(q)], 1.0f + 0.5f * static_cast<float>(round));
+// The sum adds every rank's delta whole, the mean each over the number of ranks (model averaging's parameters).
+TEST(ParameterServer, SynchronousRoundAddsEveryRanksDeltasByTheRule) {
+  for (const ServerRule rule : {ServerRule::sum, ServerRule::mean}) {
+    const int P = 3;
+    const float share = rule == ServerRule::sum ? 1.0f : 1.0f / P;
+    const std::size_t n = 100, w = 10;
+    std::vector<std::vector<float>> params(P);
+    std::vector<PsStats> stats(P);
+    expect_no_errors(on_ranks(P, [&](Transport& t, int r) {
+      auto& x = params[static_cast<std::size_t>(r)];
+      x.assign(n, 1.0f);
+      ParameterServer ps(t, x, PsOptions{.tau = 0, .rule = rule, .key_floats = w});
+      ps.share(r == 0);
+      for (int round = 1; round <= 4; ++round) {
+        x[static_cast<std::size_t>(r)] += 1.0f;        // key 0, every rank
+        x[50 + static_cast<std::size_t>(r)] += 0.5f;   // key 5
+        ps.round();
+        // Every rank's deltas of this round and before.
+        for (int q = 0; q < P; ++q) {
+          EXPECT_FLOAT_EQ(x[static_cast<std::size_t>(q)], 1.0f + share * static_cast<float>(round))
+              << to_string(rule) << " rank " << r;
+          EXPECT_FLOAT_EQ(x[50 + static_cast<std::size_t>(q)], 1.0f + share * 0.5f * static_cast<float>(round));
+        }
+        EXPECT_EQ(x[99], 1.0f);
       }
-      EXPECT_EQ(x[99], 1.0f);
+      ps.stop();
+      stats[static_cast<std::size_t>(r)] = ps.stats();
+    }));
+    for (const auto& s : stats) {
+      EXPECT_EQ(s.rounds, 5u);  // 4 and the last
+      EXPECT_EQ(s.keys_pushed, 4u * 2u);
+      // The share pulls 10 keys; each round 2 (keys 0 and 5), the last none.
+      EXPECT_EQ(s.keys_pulled, 10u + 4u * 2u);
+      EXPECT_EQ(s.max_clock_gap, 0u);
+      EXPECT_LE(s.staleness.max(), static_cast<std::uint64_t>(P - 1));
     }
-    ps.stop();
-    stats[static_cast<std::size_t>(r)] = ps.stats();
-  }));
-  for (const auto& s : stats) {
-    EXPECT_EQ(s.rounds, 5u);  // 4 and the last
-    EXPECT_EQ(s.keys_pushed, 4u * 2u);
-    // The share pulls 10 keys; each round 2 (keys 0 and 5), the last none.
-    EXPECT_EQ(s.keys_pulled, 10u + 4u * 2u);
-    EXPECT_EQ(s.max_clock_gap, 0u);
-    EXPECT_LE(s.staleness.max(), static_cast<std::uint64_t>(P - 1));
   }
 }
 
@@ -144,7 +149,7 @@ TEST(ParameterServer, RoundsWhileTrainingKeepEveryUpdateWithinTau) {
     expect_no_errors(on_ranks(P, [&](Transport& t, int r) {
       auto& x = params[static_cast<std::size_t>(r)];
       x.assign(n, 0.0f);
-      ParameterServer ps(t, x, PsOptions{.tau = tau, .key_floats = 8});
+      ParameterServer ps(t, x, PsOptions{.tau = tau, .rule = ServerRule::sum, .key_floats = 8});
       ps.share(r == 0);
       ps.start(3);
       for (int s = 0; s < steps + 10 * r; ++s) {
@@ -179,7 +184,7 @@ TEST(ParameterServer, WarmRoundsAreSynchronousUnderAsp) {
     expect_no_errors(on_ranks(P, [&](Transport& t, int r) {
       auto& x = params[static_cast<std::size_t>(r)];
       x.assign(64, 0.0f);
-      ParameterServer ps(t, x, PsOptions{.tau = kUnbounded, .warm_rounds = warm, .key_floats = 8});
+      ParameterServer ps(t, x, PsOptions{.tau = kUnbounded, .warm_rounds = warm, .rule = ServerRule::sum, .key_floats = 8});
       ps.share(r == 0);
       ps.start(2);
       for (int s = 0; s < 60; ++s) {
@@ -214,6 +219,7 @@ struct Compressed {
 };
 std::vector<Compressed> train_compressed(PsOptions options) {
   const int P = 2;
+  options.rule = ServerRule::sum;  // every update, whole
   std::vector<Compressed> out(P);
   expect_no_errors(on_ranks(P, [&](Transport& t, int r) {
     auto& x = out[static_cast<std::size_t>(r)].x;
@@ -343,7 +349,7 @@ TEST(ParameterServer, MultiRankRunReachesTheWholeDataOptimum) {
           EXPECT_NEAR(params[static_cast<std::size_t>(r)][k], optimum[k], 0.15) << described[0];
         }
       }
-      EXPECT_NE(described[0].find("parameter server (sum, tau " + tau_to_string(tau) + ")"), std::string::npos)
+      EXPECT_NE(described[0].find("parameter server (mean, tau " + tau_to_string(tau) + ")"), std::string::npos)
           << described[0];
     }
   }

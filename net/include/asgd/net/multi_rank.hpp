@@ -59,7 +59,7 @@ struct MultiRankOptions {
   // InputError naming the option, as spell() says it.
   void set_average_every(std::string_view text);
   void set_combine(std::string_view text);
-  // "averaging" or "ps"; the server rule from "sum" or "adagrad".
+  // "averaging" or "ps"; the server rule from "mean", "sum" or "adagrad".
   void set_distributed(std::string_view text);
   void set_server_rule(std::string_view text);
   // slow_rank and slow_factor from "R:F" (F from 1 to 1000); InputError naming "slow-rank".

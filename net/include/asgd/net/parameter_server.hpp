@@ -7,11 +7,12 @@
 // pulls the keys other ranks changed since its last pull (refreshed by
 // version: a key nobody changed is not sent again).
 //
-// The servers apply a push by a rule (ServerRule: the sum, asynchronous
-// SGD; or per-parameter AdaGrad kept on the server, Downpour's) and hold a
-// pull back until the slowest rank has pushed round k - tau (PsOptions::tau):
-// tau 0 is bulk-synchronous (every round sees every rank's deltas of that
-// round: the same parameters as model averaging's Combine::sum), a finite
+// The servers apply a push by a rule (ServerRule: the mean, each delta over
+// the number of ranks; the sum, asynchronous SGD; or per-parameter AdaGrad
+// kept on the server, Downpour's) and hold a pull back until the slowest rank
+// has pushed round k - tau (PsOptions::tau): tau 0 is bulk-synchronous (every
+// round sees every rank's deltas of that round: the same parameters as model
+// averaging's Combine::mean, or Combine::sum under the sum), a finite
 // tau is stale-synchronous (SSP), kUnbounded is asynchronous (ASP). The
 // staleness of each push (pushes of other ranks its shard applied since the
 // pushing rank last pulled from it) is measured per shard.
@@ -35,7 +36,10 @@ namespace asgd::net {
 
 class Transport;
 
-enum class ServerRule { sum, adagrad };
+// mean: x += d / ranks, the default: with many local steps a round (matrix factorization at 100 steps of
+// ~4,000 ratings) the sum of every rank's deltas overshoots the rows they share and the error climbs
+// (bench/RESULTS.md); sum: x += d, asynchronous SGD, right when a push is a step or a few.
+enum class ServerRule { mean, sum, adagrad };
 std::string_view to_string(ServerRule rule) noexcept;
 
 // How a push encodes each key's deltas: floats; int8 (a scale per key, max
@@ -47,7 +51,7 @@ std::string_view to_string(PushEncoding encoding) noexcept;
 struct PsOptions {
   std::uint64_t tau = 0;       // rounds a rank may run ahead of the slowest's pushes; kUnbounded: ASP
   std::uint64_t warm_rounds = 0;  // rounds 1..warm_rounds bulk-synchronous whatever tau (DistBelief's warm start)
-  ServerRule rule = ServerRule::sum;
+  ServerRule rule = ServerRule::mean;
   float server_lr = 0.1f;      // AdaGrad's step on the server: x += lr d / (sqrt(sum d^2) + eps)
   float adagrad_eps = 1e-6f;
   std::size_t key_floats = 32;  // floats per key: a push or pull moves whole keys

@@ -46,8 +46,7 @@ void add_distributed_flags(CLI::App& app, DistributedFlags& flags) {
       ->each(noted("ps-tau"));
   app.add_option("--server-rule", flags.server_rule,
                  "With --distributed ps: how servers apply a push: mean (each delta over the ranks), sum, or adagrad "
-                 "(per-parameter, on the server)")
-      ->capture_default_str()
+                 "(per-parameter, on the server); default: as --combine")
       ->each(noted("server-rule"));
   app.add_option("--server-lr", flags.server_lr, "With --server-rule adagrad: the servers' step size")
       ->capture_default_str()
@@ -93,7 +92,8 @@ net::MultiRankOptions to_multi_rank_options(const DistributedFlags& flags) {
   o.set_combine(flags.combine);
   o.set_distributed(flags.distributed);
   o.ps.tau = parse_flag(d + "ps-tau", [&] { return parse_tau(flags.ps_tau); });
-  o.set_server_rule(flags.server_rule);
+  // The servers combine the ranks' deltas as averaging would (the app's default or --combine) unless told.
+  o.set_server_rule(flags.server_rule.empty() ? flags.combine : flags.server_rule);
   o.ps.server_lr = flags.server_lr;
   o.set_push(flags.push);
   o.ps.push_fraction = flags.push_fraction;

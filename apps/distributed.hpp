@@ -23,7 +23,7 @@ struct DistributedFlags {
   std::string combine = "mean";       // mean of models, or sum of updates (the app sets its default)
   std::string distributed = "averaging";  // or ps: a parameter server
   std::string ps_tau = "0";           // ps: rounds a rank may run ahead of the slowest (0: BSP; inf: ASP)
-  std::string server_rule = "mean";   // ps: mean, sum or adagrad
+  std::string server_rule;            // ps: mean, sum or adagrad; empty: as combine
   float server_lr = 0.1f;             // ps: AdaGrad's step on the servers
   std::string push = "floats";        // ps: floats, int8 or sign
   float push_fraction = 1;            // ps: the changed keys pushed each round (top-k)

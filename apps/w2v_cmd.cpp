@@ -163,7 +163,7 @@ constexpr W2vFlag kFlags[] = {
      [](W2vFlags& f, auto&, auto& v) { f.dist.distributed = v; }},
     {"ps-tau", "T", "with -distributed ps: rounds a rank may run ahead of the slowest (0 BSP, N SSP, inf ASP) (0)",
      [](W2vFlags& f, auto&, auto& v) { f.dist.ps_tau = v; }},
-    {"server-rule", "R", "with -distributed ps: mean, sum or adagrad on the servers (mean)",
+    {"server-rule", "R", "with -distributed ps: mean, sum or adagrad on the servers (as -combine)",
      [](W2vFlags& f, auto&, auto& v) { f.dist.server_rule = v; }},
     {"server-lr", "L", "with -server-rule adagrad: the servers' step size (0.1)",
      [](W2vFlags& f, auto& n, auto& v) { f.dist.server_lr = number<float>(n, v); }},

@@ -68,7 +68,7 @@ mpi 2 w2v -train "$work/corpus.txt" -output "$work/vec.txt" -size 16 -window 3 -
   fail "w2v, ps"
 read -r words dims < "$work/vec.txt"
 [[ "$words" == 40 && "$dims" == 16 ]] || fail "w2v, ps: header '$words $dims', expected '40 16'"
-grep -q 'mpi: 2 ranks, parameter server (mean, tau 2), rounds every 20 local steps' "$work/log" ||
+grep -q 'mpi: 2 ranks, parameter server (sum, tau 2), rounds every 20 local steps' "$work/log" ||
   fail "w2v, ps: no description"
 echo "w2v, 2 ranks, ps tau 2: $words words x $dims"
 

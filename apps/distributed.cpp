@@ -20,59 +20,47 @@ void add_distributed_flags(CLI::App& app, DistributedFlags& flags) {
   const auto noted = [&flags](std::string name) {
     return [&flags, name = std::move(name)](const std::string&) { flags.given.push_back(name); };
   };
-  app.add_option("--allreduce", flags.allreduce, "Under mpirun: tree, ring or native (MPI_Allreduce)")
-      ->capture_default_str()
-      ->each(noted("allreduce"));
-  app.add_option("--average-every", flags.average_every,
-                 "Under mpirun: average the ranks' models every epoch, or every K local steps (in the background; "
-                 "cnn: a blocking round after every K updates)")
-      ->capture_default_str()
-      ->each(noted("average-every"));
-  app.add_flag("--average-weighted", flags.weighted, "Under mpirun: weight each rank by the examples it trained")
-      ->each(noted("average-weighted"));
-  app.add_option("--combine", flags.combine,
-                 "Under mpirun: mean (model averaging) or sum (add every rank's update since the last round: "
-                 "sparse models); default mean, for mf --loss bpr sum unless --average-weighted")
-      ->each(noted("combine"));
-  app.add_option("--distributed", flags.distributed,
-                 "Under mpirun: averaging (allreduce rounds) or ps (a parameter server: each rank pushes the rows "
-                 "it changed and pulls those others changed, every epoch or every --average-every steps)")
-      ->capture_default_str()
-      ->each(noted("distributed"));
-  app.add_option("--ps-tau", flags.ps_tau,
-                 "With --distributed ps: rounds a rank may run ahead of the slowest rank (0: bulk-synchronous; N: "
-                 "stale-synchronous; inf: asynchronous)")
-      ->capture_default_str()
-      ->each(noted("ps-tau"));
-  app.add_option("--server-rule", flags.server_rule,
-                 "With --distributed ps: how servers apply a push: mean (each delta over the ranks), sum, or adagrad "
-                 "(per-parameter, on the server); default: as --combine")
-      ->each(noted("server-rule"));
-  app.add_option("--server-lr", flags.server_lr, "With --server-rule adagrad: the servers' step size")
-      ->capture_default_str()
-      ->each(noted("server-lr"));
-  app.add_option("--ps-push", flags.push,
-                 "With --distributed ps: how pushes encode deltas: floats, int8 (a byte a value) or sign (a bit a "
-                 "value, 1-bit SGD)")
-      ->capture_default_str()
-      ->each(noted("ps-push"));
-  app.add_option("--ps-push-fraction", flags.push_fraction,
-                 "With --distributed ps: push only this fraction of the changed rows, the largest changes first")
-      ->capture_default_str()
-      ->each(noted("ps-push-fraction"));
-  app.add_option("--ps-error-feedback", flags.error_feedback,
-                 "With --distributed ps: keep what a compressed push leaves out for a later push (on) or drop it")
-      ->capture_default_str()
-      ->each(noted("ps-error-feedback"));
-  app.add_option("--ps-warm-rounds", flags.warm_rounds,
-                 "With --distributed ps: the first N rounds bulk-synchronous whatever --ps-tau (DistBelief's warm "
-                 "start; rounds per epoch: N epochs)")
-      ->capture_default_str()
-      ->each(noted("ps-warm-rounds"));
-  app.add_option("--slow-rank", flags.slow_rank,
-                 "Under mpirun, for benchmarks: R:F makes rank R's workers F times slower (each step followed by a "
-                 "sleep of F - 1 times its compute; linear, mf, w2v)")
-      ->each(noted("slow-rank"));
+  // An option or flag whose use is noted in flags.given under its name, without the dashes.
+  const auto option = [&](const std::string& name, auto& value, const std::string& help) {
+    return app.add_option("--" + name, value, help)->each(noted(name));
+  };
+  const auto flag = [&](const std::string& name, bool& value, const std::string& help) {
+    return app.add_flag("--" + name, value, help)->each(noted(name));
+  };
+  option("allreduce", flags.allreduce, "Under mpirun: tree, ring or native (MPI_Allreduce)")->capture_default_str();
+  option("average-every", flags.average_every,
+         "Under mpirun: average the ranks' models every epoch, or every K local steps (in the background; "
+         "cnn: a blocking round after every K updates)")->capture_default_str();
+  flag("average-weighted", flags.weighted, "Under mpirun: weight each rank by the examples it trained");
+  option("combine", flags.combine,
+         "Under mpirun: mean (model averaging) or sum (add every rank's update since the last round: "
+         "sparse models); default mean, for mf --loss bpr sum unless --average-weighted");
+  option("distributed", flags.distributed,
+         "Under mpirun: averaging (allreduce rounds) or ps (a parameter server: each rank pushes the rows "
+         "it changed and pulls those others changed, every epoch or every --average-every steps)")
+      ->capture_default_str();
+  option("ps-tau", flags.ps_tau,
+         "With --distributed ps: rounds a rank may run ahead of the slowest rank (0: bulk-synchronous; N: "
+         "stale-synchronous; inf: asynchronous)")->capture_default_str();
+  option("server-rule", flags.server_rule,
+         "With --distributed ps: how servers apply a push: mean (each delta over the ranks), sum, or adagrad "
+         "(per-parameter, on the server); default: as --combine");
+  option("server-lr", flags.server_lr, "With --server-rule adagrad: the servers' step size")->capture_default_str();
+  option("ps-push", flags.push,
+         "With --distributed ps: how pushes encode deltas: floats, int8 (a byte a value) or sign (a bit a "
+         "value, 1-bit SGD)")->capture_default_str();
+  option("ps-push-fraction", flags.push_fraction,
+         "With --distributed ps: push only this fraction of the changed rows, the largest changes first")
+      ->capture_default_str();
+  option("ps-error-feedback", flags.error_feedback,
+         "With --distributed ps: keep what a compressed push leaves out for a later push (on) or drop it")
+      ->capture_default_str();
+  option("ps-warm-rounds", flags.warm_rounds,
+         "With --distributed ps: the first N rounds bulk-synchronous whatever --ps-tau (DistBelief's warm "
+         "start; rounds per epoch: N epochs)")->capture_default_str();
+  option("slow-rank", flags.slow_rank,
+         "Under mpirun, for benchmarks: R:F makes rank R's workers F times slower (each step followed by a "
+         "sleep of F - 1 times its compute; linear, mf, w2v)");
 }
 
 void sum_unless_chosen(DistributedFlags& flags, bool combine_given) {

@@ -10,7 +10,9 @@
 #include <cstring>
 #include <functional>
 #include <optional>
+#include <string_view>
 #include <thread>
+#include <utility>
 
 #include "asgd/engine/errors.hpp"
 #include "asgd/engine/fingerprint.hpp"
@@ -23,15 +25,19 @@ std::string MultiRankOptions::spelled(std::string_view option) const {
   if (option == "resume") return "the checkpoint resumed";
   if (option == "epochs") return "TrainerOptions::epochs";
   if (option == "until-epoch") return "the epoch trained until";
-  if (option == "tau") return "PsOptions::tau";
-  if (option == "server-rule") return "PsOptions::rule";
-  if (option == "server-lr") return "PsOptions::server_lr";
-  if (option == "key-floats") return "PsOptions::key_floats";
-  if (option == "ps-push") return "PsOptions::push";
-  if (option == "ps-push-fraction") return "PsOptions::push_fraction";
-  if (option == "ps-error-feedback") return "PsOptions::error_feedback";
-  if (option == "ps-warm-rounds") return "PsOptions::warm_rounds";
-  if (option == "adagrad-eps") return "PsOptions::adagrad_eps";
+  // The parameter server's options by their flags' names.
+  constexpr std::pair<std::string_view, std::string_view> kPs[] = {
+      {"tau", "tau"},
+      {"server-rule", "rule"},
+      {"server-lr", "server_lr"},
+      {"key-floats", "key_floats"},
+      {"ps-push", "push"},
+      {"ps-push-fraction", "push_fraction"},
+      {"ps-error-feedback", "error_feedback"},
+      {"ps-warm-rounds", "warm_rounds"},
+      {"adagrad-eps", "adagrad_eps"}};
+  for (const auto& [flag, member] : kPs)
+    if (option == flag) return "PsOptions::" + std::string(member);
   std::string name(option);
   std::replace(name.begin(), name.end(), '-', '_');
   return "MultiRankOptions::" + name;

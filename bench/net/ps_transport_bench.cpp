@@ -50,12 +50,11 @@ std::vector<std::size_t> changed_keys(std::size_t keys, double fraction, int ran
 
 float step(int rank, int round) { return 0.001f * static_cast<float>(rank + 1) + 0.0001f * static_cast<float>(round); }
 
-// The contiguous range of keys shard s holds (as ps::KeyRange::of_shard cuts them: keys split evenly).
+// The contiguous range of keys shard s holds, cut as the server cuts them (ps::KeyRange::of_shard, a private
+// header of net/).
 std::pair<std::size_t, std::size_t> shard_keys(std::size_t keys, int s, int P) {
-  const std::size_t per = keys / static_cast<std::size_t>(P), extra = keys % static_cast<std::size_t>(P);
-  const auto us = static_cast<std::size_t>(s);
-  const std::size_t first = us * per + std::min(us, extra);
-  return {first, first + per + (us < extra ? 1 : 0)};
+  const auto us = static_cast<std::size_t>(s), ranks = static_cast<std::size_t>(P);
+  return {keys * us / ranks, keys * (us + 1) / ranks};
 }
 
 std::vector<double> run_p2p(asgd::net::MpiTransport& world, const Args& a, std::vector<float>& x) {

@@ -58,6 +58,10 @@ void add_distributed_flags(CLI::App& app, DistributedFlags& flags) {
   option("ps-warm-rounds", flags.warm_rounds,
          "With --distributed ps: the first N rounds bulk-synchronous whatever --ps-tau (DistBelief's warm "
          "start; rounds per epoch: N epochs)")->capture_default_str();
+  option("ps-transport", flags.ps_transport,
+         "With --distributed ps: messages (to a server thread on each rank), one-sided (MPI_Accumulate and "
+         "MPI_Get on the shards' windows; the mean or sum rule, float pushes), or auto: one-sided where it "
+         "applies and all ranks share a host, messages otherwise")->capture_default_str();
   option("slow-rank", flags.slow_rank,
          "Under mpirun, for benchmarks: R:F makes rank R's workers F times slower (each step followed by a "
          "sleep of F - 1 times its compute; linear, mf, w2v)");
@@ -88,6 +92,7 @@ net::MultiRankOptions to_multi_rank_options(const DistributedFlags& flags) {
   o.ps.error_feedback = flags.error_feedback;
   if (!flags.slow_rank.empty()) o.set_slow_rank(flags.slow_rank);
   o.ps.warm_rounds = flags.warm_rounds;
+  o.set_ps_transport(flags.ps_transport);
   o.validate();
   o.allreduce = parse_flag(d + "allreduce", [&] { return net::parse_algorithm(flags.allreduce); });
   return o;

@@ -30,6 +30,7 @@ struct DistributedFlags {
   bool error_feedback = true;         // ps: keep what a push leaves out for later
   std::string slow_rank;              // a bench's straggler, "R:F"; empty: none
   std::uint64_t warm_rounds = 0;      // ps: the first rounds bulk-synchronous
+  std::string ps_transport = "auto";  // ps: auto, messages or one-sided
   std::vector<std::string> given;     // the flags above given on the command line, without dashes
   std::string dashes = "--";          // how the command spells its flags in messages (w2v: "-allreduce")
   std::string epochs_flag = "--epochs";  // the command's flag for the run's epochs (w2v: -iter)

@@ -3,10 +3,13 @@
 # process, on text8-prefix cut into lines of 1,000 words (skip-gram, dim 100, window 5, negative 5, sample
 # 1e-4, min-count 5, 5 epochs, 1 thread a rank, seed 1). Prints per run: whole seconds, analogy accuracy
 # (asgd w2v-eval, restricted to the vocabulary) and, for the server, rank 0's megabytes and keys pushed.
-# Usage: bench/net/ps_w2v.sh [ASGD] [DATA_DIR]   (ASGD: build/apps/asgd; DATA_DIR: ../shared/data/text)
+# PART: modes (averaging and the server's modes, and compressed pushes: the default), slow (the modes again
+# with rank 1 three times slower, -slow-rank 1:3) or all.
+# Usage: bench/net/ps_w2v.sh [ASGD] [DATA_DIR] [PART]   (ASGD: build/apps/asgd; DATA_DIR: ../shared/data/text)
 set -uo pipefail
 asgd=$(realpath "${1:-build/apps/asgd}")
 data="${2:-../shared/data/text}"
+part="${3:-modes}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -31,6 +34,15 @@ one() {  # LABEL RANKS (0: no mpiexec) FLAGS...
 }
 ps=(-distributed ps -average-every 5)
 one "one process, 1 thread" 0
+if [[ "$part" == slow || "$part" == all ]]; then
+  slow=(-slow-rank 1:3)
+  one "rank 1 3x slower: averaging (sum), every epoch" 2 "${slow[@]}"
+  one "rank 1 3x slower: averaging (sum), every 5 steps" 2 -average-every 5 "${slow[@]}"
+  one "rank 1 3x slower: ps BSP" 2 "${ps[@]}" -ps-tau 0 "${slow[@]}"
+  one "rank 1 3x slower: ps SSP(4)" 2 "${ps[@]}" -ps-tau 4 "${slow[@]}"
+  one "rank 1 3x slower: ps ASP" 2 "${ps[@]}" -ps-tau inf "${slow[@]}"
+fi
+[[ "$part" == modes || "$part" == all ]] || exit 0
 one "averaging (sum), every epoch" 2
 one "averaging (sum), every 5 steps" 2 -average-every 5
 one "ps BSP, every 5 steps" 2 "${ps[@]}" -ps-tau 0

@@ -3,6 +3,7 @@
 #if ASGD_HAVE_MPI
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fmt/format.h>
 #include <algorithm>
 #include <chrono>
@@ -62,6 +63,12 @@ MpiTransport::MpiTransport(MPI_Comm comm) {
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
   MPI_Query_thread(&thread_level_);
+  MPI_Comm shared;
+  check(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &shared), "MPI_Comm_split_type");
+  int shared_size = 0;
+  MPI_Comm_size(shared, &shared_size);
+  MPI_Comm_free(&shared);
+  one_host_ = shared_size == size_;
 }
 
 MpiTransport::~MpiTransport() {
@@ -150,6 +157,80 @@ bool MpiTransport::poll(int tag, Message& out) {
 void MpiTransport::flush() { reap(true); }
 
 void MpiTransport::barrier() { check(MPI_Barrier(comm_), "MPI_Barrier"); }
+
+namespace {
+
+// Calls f(offset, count) over [0, n) in pieces an int can count.
+template <class F>
+void in_pieces(std::size_t n, F&& f) {
+  constexpr std::size_t kMax = std::size_t{1} << 30;
+  for (std::size_t at = 0; at < n; at += kMax) f(at, static_cast<int>(std::min(kMax, n - at)));
+}
+
+class MpiWindow final : public Window {
+ public:
+  MpiWindow(MPI_Comm comm, std::size_t bytes) : comm_(comm) {
+    void* base = nullptr;
+    check(MPI_Win_allocate(static_cast<MPI_Aint>(bytes), 1, MPI_INFO_NULL, comm, &base, &win_), "MPI_Win_allocate");
+    if (bytes > 0) std::memset(base, 0, bytes);
+    check(MPI_Win_lock_all(MPI_MODE_NOCHECK, win_), "MPI_Win_lock_all");
+    check(MPI_Win_sync(win_), "MPI_Win_sync");
+    check(MPI_Barrier(comm_), "MPI_Barrier");
+  }
+  void add(int dst, std::size_t offset, std::span<const float> values) override {
+    accumulate(values.data(), values.size(), MPI_FLOAT, dst, offset, MPI_SUM);
+  }
+  void put(int dst, std::size_t offset, std::span<const float> values) override {
+    accumulate(values.data(), values.size(), MPI_FLOAT, dst, offset, MPI_REPLACE);
+  }
+  void raise(int dst, std::size_t offset, std::span<const std::uint64_t> words) override {
+    accumulate(words.data(), words.size(), MPI_UINT64_T, dst, offset, MPI_MAX);
+  }
+  void get(int src, std::size_t offset, std::span<float> out) override {
+    in_pieces(out.size(), [&](std::size_t at, int n) {
+      check(MPI_Get(out.data() + at, n, MPI_FLOAT, src, static_cast<MPI_Aint>(offset + 4 * at), n, MPI_FLOAT, win_),
+            "MPI_Get");
+    });
+  }
+  void get(int src, std::size_t offset, std::span<std::uint64_t> out) override {
+    in_pieces(out.size(), [&](std::size_t at, int n) {
+      check(MPI_Get_accumulate(nullptr, 0, MPI_UINT64_T, out.data() + at, n, MPI_UINT64_T, src,
+                               static_cast<MPI_Aint>(offset + 8 * at), n, MPI_UINT64_T, MPI_NO_OP, win_),
+            "MPI_Get_accumulate");
+    });
+  }
+  void flush() override { check(MPI_Win_flush_all(win_), "MPI_Win_flush_all"); }
+  void barrier() override {
+    flush();
+    check(MPI_Barrier(comm_), "MPI_Barrier");
+  }
+  void close() override {
+    if (win_ == MPI_WIN_NULL) return;
+    check(MPI_Win_unlock_all(win_), "MPI_Win_unlock_all");
+    check(MPI_Win_free(&win_), "MPI_Win_free");
+  }
+
+ private:
+  void accumulate(const void* data, std::size_t n, MPI_Datatype type, int dst, std::size_t offset, MPI_Op op) {
+    int size = 0;
+    MPI_Type_size(type, &size);
+    const auto* bytes = static_cast<const std::byte*>(data);
+    in_pieces(n, [&](std::size_t at, int count) {
+      check(MPI_Accumulate(bytes + at * static_cast<std::size_t>(size), count, type, dst,
+                           static_cast<MPI_Aint>(offset + at * static_cast<std::size_t>(size)), count, type, op, win_),
+            "MPI_Accumulate");
+    });
+  }
+  MPI_Comm comm_;
+  MPI_Win win_ = MPI_WIN_NULL;
+};
+
+}  // namespace
+
+std::unique_ptr<Window> MpiTransport::window(std::size_t bytes) {
+  check_multiple();
+  return std::make_unique<MpiWindow>(comm_, bytes);
+}
 
 void MpiTransport::abort(const std::string& message, int code) {
   std::fprintf(stderr, "asgd: rank %d: %s\n", rank_, message.c_str());

@@ -35,6 +35,7 @@ std::string MultiRankOptions::spelled(std::string_view option) const {
       {"ps-push-fraction", "push_fraction"},
       {"ps-error-feedback", "error_feedback"},
       {"ps-warm-rounds", "warm_rounds"},
+      {"ps-transport", "transport"},
       {"adagrad-eps", "adagrad_eps"}};
   for (const auto& [flag, member] : kPs)
     if (option == flag) return "PsOptions::" + std::string(member);
@@ -70,6 +71,14 @@ void MultiRankOptions::set_server_rule(std::string_view text) {
   if (text != "mean" && text != "sum" && text != "adagrad")
     throw InputError(fmt::format("{} '{}': expected mean, sum or adagrad", spelled("server-rule"), text));
   ps.rule = text == "adagrad" ? ServerRule::adagrad : text == "sum" ? ServerRule::sum : ServerRule::mean;
+}
+
+void MultiRankOptions::set_ps_transport(std::string_view text) {
+  if (text != "auto" && text != "messages" && text != "one-sided")
+    throw InputError(fmt::format("{} '{}': expected auto, messages or one-sided", spelled("ps-transport"), text));
+  ps.transport = text == "one-sided" ? PsTransport::one_sided
+                 : text == "messages" ? PsTransport::messages
+                                      : PsTransport::automatic;
 }
 
 void MultiRankOptions::set_push(std::string_view text) {
@@ -154,6 +163,7 @@ void MultiRank::add_to_record(OptionsRecord& record) const {
     record["ps-push-fraction"] = fmt::format("{}", options_.ps.push_fraction);
     record["ps-error-feedback"] = options_.ps.error_feedback ? "on" : "off";
     record["ps-warm-rounds"] = std::to_string(options_.ps.warm_rounds);
+    record["ps-transport"] = std::string(to_string(ps_transport()));
     return;
   }
   record["combine"] = options_.combine == Combine::sum ? "sum" : "mean";
@@ -172,6 +182,10 @@ std::vector<std::size_t> MultiRank::shard(std::size_t n, std::string_view what, 
   return rows;
 }
 
+PsTransport MultiRank::ps_transport() const noexcept {
+  return transport_ != nullptr ? resolve_transport(options_.ps, *transport_) : options_.ps.transport;
+}
+
 std::string MultiRank::describe() const {
   if (options_.distributed == Distributed::ps) {
     const PsOptions& ps = options_.ps;
@@ -182,11 +196,11 @@ std::string MultiRank::describe() const {
                                               : std::string(),
                          ps.error_feedback ? " with error feedback" : " without error feedback");
     }
-    return fmt::format("{} ranks, parameter server ({}{}, tau {}{}{}), rounds every {}", size_, to_string(ps.rule),
+    return fmt::format("{} ranks, parameter server ({}{}, tau {}{}{}{}), rounds every {}", size_, to_string(ps.rule),
                        ps.rule == ServerRule::adagrad ? fmt::format(" lr {}", ps.server_lr) : std::string(),
                        tau_to_string(ps.tau),
                        ps.warm_rounds > 0 ? fmt::format(" after {} synchronous rounds", ps.warm_rounds) : std::string(),
-                       push,
+                       push, ", " + std::string(to_string(ps_transport())),
                        every_epoch() ? std::string("epoch") : fmt::format("{} local steps", every_steps()));
   }
   const bool sum = options_.combine == Combine::sum;
@@ -199,9 +213,10 @@ std::string MultiRank::describe() const {
 std::string MultiRank::traffic() const {
   if (const auto s = ps_stats()) {
     return fmt::format("{} rounds, {:.1f} MB pushed ({} keys), {:.1f} MB pulled ({} keys), {:.2f} s waiting for pulls; "
-                       "staleness at this rank's shard: mean {:.2f}, max {}; clock gap at most {}",
+                       "staleness {}: mean {:.2f}, max {}; clock gap at most {}",
                        s->rounds, static_cast<double>(s->bytes_pushed) * 1e-6, s->keys_pushed,
                        static_cast<double>(s->bytes_pulled) * 1e-6, s->keys_pulled, s->wait_seconds,
+                       ps_transport() == PsTransport::one_sided ? "of this rank's pushes" : "at this rank's shard",
                        s->staleness.mean(), s->staleness.max(), s->max_clock_gap);
   }
   return fmt::format("{} averaging rounds, {:.2f} s in allreduce", rounds(), communication_seconds());
@@ -435,7 +450,8 @@ void MultiRank::agree_on_options() {
                                 is_ps ? static_cast<std::uint64_t>(ps.push) : 0,
                                 is_ps ? static_cast<std::uint64_t>(std::lround(ps.push_fraction * 1e6)) : 0,
                                 is_ps && !ps.error_feedback ? 1u : 0u,
-                                is_ps ? std::min<std::uint64_t>(ps.warm_rounds, kDigestMask) : 0};
+                                is_ps ? std::min<std::uint64_t>(ps.warm_rounds, kDigestMask) : 0,
+                                is_ps ? static_cast<std::uint64_t>(ps.transport) : 0};
   constexpr std::size_t V = std::size(mine);
   const auto all = gather(mine, "options", true);
   const auto text = [&](std::size_t rank, std::size_t j) -> std::string {
@@ -457,13 +473,14 @@ void MultiRank::agree_on_options() {
       case 9: return std::string(to_string(static_cast<PushEncoding>(v)));
       case 10: return fmt::format("{}", static_cast<double>(v) * 1e-6);
       case 11: return v ? "off" : "on";
+      case 13: return std::string(to_string(static_cast<PsTransport>(v)));
       default: return fmt::format("{}", v);
     }
   };
   static constexpr const char* kOptions[V] = {"allreduce", "combine",     "average-weighted", "average-every",
                                               "distributed", "tau",       "server-rule",      "server-lr",
                                               "key-floats", "ps-push",    "ps-push-fraction", "ps-error-feedback",
-                                              "ps-warm-rounds"};
+                                              "ps-warm-rounds", "ps-transport"};
   for (std::size_t j = 0; j < V; ++j) {
     std::string each;
     bool same = true;

@@ -12,6 +12,7 @@
 #include "asgd/engine/consistency.hpp"
 #include "asgd/engine/errors.hpp"
 #include "asgd/net/transport.hpp"
+#include "ps_client.hpp"
 #include "ps_shard.hpp"
 
 namespace asgd::net {
@@ -22,6 +23,16 @@ std::string_view to_string(ServerRule rule) noexcept {
 
 std::string_view to_string(PushEncoding encoding) noexcept {
   return encoding == PushEncoding::int8 ? "int8" : encoding == PushEncoding::sign ? "sign" : "floats";
+}
+
+std::string_view to_string(PsTransport transport) noexcept {
+  return transport == PsTransport::one_sided ? "one-sided" : transport == PsTransport::messages ? "messages" : "auto";
+}
+
+PsTransport resolve_transport(const PsOptions& options, const Transport& transport) noexcept {
+  if (options.transport != PsTransport::automatic) return options.transport;
+  const bool applies = options.rule != ServerRule::adagrad && options.push == PushEncoding::floats;
+  return applies && transport.one_host() ? PsTransport::one_sided : PsTransport::messages;
 }
 
 void PsOptions::validate(const std::function<std::string(std::string_view)>& spell) const {
@@ -38,23 +49,14 @@ void PsOptions::validate(const std::function<std::string(std::string_view)>& spe
   }
   if (!(adagrad_eps > 0 && std::isfinite(adagrad_eps)))
     throw InputError(fmt::format("{} {}: expected a finite value > 0", name("adagrad-eps", "adagrad_eps"), adagrad_eps));
+  if (transport == PsTransport::one_sided && (rule == ServerRule::adagrad || push != PushEncoding::floats)) {
+    throw InputError(fmt::format("{} one-sided: takes the mean or sum rule and float pushes, not {}",
+                                 name("ps-transport", "transport"),
+                                 rule == ServerRule::adagrad ? "the AdaGrad rule" : "compressed pushes"));
+  }
 }
 
 namespace {
-
-// Waits with a growing sleep (20 us to 0.5 ms): a spinning poll would take a
-// core from the workers on a machine with as many ranks as cores.
-class Backoff {
- public:
-  void idle() {
-    std::this_thread::sleep_for(std::chrono::microseconds(us_));
-    us_ = std::min(us_ * 2, 500);
-  }
-  void reset() { us_ = 20; }
-
- private:
-  int us_ = 20;
-};
 
 std::uint64_t encoding_flags(PushEncoding e) noexcept {
   return e == PushEncoding::int8 ? ps::kInt8 : e == PushEncoding::sign ? ps::kSign : 0;
@@ -62,21 +64,10 @@ std::uint64_t encoding_flags(PushEncoding e) noexcept {
 
 }  // namespace
 
-// This rank's side of the rounds: the local copy's base (the values of the
-// last pull), the snapshot a round pushes from, what the server will decode
-// of each pushed key, and the shard versions it has seen.
-struct ParameterServer::Client {
-  std::vector<ps::KeyRange> shards;
-  std::vector<float> base, snapshot, sent;
-  std::vector<std::uint64_t> seen;
-  std::uint64_t clock = 0;
-  mutable std::mutex stats_mutex;
-  PsStats stats;
-};
-
 ParameterServer::ParameterServer(Transport& transport, std::span<float> params, PsOptions options)
     : transport_(transport), params_(params), options_(options) {
   options_.validate();
+  options_.transport = resolve_transport(options_, transport);
   const int P = transport.size();
   client_ = std::make_unique<Client>();
   for (int s = 0; s < P; ++s) client_->shards.push_back(ps::KeyRange::of_shard(params.size(), options_.key_floats, s, P));
@@ -84,7 +75,15 @@ ParameterServer::ParameterServer(Transport& transport, std::span<float> params, 
   client_->snapshot.assign(params.size(), 0.0f);
   client_->sent.assign(params.size(), 0.0f);
   client_->seen.assign(static_cast<std::size_t>(P), 0);
-  shard_ = std::make_unique<ps::Shard>(P, client_->shards[static_cast<std::size_t>(transport.rank())], options_);
+  const ps::KeyRange& mine = client_->shards[static_cast<std::size_t>(transport.rank())];
+  if (options_.transport == PsTransport::one_sided) {
+    one_sided_ = std::make_unique<OneSided>();
+    one_sided_->ranks = P;
+    one_sided_->clocks.assign(static_cast<std::size_t>(P), 0);
+    one_sided_->window = transport.window(OneSided::bytes(mine, P));  // collective
+    return;
+  }
+  shard_ = std::make_unique<ps::Shard>(P, mine, options_);
   server_ = std::thread([this] { serve(); });
 }
 
@@ -155,6 +154,7 @@ std::vector<std::uint64_t> ParameterServer::changed_keys(const ps::KeyRange& r, 
 }
 
 void ParameterServer::share(bool root) {
+  if (one_sided_) return share_one_sided(root);
   Client& c = *client_;
   if (root) {
     for (std::size_t s = 0; s < c.shards.size(); ++s) {
@@ -186,6 +186,7 @@ void ParameterServer::start(std::uint64_t every_steps) {
 bool ParameterServer::exchange(bool finished, bool first) {
   // The destructor's: the parameters may be gone already.
   if (abandoned_.load()) throw RuntimeError("parameter server: abandoned before a round");
+  if (one_sided_) return exchange_one_sided(finished);
   Client& c = *client_;
   const auto t0 = std::chrono::steady_clock::now();
   // Round 0 (share) pushes nothing; round k > 0 the keys this rank changed since its last pull.
@@ -274,12 +275,17 @@ void ParameterServer::stop() {
   }
   if (server_.joinable()) server_.join();  // ends once every rank has its final reply
   if (server_error_) std::rethrow_exception(server_error_);
+  if (one_sided_) {
+    // Nobody may free the window while another rank still reads its final values from it.
+    one_sided_->window->barrier();
+    one_sided_->window->close();
+  }
 }
 
 PsStats ParameterServer::stats() const {
   std::scoped_lock lock(client_->stats_mutex);
   PsStats s = client_->stats;
-  if (!server_.joinable()) {
+  if (shard_ && !server_.joinable()) {
     s.staleness = shard_->staleness();
     s.max_clock_gap = shard_->max_clock_gap();
   }

@@ -1,6 +1,7 @@
 #include "asgd/net/transport.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <fmt/format.h>
 
 #include "asgd/engine/errors.hpp"
@@ -14,6 +15,72 @@ void Transport::post(std::vector<std::byte> /*bytes*/, int /*dst*/, int /*tag*/)
 bool Transport::poll(int /*tag*/, Message& /*out*/) {
   throw RuntimeError("this transport carries collectives only, not tagged messages");
 }
+
+std::unique_ptr<Window> Transport::window(std::size_t /*bytes*/) {
+  throw RuntimeError("this transport has no one-sided communication (windows)");
+}
+
+struct LocalFabric::Regions {
+  explicit Regions(int ranks) : words(static_cast<std::size_t>(ranks)), bytes(static_cast<std::size_t>(ranks)) {}
+  std::vector<std::vector<std::uint64_t>> words;  // each rank's region, 8-byte aligned
+  std::vector<std::size_t> bytes;
+};
+
+// Operations land at once, as atomic operations on the other ranks' memory: floats relaxed, words sequentially
+// consistent, so that a word raised after adds publishes them to a rank that reads it.
+class LocalFabric::LocalWindow final : public Window {
+ public:
+  LocalWindow(LocalFabric& fabric, int rank, std::shared_ptr<Regions> regions)
+      : fabric_(fabric), rank_(rank), regions_(std::move(regions)) {}
+  void add(int dst, std::size_t offset, std::span<const float> values) override {
+    float* p = floats(dst, offset, values.size());
+    for (std::size_t i = 0; i < values.size(); ++i)
+      std::atomic_ref<float>(p[i]).fetch_add(values[i], std::memory_order_relaxed);
+  }
+  void put(int dst, std::size_t offset, std::span<const float> values) override {
+    float* p = floats(dst, offset, values.size());
+    for (std::size_t i = 0; i < values.size(); ++i) std::atomic_ref<float>(p[i]).store(values[i], std::memory_order_relaxed);
+  }
+  void get(int src, std::size_t offset, std::span<float> out) override {
+    float* p = floats(src, offset, out.size());
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = std::atomic_ref<float>(p[i]).load(std::memory_order_relaxed);
+  }
+  void raise(int dst, std::size_t offset, std::span<const std::uint64_t> words) override {
+    std::uint64_t* p = at<std::uint64_t>(dst, offset, words.size());
+    for (std::size_t i = 0; i < words.size(); ++i) {
+      std::atomic_ref<std::uint64_t> w(p[i]);
+      std::uint64_t old = w.load();
+      while (old < words[i] && !w.compare_exchange_weak(old, words[i])) {
+      }
+    }
+  }
+  void get(int src, std::size_t offset, std::span<std::uint64_t> out) override {
+    std::uint64_t* p = at<std::uint64_t>(src, offset, out.size());
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = std::atomic_ref<std::uint64_t>(p[i]).load();
+  }
+  void flush() override { std::atomic_thread_fence(std::memory_order_seq_cst); }
+  void barrier() override { fabric_.barrier(); }
+
+ private:
+  float* floats(int rank, std::size_t offset, std::size_t n) {
+    if (offset % alignof(float) != 0) throw RuntimeError(fmt::format("window: floats at byte {}", offset));
+    return at<float>(rank, offset, n);
+  }
+  template <class T>
+  T* at(int rank, std::size_t offset, std::size_t n) {
+    if (rank < 0 || rank >= fabric_.ranks_)
+      throw InputError(fmt::format("rank {}: no rank {} among {}", rank_, rank, fabric_.ranks_));
+    const auto r = static_cast<std::size_t>(rank);
+    if (offset % alignof(T) != 0 || offset > regions_->bytes[r] || n > (regions_->bytes[r] - offset) / sizeof(T)) {
+      throw RuntimeError(fmt::format("rank {}: {} values of {} bytes at byte {} of rank {}'s window of {} bytes",
+                                     rank_, n, sizeof(T), offset, rank, regions_->bytes[r]));
+    }
+    return reinterpret_cast<T*>(reinterpret_cast<std::byte*>(regions_->words[r].data()) + offset);
+  }
+  LocalFabric& fabric_;
+  int rank_;
+  std::shared_ptr<Regions> regions_;
+};
 
 class LocalFabric::Endpoint final : public Transport {
  public:
@@ -63,6 +130,30 @@ class LocalFabric::Endpoint final : public Transport {
     it->second.pop_front();
     return true;
   }
+  bool one_host() const noexcept override { return true; }
+  std::unique_ptr<Window> window(std::size_t bytes) override {
+    // The k-th call of every rank meets at the fabric's k-th regions: each rank puts its region in, and once
+    // all have (a barrier) each takes the whole set; rank 0 forgets it after a second barrier.
+    const std::uint64_t k = windows_made_++;
+    std::shared_ptr<Regions> regions;
+    {
+      std::scoped_lock lock(fabric_.barrier_mutex_);
+      auto& slot = fabric_.windows_[k];
+      if (!slot) slot = std::make_shared<Regions>(fabric_.ranks_);
+      regions = slot;
+      const auto r = static_cast<std::size_t>(rank_);
+      regions->words[r].assign((bytes + 7) / 8, 0);
+      regions->bytes[r] = bytes;
+    }
+    fabric_.barrier();
+    auto w = std::make_unique<LocalWindow>(fabric_, rank_, regions);
+    fabric_.barrier();
+    if (rank_ == 0) {
+      std::scoped_lock lock(fabric_.barrier_mutex_);
+      fabric_.windows_.erase(k);
+    }
+    return w;
+  }
 
  private:
   void check(int peer) const {
@@ -71,7 +162,20 @@ class LocalFabric::Endpoint final : public Transport {
   }
   LocalFabric& fabric_;
   int rank_;
+  std::uint64_t windows_made_ = 0;
 };
+
+void LocalFabric::barrier() {
+  std::unique_lock lock(barrier_mutex_);
+  const std::uint64_t generation = barrier_generation_;
+  if (++barrier_waiting_ == ranks_) {
+    barrier_waiting_ = 0;
+    ++barrier_generation_;
+    barrier_cv_.notify_all();
+    return;
+  }
+  barrier_cv_.wait(lock, [&] { return barrier_generation_ != generation; });
+}
 
 LocalFabric::LocalFabric(int ranks) : ranks_(ranks), boxes_(static_cast<std::size_t>(std::max(ranks, 1) * std::max(ranks, 1))) {
   if (ranks < 1) throw InputError("LocalFabric: at least one rank");

@@ -6,8 +6,9 @@
 #          checkpoint and resumed by 2 ranks, within 1e-2 too;
 #  mf      2 ranks, a round per epoch at tau 0 (BSP): the same RMSE, to the
 #          digit, as averaging's (what BSP is), under the mean rule and the
-#          sum; SSP(2) every 20 steps trains and mf eval reads rank 0's
-#          model back;
+#          sum, over messages and one-sided; SSP(2) every 20 steps over
+#          each (the clock gap within 2; auto is one-sided on one host),
+#          and mf eval reads rank 0's model back;
 #  w2v     2 ranks, SSP(2) every 20 steps: one vectors file of the whole
 #          vocabulary;
 #  cnn     2 ranks, a round per epoch: above 80 % on the digits;
@@ -24,7 +25,7 @@ for tau in 0 inf; do
   mpi 4 linear train --data "$work/train.svm" --epochs 8 --workers 1 --distributed ps --ps-tau "$tau" \
     --average-every 5 --reference > "$work/log" 2>&1 || fail "linear, ps tau $tau"
   gap=$(sed -n 's/.*ours is \(.*\) relative above.*/\1/p' "$work/log")
-  grep -q "^mpi: 4 ranks, parameter server (mean, tau $tau), rounds every 5 local steps" "$work/log" ||
+  grep -q "^mpi: 4 ranks, parameter server (mean, tau $tau, one-sided), rounds every 5 local steps" "$work/log" ||
     fail "linear, ps tau $tau: no description"
   awk -v g="$gap" 'BEGIN { exit !(g != "" && g < 1e-2) }' || fail "linear, ps tau $tau: $gap above the optimum"
   [[ "$tau" != 0 ]] || grep -q "clock gap at most 0$" "$work/log" || fail "linear, ps tau 0: a clock gap above 0"
@@ -46,14 +47,27 @@ echo "linear, ps: 4 ranks to epoch 4, resumed by 2 to 8: $gap above the optimum"
   fail "mf generate"
 mf_job() { mpi 2 mf train "$work/ratings.txt" -k 8 -t 10 -s 1 -r 0.02 --test-fraction 0.1 "$@"; }
 test_rmse() { sed -n 's/^test: .* RMSE \([0-9.]*\).*/\1/p' "$work/log"; }
-# BSP per epoch: model averaging's parameters under the mean rule, and its --combine sum's under the sum.
+# BSP per epoch: model averaging's parameters under the mean rule, and its --combine sum's under the sum, over
+# either transport.
 for rule in mean sum; do
-  mf_job --distributed ps --server-rule "$rule" > "$work/log" 2>&1 || fail "mf, ps $rule"
-  ps_rmse=$(test_rmse)
   mf_job --combine "$rule" > "$work/log" 2>&1 || fail "mf, averaging with --combine $rule"
   avg_rmse=$(test_rmse)
-  [[ -n "$ps_rmse" && "$ps_rmse" == "$avg_rmse" ]] ||
-    fail "mf: BSP's RMSE under the $rule '$ps_rmse', averaging's $rule '$avg_rmse'"
+  for transport in messages one-sided; do
+    mf_job --distributed ps --server-rule "$rule" --ps-transport "$transport" > "$work/log" 2>&1 ||
+      fail "mf, ps $rule $transport"
+    ps_rmse=$(test_rmse)
+    [[ -n "$ps_rmse" && "$ps_rmse" == "$avg_rmse" ]] ||
+      fail "mf: BSP's RMSE under the $rule over $transport '$ps_rmse', averaging's $rule '$avg_rmse'"
+  done
+done
+# SSP(2) every 20 steps over each transport (auto is one-sided on one host): the clock gap within the bound.
+for transport in messages auto; do
+  mf_job --distributed ps --ps-tau 2 --average-every 20 --ps-transport "$transport" > "$work/log" 2>&1 ||
+    fail "mf, ps $transport tau 2"
+  [[ "$transport" == messages ]] && want=messages || want=one-sided
+  grep -q "parameter server (mean, tau 2, $want)" "$work/log" || fail "mf, ps $transport: no description"
+  gap=$(sed -n 's/.*clock gap at most \([0-9]*\)$/\1/p' "$work/log")
+  [[ -n "$gap" && "$gap" -le 2 ]] || fail "mf, ps $transport tau 2: clock gap '$gap'"
 done
 mf_job --distributed ps --ps-tau 2 --average-every 20 "$work/mf.model" > "$work/log" 2>&1 || fail "mf, ps tau 2"
 rmse=$(test_rmse)
@@ -68,7 +82,7 @@ mpi 2 w2v -train "$work/corpus.txt" -output "$work/vec.txt" -size 16 -window 3 -
   fail "w2v, ps"
 read -r words dims < "$work/vec.txt"
 [[ "$words" == 40 && "$dims" == 16 ]] || fail "w2v, ps: header '$words $dims', expected '40 16'"
-grep -q 'mpi: 2 ranks, parameter server (sum, tau 2), rounds every 20 local steps' "$work/log" ||
+grep -q 'mpi: 2 ranks, parameter server (sum, tau 2, one-sided), rounds every 20 local steps' "$work/log" ||
   fail "w2v, ps: no description"
 echo "w2v, 2 ranks, ps tau 2: $words words x $dims"
 

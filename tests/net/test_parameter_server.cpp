@@ -5,7 +5,8 @@
 // parameters keep every update and leave all ranks with the same bits, with
 // the clock gap within tau under a slow rank; one rank and one worker train
 // what the single process trains; the multi-rank run with the server reaches
-// the whole data's optimum.
+// the whole data's optimum. Each over both transports (messages to a server
+// thread, and one-sided windows) where both apply.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -47,7 +48,10 @@ std::vector<float> root_values(std::size_t n) {
   return v;
 }
 
+constexpr PsTransport kTransports[] = {PsTransport::messages, PsTransport::one_sided};
+
 TEST(ParameterServer, ShareGivesEveryRankTheRootsParametersExactly) {
+  for (const PsTransport transport : kTransports) {
   for (int P : {1, 2, 3, 5}) {
     for (std::size_t w : {std::size_t{1}, std::size_t{7}, std::size_t{32}, std::size_t{4096}}) {
       const std::vector<float> root = root_values(1001);
@@ -55,14 +59,56 @@ TEST(ParameterServer, ShareGivesEveryRankTheRootsParametersExactly) {
       expect_no_errors(on_ranks(P, [&](Transport& t, int r) {
         auto& x = params[static_cast<std::size_t>(r)];
         x = r == 0 ? root : std::vector<float>(root.size(), static_cast<float>(r));
-        ParameterServer ps(t, x, PsOptions{.key_floats = w});
+        ParameterServer ps(t, x, PsOptions{.key_floats = w, .transport = transport});
         ps.share(r == 0);
         ps.stop();
       }));
       for (const auto& x : params)
         for (std::size_t i = 0; i < root.size(); ++i)
-          ASSERT_EQ(std::bit_cast<std::uint32_t>(x[i]), std::bit_cast<std::uint32_t>(root[i])) << "P " << P << " w " << w;
+          ASSERT_EQ(std::bit_cast<std::uint32_t>(x[i]), std::bit_cast<std::uint32_t>(root[i]))
+              << "P " << P << " w " << w << " " << to_string(transport);
     }
+  }
+  }
+}
+
+// The test fabric's windows: adds, puts, raises and gets land on the rank named, at the byte offset named;
+// an operation outside a region is refused.
+TEST(ParameterServer, WindowOperationsLandOnTheRankAndOffsetNamed) {
+  const int P = 3;
+  std::vector<std::vector<float>> seen(P);
+  std::vector<std::vector<std::uint64_t>> words(P);
+  expect_no_errors(on_ranks(P, [&](Transport& t, int r) {
+    auto w = t.window(16 + 4 * 4 * static_cast<std::size_t>(r + 1));  // 2 words, then 4 (r + 1) floats
+    const std::uint64_t mine[] = {static_cast<std::uint64_t>(r + 1)};
+    for (int q = 0; q < P; ++q) w->raise(q, 8, mine);
+    const float ones[] = {1, 1, 1, 1};
+    for (int q = 0; q < P; ++q) w->add(q, 16, ones);
+    w->barrier();
+    if (r == 0) {
+      const float put[] = {5, 6};
+      w->put(2, 16 + 4 * 10, put);
+    }
+    w->barrier();
+    const int next = (r + 1) % P;
+    seen[static_cast<std::size_t>(r)].resize(4 * static_cast<std::size_t>(next + 1));
+    words[static_cast<std::size_t>(r)].resize(2);
+    w->get(next, 16, seen[static_cast<std::size_t>(r)]);
+    w->get(next, 0, words[static_cast<std::size_t>(r)]);
+    w->flush();
+    EXPECT_THROW(w->get(next, 16 + 4 * 4 * static_cast<std::size_t>(next + 1), std::span<float>(seen[0].data(), 1)),
+                 RuntimeError);
+    w->barrier();
+    w->close();
+  }));
+  for (int r = 0; r < P; ++r) {
+    const int next = (r + 1) % P;
+    const auto& v = seen[static_cast<std::size_t>(r)];
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      const float want = i < 4 ? static_cast<float>(P) : next == 2 && i == 10 ? 5.0f : next == 2 && i == 11 ? 6.0f : 0.0f;
+      EXPECT_EQ(v[i], want) << "rank " << r << " reads rank " << next << " float " << i;
+    }
+    EXPECT_EQ(words[static_cast<std::size_t>(r)], (std::vector<std::uint64_t>{0, static_cast<std::uint64_t>(P)}));
   }
 }
 
@@ -71,6 +117,7 @@ TEST(ParameterServer, ShareGivesEveryRankTheRootsParametersExactly) {
 // Combine::sum). A key no rank changed is not pulled again.
 // The sum adds every rank's delta whole, the mean each over the number of ranks (model averaging's parameters).
 TEST(ParameterServer, SynchronousRoundAddsEveryRanksDeltasByTheRule) {
+  for (const PsTransport transport : kTransports) {
   for (const ServerRule rule : {ServerRule::sum, ServerRule::mean}) {
     const int P = 3;
     const float share = rule == ServerRule::sum ? 1.0f : 1.0f / P;
@@ -80,7 +127,7 @@ TEST(ParameterServer, SynchronousRoundAddsEveryRanksDeltasByTheRule) {
     expect_no_errors(on_ranks(P, [&](Transport& t, int r) {
       auto& x = params[static_cast<std::size_t>(r)];
       x.assign(n, 1.0f);
-      ParameterServer ps(t, x, PsOptions{.tau = 0, .rule = rule, .key_floats = w});
+      ParameterServer ps(t, x, PsOptions{.tau = 0, .rule = rule, .key_floats = w, .transport = transport});
       ps.share(r == 0);
       for (int round = 1; round <= 4; ++round) {
         x[static_cast<std::size_t>(r)] += 1.0f;        // key 0, every rank
@@ -97,14 +144,16 @@ TEST(ParameterServer, SynchronousRoundAddsEveryRanksDeltasByTheRule) {
       ps.stop();
       stats[static_cast<std::size_t>(r)] = ps.stats();
     }));
+    const bool one_sided = transport == PsTransport::one_sided;
     for (const auto& s : stats) {
       EXPECT_EQ(s.rounds, 5u);  // 4 and the last
       EXPECT_EQ(s.keys_pushed, 4u * 2u);
-      // The share pulls 10 keys; each round 2 (keys 0 and 5), the last none.
-      EXPECT_EQ(s.keys_pulled, 10u + 4u * 2u);
+      // The share pulls 10 keys; each round 2 (keys 0 and 5); the last none (one-sided: all 10).
+      EXPECT_EQ(s.keys_pulled, 10u + 4u * 2u + (one_sided ? 10u : 0u));
       EXPECT_EQ(s.max_clock_gap, 0u);
       EXPECT_LE(s.staleness.max(), static_cast<std::uint64_t>(P - 1));
     }
+  }
   }
 }
 
@@ -133,6 +182,33 @@ TEST(ParameterServer, OptionsAreCheckedByName) {
               ParameterServer(fabric.endpoint(0), x, PsOptions{.rule = ServerRule::adagrad, .server_lr = -1});
             }).find("PsOptions::server_lr -1"),
             std::string::npos);
+  EXPECT_NE(message_of([&] {
+              ParameterServer(fabric.endpoint(0), x,
+                              PsOptions{.rule = ServerRule::adagrad, .transport = PsTransport::one_sided});
+            }).find("PsOptions::transport one-sided: takes the mean or sum rule and float pushes, not the AdaGrad"),
+            std::string::npos);
+  EXPECT_NE(message_of([&] {
+              ParameterServer(fabric.endpoint(0), x,
+                              PsOptions{.push = PushEncoding::int8, .transport = PsTransport::one_sided});
+            }).find("not compressed pushes"),
+            std::string::npos);
+}
+
+// auto is one-sided where it applies (the mean or sum rule, float pushes: the test fabric is one host), and
+// messages for AdaGrad's state and compressed pushes, which need a server.
+TEST(ParameterServer, AutomaticTransportIsOneSidedWhereItApplies) {
+  LocalFabric fabric(1);
+  Transport& t = fabric.endpoint(0);
+  EXPECT_EQ(resolve_transport(PsOptions{}, t), PsTransport::one_sided);
+  EXPECT_EQ(resolve_transport(PsOptions{.rule = ServerRule::sum}, t), PsTransport::one_sided);
+  EXPECT_EQ(resolve_transport(PsOptions{.rule = ServerRule::adagrad}, t), PsTransport::messages);
+  EXPECT_EQ(resolve_transport(PsOptions{.push = PushEncoding::sign}, t), PsTransport::messages);
+  EXPECT_EQ(resolve_transport(PsOptions{.transport = PsTransport::messages}, t), PsTransport::messages);
+  std::vector<float> x(4, 1.0f);
+  ParameterServer ps(t, x, PsOptions{});
+  EXPECT_EQ(ps.options().transport, PsTransport::one_sided);
+  ps.share(true);
+  ps.stop();
 }
 
 // "Workers" add 1 to their rank's slots while rounds run every K steps on a
@@ -140,6 +216,7 @@ TEST(ParameterServer, OptionsAreCheckedByName) {
 // every increment of every rank, and no served pull ran more than tau
 // rounds ahead of the slowest rank's pushes.
 TEST(ParameterServer, RoundsWhileTrainingKeepEveryUpdateWithinTau) {
+  for (const PsTransport transport : kTransports) {
   for (const std::uint64_t tau : {std::uint64_t{0}, std::uint64_t{2}, kUnbounded}) {
     const int P = 3;
     const std::size_t n = 64;
@@ -149,7 +226,7 @@ TEST(ParameterServer, RoundsWhileTrainingKeepEveryUpdateWithinTau) {
     expect_no_errors(on_ranks(P, [&](Transport& t, int r) {
       auto& x = params[static_cast<std::size_t>(r)];
       x.assign(n, 0.0f);
-      ParameterServer ps(t, x, PsOptions{.tau = tau, .rule = ServerRule::sum, .key_floats = 8});
+      ParameterServer ps(t, x, PsOptions{.tau = tau, .rule = ServerRule::sum, .key_floats = 8, .transport = transport});
       ps.share(r == 0);
       ps.start(3);
       for (int s = 0; s < steps + 10 * r; ++s) {
@@ -164,12 +241,13 @@ TEST(ParameterServer, RoundsWhileTrainingKeepEveryUpdateWithinTau) {
     for (int r = 0; r < P; ++r) {
       for (std::size_t i = 0; i < n; ++i) {
         ASSERT_EQ(params[static_cast<std::size_t>(r)][i], static_cast<float>(steps + 10 * static_cast<int>(i % P)))
-            << "tau " << tau << " rank " << r << " i " << i;
+            << to_string(transport) << " tau " << tau << " rank " << r << " i " << i;
       }
       if (tau != kUnbounded) {
-        EXPECT_LE(stats[static_cast<std::size_t>(r)].max_clock_gap, tau) << "rank " << r;
+        EXPECT_LE(stats[static_cast<std::size_t>(r)].max_clock_gap, tau) << to_string(transport) << " rank " << r;
       }
     }
+  }
   }
 }
 
@@ -177,6 +255,7 @@ TEST(ParameterServer, RoundsWhileTrainingKeepEveryUpdateWithinTau) {
 // served as under BSP, so with every round covered no pull runs ahead of the
 // slowest rank even with a slow rank; without it ASP's do.
 TEST(ParameterServer, WarmRoundsAreSynchronousUnderAsp) {
+  for (const PsTransport transport : kTransports) {
   for (const std::uint64_t warm : {std::uint64_t{0}, std::uint64_t{1000}}) {
     const int P = 2;
     std::vector<PsStats> stats(P);
@@ -184,7 +263,8 @@ TEST(ParameterServer, WarmRoundsAreSynchronousUnderAsp) {
     expect_no_errors(on_ranks(P, [&](Transport& t, int r) {
       auto& x = params[static_cast<std::size_t>(r)];
       x.assign(64, 0.0f);
-      ParameterServer ps(t, x, PsOptions{.tau = kUnbounded, .warm_rounds = warm, .rule = ServerRule::sum, .key_floats = 8});
+      ParameterServer ps(t, x, PsOptions{.tau = kUnbounded, .warm_rounds = warm, .rule = ServerRule::sum,
+                                         .key_floats = 8, .transport = transport});
       ps.share(r == 0);
       ps.start(2);
       for (int s = 0; s < 60; ++s) {
@@ -199,10 +279,11 @@ TEST(ParameterServer, WarmRoundsAreSynchronousUnderAsp) {
     EXPECT_EQ(params[0][0], 60.0f);
     const std::uint64_t gap = std::max(stats[0].max_clock_gap, stats[1].max_clock_gap);
     if (warm > 0) {
-      EXPECT_EQ(gap, 0u);
+      EXPECT_EQ(gap, 0u) << to_string(transport);
     } else {
-      EXPECT_GT(gap, 0u);
+      EXPECT_GT(gap, 0u) << to_string(transport);
     }
+  }
   }
 }
 
@@ -291,14 +372,15 @@ TrainerOptions one_worker(std::uint64_t epochs) {
 TEST(ParameterServer, OneRankOneWorkerTrainsWhatOneProcessTrains) {
   std::vector<std::size_t> rows(60);
   for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = i;
-  const auto train = [&](Transport* t) {
+  const auto train = [&](Transport* t, PsTransport transport) {
     ShardedQuadratic problem{rows, 4};
     ParamStore store = ParamStore::on_heap(problem.layout());
     for (std::size_t k = 0; k < 4; ++k) store.store(k, 3.0f);
     TrainerOptions o = one_worker(5);
     std::unique_ptr<ParameterServer> ps;
     if (t != nullptr) {
-      ps = std::make_unique<ParameterServer>(*t, std::span<float>(store.data(), store.size()), PsOptions{.tau = 0, .key_floats = 2});
+      ps = std::make_unique<ParameterServer>(*t, std::span<float>(store.data(), store.size()),
+                                             PsOptions{.tau = 0, .key_floats = 2, .transport = transport});
       o.on_step = [&](std::uint64_t examples) { ps->step_done(examples); };
     }
     Trainer trainer(store, o);
@@ -310,11 +392,14 @@ TEST(ParameterServer, OneRankOneWorkerTrainsWhatOneProcessTrains) {
     if (ps) ps->stop();
     return store.snapshot();
   };
-  const std::vector<float> alone = train(nullptr);
-  std::vector<float> with_server;
-  expect_no_errors(on_ranks(1, [&](Transport& t, int) { with_server = train(&t); }));
-  ASSERT_EQ(alone.size(), with_server.size());
-  for (std::size_t k = 0; k < alone.size(); ++k) EXPECT_NEAR(with_server[k], alone[k], 1e-5f * (1 + std::fabs(alone[k])));
+  const std::vector<float> alone = train(nullptr, PsTransport::messages);
+  for (const PsTransport transport : kTransports) {
+    std::vector<float> with_server;
+    expect_no_errors(on_ranks(1, [&](Transport& t, int) { with_server = train(&t, transport); }));
+    ASSERT_EQ(alone.size(), with_server.size());
+    for (std::size_t k = 0; k < alone.size(); ++k)
+      EXPECT_NEAR(with_server[k], alone[k], 1e-5f * (1 + std::fabs(alone[k]))) << to_string(transport);
+  }
 }
 
 // Through MultiRank (every app's seam): three ranks, each its own shard of
@@ -323,13 +408,15 @@ TEST(ParameterServer, OneRankOneWorkerTrainsWhatOneProcessTrains) {
 TEST(ParameterServer, MultiRankRunReachesTheWholeDataOptimum) {
   std::vector<double> optimum(4);
   for (std::size_t k = 0; k < 4; ++k) optimum[k] = ShardedQuadratic::optimum(60, k);
+  for (const PsTransport transport : kTransports) {
   for (const std::uint64_t every : {std::uint64_t{0}, std::uint64_t{3}}) {
     for (const std::uint64_t tau : {std::uint64_t{0}, std::uint64_t{4}, kUnbounded}) {
       const int P = 3;
       std::vector<std::vector<float>> params(P);
       std::vector<std::string> described(P);
       expect_no_errors(on_ranks(P, [&](Transport& t, int r) {
-        MultiRankOptions mo{.distributed = Distributed::ps, .ps = PsOptions{.tau = tau}, .average_every = every};
+        MultiRankOptions mo{.distributed = Distributed::ps, .ps = PsOptions{.tau = tau, .transport = transport},
+                            .average_every = every};
         MultiRank group(t, mo);
         group.agree_on_options();
         ShardedQuadratic problem{group.shard(60, "examples"), 4};
@@ -349,9 +436,12 @@ TEST(ParameterServer, MultiRankRunReachesTheWholeDataOptimum) {
           EXPECT_NEAR(params[static_cast<std::size_t>(r)][k], optimum[k], 0.15) << described[0];
         }
       }
-      EXPECT_NE(described[0].find("parameter server (mean, tau " + tau_to_string(tau) + ")"), std::string::npos)
+      EXPECT_NE(described[0].find("parameter server (mean, tau " + tau_to_string(tau) + ", " +
+                                  std::string(to_string(transport)) + ")"),
+                std::string::npos)
           << described[0];
     }
+  }
   }
 }
 

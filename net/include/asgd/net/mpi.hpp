@@ -56,6 +56,12 @@ class MpiTransport final : public Transport {
   void post(std::vector<std::byte> bytes, int dst, int tag) override;
   bool poll(int tag, Message& out) override;
   void flush() override;
+  // MPI_Win_allocate under MPI_Win_lock_all (MPI_MODE_NOCHECK); floats added by MPI_Accumulate (MPI_SUM) and
+  // read by MPI_Get, words raised by MPI_Accumulate (MPI_MAX) and read by MPI_Get_accumulate (MPI_NO_OP).
+  // RuntimeError unless MPI runs at MPI_THREAD_MULTIPLE.
+  std::unique_ptr<Window> window(std::size_t bytes) override;
+  // Whether MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) holds every rank.
+  bool one_host() const noexcept override { return one_host_; }
   MPI_Comm comm() const noexcept { return comm_; }
   void barrier();
   // Ends every rank of the job: prints "asgd: rank R: MESSAGE" and calls
@@ -69,6 +75,7 @@ class MpiTransport final : public Transport {
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;
   int thread_level_ = 0;
+  bool one_host_ = false;
   struct Posted {
     MPI_Request request;
     std::vector<std::byte> bytes;

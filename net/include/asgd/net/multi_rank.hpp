@@ -51,7 +51,7 @@ struct MultiRankOptions {
   double slow_factor = 1;
   // How errors spell an option: called with "distributed", "allreduce", "combine", "average-weighted",
   // "average-every", "tau", "server-rule", "server-lr", "ps-push", "ps-push-fraction", "ps-error-feedback",
-  // "resume", "epochs" or "until-epoch". Empty: the library's names (MultiRankOptions::allreduce, ...); a
+  // "ps-transport", "resume", "epochs" or "until-epoch". Empty: the library's names (MultiRankOptions::allreduce, ...); a
   // command line passes its flags' spellings.
   std::function<std::string(std::string_view option)> spell = {};
 
@@ -64,8 +64,9 @@ struct MultiRankOptions {
   void set_server_rule(std::string_view text);
   // slow_rank and slow_factor from "R:F" (F from 1 to 1000); InputError naming "slow-rank".
   void set_slow_rank(std::string_view text);
-  // PsOptions::push from "floats", "int8" or "sign".
+  // PsOptions::push from "floats", "int8" or "sign"; PsOptions::transport from "messages" or "one-sided".
   void set_push(std::string_view text);
+  void set_ps_transport(std::string_view text);
   // InputError naming the option that is wrong.
   void validate() const;
   std::string spelled(std::string_view option) const;
@@ -164,6 +165,8 @@ class MultiRank final : public RankGroup {
   void check_same_plan(const Trainer& trainer, std::uint64_t until_epoch) override;
   double communication_seconds() const noexcept;
   std::uint64_t rounds() const noexcept;
+  // The parameter server's transport, PsOptions::transport resolved for this job's ranks.
+  PsTransport ps_transport() const noexcept;
   // The parameter server's figures of this rank (Distributed::ps, after finish() for its shard's); none otherwise.
   std::optional<PsStats> ps_stats() const;
   // "R averaging rounds, S s in allreduce"; with a parameter server "R rounds, B MB pushed, C MB pulled, W s

@@ -16,6 +16,14 @@
 // tau is stale-synchronous (SSP), kUnbounded is asynchronous (ASP). The
 // staleness of each push (pushes of other ranks its shard applied since the
 // pushing rank last pulled from it) is measured per shard.
+//
+// Two transports (PsTransport): tagged messages to a server thread on each
+// rank, or one-sided: each shard is a Window (MPI_Win_allocate), a push is an
+// MPI_Accumulate of the deltas into it and a raise of the keys' versions, a
+// pull reads the versions and then the keys changed since the slowest rank's
+// clock at the last pull; the clocks are words in rank 0's window. No server
+// thread runs; the mean and sum rules and float pushes only (AdaGrad's
+// state and the decoding of compressed pushes need a server).
 #pragma once
 
 #include <atomic>
@@ -48,6 +56,13 @@ std::string_view to_string(ServerRule rule) noexcept;
 enum class PushEncoding { floats, int8, sign };
 std::string_view to_string(PushEncoding encoding) noexcept;
 
+// messages: MPI_Isend / MPI_Improbe to a server thread per rank; one_sided: MPI_Accumulate and MPI_Get on a
+// window per shard, without a server thread; automatic: one_sided where it applies (the mean or sum rule,
+// float pushes) and every rank is on one host (Transport::one_host), where it measured faster (matrix
+// factorization 1.1-1.3x, word2vec 2.4x end to end: bench/RESULTS.md), messages otherwise.
+enum class PsTransport { automatic, messages, one_sided };
+std::string_view to_string(PsTransport transport) noexcept;
+
 struct PsOptions {
   std::uint64_t tau = 0;       // rounds a rank may run ahead of the slowest's pushes; kUnbounded: ASP
   std::uint64_t warm_rounds = 0;  // rounds 1..warm_rounds bulk-synchronous whatever tau (DistBelief's warm start)
@@ -61,10 +76,15 @@ struct PsOptions {
   PushEncoding push = PushEncoding::floats;
   float push_fraction = 1;      // the changed keys pushed each round, those of largest delta first (top-k)
   bool error_feedback = true;
+  PsTransport transport = PsTransport::automatic;
   // InputError naming the option: PsOptions::key_floats, ..., or as `spell` says it, called with
-  // "key-floats", "server-lr", "ps-push-fraction" or "adagrad-eps".
+  // "key-floats", "server-lr", "ps-push-fraction", "adagrad-eps" or "ps-transport" (one_sided with the
+  // AdaGrad rule or a compressed push).
   void validate(const std::function<std::string(std::string_view)>& spell = {}) const;
 };
+
+// The transport `options` ask for, automatic resolved for `transport` (the same on every rank).
+PsTransport resolve_transport(const PsOptions& options, const Transport& transport) noexcept;
 
 // One shard's server state and the wire format (private: net/src/ps_shard.hpp).
 namespace ps {
@@ -77,8 +97,10 @@ struct PsStats {
   std::uint64_t bytes_pushed = 0, bytes_pulled = 0;  // this rank's, both ways, headers included
   std::uint64_t keys_pushed = 0, keys_pulled = 0;
   double wait_seconds = 0;           // from this rank's pushes to its last pull reply, summed over rounds
-  StalenessHistogram staleness;      // at this rank's shard: per push, other ranks' pushes it missed
-  std::uint64_t max_clock_gap = 0;   // at this rank's shard: most rounds a served pull was ahead of the slowest
+  // messages: at this rank's shard, per push, other ranks' pushes it missed; one_sided: per push of this
+  // rank, the other ranks' rounds completed since its last pull.
+  StalenessHistogram staleness;
+  std::uint64_t max_clock_gap = 0;   // most rounds a served pull was ahead of the slowest (one_sided: this rank's)
 };
 
 class ParameterServer {
@@ -112,7 +134,18 @@ class ParameterServer {
 
  private:
   struct Client;
+  struct OneSided;
   void serve() noexcept;
+  // PsTransport::one_sided's share, round (as exchange) and end (ps_one_sided.cpp).
+  void share_one_sided(bool root);
+  bool exchange_one_sided(bool finished);
+  // After a bulk-synchronous round, waits until every rank still training has pulled it.
+  void wait_for_pulls_one_sided(std::uint64_t clock);
+  void push_one_sided(bool finished, std::uint64_t clock);
+  // Waits until the bound lets round `clock` pull (with `finished`, until every rank has finished); returns
+  // the slowest unfinished rank's clock (kUnbounded: none) and records staleness and the clock gap.
+  std::uint64_t gate_one_sided(bool finished, std::uint64_t clock);
+  void pull_one_sided(bool finished, std::uint64_t since);
   // One round; `first`: share's pull of everything, which pushes nothing. True when every rank has finished.
   bool exchange(bool finished, bool first = false);
   // The keys of shard range `r` whose values changed since the last pull, the push_fraction largest (all of
@@ -122,7 +155,8 @@ class ParameterServer {
   Transport& transport_;
   std::span<float> params_;
   PsOptions options_;
-  std::unique_ptr<ps::Shard> shard_;
+  std::unique_ptr<ps::Shard> shard_;    // PsTransport::messages
+  std::unique_ptr<OneSided> one_sided_;  // PsTransport::one_sided
   std::unique_ptr<Client> client_;
   std::thread server_;
   std::atomic<bool> server_stop_{false};

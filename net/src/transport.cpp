@@ -27,7 +27,8 @@ struct LocalFabric::Regions {
 };
 
 // Operations land at once, as atomic operations on the other ranks' memory: floats relaxed, words sequentially
-// consistent, so that a word raised after adds publishes them to a rank that reads it.
+// consistent read-modify-writes and loads, so that a word raised after adds publishes them to a rank that
+// reads it.
 class LocalFabric::LocalWindow final : public Window {
  public:
   LocalWindow(LocalFabric& fabric, int rank, std::shared_ptr<Regions> regions)
@@ -48,9 +49,10 @@ class LocalFabric::LocalWindow final : public Window {
   void raise(int dst, std::size_t offset, std::span<const std::uint64_t> words) override {
     std::uint64_t* p = at<std::uint64_t>(dst, offset, words.size());
     for (std::size_t i = 0; i < words.size(); ++i) {
+      // Always a read-modify-write, the same value stored when it is not raised: a release either way.
       std::atomic_ref<std::uint64_t> w(p[i]);
       std::uint64_t old = w.load();
-      while (old < words[i] && !w.compare_exchange_weak(old, words[i])) {
+      while (!w.compare_exchange_weak(old, std::max(old, words[i]))) {
       }
     }
   }
@@ -58,7 +60,9 @@ class LocalFabric::LocalWindow final : public Window {
     std::uint64_t* p = at<std::uint64_t>(src, offset, out.size());
     for (std::size_t i = 0; i < out.size(); ++i) out[i] = std::atomic_ref<std::uint64_t>(p[i]).load();
   }
-  void flush() override { std::atomic_thread_fence(std::memory_order_seq_cst); }
+  // Operations are complete when they return; the ordering flush stands for comes from the words: float
+  // operations before a raise are released by it, and a get of the raised word acquires them.
+  void flush() override {}
   void barrier() override { fabric_.barrier(); }
 
  private:

@@ -228,7 +228,11 @@ class MpiWindow final : public Window {
 }  // namespace
 
 std::unique_ptr<Window> MpiTransport::window(std::size_t bytes) {
-  check_multiple();
+  if (thread_level_ < MPI_THREAD_MULTIPLE) {
+    throw RuntimeError(fmt::format("one-sided windows (the parameter server's one-sided transport, "
+                                   "PsOptions::transport) need MPI_THREAD_MULTIPLE; this MPI provides thread level {}",
+                                   thread_level_));
+  }
   return std::make_unique<MpiWindow>(comm_, bytes);
 }
 

@@ -153,6 +153,19 @@ std::vector<std::uint64_t> ParameterServer::changed_keys(const ps::KeyRange& r, 
   return keys;
 }
 
+void ParameterServer::take_key(const ps::KeyRange& r, std::uint64_t key, const float* server, bool exact) {
+  Client& c = *client_;
+  for (std::size_t i = r.begin(key), j = 0; i < r.end(key); ++i, ++j) {
+    if (exact) {
+      store_param(params_[i], server[j]);
+    } else {
+      const float keep = options_.error_feedback ? c.base[i] + c.sent[i] : c.snapshot[i];
+      std::atomic_ref<float>(params_[i]).fetch_add(server[j] - keep, std::memory_order_relaxed);
+    }
+    c.base[i] = server[j];
+  }
+}
+
 void ParameterServer::share(bool root) {
   if (one_sided_) return share_one_sided(root);
   Client& c = *client_;
@@ -240,16 +253,8 @@ bool ParameterServer::exchange(bool finished, bool first) {
     pulled_keys += d.keys.size();
     std::size_t at = 0;
     for (std::uint64_t key : d.keys) {
-      for (std::size_t i = r.begin(key); i < r.end(key); ++i, ++at) {
-        const float server = d.floats[at];  // decode checked the sizes
-        if (last || first) {
-          store_param(params_[i], server);
-        } else {
-          const float keep = options_.error_feedback ? c.base[i] + c.sent[i] : c.snapshot[i];
-          std::atomic_ref<float>(params_[i]).fetch_add(server - keep, std::memory_order_relaxed);
-        }
-        c.base[i] = server;
-      }
+      take_key(r, key, d.floats.data() + at, last || first);  // decode checked the sizes
+      at += r.end(key) - r.begin(key);
     }
   }
   // Keys that did not come back: nobody changed them, so their snapshot equals their base; the next round

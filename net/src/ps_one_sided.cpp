@@ -10,6 +10,7 @@
 // pull, which reads the keys whose version is above m, takes what it wrote.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <span>
@@ -173,7 +174,7 @@ std::uint64_t ParameterServer::gate_one_sided(bool finished, std::uint64_t clock
         slowest = std::min(slowest, o.at(OneSided::kClocks, q));
       }
     }
-    const bool ready = finished ? finished_ranks == P : tau == kUnbounded || slowest + tau >= clock;
+    const bool ready = finished ? finished_ranks == P : tau == kUnbounded || clock - std::min(slowest, clock) <= tau;
     if (!ready) {
       backoff.idle();
       continue;
@@ -222,20 +223,7 @@ void ParameterServer::pull_one_sided(bool finished, std::uint64_t since) {
       bytes += 4 * (e - b);
     });
     w.flush();
-    // As the messages' replies: local += server - base - sent (what this rank has that the server has not);
-    // after the last round the server's value as it is, the same bits on every rank.
-    for (std::uint64_t k : keys) {
-      for (std::size_t i = r.begin(k); i < r.end(k); ++i) {
-        const float server = o.floats[i - first];
-        if (finished) {
-          store_param(params_[i], server);
-        } else {
-          const float keep = options_.error_feedback ? c.base[i] + c.sent[i] : c.snapshot[i];
-          std::atomic_ref<float>(params_[i]).fetch_add(server - keep, std::memory_order_relaxed);
-        }
-        c.base[i] = server;
-      }
-    }
+    for (std::uint64_t k : keys) take_key(r, k, o.floats.data() + (r.begin(k) - first), finished);
   }
   std::scoped_lock lock(c.stats_mutex);
   c.stats.bytes_pulled += bytes;

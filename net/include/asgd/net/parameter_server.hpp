@@ -151,6 +151,10 @@ class ParameterServer {
   // The keys of shard range `r` whose values changed since the last pull, the push_fraction largest (all of
   // them when `finished`); takes the snapshot and clears `sent` for the range.
   std::vector<std::uint64_t> changed_keys(const ps::KeyRange& r, bool finished);
+  // Takes a pulled key's server values (`server`, its floats): local += server - base - sent, what this rank
+  // has that the server has not (with error feedback; without, server - snapshot); with `exact` (share's
+  // pull, the last round) the server's values as they are, the same bits on every rank.
+  void take_key(const ps::KeyRange& r, std::uint64_t key, const float* server, bool exact);
 
   Transport& transport_;
   std::span<float> params_;

@@ -22,7 +22,10 @@ namespace asgd::net {
 // region; floats at offsets that are multiples of 4, words (uint64) of 8.
 // Every operation is atomic element by element: floats are added (MPI_SUM)
 // or replaced, words raised to a maximum (MPI_MAX); a get of floats sees a
-// concurrent add or not, element by element (Hogwild across ranks). An
+// concurrent add or not, element by element (Hogwild across ranks; over MPI
+// this reads floats with MPI_Get, which the standard leaves undefined beside
+// a concurrent MPI_Accumulate and which on one host, osc/sm, copies whole
+// aligned floats). An
 // operation is complete, at its target and in a get's buffer, once this rank
 // calls flush(); until then the data given to add, put and raise must not
 // change. What a rank flushed before raising a word is seen by any rank whose

@@ -38,7 +38,7 @@ struct ParameterServer::OneSided {
   std::vector<std::uint64_t> view;     // rank 0's 3P words as last read
   std::uint64_t clock_reads = 0;
   std::vector<std::uint64_t> words;    // scratch: versions read, a word raised
-  std::vector<float> floats;           // scratch: values pulled
+  std::vector<float> floats;           // scratch: values pulled, at their index in the parameters
   // A push's deltas and versions per shard, kept until the flush that completes them.
   std::vector<std::vector<float>> deltas;
   std::vector<std::vector<std::uint64_t>> versions;

@@ -194,37 +194,40 @@ std::uint64_t ParameterServer::gate_one_sided(bool finished, std::uint64_t clock
 }
 
 void ParameterServer::pull_one_sided(bool finished, std::uint64_t since) {
+  // Two flushes a round, whatever the number of shards: every shard's versions, then every span of values.
   Client& c = *client_;
   OneSided& o = *one_sided_;
   Window& w = *o.window;
+  const std::size_t S = c.shards.size();
   std::uint64_t bytes = 0, count = 0;
-  std::vector<std::uint64_t> keys;
-  for (std::size_t s = 0; s < c.shards.size(); ++s) {
-    const ps::KeyRange& r = c.shards[s];
-    const int src = static_cast<int>(s);
-    const std::size_t first = r.begin(r.first_key), nkeys = r.end_key - r.first_key;
-    keys.clear();
-    if (finished) {
-      for (std::size_t k = r.first_key; k < r.end_key; ++k) keys.push_back(k);
-    } else {
-      o.words.resize(nkeys);
-      w.get(src, o.versions_at(), o.words);
-      w.flush();
-      bytes += 8 * nkeys;
-      for (std::size_t j = 0; j < nkeys; ++j)
-        if (o.words[j] > since) keys.push_back(r.first_key + j);
+  o.versions.resize(S);  // the push's buffers are complete (flushed) by now
+  if (!finished) {
+    for (std::size_t s = 0; s < S; ++s) {
+      const ps::KeyRange& r = c.shards[s];
+      o.versions[s].resize(r.end_key - r.first_key);
+      w.get(static_cast<int>(s), o.versions_at(), o.versions[s]);
+      bytes += 8 * o.versions[s].size();
     }
-    count += keys.size();
-    if (keys.empty()) continue;
-    o.floats.resize(r.end(r.end_key - 1) - first);
-    for_each_span(keys, [&](std::uint64_t k0, std::uint64_t k1) {
+    w.flush();
+  }
+  std::vector<std::vector<std::uint64_t>> keys(S);
+  o.floats.resize(params_.size());  // values at their index in the parameters
+  for (std::size_t s = 0; s < S; ++s) {
+    const ps::KeyRange& r = c.shards[s];
+    for (std::size_t k = r.first_key; k < r.end_key; ++k)
+      if (finished || o.versions[s][k - r.first_key] > since) keys[s].push_back(k);
+    count += keys[s].size();
+    const std::size_t first = r.begin(r.first_key);
+    for_each_span(keys[s], [&](std::uint64_t k0, std::uint64_t k1) {
       const std::size_t b = r.begin(k0), e = r.end(k1 - 1);
-      w.get(src, OneSided::values_at(r, o.ranks) + 4 * (b - first), std::span<float>(o.floats.data() + (b - first), e - b));
+      w.get(static_cast<int>(s), OneSided::values_at(r, o.ranks) + 4 * (b - first),
+            std::span<float>(o.floats.data() + b, e - b));
       bytes += 4 * (e - b);
     });
-    w.flush();
-    for (std::uint64_t k : keys) take_key(r, k, o.floats.data() + (r.begin(k) - first), finished);
   }
+  w.flush();
+  for (std::size_t s = 0; s < S; ++s)
+    for (std::uint64_t k : keys[s]) take_key(c.shards[s], k, o.floats.data() + c.shards[s].begin(k), finished);
   std::scoped_lock lock(c.stats_mutex);
   c.stats.bytes_pulled += bytes;
   c.stats.keys_pulled += count;

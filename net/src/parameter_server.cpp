@@ -174,7 +174,7 @@ void ParameterServer::share(bool root) {
       const ps::KeyRange& r = c.shards[s];
       std::vector<std::uint64_t> keys;
       for (std::size_t k = r.first_key; k < r.end_key; ++k) keys.push_back(k);
-      const std::size_t b = keys.empty() ? 0 : r.begin(r.first_key), e = keys.empty() ? 0 : r.end(r.end_key - 1);
+      const std::size_t b = r.first_float(), e = r.end_float();
       std::vector<float> values(e - b);
       for (std::size_t i = b; i < e; ++i) values[i - b] = load_param(params_[i]);
       transport_.post(ps::encode(ps::Header{ps::Kind::init}, keys, values), static_cast<int>(s), ps::kRequestTag);

@@ -39,6 +39,7 @@ struct ParameterServer::OneSided {
   std::uint64_t clock_reads = 0;
   std::vector<std::uint64_t> words;    // scratch: versions read, a word raised
   std::vector<float> floats;           // scratch: values pulled, at their index in the parameters
+  std::vector<std::vector<std::uint64_t>> pulled;  // scratch: the keys a pull takes, per shard
   // A push's deltas and versions per shard, kept until the flush that completes them.
   std::vector<std::vector<float>> deltas;
   std::vector<std::vector<std::uint64_t>> versions;
@@ -51,8 +52,7 @@ struct ParameterServer::OneSided {
     return 8 * (3 * static_cast<std::size_t>(ranks) + (r.end_key - r.first_key));
   }
   static std::size_t bytes(const ps::KeyRange& r, int ranks) noexcept {
-    const std::size_t floats = r.end_key > r.first_key ? r.end(r.end_key - 1) - r.begin(r.first_key) : 0;
-    return values_at(r, ranks) + 4 * floats;
+    return values_at(r, ranks) + 4 * (r.end_float() - r.first_float());
   }
   // Reads rank 0's words into `view`.
   void read_view() {

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <span>
 #include <utility>
 
@@ -29,13 +30,13 @@ namespace {
 // raised to 0, values read and left): an operation costs about as much as moving a few kilobytes on one host.
 constexpr std::uint64_t kMergeGap = 16;
 
-// Calls f(first, end) for each span of the sorted `keys` whose neighbours are at most kMergeGap keys apart.
+// Calls f(j, e) for each span keys[j..e) of the sorted `keys` whose neighbours are at most kMergeGap apart.
 template <class F>
 void for_each_span(const std::vector<std::uint64_t>& keys, F&& f) {
   for (std::size_t j = 0; j < keys.size();) {
     std::size_t e = j + 1;
     while (e < keys.size() && keys[e] - keys[e - 1] <= kMergeGap) ++e;
-    f(keys[j], keys[e - 1] + 1);
+    f(j, e);
     j = e;
   }
 }
@@ -50,17 +51,15 @@ void ParameterServer::share_one_sided(bool root) {
     for (std::size_t i = 0; i < params_.size(); ++i) c.snapshot[i] = load_param(params_[i]);
     for (std::size_t s = 0; s < c.shards.size(); ++s) {
       const ps::KeyRange& r = c.shards[s];
-      if (r.end_key == r.first_key) continue;
-      const std::size_t b = r.begin(r.first_key), e = r.end(r.end_key - 1);
-      w.put(static_cast<int>(s), OneSided::values_at(r, o.ranks), std::span<const float>(c.snapshot.data() + b, e - b));
+      w.put(static_cast<int>(s), OneSided::values_at(r, o.ranks),
+            std::span<const float>(c.snapshot.data() + r.first_float(), r.end_float() - r.first_float()));
     }
   }
   w.barrier();  // completes the puts
   for (std::size_t s = 0; s < c.shards.size(); ++s) {
     const ps::KeyRange& r = c.shards[s];
-    if (r.end_key == r.first_key) continue;
-    const std::size_t b = r.begin(r.first_key), e = r.end(r.end_key - 1);
-    w.get(static_cast<int>(s), OneSided::values_at(r, o.ranks), std::span<float>(c.base.data() + b, e - b));
+    w.get(static_cast<int>(s), OneSided::values_at(r, o.ranks),
+          std::span<float>(c.base.data() + r.first_float(), r.end_float() - r.first_float()));
   }
   w.flush();
   for (std::size_t i = 0; i < params_.size(); ++i) {
@@ -109,21 +108,27 @@ void ParameterServer::push_one_sided(bool finished, std::uint64_t clock) {
     count += keys.size();
     if (keys.empty()) continue;
     const int dst = static_cast<int>(s);
-    const std::size_t first = r.begin(r.first_key);
+    const std::size_t first = r.first_float();
     std::vector<float>& deltas = o.deltas[s];
     std::vector<std::uint64_t>& versions = o.versions[s];
-    deltas.assign(r.end(r.end_key - 1) - first, 0.0f);
-    versions.assign(r.end_key - r.first_key, 0);
-    for (std::uint64_t k : keys) {
-      versions[k - r.first_key] = clock;
-      for (std::size_t i = r.begin(k); i < r.end(k); ++i) {
-        const float d = c.snapshot[i] - c.base[i];
-        c.sent[i] = d;
-        deltas[i - first] = d * scale;
-      }
-    }
-    for_each_span(keys, [&](std::uint64_t k0, std::uint64_t k1) {
+    deltas.resize(r.end_float() - first);
+    versions.resize(r.end_key - r.first_key);
+    for_each_span(keys, [&](std::size_t j0, std::size_t j1) {
+      const std::uint64_t k0 = keys[j0], k1 = keys[j1 - 1] + 1;
       const std::size_t b = r.begin(k0), e = r.end(k1 - 1);
+      // The keys between the span's changed ones go as zeros and versions of 0: no change.
+      std::fill(deltas.begin() + static_cast<std::ptrdiff_t>(b - first),
+                deltas.begin() + static_cast<std::ptrdiff_t>(e - first), 0.0f);
+      std::fill(versions.begin() + static_cast<std::ptrdiff_t>(k0 - r.first_key),
+                versions.begin() + static_cast<std::ptrdiff_t>(k1 - r.first_key), 0);
+      for (std::size_t j = j0; j < j1; ++j) {
+        versions[keys[j] - r.first_key] = clock;
+        for (std::size_t i = r.begin(keys[j]); i < r.end(keys[j]); ++i) {
+          const float d = c.snapshot[i] - c.base[i];
+          c.sent[i] = d;
+          deltas[i - first] = d * scale;
+        }
+      }
       w.add(dst, OneSided::values_at(r, o.ranks) + 4 * (b - first),
             std::span<const float>(deltas.data() + (b - first), e - b));
       w.raise(dst, o.versions_at() + 8 * (k0 - r.first_key),
@@ -139,22 +144,27 @@ void ParameterServer::push_one_sided(bool finished, std::uint64_t clock) {
   c.stats.keys_pushed += count;
 }
 
+void ParameterServer::wait_one_sided(const std::function<bool()>& ready) {
+  Backoff backoff;
+  for (;;) {
+    if (abandoned_.load()) throw RuntimeError("parameter server: abandoned during a round");
+    one_sided_->read_view();
+    if (ready()) return;
+    backoff.idle();
+  }
+}
+
 void ParameterServer::wait_for_pulls_one_sided(std::uint64_t clock) {
   // A bulk-synchronous round k reads every rank's pushes of k and none of k + 1: so after a BSP round nobody
   // pushes again until every rank still training has pulled it.
   const std::uint64_t previous = clock - 1;
   if (previous == 0 || (previous > options_.warm_rounds && options_.tau != 0)) return;
-  OneSided& o = *one_sided_;
-  Backoff backoff;
-  for (;;) {
-    if (abandoned_.load()) throw RuntimeError("parameter server: abandoned during a round");
-    o.read_view();
-    bool all = true;
+  const OneSided& o = *one_sided_;
+  wait_one_sided([&] {
     for (std::size_t q = 0; q < o.P(); ++q)
-      all = all && (o.at(OneSided::kFinished, q) != 0 || o.at(OneSided::kPulled, q) >= previous);
-    if (all) return;
-    backoff.idle();
-  }
+      if (o.at(OneSided::kFinished, q) == 0 && o.at(OneSided::kPulled, q) < previous) return false;
+    return true;
+  });
 }
 
 std::uint64_t ParameterServer::gate_one_sided(bool finished, std::uint64_t clock) {
@@ -162,11 +172,10 @@ std::uint64_t ParameterServer::gate_one_sided(bool finished, std::uint64_t clock
   OneSided& o = *one_sided_;
   const std::size_t P = o.P();
   const std::uint64_t tau = clock <= options_.warm_rounds ? 0 : options_.tau;
-  Backoff backoff;
-  for (;;) {
-    if (abandoned_.load()) throw RuntimeError("parameter server: abandoned during a round");
-    o.read_view();
-    std::uint64_t slowest = kUnbounded, finished_ranks = 0;
+  std::uint64_t slowest = kUnbounded;
+  wait_one_sided([&] {
+    slowest = kUnbounded;
+    std::size_t finished_ranks = 0;
     for (std::size_t q = 0; q < P; ++q) {
       if (o.at(OneSided::kFinished, q) != 0) {
         ++finished_ranks;
@@ -174,23 +183,19 @@ std::uint64_t ParameterServer::gate_one_sided(bool finished, std::uint64_t clock
         slowest = std::min(slowest, o.at(OneSided::kClocks, q));
       }
     }
-    const bool ready = finished ? finished_ranks == P : tau == kUnbounded || clock - std::min(slowest, clock) <= tau;
-    if (!ready) {
-      backoff.idle();
-      continue;
-    }
-    std::uint64_t missed = 0;
-    for (std::size_t q = 0; q < P; ++q) {
-      const std::uint64_t now = o.at(OneSided::kClocks, q);
-      if (q != static_cast<std::size_t>(transport_.rank())) missed += now - std::min(now, o.clocks[q]);
-      o.clocks[q] = now;
-    }
-    std::scoped_lock lock(c.stats_mutex);
-    c.stats.staleness.add(missed);
-    if (!finished && slowest != kUnbounded && clock > slowest)
-      c.stats.max_clock_gap = std::max(c.stats.max_clock_gap, clock - slowest);
-    return slowest;
+    return finished ? finished_ranks == P : tau == kUnbounded || clock - std::min(slowest, clock) <= tau;
+  });
+  std::uint64_t missed = 0;
+  for (std::size_t q = 0; q < P; ++q) {
+    const std::uint64_t now = o.at(OneSided::kClocks, q);
+    if (q != static_cast<std::size_t>(transport_.rank())) missed += now - std::min(now, o.clocks[q]);
+    o.clocks[q] = now;
   }
+  std::scoped_lock lock(c.stats_mutex);
+  c.stats.staleness.add(missed);
+  if (!finished && slowest != kUnbounded && clock > slowest)
+    c.stats.max_clock_gap = std::max(c.stats.max_clock_gap, clock - slowest);
+  return slowest;
 }
 
 void ParameterServer::pull_one_sided(bool finished, std::uint64_t since) {
@@ -210,16 +215,18 @@ void ParameterServer::pull_one_sided(bool finished, std::uint64_t since) {
     }
     w.flush();
   }
-  std::vector<std::vector<std::uint64_t>> keys(S);
+  std::vector<std::vector<std::uint64_t>>& keys = o.pulled;
+  keys.resize(S);
   o.floats.resize(params_.size());  // values at their index in the parameters
   for (std::size_t s = 0; s < S; ++s) {
     const ps::KeyRange& r = c.shards[s];
+    keys[s].clear();
     for (std::size_t k = r.first_key; k < r.end_key; ++k)
       if (finished || o.versions[s][k - r.first_key] > since) keys[s].push_back(k);
     count += keys[s].size();
-    const std::size_t first = r.begin(r.first_key);
-    for_each_span(keys[s], [&](std::uint64_t k0, std::uint64_t k1) {
-      const std::size_t b = r.begin(k0), e = r.end(k1 - 1);
+    const std::size_t first = r.first_float();
+    for_each_span(keys[s], [&](std::size_t j0, std::size_t j1) {
+      const std::size_t b = r.begin(keys[s][j0]), e = r.end(keys[s][j1 - 1]);
       w.get(static_cast<int>(s), OneSided::values_at(r, o.ranks) + 4 * (b - first),
             std::span<float>(o.floats.data() + b, e - b));
       bytes += 4 * (e - b);

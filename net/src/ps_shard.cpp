@@ -133,8 +133,7 @@ KeyRange KeyRange::of_shard(std::size_t n, std::size_t w, int s, int ranks) {
 Shard::Shard(int ranks, KeyRange range, const PsOptions& options)
     : ranks_(ranks), range_(range), options_(options), key_version_(range.end_key - range.first_key, 0),
       clock_(static_cast<std::size_t>(ranks), 0), finished_(static_cast<std::size_t>(ranks), false) {
-  const std::size_t floats =
-      range.end_key > range.first_key ? range.end(range.end_key - 1) - range.begin(range.first_key) : 0;
+  const std::size_t floats = range.end_float() - range.first_float();
   values_.assign(floats, 0.0f);
   if (options_.rule == ServerRule::adagrad) sums_.assign(floats, 0.0f);
 }

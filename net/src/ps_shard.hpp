@@ -38,6 +38,9 @@ struct KeyRange {
   std::size_t n = 0, w = 1, first_key = 0, end_key = 0;
   std::size_t begin(std::size_t key) const noexcept { return key * w; }
   std::size_t end(std::size_t key) const noexcept { return key * w + w < n ? key * w + w : n; }
+  // The range's floats, [first_float, end_float); both 0 for a range of no keys.
+  std::size_t first_float() const noexcept { return end_key > first_key ? begin(first_key) : 0; }
+  std::size_t end_float() const noexcept { return end_key > first_key ? end(end_key - 1) : 0; }
   // Shard s of `ranks`: keys ceil(n / w) split into contiguous ranges.
   static KeyRange of_shard(std::size_t n, std::size_t w, int s, int ranks);
 };

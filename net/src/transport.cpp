@@ -136,8 +136,8 @@ class LocalFabric::Endpoint final : public Transport {
   }
   bool one_host() const noexcept override { return true; }
   std::unique_ptr<Window> window(std::size_t bytes) override {
-    // The k-th call of every rank meets at the fabric's k-th regions: each rank puts its region in, and once
-    // all have (a barrier) each takes the whole set; rank 0 forgets it after a second barrier.
+    // The k-th call of every rank meets at the fabric's k-th regions: each rank puts its region in and keeps
+    // the set; once all have (a barrier) the set is whole, and rank 0 takes it out of the fabric.
     const std::uint64_t k = windows_made_++;
     std::shared_ptr<Regions> regions;
     {
@@ -151,7 +151,6 @@ class LocalFabric::Endpoint final : public Transport {
     }
     fabric_.barrier();
     auto w = std::make_unique<LocalWindow>(fabric_, rank_, regions);
-    fabric_.barrier();
     if (rank_ == 0) {
       std::scoped_lock lock(fabric_.barrier_mutex_);
       fabric_.windows_.erase(k);

@@ -139,6 +139,8 @@ class ParameterServer {
   // PsTransport::one_sided's share, round (as exchange) and end (ps_one_sided.cpp).
   void share_one_sided(bool root);
   bool exchange_one_sided(bool finished);
+  // Reads rank 0's clocks (OneSided::read_view) until `ready` says so, with a backoff; gives up when abandoned.
+  void wait_one_sided(const std::function<bool()>& ready);
   // After a bulk-synchronous round, waits until every rank still training has pulled it.
   void wait_for_pulls_one_sided(std::uint64_t clock);
   void push_one_sided(bool finished, std::uint64_t clock);

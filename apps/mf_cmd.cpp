@@ -115,7 +115,20 @@ constexpr std::pair<std::string_view, std::string_view> kTrainNames[] = {
     {"MfOptions::biases", "--no-biases"}, {"MfOptions::center", "--no-mean"}, {"MfOptions::head_first", "--head-first"},
     {"FitOptions::sampled_eval", "--sampled-eval"}, {"TrainerOptions::tau", "--tau"},
     {"without TrainerOptions::blocks", "with --schedule hogwild"}, {"TrainerOptions::blocks", "--schedule blocks"},
-    {"Loss::squared", "--loss squared"}, {"Loss::bpr", "--loss bpr"}};
+    {"Loss::squared", "--loss squared"}, {"Loss::bpr", "--loss bpr"}, {"FitOptions::resume", "--resume"},
+    {"FitOptions::checkpoint_every", "--checkpoint-every"}, {"FitOptions::checkpoint", "--checkpoint"},
+    {"FitOptions::model_file", "MODEL_FILE"}, {"FitOptions::split_seed", "--split-seed"}};
+
+// A resume's option changes as warnings, each named by mf train's flag (the record keeps the engine's names).
+void warn_resume_changes(const std::string& path, std::vector<OptionChange> changes) {
+  constexpr std::pair<std::string_view, std::string_view> kFlags[] = {
+      {"workers", "-s"}, {"lr", "-r"}, {"epochs", "-t"}, {"schedule", "--lr-schedule"}, {"order", "--schedule"}};
+  for (OptionChange& c : changes) {
+    const auto* flag = std::find_if(std::begin(kFlags), std::end(kFlags), [&](const auto& p) { return p.first == c.key; });
+    c.key = flag != std::end(kFlags) ? std::string(flag->second) : "--" + c.key;
+  }
+  warn_option_changes("mf train", path, changes, {}, "");
+}
 
 // What the run prints as it sets up and trains: the data, the grid's notes (stderr), the store, each epoch.
 FitEvents train_events(std::FILE* out, const MfTrainFlags& f, Distributed& dist, double load_seconds) {
@@ -149,6 +162,10 @@ FitEvents train_events(std::FILE* out, const MfTrainFlags& f, Distributed& dist,
     if (dist.active()) {
       fmt::print(out, "mpi: {}; rank 0 trains {} of {} {}\n", dist.describe(), s.examples, s.trained,
                  bpr ? "positives" : "ratings");
+    }
+    if (s.resumed && dist.root()) {
+      warn_resume_changes(f.fit.resume.string(), s.changes);
+      fmt::print(out, "resumed from {} at epoch {}\n", f.fit.resume.string(), s.resumed_epoch);
     }
   };
   if (f.quiet || f.loss == "bpr") return ev;
@@ -242,6 +259,9 @@ void check_train_flags(const MfTrainFlags& f, Distributed& dist) {
     else
       check_rewritten_output("MODEL_FILE (with --shm)", f.model_file);
     check_distinct("MODEL_FILE", f.model_file, {{"TRAIN_FILE", f.train_file}, {"-v", f.validation_file}});
+    check_rewritten_output("--checkpoint", f.fit.checkpoint.string());
+    check_distinct("--checkpoint", f.fit.checkpoint.string(),
+                   {{"TRAIN_FILE", f.train_file}, {"-v", f.validation_file}});
   }
   if (f.loss == "bpr" && (!f.validation_file.empty() || f.schedule_given))
     throw InputError(fmt::format("{}: only with --loss squared", f.validation_file.empty() ? "--schedule" : "-v/-p"));
@@ -265,8 +285,14 @@ int train(const MfTrainFlags& f, Distributed& dist) {
   const StopOnSignal on_signal(!dist.active());  // before the segment opens: see linear train
   o.stop = on_signal.flag();
   const FitReport r = fit(std::move(all), o, dist, train_events(out, f, dist, load_seconds), std::move(validation));
-  if (r.train.stopped) {  // by Ctrl-C or SIGTERM; mf keeps no checkpoints
-    print_interrupted({.command = "mf train", .epochs = f.engine.epochs, .shm = f.fit.shm}, r.train);
+  if (r.train.stopped) {  // by Ctrl-C or SIGTERM
+    print_interrupted({.command = "mf train",
+                       .epochs = f.engine.epochs,
+                       .checkpoint = f.fit.checkpoint.string(),
+                       .resumed_from = f.fit.resume.string(),
+                       .dashes = "--",
+                       .shm = f.fit.shm},
+                      r.train);
     return interrupted_exit_code();
   }
   return print_report(out, f, dist, r);
@@ -427,6 +453,12 @@ void add_train_command(CLI::App& mf, int& exit_code) {
   train_cmd->add_option("--bins,-n", t->fit.model.bins,
                         "blocks: users and items split into this many groups, at most 4096 (default 2 x threads + 1); "
                         "fewer workers than bins (lowered, with a note)");
+  train_cmd->add_option("--checkpoint", t->fit.checkpoint,
+                        "Checkpoint here after every --checkpoint-every epochs (a model file that --resume goes on from)");
+  train_cmd->add_option("--checkpoint-every", t->fit.checkpoint_every, "Epochs between checkpoints")
+      ->capture_default_str();
+  train_cmd->add_option("--resume", t->fit.resume,
+                        "Go on from this checkpoint up to -t epochs (its factors, epoch and seed; the same ratings)");
   train_cmd->add_flag("--quiet,-q", t->quiet, "No per-epoch lines");
   add_distributed_flags(*train_cmd, t->dist);
   t->dist.names = kTrainNames;

@@ -135,7 +135,7 @@ py::tuple fit_mf(const IdArray& users, const IdArray& items, const FloatArray& r
                  std::size_t item_count, const MfSettings& settings, const std::optional<IdArray>& valid_users,
                  const std::optional<IdArray>& valid_items, const std::optional<FloatArray>& valid_ratings,
                  const py::object& callback, const SavedModel* initial, const py::object& progress) {
-  const FitOptions base = fit_options(settings);
+  FitOptions o = fit_options(settings);
   Ratings data = ratings_from_arrays(span_of(users), span_of(items), span_of(ratings), user_count, item_count);
   std::optional<Ratings> validation;
   if (valid_users) {
@@ -143,7 +143,6 @@ py::tuple fit_mf(const IdArray& users, const IdArray& items, const FloatArray& r
                                      user_count, item_count);
   }
   std::atomic<bool> stop{false};
-  FitOptions o = base;
   o.stop = &stop;
   o.keep_last_epoch = true;
   asgd::python::ProgressErrors progress_errors;
@@ -174,7 +173,7 @@ py::tuple fit_mf(const IdArray& users, const IdArray& items, const FloatArray& r
   }
   py::dict run = asgd::python::train_report(report.train);
   py::object model = py::none();
-  if (report.model) model = py::cast(saved_model(std::move(report), base));
+  if (report.model) model = py::cast(saved_model(std::move(report)));
   return py::make_tuple(model, records, run, interrupt ? interrupt->value() : py::none());
 }
 

@@ -8,7 +8,8 @@
 #          digit, as averaging's (what BSP is), under the mean rule and the
 #          sum, over messages and one-sided; SSP(2) every 20 steps over
 #          each (the clock gap within 2; auto is one-sided on one host),
-#          and mf eval reads rank 0's model back;
+#          and mf eval reads rank 0's model back; stopped at a checkpoint
+#          and resumed by one process, the RMSE within 0.02 of 2 ranks';
 #  w2v     2 ranks, SSP(2) every 20 steps: one vectors file of the whole
 #          vocabulary;
 #  cnn     2 ranks, a round per epoch: above 80 % on the digits;
@@ -74,6 +75,17 @@ rmse=$(test_rmse)
 awk -v a="$rmse" 'BEGIN { exit !(a != "" && a < 1.2) }' || fail "mf, ps tau 2: RMSE '$rmse'"
 "$asgd" mf eval "$work/ratings.txt" "$work/mf.model" > "$work/eval" 2>&1 || fail "mf eval of the ps model"
 echo "mf, 2 ranks: BSP RMSE as averaging's under mean and sum (last $ps_rmse); SSP(2) every 20 steps RMSE $rmse"
+# Elastic resume: 2 ranks under SSP(2) to epoch 5 at a checkpoint, gone on with by one process to epoch 10; the
+# RMSE within 0.02 of the uninterrupted 2-rank run's.
+mpi 2 mf train "$work/ratings.txt" -k 8 -t 5 -s 1 -r 0.02 --test-fraction 0.1 --distributed ps --ps-tau 2 \
+  --average-every 20 --checkpoint "$work/mf.ckpt" > "$work/log" 2>&1 || fail "mf, ps to epoch 5"
+"$asgd" mf train "$work/ratings.txt" -k 8 -t 10 -s 1 -r 0.02 --test-fraction 0.1 --resume "$work/mf.ckpt" \
+  > "$work/log" 2>&1 || fail "mf, resumed by one process"
+grep -q "resumed from $work/mf.ckpt at epoch 5" "$work/log" || fail "mf, resumed: no resume line"
+resumed=$(test_rmse)
+awk -v a="$resumed" -v b="$rmse" 'BEGIN { d = a - b; exit !(a != "" && d < 0.02 && d > -0.02) }' ||
+  fail "mf, resumed by one process: RMSE '$resumed', the 2-rank run's $rmse"
+echo "mf: 2 ranks to epoch 5, resumed by one process to 10: RMSE $resumed"
 
 # w2v: sentences over two topics of 20 words each
 write_corpus "$work/corpus.txt"

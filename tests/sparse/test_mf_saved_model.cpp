@@ -35,7 +35,7 @@ void expect_fit_file_rewritten(FitOptions o, const asgd::testing::ScratchDir& di
   o.model_file = dir / "fit.model";
   FitReport report = fit(ratings(), o);
   ASSERT_TRUE(report.model_written);
-  write_saved_model(dir / "saved.model", saved_model(std::move(report), o));
+  write_saved_model(dir / "saved.model", saved_model(std::move(report)));
   const std::string fitted = bytes_of(dir / "fit.model");
   ASSERT_FALSE(fitted.empty());
   EXPECT_EQ(bytes_of(dir / "saved.model"), fitted);
@@ -67,7 +67,7 @@ TEST(SavedModel, BprIsFitsModelFile) {
 
 TEST(SavedModel, AStoppedFitHoldsNoModel) {
   FitReport stopped;
-  EXPECT_NE(asgd::testing::message_of([&] { saved_model(std::move(stopped), FitOptions{}); }).find("no model"),
+  EXPECT_NE(asgd::testing::message_of([&] { saved_model(std::move(stopped)); }).find("no model"),
             std::string::npos);
 }
 

@@ -14,6 +14,7 @@
 #include "asgd/engine/training_run.hpp"
 #include "asgd/sparse/mf/bpr.hpp"
 #include "asgd/sparse/mf/model_file.hpp"
+#include "asgd/sparse/mf/resume_check.hpp"
 
 namespace asgd::sparse::mf {
 
@@ -54,6 +55,11 @@ void FitOptions::validate() const {
   only(!trainer.blocks && model.bins != 0, "MfOptions::bins", "TrainerOptions::blocks");
   only(model.head_first != 0 && !trainer.schedule.row_adagrad, "MfOptions::head_first",
        "Schedule::row_adagrad (LIBMF's rule)");
+  if (initial != nullptr && !resume.empty())
+    throw InputError("FitOptions::initial: not with FitOptions::resume (the checkpoint holds the factors)");
+  if (!checkpoint.empty() && checkpoint == model_file)
+    throw InputError(fmt::format("FitOptions::checkpoint {}: also FitOptions::model_file; give them two paths",
+                                 checkpoint.string()));
   trainer.validate();
 }
 
@@ -142,24 +148,54 @@ void check_scaled_step(const FitOptions& o, float sd, const Ratings& train) {
 
 // Where the model trains (the heap or a segment), its factors initialised when new (a new segment before another
 // process may attach it; ids without a rating in `trained` start as zero rows).
-TrainingRun open_run(const FitOptions& o, const Layout& layout, const Ratings& trained) {
+// The checkpoint resumed is the one the group reads for this rank (RankGroup::resume_checkpoint); the root alone
+// holds the checkpoint's lock (the ranks of a job share the path).
+TrainingRun open_run(const FitOptions& o, const Layout& layout, const Ratings& trained, RankGroup& group) {
   TrainingRunOptions ro;  // field by field: GCC 12 warns falsely on a designated initializer here
   ro.shm = o.shm;
   ro.attach.recover_stale = o.shm_recover;
   ro.attach.settings = objective_settings(o);
   ro.stop = o.stop;
   ro.on_progress = o.on_progress;
+  ro.checkpoint = o.checkpoint;
+  ro.checkpoint_every = o.checkpoint_every;
+  ro.lock_checkpoint = group.root();
+  ro.resume = o.resume;
+  if (!o.resume.empty()) {
+    if (auto resumed = group.resume_checkpoint(o.resume, o.trainer)) {
+      ro.resume = std::move(resumed->file);
+      ro.resumed = std::move(resumed->data);
+    }
+  }
   return TrainingRun(layout, std::move(ro), [&](ParamStore& s) {
     initialize_factors(s, o.trainer.seed, o.model.init_scale, &trained);
     if (o.initial != nullptr) copy_factor_rows(*o.initial, s);
   });
 }
 
+// The run's record: the engine's options and the objective (a resume says which of them changed).
+void record_run(TrainingRun& run, const TrainerOptions& to, const FitOptions& o) {
+  OptionsRecord record = engine_options(to);
+  record["order"] = to.blocks ? "blocks" : "hogwild";  // the engine's "schedule" is the rates'
+  run.set_record(std::move(record), to.seed, objective_settings(o));
+}
+
 // Training begins: the model file written first with a segment (the ids and the scale a server needs while the
 // factors train), on_start told, the group's common start. The Trainer was made after run.configure and
 // group.prepare.
+// The checkpoint resumed, if any, checked against this run's model and loaded into the trainer.
+void resume(TrainingRun& run, Trainer& trainer, FitSetup& setup) {
+  if (!run.resumed()) return;
+  check_mf_resume(*run.resumed(), run.options().resume, trainer.options().checkpoint_metadata);
+  setup.changes = run.changes_since_resumed();
+  run.load_resumed(trainer);
+  setup.resumed = true;
+  setup.resumed_epoch = trainer.state().epoch;
+}
+
 void start_training(const FitOptions& o, Trainer& trainer, TrainingRun& run, RankGroup& group,
                     const FitEvents& events, FitSetup& setup) {
+  resume(run, trainer, setup);
   if (!o.shm.empty() && !o.model_file.empty()) trainer.save_checkpoint(o.model_file);
   setup.created = run.created();
   if (events.on_start) events.on_start(setup);
@@ -193,6 +229,7 @@ void keep_model(Trainer& trainer, TrainingRun& run, ModelInfo info, FitReport& r
   static_cast<ModelInfo&>(model) = std::move(info);
   model.epochs = trainer.state().epoch;
   model.store.emplace(std::move(run.store()));
+  report.metadata = trainer.options().checkpoint_metadata;
 }
 
 // The model file, if asked, then the model into the report.
@@ -245,10 +282,11 @@ FitReport fit_squared(Ratings ratings, const FitOptions& o, RankGroup& group, co
   const RatingScale& scale = problem.rating_scale();
   if (mo.scale_ratings) check_scaled_step(o, scale.scale, train);
   const RatingRange range = RatingRange::of(train);
-  TrainingRun run = open_run(o, problem.layout(), train);
+  TrainingRun run = open_run(o, problem.layout(), train, group);
   // Ids first seen in a validation or test set: zero rows, predicted as unknown ids are.
   const ColdIds cold = cold_ids(train.users.size(), train.items.size(), train);
-  to.checkpoint_metadata = model_metadata(train, cold, scale, mo, "squared");
+  record_run(run, to, o);
+  to.checkpoint_metadata = model_metadata(train, cold, scale, mo, "squared", 0, run.record());
   setup.mean = problem.global_mean();
   setup.examples = problem.num_examples();
   run.configure(to);
@@ -310,11 +348,13 @@ FitReport fit_bpr(const Ratings& ratings, const FitOptions& o, RankGroup& group,
   std::optional<std::vector<std::size_t>> shard;
   if (group.active()) shard = group.shard(split.train.size(), "training positives");
   const BprMf problem(split.train, o.model, o.trainer.seed, shard ? &*shard : nullptr);
-  TrainingRun run = open_run(o, problem.layout(), split.train);
+  TrainingRun run = open_run(o, problem.layout(), split.train, group);
   // Items with no training positive (all of theirs held out): zero rows, never recommended nor ranked.
   const ColdIds cold = cold_ids(setup.users, setup.items, split.train);
   TrainerOptions to = o.trainer;
-  to.checkpoint_metadata = model_metadata(split.train, cold, RatingScale(0.0f), o.model, "bpr", o.positive);
+  record_run(run, to, o);
+  to.checkpoint_metadata =
+      model_metadata(split.train, cold, RatingScale(0.0f), o.model, "bpr", o.positive, run.record());
   setup.examples = problem.num_examples();
   run.configure(to);
   group.prepare(to);

@@ -91,7 +91,7 @@ std::vector<std::uint32_t> get_rows(const JsonMetadata& j, const char* key) {
 }  // namespace
 
 std::string model_metadata(const Ratings& r, const ColdIds& cold, const RatingScale& rs, const MfOptions& o,
-                           std::string_view loss, float positive) {
+                           std::string_view loss, float positive, const OptionsRecord& options) {
   const RatingRange range = RatingRange::of(r);
   nlohmann::json j{{"model", "mf"},   {"loss", std::string(loss)}, {"mean", rs.mean},
                    {"factors", o.factors}, {"l2", o.l2}, {"bias_l2", o.bias_l2}};
@@ -109,6 +109,7 @@ std::string model_metadata(const Ratings& r, const ColdIds& cold, const RatingSc
   // Ids with no training rating (first seen in a validation or test file): zero rows, never recommended.
   if (!cold.users.empty()) j["cold_users"] = cold.users;
   if (!cold.items.empty()) j["cold_items"] = cold.items;
+  if (!options.empty()) j["options"] = options;
   return j.dump();
 }
 

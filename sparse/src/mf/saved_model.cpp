@@ -6,20 +6,12 @@
 
 namespace asgd::sparse::mf {
 
-SavedModel saved_model(FitReport report, const FitOptions& options) {
+SavedModel saved_model(FitReport report) {
   if (!report.model) throw InputError("saved_model: the fit holds no model (it was stopped)");
   SavedModel s;
   s.model = std::move(*report.model);
   s.state = report.train.state;
-  // model_metadata reads the names and the range of the ratings it is given: the model's maps, and its range as
-  // two ratings (fit's range is RatingRange::of the training ratings; a bpr model has none).
-  Ratings named;
-  named.users = s.model.users;
-  named.items = s.model.items;
-  const bool bpr = s.model.loss == "bpr";
-  if (!bpr) named.rating = {s.model.range.lo, s.model.range.hi};
-  s.metadata = model_metadata(named, s.model.cold, s.model.scale, options.model, s.model.loss,
-                              bpr ? s.model.positive : 0.0f);
+  s.metadata = std::move(report.metadata);
   return s;
 }
 

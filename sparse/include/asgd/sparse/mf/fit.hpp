@@ -10,7 +10,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "asgd/engine/options_record.hpp"
 #include "asgd/engine/rank_group.hpp"
 #include "asgd/engine/trainer.hpp"
 #include "asgd/sparse/mf/model.hpp"
@@ -46,6 +48,15 @@ struct FitOptions {
   // Written at the end by the group's root; with shm also before training (a server needs its ids meanwhile).
   std::filesystem::path model_file;
   std::atomic<bool>* stop = nullptr;  // a stop request of the caller's (StopOnSignal::flag()); null: none
+  // Written by the group's root after every checkpoint_every epochs (and the last): a model file (load_model reads
+  // it) that also holds the epoch, the seed and any AdaGrad sums. Under a RankGroup with AdaGrad each rank writes
+  // its own sums beside it (RankGroup::resume_checkpoint says which file each resumes). Empty: none.
+  std::filesystem::path checkpoint;
+  std::uint64_t checkpoint_every = 1;
+  // Go on from this checkpoint (or a model file fit wrote) up to trainer.epochs: its factors, epoch, seed and sums.
+  // Refused, naming it, when it holds another loss, other model options or other ratings' ids. Without AdaGrad
+  // a job may resume with another number of ranks than wrote it (each trains its new share of the ratings).
+  std::filesystem::path resume;
   // Training goes on from these factors (a model fit trained before, as fit_more does) instead of random ones:
   // copy_factor_rows of them into the new store, whose ids beyond theirs keep their random rows. Null: none.
   const ParamStore* initial = nullptr;
@@ -59,7 +70,7 @@ struct FitOptions {
   // option that the loss or the schedule does not use is refused ("MfOptions::bins: only with Loss::squared"), not
   // ignored: bpr with validation_fraction, bins, no biases, no centring, scale_ratings, head_first or blocks;
   // squared with another positive or sampled_eval; a bounded tau with blocks, bins without them; head_first
-  // without row AdaGrad.
+  // without row AdaGrad; initial with resume; a checkpoint that is the model file.
   void validate() const;
 };
 
@@ -96,6 +107,11 @@ struct FitSetup {
   std::optional<BlockGrid> grid;  // squared with the block schedule
   // on_start:
   bool created = true;          // a new store (false: a segment attached, its parameters kept)
+  // With FitOptions::resume: the epochs its checkpoint had done, and the options recorded there that this run
+  // sets otherwise (TrainingRun::changes_since_resumed).
+  bool resumed = false;
+  std::uint64_t resumed_epoch = 0;
+  std::vector<OptionChange> changes;
   float mean = 0;               // squared: the training ratings' mean
   std::size_t examples = 0;     // trained by this rank
 };
@@ -131,6 +147,7 @@ struct FitReport {
   // The trained model, as load_model reads it from the model file: the factors (the heap's, or the segment,
   // still attached), the id maps, the scale and range, the cold ids.
   std::optional<LoadedModel> model;
+  std::string metadata;  // with model: the metadata its model file holds (model_metadata and the run's record)
 };
 
 // Trains `ratings` (with `validation`: squared only, see split_sets) as `options` say: the model file, if asked,

@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "asgd/engine/checkpoint.hpp"
+#include "asgd/engine/options_record.hpp"
 #include "asgd/engine/param_store.hpp"
 #include "asgd/sparse/mf/model.hpp"
 #include "asgd/sparse/mf/ratings.hpp"
@@ -42,8 +43,9 @@ struct ModelInfo {
 // The metadata of a model trained on `trained`, whose id maps are the model's (ids a validation or test file
 // added included; `cold` = cold_ids of them), for save_checkpoint or TrainerOptions::checkpoint_metadata. `loss`
 // is "squared" (with `rs`) or "bpr" (with its `positive` threshold). Names that are not UTF-8 are kept as hex.
+// `options`: the run's record (TrainingRun::record), kept under "options" so that a resume can say what changed.
 std::string model_metadata(const Ratings& trained, const ColdIds& cold, const RatingScale& rs, const MfOptions& o,
-                           std::string_view loss, float positive = 0);
+                           std::string_view loss, float positive = 0, const OptionsRecord& options = {});
 
 // The metadata of a model file read with read_checkpoint, checked against its factors: InputError "PATH: ..."
 // for a file that is not an mf model, or whose parts disagree (ids and rows, a cold id past the rows, a scale

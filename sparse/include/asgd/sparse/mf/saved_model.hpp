@@ -17,16 +17,16 @@ struct SavedModel {
   std::string metadata;  // model_metadata's text, as the file holds it
   TrainState state;      // epochs, examples and seed of the run that trained it
   // A loaded file's optimizer state, written back as read. A model from fit has none: fit does not return its
-  // AdaGrad sums, and an mf model file is for predicting and serving (mf does not resume from it).
+  // AdaGrad sums (so a resume of an AdaGrad run needs its own model file or checkpoint, FitOptions::resume).
   std::vector<float> optimizer_state;
   OptimizerKind optimizer_kind = OptimizerKind::unrecorded;
   std::uint32_t row_head = 0;
 };
 
 // The model of a finished fit (report.model, on the heap: not trained into a shared segment) with the metadata
-// and state `asgd mf train` writes for it with the same `options`. InputError when the report holds no model (a
-// stopped run).
-SavedModel saved_model(FitReport report, const FitOptions& options);
+// and state its model file holds (FitReport::metadata). InputError when the report holds no model (a stopped
+// run).
+SavedModel saved_model(FitReport report);
 
 // A model file, as load_model reads it (its InputErrors), kept whole for writing back.
 SavedModel read_saved_model(const std::filesystem::path& path);

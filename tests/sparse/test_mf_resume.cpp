@@ -1,5 +1,6 @@
 // mf::fit with checkpoints: a run stopped after an epoch and resumed from its checkpoint ends with the factors of
-// the run that was never stopped (one worker, a constant rate), for either loss; a model file is a checkpoint too;
+// the run that was never stopped (one worker, a constant rate), for either loss, whatever seed the resume is given
+// (the checkpoint's goes on); a model file is a checkpoint too;
 // a checkpoint of another model or other ratings is refused, naming FitOptions::resume and what differs.
 #include <gtest/gtest.h>
 
@@ -57,6 +58,14 @@ FitReport stopped_after(const Ratings& ratings, FitOptions o, std::uint64_t epoc
   return fit(ratings, o, one_process, events);
 }
 
+// fit, with what on_start told kept in `started`.
+FitReport fit_telling_start(const Ratings& ratings, const FitOptions& o, FitSetup& started) {
+  FitEvents events;
+  events.on_start = [&](const FitSetup& s) { started = s; };
+  asgd::RankGroup one_process;
+  return fit(ratings, o, one_process, events);
+}
+
 TEST(MfResume, AResumedRunEndsWithTheFactorsOfAnUninterruptedOne) {
   ScratchDir dir;
   const Ratings ratings = planted(8000);
@@ -77,11 +86,9 @@ TEST(MfResume, AResumedRunEndsWithTheFactorsOfAnUninterruptedOne) {
     FitOptions second = o;
     second.model_file = dir / "resumed.model";
     second.resume = first.checkpoint;
+    second.trainer.seed = 99;  // the checkpoint's seed goes on: its shuffles and draws
     FitSetup started;
-    FitEvents events;
-    events.on_start = [&](const FitSetup& s) { started = s; };
-    asgd::RankGroup one_process;
-    const FitReport resumed = fit(ratings, second, one_process, events);
+    const FitReport resumed = fit_telling_start(ratings, second, started);
     ASSERT_FALSE(resumed.train.stopped);
     EXPECT_TRUE(started.resumed);
     EXPECT_EQ(started.resumed_epoch, 2u);
@@ -109,10 +116,7 @@ TEST(MfResume, AModelFileGoesOnAndAChangedOptionIsTold) {
   more.trainer.schedule.lr = 0.01f;
   more.resume = o.model_file;
   FitSetup started;
-  FitEvents events;
-  events.on_start = [&](const FitSetup& s) { started = s; };
-  asgd::RankGroup one_process;
-  const FitReport r = fit(ratings, more, one_process, events);
+  const FitReport r = fit_telling_start(ratings, more, started);
   EXPECT_EQ(r.train.epochs.size(), 2u);
   ASSERT_EQ(started.changes.size(), 1u);
   EXPECT_EQ(started.changes[0].key, "lr");
@@ -142,6 +146,21 @@ TEST(MfResume, AnotherModelOrOtherRatingsAreRefusedByName) {
   bpr.resume = o.checkpoint;
   const std::string loss_error = message_of([&] { fit(ratings, bpr); });
   EXPECT_NE(loss_error.find("loss"), std::string::npos) << loss_error;
+
+  FitOptions biased = one_worker(Loss::squared);
+  biased.model.biases = false;
+  biased.trainer.epochs = 1;
+  biased.checkpoint = dir / "no-biases.ckpt";
+  fit(ratings, biased);
+  FitOptions with_biases = again;
+  with_biases.resume = biased.checkpoint;
+  const std::string biases_error = message_of([&] { fit(ratings, with_biases); });
+  EXPECT_NE(biases_error.find("MfOptions::biases"), std::string::npos) << biases_error;
+  biased.resume = biased.checkpoint;  // without biases their L2 weight may differ
+  biased.checkpoint.clear();
+  biased.trainer.epochs = 2;
+  biased.model.bias_l2 = 0.5f;
+  EXPECT_EQ(fit(ratings, biased).train.epochs.size(), 1u);
 
   FitOptions same_file = again;
   same_file.checkpoint = same_file.model_file = dir / "m";

@@ -55,6 +55,7 @@ void FitOptions::validate() const {
   only(!trainer.blocks && model.bins != 0, "MfOptions::bins", "TrainerOptions::blocks");
   only(model.head_first != 0 && !trainer.schedule.row_adagrad, "MfOptions::head_first",
        "Schedule::row_adagrad (LIBMF's rule)");
+  if (checkpoint_every == 0) throw InputError("FitOptions::checkpoint_every 0: expected at least 1 epoch");
   if (initial != nullptr && !resume.empty())
     throw InputError("FitOptions::initial: not with FitOptions::resume (the checkpoint holds the factors)");
   if (!checkpoint.empty() && checkpoint == model_file)
@@ -148,9 +149,22 @@ void check_scaled_step(const FitOptions& o, float sd, const Ratings& train) {
 
 // Where the model trains (the heap or a segment), its factors initialised when new (a new segment before another
 // process may attach it; ids without a rating in `trained` start as zero rows).
-// The checkpoint resumed is the one the group reads for this rank (RankGroup::resume_checkpoint); the root alone
-// holds the checkpoint's lock (the ranks of a job share the path).
-TrainingRun open_run(const FitOptions& o, const Layout& layout, const Ratings& trained, RankGroup& group) {
+// The checkpoint to resume, read before the problem is made (its ratings are shuffled with the resumed run's
+// seed): the file the group reads for this rank (RankGroup::resume_checkpoint), or FitOptions::resume itself.
+std::optional<RankGroup::Resumed> read_resume(const FitOptions& o, RankGroup& group) {
+  if (o.resume.empty()) return std::nullopt;
+  if (auto resumed = group.resume_checkpoint(o.resume, o.trainer)) return resumed;
+  return RankGroup::Resumed{read_checkpoint(o.resume), o.resume};
+}
+
+// The seed a run trains with: a resumed run's own (its shuffles and draws go on as they were).
+std::uint64_t run_seed(const FitOptions& o, const std::optional<RankGroup::Resumed>& resumed) {
+  return resumed ? resumed->data.state.seed : o.trainer.seed;
+}
+
+// The root alone holds the checkpoint's lock (the ranks of a job share the path).
+TrainingRun open_run(const FitOptions& o, const Layout& layout, const Ratings& trained, RankGroup& group,
+                     std::optional<RankGroup::Resumed> resumed) {
   TrainingRunOptions ro;  // field by field: GCC 12 warns falsely on a designated initializer here
   ro.shm = o.shm;
   ro.attach.recover_stale = o.shm_recover;
@@ -160,12 +174,9 @@ TrainingRun open_run(const FitOptions& o, const Layout& layout, const Ratings& t
   ro.checkpoint = o.checkpoint;
   ro.checkpoint_every = o.checkpoint_every;
   ro.lock_checkpoint = group.root();
-  ro.resume = o.resume;
-  if (!o.resume.empty()) {
-    if (auto resumed = group.resume_checkpoint(o.resume, o.trainer)) {
-      ro.resume = std::move(resumed->file);
-      ro.resumed = std::move(resumed->data);
-    }
+  if (resumed) {
+    ro.resume = std::move(resumed->file);
+    ro.resumed = std::move(resumed->data);
   }
   return TrainingRun(layout, std::move(ro), [&](ParamStore& s) {
     initialize_factors(s, o.trainer.seed, o.model.init_scale, &trained);
@@ -174,9 +185,12 @@ TrainingRun open_run(const FitOptions& o, const Layout& layout, const Ratings& t
 }
 
 // The run's record: the engine's options and the objective (a resume says which of them changed).
-void record_run(TrainingRun& run, const TrainerOptions& to, const FitOptions& o) {
+// Under AdaGrad on several ranks each rank checkpoints its own sums: the record says how many ranks wrote them
+// (check_mf_resume refuses another number).
+void record_run(TrainingRun& run, const TrainerOptions& to, const FitOptions& o, const RankGroup& group) {
   OptionsRecord record = engine_options(to);
   record["order"] = to.blocks ? "blocks" : "hogwild";  // the engine's "schedule" is the rates'
+  if (to.schedule.has_adagrad() && group.active()) record["ranks"] = std::to_string(group.size());
   run.set_record(std::move(record), to.seed, objective_settings(o));
 }
 
@@ -278,14 +292,16 @@ FitReport fit_squared(Ratings ratings, const FitOptions& o, RankGroup& group, co
   mo.deviation = static_cast<float>(train.deviation());
   std::optional<Ratings> shard;
   if (group.active()) shard = train.subset(group.shard(train.size(), "training ratings"));
+  std::optional<RankGroup::Resumed> resumed = read_resume(o, group);
+  to.seed = run_seed(o, resumed);
   const BiasedMf problem(shard ? *shard : train, mo, to.seed);
   const RatingScale& scale = problem.rating_scale();
   if (mo.scale_ratings) check_scaled_step(o, scale.scale, train);
   const RatingRange range = RatingRange::of(train);
-  TrainingRun run = open_run(o, problem.layout(), train, group);
+  TrainingRun run = open_run(o, problem.layout(), train, group, std::move(resumed));
   // Ids first seen in a validation or test set: zero rows, predicted as unknown ids are.
   const ColdIds cold = cold_ids(train.users.size(), train.items.size(), train);
-  record_run(run, to, o);
+  record_run(run, to, o, group);
   to.checkpoint_metadata = model_metadata(train, cold, scale, mo, "squared", 0, run.record());
   setup.mean = problem.global_mean();
   setup.examples = problem.num_examples();
@@ -347,12 +363,14 @@ FitReport fit_bpr(const Ratings& ratings, const FitOptions& o, RankGroup& group,
   // Each rank trains every P-th training positive, drawing negatives against all of them.
   std::optional<std::vector<std::size_t>> shard;
   if (group.active()) shard = group.shard(split.train.size(), "training positives");
-  const BprMf problem(split.train, o.model, o.trainer.seed, shard ? &*shard : nullptr);
-  TrainingRun run = open_run(o, problem.layout(), split.train, group);
+  std::optional<RankGroup::Resumed> resumed = read_resume(o, group);
+  TrainerOptions to = o.trainer;
+  to.seed = run_seed(o, resumed);
+  const BprMf problem(split.train, o.model, to.seed, shard ? &*shard : nullptr);
+  TrainingRun run = open_run(o, problem.layout(), split.train, group, std::move(resumed));
   // Items with no training positive (all of theirs held out): zero rows, never recommended nor ranked.
   const ColdIds cold = cold_ids(setup.users, setup.items, split.train);
-  TrainerOptions to = o.trainer;
-  record_run(run, to, o);
+  record_run(run, to, o, group);
   to.checkpoint_metadata =
       model_metadata(split.train, cold, RatingScale(0.0f), o.model, "bpr", o.positive, run.record());
   setup.examples = problem.num_examples();

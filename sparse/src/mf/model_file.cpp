@@ -109,6 +109,7 @@ std::string model_metadata(const Ratings& r, const ColdIds& cold, const RatingSc
   // Ids with no training rating (first seen in a validation or test file): zero rows, never recommended.
   if (!cold.users.empty()) j["cold_users"] = cold.users;
   if (!cold.items.empty()) j["cold_items"] = cold.items;
+  if (!o.biases) j["biases"] = false;  // the layout has bias rows either way
   if (!options.empty()) j["options"] = options;
   return j.dump();
 }

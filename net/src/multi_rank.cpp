@@ -111,6 +111,11 @@ void MultiRankOptions::validate() const {
     throw InputError(fmt::format("{} {}: expected epoch (0) or a number of steps from 1 to 2^40 - 1",
                                  spelled("average-every"), average_every));
   }
+  if (average_rank != 0 && (distributed == Distributed::ps || average_weighted)) {
+    throw InputError(fmt::format("{}: low-rank rounds are model averaging's, unweighted (not with {})",
+                                 spelled("average-rank"),
+                                 spelled(distributed == Distributed::ps ? "distributed" : "average-weighted")));
+  }
   if (distributed == Distributed::ps) {
     // A push carries a rank's update whole; weighting the mean is model averaging's.
     if (average_weighted)
@@ -168,6 +173,7 @@ void MultiRank::add_to_record(OptionsRecord& record) const {
   }
   record["combine"] = options_.combine == Combine::sum ? "sum" : "mean";
   record["average-weighted"] = options_.average_weighted ? "on" : "off";
+  if (options_.average_rank != 0) record["average-rank"] = std::to_string(options_.average_rank);
 }
 
 std::vector<std::size_t> MultiRank::shard(std::size_t n, std::string_view what, bool equal) const {
@@ -204,10 +210,14 @@ std::string MultiRank::describe() const {
                        every_epoch() ? std::string("epoch") : fmt::format("{} local steps", every_steps()));
   }
   const bool sum = options_.combine == Combine::sum;
-  return fmt::format("{} ranks, {} allreduce, {} every {}{}", size_, to_string(options_.allreduce),
+  return fmt::format("{} ranks, {} allreduce, {} every {}{}{}", size_, to_string(options_.allreduce),
                      sum ? "summing updates" : "averaging models",
                      every_epoch() ? std::string("epoch") : fmt::format("{} local steps", every_steps()),
-                     options_.average_weighted ? " (weighted by examples)" : "");
+                     options_.average_weighted ? " (weighted by examples)" : "",
+                     options_.average_rank != 0
+                         ? fmt::format(", rank-{} factors of each matrix's update with error feedback",
+                                       options_.average_rank)
+                         : std::string());
 }
 
 std::string MultiRank::traffic() const {
@@ -219,7 +229,15 @@ std::string MultiRank::traffic() const {
                        ps_transport() == PsTransport::one_sided ? "of this rank's pushes" : "at this rank's shard",
                        s->staleness.mean(), s->staleness.max(), s->max_clock_gap);
   }
-  return fmt::format("{} averaging rounds, {:.2f} s in allreduce", rounds(), communication_seconds());
+  std::string sent;
+  if (averager_) {
+    const double mb = static_cast<double>(averager_->floats_sent()) * 4e-6;
+    const double dense = static_cast<double>(averager_->floats_dense()) * 4e-6;
+    sent = options_.average_rank != 0 && mb > 0
+               ? fmt::format(", {:.2f} MB into allreduces ({:.1f}x fewer than whole rounds)", mb, dense / mb)
+               : fmt::format(", {:.2f} MB into allreduces", mb);
+  }
+  return fmt::format("{} averaging rounds, {:.2f} s in allreduce{}", rounds(), communication_seconds(), sent);
 }
 
 void MultiRank::prepare(TrainerOptions& options) {
@@ -377,8 +395,11 @@ void MultiRank::start(std::span<float> params, const Layout& layout) {
     ps_->share(root());  // the servers take rank 0's parameters, and every rank pulls them
     return;
   }
-  averager_ = std::make_unique<ModelAverager>(
-      *allreduce_, params, AveragingOptions{.weighted = options_.average_weighted, .combine = options_.combine});
+  averager_ = std::make_unique<ModelAverager>(*allreduce_, params,
+                                              AveragingOptions{.weighted = options_.average_weighted,
+                                                               .combine = options_.combine,
+                                                               .low_rank = options_.average_rank},
+                                              &layout);
   averager_->share(root());  // a common start, rank 0's, whatever each rank initialised or resumed
 }
 
@@ -451,7 +472,8 @@ void MultiRank::agree_on_options() {
                                 is_ps ? static_cast<std::uint64_t>(std::lround(ps.push_fraction * 1e6)) : 0,
                                 is_ps && !ps.error_feedback ? 1u : 0u,
                                 is_ps ? std::min<std::uint64_t>(ps.warm_rounds, kDigestMask) : 0,
-                                is_ps ? static_cast<std::uint64_t>(ps.transport) : 0};
+                                is_ps ? static_cast<std::uint64_t>(ps.transport) : 0,
+                                std::min<std::uint64_t>(options_.average_rank, kDigestMask)};
   constexpr std::size_t V = std::size(mine);
   const auto all = gather(mine, "options", true);
   const auto text = [&](std::size_t rank, std::size_t j) -> std::string {
@@ -480,7 +502,7 @@ void MultiRank::agree_on_options() {
   static constexpr const char* kOptions[V] = {"allreduce", "combine",     "average-weighted", "average-every",
                                               "distributed", "tau",       "server-rule",      "server-lr",
                                               "key-floats", "ps-push",    "ps-push-fraction", "ps-error-feedback",
-                                              "ps-warm-rounds", "ps-transport"};
+                                              "ps-warm-rounds", "ps-transport", "average-rank"};
   for (std::size_t j = 0; j < V; ++j) {
     std::string each;
     bool same = true;

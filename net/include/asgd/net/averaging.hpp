@@ -20,10 +20,13 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
+#include "asgd/engine/layout.hpp"
 #include "asgd/net/allreduce.hpp"
+#include "asgd/net/low_rank.hpp"
 #include "asgd/net/periodic_rounds.hpp"
 
 namespace asgd::net {
@@ -39,13 +42,19 @@ enum class Combine { mean, sum };
 struct AveragingOptions {
   bool weighted = false;  // mean only: weight ranks by examples trained since the last round
   Combine combine = Combine::mean;
+  // Above 0: each round sends, for every matrix of the layout, rank-`low_rank` factors of the ranks' updates
+  // since the common point, with error feedback (PowerSGD: LowRankMean), instead of every parameter. Needs the
+  // layout, the common start of share() first, and no weights.
+  std::size_t low_rank = 0;
 };
 
 class ModelAverager {
  public:
   // `params` is the rank's parameter vector (a ParamStore's data); it must
   // have the same size on every rank.
-  ModelAverager(Allreduce& allreduce, std::span<float> params, AveragingOptions options = {});
+  // `layout`: the parameters' tensors, for AveragingOptions::low_rank (null without it).
+  ModelAverager(Allreduce& allreduce, std::span<float> params, AveragingOptions options = {},
+                const Layout* layout = nullptr);
   ~ModelAverager();  // stops the communication thread if stop() was not called
   ModelAverager(const ModelAverager&) = delete;
   ModelAverager& operator=(const ModelAverager&) = delete;
@@ -84,6 +93,9 @@ class ModelAverager {
   void stop();
 
   std::uint64_t rounds() const noexcept { return rounds_.load(std::memory_order_relaxed); }
+  // Floats this rank put into allreduces, and (with low_rank) what plain rounds would have put.
+  std::uint64_t floats_sent() const noexcept { return sent_.load(std::memory_order_relaxed); }
+  std::uint64_t floats_dense() const noexcept { return dense_.load(std::memory_order_relaxed); }
   // Time spent inside allreduce calls (overlapped with training when the
   // communication thread runs).
   double communication_seconds() const noexcept;
@@ -91,13 +103,21 @@ class ModelAverager {
  private:
   // One round; `finished`: this rank is done. Returns true when every rank is.
   bool round(double weight, bool finished, bool overlap);
-  void timed_sum(std::span<float> data);  // the allreduce, its time added to comm_ns_
+  // The same with AveragingOptions::low_rank, from the common point base_.
+  bool low_rank_round(bool finished, bool overlap);
+  // Puts `target` into the parameters: whole, or (overlap) as a correction of the snapshot, so the steps the
+  // workers took since it are kept.
+  void apply(std::span<const float> target, bool overlap);
+  // The allreduce, its time added to comm_ns_; `plain`: a round of every parameter (counted in floats_dense).
+  void timed_sum(std::span<float> data, bool plain = true);
 
   Allreduce& allreduce_;
   std::span<float> params_;
   AveragingOptions options_;
   std::vector<float> snapshot_, buffer_;
-  std::vector<float> base_;  // the common point of the last round (Combine::sum)
+  std::vector<float> base_;  // the common point of the last round (Combine::sum, low_rank)
+  std::unique_ptr<LowRankMean> low_rank_;
+  std::atomic<std::uint64_t> sent_{0}, dense_{0};
 
   std::atomic<std::uint64_t> rounds_{0};
   std::atomic<std::int64_t> comm_ns_{0};

@@ -45,11 +45,14 @@ struct MultiRankOptions {
   std::uint64_t average_every = 0;  // K local steps between rounds; 0: every epoch
   bool average_weighted = false;    // weight each rank by the examples it trained (mean only)
   Combine combine = Combine::mean;
+  // Averaging: above 0, rounds send rank-R factors of each matrix's update with error feedback (PowerSGD,
+  // AveragingOptions::low_rank) instead of every parameter.
+  std::size_t average_rank = 0;
   // A bench's straggler: rank slow_rank's workers sleep (slow_factor - 1) times each step's compute after it
   // (the Trainer's apps: linear, mf, w2v). -1: none.
   int slow_rank = -1;
   double slow_factor = 1;
-  // How errors spell an option: called with "distributed", "allreduce", "combine", "average-weighted",
+  // How errors spell an option: called with "distributed", "allreduce", "combine", "average-weighted", "average-rank",
   // "average-every", "tau", "server-rule", "server-lr", "ps-push", "ps-push-fraction", "ps-error-feedback",
   // "ps-transport", "resume", "epochs" or "until-epoch". Empty: the library's names (MultiRankOptions::allreduce, ...); a
   // command line passes its flags' spellings.

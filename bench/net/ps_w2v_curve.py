@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""word2vec's analogy accuracy against seconds, per mode across 2 ranks, with and without rank 1 three times
+slower: the time-to-quality curve of ps_modes.py for w2v.
+
+Each run checkpoints after every epoch (-checkpoint); a watcher copies the checkpoint as soon as it holds a new
+epoch, with the seconds since the command started. Afterwards each copy is written out as vectors (a resume of
+a finished run: `asgd w2v -resume COPY -iter E -output ...`) and scored on the analogies (asgd w2v-eval). Same
+settings as ps_w2v.sh: text8-prefix in lines of 1,000 words, skip-gram, dim 100, window 5, negative 5, sample
+1e-4, min-count 5, 5 epochs, 1 thread a rank, rounds every 5 steps. Writes OUT.csv (mode, slow_rank, epoch,
+seconds, analogies) and OUT.png.
+
+Usage: /usr/bin/python3 bench/net/ps_w2v_curve.py ASGD DATA_DIR OUT [--only A,B]
+"""
+import argparse, csv, gzip, os, re, shutil, struct, subprocess, sys, tempfile, time
+
+ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+           OMPI_MCA_rmaps_base_oversubscribe="1")
+MODES = [
+    ("one process", 0, []),
+    ("averaging (every epoch)", 2, []),
+    ("averaging (every 5 steps)", 2, ["-average-every", "5"]),
+    ("ps BSP", 2, ["-distributed", "ps", "-average-every", "5", "-ps-tau", "0"]),
+    ("ps SSP(4)", 2, ["-distributed", "ps", "-average-every", "5", "-ps-tau", "4"]),
+    ("ps ASP", 2, ["-distributed", "ps", "-average-every", "5", "-ps-tau", "inf"]),
+]
+
+
+def epoch_of(path):
+    """The epoch a checkpoint's header holds (u64 at byte 40, engine/checkpoint.hpp); 0 if unreadable."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(40)
+            return struct.unpack("<Q", f.read(8))[0]
+    except (OSError, struct.error):
+        return 0
+
+
+def corpus(data, path):
+    with gzip.open(os.path.join(data, "text8-prefix.gz"), "rt") as f:
+        words = f.read().split()
+    with open(path, "w") as out:
+        for i in range(0, len(words), 1000):
+            out.write(" ".join(words[i:i + 1000]) + "\n")
+
+
+def run(a, work, n, flags):
+    """Runs one job; returns [(epoch, seconds, copy path)] of the checkpoints it wrote."""
+    ck = os.path.join(work, "run.ckpt")
+    for f in os.listdir(work):
+        if f.startswith("run.ckpt") or f.startswith("copy."):
+            os.remove(os.path.join(work, f))
+    cmd = [a.asgd, "w2v", "-train", os.path.join(work, "corpus.txt"), "-cbow", "0", "-size", "100", "-window", "5",
+           "-negative", "5", "-sample", "1e-4", "-min-count", "5", "-iter", "5", "-threads", "1", "-binary", "1",
+           "-seed", "1", "-checkpoint", ck] + flags
+    if n:
+        cmd = [a.mpiexec, "--oversubscribe", "-n", str(n)] + cmd
+    start = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=ENV)
+    seen, copies = 0, []
+    while True:
+        done = proc.poll() is not None
+        e = epoch_of(ck)
+        if e > seen:
+            t = time.monotonic() - start
+            copy = os.path.join(work, f"copy.{e}")
+            shutil.copyfile(ck, copy)
+            if epoch_of(copy) == e:
+                copies.append((e, t, copy))
+                seen = e
+        if done:
+            break
+        time.sleep(0.02)
+    if proc.returncode != 0:
+        sys.exit("failed: " + " ".join(cmd) + "\n" + proc.stderr.read()[-2000:])
+    return copies
+
+
+def accuracy(a, work, copy, epoch):
+    vectors = os.path.join(work, "v.bin")
+    subprocess.run([a.asgd, "w2v", "-resume", copy, "-iter", str(epoch), "-output", vectors, "-binary", "1"],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    out = subprocess.run([a.asgd, "w2v-eval", "--vectors", vectors, "--analogies",
+                          os.path.join(a.data, "questions-words.txt")], check=True, capture_output=True, text=True)
+    m = re.search(r"^analogies: accuracy ([0-9.]+) %", out.stdout, re.M)
+    return float(m.group(1))
+
+
+def plot(rows, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+    alone = [r for r in rows if r[0] == "one process"]
+    for ax, slow in zip(axes, (False, True)):
+        if alone:  # the issue's bound: within 1 point of one process
+            ax.axhline(alone[-1][4] - 1, color="gray", linestyle="--", linewidth=1, label="one process - 1 point")
+        for mode in dict.fromkeys(r[0] for r in rows):
+            pts = [(r[3], r[4]) for r in rows if r[0] == mode and (r[1] == slow or mode == "one process")]
+            if pts:
+                ax.plot(*zip(*pts), marker="o", label=mode)
+        ax.set_title("rank 1 3x slower" if slow else "no slow rank")
+        ax.set_xlabel("seconds since the command started")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("analogy accuracy (%) after each epoch")
+    axes[1].legend(fontsize=8)
+    fig.suptitle("word2vec, text8-prefix, 2 ranks: analogies against time by mode")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("asgd")
+    ap.add_argument("data")
+    ap.add_argument("out")
+    ap.add_argument("--mpiexec", default="mpiexec")
+    ap.add_argument("--only", default="")
+    a = ap.parse_args()
+    a.asgd = os.path.realpath(a.asgd)
+    only = [p for p in a.only.split(",") if p]
+    rows = []
+    with tempfile.TemporaryDirectory() as work:
+        corpus(a.data, os.path.join(work, "corpus.txt"))
+        for slow in (False, True):
+            for name, n, flags in MODES:
+                if (only and not any(p in name for p in only)) or (slow and n == 0):
+                    continue
+                extra = ["-slow-rank", "1:3"] if slow else []
+                for epoch, seconds, copy in run(a, work, n, flags + extra):
+                    acc = accuracy(a, work, copy, epoch)
+                    rows.append((name, slow, epoch, round(seconds, 2), acc))
+                    print(f"{name:28} {'1:3' if slow else '-':4} epoch {epoch}  {seconds:6.1f} s  {acc:5.2f} %",
+                          flush=True)
+    with open(a.out + ".csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["mode", "slow_rank", "epoch", "seconds", "analogies"])
+        w.writerows(rows)
+    plot(rows, a.out + ".png")
+
+
+if __name__ == "__main__":
+    main()

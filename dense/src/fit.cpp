@@ -149,7 +149,9 @@ void Fit::average_across_ranks(TrainOptions& o, const Dataset& shard) {
   group_.start(std::span<float>(store.data(), store.size()), store.layout());
   o.after_epoch = [this, n = shard.size()] {
     group_.average(static_cast<double>(n));
-    group_.mean_of_ranks(momentum_);
+    // Every rank's momentum the same at an epoch's end, as an uninterrupted job's is at a resume; under
+    // compressed rounds (not resumed exactly anyway) each rank keeps its own, as in local SGD.
+    if (group_.exact_rounds()) group_.mean_of_ranks(momentum_);
   };
   if (every != 0) {
     o.every_updates = every;

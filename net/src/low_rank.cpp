@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -11,18 +12,27 @@ namespace asgd::net {
 
 namespace {
 
-// Columns of `p` (rows x r, row-major) made orthonormal in turn; a column that vanishes (the update has a lower
-// rank) stays 0, so its factor sends nothing.
+double squared_norm(const std::vector<float>& p, std::size_t rows, std::size_t r, std::size_t c) {
+  double s = 0;
+  for (std::size_t i = 0; i < rows; ++i) s += static_cast<double>(p[i * r + c]) * p[i * r + c];
+  return s;
+}
+
+// Columns of `p` (rows x r, row-major) made orthonormal in turn, by Gram-Schmidt twice (once leaves rounding
+// along the earlier columns when a column is nearly in their span). A column that loses all but 1e-4 of its
+// length to them (the update has a lower rank) becomes 0, so its factor sends nothing rather than noise.
 void orthonormalize(std::vector<float>& p, std::size_t rows, std::size_t r) {
   for (std::size_t c = 0; c < r; ++c) {
-    for (std::size_t k = 0; k < c; ++k) {
-      double dot = 0;
-      for (std::size_t i = 0; i < rows; ++i) dot += static_cast<double>(p[i * r + c]) * p[i * r + k];
-      for (std::size_t i = 0; i < rows; ++i) p[i * r + c] -= static_cast<float>(dot) * p[i * r + k];
+    const double before = squared_norm(p, rows, r, c);
+    for (int pass = 0; pass < 2; ++pass) {
+      for (std::size_t k = 0; k < c; ++k) {
+        double dot = 0;
+        for (std::size_t i = 0; i < rows; ++i) dot += static_cast<double>(p[i * r + c]) * p[i * r + k];
+        for (std::size_t i = 0; i < rows; ++i) p[i * r + c] -= static_cast<float>(dot) * p[i * r + k];
+      }
     }
-    double norm = 0;
-    for (std::size_t i = 0; i < rows; ++i) norm += static_cast<double>(p[i * r + c]) * p[i * r + c];
-    const float inv = norm > 1e-30 ? static_cast<float>(1.0 / std::sqrt(norm)) : 0.0f;
+    const double after = squared_norm(p, rows, r, c);
+    const float inv = after > 1e-8 * before && after > 1e-30 ? static_cast<float>(1.0 / std::sqrt(after)) : 0.0f;
     for (std::size_t i = 0; i < rows; ++i) p[i * r + c] *= inv;
   }
 }

@@ -114,8 +114,12 @@ void MultiRankOptions::validate() const {
   if (average_rank != 0 && (distributed == Distributed::ps || average_weighted)) {
     throw InputError(fmt::format("{}: low-rank rounds are model averaging's, unweighted (not with {})",
                                  spelled("average-rank"),
-                                 spelled(distributed == Distributed::ps ? "distributed" : "average-weighted")));
+                                 distributed == Distributed::ps ? spelled("distributed") + " ps"
+                                                                : spelled("average-weighted")));
   }
+  if (average_rank > kMostAverageRank)
+    throw InputError(fmt::format("{} {}: expected 0 (every parameter) to {}", spelled("average-rank"), average_rank,
+                                 kMostAverageRank));
   if (distributed == Distributed::ps) {
     // A push carries a rank's update whole; weighting the mean is model averaging's.
     if (average_weighted)
@@ -231,8 +235,10 @@ std::string MultiRank::traffic() const {
   }
   std::string sent;
   if (averager_) {
-    const double mb = static_cast<double>(averager_->floats_sent()) * 4e-6;
-    const double dense = static_cast<double>(averager_->floats_dense()) * 4e-6;
+    // Everything this rank put into allreduces: the rounds, and the option checks and means beside them.
+    const double other = static_cast<double>(other_floats_);
+    const double mb = (static_cast<double>(averager_->floats_sent()) + other) * 4e-6;
+    const double dense = (static_cast<double>(averager_->floats_dense()) + other) * 4e-6;
     sent = options_.average_rank != 0 && mb > 0
                ? fmt::format(", {:.2f} MB into allreduces ({:.1f}x fewer than whole rounds)", mb, dense / mb)
                : fmt::format(", {:.2f} MB into allreduces", mb);
@@ -418,6 +424,7 @@ void MultiRank::finish() {
 }
 
 void MultiRank::timed_sum(std::span<float> data) {
+  other_floats_ += data.size();
   const auto t0 = std::chrono::steady_clock::now();
   allreduce_->sum(data);
   other_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -95,29 +95,35 @@ TEST(LowRank, EveryRankEndsTheSameAndVectorsGoWhole) {
   }
 }
 
-TEST(LowRank, ARankOneUpdateIsSentExactlyByRankOneFactors) {
+// A rank-1 update is sent exactly by factors of rank 1, and by rank 3 (whose other columns, left with nothing
+// but rounding, are set to 0 rather than sent as noise); under Combine::sum every rank's update lands whole.
+TEST(LowRank, ARankOneUpdateIsSentExactlyByFactorsOfRankOneOrMore) {
   const Layout layout = model();
   const Tensor& w = layout["w"];
-  for (int P : {1, 2, 4}) {
-    std::vector<std::vector<float>> params(static_cast<std::size_t>(P));
-    on_ranks(P, [&](Transport& t, int r) {
-      auto& x = params[static_cast<std::size_t>(r)];
-      x.assign(layout.size(), 0.0f);
-      auto allreduce = make_allreduce(Algorithm::tree, t, 16);
-      ModelAverager averager(*allreduce, x, AveragingOptions{.low_rank = 1}, &layout);
-      averager.share(r == 0);
-      // u v^T scaled by the rank: the mean is ((P + 1) / 2) u v^T, rank one.
-      for (std::size_t i = 0; i < w.rows; ++i)
-        for (std::size_t j = 0; j < w.cols; ++j)
-          x[w.at(i, j)] += static_cast<float>(r + 1) * 0.1f * static_cast<float>(i + 1) * (1.0f - 0.05f * j);
-      averager.average();
-    });
-    for (std::size_t i = 0; i < w.rows; ++i)
-      for (std::size_t j = 0; j < w.cols; ++j) {
-        const float want = (P + 1) / 2.0f * 0.1f * static_cast<float>(i + 1) * (1.0f - 0.05f * j);
-        EXPECT_NEAR(params[0][w.at(i, j)], want, 1e-5f * (1 + std::abs(want))) << "P " << P;
+  for (const std::size_t rank : {1u, 3u})
+    for (const Combine combine : {Combine::mean, Combine::sum})
+      for (int P : {1, 2, 4}) {
+        std::vector<std::vector<float>> params(static_cast<std::size_t>(P));
+        on_ranks(P, [&](Transport& t, int r) {
+          auto& x = params[static_cast<std::size_t>(r)];
+          x.assign(layout.size(), 0.0f);
+          auto allreduce = make_allreduce(Algorithm::tree, t, 16);
+          ModelAverager averager(*allreduce, x, AveragingOptions{.combine = combine, .low_rank = rank}, &layout);
+          averager.share(r == 0);
+          // u v^T scaled by the rank: the mean is ((P + 1) / 2) u v^T and the sum P (P + 1) / 2 u v^T, rank one.
+          for (std::size_t i = 0; i < w.rows; ++i)
+            for (std::size_t j = 0; j < w.cols; ++j)
+              x[w.at(i, j)] += static_cast<float>(r + 1) * 0.1f * static_cast<float>(i + 1) * (1.0f - 0.05f * j);
+          averager.average();
+        });
+        const float times = combine == Combine::sum ? P * (P + 1) / 2.0f : (P + 1) / 2.0f;
+        for (std::size_t i = 0; i < w.rows; ++i)
+          for (std::size_t j = 0; j < w.cols; ++j) {
+            const float want = times * 0.1f * static_cast<float>(i + 1) * (1.0f - 0.05f * j);
+            EXPECT_NEAR(params[0][w.at(i, j)], want, 1e-5f * (1 + std::abs(want)))
+                << "P " << P << " rank " << rank << (combine == Combine::sum ? " sum" : " mean");
+          }
       }
-  }
 }
 
 // Error feedback: the part of each update a rank-1 round leaves out is kept and sent in later rounds, so the
@@ -129,7 +135,7 @@ TEST(LowRank, WhatARoundLeavesOutIsSentLater) {
   ASSERT_GT(scale, 0.5f);  // the updates add up to something
   EXPECT_LT(max_gap(o.low[0], o.plain[0]), 0.1f * scale) << "scale " << scale;
   EXPECT_EQ(o.low[0], o.low[1]);
-  // Fewer floats than plain rounds: (12 + 20) x 1 twice for w, 12 + 15 whole, and 2 counters, a round.
+  // Fewer floats than plain rounds: 12 + 20 for w's two factors, 12 + 15 whole and 2 counters, a round.
   EXPECT_LT(o.sent * 3, o.dense);
 }
 

@@ -51,6 +51,9 @@ class RankGroup {
   virtual void same_on_all_ranks(std::span<const std::uint64_t> /*values*/, std::string_view /*what*/) {}
   // Collective: `data` becomes the mean, or the sum, of the ranks'.
   virtual void mean_of_ranks(std::span<float> /*data*/) {}
+  // Whether a round leaves every rank with the exact mean of the ranks' models (false: compressed rounds, whose
+  // factors and kept error no checkpoint holds; a model's other state, such as momentum, then stays each rank's).
+  virtual bool exact_rounds() const noexcept { return true; }
   virtual void sum_of_ranks(std::span<float> /*data*/) {}
 
   // The sparse loop on several ranks, in this order: prepare(options)

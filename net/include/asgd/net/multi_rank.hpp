@@ -48,6 +48,7 @@ struct MultiRankOptions {
   // Averaging: above 0, rounds send rank-R factors of each matrix's update with error feedback (PowerSGD,
   // AveragingOptions::low_rank) instead of every parameter.
   std::size_t average_rank = 0;
+  static constexpr std::size_t kMostAverageRank = std::size_t{1} << 20;
   // A bench's straggler: rank slow_rank's workers sleep (slow_factor - 1) times each step's compute after it
   // (the Trainer's apps: linear, mf, w2v). -1: none.
   int slow_rank = -1;
@@ -158,6 +159,7 @@ class MultiRank final : public RankGroup {
   void agree_on_options();
   // Collective and blocking: `data` becomes the mean of the ranks'.
   void mean_of_ranks(std::span<float> data) override;
+  bool exact_rounds() const noexcept override { return options_.average_rank == 0; }
   // Collective and blocking, over the native allreduce (setup: not counted
   // in traffic()): `data` becomes the sum of the ranks'.
   void sum_of_ranks(std::span<float> data) override;
@@ -193,6 +195,7 @@ class MultiRank final : public RankGroup {
   std::unique_ptr<ModelAverager> averager_;  // Distributed::averaging
   std::unique_ptr<ParameterServer> ps_;      // Distributed::ps
   double other_seconds_ = 0;  // in mean_of_ranks and same_on_all_ranks
+  std::uint64_t other_floats_ = 0;  // put into those allreduces
 };
 
 // The engine's loop over epochs with averaging between them (engine/rank_group.hpp).

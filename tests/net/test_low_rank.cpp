@@ -5,9 +5,12 @@
 
 #include <atomic>
 #include <cmath>
+#include <functional>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "../common/on_ranks.hpp"
 #include "asgd/engine/errors.hpp"
 #include "asgd/engine/layout.hpp"
 #include "asgd/net/averaging.hpp"
@@ -16,12 +19,9 @@
 namespace asgd::net {
 namespace {
 
-template <class F>
-void on_ranks(int P, F&& body) {
-  LocalFabric fabric(P);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < P; ++r) threads.emplace_back([&, r] { body(fabric.endpoint(r), r); });
-  for (auto& t : threads) t.join();
+// Ranks as threads (testing::on_ranks); none may throw.
+void on_ranks(int P, const std::function<void(Transport&, int)>& body) {
+  for (const std::string& error : testing::on_ranks(P, body)) EXPECT_EQ(error, "(no exception)");
 }
 
 Layout model() {

@@ -692,3 +692,32 @@ TEST_F(MfCli, BinaryOrEndlessRatingsAreRefusedNamingThem) {
     EXPECT_NE(r.output.find(c.expect), std::string::npos) << "expected '" << c.expect << "' in: " << r.output;
   }
 }
+
+// --checkpoint writes a model file that --resume goes on from up to -t: the resume says where it starts and warns
+// about an option changed since; another model is refused naming --resume; mf eval reads the checkpoint.
+TEST_F(MfCli, ACheckpointResumesAndTellsWhatChanged) {
+  auto r = run({"mf", "generate", path("all.txt"), "--users", "300", "--items", "200", "--ratings", "10000"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::vector<std::string> train = {"mf", "train", "-k", "8", "-s", "1", "--test-fraction", "0.1", "-q",
+                                          path("all.txt")};
+  const auto with = [&](std::initializer_list<std::string> more) {
+    std::vector<std::string> args = train;
+    args.insert(args.end(), more);
+    return args;
+  };
+  r = run(with({"-t", "3", "--checkpoint", path("ck")}));
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = run(with({"-t", "5", "-r", "0.03", "--resume", path("ck")}));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("resumed from " + path("ck") + " at epoch 3"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("warning: -r 0.03 now, 0.02 in the run " + path("ck") + " continues"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("mf: 2 epochs"), std::string::npos) << r.output;
+  r = run({"mf", "train", "-k", "16", "-t", "5", "--test-fraction", "0.1", "--resume", path("ck"), path("all.txt")});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--resume " + path("ck") + ": it was trained with factors 8, this run has 16"),
+            std::string::npos)
+      << r.output;
+  r = run({"mf", "eval", path("all.txt"), path("ck")});
+  EXPECT_EQ(r.status, 0) << r.output;
+}

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 
+#include "asgd/engine/checkpoint_lock.hpp"
 #include "asgd/engine/errors.hpp"
 #include "asgd/engine/trainer.hpp"
 #include "asgd/engine/training_store.hpp"
@@ -278,6 +279,9 @@ int train(const MfTrainFlags& f, Distributed& dist) {
   FitOptions o = fit_options(f);
   if (f.fit.validation_fraction > 0 && !f.validation_file.empty())
     throw InputError("give -v FILE or --validation-fraction, not both");
+  // Rank 0 writes the checkpoint: a second run on the path is refused now, before the ratings are read.
+  const CheckpointLock checkpoint_lock = dist.root() ? CheckpointLock(o.checkpoint) : CheckpointLock();
+  o.lock_checkpoint = false;
   const auto start = std::chrono::steady_clock::now();
   Ratings all = read_ratings(f.train_file, format_flag(f.format));
   std::optional<Ratings> validation;  // its new ids get rows too, never trained

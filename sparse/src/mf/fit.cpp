@@ -173,7 +173,7 @@ TrainingRun open_run(const FitOptions& o, const Layout& layout, const Ratings& t
   ro.on_progress = o.on_progress;
   ro.checkpoint = o.checkpoint;
   ro.checkpoint_every = o.checkpoint_every;
-  ro.lock_checkpoint = group.root();
+  ro.lock_checkpoint = o.lock_checkpoint && group.root();
   if (resumed) {
     ro.resume = std::move(resumed->file);
     ro.resumed = std::move(resumed->data);

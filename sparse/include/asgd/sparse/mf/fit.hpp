@@ -53,6 +53,9 @@ struct FitOptions {
   // its own sums beside it (RankGroup::resume_checkpoint says which file each resumes). Empty: none.
   std::filesystem::path checkpoint;
   std::uint64_t checkpoint_every = 1;
+  // Whether fit takes the checkpoint's lock (CheckpointLock, on the group's root) for the run; false: the caller
+  // holds it already, taken before it read the ratings, so that a second run on the path is refused first.
+  bool lock_checkpoint = true;
   // Go on from this checkpoint (or a model file fit wrote) up to trainer.epochs: its factors, epoch, seed and sums.
   // Refused, naming it, when it holds another loss, other model options or other ratings' ids. Without AdaGrad
   // a job may resume with another number of ranks than wrote it (each trains its new share of the ratings).

@@ -12,14 +12,17 @@
 #
 # Runs per set, threads and repeat, in that order:
 #   libmf        LIBMF's defaults (-r 0.1 -l2 0.1, per-row AdaGrad, no biases), -k 32 -t 20 -s W
-#   asgd         ours, defaults (SGD -r 0.02 --l2 0.05, biases), blocks schedule, -k 32 -t 20 -s W
+#   libmf-native the same, LIBMF built from its source for this machine (AVX, -march=native:
+#                build_libmf_native.sh), when LIBMF_SRC names a checkout of it
+#   asgd-default ours with every default (SGD -r 0.02 --l2 0.05, biases, the hogwild schedule), -k 32 -t 20 -s W
+#   asgd         ours, defaults but the blocks schedule
 #   asgd-libmf   ours with LIBMF's rule: --no-biases --no-mean --scale-ratings --row-adagrad --head-first --init 1 -r 0.1 --l2 0.1, blocks
 # Time: "train s" is LIBMF's mf_train call (its scaling, shuffling and grid
 # included) and our "s of SGD" (the epochs; our grid is built before);
 # "wall s" is the whole job: reading, training, scoring the test file.
 #
 # Variables (defaults in brackets): ASGD [<repo>/build/apps/asgd],
-# LIBMF_SO [fetched: npm pack libmf@0.2.0 into CACHE_DIR],
+# LIBMF_SO [fetched: npm pack libmf@0.2.0 into CACHE_DIR], LIBMF_SRC [none: no native peer],
 # CACHE_DIR [${XDG_CACHE_HOME:-$HOME/.cache}/asgd-mf-peers],
 # DATA_DIR [<repo>/../shared/data], OUT [/tmp/asgd-mf-peers],
 # SETS [g10m ml-100k ml-latest-small], THREADS [1 2], REPEATS [3],
@@ -57,6 +60,11 @@ if [[ -z "$LIBMF_SO" ]]; then
   fi
 fi
 [[ -s "$LIBMF_SO" ]] || die "LIBMF_SO=$LIBMF_SO: no such library"
+LIBMF_NATIVE=""
+if [[ -n "${LIBMF_SRC:-}" ]]; then
+  LIBMF_NATIVE=$("$here/build_libmf_native.sh" "$LIBMF_SRC" "$CACHE_DIR/native" 2> "$OUT/logs/libmf-native.log") ||
+    die "building LIBMF from $LIBMF_SRC failed: see $OUT/logs/libmf-native.log"
+fi
 
 # split_set NAME: $OUT/data/NAME.tr and NAME.te from "user item rating" lines on stdin. Written under
 # temporary names and renamed once whole: prepare() reuses the files of an earlier run, and a run stopped
@@ -92,6 +100,12 @@ prepare() {
 }
 
 now() { date +%s.%N; }
+# record TOOL TRAIN_S RMSE START END: one row of runs.tsv for the current set, threads and repeat.
+record() {
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$set" "$w" "$rep" "$1" "$2" \
+    "$(awk -v n="$nnz" -v t="$2" -v e=$EPOCHS 'BEGIN {printf "%.0f", n * e / t}')" "$3" \
+    "$(awk -v a="$4" -v b="$5" 'BEGIN {printf "%.2f", b - a}')" >> "$runs"
+}
 runs="$OUT/runs.tsv"
 printf 'set\tthreads\trepeat\ttool\ttrain_s\tupdates_per_s\ttest_rmse\twall_s\n' > "$runs"
 for set in $SETS; do
@@ -100,32 +114,33 @@ for set in $SETS; do
   nnz=$(wc -l < "$tr")
   for rep in $(seq 1 "$REPEATS"); do
     for w in $THREADS; do
-      # LIBMF
-      log="$OUT/logs/$set.libmf.s$w.r$rep.log"
-      start=$(now)
-      "$PYTHON" "$here/libmf_run.py" "$LIBMF_SO" "$tr" "$te" -k $K -t $EPOCHS -s "$w" > "$log" 2>&1 ||
-        die "LIBMF failed: see $log"
-      end=$(now)
-      train=$(sed -n 's/.*train_s=\([0-9.]*\).*/\1/p' "$log")
-      rmse=$(sed -n 's/.*test_rmse=\([0-9.na]*\).*/\1/p' "$log")
-      printf '%s\t%s\t%s\tlibmf\t%s\t%s\t%s\t%s\n' "$set" "$w" "$rep" "$train" \
-        "$(awk -v n="$nnz" -v t="$train" -v e=$EPOCHS 'BEGIN {printf "%.0f", n * e / t}')" "$rmse" \
-        "$(awk -v a="$start" -v b="$end" 'BEGIN {printf "%.2f", b - a}')" >> "$runs"
-      # Ours, twice: our defaults, and LIBMF's step rule.
-      for tool in asgd asgd-libmf; do
-        extra=()
-        [[ $tool == asgd-libmf ]] && extra=(--no-biases --no-mean --scale-ratings --row-adagrad --head-first --init 1 -r 0.1 --l2 0.1)
+      # LIBMF: the npm build, and the native one when there is one.
+      for tool in libmf ${LIBMF_NATIVE:+libmf-native}; do
+        so="$LIBMF_SO"
+        [[ $tool == libmf-native ]] && so="$LIBMF_NATIVE"
         log="$OUT/logs/$set.$tool.s$w.r$rep.log"
         start=$(now)
-        "$ASGD" mf train "$tr" "$OUT/$set.model" --format libmf -k $K -t $EPOCHS -s "$w" --schedule blocks \
+        "$PYTHON" "$here/libmf_run.py" "$so" "$tr" "$te" -k $K -t $EPOCHS -s "$w" > "$log" 2>&1 ||
+          die "LIBMF failed: see $log"
+        end=$(now)
+        train=$(sed -n 's/.*train_s=\([0-9.]*\).*/\1/p' "$log")
+        rmse=$(sed -n 's/.*test_rmse=\([0-9.na]*\).*/\1/p' "$log")
+        record "$tool" "$train" "$rmse" "$start" "$end"
+      done
+      # Ours: every default (hogwild), the blocks schedule, and LIBMF's step rule on blocks.
+      for tool in asgd-default asgd asgd-libmf; do
+        extra=(--schedule blocks)
+        [[ $tool == asgd-default ]] && extra=()
+        [[ $tool == asgd-libmf ]] && extra+=(--no-biases --no-mean --scale-ratings --row-adagrad --head-first --init 1 -r 0.1 --l2 0.1)
+        log="$OUT/logs/$set.$tool.s$w.r$rep.log"
+        start=$(now)
+        "$ASGD" mf train "$tr" "$OUT/$set.model" --format libmf -k $K -t $EPOCHS -s "$w" \
           "${extra[@]}" -q > "$log" 2>&1 || die "asgd mf train failed: see $log"
         "$ASGD" mf eval "$te" "$OUT/$set.model" --format libmf >> "$log" 2>&1 || die "asgd mf eval failed: see $log"
         end=$(now)
         train=$(sed -n 's/.* epochs\{0,1\} in \([0-9.]*\) s of SGD.*/\1/p' "$log")
         rmse=$(sed -n 's/.*RMSE \([0-9.na]*\),.*/\1/p' "$log")
-        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$set" "$w" "$rep" "$tool" "$train" \
-          "$(awk -v n="$nnz" -v t="$train" -v e=$EPOCHS 'BEGIN {printf "%.0f", n * e / t}')" "$rmse" \
-          "$(awk -v a="$start" -v b="$end" 'BEGIN {printf "%.2f", b - a}')" >> "$runs"
+        record "$tool" "$train" "$rmse" "$start" "$end"
       done
       note "$set, $w threads, repeat $rep: $(awk -F'\t' -v s="$set" -v w="$w" -v r="$rep" \
         '$1 == s && $2 == w && $3 == r {printf "%s %.2fs RMSE %s; ", $4, $5, $7}' "$runs")"
@@ -145,18 +160,21 @@ for r in rows:
         groups.append((r["set"], r["threads"]))
 for s, w in groups:
     g = [r for r in rows if r["set"] == s and r["threads"] == w]
-    theirs = [r for r in g if r["tool"] == "libmf"]
-    for tool in ("libmf", "asgd", "asgd-libmf"):
+    # The ratios are against the harder peer: LIBMF built natively when it ran, else the npm build.
+    peer = "libmf-native" if any(r["tool"] == "libmf-native" for r in g) else "libmf"
+    theirs = [r for r in g if r["tool"] == peer]
+    for tool in ("libmf", "libmf-native", "asgd-default", "asgd", "asgd-libmf"):
         sel = [r for r in g if r["tool"] == tool]
         if not sel:
             continue
         ratio = wall = ""
-        if tool != "libmf" and theirs:
+        if not tool.startswith("libmf") and theirs:
             # Same-repeat ratios, then their median: the machine's state is shared within a repeat.
             pairs = [(o, t) for o in sel for t in theirs if o["repeat"] == t["repeat"]]
             ratio = f"{statistics.median(float(t['train_s']) / float(o['train_s']) for o, t in pairs):.2f}x"
             wall = f"{statistics.median(float(t['wall_s']) / float(o['wall_s']) for o, t in pairs):.2f}x"
         print(f"| {s} | {w} | {tool} | {med(sel, 'train_s'):.2f} | {med(sel, 'updates_per_s') / 1e6:.1f} | "
               f"{med(sel, 'test_rmse'):.4f} | {med(sel, 'wall_s'):.2f} | {ratio} | {wall} |")
-print(f"\n(medians of {max(len({r['repeat'] for r in rows}), 1)} repeats; ratios: LIBMF's time over ours, per repeat, median)")
+print(f"\n(medians of {max(len({r['repeat'] for r in rows}), 1)} repeats; ratios: LIBMF's time over ours, per repeat, "
+      "median; against libmf-native where it ran)")
 PY

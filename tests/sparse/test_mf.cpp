@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <climits>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -290,6 +293,68 @@ TEST(BiasedMf, BlockScheduleReachesTheNoiseFloorToo) {
     const double rmse = planted_run(2 * workers + 1, workers).test.rmse;
     EXPECT_LT(rmse, 1.05 * kPlantedNoise) << workers << " workers";
     EXPECT_GT(rmse, 0.9 * kPlantedNoise);
+  }
+}
+
+// What one rating's gradient touches: the user and item rows, read back from the offsets of its dot product.
+struct RowsTouched {
+  std::size_t p = 0, q = 0, stride = 1;
+  std::uint32_t user = 0, item = 0;
+  void prefetch(std::size_t, std::size_t = 1) const noexcept {}
+  float dot(std::size_t a, std::size_t b, std::size_t) noexcept {
+    user = static_cast<std::uint32_t>((a - p) / stride);
+    item = static_cast<std::uint32_t>((b - q) / stride);
+    return 0;
+  }
+  float read(std::size_t) const noexcept { return 0; }
+  void add_bilinear_gradient(std::size_t, std::size_t, std::size_t, float, float) noexcept {}
+  void add_gradient(std::size_t, float) noexcept {}
+  std::uint64_t epoch() const noexcept { return 0; }
+};
+
+// The block grid's groups are contiguous ids (so that two workers' rows, and the biases packed 16 to a cache line,
+// are not interleaved) holding nearly equal numbers of ratings, on ratings whose items are Zipf-skewed.
+TEST(BiasedMf, BlockGroupsAreContiguousIdsWithNearlyEqualRatings) {
+  RatingsGeneratorOptions g;
+  g.users = 500;
+  g.items = 300;
+  g.ratings = 40000;
+  g.zipf = 1.0;
+  const Ratings ratings = generate_ratings(g);
+  MfOptions mo;
+  mo.factors = 4;
+  const std::size_t bins = 4;
+  mo.bins = bins;
+  const BiasedMf problem(ratings, mo, 3);
+  const asgd::Layout layout = problem.layout();
+  RowsTouched sink{layout["P"].offset, layout["Q"].offset, layout["P"].row_stride};
+  ASSERT_EQ(layout["Q"].row_stride, sink.stride);
+  std::vector<std::uint64_t> user_count(ratings.users.size()), item_count(ratings.items.size());
+  for (std::size_t i = 0; i < ratings.size(); ++i) ++user_count[ratings.user[i]], ++item_count[ratings.item[i]];
+  const std::uint64_t most_user = *std::max_element(user_count.begin(), user_count.end());
+  const std::uint64_t most_item = *std::max_element(item_count.begin(), item_count.end());
+  // Per block row r (and column c): the lowest and highest id its ratings touch, and how many ratings it holds.
+  std::vector<std::uint32_t> user_lo(bins, UINT32_MAX), user_hi(bins, 0), item_lo(bins, UINT32_MAX), item_hi(bins, 0);
+  std::vector<std::uint64_t> in_row(bins, 0), in_column(bins, 0);
+  for (std::size_t r = 0; r < bins; ++r)
+    for (std::size_t c = 0; c < bins; ++c) {
+      const auto [first, last] = problem.block_range(r, c);
+      for (std::uint64_t i = first; i < last; ++i) {
+        problem.gradient(i, sink);
+        user_lo[r] = std::min(user_lo[r], sink.user), user_hi[r] = std::max(user_hi[r], sink.user);
+        item_lo[c] = std::min(item_lo[c], sink.item), item_hi[c] = std::max(item_hi[c], sink.item);
+      }
+      in_row[r] += last - first;
+      in_column[c] += last - first;
+    }
+  const double share = static_cast<double>(ratings.size()) / bins;
+  for (std::size_t b = 0; b < bins; ++b) {
+    if (b > 0) {
+      EXPECT_LT(user_hi[b - 1], user_lo[b]) << "user groups " << b - 1 << " and " << b << " overlap";
+      EXPECT_LT(item_hi[b - 1], item_lo[b]) << "item groups " << b - 1 << " and " << b << " overlap";
+    }
+    EXPECT_NEAR(static_cast<double>(in_row[b]), share, static_cast<double>(most_user)) << "block row " << b;
+    EXPECT_NEAR(static_cast<double>(in_column[b]), share, static_cast<double>(most_item)) << "block column " << b;
   }
 }
 

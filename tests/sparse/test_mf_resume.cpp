@@ -165,6 +165,8 @@ TEST(MfResume, AnotherModelOrOtherRatingsAreRefusedByName) {
   FitOptions same_file = again;
   same_file.checkpoint = same_file.model_file = dir / "m";
   EXPECT_NE(message_of([&] { same_file.validate(); }).find("FitOptions::checkpoint"), std::string::npos);
+  same_file.checkpoint = dir / "." / "m";  // another spelling of the same file, not written yet
+  EXPECT_NE(message_of([&] { same_file.validate(); }).find("FitOptions::checkpoint"), std::string::npos);
 }
 
 }  // namespace

@@ -24,6 +24,17 @@ Loss parse_loss(std::string_view name) {
   throw InputError(fmt::format("loss '{}': expected squared or bpr", name));
 }
 
+namespace {
+// Whether two paths name one file, written or not yet ("./m" and "m"): weakly_canonical resolves the part that
+// exists; where it cannot, the paths as given.
+bool same_path(const std::filesystem::path& a, const std::filesystem::path& b) {
+  std::error_code ea, eb;
+  const auto ca = std::filesystem::weakly_canonical(std::filesystem::absolute(a, ea), ea);
+  const auto cb = std::filesystem::weakly_canonical(std::filesystem::absolute(b, eb), eb);
+  return ea || eb ? a.lexically_normal() == b.lexically_normal() : ca == cb;
+}
+}  // namespace
+
 void FitOptions::validate() const {
   model.validate();
   for (const auto& [name, value] : {std::pair{"test_fraction", test_fraction},
@@ -58,7 +69,7 @@ void FitOptions::validate() const {
   if (checkpoint_every == 0) throw InputError("FitOptions::checkpoint_every 0: expected at least 1 epoch");
   if (initial != nullptr && !resume.empty())
     throw InputError("FitOptions::initial: not with FitOptions::resume (the checkpoint holds the factors)");
-  if (!checkpoint.empty() && checkpoint == model_file)
+  if (!checkpoint.empty() && same_path(checkpoint, model_file))
     throw InputError(fmt::format("FitOptions::checkpoint {}: also FitOptions::model_file; give them two paths",
                                  checkpoint.string()));
   trainer.validate();

@@ -263,7 +263,7 @@ void check_train_flags(const MfTrainFlags& f, Distributed& dist) {
     check_distinct("MODEL_FILE", f.model_file, {{"TRAIN_FILE", f.train_file}, {"-v", f.validation_file}});
     check_rewritten_output("--checkpoint", f.fit.checkpoint.string());
     check_distinct("--checkpoint", f.fit.checkpoint.string(),
-                   {{"TRAIN_FILE", f.train_file}, {"-v", f.validation_file}, {"MODEL_FILE", f.model_file}});
+                   {{"TRAIN_FILE", f.train_file}, {"-v", f.validation_file}});
   }
   if (f.loss == "bpr" && (!f.validation_file.empty() || f.schedule_given))
     throw InputError(fmt::format("{}: only with --loss squared", f.validation_file.empty() ? "--schedule" : "-v/-p"));

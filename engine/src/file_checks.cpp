@@ -30,9 +30,11 @@ bool same_regular_file(const std::filesystem::path& a, const std::filesystem::pa
            std::filesystem::equivalent(a, b, ec) && !ec;
   }
   if (a_there || b_there) return false;
-  const auto ca = std::filesystem::weakly_canonical(a, ec);
+  // Absolute first: weakly_canonical keeps a relative path whose first part does not exist as it is ("m"),
+  // while "./m" resolves through "." (the same file, two answers).
+  const auto ca = std::filesystem::weakly_canonical(std::filesystem::absolute(a, ec), ec);
   if (ec) return false;
-  const auto cb = std::filesystem::weakly_canonical(b, ec);
+  const auto cb = std::filesystem::weakly_canonical(std::filesystem::absolute(b, ec), ec);
   return !ec && ca == cb;
 }
 }  // namespace

@@ -27,6 +27,12 @@ TEST(FileChecks, AnOutputNamingAnInputIsRefusedThroughALinkToo) {
               check_distinct("out", (dir / "new.txt").string(), {{"ck", (dir / "." / "new.txt").string()}});
             }).find("is also ck's file"),
             std::string::npos);
+  // Relative spellings, neither there yet: "new.txt" and "./new.txt" from the folder they are in.
+  const auto cwd = std::filesystem::current_path();
+  std::filesystem::current_path(dir.path());
+  const std::string relative = message_of([] { check_distinct("out", "new.txt", {{"ck", "./new.txt"}}); });
+  std::filesystem::current_path(cwd);
+  EXPECT_NE(relative.find("is also ck's file"), std::string::npos) << relative;
   check_distinct("out", (dir / "other.txt").string(), {{"data", data.string()}, {"none", ""}});  // distinct: fine
   check_distinct("out", "-", {{"data", "-"}});                                                  // stdout is no file
 }

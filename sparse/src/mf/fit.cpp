@@ -11,6 +11,7 @@
 #include "asgd/engine/block_scheduler.hpp"
 #include "asgd/engine/bounded_delay.hpp"
 #include "asgd/engine/errors.hpp"
+#include "asgd/engine/file_checks.hpp"
 #include "asgd/engine/training_run.hpp"
 #include "asgd/sparse/mf/bpr.hpp"
 #include "asgd/sparse/mf/model_file.hpp"
@@ -23,17 +24,6 @@ Loss parse_loss(std::string_view name) {
   if (name == "bpr") return Loss::bpr;
   throw InputError(fmt::format("loss '{}': expected squared or bpr", name));
 }
-
-namespace {
-// Whether two paths name one file, written or not yet ("./m" and "m"): weakly_canonical resolves the part that
-// exists; where it cannot, the paths as given.
-bool same_path(const std::filesystem::path& a, const std::filesystem::path& b) {
-  std::error_code ea, eb;
-  const auto ca = std::filesystem::weakly_canonical(std::filesystem::absolute(a, ea), ea);
-  const auto cb = std::filesystem::weakly_canonical(std::filesystem::absolute(b, eb), eb);
-  return ea || eb ? a.lexically_normal() == b.lexically_normal() : ca == cb;
-}
-}  // namespace
 
 void FitOptions::validate() const {
   model.validate();
@@ -69,9 +59,7 @@ void FitOptions::validate() const {
   if (checkpoint_every == 0) throw InputError("FitOptions::checkpoint_every 0: expected at least 1 epoch");
   if (initial != nullptr && !resume.empty())
     throw InputError("FitOptions::initial: not with FitOptions::resume (the checkpoint holds the factors)");
-  if (!checkpoint.empty() && same_path(checkpoint, model_file))
-    throw InputError(fmt::format("FitOptions::checkpoint {}: also FitOptions::model_file; give them two paths",
-                                 checkpoint.string()));
+  check_distinct("FitOptions::checkpoint", checkpoint.string(), {{"FitOptions::model_file", model_file.string()}});
   trainer.validate();
 }
 

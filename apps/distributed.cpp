@@ -67,7 +67,8 @@ void add_distributed_flags(CLI::App& app, DistributedFlags& flags) {
          "applies and all ranks share a host, messages otherwise")->capture_default_str();
   option("slow-rank", flags.slow_rank,
          "Under mpirun, for benchmarks: R:F makes rank R's workers F times slower (each step followed by a "
-         "sleep of F - 1 times its compute; linear, mf, w2v)");
+         "sleep of F - 1 times its compute; linear, mf, w2v); R:F:N makes the ranks F times slower in turn, "
+         "N of their steps each, rank R first");
 }
 
 void sum_unless_chosen(DistributedFlags& flags, bool combine_given) {

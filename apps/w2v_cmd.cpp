@@ -176,7 +176,7 @@ constexpr W2vFlag kFlags[] = {
      [](W2vFlags& f, auto& n, auto& v) { f.dist.warm_rounds = count<std::uint64_t>(n, v); }},
     {"ps-transport", "T", "with -distributed ps: auto, messages or one-sided (MPI_Accumulate; mean or sum, floats) (auto)",
      [](W2vFlags& f, auto&, auto& v) { f.dist.ps_transport = v; }},
-    {"slow-rank", "R:F", "for benchmarks: rank R's threads F times slower", [](W2vFlags& f, auto&, auto& v) { f.dist.slow_rank = v; }},
+    {"slow-rank", "R:F[:N]", "for benchmarks: rank R's threads F times slower (with N: each rank in turn, N steps each)", [](W2vFlags& f, auto&, auto& v) { f.dist.slow_rank = v; }},
 };
 #undef W2V_MORE
 

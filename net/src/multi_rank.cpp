@@ -88,22 +88,33 @@ void MultiRankOptions::set_push(std::string_view text) {
 }
 
 void MultiRankOptions::set_slow_rank(std::string_view text) {
+  // R:F, or R:F:N for a straggler that moves from rank to rank every N steps.
   const auto colon = text.find(':');
+  const auto second = colon == std::string_view::npos ? colon : text.find(':', colon + 1);
   int rank = -1;
   double factor = 0;
+  std::uint64_t turn = 0;
   const char* const end = text.data() + text.size();
+  const char* const factor_end = second == std::string_view::npos ? end : text.data() + second;
   bool ok = colon != std::string_view::npos;
   if (ok) {
     const auto a = std::from_chars(text.data(), text.data() + colon, rank);
-    const auto f = std::from_chars(text.data() + colon + 1, end, factor);
-    ok = a.ec == std::errc{} && a.ptr == text.data() + colon && rank >= 0 && f.ec == std::errc{} && f.ptr == end &&
-         factor >= 1 && factor <= 1000;
+    const auto f = std::from_chars(text.data() + colon + 1, factor_end, factor);
+    ok = a.ec == std::errc{} && a.ptr == text.data() + colon && rank >= 0 && f.ec == std::errc{} &&
+         f.ptr == factor_end && factor >= 1 && factor <= 1000;
+  }
+  if (ok && second != std::string_view::npos) {
+    const auto n = std::from_chars(factor_end + 1, end, turn);
+    ok = n.ec == std::errc{} && n.ptr == end && turn >= 1 && turn <= (std::uint64_t{1} << 40);
   }
   if (!ok)
-    throw InputError(fmt::format("{} '{}': expected RANK:FACTOR, a rank and a factor from 1 to 1000 (1:3 makes rank "
-                                 "1 three times slower)", spelled("slow-rank"), text));
+    throw InputError(fmt::format("{} '{}': expected RANK:FACTOR or RANK:FACTOR:STEPS, a rank, a factor from 1 to "
+                                 "1000 and a number of steps from 1 to 2^40 (1:3 makes rank 1 three times slower; "
+                                 "0:3:100 makes each rank in turn three times slower for 100 of its steps, rank 0 "
+                                 "first)", spelled("slow-rank"), text));
   slow_rank = rank;
   slow_factor = factor;
+  slow_turn_steps = turn;
 }
 
 void MultiRankOptions::validate() const {
@@ -259,7 +270,8 @@ void MultiRank::prepare(TrainerOptions& options) {
   // ahead resume from the one kept (resume_own_checkpoint).
   options.checkpoint_keep_previous = !checkpoint_.empty() && own_files(options);
   checkpoint_every_ = options.checkpoint_every;
-  const bool slow = options_.slow_rank == rank_ && options_.slow_factor > 1;
+  const bool slow = options_.slow_factor > 1 &&
+                    (options_.slow_rank == rank_ || (options_.slow_rank >= 0 && options_.slow_turn_steps > 0));
   if (every_epoch()) {
     options.checkpoint_path.clear();  // written after the average instead
     if (slow) options.on_step = [this](std::uint64_t) { slow_down_step(); };
@@ -277,14 +289,19 @@ void MultiRank::prepare(TrainerOptions& options) {
   if (!root()) options.on_progress = nullptr;
 }
 
-void MultiRank::slow_down_step() const {
+void MultiRank::slow_down_step() {
   // The time since this worker's previous step ended is its step's compute: sleep (F - 1) times that. A gap of
   // over half a second is not a step (an epoch's end, an evaluation) and is not stretched.
   using Clock = std::chrono::steady_clock;
   thread_local Clock::time_point last{};
   const Clock::time_point now = Clock::now();
   const auto elapsed = now - last;
-  if (last != Clock::time_point{} && elapsed < std::chrono::milliseconds(500))
+  const std::uint64_t turn = options_.slow_turn_steps;
+  const std::uint64_t step = slow_steps_.fetch_add(1, std::memory_order_relaxed);
+  const bool my_turn =
+      turn == 0 || (static_cast<std::uint64_t>(options_.slow_rank) + step / turn) % static_cast<std::uint64_t>(size_) ==
+                       static_cast<std::uint64_t>(rank_);
+  if (my_turn && last != Clock::time_point{} && elapsed < std::chrono::milliseconds(500))
     std::this_thread::sleep_for(std::chrono::duration_cast<Clock::duration>(elapsed * (options_.slow_factor - 1)));
   last = Clock::now();
 }

@@ -211,6 +211,22 @@ TEST(MultiRank, OptionsReadFromTextNameTheOptionWhenWrong) {
                           "- 1",
                           bad));
   EXPECT_EQ(message_of([&] { o.set_combine("median"); }), "MultiRankOptions::combine 'median': expected mean or sum");
+  o.set_slow_rank("1:3");
+  EXPECT_EQ(o.slow_rank, 1);
+  EXPECT_EQ(o.slow_factor, 3.0);
+  EXPECT_EQ(o.slow_turn_steps, 0u);
+  o.set_slow_rank("0:2.5:100");
+  EXPECT_EQ(o.slow_rank, 0);
+  EXPECT_EQ(o.slow_factor, 2.5);
+  EXPECT_EQ(o.slow_turn_steps, 100u);
+  for (const char* bad : {"1", "1:", ":3", "1:0.5", "1:3:", "1:3:0", "1:3:x", "-1:3", "1:3:5:6", "1:1001"})
+    EXPECT_EQ(message_of([&] { o.set_slow_rank(bad); }),
+              fmt::format("MultiRankOptions::slow_rank '{}': expected RANK:FACTOR or RANK:FACTOR:STEPS, a rank, a "
+                          "factor from 1 to 1000 and a number of steps from 1 to 2^40 (1:3 makes rank 1 three times "
+                          "slower; 0:3:100 makes each rank in turn three times slower for 100 of its steps, rank 0 "
+                          "first)",
+                          bad))
+        << bad;
   o.spell = [](std::string_view option) { return "-" + std::string(option); };
   EXPECT_EQ(message_of([&] { o.set_combine("avg"); }), "-combine 'avg': expected mean or sum");
 }

@@ -10,6 +10,7 @@
 // a no-op and the run is the single-node one.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -50,9 +51,12 @@ struct MultiRankOptions {
   std::size_t average_rank = 0;
   static constexpr std::size_t kMostAverageRank = std::size_t{1} << 20;
   // A bench's straggler: rank slow_rank's workers sleep (slow_factor - 1) times each step's compute after it
-  // (the Trainer's apps: linear, mf, w2v). -1: none.
+  // (the Trainer's apps: linear, mf, w2v). -1: none. With slow_turn_steps N > 0 the straggler comes and goes:
+  // the ranks take turns, N of their own steps each, rank slow_rank first (rank r's step s is slowed when
+  // (slow_rank + s / N) mod P == r), so one rank is slow at a time and none all the time.
   int slow_rank = -1;
   double slow_factor = 1;
+  std::uint64_t slow_turn_steps = 0;
   // How errors spell an option: called with "distributed", "allreduce", "combine", "average-weighted", "average-rank",
   // "average-every", "tau", "server-rule", "server-lr", "ps-push", "ps-push-fraction", "ps-error-feedback",
   // "ps-transport", "resume", "epochs" or "until-epoch". Empty: the library's names (MultiRankOptions::allreduce, ...); a
@@ -66,7 +70,8 @@ struct MultiRankOptions {
   // "averaging" or "ps"; the server rule from "mean", "sum" or "adagrad".
   void set_distributed(std::string_view text);
   void set_server_rule(std::string_view text);
-  // slow_rank and slow_factor from "R:F" (F from 1 to 1000); InputError naming "slow-rank".
+  // slow_rank, slow_factor and slow_turn_steps from "R:F" or "R:F:N" (F from 1 to 1000, N from 1 to 2^40);
+  // InputError naming "slow-rank".
   void set_slow_rank(std::string_view text);
   // PsOptions::push from "floats", "int8" or "sign"; PsOptions::transport from "messages" or "one-sided".
   void set_push(std::string_view text);
@@ -180,7 +185,7 @@ class MultiRank final : public RankGroup {
 
  private:
   void timed_sum(std::span<float> data);
-  void slow_down_step() const;  // MultiRankOptions::slow_rank's workers, after each step
+  void slow_down_step();  // every worker after each step, where MultiRankOptions::slow_rank is set
   // Every rank's `values` (each below 2^40), rank by rank; over the native allreduce when `native`.
   std::vector<std::uint64_t> gather(std::span<const std::uint64_t> values, std::string_view what, bool native);
 
@@ -194,6 +199,7 @@ class MultiRank final : public RankGroup {
   std::uint64_t checkpoint_every_ = 1;
   std::unique_ptr<ModelAverager> averager_;  // Distributed::averaging
   std::unique_ptr<ParameterServer> ps_;      // Distributed::ps
+  std::atomic<std::uint64_t> slow_steps_{0};  // this rank's steps, for slow_turn_steps
   double other_seconds_ = 0;  // in mean_of_ranks and same_on_all_ranks
   std::uint64_t other_floats_ = 0;  // put into those allreduces
 };

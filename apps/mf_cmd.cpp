@@ -119,7 +119,7 @@ constexpr std::pair<std::string_view, std::string_view> kTrainNames[] = {
     {"Loss::squared", "--loss squared"}, {"Loss::bpr", "--loss bpr"}, {"FitOptions::resume", "--resume"},
     {"FitOptions::checkpoint_every", "--checkpoint-every"}, {"FitOptions::checkpoint", "--checkpoint"},
     {"FitOptions::model_file", "MODEL_FILE"}, {"FitOptions::split_seed", "--split-seed"},
-    {"TrainingRunOptions::resume", "--resume"}};
+    {"TrainingRunOptions::resume", "--resume"}, {"TrainerOptions::epochs", "-t"}};
 
 // A resume's option changes as warnings, each named by mf train's flag (the record keeps the engine's names).
 void warn_resume_changes(const std::string& path, std::vector<OptionChange> changes) {

@@ -718,6 +718,12 @@ TEST_F(MfCli, ACheckpointResumesAndTellsWhatChanged) {
   EXPECT_NE(r.output.find("--resume " + path("ck") + ": it was trained with factors 8, this run has 16"),
             std::string::npos)
       << r.output;
+  r = run(with({"-t", "3", "--resume", path("ck")}));  // nothing left to train: refused, the checkpoint kept
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--resume " + path("ck") + ": 3 epochs are done already; -t 3 is the run's total (give "
+                          "more)"),
+            std::string::npos)
+      << r.output;
   r = run({"mf", "eval", path("all.txt"), path("ck")});
   EXPECT_EQ(r.status, 0) << r.output;
 }

@@ -2,6 +2,7 @@
 // the run that was never stopped (one worker, a constant rate), for either loss, whatever seed the resume is given
 // (the checkpoint's goes on); a model file is a checkpoint too;
 // a checkpoint of another model or other ratings is refused, naming FitOptions::resume and what differs.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -161,6 +162,13 @@ TEST(MfResume, AnotherModelOrOtherRatingsAreRefusedByName) {
   biased.trainer.epochs = 2;
   biased.model.bias_l2 = 0.5f;
   EXPECT_EQ(fit(ratings, biased).train.epochs.size(), 1u);
+
+  FitOptions done = again;
+  done.trainer.epochs = 1;  // the checkpoint's epoch: nothing left to train
+  EXPECT_EQ(message_of([&] { fit(ratings, done); }),
+            fmt::format("FitOptions::resume {}: 1 epochs are done already; TrainerOptions::epochs 1 is the run's "
+                        "total (give more)",
+                        o.checkpoint.string()));
 
   FitOptions same_file = again;
   same_file.checkpoint = same_file.model_file = dir / "m";

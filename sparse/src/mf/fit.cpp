@@ -146,14 +146,19 @@ void check_scaled_step(const FitOptions& o, float sd, const Ratings& train) {
                                l2 / sd, rate));
 }
 
-// Where the model trains (the heap or a segment), its factors initialised when new (a new segment before another
-// process may attach it; ids without a rating in `trained` start as zero rows).
 // The checkpoint to resume, read before the problem is made (its ratings are shuffled with the resumed run's
 // seed): the file the group reads for this rank (RankGroup::resume_checkpoint), or FitOptions::resume itself.
+// A checkpoint already at TrainerOptions::epochs is refused: the run would train nothing and rewrite the model.
 std::optional<RankGroup::Resumed> read_resume(const FitOptions& o, RankGroup& group) {
   if (o.resume.empty()) return std::nullopt;
-  if (auto resumed = group.resume_checkpoint(o.resume, o.trainer)) return resumed;
-  return RankGroup::Resumed{read_checkpoint(o.resume), o.resume};
+  std::optional<RankGroup::Resumed> resumed = group.resume_checkpoint(o.resume, o.trainer);
+  if (!resumed) resumed = RankGroup::Resumed{read_checkpoint(o.resume), o.resume};
+  if (resumed->data.state.epoch >= o.trainer.epochs) {
+    throw InputError(fmt::format("FitOptions::resume {}: {} epochs are done already; TrainerOptions::epochs {} is the "
+                                 "run's total (give more)",
+                                 o.resume.string(), resumed->data.state.epoch, o.trainer.epochs));
+  }
+  return resumed;
 }
 
 // The seed a run trains with: a resumed run's own (its shuffles and draws go on as they were).
@@ -161,6 +166,8 @@ std::uint64_t run_seed(const FitOptions& o, const std::optional<RankGroup::Resum
   return resumed ? resumed->data.state.seed : o.trainer.seed;
 }
 
+// Where the model trains (the heap or a segment), its factors initialised when new (a new segment before another
+// process may attach it; ids without a rating in `trained` start as zero rows).
 // The root alone holds the checkpoint's lock (the ranks of a job share the path).
 TrainingRun open_run(const FitOptions& o, const Layout& layout, const Ratings& trained, RankGroup& group,
                      std::optional<RankGroup::Resumed> resumed) {

@@ -32,7 +32,7 @@ struct MfTrainFlags {
   FitOptions fit;      // the flags that are its options as they are (-k, --l2, --positive, --shm, ...)
   EngineFlags engine;  // -s, -t, -r, --seed, --policy, --tau, --adagrad
   std::string train_file, model_file, validation_file, format = "detect";
-  std::string schedule = "hogwild";
+  std::string schedule = "auto";
   std::string lr_schedule;  // default: constant (squared), linear (bpr)
   std::string loss = "squared";
   bool no_biases = false, no_mean = false, head_first = false, row_adagrad = false, quiet = false;
@@ -83,7 +83,6 @@ TrainerOptions trainer_options(const MfTrainFlags& f, const char* default_schedu
   o.schedule.row_adagrad = f.row_adagrad;
   o.schedule.row_head = f.head_first ? kLibmfHead : 0;
   o.step_examples = 4096;
-  o.blocks = f.schedule == "blocks";
   return o;
 }
 
@@ -97,9 +96,7 @@ FitOptions fit_options(const MfTrainFlags& f) {
   o.model.center = !f.no_mean;
   o.model.head_first = f.head_first ? kLibmfHead : 0;
   o.trainer = trainer_options(f, o.loss == Loss::bpr ? "linear" : "constant");
-  if (o.loss == Loss::squared && f.schedule != "hogwild" && f.schedule != "blocks") {
-    throw InputError(fmt::format("--schedule {}: expected hogwild or blocks", f.schedule));
-  }
+  if (o.loss == Loss::squared) o.order = parse_order(f.schedule);  // its error names FitOptions::order: --schedule
   o.model_file = f.model_file;
   o.on_progress = progress_printer(o.loss == Loss::bpr ? "bpr" : "mf", f.quiet);
   o.validate();
@@ -115,7 +112,7 @@ constexpr std::pair<std::string_view, std::string_view> kTrainNames[] = {
     {"MfOptions::bins", "-n/--bins"}, {"Schedule::adagrad", "--adagrad"}, {"Schedule::row_adagrad", "--row-adagrad"},
     {"MfOptions::biases", "--no-biases"}, {"MfOptions::center", "--no-mean"}, {"MfOptions::head_first", "--head-first"},
     {"FitOptions::sampled_eval", "--sampled-eval"}, {"TrainerOptions::tau", "--tau"},
-    {"without TrainerOptions::blocks", "with --schedule hogwild"}, {"TrainerOptions::blocks", "--schedule blocks"},
+    {"FitOptions::order", "--schedule"},
     {"Loss::squared", "--loss squared"}, {"Loss::bpr", "--loss bpr"}, {"FitOptions::resume", "--resume"},
     {"FitOptions::checkpoint_every", "--checkpoint-every"}, {"FitOptions::checkpoint", "--checkpoint"},
     {"FitOptions::model_file", "MODEL_FILE"}, {"FitOptions::split_seed", "--split-seed"},
@@ -447,7 +444,9 @@ void add_train_command(CLI::App& mf, int& exit_code) {
   train_cmd->add_flag("--row-adagrad", t->row_adagrad, "Per-row AdaGrad steps: lr / sqrt(1 + G_row), as LIBMF 2");
   train_cmd->add_flag("--head-first", t->head_first,
                       "row AdaGrad as LIBMF 2 runs it: the first 8 factors keep their own sum and train alone in epoch 1");
-  train_cmd->add_option("--schedule", t->schedule, "hogwild (racy updates anywhere) or blocks (LIBMF's grid)")
+  train_cmd->add_option("--schedule", t->schedule,
+                        "auto (blocks on over 262,144 training ratings or with -n, hogwild on fewer, with --tau or "
+                        "under mpirun), hogwild (racy updates anywhere) or blocks (LIBMF's grid)")
       ->capture_default_str();
   train_cmd->add_option("--shm", t->fit.shm, "Train in shared segment NAME; with MODEL_FILE, ids are written first for serving");
   train_cmd->add_flag("--shm-recover", t->fit.shm_recover, "Take over a segment whose writer was killed");

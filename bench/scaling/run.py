@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """How asgd's Hogwild trainers scale with threads (issue 44): one command that runs word2vec (per-pair and
-HogBatch), matrix factorization (the default hogwild schedule and blocks) and the linear model at 1, 2, 4, 8,
-16 and all cores (those the machine has), with word2vec.c and LIBMF beside them when present, and writes a
-CSV, a table of medians with the speed-up over one thread, and a speed-up plot (PNG).
+HogBatch), matrix factorization (hogwild, and blocks: the default on these sets) and the linear model at 1, 2,
+4, 8, 16 and all cores (those the machine has), with word2vec.c and LIBMF beside them when present, and writes
+a CSV, a table of medians with the speed-up over one thread, and a speed-up plot (PNG).
 
     bench/scaling/run.py [--out /tmp/asgd-scaling] [--threads 1,2,4] [--repeats 3] [--quick]
                          [--data ../shared/data/text] [--word2vec PATH] [--libmf-so PATH]

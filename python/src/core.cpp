@@ -68,7 +68,7 @@ std::string python_names(std::string message) {
       {"Schedule::lr", "learning_rate"},      {"MfOptions::bias_l2", "bias_regularization"},
       {"MfOptions::l2", "regularization"},    {"TrainerOptions::workers", "threads"},
       {"FitOptions::positive", "positive"},   {"TrainerOptions::tau", "tau"},
-      {"without TrainerOptions::blocks", "with schedule='hogwild'"}};
+      {"FitOptions::order", "schedule"}};
   for (const auto& [from, to] : kNames)
     for (auto at = message.find(from); at != std::string::npos; at = message.find(from, at + to.size()))
       message.replace(at, from.size(), to);
@@ -79,7 +79,7 @@ struct MfSettings {
   std::size_t factors = 32, epochs = 20, threads = 1;
   float learning_rate = 0.02f, l2 = 0.05f, bias_l2 = 0.05f;
   std::uint64_t seed = 1;
-  std::string policy = "racy", tau = "inf", schedule = "hogwild";
+  std::string policy = "racy", tau = "inf", schedule = "auto";
   bool adagrad = false;
   std::string loss = "squared";  // or "bpr" (implicit feedback: the ratings >= positive)
   float positive = 4.0f;
@@ -110,10 +110,8 @@ FitOptions fit_options(const MfSettings& s) {
   o.trainer.schedule.adagrad = s.adagrad;
   o.trainer.consistency = asgd::parse_consistency(s.policy);
   o.trainer.tau = asgd::parse_tau(s.tau);
-  if (s.schedule != "hogwild" && s.schedule != "blocks")
-    throw asgd::InputError("schedule '" + s.schedule + "': expected hogwild or blocks");
-  o.trainer.blocks = s.schedule == "blocks";
   try {
+    o.order = parse_order(s.schedule);
     o.validate();  // the model's, the engine's and fit's own
   } catch (const asgd::InputError& e) {
     throw asgd::InputError(python_names(e.what()));

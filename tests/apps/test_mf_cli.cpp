@@ -291,8 +291,10 @@ TEST_F(MfCli, LibmfFlagsValidationSplitAndBprModels) {
            {{"--sampled-eval"}, "--sampled-eval: only with --loss bpr"},
            {{"--positive", "3"}, "--positive: only with --loss bpr"},
            // And one of the other schedule (before: both ignored without a word).
-           {{"--schedule", "blocks", "--tau", "2"}, "--tau: only with --schedule hogwild"},
-           {{"-n", "3"}, "-n/--bins: only with --schedule blocks"}}) {
+           {{"--schedule", "blocks", "--tau", "2"}, "--tau: only without --schedule blocks"},
+           {{"--schedule", "hogwild", "-n", "3"}, "-n/--bins: only with --schedule blocks, or automatic"},
+           {{"--tau", "2", "-n", "3"}, "-n/--bins: only with --schedule blocks, or automatic without a bounded --tau"},
+           {{"--schedule", "grid"}, "--schedule 'grid': expected auto, hogwild or blocks"}}) {
     std::vector<std::string> args{"mf", "train", "-t", "1", path("all.txt")};
     args.insert(args.end(), extra.begin(), extra.end());
     r = run(args);

@@ -80,7 +80,7 @@ TEST(MfFit, SquaredReachesNearTheNoiseFloorWithAnErrorEveryEpoch) {
   // The planted model's noise is 0.3; the mean alone misses by about 1.1.
   EXPECT_LT(r.test->rmse, 0.6);
   EXPECT_FALSE(r.model_written);
-  EXPECT_EQ(r.bins, 0u);
+  EXPECT_EQ(r.bins, 0u);  // 27,000 ratings: the automatic order is hogwild's
 }
 
 TEST(MfFit, BprBeatsMostPopularOnHeldOutPositives) {
@@ -294,9 +294,36 @@ TEST(MfFit, AStoppedFitKeepsTheModelOfItsLastFinishedEpoch) {
   EXPECT_FALSE(fit(planted(5000, 0.3), o).model);
 }
 
+// The automatic order is LIBMF's blocks in one process on a set too large for the caches, or where bins are
+// given, without a bounded delay; hogwild otherwise.
+TEST(MfFit, TheAutomaticOrderIsBlocksOnLargeSetsInOneProcessWithoutABoundedTau) {
+  constexpr std::size_t kLarge = BiasedMf::kReshuffleBelow + 1;
+  FitOptions o;
+  EXPECT_TRUE(block_order(o, false, kLarge));
+  EXPECT_FALSE(block_order(o, false, BiasedMf::kReshuffleBelow));  // reshuffled each epoch: hogwild
+  EXPECT_FALSE(block_order(o, true, kLarge));                      // several ranks
+  o.model.bins = 3;
+  EXPECT_TRUE(block_order(o, true, 10));  // bins ask for the grid
+  o.model.bins = 0;
+  o.trainer.tau = 2;
+  EXPECT_FALSE(block_order(o, false, kLarge));
+  o.trainer.tau = asgd::kUnbounded;
+  o.order = Order::hogwild;
+  EXPECT_FALSE(block_order(o, false, kLarge));
+  o.order = Order::blocks;
+  EXPECT_TRUE(block_order(o, true, 10));
+  o.order = Order::automatic;
+  o.loss = Loss::bpr;
+  EXPECT_FALSE(block_order(o, false, kLarge));
+  EXPECT_EQ(parse_order("auto"), Order::automatic);
+  EXPECT_EQ(parse_order("hogwild"), Order::hogwild);
+  EXPECT_EQ(parse_order("blocks"), Order::blocks);
+  EXPECT_EQ(message_of([] { parse_order("grid"); }), "FitOptions::order 'grid': expected auto, hogwild or blocks");
+}
+
 TEST(MfFit, TheBlockScheduleTrainsOnTheGridItChose) {
   FitOptions o = squared_options();
-  o.trainer.blocks = true;
+  o.order = Order::blocks;
   o.trainer.epochs = 3;
   FitEvents events;
   std::optional<BlockGrid> told;
@@ -388,21 +415,36 @@ TEST(MfFit, OptionsOfTheOtherLossOrScheduleAreRefused) {
             "MfOptions::center: only with Loss::squared");
   EXPECT_EQ(refusal([](FitOptions& o) { o.model.scale_ratings = true; }, Loss::bpr),
             "MfOptions::scale_ratings: only with Loss::squared");
-  EXPECT_EQ(refusal([](FitOptions& o) { o.trainer.blocks = true; }, Loss::bpr),
-            "TrainerOptions::blocks: only with Loss::squared");
+  EXPECT_EQ(refusal([](FitOptions& o) { o.order = Order::blocks; }, Loss::bpr),
+            "FitOptions::order blocks: only with Loss::squared");
+  EXPECT_EQ(refusal([](FitOptions& o) { o.trainer.blocks = true; }),
+            "TrainerOptions::blocks: fit sets it from FitOptions::order (give blocks)");
   EXPECT_EQ(refusal([](FitOptions& o) { o.positive = 3; }), "FitOptions::positive: only with Loss::bpr");
   EXPECT_EQ(refusal([](FitOptions& o) { o.sampled_eval = true; }), "FitOptions::sampled_eval: only with Loss::bpr");
   EXPECT_EQ(refusal([](FitOptions& o) {
-              o.trainer.blocks = true;
+              o.order = Order::blocks;
               o.trainer.tau = 2;
-            }).rfind("TrainerOptions::tau: only without TrainerOptions::blocks", 0),
+            }).rfind("TrainerOptions::tau: only without FitOptions::order blocks", 0),
             0u);
-  EXPECT_EQ(refusal([](FitOptions& o) { o.model.bins = 3; }), "MfOptions::bins: only with TrainerOptions::blocks");
+  constexpr const char* kBinsRefused =
+      "MfOptions::bins: only with FitOptions::order blocks, or automatic without a bounded TrainerOptions::tau";
   EXPECT_EQ(refusal([](FitOptions& o) {
-              o.trainer.blocks = true;
+              o.order = Order::hogwild;
               o.model.bins = 3;
             }),
-            "(no exception)");
+            kBinsRefused);
+  EXPECT_EQ(refusal([](FitOptions& o) {
+              o.trainer.tau = 2;  // automatic is hogwild then
+              o.model.bins = 3;
+            }),
+            kBinsRefused);
+  for (const Order order : {Order::automatic, Order::blocks}) {
+    EXPECT_EQ(refusal([order](FitOptions& o) {
+                o.order = order;
+                o.model.bins = 3;
+              }),
+              "(no exception)");
+  }
   EXPECT_EQ(refusal([](FitOptions& o) { o.model.head_first = 8; }),
             "MfOptions::head_first: only with Schedule::row_adagrad (LIBMF's rule)");
   // The engine's options too: fit checks them all before it trains.

@@ -14,7 +14,8 @@
 #   libmf        LIBMF's defaults (-r 0.1 -l2 0.1, per-row AdaGrad, no biases), -k 32 -t 20 -s W
 #   libmf-native the same, LIBMF built from its source for this machine (AVX, -march=native:
 #                build_libmf_native.sh), when LIBMF_SRC names a checkout of it
-#   asgd-default ours with every default (SGD -r 0.02 --l2 0.05, biases, the hogwild schedule), -k 32 -t 20 -s W
+#   asgd-default ours with every default (SGD -r 0.02 --l2 0.05, biases, --schedule auto: blocks on g10m,
+#                hogwild on the MovieLens sets), -k 32 -t 20 -s W
 #   asgd         ours, defaults but the blocks schedule
 #   asgd-libmf   ours with LIBMF's rule: --no-biases --no-mean --scale-ratings --row-adagrad --head-first --init 1 -r 0.1 --l2 0.1, blocks
 # Time: "train s" is LIBMF's mf_train call (its scaling, shuffling and grid

@@ -45,15 +45,17 @@ void FitOptions::validate() const {
                                     std::pair{!model.center, "MfOptions::center"},
                                     std::pair{model.scale_ratings, "MfOptions::scale_ratings"},
                                     std::pair{model.head_first != 0, "MfOptions::head_first"},
-                                    std::pair{trainer.blocks, "TrainerOptions::blocks"}})
+                                    std::pair{order == Order::blocks, "FitOptions::order blocks"}})
     only(bpr && set, option, "Loss::squared");
   only(!bpr && positive != kDefaultPositive, "FitOptions::positive", "Loss::bpr");
   only(!bpr && sampled_eval, "FitOptions::sampled_eval", "Loss::bpr");
-  if (trainer.blocks && trainer.tau != kUnbounded) {
-    throw InputError("TrainerOptions::tau: only without TrainerOptions::blocks (the block schedule's workers share no "
-                     "row or column: there is no delay to bound)");
+  if (trainer.blocks) throw InputError("TrainerOptions::blocks: fit sets it from FitOptions::order (give blocks)");
+  if (order == Order::blocks && trainer.tau != kUnbounded) {
+    throw InputError("TrainerOptions::tau: only without FitOptions::order blocks (the block schedule's workers share "
+                     "no row or column: there is no delay to bound)");
   }
-  only(!trainer.blocks && model.bins != 0, "MfOptions::bins", "TrainerOptions::blocks");
+  only(!bpr && model.bins != 0 && !block_order(*this, false, 0), "MfOptions::bins",
+       "FitOptions::order blocks, or automatic without a bounded TrainerOptions::tau");
   only(model.head_first != 0 && !trainer.schedule.row_adagrad, "MfOptions::head_first",
        "Schedule::row_adagrad (LIBMF's rule)");
   if (checkpoint_every == 0) throw InputError("FitOptions::checkpoint_every 0: expected at least 1 epoch");
@@ -61,6 +63,20 @@ void FitOptions::validate() const {
     throw InputError("FitOptions::initial: not with FitOptions::resume (the checkpoint holds the factors)");
   check_distinct("FitOptions::checkpoint", checkpoint.string(), {{"FitOptions::model_file", model_file.string()}});
   trainer.validate();
+}
+
+Order parse_order(std::string_view name) {
+  if (name == "auto" || name == "automatic") return Order::automatic;
+  if (name == "hogwild") return Order::hogwild;
+  if (name == "blocks") return Order::blocks;
+  throw InputError(fmt::format("FitOptions::order '{}': expected auto, hogwild or blocks", name));
+}
+
+bool block_order(const FitOptions& o, bool several_ranks, std::size_t ratings) noexcept {
+  if (o.loss != Loss::squared) return false;
+  if (o.order != Order::automatic) return o.order == Order::blocks;
+  if (o.trainer.tau != kUnbounded) return false;
+  return o.model.bins != 0 || (!several_ranks && ratings > BiasedMf::kReshuffleBelow);
 }
 
 std::string objective_settings(const FitOptions& o) {
@@ -286,6 +302,7 @@ FitReport fit_squared(Ratings ratings, const FitOptions& o, RankGroup& group, co
   setup.items = train.items.size();
   MfOptions mo = o.model;
   TrainerOptions to = o.trainer;
+  to.blocks = block_order(o, group.active(), train.size());
   mo.bins = 0;
   if (to.blocks) {
     setup.grid = block_grid(o.model.bins, to.workers, setup.users, setup.items);

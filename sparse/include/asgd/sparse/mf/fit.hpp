@@ -29,12 +29,25 @@ enum class Loss {
 // "squared" or "bpr"; InputError otherwise.
 Loss parse_loss(std::string_view name);
 
+// The order of the squared loss's updates. blocks: LIBMF's grid, workers taking blocks that share no user or item
+// row, each walked in storage order (on 10M ratings 3x the updates per second of hogwild on one thread, 6x on two,
+// at the same test RMSE: bench/RESULTS.md); hogwild: each worker its shard, rows shared racily, the delay
+// bounded by TrainerOptions::tau. automatic: blocks where MfOptions::bins is given, or in one process on more
+// than BiasedMf::kReshuffleBelow training ratings, where hogwild too walks a fixed order and misses the caches;
+// hogwild on fewer (they fit the caches and get a new order each epoch: ml-latest-small test RMSE 0.8440 against
+// the blocks' 0.8515), with a bounded tau, on several ranks (their rounds count steps of
+// TrainerOptions::step_examples ratings, where a block is one step) and for bpr.
+enum class Order { automatic, hogwild, blocks };
+// "auto" (or "automatic"), "hogwild" or "blocks"; InputError naming FitOptions::order otherwise.
+Order parse_order(std::string_view name);
+
 struct FitOptions {
   Loss loss = Loss::squared;
-  // bins (squared with trainer.blocks): the block grid asked for, 0 for block_grid's default.
+  // bins (squared in the block order): the block grid asked for, 0 for block_grid's default.
   MfOptions model;
-  // The engine's: workers, epochs, seed, rates; blocks: LIBMF's block schedule (squared only).
+  // The engine's: workers, epochs, seed, rates. Its `blocks` is fit's to set, from `order`.
   TrainerOptions trainer;
+  Order order = Order::automatic;
   static constexpr float kDefaultPositive = 4.0f;
   float positive = kDefaultPositive;  // bpr: ratings at or above this are positives
   double test_fraction = 0;         // held out at random (bpr: per user) and scored after training
@@ -70,12 +83,17 @@ struct FitOptions {
   bool keep_last_epoch = false;
   ProgressCallback on_progress;
   // InputError naming the option (FitOptions::positive), MfOptions::validate's or TrainerOptions::validate's. An
-  // option that the loss or the schedule does not use is refused ("MfOptions::bins: only with Loss::squared"), not
-  // ignored: bpr with validation_fraction, bins, no biases, no centring, scale_ratings, head_first or blocks;
-  // squared with another positive or sampled_eval; a bounded tau with blocks, bins without them; head_first
-  // without row AdaGrad; initial with resume; a checkpoint that is the model file.
+  // option that the loss or the order does not use is refused ("MfOptions::bins: only with Loss::squared"), not
+  // ignored: bpr with validation_fraction, bins, no biases, no centring, scale_ratings, head_first or the block
+  // order; squared with another positive or sampled_eval; a bounded tau with the block order, bins with the
+  // hogwild order (or automatic with a bounded tau); head_first without row AdaGrad; initial with resume; a
+  // checkpoint that is the model file; trainer.blocks set (fit sets it).
   void validate() const;
 };
+
+// Whether fit trains `options` in the block order: on a group of several ranks or not, on `ratings` training
+// ratings in this process.
+bool block_order(const FitOptions& options, bool several_ranks, std::size_t ratings) noexcept;
 
 // The objective every process training one segment must share, as the segment keeps it
 // ("--loss squared --l2 0.05 --bias-l2 0.05"): the CLI's spelling, since CLI and library processes share segments.

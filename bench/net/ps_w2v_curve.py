@@ -9,7 +9,10 @@ settings as ps_w2v.sh: text8-prefix in lines of 1,000 words, skip-gram, dim 100,
 1e-4, min-count 5, 5 epochs, 1 thread a rank, rounds every 5 steps. Writes OUT.csv (mode, slow_rank, epoch,
 seconds, analogies) and OUT.png.
 
-Usage: /usr/bin/python3 bench/net/ps_w2v_curve.py ASGD DATA_DIR OUT [--only A,B]
+--slow R:F[:N] is the straggler (default 1:3; 0:3:5 slows the ranks in turn, 5 steps each: asgd's
+--slow-rank); --slow-only runs one process and the slow runs alone.
+
+Usage: /usr/bin/python3 bench/net/ps_w2v_curve.py ASGD DATA_DIR OUT [--only A,B] [--slow 1:3] [--slow-only]
 """
 import argparse, csv, gzip, os, re, shutil, struct, subprocess, sys, tempfile, time
 
@@ -85,7 +88,7 @@ def accuracy(a, work, copy, epoch):
     return float(m.group(1))
 
 
-def plot(rows, path):
+def plot(rows, path, slow_label):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -98,7 +101,7 @@ def plot(rows, path):
             pts = [(r[3], r[4]) for r in rows if r[0] == mode and (r[1] == slow or mode == "one process")]
             if pts:
                 ax.plot(*zip(*pts), marker="o", label=mode)
-        ax.set_title("rank 1 3x slower" if slow else "no slow rank")
+        ax.set_title(f"--slow-rank {slow_label}" if slow else "no slow rank")
         ax.set_xlabel("seconds since the command started")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("analogy accuracy (%) after each epoch")
@@ -115,6 +118,8 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--mpiexec", default="mpiexec")
     ap.add_argument("--only", default="")
+    ap.add_argument("--slow", default="1:3")
+    ap.add_argument("--slow-only", action="store_true")
     a = ap.parse_args()
     a.asgd = os.path.realpath(a.asgd)
     only = [p for p in a.only.split(",") if p]
@@ -125,17 +130,19 @@ def main():
             for name, n, flags in MODES:
                 if (only and not any(p in name for p in only)) or (slow and n == 0):
                     continue
-                extra = ["-slow-rank", "1:3"] if slow else []
+                if a.slow_only and not slow and n > 0:
+                    continue
+                extra = ["-slow-rank", a.slow] if slow else []
                 for epoch, seconds, copy in run(a, work, n, flags + extra):
                     acc = accuracy(a, work, copy, epoch)
                     rows.append((name, slow, epoch, round(seconds, 2), acc))
-                    print(f"{name:28} {'1:3' if slow else '-':4} epoch {epoch}  {seconds:6.1f} s  {acc:5.2f} %",
+                    print(f"{name:28} {a.slow if slow else '-':8} epoch {epoch}  {seconds:6.1f} s  {acc:5.2f} %",
                           flush=True)
     with open(a.out + ".csv", "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["mode", "slow_rank", "epoch", "seconds", "analogies"])
-        w.writerows(rows)
-    plot(rows, a.out + ".png")
+        w.writerows((name, a.slow if slow else "", e, s, acc) for name, slow, e, s, acc in rows)
+    plot(rows, a.out + ".png", a.slow)
 
 
 if __name__ == "__main__":

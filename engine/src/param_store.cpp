@@ -27,6 +27,7 @@
 
 #include "asgd/engine/consistency.hpp"
 #include "asgd/engine/errors.hpp"
+#include "asgd/engine/huge_pages.hpp"
 #include "segment_fault.hpp"
 #include "segment_format.hpp"
 #include "segment_header.hpp"
@@ -411,9 +412,15 @@ ParamStore::~ParamStore() = default;
 ParamStore ParamStore::on_heap(Layout layout) {
   auto s = std::make_unique<Storage>();
   const std::size_t n = layout.size();
-  const std::size_t bytes = std::max<std::size_t>(kCacheLine, n * sizeof(float));  // a multiple of 64
-  s->heap.reset(static_cast<float*>(std::aligned_alloc(kCacheLine, bytes)));
+  // Stores of 2 MiB and more start on a huge page and are backed by huge pages: rows read at random miss the TLB
+  // less.
+  constexpr std::size_t kHugePage = std::size_t{2} << 20;
+  const std::size_t wanted = std::max<std::size_t>(kCacheLine, n * sizeof(float));  // a multiple of 64
+  const std::size_t align = wanted >= kHugePage ? kHugePage : kCacheLine;
+  const std::size_t bytes = (wanted + align - 1) / align * align;  // aligned_alloc takes whole alignments
+  s->heap.reset(static_cast<float*>(std::aligned_alloc(align, bytes)));
   if (!s->heap) throw RuntimeError(fmt::format("cannot allocate {} bytes of parameters", bytes));
+  advise_huge_pages(s->heap.get(), bytes);
   std::memset(s->heap.get(), 0, bytes);
   s->layout = std::move(layout);
   float* data = s->heap.get();

@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "asgd/engine/errors.hpp"
+#include "asgd/engine/huge_pages.hpp"
 #include "text_util.hpp"
 
 namespace asgd::sparse::io {
@@ -103,13 +104,13 @@ std::uint64_t line_at(std::string_view text, std::size_t offset) {
 
 // Room for `bytes` of text in `text`, doubling its capacity (as the string would), checked against the memory there
 // is first: a file larger than the memory is refused before it is read, an endless pipe once it has filled it.
-void make_room(std::string& text, std::size_t bytes, const std::string& name, const char* what) {
+void make_room(Text& text, std::size_t bytes, const std::string& name, const char* what) {
   if (bytes <= text.capacity()) return;
   const std::size_t capacity = std::max(bytes, 2 * text.capacity());
   const AvailableMemory available = available_memory();
   if (capacity <= available.bytes) {
     text.reserve(capacity);
-  } else if (text.empty()) {
+  } else if (text.size() == 0) {
     require_memory(capacity, fmt::format("{}: reading {} whole", name, what), available);
   } else {
     require_memory(capacity, fmt::format("{}:{}: reading {} whole (an endless input?), {} so far", name,
@@ -120,7 +121,7 @@ void make_room(std::string& text, std::size_t bytes, const std::string& name, co
 
 // The checks of one chunk just read, text[old..]: a NUL byte, a line past max_line. `line_start`: where the line
 // being read starts, moved past the chunk's last newline.
-void judge_chunk(const std::string& text, std::size_t old, std::size_t& line_start, std::size_t max_line,
+void judge_chunk(std::string_view text, std::size_t old, std::size_t& line_start, std::size_t max_line,
                  const std::string& name, const char* what) {
   const char* chunk = text.data() + old;
   const std::size_t n = text.size() - old;
@@ -132,8 +133,7 @@ void judge_chunk(const std::string& text, std::size_t old, std::size_t& line_sta
   if (const void* nl = ::memrchr(chunk, '\n', n); nl != nullptr)
     line_start = static_cast<std::size_t>(static_cast<const char*>(nl) - text.data()) + 1;
   if (text.size() - line_start > max_line) {
-    refuse_long_line(name, line_at(text, line_start), line_start, std::string_view(text).substr(line_start), max_line,
-                     what);
+    refuse_long_line(name, line_at(text, line_start), line_start, text.substr(line_start), max_line, what);
   }
 }
 
@@ -148,9 +148,18 @@ void refuse_long_line(std::string_view name, std::uint64_t line_no, std::uint64_
   throw InputError(message);
 }
 
-std::string read_all(const fs::path& path, const char* what, std::size_t max_line) {
+void Text::reserve(std::size_t n) {
+  if (n <= capacity_) return;
+  std::unique_ptr<char[]> bigger(new char[n]);  // not zero-filled
+  advise_huge_pages(bigger.get(), n);
+  if (size_ > 0) std::memcpy(bigger.get(), bytes_.get(), size_);
+  bytes_ = std::move(bigger);
+  capacity_ = n;
+}
+
+Text read_all(const fs::path& path, const char* what, std::size_t max_line) {
   InputFile in(path, what);
-  std::string text;
+  Text text;
   constexpr std::size_t kChunk = std::size_t{1} << 20;
   if (in.regular()) {
     // A chunk more than the file: the read that finds its end asks for a whole chunk, and with the file's size
@@ -164,9 +173,8 @@ std::string read_all(const fs::path& path, const char* what, std::size_t max_lin
   for (;;) {
     const std::size_t old = text.size();
     make_room(text, old + kChunk, in.name(), what);
-    text.resize(old + kChunk);
     const std::size_t got = in.read(text.data() + old, kChunk);
-    text.resize(old + got);
+    text.resize_within(old + got);
     judge_chunk(text, old, line_start, max_line, in.name(), what);
     if (got < kChunk) break;
   }

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -19,6 +20,7 @@
 
 #include "../common/message_of.hpp"
 #include "asgd/engine/errors.hpp"
+#include "asgd/engine/huge_pages.hpp"
 #include "asgd/engine/param_store.hpp"
 #include "asgd/engine/segment_removal.hpp"
 #include "../../engine/src/segment_format.hpp"
@@ -642,5 +644,32 @@ TEST_F(ShmTest, RacingRecoveriesAllSucceed) {
     for (auto& s : stores) EXPECT_EQ(s->load(0), 2.0f);
     stores.clear();
     ASSERT_TRUE(ParamStore::remove_shared(name_));
+  }
+}
+
+// A store of 2 MiB and more starts on a huge page; every store starts zeroed, the large one too (its memory
+// advised onto huge pages before the zeroing).
+TEST(ParamStore, ALargeHeapStoreStartsOnAHugePageAndZeroed) {
+  Layout l;
+  l.add("w", {3u << 20});  // 12 MiB of floats
+  auto s = ParamStore::on_heap(l);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(s.data()) % (std::uintptr_t{2} << 20), 0u);
+  for (std::size_t i = 0; i < s.size(); i += 4093) ASSERT_EQ(s.load(i), 0.0f) << i;
+  EXPECT_EQ(s.load(s.size() - 1), 0.0f);
+}
+
+// The advice takes any range (nothing for one without a whole huge page), and the large-array allocator's
+// vectors hold what is written to them, whatever their size.
+TEST(HugePages, AnyRangeIsTakenAndLargeArraysHoldTheirValues) {
+  asgd::advise_huge_pages(nullptr, 0);
+  asgd::advise_huge_pages(nullptr, std::size_t{8} << 20);
+  char small[100];
+  asgd::advise_huge_pages(small + 1, sizeof small - 1);
+  for (const std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{3} << 20}) {
+    std::vector<std::uint32_t, asgd::LargeArrayAllocator<std::uint32_t>> v(n);
+    for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::uint32_t>(i * 7);
+    v.push_back(5);
+    for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(v[i], i * 7) << n;
+    EXPECT_EQ(v.back(), 5u);
   }
 }

@@ -241,7 +241,7 @@ BiasedMf::BiasedMf(const Ratings& train, MfOptions options, std::uint64_t seed)
     block_begin_.assign(bins * bins + 1, 0);
     for (const auto& e : entries_) ++block_begin_[block_of(e) + 1];
     for (std::size_t b = 0; b < bins * bins; ++b) block_begin_[b + 1] += block_begin_[b];
-    std::vector<Entry> grouped(entries_.size());
+    std::vector<Entry, LargeArrayAllocator<Entry>> grouped(entries_.size());
     std::vector<std::uint64_t> next(block_begin_.begin(), block_begin_.end() - 1);
     for (const auto& e : entries_) grouped[next[block_of(e)]++] = e;
     entries_ = std::move(grouped);

@@ -34,7 +34,7 @@ using text::split_fields;
 
 // The whole file (these are small), gzipped or not.
 std::istringstream open_text(const fs::path& path, const char* what) {
-  return std::istringstream(io::read_all(path, what));
+  return std::istringstream(std::string(io::read_all(path, what).view()));
 }
 
 // The fields of a comma-separated line, each without the blanks around it

@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "asgd/engine/huge_pages.hpp"
 #include "asgd/engine/layout.hpp"
 #include "asgd/engine/param_store.hpp"
 #include "asgd/engine/problem.hpp"
@@ -189,7 +190,7 @@ class BiasedMf {
     std::uint32_t user, item;
     float rating;
   };
-  std::vector<Entry> entries_;  // one cache line holds five ratings
+  std::vector<Entry, LargeArrayAllocator<Entry>> entries_;  // one cache line holds five ratings
   std::vector<std::uint64_t> block_begin_;  // bins^2 + 1 offsets when blocked
   std::size_t users_, items_;
   std::string ids_;  // the layout's tag

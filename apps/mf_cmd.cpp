@@ -455,8 +455,8 @@ void add_train_command(CLI::App& mf, int& exit_code) {
   train_cmd->add_option("--positive", t->fit.positive, "bpr: ratings at or above this are positives")
       ->capture_default_str();
   train_cmd->add_option("--bins,-n", t->fit.model.bins,
-                        "blocks: users and items split into this many groups, at most 4096 (default 2 x threads + 1); "
-                        "fewer workers than bins (lowered, with a note)");
+                        "blocks: users and items split into this many groups, at most 4096 (default 2 x threads + 1; "
+                        "given, it picks blocks under --schedule auto); fewer workers than bins (lowered, with a note)");
   train_cmd->add_option("--checkpoint", t->fit.checkpoint,
                         "Checkpoint here after every --checkpoint-every epochs (a model file that --resume goes on from)");
   train_cmd->add_option("--checkpoint-every", t->fit.checkpoint_every, "Epochs between checkpoints")

@@ -296,11 +296,12 @@ void MultiRank::slow_down_step() {
   thread_local Clock::time_point last{};
   const Clock::time_point now = Clock::now();
   const auto elapsed = now - last;
-  const std::uint64_t turn = options_.slow_turn_steps;
-  const std::uint64_t step = slow_steps_.fetch_add(1, std::memory_order_relaxed);
-  const bool my_turn =
-      turn == 0 || (static_cast<std::uint64_t>(options_.slow_rank) + step / turn) % static_cast<std::uint64_t>(size_) ==
-                       static_cast<std::uint64_t>(rank_);
+  bool my_turn = true;  // a rank slow all the time, or whose turn it is
+  if (const std::uint64_t turn = options_.slow_turn_steps; turn > 0) {
+    const std::uint64_t step = slow_steps_.fetch_add(1, std::memory_order_relaxed);
+    const auto first = static_cast<std::uint64_t>(options_.slow_rank), ranks = static_cast<std::uint64_t>(size_);
+    my_turn = (first + step / turn) % ranks == static_cast<std::uint64_t>(rank_);
+  }
   if (my_turn && last != Clock::time_point{} && elapsed < std::chrono::milliseconds(500))
     std::this_thread::sleep_for(std::chrono::duration_cast<Clock::duration>(elapsed * (options_.slow_factor - 1)));
   last = Clock::now();

@@ -65,6 +65,9 @@ void add_distributed_flags(CLI::App& app, DistributedFlags& flags) {
          "With --distributed ps: messages (to a server thread on each rank), one-sided (MPI_Accumulate and "
          "MPI_Get on the shards' windows; the mean or sum rule, float pushes), or auto: one-sided where it "
          "applies and all ranks share a host, messages otherwise")->capture_default_str();
+  option("servers", flags.servers,
+         "With --distributed ps: the last S ranks are dedicated servers that keep the shards and train nothing "
+         "(messages transport); 0: a server thread on every rank")->capture_default_str();
   option("slow-rank", flags.slow_rank,
          "Under mpirun, for benchmarks: R:F makes rank R's workers F times slower (each step followed by a "
          "sleep of F - 1 times its compute; linear, mf, w2v); R:F:N makes the ranks F times slower in turn, "
@@ -98,6 +101,7 @@ net::MultiRankOptions to_multi_rank_options(const DistributedFlags& flags) {
   if (!flags.slow_rank.empty()) o.set_slow_rank(flags.slow_rank);
   o.ps.warm_rounds = flags.warm_rounds;
   o.set_ps_transport(flags.ps_transport);
+  o.ps.servers = flags.servers;
   o.validate();
   o.allreduce = parse_flag(d + "allreduce", [&] { return net::parse_algorithm(flags.allreduce); });
   return o;
@@ -119,18 +123,44 @@ void note_flags_unused(const DistributedFlags& flags) {
 
 }  // namespace
 
+namespace {
+
+// One rank speaks for the job; the others' errors still reach stderr.
+void silence_stdout() {
+  std::fflush(stdout);
+  if (std::freopen("/dev/null", "w", stdout) == nullptr) std::fclose(stdout);
+}
+
+// `part` on rank `rank` of a job: an error ends every rank with the rank and the cause.
+int ended_on_error(net::Job& job, int rank, const DistributedFlags& flags, const std::function<int()>& part) {
+  try {
+    return part();
+  } catch (const InputError& e) {
+    job.abort(rank, fmt::format("error: {}", cli_message(e.what(), flags.names)), 2);
+  } catch (const nlohmann::json::exception& e) {
+    job.abort(rank, fmt::format("error: a model file's metadata is malformed: {}", e.what()), 2);
+  } catch (const std::exception& e) {
+    job.abort(rank, fmt::format("error: {}", cli_message(e.what(), flags.names)), 1);
+  }
+}
+
+}  // namespace
+
 int run_distributed(const DistributedFlags& flags, const std::function<int(Distributed&)>& body) {
   net::MultiRankOptions options = to_multi_rank_options(flags);
   net::Job job;
   net::Transport* transport = job.transport();
+  if (transport != nullptr && net::is_server_rank(options.ps, *transport)) {
+    silence_stdout();
+    return ended_on_error(job, transport->rank(), flags, [&] {
+      net::serve_dedicated(*transport, options.ps);
+      return 0;
+    });
+  }
   std::optional<Distributed> group;
   if (transport != nullptr) {
     group.emplace(*transport, std::move(options));
-    if (!group->root()) {
-      // One rank speaks for the job; the others' errors still reach stderr.
-      std::fflush(stdout);
-      if (std::freopen("/dev/null", "w", stdout) == nullptr) std::fclose(stdout);
-    }
+    if (!group->root()) silence_stdout();
   } else {
     group.emplace(std::move(options));
   }
@@ -138,18 +168,12 @@ int run_distributed(const DistributedFlags& flags, const std::function<int(Distr
     note_flags_unused(flags);
     return body(*group);
   }
-  try {
+  return ended_on_error(job, group->rank(), flags, [&] {
     group->agree_on_options();
     const int rc = body(*group);
     group->finish();
     return rc;
-  } catch (const InputError& e) {
-    job.abort(group->rank(), fmt::format("error: {}", cli_message(e.what(), flags.names)), 2);
-  } catch (const nlohmann::json::exception& e) {
-    job.abort(group->rank(), fmt::format("error: a model file's metadata is malformed: {}", e.what()), 2);
-  } catch (const std::exception& e) {
-    job.abort(group->rank(), fmt::format("error: {}", cli_message(e.what(), flags.names)), 1);
-  }
+  });
 }
 
 }  // namespace asgd::cli

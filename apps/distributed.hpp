@@ -32,6 +32,7 @@ struct DistributedFlags {
   std::string slow_rank;              // a bench's straggler, "R:F"; empty: none
   std::uint64_t warm_rounds = 0;      // ps: the first rounds bulk-synchronous
   std::string ps_transport = "auto";  // ps: auto, messages or one-sided
+  std::size_t servers = 0;            // ps: dedicated server ranks, the last ones; 0: a server thread per rank
   std::vector<std::string> given;     // the flags above given on the command line, without dashes
   std::string dashes = "--";          // how the command spells its flags in messages (w2v: "-allreduce")
   std::string epochs_flag = "--epochs";  // the command's flag for the run's epochs (w2v: -iter)
@@ -52,7 +53,7 @@ using Distributed = net::MultiRank;
 using net::run_averaged;
 
 // Runs `body` with this process's rank of the job (rank 0 of 1 without
-// mpirun). In a multi-rank job an error on this rank (bad input, I/O, NaN)
+// mpirun); a dedicated server rank (--servers) serves instead and returns 0. In a multi-rank job an error on this rank (bad input, I/O, NaN)
 // ends every rank with the rank and the cause; in a single process it is
 // rethrown (run_guarded reports it). On ranks other than 0, stdout goes to
 // /dev/null.

@@ -176,6 +176,8 @@ constexpr W2vFlag kFlags[] = {
      [](W2vFlags& f, auto& n, auto& v) { f.dist.warm_rounds = count<std::uint64_t>(n, v); }},
     {"ps-transport", "T", "with -distributed ps: auto, messages or one-sided (MPI_Accumulate; mean or sum, floats) (auto)",
      [](W2vFlags& f, auto&, auto& v) { f.dist.ps_transport = v; }},
+    {"servers", "S", "with -distributed ps: the last S ranks are dedicated servers that train nothing (0)",
+     [](W2vFlags& f, auto& n, auto& v) { f.dist.servers = count<std::size_t>(n, v); }},
     {"slow-rank", "R:F[:N]", "for benchmarks: rank R's threads F times slower (with N: each rank in turn, N steps each)", [](W2vFlags& f, auto&, auto& v) { f.dist.slow_rank = v; }},
 };
 #undef W2V_MORE
@@ -218,7 +220,8 @@ W2vFlags parse_flags(const std::vector<std::string>& args) {
     f.given.insert(name);
   }
   for (const char* flag : {"allreduce", "average-every", "average-weighted", "combine", "distributed", "ps-tau",
-                           "server-rule", "server-lr", "ps-push", "ps-push-fraction", "ps-error-feedback", "slow-rank", "ps-warm-rounds", "ps-transport"})
+                           "server-rule", "server-lr", "ps-push", "ps-push-fraction", "ps-error-feedback", "slow-rank", "ps-warm-rounds", "ps-transport",
+                           "servers"})
     if (f.given.count(flag)) f.dist.given.emplace_back(flag);
   if (f.options.corpus.empty() && f.options.resume.empty())
     throw InputError("w2v: -train FILE is required (see asgd w2v -help)");

@@ -36,7 +36,8 @@ std::string MultiRankOptions::spelled(std::string_view option) const {
       {"ps-error-feedback", "error_feedback"},
       {"ps-warm-rounds", "warm_rounds"},
       {"ps-transport", "transport"},
-      {"adagrad-eps", "adagrad_eps"}};
+      {"adagrad-eps", "adagrad_eps"},
+      {"servers", "servers"}};
   for (const auto& [flag, member] : kPs)
     if (option == flag) return "PsOptions::" + std::string(member);
   std::string name(option);
@@ -131,6 +132,10 @@ void MultiRankOptions::validate() const {
   if (average_rank > kMostAverageRank)
     throw InputError(fmt::format("{} {}: expected 0 (every parameter) to {}", spelled("average-rank"), average_rank,
                                  kMostAverageRank));
+  if (distributed != Distributed::ps && ps.servers > 0) {
+    throw InputError(fmt::format("{} {}: server ranks are the parameter server's ({} ps)", spelled("servers"),
+                                 ps.servers, spelled("distributed")));
+  }
   if (distributed == Distributed::ps) {
     // A push carries a rank's update whole; weighting the mean is model averaging's.
     if (average_weighted)
@@ -149,15 +154,28 @@ void MultiRankOptions::validate() const {
 MultiRank::MultiRank(MultiRankOptions options) : options_(std::move(options)) { options_.validate(); }
 
 MultiRank::MultiRank(Transport& transport, MultiRankOptions options) : MultiRank(std::move(options)) {
-  transport_ = &transport;
-  rank_ = transport.rank();
-  size_ = transport.size();
+  transport_ = ps_transport_ = &transport;
+  if (const std::size_t S = options_.distributed == Distributed::ps ? options_.ps.servers : 0; S > 0) {
+    // The workers' collectives (agreement, setup sums) leave the server ranks out; the pushes and pulls do not.
+    if (S >= static_cast<std::size_t>(transport.size())) {
+      throw InputError(fmt::format("{} {}: a job of {} ranks would have no worker rank", options_.spelled("servers"),
+                                   S, transport.size()));
+    }
+    if (is_server_rank(options_.ps, transport)) {
+      throw InputError(fmt::format("rank {} is one of the {} dedicated server ranks: it serves (serve_dedicated) "
+                                   "and trains nothing", transport.rank(), S));
+    }
+    workers_ = first_ranks(transport, transport.size() - static_cast<int>(S));
+    transport_ = workers_.get();
+  }
+  rank_ = transport_->rank();
+  size_ = transport_->size();
   if (options_.slow_rank >= size_) {
     throw InputError(fmt::format("{} {}: the job has ranks 0 to {}", options_.spelled("slow-rank"),
                                  options_.slow_rank, size_ - 1));
   }
-  allreduce_ = make_allreduce(options_.allreduce, transport);
-  native_ = options_.allreduce == Algorithm::native ? nullptr : make_allreduce(Algorithm::native, transport);
+  allreduce_ = make_allreduce(options_.allreduce, *transport_);
+  native_ = options_.allreduce == Algorithm::native ? nullptr : make_allreduce(Algorithm::native, *transport_);
 }
 
 MultiRank::~MultiRank() {
@@ -204,7 +222,7 @@ std::vector<std::size_t> MultiRank::shard(std::size_t n, std::string_view what, 
 }
 
 PsTransport MultiRank::ps_transport() const noexcept {
-  return transport_ != nullptr ? resolve_transport(options_.ps, *transport_) : options_.ps.transport;
+  return ps_transport_ != nullptr ? resolve_transport(options_.ps, *ps_transport_) : options_.ps.transport;
 }
 
 std::string MultiRank::describe() const {
@@ -217,7 +235,10 @@ std::string MultiRank::describe() const {
                                               : std::string(),
                          ps.error_feedback ? " with error feedback" : " without error feedback");
     }
-    return fmt::format("{} ranks, parameter server ({}{}, tau {}{}{}{}), rounds every {}", size_, to_string(ps.rule),
+    const std::string servers =
+        ps.servers > 0 ? fmt::format(" and {} server rank{}", ps.servers, ps.servers > 1 ? "s" : "") : "";
+    return fmt::format("{} ranks{}, parameter server ({}{}, tau {}{}{}{}), rounds every {}", size_, servers,
+                       to_string(ps.rule),
                        ps.rule == ServerRule::adagrad ? fmt::format(" lr {}", ps.server_lr) : std::string(),
                        tau_to_string(ps.tau),
                        ps.warm_rounds > 0 ? fmt::format(" after {} synchronous rounds", ps.warm_rounds) : std::string(),
@@ -238,11 +259,15 @@ std::string MultiRank::describe() const {
 std::string MultiRank::traffic() const {
   if (const auto s = ps_stats()) {
     return fmt::format("{} rounds, {:.1f} MB pushed ({} keys), {:.1f} MB pulled ({} keys), {:.2f} s waiting for pulls; "
-                       "staleness {}: mean {:.2f}, max {}; clock gap at most {}",
+                       "{}",
                        s->rounds, static_cast<double>(s->bytes_pushed) * 1e-6, s->keys_pushed,
                        static_cast<double>(s->bytes_pulled) * 1e-6, s->keys_pulled, s->wait_seconds,
-                       ps_transport() == PsTransport::one_sided ? "of this rank's pushes" : "at this rank's shard",
-                       s->staleness.mean(), s->staleness.max(), s->max_clock_gap);
+                       options_.ps.servers > 0
+                           ? std::string("staleness and clock gaps are measured on the server ranks")
+                           : fmt::format("staleness {}: mean {:.2f}, max {}; clock gap at most {}",
+                                         ps_transport() == PsTransport::one_sided ? "of this rank's pushes"
+                                                                                  : "at this rank's shard",
+                                         s->staleness.mean(), s->staleness.max(), s->max_clock_gap));
   }
   std::string sent;
   if (averager_) {
@@ -415,7 +440,7 @@ void MultiRank::start(std::span<float> params, const Layout& layout) {
   same_on_all_ranks(digest, "the model's layout digest (its tensors, their shapes and what the rows stand for: "
                             "every rank needs the same model flags and, for mf, the same ratings file)");
   if (options_.distributed == Distributed::ps) {
-    ps_ = std::make_unique<ParameterServer>(*transport_, params, options_.ps);
+    ps_ = std::make_unique<ParameterServer>(*ps_transport_, params, options_.ps);
     ps_->share(root());  // the servers take rank 0's parameters, and every rank pulls them
     return;
   }

@@ -31,7 +31,8 @@ std::string_view to_string(PsTransport transport) noexcept {
 
 PsTransport resolve_transport(const PsOptions& options, const Transport& transport) noexcept {
   if (options.transport != PsTransport::automatic) return options.transport;
-  const bool applies = options.rule != ServerRule::adagrad && options.push == PushEncoding::floats;
+  const bool applies =
+      options.rule != ServerRule::adagrad && options.push == PushEncoding::floats && options.servers == 0;
   return applies && transport.one_host() ? PsTransport::one_sided : PsTransport::messages;
 }
 
@@ -54,6 +55,15 @@ void PsOptions::validate(const std::function<std::string(std::string_view)>& spe
                                  name("ps-transport", "transport"),
                                  rule == ServerRule::adagrad ? "the AdaGrad rule" : "compressed pushes"));
   }
+  if (transport == PsTransport::one_sided && servers > 0) {
+    throw InputError(fmt::format("{} one-sided: the shards are the workers' windows, so it takes no {} {}",
+                                 name("ps-transport", "transport"), name("servers", "servers"), servers));
+  }
+}
+
+bool is_server_rank(const PsOptions& options, const Transport& transport) noexcept {
+  return options.servers > 0 &&
+         static_cast<std::size_t>(transport.rank()) + options.servers >= static_cast<std::size_t>(transport.size());
 }
 
 namespace {
@@ -69,12 +79,24 @@ ParameterServer::ParameterServer(Transport& transport, std::span<float> params, 
   options_.validate();
   options_.transport = resolve_transport(options_, transport);
   const int P = transport.size();
+  if (options_.servers >= static_cast<std::size_t>(P)) {
+    throw InputError(fmt::format("PsOptions::servers {}: a job of {} ranks would have no worker rank",
+                                 options_.servers, P));
+  }
+  if (is_server_rank(options_, transport)) {
+    throw InputError(fmt::format("rank {} is one of the {} dedicated server ranks: it serves (serve_dedicated)",
+                                 transport.rank(), options_.servers));
+  }
+  // Shards: one per rank, or one per dedicated server rank.
+  const int S = options_.servers > 0 ? static_cast<int>(options_.servers) : P;
+  first_server_ = P - S;
   client_ = std::make_unique<Client>();
-  for (int s = 0; s < P; ++s) client_->shards.push_back(ps::KeyRange::of_shard(params.size(), options_.key_floats, s, P));
+  for (int s = 0; s < S; ++s) client_->shards.push_back(ps::KeyRange::of_shard(params.size(), options_.key_floats, s, S));
   client_->base.assign(params.size(), 0.0f);
   client_->snapshot.assign(params.size(), 0.0f);
   client_->sent.assign(params.size(), 0.0f);
   client_->seen.assign(static_cast<std::size_t>(P), 0);
+  if (options_.servers > 0) return;  // a client only
   const ps::KeyRange& mine = client_->shards[static_cast<std::size_t>(transport.rank())];
   if (options_.transport == PsTransport::one_sided) {
     one_sided_ = std::make_unique<OneSided>();
@@ -95,22 +117,31 @@ ParameterServer::~ParameterServer() {
   if (server_.joinable()) server_.join();
 }
 
+namespace {
+
+// A shard's requests handled and its replies posted until every worker has its final reply (or `stop`).
+void serve_shard(Transport& transport, ps::Shard& shard, const std::atomic<bool>& stop) {
+  Backoff backoff;
+  std::vector<ps::Shard::Out> out;
+  Transport::Message m;
+  while (!stop.load(std::memory_order_relaxed) && !shard.done()) {
+    if (!transport.poll(ps::kRequestTag, m)) {
+      backoff.idle();
+      continue;
+    }
+    backoff.reset();
+    out.clear();
+    shard.handle(m.src, m.bytes, out);
+    for (auto& o : out) transport.post(std::move(o.bytes), o.dst, ps::kReplyTag);
+  }
+  transport.flush();
+}
+
+}  // namespace
+
 void ParameterServer::serve() noexcept {
   try {
-    Backoff backoff;
-    std::vector<ps::Shard::Out> out;
-    Transport::Message m;
-    while (!server_stop_.load(std::memory_order_relaxed) && !shard_->done()) {
-      if (!transport_.poll(ps::kRequestTag, m)) {
-        backoff.idle();
-        continue;
-      }
-      backoff.reset();
-      out.clear();
-      shard_->handle(m.src, m.bytes, out);
-      for (auto& o : out) transport_.post(std::move(o.bytes), o.dst, ps::kReplyTag);
-    }
-    transport_.flush();
+    serve_shard(transport_, *shard_, server_stop_);
   } catch (...) {
     server_error_ = std::current_exception();
     server_failed_.store(true, std::memory_order_release);
@@ -177,7 +208,9 @@ void ParameterServer::share(bool root) {
       const std::size_t b = r.first_float(), e = r.end_float();
       std::vector<float> values(e - b);
       for (std::size_t i = b; i < e; ++i) values[i - b] = load_param(params_[i]);
-      transport_.post(ps::encode(ps::Header{ps::Kind::init}, keys, values), static_cast<int>(s), ps::kRequestTag);
+      const int workers = options_.servers > 0 ? first_server_ : transport_.size();
+      const ps::Header init{ps::Kind::init, params_.size(), ps::options_digest(options_, workers)};
+      transport_.post(ps::encode(init, keys, values), server_rank(s), ps::kRequestTag);
     }
   }
   // A pull of round 0 from nothing seen: every key, once the root's values are in.
@@ -222,7 +255,7 @@ bool ParameterServer::exchange(bool finished, bool first) {
     auto bytes = ps::encode(
         ps::Header{ps::Kind::push_pull, clock, c.seen[s], (finished ? ps::kFinished : 0) | encoding}, keys, payload);
     pushed_bytes += bytes.size();
-    transport_.post(std::move(bytes), static_cast<int>(s), ps::kRequestTag);
+    transport_.post(std::move(bytes), server_rank(s), ps::kRequestTag);
   }
   // The replies, in any order. A key that comes back takes the server's value plus what this rank has that the
   // server has not: the workers' updates since the snapshot, and with error feedback what the push left out
@@ -242,14 +275,15 @@ bool ParameterServer::exchange(bool finished, bool first) {
     backoff.reset();
     ++got;
     pulled_bytes += m.bytes.size();
-    if (m.src < 0 || static_cast<std::size_t>(m.src) >= c.shards.size())
+    const int shard = m.src - first_server_;
+    if (shard < 0 || static_cast<std::size_t>(shard) >= c.shards.size())
       throw RuntimeError(fmt::format("parameter server: a reply from rank {}", m.src));
-    const ps::KeyRange& r = c.shards[static_cast<std::size_t>(m.src)];
+    const ps::KeyRange& r = c.shards[static_cast<std::size_t>(shard)];
     const ps::Decoded d = ps::decode(m.bytes, m.src, r);
     if (d.header.kind != ps::Kind::reply)
       throw RuntimeError(fmt::format("parameter server: a reply of kind {} from rank {}",
                                      static_cast<std::uint64_t>(d.header.kind), m.src));
-    c.seen[static_cast<std::size_t>(m.src)] = d.header.seen;
+    c.seen[static_cast<std::size_t>(shard)] = d.header.seen;
     pulled_keys += d.keys.size();
     std::size_t at = 0;
     for (std::uint64_t key : d.keys) {
@@ -295,6 +329,52 @@ PsStats ParameterServer::stats() const {
     s.max_clock_gap = shard_->max_clock_gap();
   }
   return s;
+}
+
+PsStats serve_dedicated(Transport& transport, const PsOptions& options) {
+  options.validate();
+  if (options.servers >= static_cast<std::size_t>(transport.size())) {
+    throw InputError(fmt::format("PsOptions::servers {}: a job of {} ranks would have no worker rank",
+                                 options.servers, transport.size()));
+  }
+  if (!is_server_rank(options, transport)) {
+    throw InputError(fmt::format("rank {} of {} is not one of the last PsOptions::servers {}: it is a worker",
+                                 transport.rank(), transport.size(), options.servers));
+  }
+  const int P = transport.size(), S = static_cast<int>(options.servers), workers = P - S;
+  // Until the root's parameters arrive (an init, with their size) the shard's range is not known: the other
+  // workers' first pulls wait in arrival order.
+  std::vector<Transport::Message> early;
+  Transport::Message m;
+  Backoff backoff;
+  std::size_t n = 0;
+  for (;;) {
+    if (!transport.poll(ps::kRequestTag, m)) {
+      backoff.idle();
+      continue;
+    }
+    backoff.reset();
+    const ps::Header h = ps::peek(m.bytes, m.src);
+    early.push_back(std::move(m));
+    if (h.kind == ps::Kind::init) {
+      n = h.clock;
+      std::rotate(early.begin(), early.end() - 1, early.end());  // the init first
+      break;
+    }
+  }
+  ps::Shard shard(workers, ps::KeyRange::of_shard(n, options.key_floats, transport.rank() - workers, S), options);
+  std::vector<ps::Shard::Out> out;
+  for (const auto& e : early) {
+    shard.handle(e.src, e.bytes, out);
+    for (auto& o : out) transport.post(std::move(o.bytes), o.dst, ps::kReplyTag);
+    out.clear();
+  }
+  const std::atomic<bool> never{false};
+  serve_shard(transport, shard, never);
+  PsStats stats;
+  stats.staleness = shard.staleness();
+  stats.max_clock_gap = shard.max_clock_gap();
+  return stats;
 }
 
 }  // namespace asgd::net

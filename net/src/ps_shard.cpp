@@ -3,11 +3,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 
 #include "asgd/engine/errors.hpp"
+#include "asgd/engine/fingerprint.hpp"
 
 namespace asgd::net::ps {
 
@@ -50,6 +52,25 @@ void encode_key(std::span<const float> d, std::uint64_t flags, std::vector<std::
   }
 }
 
+std::uint64_t options_digest(const PsOptions& o, int clients) noexcept {
+  std::uint64_t h = kFoldStart;
+  for (const std::uint64_t word :
+       {o.tau, o.warm_rounds, static_cast<std::uint64_t>(o.rule), std::uint64_t{std::bit_cast<std::uint32_t>(o.server_lr)},
+        std::uint64_t{std::bit_cast<std::uint32_t>(o.adagrad_eps)}, std::uint64_t{o.key_floats},
+        std::uint64_t{o.servers}, static_cast<std::uint64_t>(clients)}) {
+    h = fold(h, word);
+  }
+  return h;
+}
+
+Header peek(std::span<const std::byte> bytes, int from) {
+  if (bytes.size() < sizeof(Header))
+    throw RuntimeError(fmt::format("parameter server: a message of {} bytes from rank {}", bytes.size(), from));
+  Header h;
+  std::memcpy(&h, bytes.data(), sizeof h);
+  return h;
+}
+
 namespace {
 
 void decode_key(const std::byte* p, std::uint64_t flags, std::span<float> values) {
@@ -89,9 +110,7 @@ std::vector<std::byte> encode(const Header& header, std::span<const std::uint64_
 
 Decoded decode(std::span<const std::byte> bytes, int from, const KeyRange& range) {
   Decoded d;
-  if (bytes.size() < sizeof(Header))
-    throw RuntimeError(fmt::format("parameter server: a message of {} bytes from rank {}", bytes.size(), from));
-  std::memcpy(&d.header, bytes.data(), sizeof(Header));
+  d.header = peek(bytes, from);
   const std::size_t rest = bytes.size() - sizeof(Header);
   if (d.header.count > rest / sizeof(std::uint64_t)) {
     throw RuntimeError(fmt::format("parameter server: a message from rank {} of {} bytes cannot hold {} keys",
@@ -145,6 +164,15 @@ void Shard::handle(int src, std::span<const std::byte> bytes, std::vector<Out>& 
   std::size_t at = 0;
   switch (d.header.kind) {
     case Kind::init:
+      if (d.header.seen != options_digest(options_, ranks_)) {
+        throw RuntimeError(fmt::format(
+            "parameter server: rank {} trains under other options than this server's (PsOptions: the rule, tau, warm "
+            "rounds, key size, servers or the {} workers): every rank needs the same",
+            src, ranks_));
+      }
+      if (d.header.clock != range_.n)
+        throw RuntimeError(fmt::format("parameter server: rank {} sent {} parameters for a shard of a vector of {}",
+                                       src, d.header.clock, range_.n));
       for (std::uint64_t key : d.keys)
         for (std::size_t i = range_.begin(key); i < range_.end(key); ++i) values_[i - first] = d.floats[at++];
       version_ = 1;

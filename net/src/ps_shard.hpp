@@ -23,7 +23,8 @@ inline constexpr std::uint64_t kSign = 4;  // a float scale, then w bits: d = +-
 // A message: the header, then `count` key ids, then the keys' values in that
 // order (floats, or per key as the flags encode them). push_pull: clock = the round, seen = the shard version of the
 // sender's last pull (0: none), floats = deltas. reply: seen = the shard's
-// version now, floats = values. init: the root's values for the whole shard.
+// version now, floats = values. init: the root's values for the whole shard,
+// clock = the parameters' size, seen = options_digest of the root's options.
 struct Header {
   Kind kind{};
   std::uint64_t clock = 0, seen = 0, flags = 0, count = 0;
@@ -45,6 +46,12 @@ struct KeyRange {
   static KeyRange of_shard(std::size_t n, std::size_t w, int s, int ranks);
 };
 
+// What a server must share with the workers to apply their pushes alike: the rule and its rate, tau, the warm
+// rounds, the key size, the servers and the `clients` (worker ranks).
+std::uint64_t options_digest(const PsOptions& options, int clients) noexcept;
+// A message's header; RuntimeError naming `from` when it is shorter than one.
+Header peek(std::span<const std::byte> bytes, int from);
+
 // The bytes one key of w values takes under `flags`' encoding.
 std::size_t key_bytes(std::size_t w, std::uint64_t flags) noexcept;
 // Appends the key's values `d` encoded per `flags` to `out`, and puts in
@@ -62,6 +69,7 @@ Decoded decode(std::span<const std::byte> bytes, int from, const KeyRange& range
 
 class Shard {
  public:
+  // `ranks`: the worker ranks, 0 to ranks - 1, that push and pull.
   Shard(int ranks, KeyRange range, const PsOptions& options);
   struct Out {
     int dst;

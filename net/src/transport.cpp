@@ -20,6 +20,39 @@ std::unique_ptr<Window> Transport::window(std::size_t /*bytes*/) {
   throw RuntimeError("this transport has no one-sided communication (windows)");
 }
 
+namespace {
+
+class FirstRanks final : public Transport {
+ public:
+  FirstRanks(Transport& parent, int count) : parent_(parent), count_(count) {}
+  int rank() const noexcept override { return parent_.rank(); }
+  int size() const noexcept override { return count_; }
+  void send(std::span<const float> data, int dst) override { parent_.send(data, checked(dst)); }
+  void recv(std::span<float> data, int src) override { parent_.recv(data, checked(src)); }
+  void sendrecv(std::span<const float> send_data, int dst, std::span<float> recv_data, int src) override {
+    parent_.sendrecv(send_data, checked(dst), recv_data, checked(src));
+  }
+  bool one_host() const noexcept override { return parent_.one_host(); }
+
+ private:
+  int checked(int r) const {
+    if (r < 0 || r >= count_) throw RuntimeError(fmt::format("rank {}: no rank {} among the first {}", rank(), r, count_));
+    return r;
+  }
+  Transport& parent_;
+  int count_;
+};
+
+}  // namespace
+
+std::unique_ptr<Transport> first_ranks(Transport& parent, int count) {
+  if (count < 1 || count > parent.size() || parent.rank() >= count) {
+    throw InputError(fmt::format("the first {} of {} ranks: rank {} is not among them, or they are none", count,
+                                 parent.size(), parent.rank()));
+  }
+  return std::make_unique<FirstRanks>(parent, count);
+}
+
 struct LocalFabric::Regions {
   explicit Regions(int ranks) : words(static_cast<std::size_t>(ranks)), bytes(static_cast<std::size_t>(ranks)) {}
   std::vector<std::vector<std::uint64_t>> words;  // each rank's region, 8-byte aligned

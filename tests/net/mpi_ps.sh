@@ -6,7 +6,9 @@
 #          checkpoint and resumed by 2 ranks, within 1e-2 too;
 #  mf      2 ranks, a round per epoch at tau 0 (BSP): the same RMSE, to the
 #          digit, as averaging's (what BSP is), under the mean rule and the
-#          sum, over messages and one-sided; SSP(2) every 20 steps over
+#          sum, over messages and one-sided, and with 1 or 2 dedicated
+#          server ranks beside the 2 (a server given other options ends the
+#          job, naming them); SSP(2) every 20 steps over
 #          each (the clock gap within 2; auto is one-sided on one host),
 #          and mf eval reads rank 0's model back; stopped at a checkpoint
 #          and resumed by one process, the RMSE within 0.02 of 2 ranks';
@@ -53,6 +55,7 @@ test_rmse() { sed -n 's/^test: .* RMSE \([0-9.]*\).*/\1/p' "$work/log"; }
 for rule in mean sum; do
   mf_job --combine "$rule" > "$work/log" 2>&1 || fail "mf, averaging with --combine $rule"
   avg_rmse=$(test_rmse)
+  [[ "$rule" == mean ]] && mean_rmse="$avg_rmse"
   for transport in messages one-sided; do
     mf_job --distributed ps --server-rule "$rule" --ps-transport "$transport" > "$work/log" 2>&1 ||
       fail "mf, ps $rule $transport"
@@ -61,6 +64,24 @@ for rule in mean sum; do
       fail "mf: BSP's RMSE under the $rule over $transport '$ps_rmse', averaging's $rule '$avg_rmse'"
   done
 done
+# Dedicated server ranks: 2 workers and 1 or 2 servers train BSP's parameters as server threads on 2 ranks do.
+for servers in 1 2; do
+  timeout 120 "$mpiexec" --oversubscribe -n $((2 + servers)) "$asgd" mf train "$work/ratings.txt" -k 8 -t 10 -s 1 \
+    -r 0.02 --test-fraction 0.1 --distributed ps --servers "$servers" > "$work/log" 2>&1 ||
+    fail "mf, ps with $servers server ranks"
+  grep -q "^mpi: 2 ranks and $servers server ranks\?, parameter server (mean, tau 0, messages)" "$work/log" ||
+    fail "mf, ps with $servers server ranks: no description"
+  [[ "$(test_rmse)" == "$mean_rmse" ]] ||
+    fail "mf: RMSE with $servers server ranks '$(test_rmse)', averaging's mean '$mean_rmse'"
+done
+echo "mf, 2 workers and 1 or 2 server ranks: BSP RMSE $mean_rmse, as averaging's"
+# A server rank given other options than the workers' ends the job, naming them.
+timeout 60 "$mpiexec" --oversubscribe -n 2 "$asgd" mf train "$work/ratings.txt" -k 8 -t 2 -s 1 --distributed ps \
+  --servers 1 : -n 1 "$asgd" mf train "$work/ratings.txt" -k 8 -t 2 -s 1 --distributed ps --servers 1 --ps-tau 4 \
+  > "$work/log" 2>&1 && fail "a server rank with --ps-tau 4 for workers with 0 ran"
+grep -q "rank 2: error: parameter server: rank 0 trains under other options than this server.s" "$work/log" ||
+  fail "a server rank given another --ps-tau: not refused by name"
+echo "a server rank given other options than the workers': refused"
 # SSP(2) every 20 steps over each transport (auto is one-sided on one host): the clock gap within the bound.
 for transport in messages auto; do
   mf_job --distributed ps --ps-tau 2 --average-every 20 --ps-transport "$transport" > "$work/log" 2>&1 ||

@@ -454,5 +454,127 @@ TEST(ParameterServer, RanksGivenDifferentTausAreRefusedByName) {
   for (const auto& e : errors) EXPECT_NE(e.find("PsOptions::tau: rank 0 0, rank 1 4"), std::string::npos) << e;
 }
 
+// Dedicated server ranks (the last S): the workers' synchronous rounds add every worker's deltas by the rule,
+// as server threads on every rank do, and the server ranks end once every worker has its final reply, with
+// the staleness of the pushes they applied.
+TEST(ParameterServer, DedicatedServerRanksApplyEveryWorkersDeltas) {
+  for (const std::size_t S : {std::size_t{1}, std::size_t{2}}) {
+    const int workers = 2, P = workers + static_cast<int>(S);
+    const std::size_t n = 100, w = 10;
+    std::vector<std::vector<float>> params(static_cast<std::size_t>(workers));
+    std::vector<PsStats> served(S);
+    const PsOptions options{.tau = 0, .rule = ServerRule::mean, .key_floats = w, .servers = S};
+    expect_no_errors(on_ranks(P, [&](Transport& t, int r) {
+      if (is_server_rank(options, t)) {
+        served[static_cast<std::size_t>(r - workers)] = serve_dedicated(t, options);
+        return;
+      }
+      auto& x = params[static_cast<std::size_t>(r)];
+      x.assign(n, r == 0 ? 1.0f : 9.0f);  // the root's values win
+      ParameterServer ps(t, x, options);
+      EXPECT_EQ(ps.options().transport, PsTransport::messages);
+      ps.share(r == 0);
+      for (int round = 1; round <= 3; ++round) {
+        x[static_cast<std::size_t>(r)] += 1.0f;       // key 0, in the first server's shard
+        x[90 + static_cast<std::size_t>(r)] += 2.0f;  // key 9, in the last's
+        ps.round();
+        for (int q = 0; q < workers; ++q) {
+          EXPECT_FLOAT_EQ(x[static_cast<std::size_t>(q)], 1.0f + 0.5f * static_cast<float>(round)) << "S " << S;
+          EXPECT_FLOAT_EQ(x[90 + static_cast<std::size_t>(q)], 1.0f + 1.0f * static_cast<float>(round));
+        }
+        EXPECT_EQ(x[50], 1.0f);
+      }
+      ps.stop();
+      const PsStats stats = ps.stats();
+      EXPECT_EQ(stats.keys_pushed, 3u * 2u);
+      EXPECT_EQ(stats.staleness.count(), 0u);  // measured where the shards are
+    }));
+    EXPECT_EQ(params[0], params[1]);
+    std::uint64_t pushes = 0;
+    for (const PsStats& s : served) {
+      pushes += s.staleness.count();
+      EXPECT_LE(s.staleness.max(), 1u);
+      EXPECT_EQ(s.max_clock_gap, 0u);
+    }
+    EXPECT_EQ(pushes, S * workers * 4u) << "every worker's 3 rounds and its last push, at every shard";
+  }
+}
+
+// Through MultiRank: 2 workers and a dedicated server train what 2 ranks with server threads train (BSP, the
+// mean, rounds after each epoch: both are model averaging, up to the order a server adds the two pushes), and
+// each worker's shard of the data is a half.
+TEST(ParameterServer, MultiRankWithServerRanksTrainsAsServerThreadsDo) {
+  const auto run = [](int P, std::size_t servers) {
+    std::vector<std::vector<float>> params(static_cast<std::size_t>(P));
+    std::vector<std::string> described(static_cast<std::size_t>(P));
+    const MultiRankOptions mo{.distributed = Distributed::ps,
+                              .ps = PsOptions{.tau = 0, .transport = PsTransport::messages, .servers = servers}};
+    expect_no_errors(on_ranks(P, [&](Transport& t, int r) {
+      if (is_server_rank(mo.ps, t)) {
+        serve_dedicated(t, mo.ps);
+        return;
+      }
+      MultiRank group(t, mo);
+      group.agree_on_options();
+      EXPECT_EQ(group.size(), P - static_cast<int>(servers));
+      ShardedQuadratic problem{group.shard(60, "examples"), 4};
+      EXPECT_EQ(problem.rows.size(), 30u);
+      ParamStore store = ParamStore::on_heap(problem.layout());
+      for (std::size_t k = 0; k < 4; ++k) store.store(k, static_cast<float>(r * 10 + 1));
+      TrainerOptions o = one_worker(10);
+      group.prepare(o);
+      Trainer trainer(store, o);
+      group.start(trainer, store);
+      run_averaged(group, trainer, problem, 10);
+      described[static_cast<std::size_t>(r)] = group.describe() + "; " + group.traffic();
+      params[static_cast<std::size_t>(r)] = store.snapshot();
+    }));
+    return std::pair{params[0], described[0]};
+  };
+  const auto [threads, threads_said] = run(2, 0);
+  const auto [dedicated, dedicated_said] = run(3, 1);
+  ASSERT_EQ(threads.size(), dedicated.size());
+  for (std::size_t k = 0; k < threads.size(); ++k)
+    EXPECT_NEAR(dedicated[k], threads[k], 1e-5f * (1 + std::fabs(threads[k]))) << dedicated_said;
+  EXPECT_NE(dedicated_said.find("2 ranks and 1 server rank, parameter server (mean, tau 0, messages)"),
+            std::string::npos)
+      << dedicated_said;
+  EXPECT_NE(dedicated_said.find("measured on the server ranks"), std::string::npos) << dedicated_said;
+}
+
+// Server ranks are refused where they cannot work: a job they would leave without a worker, a worker's call
+// on a server rank and the reverse, and the one-sided transport (whose shards are the workers' windows).
+TEST(ParameterServer, ServerRanksAreRefusedWhereTheyCannotServe) {
+  std::vector<float> x(4);
+  const auto errors = on_ranks(2, [&](Transport& t, int r) {
+    EXPECT_NE(message_of([&] { ParameterServer(t, x, PsOptions{.servers = 2}); })
+                  .find("PsOptions::servers 2: a job of 2 ranks would have no worker rank"),
+              std::string::npos);
+    EXPECT_NE(message_of([&] { serve_dedicated(t, PsOptions{.servers = 2}); }).find("no worker rank"),
+              std::string::npos);
+    const PsOptions one{.servers = 1};
+    if (r == 1) {
+      EXPECT_NE(message_of([&] { ParameterServer(t, x, one); }).find("rank 1 is one of the 1 dedicated server ranks"),
+                std::string::npos);
+      EXPECT_NE(message_of([&] { MultiRank(t, MultiRankOptions{.distributed = Distributed::ps, .ps = one}); })
+                    .find("rank 1 is one of the 1 dedicated server ranks"),
+                std::string::npos);
+    } else {
+      EXPECT_NE(message_of([&] { serve_dedicated(t, one); }).find("rank 0 of 2 is not one of the last"),
+                std::string::npos);
+    }
+  });
+  expect_no_errors(errors);
+  EXPECT_NE(message_of([] { PsOptions{.transport = PsTransport::one_sided, .servers = 1}.validate(); })
+                .find("PsOptions::transport one-sided: the shards are the workers' windows, so it takes no "
+                      "PsOptions::servers 1"),
+            std::string::npos);
+  EXPECT_NE(message_of([] { MultiRankOptions{.ps = PsOptions{.servers = 1}}.validate(); })
+                .find("PsOptions::servers 1: server ranks are the parameter server's (MultiRankOptions::distributed ps)"),
+            std::string::npos);
+  LocalFabric fabric(1);
+  EXPECT_EQ(resolve_transport(PsOptions{.servers = 1}, fabric.endpoint(0)), PsTransport::messages);
+}
+
 }  // namespace
 }  // namespace asgd::net

@@ -59,7 +59,7 @@ struct MultiRankOptions {
   std::uint64_t slow_turn_steps = 0;
   // How errors spell an option: called with "distributed", "allreduce", "combine", "average-weighted", "average-rank",
   // "average-every", "tau", "server-rule", "server-lr", "ps-push", "ps-push-fraction", "ps-error-feedback",
-  // "ps-transport", "resume", "epochs" or "until-epoch". Empty: the library's names (MultiRankOptions::allreduce, ...); a
+  // "ps-transport", "servers", "resume", "epochs" or "until-epoch". Empty: the library's names (MultiRankOptions::allreduce, ...); a
   // command line passes its flags' spellings.
   std::function<std::string(std::string_view option)> spell = {};
 
@@ -85,7 +85,9 @@ class MultiRank final : public RankGroup {
  public:
   // One process: rank 0 of 1, every collective a no-op.
   explicit MultiRank(MultiRankOptions options);
-  // Rank transport.rank() of transport.size(); `transport` outlives this.
+  // Rank transport.rank() of transport.size(); `transport` outlives this. With dedicated server ranks
+  // (options.ps.servers S) this is worker rank r of the first P - S, and the last S run serve_dedicated instead;
+  // InputError on one of those.
   MultiRank(Transport& transport, MultiRankOptions options);
   ~MultiRank() override;
   MultiRank(const MultiRank&) = delete;
@@ -190,7 +192,9 @@ class MultiRank final : public RankGroup {
   std::vector<std::uint64_t> gather(std::span<const std::uint64_t> values, std::string_view what, bool native);
 
   MultiRankOptions options_;
-  Transport* transport_ = nullptr;
+  Transport* transport_ = nullptr;     // the workers': the collectives and the data's shards
+  Transport* ps_transport_ = nullptr;  // every rank's, the dedicated servers' too: the parameter server's
+  std::unique_ptr<Transport> workers_;  // the first ranks, when the last are dedicated servers
   int rank_ = 0, size_ = 1;
   std::unique_ptr<Allreduce> allreduce_;  // options_.allreduce
   std::unique_ptr<Allreduce> native_;     // agreement and setup sums

@@ -17,6 +17,11 @@
 // staleness of each push (pushes of other ranks its shard applied since the
 // pushing rank last pulled from it) is measured per shard.
 //
+// Dedicated server ranks (PsOptions::servers S > 0, ps-lite's and DistBelief's
+// layout): the last S ranks of the transport keep the shards and do nothing
+// else (serve_dedicated), and the first P - S ranks are the workers, each
+// with a ParameterServer that is a client only.
+//
 // Two transports (PsTransport): tagged messages to a server thread on each
 // rank, or one-sided: each shard is a Window (MPI_Win_allocate), a push is an
 // MPI_Accumulate of the deltas into it and a raise of the keys' versions, a
@@ -77,14 +82,20 @@ struct PsOptions {
   float push_fraction = 1;      // the changed keys pushed each round, those of largest delta first (top-k)
   bool error_feedback = true;
   PsTransport transport = PsTransport::automatic;
+  // Dedicated server ranks, the transport's last `servers`; 0: a server thread on every rank. Tagged messages
+  // only (the one-sided transport's shards are the workers' own windows).
+  std::size_t servers = 0;
   // InputError naming the option: PsOptions::key_floats, ..., or as `spell` says it, called with
   // "key-floats", "server-lr", "ps-push-fraction", "adagrad-eps" or "ps-transport" (one_sided with the
-  // AdaGrad rule or a compressed push).
+  // AdaGrad rule, a compressed push or dedicated servers).
   void validate(const std::function<std::string(std::string_view)>& spell = {}) const;
 };
 
 // The transport `options` ask for, automatic resolved for `transport` (the same on every rank).
 PsTransport resolve_transport(const PsOptions& options, const Transport& transport) noexcept;
+
+// Whether this rank of `transport` is one of options.servers dedicated server ranks (the last ones).
+bool is_server_rank(const PsOptions& options, const Transport& transport) noexcept;
 
 // One shard's server state and the wire format (private: net/src/ps_shard.hpp).
 namespace ps {
@@ -106,15 +117,17 @@ struct PsStats {
 class ParameterServer {
  public:
   // `params` is this rank's local copy (the ParamStore's data), the same
-  // size on every rank; `transport` outlives this. Starts this rank's server
-  // thread. InputError from options.validate().
+  // size on every worker rank; `transport` outlives this. Starts this rank's
+  // server thread, unless the job has dedicated server ranks. InputError from
+  // options.validate(), and on a dedicated server rank or in a job of no
+  // worker rank (options.servers >= the ranks).
   ParameterServer(Transport& transport, std::span<float> params, PsOptions options);
   ~ParameterServer();
   ParameterServer(const ParameterServer&) = delete;
   ParameterServer& operator=(const ParameterServer&) = delete;
 
-  // Collective: the servers take the parameters of the rank that passes
-  // root = true, and every rank's copy becomes them, bit for bit.
+  // Collective (the workers): the servers take the parameters of the rank
+  // that passes root = true, and every rank's copy becomes them, bit for bit.
   void share(bool root);
   // One blocking round: push this rank's deltas, pull what changed. Not
   // while the round thread runs.
@@ -158,7 +171,11 @@ class ParameterServer {
   // pull, the last round) the server's values as they are, the same bits on every rank.
   void take_key(const ps::KeyRange& r, std::uint64_t key, const float* server, bool exact);
 
+  // The rank that keeps shard s: s itself, or with dedicated servers the (s + 1)-th of the last ranks.
+  int server_rank(std::size_t s) const noexcept { return first_server_ + static_cast<int>(s); }
+
   Transport& transport_;
+  int first_server_ = 0;
   std::span<float> params_;
   PsOptions options_;
   std::unique_ptr<ps::Shard> shard_;    // PsTransport::messages
@@ -172,5 +189,11 @@ class ParameterServer {
   bool stopped_ = false;
   PeriodicRounds rounds_thread_;  // last: its thread ends before the members it uses
 };
+
+// A dedicated server rank's whole part in the job (is_server_rank): keeps its shard until every worker has
+// finished and has its final reply, then returns the shard's figures (staleness, clock gap; no traffic). The
+// shard's size comes with the root's parameters; InputError when this is not a server rank, RuntimeError when
+// the workers' PsOptions differ from `options` (every rank must be given the same) or a request is malformed.
+PsStats serve_dedicated(Transport& transport, const PsOptions& options);
 
 }  // namespace asgd::net

@@ -83,6 +83,14 @@ class Transport {
   virtual std::unique_ptr<Window> window(std::size_t bytes);
 };
 
+// Ranks [0, count) of `parent` as a transport of their own, for the
+// collectives of a job whose last ranks do something else (the parameter
+// server's dedicated server ranks): its rank is the parent's, its size
+// `count`, and its transfers go over the parent's. Tagged messages and
+// windows are refused (they are the parent's to use). `parent` outlives it;
+// InputError unless 1 <= count <= parent.size() and this rank is below count.
+std::unique_ptr<Transport> first_ranks(Transport& parent, int count);
+
 // P ranks as threads of one process: fabric.endpoint(r) is rank r's
 // Transport. Sends are buffered (never block), receives wait.
 class LocalFabric {

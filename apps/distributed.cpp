@@ -68,6 +68,14 @@ void add_distributed_flags(CLI::App& app, DistributedFlags& flags) {
   option("servers", flags.servers,
          "With --distributed ps: the last S ranks are dedicated servers that keep the shards and train nothing "
          "(messages transport); 0: a server thread on every rank")->capture_default_str();
+  option("ps-checkpoint", flags.ps_checkpoint,
+         "With --distributed ps: the servers write their shards (and AdaGrad's sums) as PREFIX.ps-* every "
+         "--ps-checkpoint-seconds and at the end, one generation at a time (messages transport)");
+  option("ps-checkpoint-seconds", flags.ps_checkpoint_seconds,
+         "With --ps-checkpoint: seconds between the servers' generations")->capture_default_str();
+  option("ps-resume", flags.ps_resume,
+         "With --distributed ps: the servers start from the newest complete generation under PREFIX (any number "
+         "of ranks; with --resume, one written at or after its epoch)");
   option("slow-rank", flags.slow_rank,
          "Under mpirun, for benchmarks: R:F makes rank R's workers F times slower (each step followed by a "
          "sleep of F - 1 times its compute; linear, mf, w2v); R:F:N makes the ranks F times slower in turn, "
@@ -102,6 +110,9 @@ net::MultiRankOptions to_multi_rank_options(const DistributedFlags& flags) {
   o.ps.warm_rounds = flags.warm_rounds;
   o.set_ps_transport(flags.ps_transport);
   o.ps.servers = flags.servers;
+  o.ps.checkpoint = flags.ps_checkpoint;
+  o.ps.checkpoint_seconds = flags.ps_checkpoint_seconds;
+  o.ps.resume = flags.ps_resume;
   o.validate();
   o.allreduce = parse_flag(d + "allreduce", [&] { return net::parse_algorithm(flags.allreduce); });
   return o;
@@ -131,16 +142,29 @@ void silence_stdout() {
   if (std::freopen("/dev/null", "w", stdout) == nullptr) std::fclose(stdout);
 }
 
+// An error as the command says it: its own names, and the parameter server's options the library names
+// without a spelling (ParameterServer and serve_dedicated) as the flags.
+std::string spelled(const std::string& what, const DistributedFlags& flags) {
+  const std::string& d = flags.dashes;
+  const std::pair<std::string, std::string> ps[] = {{"PsOptions::checkpoint_seconds", d + "ps-checkpoint-seconds"},
+                                                    {"PsOptions::checkpoint", d + "ps-checkpoint"},
+                                                    {"PsOptions::resume", d + "ps-resume"},
+                                                    {"PsOptions::servers", d + "servers"}};
+  std::vector<std::pair<std::string_view, std::string_view>> names;
+  for (const auto& [option, flag] : ps) names.emplace_back(option, flag);
+  return cli_message(cli_message(what, flags.names), names);
+}
+
 // `part` on rank `rank` of a job: an error ends every rank with the rank and the cause.
 int ended_on_error(net::Job& job, int rank, const DistributedFlags& flags, const std::function<int()>& part) {
   try {
     return part();
   } catch (const InputError& e) {
-    job.abort(rank, fmt::format("error: {}", cli_message(e.what(), flags.names)), 2);
+    job.abort(rank, fmt::format("error: {}", spelled(e.what(), flags)), 2);
   } catch (const nlohmann::json::exception& e) {
     job.abort(rank, fmt::format("error: a model file's metadata is malformed: {}", e.what()), 2);
   } catch (const std::exception& e) {
-    job.abort(rank, fmt::format("error: {}", cli_message(e.what(), flags.names)), 1);
+    job.abort(rank, fmt::format("error: {}", spelled(e.what(), flags)), 1);
   }
 }
 

@@ -33,6 +33,9 @@ struct DistributedFlags {
   std::uint64_t warm_rounds = 0;      // ps: the first rounds bulk-synchronous
   std::string ps_transport = "auto";  // ps: auto, messages or one-sided
   std::size_t servers = 0;            // ps: dedicated server ranks, the last ones; 0: a server thread per rank
+  std::string ps_checkpoint;          // ps: the servers' checkpoint prefix; empty: none
+  double ps_checkpoint_seconds = 60;  // ps: seconds between the servers' checkpoint generations
+  std::string ps_resume;              // ps: the prefix whose newest complete generation the servers start from
   std::vector<std::string> given;     // the flags above given on the command line, without dashes
   std::string dashes = "--";          // how the command spells its flags in messages (w2v: "-allreduce")
   std::string epochs_flag = "--epochs";  // the command's flag for the run's epochs (w2v: -iter)

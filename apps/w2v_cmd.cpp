@@ -178,6 +178,12 @@ constexpr W2vFlag kFlags[] = {
      [](W2vFlags& f, auto&, auto& v) { f.dist.ps_transport = v; }},
     {"servers", "S", "with -distributed ps: the last S ranks are dedicated servers that train nothing (0)",
      [](W2vFlags& f, auto& n, auto& v) { f.dist.servers = count<std::size_t>(n, v); }},
+    {"ps-checkpoint", "PREFIX", "with -distributed ps: the servers write their shards as PREFIX.ps-* (none)",
+     [](W2vFlags& f, auto&, auto& v) { f.dist.ps_checkpoint = v; }},
+    {"ps-checkpoint-seconds", "N", "with -ps-checkpoint: seconds between the servers' generations (60)",
+     [](W2vFlags& f, auto& n, auto& v) { f.dist.ps_checkpoint_seconds = number<double>(n, v); }},
+    {"ps-resume", "PREFIX", "with -distributed ps: the servers start from the newest complete generation there",
+     [](W2vFlags& f, auto&, auto& v) { f.dist.ps_resume = v; }},
     {"slow-rank", "R:F[:N]", "for benchmarks: rank R's threads F times slower (with N: each rank in turn, N steps each)", [](W2vFlags& f, auto&, auto& v) { f.dist.slow_rank = v; }},
 };
 #undef W2V_MORE
@@ -221,7 +227,7 @@ W2vFlags parse_flags(const std::vector<std::string>& args) {
   }
   for (const char* flag : {"allreduce", "average-every", "average-weighted", "combine", "distributed", "ps-tau",
                            "server-rule", "server-lr", "ps-push", "ps-push-fraction", "ps-error-feedback", "slow-rank", "ps-warm-rounds", "ps-transport",
-                           "servers"})
+                           "servers", "ps-checkpoint", "ps-checkpoint-seconds", "ps-resume"})
     if (f.given.count(flag)) f.dist.given.emplace_back(flag);
   if (f.options.corpus.empty() && f.options.resume.empty())
     throw InputError("w2v: -train FILE is required (see asgd w2v -help)");

@@ -6,7 +6,11 @@
 #       after epoch 10, resumed by 2 ranks and by one process; test RMSE.
 #  w2v  on text8-prefix in lines of 1,000 words (as ps_w2v.sh, 5 epochs, rounds every 5 steps): 2 ranks killed
 #       after epoch 2, resumed by one process; analogy accuracy.
-# PART: mf, w2v or all.
+#  mf-adagrad  mf as above under the servers' AdaGrad rule, which also write their shards and sums every 2 s
+#       (--ps-checkpoint): 4 ranks killed after epoch 10, resumed by 2 ranks from the model checkpoint with the
+#       servers' newest complete generation (--ps-resume) and without it (sums from zero); against the
+#       uninterrupted 4-rank run.
+# PART: mf, mf-adagrad, w2v or all.
 # Usage: bench/net/ps_resume.sh ASGD RATINGS [DATA_DIR] [PART]   (DATA_DIR: ../shared/data/text)
 set -uo pipefail
 asgd=$(realpath "$1")
@@ -62,6 +66,30 @@ if [[ "$part" == mf || "$part" == all ]]; then
     printf "mf, 4 ranks killed, %s by %s rank(s) to epoch 20: test RMSE %s (%.1f s)\n" \
       "$(grep -o "resumed from .* at epoch [0-9]*" "$work/log" | sed "s|$work/||")" "$n" "$(rmse)" \
       "$(echo "$(date +%s.%N) - $start" | bc)"
+  done
+fi
+
+if [[ "$part" == mf-adagrad || "$part" == all ]]; then
+  mf=(mf train "$ratings" -k 32 -t 20 -s 1 --test-fraction 0.1)
+  rmse() { sed -n 's/^test: .* RMSE \([0-9.]*\).*/\1/p' "$work/log"; }
+  ps=(--distributed ps --ps-tau 4 --average-every 100 --server-rule adagrad)
+  mpiexec --oversubscribe -n 4 "$asgd" "${mf[@]}" "${ps[@]}" > "$work/log" 2>&1 ||
+    { echo "mf-adagrad, 4 ranks: failed"; tail -5 "$work/log"; }
+  echo "mf, 4 ranks, server AdaGrad, uninterrupted: test RMSE $(rmse)"
+  kill_rank_after "$work/ag.ckpt" 10 4 "${mf[@]}" "${ps[@]}" --checkpoint "$work/ag.ckpt" \
+    --ps-checkpoint "$work/ag" --ps-checkpoint-seconds 2
+  echo "  the servers' files: $(cd "$work" && ls ag.ps-* | sed 's/ag.ps-[0-9a-f]*-//' | tr '\n' ' ')"
+  cp "$work/ag.ckpt" "$work/ag-10.ckpt"
+  for with in "--ps-resume $work/ag" ""; do
+    cp "$work/ag-10.ckpt" "$work/ag.ckpt"
+    # shellcheck disable=SC2086  # $with is two words or none
+    mpiexec --oversubscribe -n 2 "$asgd" "${mf[@]}" "${ps[@]}" --resume "$work/ag.ckpt" $with > "$work/log" 2>&1 ||
+      { echo "mf-adagrad, resumed by 2: failed"; tail -5 "$work/log"; continue; }
+    [[ -n "$with" ]] && how="with --ps-resume" || how="without --ps-resume"
+    echo "mf, 4 ranks killed, resumed by 2 ranks $how:" \
+      "$(grep -o "resumed from .* at epoch [0-9]*" "$work/log" | sed "s|$work/||")," \
+      "test RMSE $(rmse)"
+    grep "servers start from" "$work/log" | sed "s|$work/||; s/^/  /"
   done
 fi
 

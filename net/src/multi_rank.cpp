@@ -37,7 +37,10 @@ std::string MultiRankOptions::spelled(std::string_view option) const {
       {"ps-warm-rounds", "warm_rounds"},
       {"ps-transport", "transport"},
       {"adagrad-eps", "adagrad_eps"},
-      {"servers", "servers"}};
+      {"servers", "servers"},
+      {"ps-checkpoint", "checkpoint"},
+      {"ps-checkpoint-seconds", "checkpoint_seconds"},
+      {"ps-resume", "resume"}};
   for (const auto& [flag, member] : kPs)
     if (option == flag) return "PsOptions::" + std::string(member);
   std::string name(option);
@@ -135,6 +138,11 @@ void MultiRankOptions::validate() const {
   if (distributed != Distributed::ps && ps.servers > 0) {
     throw InputError(fmt::format("{} {}: server ranks are the parameter server's ({} ps)", spelled("servers"),
                                  ps.servers, spelled("distributed")));
+  }
+  if (distributed != Distributed::ps && !(ps.checkpoint.empty() && ps.resume.empty())) {
+    throw InputError(fmt::format("{}: the servers' checkpoints are the parameter server's ({} ps)",
+                                 spelled(ps.checkpoint.empty() ? "ps-resume" : "ps-checkpoint"),
+                                 spelled("distributed")));
   }
   if (distributed == Distributed::ps) {
     // A push carries a rank's update whole; weighting the mean is model averaging's.
@@ -259,7 +267,7 @@ std::string MultiRank::describe() const {
 std::string MultiRank::traffic() const {
   if (const auto s = ps_stats()) {
     return fmt::format("{} rounds, {:.1f} MB pushed ({} keys), {:.1f} MB pulled ({} keys), {:.2f} s waiting for pulls; "
-                       "{}",
+                       "{}{}",
                        s->rounds, static_cast<double>(s->bytes_pushed) * 1e-6, s->keys_pushed,
                        static_cast<double>(s->bytes_pulled) * 1e-6, s->keys_pulled, s->wait_seconds,
                        options_.ps.servers > 0
@@ -267,7 +275,10 @@ std::string MultiRank::traffic() const {
                            : fmt::format("staleness {}: mean {:.2f}, max {}; clock gap at most {}",
                                          ps_transport() == PsTransport::one_sided ? "of this rank's pushes"
                                                                                   : "at this rank's shard",
-                                         s->staleness.mean(), s->staleness.max(), s->max_clock_gap));
+                                         s->staleness.mean(), s->staleness.max(), s->max_clock_gap),
+                       options_.ps.checkpoint.empty() || options_.ps.servers > 0
+                           ? std::string()
+                           : fmt::format("; {} checkpoint generations written by this rank's shard", s->generations));
   }
   std::string sent;
   if (averager_) {
@@ -441,7 +452,19 @@ void MultiRank::start(std::span<float> params, const Layout& layout) {
                             "every rank needs the same model flags and, for mf, the same ratings file)");
   if (options_.distributed == Distributed::ps) {
     ps_ = std::make_unique<ParameterServer>(*ps_transport_, params, options_.ps);
-    ps_->share(root());  // the servers take rank 0's parameters, and every rank pulls them
+    // The servers take rank 0's parameters (or a generation of their checkpoints), and every rank pulls them.
+    const std::uint64_t epoch = trainer_ != nullptr ? trainer_->state().epoch : 0;
+    if (const auto g = ps_->share(root(), epoch, layout.hash() & kDigestMask)) {
+      const bool sums = options_.ps.rule == ServerRule::adagrad && g->rule == ServerRule::adagrad;
+      fmt::print(stderr, "asgd: the servers start from {} of {} ({} shard{}, every worker past epoch {}): {}{}\n",
+                 g->generation == PsGeneration::final_generation ? std::string("the final generation")
+                                                                 : fmt::format("generation {}", g->generation),
+                 g->prefix.string(), g->shards, g->shards > 1 ? "s" : "", g->epoch,
+                 g->values_taken ? "its parameters" : fmt::format("the parameters of epoch {} resumed", epoch),
+                 sums                                        ? ", with its AdaGrad sums"
+                 : options_.ps.rule == ServerRule::adagrad ? ", AdaGrad's sums from zero (it holds none)"
+                                                           : "");
+    }
     return;
   }
   averager_ = std::make_unique<ModelAverager>(*allreduce_, params,
@@ -454,6 +477,7 @@ void MultiRank::start(std::span<float> params, const Layout& layout) {
 
 void MultiRank::epoch_done(const TrainReport& epoch) {
   if (!active()) return;
+  if (ps_ && trainer_ != nullptr) ps_->epoch_done(trainer_->state().epoch);
   if (every_epoch()) average(static_cast<double>(epoch.examples));
   if (every_epoch() && !checkpoint_.empty() && trainer_ != nullptr) {
     const auto e = trainer_->state().epoch;

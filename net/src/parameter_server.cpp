@@ -32,7 +32,8 @@ std::string_view to_string(PsTransport transport) noexcept {
 PsTransport resolve_transport(const PsOptions& options, const Transport& transport) noexcept {
   if (options.transport != PsTransport::automatic) return options.transport;
   const bool applies =
-      options.rule != ServerRule::adagrad && options.push == PushEncoding::floats && options.servers == 0;
+      options.rule != ServerRule::adagrad && options.push == PushEncoding::floats && options.servers == 0 &&
+      options.checkpoint.empty();
   return applies && transport.one_host() ? PsTransport::one_sided : PsTransport::messages;
 }
 
@@ -58,6 +59,15 @@ void PsOptions::validate(const std::function<std::string(std::string_view)>& spe
   if (transport == PsTransport::one_sided && servers > 0) {
     throw InputError(fmt::format("{} one-sided: the shards are the workers' windows, so it takes no {} {}",
                                  name("ps-transport", "transport"), name("servers", "servers"), servers));
+  }
+  if (transport == PsTransport::one_sided && !checkpoint.empty()) {
+    throw InputError(fmt::format("{} one-sided: no server writes {} {} (the shards are the workers' windows)",
+                                 name("ps-transport", "transport"), name("ps-checkpoint", "checkpoint"),
+                                 checkpoint.string()));
+  }
+  if (!(checkpoint_seconds > 0 && checkpoint_seconds <= 1e9)) {
+    throw InputError(fmt::format("{} {}: expected seconds above 0, at most 1e9",
+                                 name("ps-checkpoint-seconds", "checkpoint_seconds"), checkpoint_seconds));
   }
 }
 
@@ -95,7 +105,8 @@ ParameterServer::ParameterServer(Transport& transport, std::span<float> params, 
   client_->base.assign(params.size(), 0.0f);
   client_->snapshot.assign(params.size(), 0.0f);
   client_->sent.assign(params.size(), 0.0f);
-  client_->seen.assign(static_cast<std::size_t>(P), 0);
+  client_->seen.assign(client_->shards.size(), 0);
+  client_->written.assign(client_->shards.size(), 0);
   if (options_.servers > 0) return;  // a client only
   const ps::KeyRange& mine = client_->shards[static_cast<std::size_t>(transport.rank())];
   if (options_.transport == PsTransport::one_sided) {
@@ -105,7 +116,8 @@ ParameterServer::ParameterServer(Transport& transport, std::span<float> params, 
     one_sided_->window = transport.window(OneSided::bytes(mine, P));  // collective
     return;
   }
-  shard_ = std::make_unique<ps::Shard>(P, mine, options_);
+  shard_ = std::make_unique<ps::Shard>(P, mine, options_, static_cast<std::size_t>(transport.rank()),
+                                       static_cast<std::size_t>(P));
   server_ = std::thread([this] { serve(); });
 }
 
@@ -125,7 +137,9 @@ void serve_shard(Transport& transport, ps::Shard& shard, const std::atomic<bool>
   std::vector<ps::Shard::Out> out;
   Transport::Message m;
   while (!stop.load(std::memory_order_relaxed) && !shard.done()) {
-    if (!transport.poll(ps::kRequestTag, m)) {
+    const bool polled = transport.poll(ps::kRequestTag, m);
+    shard.tick(std::chrono::steady_clock::now());
+    if (!polled) {
       backoff.idle();
       continue;
     }
@@ -197,10 +211,57 @@ void ParameterServer::take_key(const ps::KeyRange& r, std::uint64_t key, const f
   }
 }
 
-void ParameterServer::share(bool root) {
-  if (one_sided_) return share_one_sided(root);
+std::optional<PsGeneration> ParameterServer::take_generation(std::uint64_t epoch, std::uint64_t model) {
+  const std::string& prefix = options_.resume.string();
+  std::optional<PsGeneration> g = read_generation(options_.resume);
+  if (!g) {
+    throw InputError(fmt::format("PsOptions::resume {}: no complete generation of server checkpoints there "
+                                 "(files {}.ps-*, every shard of one generation)",
+                                 prefix, prefix));
+  }
+  const auto which = g->generation == PsGeneration::final_generation ? std::string("the final generation")
+                                                                       : fmt::format("generation {}", g->generation);
+  if (g->values.size() != params_.size()) {
+    throw InputError(fmt::format("PsOptions::resume {}: {} holds {} parameters; this model has {}", prefix, which,
+                                 g->values.size(), params_.size()));
+  }
+  if (model != 0 && g->model != model) {
+    throw InputError(fmt::format("PsOptions::resume {}: {} is of another model (digest {:010x}, this one's "
+                                 "{:010x}): other model settings or data",
+                                 prefix, which, g->model, model));
+  }
+  // Older than the epochs this run has done (a checkpoint written since): the run keeps its own values and takes
+  // only the servers' sums, which a model checkpoint does not hold.
+  g->values_taken = g->epoch >= epoch;
+  if (g->values_taken)
+    for (std::size_t i = 0; i < params_.size(); ++i) store_param(params_[i], g->values[i]);
+  return g;
+}
+
+std::optional<PsGeneration> ParameterServer::share(bool root, std::uint64_t epoch, std::uint64_t model) {
+  std::optional<PsGeneration> resumed;
+  if (root && !options_.resume.empty()) resumed = take_generation(epoch, model);
+  if (one_sided_) {
+    share_one_sided(root);
+  } else {
+    share_messages(root, resumed, model);
+  }
+  if (resumed) {
+    resumed->values = {};
+    resumed->sums = {};
+  }
+  return resumed;
+}
+
+void ParameterServer::share_messages(bool root, const std::optional<PsGeneration>& resumed, std::uint64_t model) {
   Client& c = *client_;
   if (root) {
+    // The job's id: its start time, so that a later job's checkpoints read as newer.
+    const auto job = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                    std::chrono::system_clock::now().time_since_epoch())
+                                                    .count());
+    const int workers = options_.servers > 0 ? first_server_ : transport_.size();
+    const bool sums = resumed && !resumed->sums.empty() && options_.rule == ServerRule::adagrad;
     for (std::size_t s = 0; s < c.shards.size(); ++s) {
       const ps::KeyRange& r = c.shards[s];
       std::vector<std::uint64_t> keys;
@@ -208,9 +269,12 @@ void ParameterServer::share(bool root) {
       const std::size_t b = r.first_float(), e = r.end_float();
       std::vector<float> values(e - b);
       for (std::size_t i = b; i < e; ++i) values[i - b] = load_param(params_[i]);
-      const int workers = options_.servers > 0 ? first_server_ : transport_.size();
-      const ps::Header init{ps::Kind::init, params_.size(), ps::options_digest(options_, workers)};
+      const ps::Header init{ps::Kind::init, params_.size(), ps::options_digest(options_, workers), 0, 0, job, model};
       transport_.post(ps::encode(init, keys, values), server_rank(s), ps::kRequestTag);
+      if (sums) {
+        const std::span<const float> part(resumed->sums.data() + b, e - b);
+        transport_.post(ps::encode(ps::Header{ps::Kind::init_sums}, keys, part), server_rank(s), ps::kRequestTag);
+      }
     }
   }
   // A pull of round 0 from nothing seen: every key, once the root's values are in.
@@ -238,6 +302,8 @@ bool ParameterServer::exchange(bool finished, bool first) {
   // Round 0 (share) pushes nothing; round k > 0 the keys this rank changed since its last pull.
   const std::uint64_t clock = first ? 0 : ++c.clock;
   std::uint64_t pushed_bytes = 0, pushed_keys = 0, pulled_bytes = 0, pulled_keys = 0;
+  // The newest checkpoint generation every shard has written, as their last replies said.
+  const std::uint64_t complete = *std::min_element(c.written.begin(), c.written.end());
   for (std::size_t s = 0; s < c.shards.size(); ++s) {
     std::vector<std::uint64_t> keys = first ? std::vector<std::uint64_t>{} : changed_keys(c.shards[s], finished);
     std::vector<std::byte> payload;
@@ -253,7 +319,9 @@ bool ParameterServer::exchange(bool finished, bool first) {
     }
     pushed_keys += keys.size();
     auto bytes = ps::encode(
-        ps::Header{ps::Kind::push_pull, clock, c.seen[s], (finished ? ps::kFinished : 0) | encoding}, keys, payload);
+        ps::Header{ps::Kind::push_pull, clock, c.seen[s], (finished ? ps::kFinished : 0) | encoding, 0,
+                   epochs_.load(std::memory_order_relaxed), complete},
+        keys, payload);
     pushed_bytes += bytes.size();
     transport_.post(std::move(bytes), server_rank(s), ps::kRequestTag);
   }
@@ -284,6 +352,7 @@ bool ParameterServer::exchange(bool finished, bool first) {
       throw RuntimeError(fmt::format("parameter server: a reply of kind {} from rank {}",
                                      static_cast<std::uint64_t>(d.header.kind), m.src));
     c.seen[static_cast<std::size_t>(shard)] = d.header.seen;
+    c.written[static_cast<std::size_t>(shard)] = d.header.generation;
     pulled_keys += d.keys.size();
     std::size_t at = 0;
     for (std::uint64_t key : d.keys) {
@@ -327,6 +396,7 @@ PsStats ParameterServer::stats() const {
   if (shard_ && !server_.joinable()) {
     s.staleness = shard_->staleness();
     s.max_clock_gap = shard_->max_clock_gap();
+    s.generations = shard_->generations_written();
   }
   return s;
 }
@@ -362,7 +432,9 @@ PsStats serve_dedicated(Transport& transport, const PsOptions& options) {
       break;
     }
   }
-  ps::Shard shard(workers, ps::KeyRange::of_shard(n, options.key_floats, transport.rank() - workers, S), options);
+  const int s = transport.rank() - workers;
+  ps::Shard shard(workers, ps::KeyRange::of_shard(n, options.key_floats, s, S), options, static_cast<std::size_t>(s),
+                  static_cast<std::size_t>(S));
   std::vector<ps::Shard::Out> out;
   for (const auto& e : early) {
     shard.handle(e.src, e.bytes, out);
@@ -374,6 +446,7 @@ PsStats serve_dedicated(Transport& transport, const PsOptions& options) {
   PsStats stats;
   stats.staleness = shard.staleness();
   stats.max_clock_gap = shard.max_clock_gap();
+  stats.generations = shard.generations_written();
   return stats;
 }
 

@@ -22,6 +22,7 @@ struct ParameterServer::Client {
   std::vector<ps::KeyRange> shards;
   std::vector<float> base, snapshot, sent;
   std::vector<std::uint64_t> seen;  // messages: the shard versions of the last pull
+  std::vector<std::uint64_t> written;  // messages: each shard's last checkpoint generation, as its replies say
   std::uint64_t clock = 0;
   mutable std::mutex stats_mutex;
   PsStats stats;

@@ -10,6 +10,7 @@
 
 #include "asgd/engine/errors.hpp"
 #include "asgd/engine/fingerprint.hpp"
+#include "ps_generation.hpp"
 
 namespace asgd::net::ps {
 
@@ -149,9 +150,10 @@ KeyRange KeyRange::of_shard(std::size_t n, std::size_t w, int s, int ranks) {
   return KeyRange{n, w, keys * r / P, keys * (r + 1) / P};
 }
 
-Shard::Shard(int ranks, KeyRange range, const PsOptions& options)
+Shard::Shard(int ranks, KeyRange range, const PsOptions& options, std::size_t shard, std::size_t shards)
     : ranks_(ranks), range_(range), options_(options), key_version_(range.end_key - range.first_key, 0),
-      clock_(static_cast<std::size_t>(ranks), 0), finished_(static_cast<std::size_t>(ranks), false) {
+      clock_(static_cast<std::size_t>(ranks), 0), finished_(static_cast<std::size_t>(ranks), false), shard_(shard),
+      shards_(shards), epochs_(static_cast<std::size_t>(ranks), 0) {
   const std::size_t floats = range.end_float() - range.first_float();
   values_.assign(floats, 0.0f);
   if (options_.rule == ServerRule::adagrad) sums_.assign(floats, 0.0f);
@@ -177,6 +179,15 @@ void Shard::handle(int src, std::span<const std::byte> bytes, std::vector<Out>& 
         for (std::size_t i = range_.begin(key); i < range_.end(key); ++i) values_[i - first] = d.floats[at++];
       version_ = 1;
       std::fill(key_version_.begin(), key_version_.end(), 1);
+      job_ = d.header.epoch;
+      model_ = d.header.generation;
+      next_due_ = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                          std::chrono::duration<double>(options_.checkpoint_seconds));
+      break;
+    case Kind::init_sums:  // a resumed generation's; other rules keep none
+      if (!sums_.empty())
+        for (std::uint64_t key : d.keys)
+          for (std::size_t i = range_.begin(key); i < range_.end(key); ++i) sums_[i - first] = d.floats[at++];
       break;
     case Kind::push_pull: {
       const auto r = static_cast<std::size_t>(src);
@@ -187,7 +198,15 @@ void Shard::handle(int src, std::span<const std::byte> bytes, std::vector<Out>& 
         ++finished_count_;
       }
       clock_[r] = std::max(clock_[r], d.header.clock);
+      epochs_[r] = std::max(epochs_[r], d.header.epoch);
       pending_.push_back(Pull{src, d.header.clock, d.header.seen, final});
+      if (d.header.generation > complete_ && !options_.checkpoint.empty()) {
+        complete_ = d.header.generation;  // every shard wrote it: the older ones are not needed
+        remove_older_files(options_.checkpoint, job_, shard_, shards_, complete_);
+      }
+      // Once every worker has finished, the final generation is written before any final reply.
+      if (finished_count_ == ranks_ && written_ != kFinalGeneration && !options_.checkpoint.empty())
+        write_generation(kFinalGeneration);
       break;
     }
     default:
@@ -247,8 +266,33 @@ void Shard::serve(const Pull& p, std::vector<Out>& out) {
     floats.insert(floats.end(), values_.begin() + static_cast<std::ptrdiff_t>(range_.begin(k) - first),
                   values_.begin() + static_cast<std::ptrdiff_t>(range_.end(k) - first));
   }
-  out.push_back(Out{p.rank, encode(Header{Kind::reply, p.clock, version_, p.final ? kFinished : 0, 0}, keys, floats)});
+  out.push_back(
+      Out{p.rank, encode(Header{Kind::reply, p.clock, version_, p.final ? kFinished : 0, 0, 0, written_}, keys, floats)});
   if (p.final) ++finals_served_;
+}
+
+void Shard::tick(std::chrono::steady_clock::time_point now) {
+  if (options_.checkpoint.empty() || version_ == 0 || written_ == kFinalGeneration || now < next_due_) return;
+  // Generations 1, 2, 3, ... every period from the start, on every server alike, none skipped: a worker takes
+  // the least generation the shards last wrote as one they all wrote. A server that falls a period behind
+  // (a slow disk) writes the next one a period later rather than a burst to catch up.
+  write_generation(written_ + 1);
+  const auto period = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(options_.checkpoint_seconds));
+  next_due_ += period;
+  if (next_due_ <= now) next_due_ = now + period;
+}
+
+std::uint64_t Shard::epochs_done() const noexcept {
+  return epochs_.empty() ? 0 : *std::min_element(epochs_.begin(), epochs_.end());
+}
+
+void Shard::write_generation(std::uint64_t generation) {
+  const ShardFileInfo info{.job = job_, .generation = generation, .model = model_, .epoch = epochs_done(),
+                           .shard = shard_, .shards = shards_, .rule = options_.rule};
+  write_shard_file(options_.checkpoint, info, range_, values_, sums_);
+  written_ = generation;
+  ++generations_written_;
 }
 
 void Shard::serve_ready(std::vector<Out>& out) {

@@ -3,6 +3,7 @@
 // moves messages.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -12,7 +13,7 @@
 
 namespace asgd::net::ps {
 
-enum class Kind : std::uint64_t { init = 1, push_pull = 2, reply = 3, stop = 4 };
+enum class Kind : std::uint64_t { init = 1, push_pull = 2, reply = 3, stop = 4, init_sums = 5 };
 inline constexpr int kRequestTag = 101;  // to a server
 inline constexpr int kReplyTag = 102;    // to a rank's client
 inline constexpr std::uint64_t kFinished = 1;  // push_pull flag: the rank takes no more steps
@@ -22,12 +23,16 @@ inline constexpr std::uint64_t kSign = 4;  // a float scale, then w bits: d = +-
 
 // A message: the header, then `count` key ids, then the keys' values in that
 // order (floats, or per key as the flags encode them). push_pull: clock = the round, seen = the shard version of the
-// sender's last pull (0: none), floats = deltas. reply: seen = the shard's
-// version now, floats = values. init: the root's values for the whole shard,
-// clock = the parameters' size, seen = options_digest of the root's options.
+// sender's last pull (0: none), floats = deltas, epoch = the epochs the sender
+// has finished, generation = the newest checkpoint generation it has seen
+// every shard write. reply: seen = the shard's version now, floats = values,
+// generation = the shard's last checkpoint generation (0: none). init: the
+// root's values for the whole shard, clock = the parameters' size, seen =
+// options_digest of the root's options, epoch = the job's id, generation =
+// the model's digest. init_sums: AdaGrad's sums for the whole shard.
 struct Header {
   Kind kind{};
-  std::uint64_t clock = 0, seen = 0, flags = 0, count = 0;
+  std::uint64_t clock = 0, seen = 0, flags = 0, count = 0, epoch = 0, generation = 0;
 };
 struct Decoded {
   Header header;
@@ -69,8 +74,9 @@ Decoded decode(std::span<const std::byte> bytes, int from, const KeyRange& range
 
 class Shard {
  public:
-  // `ranks`: the worker ranks, 0 to ranks - 1, that push and pull.
-  Shard(int ranks, KeyRange range, const PsOptions& options);
+  // `ranks`: the worker ranks, 0 to ranks - 1, that push and pull; this is shard `shard` of `shards` (the
+  // checkpoint files' names).
+  Shard(int ranks, KeyRange range, const PsOptions& options, std::size_t shard, std::size_t shards);
   struct Out {
     int dst;
     std::vector<std::byte> bytes;
@@ -80,6 +86,9 @@ class Shard {
   void handle(int src, std::span<const std::byte> bytes, std::vector<Out>& out);
   // Every rank has finished and has its final reply.
   bool done() const noexcept { return finals_served_ == ranks_; }
+  // Writes the next checkpoint generation when it is due (PsOptions::checkpoint_seconds after the last).
+  void tick(std::chrono::steady_clock::time_point now);
+  std::uint64_t generations_written() const noexcept { return generations_written_; }
   const StalenessHistogram& staleness() const noexcept { return staleness_; }
   std::uint64_t max_clock_gap() const noexcept { return max_gap_; }
 
@@ -94,6 +103,9 @@ class Shard {
   bool ready(const Pull& p) const noexcept;
   void serve(const Pull& p, std::vector<Out>& out);
   void serve_ready(std::vector<Out>& out);
+  void write_generation(std::uint64_t generation);
+  // The least of the epochs the workers said they have finished.
+  std::uint64_t epochs_done() const noexcept;
 
   int ranks_;
   KeyRange range_;
@@ -107,6 +119,14 @@ class Shard {
   int finished_count_ = 0, finals_served_ = 0;
   StalenessHistogram staleness_;
   std::uint64_t max_gap_ = 0;
+  // Checkpoints (PsOptions::checkpoint): this shard's place, the job and model the root named at init, when
+  // the next generation is due, the last one written and the newest the workers saw complete, and each
+  // worker's epochs.
+  std::size_t shard_ = 0, shards_ = 1;
+  std::uint64_t job_ = 0, model_ = 0;
+  std::chrono::steady_clock::time_point next_due_{};
+  std::uint64_t written_ = 0, complete_ = 0, generations_written_ = 0;
+  std::vector<std::uint64_t> epochs_;
 };
 
 }  // namespace asgd::net::ps

@@ -12,6 +12,8 @@
 #          each (the clock gap within 2; auto is one-sided on one host),
 #          and mf eval reads rank 0's model back; stopped at a checkpoint
 #          and resumed by one process, the RMSE within 0.02 of 2 ranks';
+#          under AdaGrad, servers' checkpoints written by a dedicated
+#          server and resumed by 2 ranks;
 #  w2v     2 ranks, SSP(2) every 20 steps: one vectors file of the whole
 #          vocabulary;
 #  cnn     2 ranks, a round per epoch: above 80 % on the digits;
@@ -107,6 +109,19 @@ resumed=$(test_rmse)
 awk -v a="$resumed" -v b="$rmse" 'BEGIN { d = a - b; exit !(a != "" && d < 0.02 && d > -0.02) }' ||
   fail "mf, resumed by one process: RMSE '$resumed', the 2-rank run's $rmse"
 echo "mf: 2 ranks to epoch 5, resumed by one process to 10: RMSE $resumed"
+# The servers' checkpoints under AdaGrad: 2 workers and a server write generations and a final one; 2 ranks
+# with server threads go on from the model checkpoint and the servers' final generation, sums included.
+ag=(mf train "$work/ratings.txt" -k 8 -s 1 -r 0.02 --test-fraction 0.1 --distributed ps --server-rule adagrad)
+timeout 120 "$mpiexec" --oversubscribe -n 3 "$asgd" "${ag[@]}" -t 5 --servers 1 --checkpoint "$work/ag.ckpt" \
+  --ps-checkpoint "$work/ag" --ps-checkpoint-seconds 0.05 > "$work/log" 2>&1 || fail "mf, ps checkpoints"
+ls "$work"/ag.ps-*-gfinal-0of1 > /dev/null 2>&1 || fail "mf, ps checkpoints: no final generation"
+mpi 2 "${ag[@]}" -t 10 --resume "$work/ag.ckpt" --ps-resume "$work/ag" > "$work/log" 2>&1 ||
+  fail "mf, resumed from the servers' checkpoints"
+grep -q "servers start from the final generation of $work/ag (1 shard, every worker past epoch 5): its parameters, with its AdaGrad sums" "$work/log" ||
+  fail "mf, resumed from the servers' checkpoints: no line saying so"
+ag_rmse=$(test_rmse)
+awk -v a="$ag_rmse" 'BEGIN { exit !(a != "" && a < 1.2) }' || fail "mf, resumed with AdaGrad's sums: RMSE '$ag_rmse'"
+echo "mf: 2 workers and a server to epoch 5 with server checkpoints, resumed by 2 ranks to 10: RMSE $ag_rmse"
 
 # w2v: sentences over two topics of 20 words each
 write_corpus "$work/corpus.txt"

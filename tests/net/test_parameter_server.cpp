@@ -7,19 +7,27 @@
 // what the single process trains; the multi-rank run with the server reaches
 // the whole data's optimum. Each over both transports (messages to a server
 // thread, and one-sided windows) where both apply.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "../common/message_of.hpp"
 #include "../common/on_ranks.hpp"
+#include "../common/scratch_dir.hpp"
 #include "../common/sharded_quadratic.hpp"
 #include "asgd/engine/bounded_delay.hpp"
 #include "asgd/engine/errors.hpp"
@@ -34,6 +42,7 @@ namespace {
 
 using asgd::testing::message_of;
 using asgd::testing::on_ranks;
+using asgd::testing::ScratchDir;
 using asgd::testing::ShardedQuadratic;
 
 
@@ -368,6 +377,23 @@ TrainerOptions one_worker(std::uint64_t epochs) {
   return o;
 }
 
+// One rank's part of a MultiRank run on the sharded quadratic (60 examples, 4 parameters, rank r starting from
+// 10 r + 1, one worker): its parameters at the end, and what the group said of itself and its traffic.
+std::pair<std::vector<float>, std::string> train_quadratic(Transport& t, int r, const MultiRankOptions& mo,
+                                                           std::uint64_t epochs) {
+  MultiRank group(t, mo);
+  group.agree_on_options();
+  ShardedQuadratic problem{group.shard(60, "examples"), 4};
+  ParamStore store = ParamStore::on_heap(problem.layout());
+  for (std::size_t k = 0; k < 4; ++k) store.store(k, static_cast<float>(r * 10 + 1));
+  TrainerOptions o = one_worker(epochs);
+  group.prepare(o);
+  Trainer trainer(store, o);
+  group.start(trainer, store);
+  run_averaged(group, trainer, problem, epochs);
+  return {store.snapshot(), group.describe() + "; " + group.traffic()};
+}
+
 // One rank, one worker, tau 0: the same parameters as the single process,
 // within float rounding (a round adds server - snapshot, about 0).
 TEST(ParameterServer, OneRankOneWorkerTrainsWhatOneProcessTrains) {
@@ -416,20 +442,11 @@ TEST(ParameterServer, MultiRankRunReachesTheWholeDataOptimum) {
       std::vector<std::vector<float>> params(P);
       std::vector<std::string> described(P);
       expect_no_errors(on_ranks(P, [&](Transport& t, int r) {
-        MultiRankOptions mo{.distributed = Distributed::ps, .ps = PsOptions{.tau = tau, .transport = transport},
-                            .average_every = every};
-        MultiRank group(t, mo);
-        group.agree_on_options();
-        ShardedQuadratic problem{group.shard(60, "examples"), 4};
-        ParamStore store = ParamStore::on_heap(problem.layout());
-        for (std::size_t k = 0; k < 4; ++k) store.store(k, static_cast<float>(r * 10 + 1));
-        TrainerOptions o = one_worker(30);
-        group.prepare(o);
-        Trainer trainer(store, o);
-        group.start(trainer, store);
-        run_averaged(group, trainer, problem, 30);
-        described[static_cast<std::size_t>(r)] = group.describe() + "; " + group.traffic();
-        params[static_cast<std::size_t>(r)] = store.snapshot();
+        const MultiRankOptions mo{.distributed = Distributed::ps,
+                                  .ps = PsOptions{.tau = tau, .transport = transport},
+                                  .average_every = every};
+        std::tie(params[static_cast<std::size_t>(r)], described[static_cast<std::size_t>(r)]) =
+            train_quadratic(t, r, mo, 30);
       }));
       for (int r = 0; r < P; ++r) {
         EXPECT_EQ(params[static_cast<std::size_t>(r)], params[0]) << "rank " << r << " tau " << tau;
@@ -501,8 +518,8 @@ TEST(ParameterServer, DedicatedServerRanksApplyEveryWorkersDeltas) {
 }
 
 // Through MultiRank: 2 workers and a dedicated server train what 2 ranks with server threads train (BSP, the
-// mean, rounds after each epoch: both are model averaging, up to the order a server adds the two pushes), and
-// each worker's shard of the data is a half.
+// mean, rounds after each epoch: both are model averaging, up to the order a server adds the two pushes): the
+// workers shard the data between themselves alone.
 TEST(ParameterServer, MultiRankWithServerRanksTrainsAsServerThreadsDo) {
   const auto run = [](int P, std::size_t servers) {
     std::vector<std::vector<float>> params(static_cast<std::size_t>(P));
@@ -514,20 +531,8 @@ TEST(ParameterServer, MultiRankWithServerRanksTrainsAsServerThreadsDo) {
         serve_dedicated(t, mo.ps);
         return;
       }
-      MultiRank group(t, mo);
-      group.agree_on_options();
-      EXPECT_EQ(group.size(), P - static_cast<int>(servers));
-      ShardedQuadratic problem{group.shard(60, "examples"), 4};
-      EXPECT_EQ(problem.rows.size(), 30u);
-      ParamStore store = ParamStore::on_heap(problem.layout());
-      for (std::size_t k = 0; k < 4; ++k) store.store(k, static_cast<float>(r * 10 + 1));
-      TrainerOptions o = one_worker(10);
-      group.prepare(o);
-      Trainer trainer(store, o);
-      group.start(trainer, store);
-      run_averaged(group, trainer, problem, 10);
-      described[static_cast<std::size_t>(r)] = group.describe() + "; " + group.traffic();
-      params[static_cast<std::size_t>(r)] = store.snapshot();
+      std::tie(params[static_cast<std::size_t>(r)], described[static_cast<std::size_t>(r)]) =
+          train_quadratic(t, r, mo, 10);
     }));
     return std::pair{params[0], described[0]};
   };
@@ -574,6 +579,174 @@ TEST(ParameterServer, ServerRanksAreRefusedWhereTheyCannotServe) {
             std::string::npos);
   LocalFabric fabric(1);
   EXPECT_EQ(resolve_transport(PsOptions{.servers = 1}, fabric.endpoint(0)), PsTransport::messages);
+}
+
+// Server checkpoints: generations written while rounds run and a final one at the end, each of every shard;
+// read back whole (values bit for bit, AdaGrad's sums, the least epoch the workers reported); a generation
+// missing a shard's file, or with a damaged one, is passed over for an older complete one. With server threads
+// on 2 ranks and with 1 dedicated server beside 2 workers.
+TEST(ParameterServer, CheckpointGenerationsAreWholeOrPassedOver) {
+  for (const std::size_t servers : {std::size_t{0}, std::size_t{1}}) {
+    ScratchDir dir;
+    const std::filesystem::path prefix = dir / "ck";
+    const PsOptions options{.rule = ServerRule::adagrad, .server_lr = 0.25f, .key_floats = 4, .servers = servers,
+                            .checkpoint = prefix, .checkpoint_seconds = 0.01};
+    const int workers = 2, P = workers + static_cast<int>(servers);
+    std::vector<std::vector<float>> params(static_cast<std::size_t>(workers));
+    expect_no_errors(on_ranks(P, [&](Transport& t, int r) {
+      if (is_server_rank(options, t)) {
+        EXPECT_GE(serve_dedicated(t, options).generations, 2u);
+        return;
+      }
+      auto& x = params[static_cast<std::size_t>(r)];
+      x.assign(30, 2.0f);
+      ParameterServer ps(t, x, options);
+      ps.share(r == 0);
+      for (int round = 1; round <= 6; ++round) {
+        x[static_cast<std::size_t>(r)] += 3.0f;
+        ps.epoch_done(static_cast<std::uint64_t>(round + r));  // rank 0 is the one behind
+        std::this_thread::sleep_for(std::chrono::milliseconds(15));
+        ps.round();
+      }
+      ps.stop();
+      if (servers == 0) {
+        EXPECT_GE(ps.stats().generations, 2u);
+      }
+    }));
+    const auto g = read_generation(prefix);
+    ASSERT_TRUE(g.has_value());
+    EXPECT_EQ(g->generation, PsGeneration::final_generation);
+    EXPECT_EQ(g->shards, servers > 0 ? servers : 2u);
+    EXPECT_EQ(g->epoch, 6u);
+    EXPECT_EQ(g->rule, ServerRule::adagrad);
+    EXPECT_EQ(g->values, params[0]);
+    ASSERT_EQ(g->sums.size(), 30u);
+    EXPECT_FLOAT_EQ(g->sums[0], 6 * 9.0f);  // six pushes of 3 on parameter 0
+    EXPECT_EQ(g->sums[29], 0.0f);
+    // Without the final generation's last shard, the newest complete one before it; with a damaged file there,
+    // none of that generation either.
+    std::vector<std::filesystem::path> finals;
+    for (const auto& e : std::filesystem::directory_iterator(dir.path()))
+      if (e.path().filename().string().find("-gfinal-") != std::string::npos)
+        finals.push_back(e.path());
+    ASSERT_EQ(finals.size(), g->shards);
+    std::sort(finals.begin(), finals.end());
+    std::filesystem::remove(finals.back());
+    const auto before = read_generation(prefix);
+    ASSERT_TRUE(before.has_value()) << "servers " << servers;
+    EXPECT_LT(before->generation, PsGeneration::final_generation);
+    EXPECT_GE(before->generation, 1u);
+    EXPECT_LE(before->values[0], params[0][0]);  // every round's step on parameter 0 is upward
+    for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
+      if (e.path().filename().string().find(fmt::format("-g{}-", before->generation)) == std::string::npos) continue;
+      std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(-1, std::ios::end);
+      f.put('\x7f');
+    }
+    const auto older = read_generation(prefix);
+    if (older) {
+      EXPECT_LT(older->generation, before->generation);
+    }
+  }
+}
+
+// An elastic resume: 3 ranks' servers under AdaGrad write their final generation; 2 ranks start from it, every
+// rank's copy its values, and the servers go on with its sums (the next step of 3 on parameter 0 is lr 3 /
+// sqrt(9 + 9), not the sign-sized step of sums from zero). A generation that holds fewer epochs than the run
+// has done gives its sums, not its values. One of another model is refused, and where there is none.
+TEST(ParameterServer, ResumeFromAGenerationWithOtherRanksKeepsAdagradSums) {
+  ScratchDir dir;
+  const std::filesystem::path prefix = dir / "ck";
+  const PsOptions writing{.rule = ServerRule::adagrad, .server_lr = 0.25f, .key_floats = 4,
+                          .transport = PsTransport::messages, .checkpoint = prefix};
+  expect_no_errors(on_ranks(3, [&](Transport& t, int r) {
+    std::vector<float> x(12, 2.0f);
+    ParameterServer ps(t, x, writing);
+    ps.share(r == 0, 0, 77);
+    if (r == 0) x[0] += 3.0f;
+    ps.epoch_done(4);
+    ps.round();
+    ps.stop();
+  }));
+  PsOptions resuming = writing;
+  resuming.checkpoint.clear();
+  resuming.resume = prefix;
+  std::vector<std::vector<float>> started(2), ended(2);
+  std::vector<std::string> said(2);
+  expect_no_errors(on_ranks(2, [&](Transport& t, int r) {
+    std::vector<float> x(12, static_cast<float>(r));
+    ParameterServer ps(t, x, resuming);
+    const auto g = ps.share(r == 0, 4, 77);
+    EXPECT_EQ(g.has_value(), r == 0);
+    if (g) {
+      EXPECT_EQ(g->shards, 3u);
+      EXPECT_EQ(g->epoch, 4u);
+      EXPECT_TRUE(g->values.empty());  // handed back without its vectors
+    }
+    started[static_cast<std::size_t>(r)] = x;
+    if (r == 0) x[0] += 3.0f;
+    ps.round();
+    ps.stop();
+    ended[static_cast<std::size_t>(r)] = x;
+  }));
+  EXPECT_EQ(started[0], started[1]);
+  EXPECT_NEAR(started[0][0], 2.25f, 1e-5f);
+  EXPECT_EQ(started[0][1], 2.0f);
+  EXPECT_EQ(ended[0], ended[1]);
+  EXPECT_NEAR(ended[0][0], 2.25f + 0.25f * 3.0f / std::sqrt(18.0f), 1e-4f);
+  // Older than the run: its sums, the run's own values (the next step of 3 is again lr 3 / sqrt(18)).
+  expect_no_errors(on_ranks(1, [&](Transport& t, int) {
+    std::vector<float> x(12, 5.0f);
+    ParameterServer ps(t, x, resuming);
+    const auto g = ps.share(true, 5, 77);
+    ASSERT_TRUE(g.has_value());
+    EXPECT_FALSE(g->values_taken);
+    EXPECT_EQ(x[0], 5.0f);
+    x[0] += 3.0f;
+    ps.round();
+    ps.stop();
+    EXPECT_NEAR(x[0], 5.0f + 0.25f * 3.0f / std::sqrt(18.0f), 1e-4f);
+  }));
+  // Refusals, on the root (one rank).
+  const auto refused = [&](PsOptions o, std::uint64_t epoch, std::uint64_t model) {
+    std::string what;
+    expect_no_errors(on_ranks(1, [&](Transport& t, int) {
+      std::vector<float> x(12);
+      ParameterServer ps(t, x, o);
+      what = message_of([&] { ps.share(true, epoch, model); });
+    }));
+    return what;
+  };
+  EXPECT_NE(refused(resuming, 4, 78).find("is of another model"), std::string::npos);
+  resuming.resume = dir / "none";
+  EXPECT_NE(refused(resuming, 0, 77).find("PsOptions::resume " + (dir / "none").string() + ": no complete generation"),
+            std::string::npos);
+}
+
+// A job writing where another job's checkpoints are removes them once it has a complete generation of its own,
+// whatever the other job's number of shards.
+TEST(ParameterServer, CheckpointsOfAnEarlierJobAreRemovedOnceANewOneIsComplete) {
+  ScratchDir dir;
+  const PsOptions options{.transport = PsTransport::messages, .checkpoint = dir / "ck", .checkpoint_seconds = 0.01};
+  for (const int P : {3, 2}) {
+    expect_no_errors(on_ranks(P, [&](Transport& t, int r) {
+      std::vector<float> x(40, 1.0f);
+      ParameterServer ps(t, x, options);
+      ps.share(r == 0);
+      for (int round = 0; round < 4; ++round) {
+        x[static_cast<std::size_t>(r)] += 1.0f;
+        std::this_thread::sleep_for(std::chrono::milliseconds(15));
+        ps.round();
+      }
+      ps.stop();
+    }));
+  }
+  std::set<std::string> jobs;
+  for (const std::string& name : dir.entries()) jobs.insert(name.substr(0, name.find("-g")));
+  EXPECT_EQ(jobs.size(), 1u) << fmt::format("{}", fmt::join(dir.entries(), ", "));
+  const auto g = read_generation(dir / "ck");
+  ASSERT_TRUE(g.has_value());
+  EXPECT_EQ(g->shards, 2u);
 }
 
 }  // namespace

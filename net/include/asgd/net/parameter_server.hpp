@@ -34,8 +34,10 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -85,11 +87,41 @@ struct PsOptions {
   // Dedicated server ranks, the transport's last `servers`; 0: a server thread on every rank. Tagged messages
   // only (the one-sided transport's shards are the workers' own windows).
   std::size_t servers = 0;
+  // Server checkpoints: with a prefix, every server writes its shard (values, AdaGrad's sums, the epochs every
+  // worker has finished) as PREFIX.ps-<job>-g<G>-<s>of<S>, generation G = 1, 2, ... every checkpoint_seconds
+  // from the start, and a final generation once every worker has finished; each file
+  // is written atomically, and a generation is complete when all S shards of one job wrote it (read_generation).
+  // A server removes its files of a generation older than one the workers saw complete, and other jobs' files
+  // under the prefix once this job has a complete one. Tagged messages only (the one-sided transport has no
+  // server to write them).
+  std::filesystem::path checkpoint = {};
+  double checkpoint_seconds = 60;
+  // The servers start from the newest complete generation under this prefix instead of the root's parameters
+  // (and, under the AdaGrad rule, with its sums): the shards are cut again for this job's servers, so the job
+  // may have other ranks than the one that wrote it.
+  std::filesystem::path resume = {};
   // InputError naming the option: PsOptions::key_floats, ..., or as `spell` says it, called with
   // "key-floats", "server-lr", "ps-push-fraction", "adagrad-eps" or "ps-transport" (one_sided with the
   // AdaGrad rule, a compressed push or dedicated servers).
   void validate(const std::function<std::string(std::string_view)>& spell = {}) const;
 };
+
+// A complete generation of the servers' checkpoint files, read back whole.
+struct PsGeneration {
+  std::filesystem::path prefix;
+  std::uint64_t job = 0;         // the writing job's id (its start time)
+  std::uint64_t generation = 0;  // final_generation once every worker had finished
+  std::uint64_t epoch = 0;       // epochs every worker had finished when it was written (the least of the shards')
+  std::uint64_t model = 0;       // the model's digest the workers gave (its layout's)
+  std::size_t shards = 0, key_floats = 0;
+  ServerRule rule = ServerRule::mean;
+  std::vector<float> values, sums;  // the whole vector; AdaGrad's sums (empty under the other rules)
+  bool values_taken = true;  // ParameterServer::share: its values became the job's (not when older than the run)
+  static constexpr std::uint64_t final_generation = std::uint64_t{1} << 62;
+};
+// The newest complete generation under `prefix` (the latest job's, then its latest generation); none when no
+// generation is complete. Incomplete generations and files that are not sound are passed over.
+std::optional<PsGeneration> read_generation(const std::filesystem::path& prefix);
 
 // The transport `options` ask for, automatic resolved for `transport` (the same on every rank).
 PsTransport resolve_transport(const PsOptions& options, const Transport& transport) noexcept;
@@ -112,6 +144,7 @@ struct PsStats {
   // rank, the other ranks' rounds completed since its last pull.
   StalenessHistogram staleness;
   std::uint64_t max_clock_gap = 0;   // most rounds a served pull was ahead of the slowest (one_sided: this rank's)
+  std::uint64_t generations = 0;     // checkpoint generations this rank's shard wrote, the final one included
 };
 
 class ParameterServer {
@@ -128,7 +161,17 @@ class ParameterServer {
 
   // Collective (the workers): the servers take the parameters of the rank
   // that passes root = true, and every rank's copy becomes them, bit for bit.
-  void share(bool root);
+  // With PsOptions::resume the root first takes the newest complete
+  // generation under it and returns it, without its vectors: the servers
+  // take its AdaGrad sums, and every rank its values unless it holds fewer
+  // epochs than `epoch`, those this run has done (resumed from a model
+  // checkpoint written since, whose values it keeps). InputError when there
+  // is none, or it is of another size or `model` (the layout's digest, which
+  // the checkpoints record).
+  std::optional<PsGeneration> share(bool root, std::uint64_t epoch = 0, std::uint64_t model = 0);
+  // The epochs this rank has finished, sent with its next push: the servers stamp a checkpoint generation with
+  // the least of the workers'.
+  void epoch_done(std::uint64_t epochs) noexcept { epochs_.store(epochs, std::memory_order_relaxed); }
   // One blocking round: push this rank's deltas, pull what changed. Not
   // while the round thread runs.
   void round();
@@ -149,6 +192,10 @@ class ParameterServer {
   struct Client;
   struct OneSided;
   void serve() noexcept;
+  // share's reading of PsOptions::resume on the root; its values are then this rank's copy.
+  std::optional<PsGeneration> take_generation(std::uint64_t epoch, std::uint64_t model);
+  // share over messages: the root's parameters (and a generation's sums) to every shard, then the pull of all.
+  void share_messages(bool root, const std::optional<PsGeneration>& resumed, std::uint64_t model);
   // PsTransport::one_sided's share, round (as exchange) and end (ps_one_sided.cpp).
   void share_one_sided(bool root);
   bool exchange_one_sided(bool finished);
@@ -186,6 +233,7 @@ class ParameterServer {
   std::atomic<bool> abandoned_{false};  // the destructor runs: a round waiting for replies gives up
   std::exception_ptr server_error_;       // written by the server thread before server_failed_
   std::atomic<bool> server_failed_{false};
+  std::atomic<std::uint64_t> epochs_{0};  // epoch_done's, sent with each push
   bool stopped_ = false;
   PeriodicRounds rounds_thread_;  // last: its thread ends before the members it uses
 };

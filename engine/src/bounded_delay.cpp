@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <stdexcept>
 
@@ -33,6 +34,24 @@ void StalenessHistogram::merge(const StalenessHistogram& o) noexcept {
   count_ += o.count_;
   sum_ += o.sum_;
   if (o.max_ > max_) max_ = o.max_;
+}
+
+std::array<std::uint64_t, StalenessHistogram::kWords> StalenessHistogram::words() const noexcept {
+  std::array<std::uint64_t, kWords> w{};
+  std::copy(buckets_.begin(), buckets_.end(), w.begin());
+  w[kBuckets] = count_;
+  w[kBuckets + 1] = sum_;
+  w[kBuckets + 2] = max_;
+  return w;
+}
+
+StalenessHistogram StalenessHistogram::of_words(const std::array<std::uint64_t, kWords>& w) noexcept {
+  StalenessHistogram h;
+  std::copy(w.begin(), w.begin() + kBuckets, h.buckets_.begin());
+  h.count_ = w[kBuckets];
+  h.sum_ = w[kBuckets + 1];
+  h.max_ = w[kBuckets + 2];
+  return h;
 }
 
 std::string StalenessHistogram::describe() const {

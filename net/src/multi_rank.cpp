@@ -270,15 +270,17 @@ std::string MultiRank::traffic() const {
                        "{}{}",
                        s->rounds, static_cast<double>(s->bytes_pushed) * 1e-6, s->keys_pushed,
                        static_cast<double>(s->bytes_pulled) * 1e-6, s->keys_pulled, s->wait_seconds,
-                       options_.ps.servers > 0
+                       options_.ps.servers > 0 && !root()
                            ? std::string("staleness and clock gaps are measured on the server ranks")
                            : fmt::format("staleness {}: mean {:.2f}, max {}; clock gap at most {}",
-                                         ps_transport() == PsTransport::one_sided ? "of this rank's pushes"
-                                                                                  : "at this rank's shard",
+                                         options_.ps.servers > 0                    ? "at the server ranks"
+                                         : ps_transport() == PsTransport::one_sided ? "of this rank's pushes"
+                                                                                    : "at this rank's shard",
                                          s->staleness.mean(), s->staleness.max(), s->max_clock_gap),
-                       options_.ps.checkpoint.empty() || options_.ps.servers > 0
+                       options_.ps.checkpoint.empty()
                            ? std::string()
-                           : fmt::format("; {} checkpoint generations written by this rank's shard", s->generations));
+                           : fmt::format("; {} checkpoint generations written by {}", s->generations,
+                                         options_.ps.servers > 0 ? "the server ranks" : "this rank's shard"));
   }
   std::string sent;
   if (averager_) {

@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <mutex>
 #include <thread>
 
@@ -383,10 +385,37 @@ void ParameterServer::stop() {
   }
   if (server_.joinable()) server_.join();  // ends once every rank has its final reply
   if (server_error_) std::rethrow_exception(server_error_);
+  if (options_.servers > 0 && transport_.rank() == 0) take_server_figures();
   if (one_sided_) {
     // Nobody may free the window while another rank still reads its final values from it.
     one_sided_->window->barrier();
     one_sided_->window->close();
+  }
+}
+
+void ParameterServer::take_server_figures() {
+  Client& c = *client_;
+  Backoff backoff;
+  Transport::Message m;
+  for (std::size_t got = 0; got < options_.servers;) {
+    if (abandoned_.load()) return;
+    if (!transport_.poll(ps::kStatsTag, m)) {
+      backoff.idle();
+      continue;
+    }
+    backoff.reset();
+    ++got;
+    constexpr std::size_t W = StalenessHistogram::kWords;
+    if (m.bytes.size() != (W + 2) * sizeof(std::uint64_t))
+      throw RuntimeError(fmt::format("parameter server: figures of {} bytes from rank {}", m.bytes.size(), m.src));
+    std::array<std::uint64_t, W + 2> words{};
+    std::memcpy(words.data(), m.bytes.data(), m.bytes.size());
+    std::array<std::uint64_t, W> histogram{};
+    std::copy(words.begin(), words.begin() + W, histogram.begin());
+    std::scoped_lock lock(c.stats_mutex);
+    c.stats.staleness.merge(StalenessHistogram::of_words(histogram));
+    c.stats.max_clock_gap = std::max(c.stats.max_clock_gap, words[W]);
+    c.stats.generations = std::max(c.stats.generations, words[W + 1]);
   }
 }
 
@@ -447,6 +476,14 @@ PsStats serve_dedicated(Transport& transport, const PsOptions& options) {
   stats.staleness = shard.staleness();
   stats.max_clock_gap = shard.max_clock_gap();
   stats.generations = shard.generations_written();
+  // Worker rank 0 reports the job: it merges every server's figures.
+  const auto words = stats.staleness.words();
+  std::vector<std::uint64_t> figures(words.begin(), words.end());
+  figures.push_back(stats.max_clock_gap);
+  figures.push_back(stats.generations);
+  const auto* bytes = reinterpret_cast<const std::byte*>(figures.data());
+  transport.post(std::vector<std::byte>(bytes, bytes + figures.size() * sizeof(std::uint64_t)), 0, ps::kStatsTag);
+  transport.flush();
   return stats;
 }
 

@@ -16,6 +16,7 @@ namespace asgd::net::ps {
 enum class Kind : std::uint64_t { init = 1, push_pull = 2, reply = 3, stop = 4, init_sums = 5 };
 inline constexpr int kRequestTag = 101;  // to a server
 inline constexpr int kReplyTag = 102;    // to a rank's client
+inline constexpr int kStatsTag = 103;    // a dedicated server's figures, to worker rank 0 at the end
 inline constexpr std::uint64_t kFinished = 1;  // push_pull flag: the rank takes no more steps
 // push_pull flags: how each key's deltas are encoded (neither: w floats).
 inline constexpr std::uint64_t kInt8 = 2;  // a float scale, then w signed bytes: d = scale q

@@ -214,4 +214,10 @@ TEST(StalenessHistogram, CountsMeanMaxAndOverflow) {
   EXPECT_EQ(h.bucket(2), 2u);
   EXPECT_EQ(h.bucket(asgd::StalenessHistogram::kBuckets - 1), 1u);
   EXPECT_EQ(h.describe(), "0:1 2:2 >=64:1");
+  // Sent as words and read back: the same histogram.
+  const asgd::StalenessHistogram back = asgd::StalenessHistogram::of_words(h.words());
+  EXPECT_EQ(back.describe(), h.describe());
+  EXPECT_EQ(back.count(), 4u);
+  EXPECT_EQ(back.max(), 100u);
+  EXPECT_DOUBLE_EQ(back.mean(), 26.0);
 }

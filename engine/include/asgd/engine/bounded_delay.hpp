@@ -39,6 +39,10 @@ class StalenessHistogram {
   std::uint64_t bucket(std::size_t s) const noexcept { return buckets_[s]; }
   // "0:812 1:90 2:3" (non-empty buckets only; the last as ">=64").
   std::string describe() const;
+  // The histogram as kWords words and back, to send it (a parameter server's to the rank that reports).
+  static constexpr std::size_t kWords = kBuckets + 3;
+  std::array<std::uint64_t, kWords> words() const noexcept;
+  static StalenessHistogram of_words(const std::array<std::uint64_t, kWords>& words) noexcept;
 
  private:
   std::array<std::uint64_t, kBuckets> buckets_{};

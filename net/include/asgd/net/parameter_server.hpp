@@ -140,11 +140,12 @@ struct PsStats {
   std::uint64_t bytes_pushed = 0, bytes_pulled = 0;  // this rank's, both ways, headers included
   std::uint64_t keys_pushed = 0, keys_pulled = 0;
   double wait_seconds = 0;           // from this rank's pushes to its last pull reply, summed over rounds
-  // messages: at this rank's shard, per push, other ranks' pushes it missed; one_sided: per push of this
-  // rank, the other ranks' rounds completed since its last pull.
+  // messages: at this rank's shard, per push, other ranks' pushes it missed (with dedicated servers: at all
+  // of them, on worker rank 0 after stop()); one_sided: per push of this rank, the other ranks' rounds
+  // completed since its last pull.
   StalenessHistogram staleness;
   std::uint64_t max_clock_gap = 0;   // most rounds a served pull was ahead of the slowest (one_sided: this rank's)
-  std::uint64_t generations = 0;     // checkpoint generations this rank's shard wrote, the final one included
+  std::uint64_t generations = 0;     // checkpoint generations this rank's shard (or each server) wrote, final included
 };
 
 class ParameterServer {
@@ -192,6 +193,8 @@ class ParameterServer {
   struct Client;
   struct OneSided;
   void serve() noexcept;
+  // On worker rank 0 at the end, with dedicated servers: every server's figures merged into this rank's.
+  void take_server_figures();
   // share's reading of PsOptions::resume on the root; its values are then this rank's copy.
   std::optional<PsGeneration> take_generation(std::uint64_t epoch, std::uint64_t model);
   // share over messages: the root's parameters (and a generation's sums) to every shard, then the pull of all.

@@ -183,7 +183,11 @@ int run_distributed(const DistributedFlags& flags, const std::function<int(Distr
   }
   std::optional<Distributed> group;
   if (transport != nullptr) {
-    group.emplace(*transport, std::move(options));
+    // Refused options end every rank: the dedicated servers do not make this call and would wait for ever.
+    ended_on_error(job, transport->rank(), flags, [&] {
+      group.emplace(*transport, std::move(options));
+      return 0;
+    });
     if (!group->root()) silence_stdout();
   } else {
     group.emplace(std::move(options));

@@ -165,10 +165,7 @@ MultiRank::MultiRank(Transport& transport, MultiRankOptions options) : MultiRank
   transport_ = ps_transport_ = &transport;
   if (const std::size_t S = options_.distributed == Distributed::ps ? options_.ps.servers : 0; S > 0) {
     // The workers' collectives (agreement, setup sums) leave the server ranks out; the pushes and pulls do not.
-    if (S >= static_cast<std::size_t>(transport.size())) {
-      throw InputError(fmt::format("{} {}: a job of {} ranks would have no worker rank", options_.spelled("servers"),
-                                   S, transport.size()));
-    }
+    check_server_ranks(S, transport.size(), options_.spelled("servers"));
     if (is_server_rank(options_.ps, transport)) {
       throw InputError(fmt::format("rank {} is one of the {} dedicated server ranks: it serves (serve_dedicated) "
                                    "and trains nothing", transport.rank(), S));
@@ -179,8 +176,8 @@ MultiRank::MultiRank(Transport& transport, MultiRankOptions options) : MultiRank
   rank_ = transport_->rank();
   size_ = transport_->size();
   if (options_.slow_rank >= size_) {
-    throw InputError(fmt::format("{} {}: the job has ranks 0 to {}", options_.spelled("slow-rank"),
-                                 options_.slow_rank, size_ - 1));
+    throw InputError(fmt::format("{} {}: the job has {}ranks 0 to {}", options_.spelled("slow-rank"),
+                                 options_.slow_rank, workers_ ? "worker " : "", size_ - 1));
   }
   allreduce_ = make_allreduce(options_.allreduce, *transport_);
   native_ = options_.allreduce == Algorithm::native ? nullptr : make_allreduce(Algorithm::native, *transport_);
@@ -459,9 +456,7 @@ void MultiRank::start(std::span<float> params, const Layout& layout) {
     if (const auto g = ps_->share(root(), epoch, layout.hash() & kDigestMask)) {
       const bool sums = options_.ps.rule == ServerRule::adagrad && g->rule == ServerRule::adagrad;
       fmt::print(stderr, "asgd: the servers start from {} of {} ({} shard{}, every worker past epoch {}): {}{}\n",
-                 g->generation == PsGeneration::final_generation ? std::string("the final generation")
-                                                                 : fmt::format("generation {}", g->generation),
-                 g->prefix.string(), g->shards, g->shards > 1 ? "s" : "", g->epoch,
+                 g->name(), g->prefix.string(), g->shards, g->shards > 1 ? "s" : "", g->epoch,
                  g->values_taken ? "its parameters" : fmt::format("the parameters of epoch {} resumed", epoch),
                  sums                                        ? ", with its AdaGrad sums"
                  : options_.ps.rule == ServerRule::adagrad ? ", AdaGrad's sums from zero (it holds none)"

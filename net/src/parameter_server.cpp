@@ -73,6 +73,19 @@ void PsOptions::validate(const std::function<std::string(std::string_view)>& spe
   }
 }
 
+void check_server_ranks(std::size_t servers, int ranks, std::string_view name) {
+  if (servers > 0 && servers + 2 > static_cast<std::size_t>(ranks)) {
+    throw InputError(fmt::format("{} {}: a job of {} ranks keeps {} worker rank{} beside them; dedicated servers "
+                                 "need 2 or more",
+                                 name, servers, ranks, servers < static_cast<std::size_t>(ranks) ? ranks - servers : 0,
+                                 servers + 1 == static_cast<std::size_t>(ranks) ? "" : "s"));
+  }
+}
+
+std::string PsGeneration::name() const {
+  return generation == final_generation ? std::string("the final generation") : fmt::format("generation {}", generation);
+}
+
 bool is_server_rank(const PsOptions& options, const Transport& transport) noexcept {
   return options.servers > 0 &&
          static_cast<std::size_t>(transport.rank()) + options.servers >= static_cast<std::size_t>(transport.size());
@@ -91,10 +104,7 @@ ParameterServer::ParameterServer(Transport& transport, std::span<float> params, 
   options_.validate();
   options_.transport = resolve_transport(options_, transport);
   const int P = transport.size();
-  if (options_.servers >= static_cast<std::size_t>(P)) {
-    throw InputError(fmt::format("PsOptions::servers {}: a job of {} ranks would have no worker rank",
-                                 options_.servers, P));
-  }
+  check_server_ranks(options_.servers, P);
   if (is_server_rank(options_, transport)) {
     throw InputError(fmt::format("rank {} is one of the {} dedicated server ranks: it serves (serve_dedicated)",
                                  transport.rank(), options_.servers));
@@ -221,8 +231,7 @@ std::optional<PsGeneration> ParameterServer::take_generation(std::uint64_t epoch
                                  "(files {}.ps-*, every shard of one generation)",
                                  prefix, prefix));
   }
-  const auto which = g->generation == PsGeneration::final_generation ? std::string("the final generation")
-                                                                       : fmt::format("generation {}", g->generation);
+  const std::string which = g->name();
   if (g->values.size() != params_.size()) {
     throw InputError(fmt::format("PsOptions::resume {}: {} holds {} parameters; this model has {}", prefix, which,
                                  g->values.size(), params_.size()));
@@ -241,6 +250,7 @@ std::optional<PsGeneration> ParameterServer::take_generation(std::uint64_t epoch
 }
 
 std::optional<PsGeneration> ParameterServer::share(bool root, std::uint64_t epoch, std::uint64_t model) {
+  epochs_.store(epoch, std::memory_order_relaxed);  // the servers' first generations are of the epochs done
   std::optional<PsGeneration> resumed;
   if (root && !options_.resume.empty()) resumed = take_generation(epoch, model);
   if (one_sided_) {
@@ -263,20 +273,22 @@ void ParameterServer::share_messages(bool root, const std::optional<PsGeneration
                                                     std::chrono::system_clock::now().time_since_epoch())
                                                     .count());
     const int workers = options_.servers > 0 ? first_server_ : transport_.size();
+    // A resumed generation's AdaGrad sums go in the same message, each key's after its values: a shard
+    // applies no push before it has both.
     const bool sums = resumed && !resumed->sums.empty() && options_.rule == ServerRule::adagrad;
     for (std::size_t s = 0; s < c.shards.size(); ++s) {
       const ps::KeyRange& r = c.shards[s];
       std::vector<std::uint64_t> keys;
-      for (std::size_t k = r.first_key; k < r.end_key; ++k) keys.push_back(k);
-      const std::size_t b = r.first_float(), e = r.end_float();
-      std::vector<float> values(e - b);
-      for (std::size_t i = b; i < e; ++i) values[i - b] = load_param(params_[i]);
-      const ps::Header init{ps::Kind::init, params_.size(), ps::options_digest(options_, workers), 0, 0, job, model};
-      transport_.post(ps::encode(init, keys, values), server_rank(s), ps::kRequestTag);
-      if (sums) {
-        const std::span<const float> part(resumed->sums.data() + b, e - b);
-        transport_.post(ps::encode(ps::Header{ps::Kind::init_sums}, keys, part), server_rank(s), ps::kRequestTag);
+      std::vector<float> floats;
+      floats.reserve((r.end_float() - r.first_float()) * (sums ? 2 : 1));
+      for (std::size_t k = r.first_key; k < r.end_key; ++k) {
+        keys.push_back(k);
+        for (std::size_t i = r.begin(k); i < r.end(k); ++i) floats.push_back(load_param(params_[i]));
+        if (sums) floats.insert(floats.end(), resumed->sums.begin() + r.begin(k), resumed->sums.begin() + r.end(k));
       }
+      const ps::Header init{ps::Kind::init, params_.size(), ps::options_digest(options_, workers),
+                            sums ? ps::kWithSums : 0, 0, job, model};
+      transport_.post(ps::encode(init, keys, floats), server_rank(s), ps::kRequestTag);
     }
   }
   // A pull of round 0 from nothing seen: every key, once the root's values are in.
@@ -398,7 +410,6 @@ void ParameterServer::take_server_figures() {
   Backoff backoff;
   Transport::Message m;
   for (std::size_t got = 0; got < options_.servers;) {
-    if (abandoned_.load()) return;
     if (!transport_.poll(ps::kStatsTag, m)) {
       backoff.idle();
       continue;
@@ -432,10 +443,7 @@ PsStats ParameterServer::stats() const {
 
 PsStats serve_dedicated(Transport& transport, const PsOptions& options) {
   options.validate();
-  if (options.servers >= static_cast<std::size_t>(transport.size())) {
-    throw InputError(fmt::format("PsOptions::servers {}: a job of {} ranks would have no worker rank",
-                                 options.servers, transport.size()));
-  }
+  check_server_ranks(options.servers, transport.size());
   if (!is_server_rank(options, transport)) {
     throw InputError(fmt::format("rank {} of {} is not one of the last PsOptions::servers {}: it is a worker",
                                  transport.rank(), transport.size(), options.servers));

@@ -84,14 +84,20 @@ std::optional<ShardFile> read_shard_file(const std::filesystem::path& path) {
   ShardFile f;
   if (!in.read(reinterpret_cast<char*>(&f.header), sizeof f.header)) return std::nullopt;
   const FileHeader& h = f.header;
-  if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0 || h.shards == 0 || h.shard >= h.shards ||
-      h.key_floats == 0 || h.has_sums > 1) {
+  // The fields are checked before they size anything: a damaged header is passed over, not followed.
+  constexpr std::uint64_t kMostShards = std::uint64_t{1} << 20, kMostFloats = std::uint64_t{1} << 40;
+  if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0 || h.shards == 0 || h.shards > kMostShards ||
+      h.shard >= h.shards || h.key_floats == 0 || h.key_floats > kMostFloats || h.n > kMostFloats ||
+      h.has_sums > 1) {
     return std::nullopt;
   }
   const KeyRange range{h.n, h.key_floats, h.first_key, h.end_key};
   const KeyRange expected = KeyRange::of_shard(h.n, h.key_floats, static_cast<int>(h.shard), static_cast<int>(h.shards));
   if (range.first_key != expected.first_key || range.end_key != expected.end_key) return std::nullopt;
   const std::size_t floats = range.end_float() - range.first_float();
+  std::error_code ec;
+  if (std::filesystem::file_size(path, ec) != sizeof(FileHeader) + floats * sizeof(float) * (1 + h.has_sums) || ec)
+    return std::nullopt;
   f.values.resize(floats);
   f.sums.resize(h.has_sums ? floats : 0);
   if (!in.read(reinterpret_cast<char*>(f.values.data()), static_cast<std::streamsize>(floats * sizeof(float))) ||

@@ -15,6 +15,7 @@
 namespace asgd::net::ps {
 
 std::size_t key_bytes(std::size_t w, std::uint64_t flags) noexcept {
+  if (flags & kWithSums) return 2 * w * sizeof(float);
   if (flags & kInt8) return sizeof(float) + w;
   if (flags & kSign) return sizeof(float) + (w + 7) / 8;
   return w * sizeof(float);
@@ -120,6 +121,7 @@ Decoded decode(std::span<const std::byte> bytes, int from, const KeyRange& range
   d.keys.resize(d.header.count);
   if (!d.keys.empty()) std::memcpy(d.keys.data(), bytes.data() + sizeof(Header), d.keys.size() * sizeof(std::uint64_t));
   const std::size_t payload = sizeof(Header) + d.keys.size() * sizeof(std::uint64_t);
+  const std::size_t per_value = d.header.flags & kWithSums ? 2 : 1;  // floats per parameter: a value, a sum
   std::size_t need = 0, floats = 0;
   for (std::uint64_t key : d.keys) {
     if (key < range.first_key || key >= range.end_key) {
@@ -127,7 +129,7 @@ Decoded decode(std::span<const std::byte> bytes, int from, const KeyRange& range
                                      key, range.first_key, range.end_key - 1));
     }
     need += key_bytes(range.end(key) - range.begin(key), d.header.flags);
-    floats += range.end(key) - range.begin(key);
+    floats += per_value * (range.end(key) - range.begin(key));
   }
   if (need != bytes.size() - payload) {
     throw RuntimeError(fmt::format("parameter server: rank {} sent {} bytes of values for keys of {}", from,
@@ -138,9 +140,9 @@ Decoded decode(std::span<const std::byte> bytes, int from, const KeyRange& range
   std::size_t at = 0;
   for (std::uint64_t key : d.keys) {
     const std::size_t w = range.end(key) - range.begin(key);
-    decode_key(p, d.header.flags, std::span<float>(d.floats.data() + at, w));
+    decode_key(p, d.header.flags, std::span<float>(d.floats.data() + at, per_value * w));
     p += key_bytes(w, d.header.flags);
-    at += w;
+    at += per_value * w;
   }
   return d;
 }
@@ -175,19 +177,18 @@ void Shard::handle(int src, std::span<const std::byte> bytes, std::vector<Out>& 
       if (d.header.clock != range_.n)
         throw RuntimeError(fmt::format("parameter server: rank {} sent {} parameters for a shard of a vector of {}",
                                        src, d.header.clock, range_.n));
-      for (std::uint64_t key : d.keys)
+      for (std::uint64_t key : d.keys) {
         for (std::size_t i = range_.begin(key); i < range_.end(key); ++i) values_[i - first] = d.floats[at++];
+        // A resumed generation's sums; a rule without them skips them.
+        if (d.header.flags & kWithSums)
+          for (std::size_t i = range_.begin(key); i < range_.end(key); ++i, ++at)
+            if (!sums_.empty()) sums_[i - first] = d.floats[at];
+      }
       version_ = 1;
       std::fill(key_version_.begin(), key_version_.end(), 1);
       job_ = d.header.epoch;
       model_ = d.header.generation;
-      next_due_ = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                                          std::chrono::duration<double>(options_.checkpoint_seconds));
-      break;
-    case Kind::init_sums:  // a resumed generation's; other rules keep none
-      if (!sums_.empty())
-        for (std::uint64_t key : d.keys)
-          for (std::size_t i = range_.begin(key); i < range_.end(key); ++i) sums_[i - first] = d.floats[at++];
+      next_due_ = std::chrono::steady_clock::now() + period();
       break;
     case Kind::push_pull: {
       const auto r = static_cast<std::size_t>(src);
@@ -271,16 +272,19 @@ void Shard::serve(const Pull& p, std::vector<Out>& out) {
   if (p.final) ++finals_served_;
 }
 
+std::chrono::steady_clock::duration Shard::period() const {
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(options_.checkpoint_seconds));
+}
+
 void Shard::tick(std::chrono::steady_clock::time_point now) {
   if (options_.checkpoint.empty() || version_ == 0 || written_ == kFinalGeneration || now < next_due_) return;
   // Generations 1, 2, 3, ... every period from the start, on every server alike, none skipped: a worker takes
   // the least generation the shards last wrote as one they all wrote. A server that falls a period behind
   // (a slow disk) writes the next one a period later rather than a burst to catch up.
   write_generation(written_ + 1);
-  const auto period = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-      std::chrono::duration<double>(options_.checkpoint_seconds));
-  next_due_ += period;
-  if (next_due_ <= now) next_due_ = now + period;
+  next_due_ += period();
+  if (next_due_ <= now) next_due_ = now + period();
 }
 
 std::uint64_t Shard::epochs_done() const noexcept {

@@ -13,7 +13,7 @@
 
 namespace asgd::net::ps {
 
-enum class Kind : std::uint64_t { init = 1, push_pull = 2, reply = 3, stop = 4, init_sums = 5 };
+enum class Kind : std::uint64_t { init = 1, push_pull = 2, reply = 3, stop = 4 };
 inline constexpr int kRequestTag = 101;  // to a server
 inline constexpr int kReplyTag = 102;    // to a rank's client
 inline constexpr int kStatsTag = 103;    // a dedicated server's figures, to worker rank 0 at the end
@@ -21,6 +21,7 @@ inline constexpr std::uint64_t kFinished = 1;  // push_pull flag: the rank takes
 // push_pull flags: how each key's deltas are encoded (neither: w floats).
 inline constexpr std::uint64_t kInt8 = 2;  // a float scale, then w signed bytes: d = scale q
 inline constexpr std::uint64_t kSign = 4;  // a float scale, then w bits: d = +-scale
+inline constexpr std::uint64_t kWithSums = 8;  // init flag: each key's w values, then its w AdaGrad sums
 
 // A message: the header, then `count` key ids, then the keys' values in that
 // order (floats, or per key as the flags encode them). push_pull: clock = the round, seen = the shard version of the
@@ -30,7 +31,8 @@ inline constexpr std::uint64_t kSign = 4;  // a float scale, then w bits: d = +-
 // generation = the shard's last checkpoint generation (0: none). init: the
 // root's values for the whole shard, clock = the parameters' size, seen =
 // options_digest of the root's options, epoch = the job's id, generation =
-// the model's digest. init_sums: AdaGrad's sums for the whole shard.
+// the model's digest, flags kWithSums when AdaGrad's sums follow each key's
+// values (a resumed generation's).
 struct Header {
   Kind kind{};
   std::uint64_t clock = 0, seen = 0, flags = 0, count = 0, epoch = 0, generation = 0;
@@ -105,6 +107,7 @@ class Shard {
   void serve(const Pull& p, std::vector<Out>& out);
   void serve_ready(std::vector<Out>& out);
   void write_generation(std::uint64_t generation);
+  std::chrono::steady_clock::duration period() const;  // PsOptions::checkpoint_seconds
   // The least of the epochs the workers said they have finished.
   std::uint64_t epochs_done() const noexcept;
 

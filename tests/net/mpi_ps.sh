@@ -84,6 +84,12 @@ timeout 60 "$mpiexec" --oversubscribe -n 2 "$asgd" mf train "$work/ratings.txt" 
 grep -q "rank 2: error: parameter server: rank 0 trains under other options than this server.s" "$work/log" ||
   fail "a server rank given another --ps-tau: not refused by name"
 echo "a server rank given other options than the workers': refused"
+# One worker beside a server would train alone and leave the server waiting: refused on every rank.
+timeout 60 "$mpiexec" --oversubscribe -n 2 "$asgd" mf train "$work/ratings.txt" -k 8 -t 2 -s 1 --distributed ps \
+  --servers 1 > "$work/log" 2>&1 && fail "one worker and a server rank ran"
+grep -q -- "--servers 1: a job of 2 ranks keeps 1 worker rank beside them" "$work/log" ||
+  fail "one worker and a server rank: not refused by name"
+echo "one worker beside a server rank: refused"
 # SSP(2) every 20 steps over each transport (auto is one-sided on one host): the clock gap within the bound.
 for transport in messages auto; do
   mf_job --distributed ps --ps-tau 2 --average-every 20 --ps-transport "$transport" > "$work/log" 2>&1 ||

@@ -548,25 +548,29 @@ TEST(ParameterServer, MultiRankWithServerRanksTrainsAsServerThreadsDo) {
   EXPECT_NE(dedicated_said.find("staleness at the server ranks: mean"), std::string::npos) << dedicated_said;
 }
 
-// Server ranks are refused where they cannot work: a job they would leave without a worker, a worker's call
-// on a server rank and the reverse, and the one-sided transport (whose shards are the workers' windows).
+// Server ranks are refused where they cannot work: a job they would leave with fewer than 2 workers (one
+// would train as one process and never feed them), a worker's call on a server rank and the reverse, and the
+// one-sided transport (whose shards are the workers' windows).
 TEST(ParameterServer, ServerRanksAreRefusedWhereTheyCannotServe) {
   std::vector<float> x(4);
-  const auto errors = on_ranks(2, [&](Transport& t, int r) {
-    EXPECT_NE(message_of([&] { ParameterServer(t, x, PsOptions{.servers = 2}); })
-                  .find("PsOptions::servers 2: a job of 2 ranks would have no worker rank"),
-              std::string::npos);
-    EXPECT_NE(message_of([&] { serve_dedicated(t, PsOptions{.servers = 2}); }).find("no worker rank"),
-              std::string::npos);
+  const auto errors = on_ranks(3, [&](Transport& t, int r) {
+    for (const std::size_t S : {std::size_t{2}, std::size_t{3}}) {
+      const std::string said = fmt::format("PsOptions::servers {}: a job of 3 ranks keeps {} worker rank", S, 3 - S);
+      EXPECT_NE(message_of([&] { ParameterServer(t, x, PsOptions{.servers = S}); }).find(said), std::string::npos);
+      EXPECT_NE(message_of([&] { serve_dedicated(t, PsOptions{.servers = S}); }).find(said), std::string::npos);
+      EXPECT_NE(message_of([&] { MultiRank(t, MultiRankOptions{.distributed = Distributed::ps, .ps = {.servers = S}}); })
+                    .find(said),
+                std::string::npos);
+    }
     const PsOptions one{.servers = 1};
-    if (r == 1) {
-      EXPECT_NE(message_of([&] { ParameterServer(t, x, one); }).find("rank 1 is one of the 1 dedicated server ranks"),
+    if (r == 2) {
+      EXPECT_NE(message_of([&] { ParameterServer(t, x, one); }).find("rank 2 is one of the 1 dedicated server ranks"),
                 std::string::npos);
       EXPECT_NE(message_of([&] { MultiRank(t, MultiRankOptions{.distributed = Distributed::ps, .ps = one}); })
-                    .find("rank 1 is one of the 1 dedicated server ranks"),
+                    .find("rank 2 is one of the 1 dedicated server ranks"),
                 std::string::npos);
     } else {
-      EXPECT_NE(message_of([&] { serve_dedicated(t, one); }).find("rank 0 of 2 is not one of the last"),
+      EXPECT_NE(message_of([&] { serve_dedicated(t, one); }).find(fmt::format("rank {} of 3 is not one of the last", r)),
                 std::string::npos);
     }
   });
@@ -670,7 +674,7 @@ TEST(ParameterServer, ResumeFromAGenerationWithOtherRanksKeepsAdagradSums) {
     ps.stop();
   }));
   PsOptions resuming = writing;
-  resuming.checkpoint.clear();
+  resuming.checkpoint = dir / "again";  // its generations count the epochs it resumed at until one ends
   resuming.resume = prefix;
   std::vector<std::vector<float>> started(2), ended(2);
   std::vector<std::string> said(2);
@@ -695,6 +699,11 @@ TEST(ParameterServer, ResumeFromAGenerationWithOtherRanksKeepsAdagradSums) {
   EXPECT_EQ(started[0][1], 2.0f);
   EXPECT_EQ(ended[0], ended[1]);
   EXPECT_NEAR(ended[0][0], 2.25f + 0.25f * 3.0f / std::sqrt(18.0f), 1e-4f);
+  const auto again = read_generation(dir / "again");
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->epoch, 4u);
+  EXPECT_EQ(again->shards, 2u);
+  resuming.checkpoint.clear();
   // Older than the run: its sums, the run's own values (the next step of 3 is again lr 3 / sqrt(18)).
   expect_no_errors(on_ranks(1, [&](Transport& t, int) {
     std::vector<float> x(12, 5.0f);

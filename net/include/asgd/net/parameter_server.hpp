@@ -117,6 +117,8 @@ struct PsGeneration {
   ServerRule rule = ServerRule::mean;
   std::vector<float> values, sums;  // the whole vector; AdaGrad's sums (empty under the other rules)
   bool values_taken = true;  // ParameterServer::share: its values became the job's (not when older than the run)
+  // "the final generation" or "generation G".
+  std::string name() const;
   static constexpr std::uint64_t final_generation = std::uint64_t{1} << 62;
 };
 // The newest complete generation under `prefix` (the latest job's, then its latest generation); none when no
@@ -128,6 +130,9 @@ PsTransport resolve_transport(const PsOptions& options, const Transport& transpo
 
 // Whether this rank of `transport` is one of options.servers dedicated server ranks (the last ones).
 bool is_server_rank(const PsOptions& options, const Transport& transport) noexcept;
+// InputError, naming the option as `name`, unless a job of `ranks` keeps 2 worker ranks or more beside
+// `servers` dedicated servers (one worker would train as one process, and nothing would feed the servers).
+void check_server_ranks(std::size_t servers, int ranks, std::string_view name = "PsOptions::servers");
 
 // One shard's server state and the wire format (private: net/src/ps_shard.hpp).
 namespace ps {

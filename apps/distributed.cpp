@@ -35,6 +35,9 @@ void add_distributed_flags(CLI::App& app, DistributedFlags& flags) {
   option("average-rank", flags.average_rank,
          "Under mpirun, averaging: send rank-R factors of each matrix's update (PowerSGD, with error feedback) "
          "instead of every parameter; 0: every parameter")->capture_default_str();
+  flag("average-flush", flags.average_flush,
+       "Under mpirun, with --average-rank: a last round of every parameter sends what the factors left out, so "
+       "the model is the mean of every update (one whole round more)");
   option("combine", flags.combine,
          "Under mpirun: mean (model averaging) or sum (add every rank's update since the last round: "
          "sparse models); default mean, for mf --loss bpr sum unless --average-weighted");
@@ -97,6 +100,7 @@ net::MultiRankOptions to_multi_rank_options(const DistributedFlags& flags) {
   o.set_average_every(flags.average_every);
   o.average_weighted = flags.weighted;
   o.average_rank = flags.average_rank;
+  o.average_flush = flags.average_flush;
   o.set_combine(flags.combine);
   o.set_distributed(flags.distributed);
   o.ps.tau = parse_flag(d + "ps-tau", [&] { return parse_tau(flags.ps_tau); });

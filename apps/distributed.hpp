@@ -21,6 +21,7 @@ struct DistributedFlags {
   std::string average_every = "epoch";  // "epoch" or K local steps
   bool weighted = false;              // weight ranks by examples trained
   std::size_t average_rank = 0;       // PowerSGD rank of averaging's rounds; 0: every parameter
+  bool average_flush = false;         // with average_rank: a whole round at the end sends the kept error
   std::string combine = "mean";       // mean of models, or sum of updates (the app sets its default)
   std::string distributed = "averaging";  // or ps: a parameter server
   std::string ps_tau = "0";           // ps: rounds a rank may run ahead of the slowest (0: BSP; inf: ASP)

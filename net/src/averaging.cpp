@@ -145,4 +145,22 @@ void ModelAverager::start(std::uint64_t every_steps) {
 
 void ModelAverager::stop() { rounds_thread_.stop(); }
 
+void ModelAverager::flush() {
+  if (!low_rank_ || base_.empty() || flushed_) return;
+  flushed_ = true;
+  if (rounds_thread_.running()) throw InputError("ModelAverager::flush: the communication thread is running");
+  const std::size_t n = params_.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    snapshot_[i] = load_param(params_[i]);
+    buffer_[i] = snapshot_[i] - base_[i];
+  }
+  low_rank_->take_error(std::span<float>(buffer_.data(), n));
+  buffer_[n] = 1.0f;  // sums to the number of ranks
+  timed_sum(std::span<float>(buffer_.data(), n + 1));
+  const float scale = options_.combine == Combine::sum ? 1.0f : 1.0f / buffer_[n];
+  for (std::size_t i = 0; i < n; ++i) base_[i] += scale * buffer_[i];
+  apply(base_, false);
+  rounds_.fetch_add(1, std::memory_order_relaxed);
+}
+
 }  // namespace asgd::net

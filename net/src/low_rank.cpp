@@ -68,6 +68,15 @@ void LowRankMean::redraw_empty_columns(Matrix& m) {
   }
 }
 
+void LowRankMean::take_error(std::span<float> update) noexcept {
+  for (Matrix& m : matrices_) {
+    const Tensor& t = m.tensor;
+    for (std::size_t i = 0; i < t.rows; ++i)
+      for (std::size_t j = 0; j < t.cols; ++j) update[t.at(i, j)] += m.error[i * t.cols + j];
+    std::fill(m.error.begin(), m.error.end(), 0.0f);
+  }
+}
+
 float LowRankMean::mean(std::span<float> update, std::span<float> extra,
                         const std::function<void(std::span<float>)>& sum) {
   const std::size_t r = rank_;

@@ -132,6 +132,9 @@ void MultiRankOptions::validate() const {
                                  distributed == Distributed::ps ? spelled("distributed") + " ps"
                                                                 : spelled("average-weighted")));
   }
+  if (average_flush && average_rank == 0)
+    throw InputError(fmt::format("{} sends what low-rank rounds left out; it needs {} 1 or more",
+                                 spelled("average-flush"), spelled("average-rank")));
   if (average_rank > kMostAverageRank)
     throw InputError(fmt::format("{} {}: expected 0 (every parameter) to {}", spelled("average-rank"), average_rank,
                                  kMostAverageRank));
@@ -212,6 +215,7 @@ void MultiRank::add_to_record(OptionsRecord& record) const {
   record["combine"] = options_.combine == Combine::sum ? "sum" : "mean";
   record["average-weighted"] = options_.average_weighted ? "on" : "off";
   if (options_.average_rank != 0) record["average-rank"] = std::to_string(options_.average_rank);
+  if (options_.average_flush) record["average-flush"] = "on";
 }
 
 std::vector<std::size_t> MultiRank::shard(std::size_t n, std::string_view what, bool equal) const {
@@ -256,8 +260,9 @@ std::string MultiRank::describe() const {
                      every_epoch() ? std::string("epoch") : fmt::format("{} local steps", every_steps()),
                      options_.average_weighted ? " (weighted by examples)" : "",
                      options_.average_rank != 0
-                         ? fmt::format(", rank-{} factors of each matrix's update with error feedback",
-                                       options_.average_rank)
+                         ? fmt::format(", rank-{} factors of each matrix's update with error feedback{}",
+                                       options_.average_rank,
+                                       options_.average_flush ? ", the kept error sent whole at the end" : "")
                          : std::string());
 }
 
@@ -483,6 +488,11 @@ void MultiRank::epoch_done(const TrainReport& epoch) {
 }
 
 void MultiRank::finish() {
+  end_after_error();
+  if (averager_ && options_.average_flush) averager_->flush();  // what low-rank rounds left out, sent whole (once)
+}
+
+void MultiRank::end_after_error() {
   if (averager_) averager_->stop();
   if (ps_) ps_->stop();
 }
@@ -544,7 +554,8 @@ void MultiRank::agree_on_options() {
                                 is_ps && !ps.error_feedback ? 1u : 0u,
                                 is_ps ? std::min<std::uint64_t>(ps.warm_rounds, kDigestMask) : 0,
                                 is_ps ? static_cast<std::uint64_t>(ps.transport) : 0,
-                                std::min<std::uint64_t>(options_.average_rank, kDigestMask)};
+                                std::min<std::uint64_t>(options_.average_rank, kDigestMask),
+                                options_.average_flush ? 1u : 0u};
   constexpr std::size_t V = std::size(mine);
   const auto all = gather(mine, "options", true);
   const auto text = [&](std::size_t rank, std::size_t j) -> std::string {
@@ -567,13 +578,14 @@ void MultiRank::agree_on_options() {
       case 10: return fmt::format("{}", static_cast<double>(v) * 1e-6);
       case 11: return v ? "off" : "on";
       case 13: return std::string(to_string(static_cast<PsTransport>(v)));
+      case 15: return v ? "on" : "off";
       default: return fmt::format("{}", v);
     }
   };
   static constexpr const char* kOptions[V] = {"allreduce", "combine",     "average-weighted", "average-every",
                                               "distributed", "tau",       "server-rule",      "server-lr",
                                               "key-floats", "ps-push",    "ps-push-fraction", "ps-error-feedback",
-                                              "ps-warm-rounds", "ps-transport", "average-rank"};
+                                              "ps-warm-rounds", "ps-transport", "average-rank", "average-flush"};
   for (std::size_t j = 0; j < V; ++j) {
     std::string each;
     bool same = true;

@@ -12,7 +12,8 @@
 #  cnn     2 ranks over synthetic MNIST-format digits: the model is written
 #          and `cnn eval` on it reports rank 0's accuracy, after an
 #          averaging round per epoch, and with low-rank rounds
-#          (--average-rank 2) above 80 % with 5x fewer floats sent; stopped at a checkpoint and resumed
+#          (--average-rank 2) above 80 % with 5x fewer floats sent, and with
+#          --average-flush the model written above 80 %; stopped at a checkpoint and resumed
 #          (the ranks' momentum is averaged with their models) it gives the
 #          uninterrupted model; averaging every 4 updates makes the rounds
 #          it should on equal shards, and ranks that would disagree on them
@@ -348,6 +349,13 @@ acc=$(sed -n 's/^test accuracy \([0-9.]*\) % after.*/\1/p' "$work/log")
 awk -v f="$fewer" -v a="$acc" 'BEGIN { exit !(f > 5 && a > 80) }' ||
   fail "cnn --average-rank 2: '$acc' %, '$fewer'x fewer floats (want > 80 %, > 5x)"
 echo "cnn, 2 ranks, rank-2 rounds: test accuracy $acc %, ${fewer}x fewer floats into the allreduces"
+# --average-flush: a whole round at the end sends the kept error; the model written is the same on every rank.
+mpi 2 cnn train --data "$work" --epochs 2 --workers 1 --batch 32 --average-every 4 --average-rank 2 \
+  --average-flush --model "$work/flushed.model" > "$work/log" 2>&1 || fail "cnn --average-flush"
+grep -q "error feedback, the kept error sent whole at the end" "$work/log" || fail "cnn --average-flush: no description"
+flushed=$("$asgd" cnn eval --data "$work" --model "$work/flushed.model" | sed -n 's/^test accuracy \([0-9.]*\) %.*/\1/p')
+awk -v a="$flushed" 'BEGIN { exit !(a > 80) }' || fail "cnn --average-flush: the model written scores '$flushed' %"
+echo "cnn, 2 ranks, rank-2 rounds flushed at the end: the model written scores $flushed %"
 # Stopped after epoch 1 and resumed to 3: rank 0's checkpoint holds the averaged model and momentum, which every
 # rank of the uninterrupted job holds at the end of an epoch too.
 cnn_job() { mpi 2 cnn train --data "$work" --epochs 3 --workers 1 --batch 32 --momentum 0.9 --lr 0.02 "$@"; }

@@ -193,6 +193,17 @@ TEST(MultiRank, RanksGivenDifferentOptionsOrSettingsAreRefusedOnEveryRank) {
                        "(their models are averaged)");
   EXPECT_EQ(message_of([] { MultiRank(MultiRankOptions{.average_weighted = true, .combine = Combine::sum}); }),
             "MultiRankOptions::average_weighted weights the mean; it does not apply to MultiRankOptions::combine sum");
+  // The flush is a collective round: ranks that would not all make it are refused at the start.
+  errors = on_ranks(2, [](Transport& t, int r) {
+    MultiRank group(t, MultiRankOptions{.average_rank = 2, .average_flush = r == 1});
+    group.agree_on_options();
+  });
+  for (const auto& e : errors)
+    EXPECT_EQ(e, "the ranks were given different MultiRankOptions::average_flush: rank 0 off, rank 1 on; every rank "
+                 "needs the same");
+  EXPECT_EQ(message_of([] { MultiRank(MultiRankOptions{.average_flush = true}); }),
+            "MultiRankOptions::average_flush sends what low-rank rounds left out; it needs "
+            "MultiRankOptions::average_rank 1 or more");
 }
 
 TEST(MultiRank, OptionsReadFromTextNameTheOptionWhenWrong) {

@@ -82,6 +82,9 @@ class RankGroup {
   // After the last epoch, while the parameters given to start() live (a parameter server's last round writes
   // them): every rank then holds the same parameters. A second call does nothing.
   virtual void finish() {}
+  // Instead of finish() when training failed on this rank: stops the background rounds before the parameters
+  // go, and starts no round of its own (another rank may be inside an epoch's round).
+  virtual void end_after_error() { finish(); }
   // K local steps between averaging rounds; 0: every epoch.
   virtual std::uint64_t every_steps() const noexcept { return 0; }
 };
@@ -110,7 +113,7 @@ TrainReport run_averaged(RankGroup& group, Trainer& trainer, P& problem, std::ui
   } catch (...) {
     // The averaging thread (every K steps) works on the caller's store: stopped before the error unwinds it.
     try {
-      group.finish();
+      group.end_after_error();
     } catch (...) {
     }
     throw;

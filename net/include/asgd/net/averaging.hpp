@@ -91,6 +91,11 @@ class ModelAverager {
   // has stopped and the parameters are the same on all; rethrows an error
   // of the communication thread.
   void stop();
+  // Collective and blocking, once no worker runs (after stop(), or the last average()): with low_rank, one
+  // round of every parameter that sends what the factors left out (each rank's kept error) with any update
+  // since the last round, so the job ends on the mean of every update, the same on every rank. Nothing
+  // without low_rank, or after the first call. Not while the communication thread runs.
+  void flush();
 
   std::uint64_t rounds() const noexcept { return rounds_.load(std::memory_order_relaxed); }
   // Floats this rank put into allreduces, and (with low_rank) what plain rounds would have put.
@@ -117,6 +122,7 @@ class ModelAverager {
   std::vector<float> snapshot_, buffer_;
   std::vector<float> base_;  // the common point of the last round (Combine::sum, low_rank)
   std::unique_ptr<LowRankMean> low_rank_;
+  bool flushed_ = false;
   std::atomic<std::uint64_t> sent_{0}, dense_{0};
 
   std::atomic<std::uint64_t> rounds_{0};

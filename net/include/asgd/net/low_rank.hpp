@@ -29,6 +29,10 @@ class LowRankMean {
   // ride along the first sum (summed, not averaged). Padding is left as it was. Returns the number of ranks.
   float mean(std::span<float> update, std::span<float> extra, const std::function<void(std::span<float>)>& sum);
 
+  // Adds this rank's kept error (what the factors have left out so far) into `update` (layout.size() floats,
+  // at each matrix's place) and clears it: for a last round of every parameter (ModelAverager::flush).
+  void take_error(std::span<float> update) noexcept;
+
   // Floats this rank put into the allreduces so far, and what plain averaging would have.
   std::uint64_t floats_sent() const noexcept { return sent_; }
   std::uint64_t floats_dense() const noexcept { return dense_; }

@@ -49,6 +49,10 @@ struct MultiRankOptions {
   // Averaging: above 0, rounds send rank-R factors of each matrix's update with error feedback (PowerSGD,
   // AveragingOptions::low_rank) instead of every parameter.
   std::size_t average_rank = 0;
+  // With average_rank: a last round of every parameter at the end sends what the factors left out (each rank's
+  // kept error), so the job ends on the mean of every update (ModelAverager::flush), at the cost of one whole
+  // round.
+  bool average_flush = false;
   static constexpr std::size_t kMostAverageRank = std::size_t{1} << 20;
   // A bench's straggler: rank slow_rank's workers sleep (slow_factor - 1) times each step's compute after it
   // (the Trainer's apps: linear, mf, w2v). -1: none. With slow_turn_steps N > 0 the straggler comes and goes:
@@ -58,6 +62,7 @@ struct MultiRankOptions {
   double slow_factor = 1;
   std::uint64_t slow_turn_steps = 0;
   // How errors spell an option: called with "distributed", "allreduce", "combine", "average-weighted", "average-rank",
+  // "average-flush",
   // "average-every", "tau", "server-rule", "server-lr", "ps-push", "ps-push-fraction", "ps-error-feedback",
   // "ps-transport", "servers", "resume", "epochs" or "until-epoch". Empty: the library's names (MultiRankOptions::allreduce, ...); a
   // command line passes its flags' spellings.
@@ -147,9 +152,12 @@ class MultiRank final : public RankGroup {
   // After each Trainer::run of one epoch: averages (per-epoch mode), then
   // writes this rank's checkpoint if it writes one.
   void epoch_done(const TrainReport& epoch) override;
-  // After the last epoch: stops the communication thread; all ranks then
-  // hold the same parameters.
+  // After the last epoch: stops the communication thread, and after low-rank
+  // rounds sends what their factors left out (ModelAverager::flush); all
+  // ranks then hold the same parameters.
   void finish() override;
+  // The communication thread and the parameter server stopped, without the flush.
+  void end_after_error() override;
 
   // Collective: InputError on every rank, naming each rank's values, unless
   // all ranks pass the same `values` (each below 2^40; as many on every

@@ -281,7 +281,8 @@ std::string MultiRank::traffic() const {
                                          s->staleness.mean(), s->staleness.max(), s->max_clock_gap),
                        options_.ps.checkpoint.empty()
                            ? std::string()
-                           : fmt::format("; {} checkpoint generations written by {}", s->generations,
+                           : fmt::format("; {} checkpoint generation{} written by {}", s->generations,
+                                         s->generations == 1 ? "" : "s",
                                          options_.ps.servers > 0 ? "the server ranks" : "this rank's shard"));
   }
   std::string sent;

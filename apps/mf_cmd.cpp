@@ -143,7 +143,8 @@ FitEvents train_events(std::FILE* out, const MfTrainFlags& f, Distributed& dist,
       fmt::print(stderr, "asgd mf: note: -n/--bins {}: {} (as many as the {} users or items)\n", f.fit.model.bins, s.grid->bins,
                  s.grid->bins);
     if (s.grid->workers < f.engine.workers) {
-      fmt::print(stderr, "asgd mf: note: -s {}: {} with --schedule blocks on {} bins ({})\n", f.engine.workers,
+      // Blocks whether --schedule said so or auto chose them: the note names the order, not the flag.
+      fmt::print(stderr, "asgd mf: note: -s {}: {} train the blocks of {} bins ({})\n", f.engine.workers,
                  counted(s.grid->workers, "worker"), s.grid->bins,
                  s.grid->cut ? "bins cut to the users or items, more than 2 x workers" : "more bins than workers");
     }

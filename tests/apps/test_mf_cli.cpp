@@ -236,18 +236,25 @@ TEST_F(MfCli, LibmfFlagsValidationSplitAndBprModels) {
     args.push_back(path("all.txt"));
     r = run(args);
     ASSERT_EQ(r.status, 0) << r.output;
-    EXPECT_NE(r.output.find("note: -s 200: 74 workers with --schedule blocks on 150 bins (bins cut to the users or "
+    EXPECT_NE(r.output.find("note: -s 200: 74 workers train the blocks of 150 bins (bins cut to the users or "
                             "items, more than 2 x workers)"),
               std::string::npos)
         << r.output;
     EXPECT_NE(r.output.find("74 workers, racy, blocks 150x150"), std::string::npos) << r.output;
   }
-  r = run({"mf", "train", "-k", "4", "-t", "1", "-s", "8", "-n", "8", "--schedule", "blocks", "-q", path("all.txt")});
-  ASSERT_EQ(r.status, 0) << r.output;
-  EXPECT_NE(r.output.find("note: -s 8: 7 workers with --schedule blocks on 8 bins (more bins than workers)"),
-            std::string::npos)
-      << r.output;
-  EXPECT_NE(r.output.find("7 workers, racy, blocks 8x8"), std::string::npos) << r.output;
+  // The same whether --schedule blocks is given or auto takes the blocks (as -n makes it): the note does not
+  // name a flag the user did not write.
+  for (const bool given : {true, false}) {
+    std::vector<std::string> args = {"mf", "train", "-k", "4", "-t", "1", "-s", "8", "-n", "8", "-q", path("all.txt")};
+    if (given) args.insert(args.begin() + 8, {"--schedule", "blocks"});
+    r = run(args);
+    ASSERT_EQ(r.status, 0) << r.output;
+    EXPECT_NE(r.output.find("note: -s 8: 7 workers train the blocks of 8 bins (more bins than workers)"),
+              std::string::npos)
+        << r.output;
+    EXPECT_EQ(r.output.find("--schedule"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("7 workers, racy, blocks 8x8"), std::string::npos) << r.output;
+  }
   // Nothing changed, nothing said (one worker is the least, whatever the bins).
   r = run({"mf", "train", "-k", "4", "-t", "1", "-s", "1", "-n", "1", "--schedule", "blocks", "-q", path("all.txt")});
   ASSERT_EQ(r.status, 0) << r.output;

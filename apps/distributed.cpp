@@ -178,6 +178,12 @@ int run_distributed(const DistributedFlags& flags, const std::function<int(Distr
   net::MultiRankOptions options = to_multi_rank_options(flags);
   net::Job job;
   net::Transport* transport = job.transport();
+  if (transport != nullptr) {  // every job: a collective that only some ranks made would wait for ever
+    ended_on_error(job, transport->rank(), flags, [&] {
+      net::same_servers_on_all_ranks(*transport, options.ps.servers, flags.dashes + "servers");
+      return 0;
+    });
+  }
   if (transport != nullptr && net::is_server_rank(options.ps, *transport)) {
     silence_stdout();
     return ended_on_error(job, transport->rank(), flags, [&] {

@@ -13,6 +13,7 @@
 
 #include "asgd/engine/consistency.hpp"
 #include "asgd/engine/errors.hpp"
+#include "asgd/net/allreduce.hpp"
 #include "asgd/net/transport.hpp"
 #include "ps_client.hpp"
 #include "ps_shard.hpp"
@@ -84,6 +85,17 @@ void check_server_ranks(std::size_t servers, int ranks, std::string_view name) {
 
 std::string PsGeneration::name() const {
   return generation == final_generation ? std::string("the final generation") : fmt::format("generation {}", generation);
+}
+
+void same_servers_on_all_ranks(Transport& transport, std::size_t servers, std::string_view name) {
+  const auto P = static_cast<std::size_t>(transport.size());
+  std::vector<float> each(P, 0.0f);  // rank r's count at r: the sum gives every rank all of them
+  each[static_cast<std::size_t>(transport.rank())] = static_cast<float>(std::min<std::size_t>(servers, 1u << 24));
+  make_allreduce(Algorithm::native, transport)->sum(each);
+  if (std::all_of(each.begin(), each.end(), [&](float v) { return v == each[0]; })) return;
+  std::string said;
+  for (std::size_t r = 0; r < P; ++r) said += fmt::format("{}rank {} {}", r ? ", " : "", r, each[r]);
+  throw InputError(fmt::format("the ranks were given different {}: {}; every rank needs the same", name, said));
 }
 
 bool is_server_rank(const PsOptions& options, const Transport& transport) noexcept {

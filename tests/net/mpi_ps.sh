@@ -90,6 +90,14 @@ timeout 60 "$mpiexec" --oversubscribe -n 2 "$asgd" mf train "$work/ratings.txt" 
 grep -q -- "--servers 1: a job of 2 ranks keeps 1 worker rank beside them" "$work/log" ||
   fail "one worker and a server rank: not refused by name"
 echo "one worker beside a server rank: refused"
+# Ranks given different --servers are refused on every rank before they take their roles (before, they waited
+# for each other in different roles for ever).
+timeout 60 "$mpiexec" --oversubscribe -n 2 "$asgd" mf train "$work/ratings.txt" -k 8 -t 2 -s 1 --distributed ps \
+  : -n 1 "$asgd" mf train "$work/ratings.txt" -k 8 -t 2 -s 1 --distributed ps --servers 1 > "$work/log" 2>&1 &&
+  fail "ranks given different --servers ran"
+grep -q -- "the ranks were given different --servers: rank 0 0, rank 1 0, rank 2 1" "$work/log" ||
+  fail "ranks given different --servers: not refused by name"
+echo "ranks given different --servers: refused"
 # SSP(2) every 20 steps over each transport (auto is one-sided on one host): the clock gap within the bound.
 for transport in messages auto; do
   mf_job --distributed ps --ps-tau 2 --average-every 20 --ps-transport "$transport" > "$work/log" 2>&1 ||

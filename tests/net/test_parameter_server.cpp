@@ -575,6 +575,14 @@ TEST(ParameterServer, ServerRanksAreRefusedWhereTheyCannotServe) {
     }
   });
   expect_no_errors(errors);
+  // Ranks given different counts are refused on every rank before they take their roles.
+  for (const auto& e : on_ranks(3, [](Transport& t, int r) {
+         same_servers_on_all_ranks(t, r == 2 ? 1 : 0);
+       })) {
+    EXPECT_EQ(e, "the ranks were given different PsOptions::servers: rank 0 0, rank 1 0, rank 2 1; every rank needs "
+                 "the same");
+  }
+  expect_no_errors(on_ranks(3, [](Transport& t, int) { same_servers_on_all_ranks(t, 1); }));
   EXPECT_NE(message_of([] { PsOptions{.transport = PsTransport::one_sided, .servers = 1}.validate(); })
                 .find("PsOptions::transport one-sided: the shards are the workers' windows, so it takes no "
                       "PsOptions::servers 1"),

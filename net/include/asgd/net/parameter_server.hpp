@@ -128,6 +128,12 @@ std::optional<PsGeneration> read_generation(const std::filesystem::path& prefix)
 // The transport `options` ask for, automatic resolved for `transport` (the same on every rank).
 PsTransport resolve_transport(const PsOptions& options, const Transport& transport) noexcept;
 
+// Collective over every rank of `transport`, before the ranks take their roles: InputError on every rank,
+// naming `name` and each rank's value, unless all were given the same number of dedicated servers (ranks that
+// disagree would wait for each other in different roles for ever).
+void same_servers_on_all_ranks(Transport& transport, std::size_t servers,
+                               std::string_view name = "PsOptions::servers");
+
 // Whether this rank of `transport` is one of options.servers dedicated server ranks (the last ones).
 bool is_server_rank(const PsOptions& options, const Transport& transport) noexcept;
 // InputError, naming the option as `name`, unless a job of `ranks` keeps 2 worker ranks or more beside

@@ -1,6 +1,7 @@
 // End-to-end tests of `asgd mf` as a LIBMF user runs it.
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <set>
 #include <sstream>
@@ -722,6 +723,15 @@ TEST_F(MfCli, ACheckpointResumesAndTellsWhatChanged) {
   EXPECT_NE(r.output.find("warning: -r 0.03 now, 0.02 in the run " + path("ck") + " continues"), std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("mf: 2 epochs"), std::string::npos) << r.output;
+  // The order is recorded as asked (auto), not as auto resolved, which the ranks and the data decide: only a
+  // --schedule the user changed is warned about.
+  EXPECT_EQ(r.output.find("--schedule"), std::string::npos) << r.output;
+  std::filesystem::copy_file(path("ck"), path("ck-order"));
+  r = run(with({"-t", "5", "--schedule", "hogwild", "--resume", path("ck-order")}));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("warning: --schedule hogwild now, auto in the run " + path("ck-order") + " continues"),
+            std::string::npos)
+      << r.output;
   r = run({"mf", "train", "-k", "16", "-t", "5", "--test-fraction", "0.1", "--resume", path("ck"), path("all.txt")});
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("--resume " + path("ck") + ": it was trained with factors 8, this run has 16"),

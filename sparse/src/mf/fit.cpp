@@ -65,6 +65,10 @@ void FitOptions::validate() const {
   trainer.validate();
 }
 
+std::string_view to_string(Order order) noexcept {
+  return order == Order::automatic ? "auto" : order == Order::blocks ? "blocks" : "hogwild";
+}
+
 Order parse_order(std::string_view name) {
   if (name == "auto" || name == "automatic") return Order::automatic;
   if (name == "hogwild") return Order::hogwild;
@@ -211,7 +215,10 @@ TrainingRun open_run(const FitOptions& o, const Layout& layout, const Ratings& t
 // (check_mf_resume refuses another number).
 void record_run(TrainingRun& run, const TrainerOptions& to, const FitOptions& o, const RankGroup& group) {
   OptionsRecord record = engine_options(to);
-  record["order"] = to.blocks ? "blocks" : "hogwild";  // the engine's "schedule" is the rates'
+  // The order as asked: auto resolves by the ranks and the data, so a job resumed under mpirun from one that
+  // auto gave blocks takes hogwild without the user changing a flag (the run's line says which it trains).
+  // The engine's "schedule" is the rates'.
+  record["order"] = std::string(to_string(o.order));
   if (to.schedule.has_adagrad() && group.active()) record["ranks"] = std::to_string(group.size());
   run.set_record(std::move(record), to.seed, objective_settings(o));
 }

@@ -40,6 +40,7 @@ Loss parse_loss(std::string_view name);
 enum class Order { automatic, hogwild, blocks };
 // "auto" (or "automatic"), "hogwild" or "blocks"; InputError naming FitOptions::order otherwise.
 Order parse_order(std::string_view name);
+std::string_view to_string(Order order) noexcept;  // "auto", "hogwild" or "blocks"
 
 struct FitOptions {
   Loss loss = Loss::squared;

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <thread>
 
+#include "asgd/engine/atomic_file.hpp"
 #include "asgd/engine/consistency.hpp"
 #include "asgd/engine/errors.hpp"
 #include "asgd/net/allreduce.hpp"
@@ -105,6 +106,16 @@ bool is_server_rank(const PsOptions& options, const Transport& transport) noexce
 
 namespace {
 
+// A server that writes checkpoints finds out at the start, not a period into training, that it cannot.
+void check_checkpoint_folder(const PsOptions& options) {
+  if (options.checkpoint.empty()) return;
+  try {
+    AtomicFile::check(options.checkpoint);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("PsOptions::checkpoint: {}", e.what()));
+  }
+}
+
 std::uint64_t encoding_flags(PushEncoding e) noexcept {
   return e == PushEncoding::int8 ? ps::kInt8 : e == PushEncoding::sign ? ps::kSign : 0;
 }
@@ -140,6 +151,7 @@ ParameterServer::ParameterServer(Transport& transport, std::span<float> params, 
     one_sided_->window = transport.window(OneSided::bytes(mine, P));  // collective
     return;
   }
+  check_checkpoint_folder(options_);
   shard_ = std::make_unique<ps::Shard>(P, mine, options_, static_cast<std::size_t>(transport.rank()),
                                        static_cast<std::size_t>(P));
   server_ = std::thread([this] { serve(); });
@@ -456,6 +468,7 @@ PsStats ParameterServer::stats() const {
 PsStats serve_dedicated(Transport& transport, const PsOptions& options) {
   options.validate();
   check_server_ranks(options.servers, transport.size());
+  check_checkpoint_folder(options);
   if (!is_server_rank(options, transport)) {
     throw InputError(fmt::format("rank {} of {} is not one of the last PsOptions::servers {}: it is a worker",
                                  transport.rank(), transport.size(), options.servers));

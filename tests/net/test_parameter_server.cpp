@@ -708,6 +708,12 @@ TEST(ParameterServer, ResumeFromAGenerationWithOtherRanksKeepsAdagradSums) {
   EXPECT_EQ(ended[0], ended[1]);
   EXPECT_NEAR(ended[0][0], 2.25f + 0.25f * 3.0f / std::sqrt(18.0f), 1e-4f);
   const auto again = read_generation(dir / "again");
+  // A folder that cannot take the files is refused at the start, not a period into training.
+  expect_no_errors(on_ranks(1, [&](Transport& t, int) {
+    std::vector<float> x(12);
+    const PsOptions nowhere{.transport = PsTransport::messages, .checkpoint = dir / "none" / "ck"};
+    EXPECT_NE(message_of([&] { ParameterServer(t, x, nowhere); }).find("PsOptions::checkpoint: "), std::string::npos);
+  }));
   ASSERT_TRUE(again.has_value());
   EXPECT_EQ(again->epoch, 4u);
   EXPECT_EQ(again->shards, 2u);

@@ -10,7 +10,7 @@ namespace asgd {
 
 void advise_huge_pages(void* data, std::size_t bytes) noexcept {
 #if defined(MADV_HUGEPAGE)
-  constexpr std::uintptr_t kHuge = std::uintptr_t{2} << 20;
+  constexpr auto kHuge = static_cast<std::uintptr_t>(kHugePageBytes);
   const auto at = reinterpret_cast<std::uintptr_t>(data);
   const std::uintptr_t begin = (at + kHuge - 1) & ~(kHuge - 1), end = (at + bytes) & ~(kHuge - 1);
   if (data != nullptr && end > begin) (void)madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);

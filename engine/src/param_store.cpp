@@ -415,9 +415,8 @@ ParamStore ParamStore::on_heap(Layout layout) {
   // Stores of 2 MiB and more start on a huge page and are advised onto huge pages: the zeroing below faults in
   // 512 times fewer pages. (Fewer TLB misses for rows read at random were hoped for too: hogwild mf's SGD on 10M
   // ratings measured the same, 8.4-9.2 s before and 8.6 s after on one thread.)
-  constexpr std::size_t kHugePage = std::size_t{2} << 20;
   const std::size_t wanted = std::max<std::size_t>(kCacheLine, n * sizeof(float));  // a multiple of 64
-  const std::size_t align = wanted >= kHugePage ? kHugePage : kCacheLine;
+  const std::size_t align = wanted >= kHugePageBytes ? kHugePageBytes : kCacheLine;
   const std::size_t bytes = (wanted + align - 1) / align * align;  // aligned_alloc takes whole alignments
   s->heap.reset(static_cast<float*>(std::aligned_alloc(align, bytes)));
   if (!s->heap) throw RuntimeError(fmt::format("cannot allocate {} bytes of parameters", bytes));

@@ -489,11 +489,13 @@ void MultiRank::epoch_done(const TrainReport& epoch) {
 }
 
 void MultiRank::finish() {
-  end_after_error();
+  stop_rounds();
   if (averager_ && options_.average_flush) averager_->flush();  // what low-rank rounds left out, sent whole (once)
 }
 
-void MultiRank::end_after_error() {
+void MultiRank::end_after_error() { stop_rounds(); }
+
+void MultiRank::stop_rounds() {
   if (averager_) averager_->stop();
   if (ps_) ps_->stop();
 }

@@ -9,6 +9,8 @@
 
 namespace asgd {
 
+inline constexpr std::size_t kHugePageBytes = std::size_t{2} << 20;  // x86-64's and arm64's usual huge page
+
 // Asks the kernel to back the 2 MiB-aligned part of [data, data + bytes) with transparent huge pages (Linux's
 // madvise(MADV_HUGEPAGE), which a system whose THP setting is "madvise" needs): the first writes to a buffer
 // fault in 512 times fewer pages, and reads scattered over it miss the TLB less. Call it before the buffer is

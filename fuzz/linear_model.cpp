@@ -21,7 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   fuzz::reads({path.native()}, [&] { (void)m.l2(); });
   fuzz::reads({path.native()}, [&] { (void)m.loss(); });
   fuzz::reads({path.native()}, [&] {
-    fuzz::require(sparse::linear_model_ranks(m.metadata, path.native()) >= 1, "fewer than one rank");
+    fuzz::require(rank_files_of(m.metadata, path.native()) >= 1, "fewer than one rank");
   });
   // A resume from it, by a fit of the defaults on one rank and the model's width.
   sparse::LinearFitOptions options;

@@ -10,7 +10,10 @@
 #       (--ps-checkpoint): 4 ranks killed after epoch 10, resumed by 2 ranks from the model checkpoint with the
 #       servers' newest complete generation (--ps-resume) and without it (sums from zero); against the
 #       uninterrupted 4-rank run.
-# PART: mf, mf-adagrad, w2v or all.
+#  mf-avg-adagrad  mf averaged every epoch with each rank's own AdaGrad sums (--adagrad), checkpoints every epoch
+#       (every rank its sums' file): 4 ranks killed after epoch 10, resumed by 2 ranks and by one process, which add
+#       the 4 ranks' sums up and cut them again; against the uninterrupted 4-rank run.
+# PART: mf, mf-adagrad, mf-avg-adagrad, w2v or all.
 # Usage: bench/net/ps_resume.sh ASGD RATINGS [DATA_DIR] [PART]   (DATA_DIR: ../shared/data/text)
 set -uo pipefail
 asgd=$(realpath "$1")
@@ -90,6 +93,30 @@ if [[ "$part" == mf-adagrad || "$part" == all ]]; then
       "$(grep -o "resumed from .* at epoch [0-9]*" "$work/log" | sed "s|$work/||")," \
       "test RMSE $(rmse)"
     grep "servers start from" "$work/log" | sed "s|$work/||; s/^/  /"
+  done
+fi
+
+if [[ "$part" == mf-avg-adagrad || "$part" == all ]]; then
+  mf=(mf train "$ratings" -k 32 -t 20 -s 1 --test-fraction 0.1 --adagrad)
+  rmse() { sed -n 's/^test: .* RMSE \([0-9.]*\).*/\1/p' "$work/log"; }
+  mpiexec --oversubscribe -n 4 "$asgd" "${mf[@]}" > "$work/log" 2>&1 ||
+    { echo "mf-avg-adagrad, 4 ranks: failed"; tail -5 "$work/log"; }
+  echo "mf, 4 ranks averaged every epoch, --adagrad, uninterrupted: test RMSE $(rmse)"
+  kill_rank_after "$work/aa.ckpt" 10 4 "${mf[@]}" --checkpoint "$work/aa.ckpt"
+  keep() {  # FROM TO: the ranks' files and their .prev (a rank killed between writes leaves them apart)
+    for f in "$work/$1"*; do [[ "$f" == *.lock ]] || cp "$f" "$work/$2${f#"$work/$1"}"; done
+  }
+  keep aa.ckpt aa-10.ckpt
+  for n in 2 1; do
+    keep aa-10.ckpt aa.ckpt
+    if [[ "$n" == 1 ]]; then
+      "$asgd" "${mf[@]}" --resume "$work/aa.ckpt" > "$work/log" 2>&1
+    else
+      mpiexec --oversubscribe -n "$n" "$asgd" "${mf[@]}" --resume "$work/aa.ckpt" > "$work/log" 2>&1
+    fi || { echo "mf-avg-adagrad, resumed by $n: failed"; tail -5 "$work/log"; continue; }
+    echo "mf, 4 ranks killed, resumed by $n rank(s):" \
+      "$(grep -o "resumed from .* at epoch [0-9]*" "$work/log" | sed "s|$work/||")," "test RMSE $(rmse)"
+    grep "AdaGrad sums of" "$work/log" | sed "s|$work/||; s/^/  /"
   done
 fi
 

@@ -3,7 +3,11 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <cmath>
 #include <nlohmann/json.hpp>
+
+#include "asgd/engine/errors.hpp"
+#include "asgd/engine/json_metadata.hpp"
 
 namespace asgd {
 
@@ -42,6 +46,37 @@ std::uint64_t run_id_of(const std::string& metadata) {
   std::uint64_t id = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), id, 16);
   return ec == std::errc() && end == text.data() + text.size() ? id & kRunIdMask : 0;
+}
+
+int rank_files_of(const std::string& metadata, const std::string& where) {
+  const auto j = JsonMetadata::parse(metadata, where);
+  if (!j) return 1;
+  constexpr double kMost = 1 << 24;
+  if (const auto options = saved_options(metadata); options && options->contains("ranks")) {
+    const std::string& text = options->find("ranks")->second;
+    int ranks = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), ranks);
+    if (ec == std::errc() && end == text.data() + text.size() && ranks >= 1 && ranks <= kMost) return ranks;
+    throw InputError(fmt::format("{}: its metadata is malformed: options.ranks is \"{}\", not a number of ranks",
+                                 where, text));
+  }
+  if (!j->has("ranks")) return 1;
+  // A whole number from 1 up (1e30 was converted undefined: "an AdaGrad job of -2147483648 rank(s)").
+  const double ranks = j->number("ranks");
+  if (!(ranks >= 1 && ranks <= kMost) || ranks != std::floor(ranks)) j->refuse("ranks", "not a number of ranks");
+  return static_cast<int>(ranks);
+}
+
+std::string with_rank_files(const std::string& metadata, int ranks) {
+  auto j = nlohmann::json::parse(metadata, nullptr, false);
+  if (!j.is_object()) return metadata;
+  j.erase("ranks");
+  if (ranks > 1) {
+    j["options"]["ranks"] = std::to_string(ranks);
+  } else if (j.contains("options") && j["options"].is_object()) {
+    j["options"].erase("ranks");
+  }
+  return j.dump();
 }
 
 std::vector<OptionChange> changed_options(const OptionsRecord& before, const OptionsRecord& now) {

@@ -348,14 +348,6 @@ void MultiRank::slow_down_step() {
   last = Clock::now();
 }
 
-bool MultiRank::own_files(const TrainerOptions& options) const { return active() && options.schedule.has_adagrad(); }
-
-std::filesystem::path MultiRank::own_checkpoint(const std::filesystem::path& path,
-                                                const TrainerOptions& options) const {
-  if (!own_files(options) || root() || path.empty()) return path;
-  return std::filesystem::path(path.string() + fmt::format(".rank{}", rank_));
-}
-
 namespace {
 // The generation before `own`, if this rank kept one (one that cannot be read is none).
 std::optional<CheckpointData> read_previous(const std::filesystem::path& previous) {
@@ -367,18 +359,116 @@ std::optional<CheckpointData> read_previous(const std::filesystem::path& previou
     return std::nullopt;
   }
 }
+
+// Rank r's file of a set: rank 0's is `path` itself.
+std::filesystem::path rank_file(const std::filesystem::path& path, std::size_t r) {
+  return r == 0 ? path : std::filesystem::path(path.string() + fmt::format(".rank{}", r));
+}
+
+// The epoch a set of rank files resumes from, given each file's epoch and its .prev's + 1 (0: none), in pairs: the
+// one furthest behind, which every file must hold as itself or as its .prev. InputError listing them when one does
+// not.
+std::uint64_t common_epoch(std::span<const std::uint64_t> pairs, const std::string& resume,
+                           const std::filesystem::path& path) {
+  const std::size_t n = pairs.size() / 2;
+  std::uint64_t shared = pairs[0];
+  for (std::size_t r = 1; r < n; ++r) shared = std::min(shared, pairs[2 * r]);
+  bool reachable = true;
+  std::string each;
+  for (std::size_t r = 0; r < n; ++r) {
+    const std::uint64_t epoch = pairs[2 * r], before = pairs[2 * r + 1];
+    reachable = reachable && (epoch == shared || before == shared + 1);
+    each += fmt::format("{}rank {}: epoch {} ({})", r ? ", " : "", r, epoch,
+                        before == 0 ? "no .prev" : fmt::format(".prev: epoch {}", before - 1));
+  }
+  if (!reachable) {
+    throw InputError(fmt::format("{} {}: the ranks' checkpoints have no epoch in common ({}): each rank "
+                                 "resumes from its own file or the one before it (.prev), at the epoch of the rank "
+                                 "furthest behind; resume from an earlier copy of all of them, or start again",
+                                 resume, path.string(), each));
+  }
+  return shared;
+}
+
+// Files of one job carry its id, a digest of its settings and seed: a rank's file, or .prev, left at the path by a
+// job with other settings would otherwise be taken for this one's.
+void check_one_run(std::span<const std::uint64_t> ids, const std::string& resume, const std::filesystem::path& path) {
+  if (std::adjacent_find(ids.begin(), ids.end(), std::not_equal_to<>()) == ids.end()) return;
+  std::string which;
+  for (std::size_t r = 0; r < ids.size(); ++r) which += fmt::format("{}rank {}: {:010x}", r ? ", " : "", r, ids[r]);
+  throw InputError(fmt::format("{} {}: the ranks' checkpoints are of different runs (run ids {}); resume from files "
+                               "of one job",
+                               resume, path.string(), which));
+}
 }  // namespace
+
+bool MultiRank::own_files(const TrainerOptions& options) const { return active() && options.schedule.has_adagrad(); }
+
+std::filesystem::path MultiRank::own_checkpoint(const std::filesystem::path& path,
+                                                const TrainerOptions& options) const {
+  if (!own_files(options) || root() || path.empty()) return path;
+  return rank_file(path, static_cast<std::size_t>(rank_));
+}
 
 std::optional<MultiRank::Resumed> MultiRank::resume_checkpoint(const std::filesystem::path& path,
                                                               const TrainerOptions& options) {
+  if (options.schedule.has_adagrad()) {
+    // Rank 0's file says how many ranks' files hold the sums; another number of ranks cuts them again.
+    const int wrote = rank_files_of(read_checkpoint(path).metadata, options_.spelled("resume") + " " + path.string());
+    if (wrote != size_) return recut_checkpoints(path, wrote);
+  }
   const std::filesystem::path own = own_checkpoint(path, options);
   if (own != path && !std::filesystem::exists(own)) {
     throw InputError(fmt::format("TrainingRunOptions::resume: {} is missing (under mpirun an AdaGrad run checkpoints "
-                                 "each rank's sums, rank r's beside the file given; resume with as many ranks as "
-                                 "wrote them)",
+                                 "each rank's sums, rank r's beside the file given)",
                                  own.string()));
   }
   return resume_own_checkpoint(path, options);
+}
+
+MultiRank::Resumed MultiRank::recut_checkpoints(const std::filesystem::path& path, int wrote) {
+  namespace fs = std::filesystem;
+  const std::string resume = options_.spelled("resume");
+  const auto W = static_cast<std::size_t>(wrote);
+  std::vector<std::uint64_t> pairs(2 * W);
+  for (std::size_t w = 0; w < W; ++w) {
+    const fs::path file = rank_file(path, w);
+    if (!fs::exists(file)) {
+      throw InputError(fmt::format("{} {}: written by {} ranks, each with its own AdaGrad sums, and rank {}'s ({}) is "
+                                   "missing",
+                                   resume, path.string(), W, w, file.string()));
+    }
+    const std::optional<CheckpointData> kept = read_previous(previous_checkpoint(file));
+    pairs[2 * w] = read_checkpoint(file).state.epoch;
+    pairs[2 * w + 1] = kept ? kept->state.epoch + 1 : 0;
+  }
+  const std::uint64_t shared = common_epoch(pairs, resume, path);
+  // The sums of the W ranks, over this job's P: each new rank trains 1/P of the examples, whose squared gradients
+  // the W files hold together.
+  std::vector<double> total;
+  std::vector<std::uint64_t> ids(W);
+  std::optional<Resumed> out;
+  for (std::size_t w = 0; w < W; ++w) {
+    const fs::path file = pairs[2 * w] == shared ? rank_file(path, w) : previous_checkpoint(rank_file(path, w));
+    CheckpointData data = read_checkpoint(file);
+    ids[w] = run_id_of(data.metadata);
+    if (w == 0) total.assign(data.optimizer_state.size(), 0.0);
+    if (data.optimizer_state.size() != total.size()) {
+      throw InputError(fmt::format("{} {}: {} holds {} AdaGrad sums and rank 0's {}", resume, path.string(),
+                                   file.string(), data.optimizer_state.size(), total.size()));
+    }
+    for (std::size_t i = 0; i < total.size(); ++i) total[i] += data.optimizer_state[i];
+    if (w == 0) out = Resumed{std::move(data), file};
+  }
+  check_one_run(ids, resume, path);
+  for (std::size_t i = 0; i < total.size(); ++i)
+    out->data.optimizer_state[i] = static_cast<float>(total[i] / static_cast<double>(size_));
+  out->data.metadata = with_rank_files(out->data.metadata, size_);
+  if (root()) {
+    fmt::print(stderr, "asgd: {}: the AdaGrad sums of {} rank(s), resumed by {}: each rank starts from their sum over "
+               "{}\n", path.string(), W, size_, size_);
+  }
+  return std::move(*out);
 }
 
 MultiRank::Resumed MultiRank::resume_own_checkpoint(const std::filesystem::path& path,
@@ -393,37 +483,12 @@ MultiRank::Resumed MultiRank::resume_own_checkpoint(const std::filesystem::path&
   // Nothing is changed on disk here: a refusal leaves every file as it was.
   const std::uint64_t mine[] = {saved.state.epoch, kept ? kept->state.epoch + 1 : 0};  // 0: no .prev
   const auto all = gather(mine, "the epochs of the ranks' checkpoints", false);
-  const std::size_t P = static_cast<std::size_t>(size_);
-  std::uint64_t shared = all[0];
-  for (std::size_t r = 1; r < P; ++r) shared = std::min(shared, all[2 * r]);
-  bool reachable = true;
-  std::string each;
-  for (std::size_t r = 0; r < P; ++r) {
-    const std::uint64_t epoch = all[2 * r], before = all[2 * r + 1];
-    reachable = reachable && (epoch == shared || before == shared + 1);
-    each += fmt::format("{}rank {}: epoch {} ({})", r ? ", " : "", r, epoch,
-                        before == 0 ? "no .prev" : fmt::format(".prev: epoch {}", before - 1));
-  }
   const std::string resume = options_.spelled("resume");
-  if (!reachable) {
-    throw InputError(fmt::format("{} {}: the ranks' checkpoints have no epoch in common ({}): each rank "
-                                 "resumes from its own file or the one before it (.prev), at the epoch of the rank "
-                                 "furthest behind; resume from an earlier copy of all of them, or start again",
-                                 resume, path.string(), each));
-  }
+  const std::uint64_t shared = common_epoch(all, resume, path);
   const bool back = saved.state.epoch != shared;
   Resumed out{back ? std::move(*kept) : std::move(saved), back ? previous : own};
-  // Files of one job carry its id, a digest of its settings and seed: a rank's file, or .prev, left at the path by
-  // a job with other settings would otherwise be taken for this one's.
   const std::uint64_t id[] = {run_id_of(out.data.metadata)};
-  const auto ids = gather(id, "the run ids of the ranks' checkpoints", false);
-  if (std::adjacent_find(ids.begin(), ids.end(), std::not_equal_to<>()) != ids.end()) {
-    std::string which;
-    for (std::size_t r = 0; r < P; ++r) which += fmt::format("{}rank {}: {:010x}", r ? ", " : "", r, ids[r]);
-    throw InputError(fmt::format("{} {}: the ranks' checkpoints are of different runs (run ids {}); resume "
-                                 "from files of one job",
-                                 resume, path.string(), which));
-  }
+  check_one_run(gather(id, "the run ids of the ranks' checkpoints", false), resume, path);
   if (back) {
     fmt::print(stderr,
                "asgd: rank {}: {} holds epoch {} and another rank's checkpoint epoch {} (the job was stopped between "

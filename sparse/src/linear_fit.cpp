@@ -82,9 +82,8 @@ void record_run(TrainingRun& run, TrainerOptions& trainer, const LinearFitOption
   run.add_to_record("nonzeros", fmt::format("{}", d.trained().nnz()));
   run.add_to_record("data", fmt::format("{:016x}", d.trained().checksum()));
   // Under AdaGrad on several ranks each checkpoints its own sums: the checkpoints say how many ranks wrote them.
-  const int ranks = trainer.schedule.has_adagrad() && group.active() ? group.size() : 0;
-  trainer.checkpoint_metadata =
-      linear_model_metadata(options.l2, problem.num_features(), options.loss, ranks, run.record());
+  if (trainer.schedule.has_adagrad() && group.active()) run.add_to_record("ranks", std::to_string(group.size()));
+  trainer.checkpoint_metadata = linear_model_metadata(options.l2, problem.num_features(), options.loss, run.record());
 }
 
 // Rank 0 after training: the figures and the model file. A shared segment may be trained on by other processes:
@@ -103,9 +102,11 @@ void finish(LinearFitReport& report, const LinearFitOptions& options, const Line
   if (test) report.test = score_linear(*test, {w.begin(), w.end()}, options.l2, options.loss);
   if (events.scored) events.scored(report);
   if (options.model.empty()) return;
-  // Without ranks recorded: one process may resume it.
+  // Rank 0's sums alone, the ranks not recorded: a file any number of ranks resumes as one.
+  OptionsRecord record = run.record();
+  record.erase("ranks");
   save_checkpoint(options.model, store, trainer.state(), trainer.adagrad_sums(),
-                  linear_model_metadata(options.l2, d.problem().num_features(), options.loss, 0, run.record()),
+                  linear_model_metadata(options.l2, d.problem().num_features(), options.loss, record),
                   trainer.optimizer_kind());
   report.model_written = true;
 }

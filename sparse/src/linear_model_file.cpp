@@ -11,27 +11,17 @@
 
 namespace asgd::sparse {
 
-std::string linear_model_metadata(double l2, std::uint32_t features, LinearLoss loss, int ranks,
+std::string linear_model_metadata(double l2, std::uint32_t features, LinearLoss loss,
                                   const OptionsRecord& options) {
   nlohmann::json j = loss == LinearLoss::logistic
                          ? nlohmann::json{{"model", "logistic"}, {"l2", l2}, {"features", features}}
                          : nlohmann::json{{"model", "linear"}, {"loss", to_string(loss)}, {"l2", l2},
                                           {"features", features}};
-  if (ranks > 0) j["ranks"] = ranks;
   if (!options.empty()) j["options"] = options;
   return j.dump();
 }
 
 // Metadata that is no JSON object records nothing: the defaults (a file of an older asgd held the bare kind).
-int linear_model_ranks(const std::string& metadata, const std::string& where) {
-  const auto j = JsonMetadata::parse(metadata, where);
-  if (!j || !j->has("ranks")) return 1;
-  // A whole number from 1 up (1e30 was converted undefined: "an AdaGrad job of -2147483648 rank(s)").
-  const double ranks = j->number("ranks");
-  if (!(ranks >= 1 && ranks <= (1 << 24)) || ranks != std::floor(ranks)) j->refuse("ranks", "not a number of ranks");
-  return static_cast<int>(ranks);
-}
-
 LinearLoss linear_model_loss(const std::string& metadata, const std::string& where) {
   const auto j = JsonMetadata::parse(metadata, where);
   if (!j || !j->has("loss")) return LinearLoss::logistic;

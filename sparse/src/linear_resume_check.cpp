@@ -57,7 +57,7 @@ void check_linear_resume(const CheckpointData& saved, const std::filesystem::pat
   check_kind_and_width(saved.metadata, options, features);
   check_objective(saved.metadata, options);
   // Each rank's sums fit the shard it trained: other ranks would take over sums built on other examples.
-  const int wrote = linear_model_ranks(saved.metadata, "TrainingRunOptions::resume " + read_from.string());
+  const int wrote = rank_files_of(saved.metadata, "TrainingRunOptions::resume " + read_from.string());
   if (wrote != ranks && options.trainer.schedule.has_adagrad() && !saved.optimizer_state.empty()) {
     throw InputError(fmt::format("TrainingRunOptions::resume {}: written by an AdaGrad job of {} rank(s), each with "
                                  "its own sums; resume with {} rank(s), not {}",

@@ -204,12 +204,19 @@ cp "$work/rank1-at-3" "$work/linear-adagrad-ck.rank1"
 linear_adagrad_job --resume "$work/linear-adagrad-ck" > "$work/log" 2>&1 && fail "linear-adagrad: two jobs' files resumed"
 grep -q "the ranks' checkpoints are of different runs" "$work/log" || fail "linear-adagrad: no message for two jobs"
 echo "linear-adagrad, 2 ranks: another job's files are not taken for this one's"
-# Resumed by fewer ranks than wrote it (rank 1's sums would be left behind), or by one process: refused.
+# Resumed by another number of ranks than wrote it: the ranks' sums are added and cut again (each rank starts from
+# their sum over its job's ranks), and rank 0 says so (before: refused).
+linear_adagrad_job --checkpoint "$work/recut-ck" --until-epoch 3 > "$work/log" 2>&1 ||
+  fail "linear-adagrad: the run to epoch 3 to cut again"
 "$asgd" linear train --data "$work/odd.svm" --epochs 6 --workers 1 --features 500 -q --adagrad \
-  --resume "$work/linear-adagrad-ck" > "$work/log" 2>&1 && fail "linear-adagrad: a 2-rank checkpoint resumed by one"
-grep -q 'written by an AdaGrad job of 2 rank(s), each with its own sums; resume with 2 rank(s), not 1' "$work/log" ||
-  fail "linear-adagrad: no message naming the ranks that wrote the checkpoint"
-echo "linear-adagrad: a 2-rank checkpoint resumed by one process is refused"
+  --resume "$work/recut-ck" > "$work/log" 2>&1 || fail "linear-adagrad: a 2-rank checkpoint resumed by one"
+grep -q 'the AdaGrad sums of 2 rank(s), resumed by 1: each rank starts from their sum over 1' "$work/log" ||
+  fail "linear-adagrad: one process did not say it cut the sums of 2 ranks again"
+mpi 3 linear train --data "$work/odd.svm" --epochs 6 --workers 1 --features 500 -q --adagrad \
+  --resume "$work/recut-ck" > "$work/log" 2>&1 || fail "linear-adagrad: a 2-rank checkpoint resumed by 3"
+grep -q 'the AdaGrad sums of 2 rank(s), resumed by 3: each rank starts from their sum over 3' "$work/log" ||
+  fail "linear-adagrad: 3 ranks did not say they cut the sums of 2 ranks again"
+echo "linear-adagrad: a 2-rank checkpoint is resumed by one process and by 3 ranks, its sums cut again"
 # The model file is rank 0's alone (no rank files): one process may resume it.
 linear_adagrad_job --until-epoch 1 --model "$work/adagrad-model" > "$work/log" 2>&1 || fail "linear-adagrad --model"
 "$asgd" linear train --data "$work/odd.svm" --epochs 6 --workers 1 --features 500 -q --adagrad \

@@ -176,6 +176,56 @@ TEST(MultiRank, RefusesCheckpointsWithNoEpochInCommonOrOfOtherRuns) {
         << e;
 }
 
+// An AdaGrad job's files resumed by another number of ranks (elastic): every rank takes rank 0's values and the
+// ranks' sums added and divided by its own job's number of ranks, and the metadata records that number.
+TEST(MultiRank, AdaGradSumsOfTwoRanksAreCutAgainForOneOrThree) {
+  const asgd::testing::ScratchDir dir;
+  const auto ck = dir / "ck";
+  const MultiRankOptions mo{.allreduce = Algorithm::ring};
+  ASSERT_EQ(on_ranks(2, [&](Transport& t, int) { train_rank(t, mo, 5, 3, ck, {}, true); }),
+            std::vector<std::string>(2, "(no exception)"));
+  // Rank 0's file says that 2 ranks' files hold the sums, as mf's and the linear model's fits record it.
+  const CheckpointData zero = read_checkpoint(ck), one = read_checkpoint(dir / "ck.rank1");
+  ParamStore store = ParamStore::on_heap(zero.layout);
+  for (std::size_t k = 0; k < zero.params.size(); ++k) store.store(k, zero.params[k]);
+  save_checkpoint(ck, store, zero.state, zero.optimizer_state, with_rank_files(zero.metadata, 2), zero.optimizer_kind);
+  ASSERT_EQ(rank_files_of(read_checkpoint(ck).metadata, "ck"), 2);
+  ASSERT_FALSE(zero.optimizer_state.empty());
+  ASSERT_NE(zero.optimizer_state, one.optimizer_state);  // each rank's sums are of its own examples
+
+  for (const int P : {1, 3}) {
+    std::vector<std::optional<MultiRank::Resumed>> got(static_cast<std::size_t>(P));
+    const auto errors = on_ranks(P, [&](Transport& t, int r) {
+      MultiRank group(t, mo);
+      got[static_cast<std::size_t>(r)] = group.resume_checkpoint(ck, options_for(5, true));
+    });
+    ASSERT_EQ(errors, std::vector<std::string>(static_cast<std::size_t>(P), "(no exception)")) << P << " ranks";
+    for (const auto& resumed : got) {
+      ASSERT_TRUE(resumed.has_value());
+      EXPECT_EQ(resumed->file, ck);
+      EXPECT_EQ(resumed->data.state.epoch, 3u);
+      EXPECT_EQ(resumed->data.params, zero.params);
+      EXPECT_EQ(rank_files_of(resumed->data.metadata, "resumed"), P);
+      ASSERT_EQ(resumed->data.optimizer_state.size(), zero.optimizer_state.size());
+      for (std::size_t i = 0; i < zero.optimizer_state.size(); ++i) {
+        const double sum = static_cast<double>(zero.optimizer_state[i]) + one.optimizer_state[i];
+        EXPECT_EQ(resumed->data.optimizer_state[i], static_cast<float>(sum / P)) << P << " ranks, sum " << i;
+      }
+    }
+  }
+
+  std::filesystem::remove(dir / "ck.rank1");
+  const auto errors = on_ranks(3, [&](Transport& t, int) {
+    MultiRank group(t, mo);
+    group.resume_checkpoint(ck, options_for(5, true));
+  });
+  for (const auto& e : errors) {
+    EXPECT_EQ(e, fmt::format("the checkpoint resumed {}: written by 2 ranks, each with its own AdaGrad sums, and "
+                             "rank 1's ({}) is missing",
+                             ck.string(), (dir / "ck.rank1").string()));
+  }
+}
+
 TEST(MultiRank, RanksGivenDifferentOptionsOrSettingsAreRefusedOnEveryRank) {
   auto errors = on_ranks(3, [](Transport& t, int r) {
     MultiRank group(t, MultiRankOptions{.average_every = r == 2 ? 5u : 0u});

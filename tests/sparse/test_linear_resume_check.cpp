@@ -49,6 +49,9 @@ TEST_F(ResumeCheck, DamagedMetadataIsNamedWithTheKey) {
   saved.metadata = R"({"model": "logistic", "ranks": 1.5})";
   EXPECT_EQ(refusal(), "TrainingRunOptions::resume ck: its metadata is malformed: ranks is 1.5, not a number of "
                        "ranks");
+  saved.metadata = R"({"model": "logistic", "options": {"ranks": "2x"}})";
+  EXPECT_EQ(refusal(), "TrainingRunOptions::resume ck: its metadata is malformed: options.ranks is \"2x\", not a "
+                       "number of ranks");
 }
 
 TEST_F(ResumeCheck, AnotherWidthLossOrL2IsAnotherObjective) {
@@ -62,11 +65,17 @@ TEST_F(ResumeCheck, AnotherWidthLossOrL2IsAnotherObjective) {
                        "LinearFitOptions::l2 0.0001)");
 }
 
+// net::MultiRank cuts the sums of another number of ranks again (its metadata then records this job's); a
+// group that does not (one process outside it) is refused.
 TEST_F(ResumeCheck, AdaGradSumsOfAnotherNumberOfRanksAreRefused) {
   options.trainer.schedule.adagrad = true;
   saved.optimizer_state = {1, 2};
   EXPECT_EQ(refusal(20, 2), "TrainingRunOptions::resume ck: written by an AdaGrad job of 1 rank(s), each with its "
                             "own sums; resume with 1 rank(s), not 2");
+  saved.metadata = linear_model_metadata(1e-4, 20, LinearLoss::logistic, {{"ranks", "2"}});
+  EXPECT_EQ(refusal(20, 2), "(no exception)");
+  EXPECT_EQ(refusal(20, 1), "TrainingRunOptions::resume ck: written by an AdaGrad job of 2 rank(s), each with its "
+                            "own sums; resume with 2 rank(s), not 1");
 }
 
 TEST_F(ResumeCheck, AChosenSeedMustBeTheRunsAndAnEpochMustBeLeft) {

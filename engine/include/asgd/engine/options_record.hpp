@@ -40,6 +40,15 @@ std::optional<OptionsRecord> saved_options(const std::string& metadata);
 // file of an older asgd, or of a program that records none).
 std::uint64_t run_id_of(const std::string& metadata);
 
+// How many ranks' files hold a checkpoint's AdaGrad sums, each rank's its own beside rank 0's (net::MultiRank):
+// its options' "ranks", which a fit on several ranks with AdaGrad records, or in linear models written before
+// that, the metadata's own "ranks"; 1 when neither (one file holds them). InputError naming `where` and the key
+// for a value that is no number of ranks.
+int rank_files_of(const std::string& metadata, const std::string& where);
+// `metadata` saying that `ranks` ranks' files hold its sums (1: the key removed), for sums cut again for another
+// number of ranks. Metadata that is no JSON object is returned as it is.
+std::string with_rank_files(const std::string& metadata, int ranks);
+
 // A key of `now` that `before` holds with another value.
 struct OptionChange {
   std::string key, now, before;

@@ -121,8 +121,9 @@ class MultiRank final : public RankGroup {
   void prepare(TrainerOptions& options) override;
   // Whether each rank writes a checkpoint of its own (AdaGrad on several ranks).
   bool own_files(const TrainerOptions& options) const;
-  // resume_own_checkpoint, with an InputError naming TrainingRunOptions::resume when this rank's own file is
-  // missing (resumed by fewer ranks than wrote them).
+  // With AdaGrad's sums in as many ranks' files as this job has ranks (rank_files_of, from rank 0's file), or
+  // without AdaGrad: resume_own_checkpoint, with an InputError naming TrainingRunOptions::resume when this rank's
+  // own file is missing. With AdaGrad's sums in another number of files: recut_checkpoints (elastic).
   std::optional<Resumed> resume_checkpoint(const std::filesystem::path& path, const TrainerOptions& options) override;
   // The checkpoint this rank writes and resumes from, for `path` as given:
   // with own files rank r > 0 has PATH.rank<r> beside rank 0's PATH;
@@ -137,6 +138,12 @@ class MultiRank final : public RankGroup {
   // has that epoch in neither file, and when the files are of different runs
   // (run_id_of differs). Nothing on disk is changed.
   Resumed resume_own_checkpoint(const std::filesystem::path& path, const TrainerOptions& options);
+  // The checkpoint of an AdaGrad job of `wrote` ranks, each with its own sums' file, for this job's P ranks (every
+  // rank reads all of them): rank 0's values and state at the epoch the files share (as resume_own_checkpoint
+  // picks it) with the W ranks' sums added and divided by P, as if each new rank had trained its 1/P of the
+  // examples from the start; the metadata then records P. rank_files_of's count is W. InputError naming a file
+  // that is missing, of another run, or of another number of sums.
+  Resumed recut_checkpoints(const std::filesystem::path& path, int wrote);
   // What cross-rank comparisons carry exactly (40 bits): digests are cut to it, as run ids are.
   static constexpr std::uint64_t kDigestMask = kRunIdMask;
 

@@ -1,8 +1,7 @@
 // A linear model file, as `asgd linear train --model` writes it and `asgd
 // linear eval` reads it: a checkpoint of the weights (engine/checkpoint.hpp)
-// whose metadata says which objective they minimise (loss, L2, width) and,
-// for a checkpoint of an AdaGrad job on several ranks, how many ranks wrote
-// their own sums.
+// whose metadata says which objective they minimise (loss, L2, width) and the
+// options of the run that wrote it.
 #pragma once
 
 #include <cstdint>
@@ -18,16 +17,13 @@ namespace asgd::sparse {
 
 // The metadata stored with a linear model file ({"model": "logistic"} for
 // the logistic loss, as before there was a choice; else "linear" and "loss").
-// `ranks` > 0 is recorded: the ranks of an AdaGrad job, each of which
-// checkpoints its own sums (a resume needs as many). `options`, when not
-// empty, is recorded as "options" (what a resume checks: options_record.hpp).
-std::string linear_model_metadata(double l2, std::uint32_t features, LinearLoss loss, int ranks = 0,
+// `options`, when not empty, is recorded as "options" (what a resume checks, and
+// how many ranks' files hold AdaGrad's sums: options_record.hpp).
+std::string linear_model_metadata(double l2, std::uint32_t features, LinearLoss loss,
                                   const OptionsRecord& options = {});
 // What linear_model_metadata recorded; `where` names the file in errors ("m.bin", "TrainingRunOptions::resume
 // ck"). Metadata that is no JSON object records nothing (the defaults). InputError naming `where` and the key for a
 // value of another kind.
-// The ranks; 1 when none were recorded. InputError when the count is no number of ranks.
-int linear_model_ranks(const std::string& metadata, const std::string& where);
 // l2, or none when absent. InputError unless finite and >= 0.
 std::optional<double> linear_model_l2(const std::string& metadata, const std::string& where);
 // The loss a model trained with (logistic when the metadata names none).

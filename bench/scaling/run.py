@@ -4,7 +4,7 @@ HogBatch), matrix factorization (hogwild, and blocks: the default on these sets)
 4, 8, 16 and all cores (those the machine has), with word2vec.c and LIBMF beside them when present, and writes
 a CSV, a table of medians with the speed-up over one thread, and a speed-up plot (PNG).
 
-    bench/scaling/run.py [--out /tmp/asgd-scaling] [--threads 1,2,4] [--repeats 3] [--quick]
+    bench/scaling/run.py [--out /tmp/asgd-scaling] [--threads 1,2,4] [--repeats 3] [--quick] [--only w2v,mf]
                          [--data ../shared/data/text] [--word2vec PATH] [--libmf-so PATH]
 
 Throughput is each tool's own count over its training time: w2v words/s (asgd's report; word2vec.c's
@@ -60,9 +60,11 @@ class Workloads:
         self.a = a
         self.runs, self.units = {}, {}
         os.makedirs(a.out, exist_ok=True)
-        self._word2vec()
-        self._mf()
-        self._linear()
+        parts = {"w2v": self._word2vec, "mf": self._mf, "linear": self._linear}
+        for part in a.only.split(","):
+            if part not in parts:
+                sys.exit(f"--only {a.only}: {part!r} is none of {', '.join(parts)}")
+            parts[part]()
 
     def add(self, name, unit, fn):
         self.runs[name] = fn
@@ -164,6 +166,7 @@ def main():
     p.add_argument("--word2vec", default=shutil.which("word2vec"), help="word2vec.c's binary (default: on PATH)")
     p.add_argument("--libmf-so", help="LIBMF's shared library (bench/peers/mf/run.sh fetches one)")
     p.add_argument("--quick", action="store_true", help="small data, for a smoke run")
+    p.add_argument("--only", default="w2v,mf,linear", help="the workloads to run, of w2v, mf and linear")
     a = p.parse_args()
     threads = [int(t) for t in a.threads.split(",")]
     w = Workloads(a)

@@ -16,6 +16,18 @@
 
 namespace asgd {
 
+// A line that this thread will read and then write, fetched for writing (x86's PREFETCHW): a line another core
+// wrote last then comes once, owned, rather than shared for the read and taken again for the write. GCC emits
+// PREFETCHW for __builtin_prefetch(p, 1) only where the target names the PRFCHW extension, which the portable
+// build does not; CPUs without it treat the instruction as a hint (a NOP).
+inline void prefetch_to_write(const void* p) noexcept {
+#if defined(__x86_64__)
+  asm volatile("prefetchw %0" : : "m"(*static_cast<const char*>(p)));
+#else
+  __builtin_prefetch(p, 1, 3);
+#endif
+}
+
 // Step rule: plain SGD (w -= lr * g), AdaGrad per parameter (w -= lr * g /
 // sqrt(G + eps), G += g^2) or AdaGrad per row (LIBMF 2: a row's step is
 // lr / sqrt(1 + G_row), G_row += mean g^2 over the row, G_row kept in the
@@ -112,15 +124,15 @@ class UpdateSink {
   float learning_rate() const noexcept { return lr_; }
   std::size_t size() const noexcept { return size_; }
 
-  // A hint that parameters offset..offset+n-1 will be read soon (a cache prefetch
-  // of every line they span: one line of a 100-float row left the other six to
-  // miss), and with AdaGrad their sums (per row: the row's slot): a miss there was
-  // 40 % of mf's time with --row-adagrad.
+  // A hint that parameters offset..offset+n-1 will be read and written soon (a
+  // prefetch for writing of every line they span: one line of a 100-float row left
+  // the other six to miss), and with AdaGrad their sums (per row: the row's slot): a
+  // miss there was 40 % of mf's time with --row-adagrad.
   void prefetch(std::size_t offset, std::size_t n = 1) const noexcept {
     constexpr std::size_t kLine = 64 / sizeof(float);
-    for (std::size_t k = 0; k < n; k += kLine) __builtin_prefetch(params_ + offset + k, 1, 3);
-    if (n > 1) __builtin_prefetch(params_ + offset + n - 1, 1, 3);  // the last line of a row not line-aligned
-    if constexpr (kRule != StepRule::sgd) __builtin_prefetch(sums_ + offset, 1, 3);
+    for (std::size_t k = 0; k < n; k += kLine) prefetch_to_write(params_ + offset + k);
+    if (n > 1) prefetch_to_write(params_ + offset + n - 1);  // the last line of a row not line-aligned
+    if constexpr (kRule != StepRule::sgd) prefetch_to_write(sums_ + offset);
   }
 
   // The seed of this process's random stream (the run's seed plus

@@ -198,6 +198,11 @@ double Word2Vec::train_window_batched(std::size_t pos, std::size_t lo, std::size
   std::uint32_t* targets = s.targets.data();
   std::size_t n_targets = 0;
   targets[n_targets++] = word;
+  // Every row the window reads and then writes is fetched for writing first: a frequent word's row that the other
+  // core wrote last then comes once, owned (UpdateSink::prefetch).
+  sink.prefetch(output_offset_ + word * stride_, dim);
+  for (std::size_t c = lo; c <= hi; ++c)
+    if (c != pos) sink.prefetch(input_offset_ + s.sentence[c] * stride_, dim);
   for (std::size_t d = 0; d < options_.negative; ++d) {
     const std::uint32_t t = negatives_.sample(rng.next());
     if (t == word) continue;

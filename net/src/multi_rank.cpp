@@ -465,8 +465,9 @@ MultiRank::Resumed MultiRank::recut_checkpoints(const std::filesystem::path& pat
     out->data.optimizer_state[i] = static_cast<float>(total[i] / static_cast<double>(size_));
   out->data.metadata = with_rank_files(out->data.metadata, size_);
   if (root()) {
-    fmt::print(stderr, "asgd: {}: the AdaGrad sums of {} rank(s), resumed by {}: each rank starts from their sum over "
-               "{}\n", path.string(), W, size_, size_);
+    fmt::print(stderr, "asgd: {}: the AdaGrad sums of {} rank(s), resumed by {}\n", path.string(), W,
+               size_ == 1 ? std::string("one process: it starts from their sum")
+                          : fmt::format("{} ranks: each starts from their sum over {}", size_, size_));
   }
   return std::move(*out);
 }

@@ -160,6 +160,7 @@ double Word2Vec::train_targets(std::uint32_t word, Scratch& s, FastRng& rng, Sin
     // cache misses of this loop.
     std::uint32_t* targets = s.targets.data();
     targets[0] = word;
+    sink.prefetch(output_offset_ + word * stride_, dim);
     for (std::size_t d = 1; d <= options_.negative; ++d) {
       targets[d] = negatives_.sample(rng.next());
       sink.prefetch(output_offset_ + targets[d] * stride_, dim);
@@ -278,6 +279,8 @@ double Word2Vec::gradient(std::size_t i, Sink& sink) const {
     const std::size_t hi = std::min(len - 1, pos + reach);
     if (options_.cbow) {
       std::fill(hidden, hidden + dim, 0.0f);
+      for (std::size_t c = lo; c <= hi; ++c)
+        if (c != pos) sink.prefetch(input_offset_ + s.sentence[c] * stride_, dim);  // read, then written
       std::size_t context = 0;
       for (std::size_t c = lo; c <= hi; ++c) {
         if (c == pos) continue;
@@ -299,6 +302,7 @@ double Word2Vec::gradient(std::size_t i, Sink& sink) const {
         if (c == pos) continue;
         // word2vec.c's skip-gram: the context word's vector predicts `word`.
         const std::size_t in = input_offset_ + s.sentence[c] * stride_;
+        sink.prefetch(in, dim);  // read, then written
         sink.read(in, hidden, dim);
         std::fill(grad, grad + dim, 0.0f);
         loss += train_targets(word, s, rng, sink, pairs);

@@ -72,6 +72,7 @@ std::string with_rank_files(const std::string& metadata, int ranks) {
   if (!j.is_object()) return metadata;
   j.erase("ranks");
   if (ranks > 1) {
+    if (!j.contains("options") || !j["options"].is_object()) j["options"] = nlohmann::json::object();
     j["options"]["ranks"] = std::to_string(ranks);
   } else if (j.contains("options") && j["options"].is_object()) {
     j["options"].erase("ranks");

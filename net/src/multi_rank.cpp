@@ -310,6 +310,9 @@ void MultiRank::prepare(TrainerOptions& options) {
   // Each rank its own file: a job killed between the ranks' writes leaves them a generation apart, and the ranks
   // ahead resume from the one kept (resume_own_checkpoint).
   options.checkpoint_keep_previous = !checkpoint_.empty() && own_files(options);
+  // Each rank's file says how many ranks' files hold the sums, whatever the caller recorded: a resume by another
+  // number of ranks reads them all (recut_checkpoints).
+  if (own_files(options)) options.checkpoint_metadata = with_rank_files(options.checkpoint_metadata, size_);
   checkpoint_every_ = options.checkpoint_every;
   const bool slow = options_.slow_factor > 1 &&
                     (options_.slow_rank == rank_ || (options_.slow_rank >= 0 && options_.slow_turn_steps > 0));
@@ -413,8 +416,14 @@ std::filesystem::path MultiRank::own_checkpoint(const std::filesystem::path& pat
 std::optional<MultiRank::Resumed> MultiRank::resume_checkpoint(const std::filesystem::path& path,
                                                               const TrainerOptions& options) {
   if (options.schedule.has_adagrad()) {
-    // Rank 0's file says how many ranks' files hold the sums; another number of ranks cuts them again.
-    const int wrote = rank_files_of(read_checkpoint(path).metadata, options_.spelled("resume") + " " + path.string());
+    // Rank 0's file says how many ranks' files hold the sums; another number of ranks cuts them again. Read by rank
+    // 0 and sent to all, so that every rank takes the same branch (one that cut again while the others gathered
+    // would leave them waiting).
+    const std::uint64_t mine[] = {
+        root() ? static_cast<std::uint64_t>(
+                     rank_files_of(read_checkpoint(path).metadata, options_.spelled("resume") + " " + path.string()))
+               : 0};
+    const auto wrote = static_cast<int>(gather(mine, "the ranks whose files hold the AdaGrad sums", false)[0]);
     if (wrote != size_) return recut_checkpoints(path, wrote);
   }
   const std::filesystem::path own = own_checkpoint(path, options);
@@ -424,6 +433,19 @@ std::optional<MultiRank::Resumed> MultiRank::resume_checkpoint(const std::filesy
                                  own.string()));
   }
   return resume_own_checkpoint(path, options);
+}
+
+void MultiRank::check_generation_ranks(const CheckpointData& chosen, int wrote, std::uint64_t epoch,
+                                       const std::filesystem::path& path) const {
+  const std::string resume = options_.spelled("resume");
+  const int of = rank_files_of(chosen.metadata, resume + " " + path.string());
+  if (of == wrote) return;
+  throw InputError(fmt::format("{} {}: the epoch the ranks' files share ({}) is of a job of {} rank(s), and rank "
+                               "0's newest file of a job of {}: a job that resumed them with another number of "
+                               "ranks was stopped before every rank wrote its file; move {} back over {} and "
+                               "resume again",
+                               resume, path.string(), epoch, of, wrote, previous_checkpoint(path).string(),
+                               path.string()));
 }
 
 MultiRank::Resumed MultiRank::recut_checkpoints(const std::filesystem::path& path, int wrote) {
@@ -448,24 +470,31 @@ MultiRank::Resumed MultiRank::recut_checkpoints(const std::filesystem::path& pat
   std::vector<double> total;
   std::vector<std::uint64_t> ids(W);
   std::optional<Resumed> out;
+  std::string other_size;  // said after the run ids: a file of another job is named as such first
   for (std::size_t w = 0; w < W; ++w) {
     const fs::path file = pairs[2 * w] == shared ? rank_file(path, w) : previous_checkpoint(rank_file(path, w));
     CheckpointData data = read_checkpoint(file);
     ids[w] = run_id_of(data.metadata);
     if (w == 0) total.assign(data.optimizer_state.size(), 0.0);
     if (data.optimizer_state.size() != total.size()) {
-      throw InputError(fmt::format("{} {}: {} holds {} AdaGrad sums and rank 0's {}", resume, path.string(),
-                                   file.string(), data.optimizer_state.size(), total.size()));
+      if (other_size.empty()) {
+        other_size = fmt::format("{} {}: {} holds {} AdaGrad sums and rank 0's {}", resume, path.string(),
+                                 file.string(), data.optimizer_state.size(), total.size());
+      }
+      continue;
     }
     for (std::size_t i = 0; i < total.size(); ++i) total[i] += data.optimizer_state[i];
     if (w == 0) out = Resumed{std::move(data), file};
   }
   check_one_run(ids, resume, path);
+  if (!other_size.empty()) throw InputError(other_size);
+  check_generation_ranks(out->data, wrote, shared, path);
   for (std::size_t i = 0; i < total.size(); ++i)
     out->data.optimizer_state[i] = static_cast<float>(total[i] / static_cast<double>(size_));
   out->data.metadata = with_rank_files(out->data.metadata, size_);
-  if (root()) {
-    fmt::print(stderr, "asgd: {}: the AdaGrad sums of {} rank(s), resumed by {}\n", path.string(), W,
+  if (root() && !total.empty()) {
+    fmt::print(stderr, "asgd: {}: {}, resumed by {}\n", path.string(),
+               W == 1 ? std::string("one process's AdaGrad sums") : fmt::format("the AdaGrad sums of {} ranks", W),
                size_ == 1 ? std::string("one process: it starts from their sum")
                           : fmt::format("{} ranks: each starts from their sum over {}", size_, size_));
   }
@@ -490,6 +519,7 @@ MultiRank::Resumed MultiRank::resume_own_checkpoint(const std::filesystem::path&
   Resumed out{back ? std::move(*kept) : std::move(saved), back ? previous : own};
   const std::uint64_t id[] = {run_id_of(out.data.metadata)};
   check_one_run(gather(id, "the run ids of the ranks' checkpoints", false), resume, path);
+  check_generation_ranks(out.data, size_, shared, path);
   if (back) {
     fmt::print(stderr,
                "asgd: rank {}: {} holds epoch {} and another rank's checkpoint epoch {} (the job was stopped between "

@@ -210,11 +210,11 @@ linear_adagrad_job --checkpoint "$work/recut-ck" --until-epoch 3 > "$work/log" 2
   fail "linear-adagrad: the run to epoch 3 to cut again"
 "$asgd" linear train --data "$work/odd.svm" --epochs 6 --workers 1 --features 500 -q --adagrad \
   --resume "$work/recut-ck" > "$work/log" 2>&1 || fail "linear-adagrad: a 2-rank checkpoint resumed by one"
-grep -q 'the AdaGrad sums of 2 rank(s), resumed by one process: it starts from their sum' "$work/log" ||
+grep -q 'the AdaGrad sums of 2 ranks, resumed by one process: it starts from their sum' "$work/log" ||
   fail "linear-adagrad: one process did not say it cut the sums of 2 ranks again"
 mpi 3 linear train --data "$work/odd.svm" --epochs 6 --workers 1 --features 500 -q --adagrad \
   --resume "$work/recut-ck" > "$work/log" 2>&1 || fail "linear-adagrad: a 2-rank checkpoint resumed by 3"
-grep -q 'the AdaGrad sums of 2 rank(s), resumed by 3 ranks: each starts from their sum over 3' "$work/log" ||
+grep -q 'the AdaGrad sums of 2 ranks, resumed by 3 ranks: each starts from their sum over 3' "$work/log" ||
   fail "linear-adagrad: 3 ranks did not say they cut the sums of 2 ranks again"
 echo "linear-adagrad: a 2-rank checkpoint is resumed by one process and by 3 ranks, its sums cut again"
 # The model file is rank 0's alone (no rank files): one process may resume it.

@@ -184,12 +184,10 @@ TEST(MultiRank, AdaGradSumsOfTwoRanksAreCutAgainForOneOrThree) {
   const MultiRankOptions mo{.allreduce = Algorithm::ring};
   ASSERT_EQ(on_ranks(2, [&](Transport& t, int) { train_rank(t, mo, 5, 3, ck, {}, true); }),
             std::vector<std::string>(2, "(no exception)"));
-  // Rank 0's file says that 2 ranks' files hold the sums, as mf's and the linear model's fits record it.
+  // Each rank's file says that 2 ranks' files hold the sums (MultiRank::prepare records it).
   const CheckpointData zero = read_checkpoint(ck), one = read_checkpoint(dir / "ck.rank1");
-  ParamStore store = ParamStore::on_heap(zero.layout);
-  for (std::size_t k = 0; k < zero.params.size(); ++k) store.store(k, zero.params[k]);
-  save_checkpoint(ck, store, zero.state, zero.optimizer_state, with_rank_files(zero.metadata, 2), zero.optimizer_kind);
-  ASSERT_EQ(rank_files_of(read_checkpoint(ck).metadata, "ck"), 2);
+  ASSERT_EQ(rank_files_of(zero.metadata, "ck"), 2);
+  ASSERT_EQ(rank_files_of(one.metadata, "ck.rank1"), 2);
   ASSERT_FALSE(zero.optimizer_state.empty());
   ASSERT_NE(zero.optimizer_state, one.optimizer_state);  // each rank's sums are of its own examples
 
@@ -224,6 +222,42 @@ TEST(MultiRank, AdaGradSumsOfTwoRanksAreCutAgainForOneOrThree) {
                              "rank 1's ({}) is missing",
                              ck.string(), (dir / "ck.rank1").string()));
   }
+}
+
+// A job of 3 ranks resumed by 2, stopped after rank 0's first write and before rank 1's: rank 0's newest file is
+// of 2 ranks, the epoch the files share of 3. Refused, saying how to put it right; once rank 0's .prev is back,
+// the 3 ranks' sums are cut again.
+TEST(MultiRank, AResumeWithOtherRanksStoppedBetweenItsFirstWritesIsToldApart) {
+  const asgd::testing::ScratchDir dir;
+  const auto ck = dir / "ck";
+  const MultiRankOptions mo{.allreduce = Algorithm::ring};
+  ASSERT_EQ(on_ranks(3, [&](Transport& t, int) { train_rank(t, mo, 5, 3, ck, {}, true); }),
+            std::vector<std::string>(3, "(no exception)"));
+  std::filesystem::copy_file(ck, dir / "ck.prev", std::filesystem::copy_options::overwrite_existing);
+  CheckpointData newer = read_checkpoint(ck);
+  ParamStore store = ParamStore::on_heap(newer.layout);
+  for (std::size_t k = 0; k < newer.params.size(); ++k) store.store(k, newer.params[k]);
+  newer.state.epoch = 4;
+  save_checkpoint(ck, store, newer.state, newer.optimizer_state, with_rank_files(newer.metadata, 2),
+                  newer.optimizer_kind);
+  const auto resume_on = [&](int P) {
+    return on_ranks(P, [&](Transport& t, int) {
+      MultiRank group(t, mo);
+      group.resume_checkpoint(ck, options_for(5, true));
+    });
+  };
+  for (const int P : {2, 3}) {
+    for (const auto& e : resume_on(P)) {
+      EXPECT_EQ(e, fmt::format("the checkpoint resumed {}: the epoch the ranks' files share (3) is of a job of 3 "
+                               "rank(s), and rank 0's newest file of a job of 2: a job that resumed them with another "
+                               "number of ranks was stopped before every rank wrote its file; move {} back over {} "
+                               "and resume again",
+                               ck.string(), (dir / "ck.prev").string(), ck.string()))
+          << P << " ranks";
+    }
+  }
+  std::filesystem::rename(dir / "ck.prev", ck);
+  EXPECT_EQ(resume_on(2), std::vector<std::string>(2, "(no exception)"));
 }
 
 TEST(MultiRank, RanksGivenDifferentOptionsOrSettingsAreRefusedOnEveryRank) {

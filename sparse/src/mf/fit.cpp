@@ -211,8 +211,9 @@ TrainingRun open_run(const FitOptions& o, const Layout& layout, const Ratings& t
 }
 
 // The run's record: the engine's options and the objective (a resume says which of them changed).
-// Under AdaGrad on several ranks each rank checkpoints its own sums: the record says how many ranks wrote them
-// (check_mf_resume refuses another number).
+// Under AdaGrad on several ranks each rank checkpoints its own sums: the record says how many ranks wrote them (a
+// group of another number cuts them again first, net::MultiRank::recut_checkpoints; check_mf_resume refuses a
+// group that does not).
 void record_run(TrainingRun& run, const TrainerOptions& to, const FitOptions& o, const RankGroup& group) {
   OptionsRecord record = engine_options(to);
   // The order as asked: auto resolves by the ranks and the data, so a job resumed under mpirun from one that

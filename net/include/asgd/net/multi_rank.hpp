@@ -144,6 +144,11 @@ class MultiRank final : public RankGroup {
   // examples from the start; the metadata then records P. rank_files_of's count is W. InputError naming a file
   // that is missing, of another run, or of another number of sums.
   Resumed recut_checkpoints(const std::filesystem::path& path, int wrote);
+  // InputError unless `chosen`, the file of the epoch the ranks' files share, records `wrote` ranks' files: a job
+  // that resumed them with another number of ranks and was stopped between its ranks' first writes leaves rank
+  // 0's newest file of the new count over files of the old.
+  void check_generation_ranks(const CheckpointData& chosen, int wrote, std::uint64_t epoch,
+                              const std::filesystem::path& path) const;
   // What cross-rank comparisons carry exactly (40 bits): digests are cut to it, as run ids are.
   static constexpr std::uint64_t kDigestMask = kRunIdMask;
 

@@ -76,13 +76,15 @@ TrainingRun open_run(const LinearFitOptions& options, Layout layout, TrainingRun
 void record_run(TrainingRun& run, TrainerOptions& trainer, const LinearFitOptions& options,
                 const LinearTrainingData& d, const RankGroup& group) {
   const LinearProblem& problem = d.problem();
-  run.set_record(engine_options(trainer), trainer.seed,
+  OptionsRecord record = engine_options(trainer);
+  // Under AdaGrad on several ranks each checkpoints its own sums: the checkpoints say how many ranks wrote them,
+  // and the count is in the run id, so that rank files of a job of another count are not taken for this one's.
+  if (trainer.schedule.has_adagrad() && group.active()) record["ranks"] = std::to_string(group.size());
+  run.set_record(std::move(record), trainer.seed,
                  fmt::format("{} {} {}", to_string(options.loss), options.l2, problem.num_features()));
   run.add_to_record("examples", fmt::format("{}", problem.num_examples()));
   run.add_to_record("nonzeros", fmt::format("{}", d.trained().nnz()));
   run.add_to_record("data", fmt::format("{:016x}", d.trained().checksum()));
-  // Under AdaGrad on several ranks each checkpoints its own sums: the checkpoints say how many ranks wrote them.
-  if (trainer.schedule.has_adagrad() && group.active()) run.add_to_record("ranks", std::to_string(group.size()));
   trainer.checkpoint_metadata = linear_model_metadata(options.l2, problem.num_features(), options.loss, run.record());
 }
 

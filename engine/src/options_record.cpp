@@ -49,8 +49,6 @@ std::uint64_t run_id_of(const std::string& metadata) {
 }
 
 int rank_files_of(const std::string& metadata, const std::string& where) {
-  const auto j = JsonMetadata::parse(metadata, where);
-  if (!j) return 1;
   constexpr double kMost = 1 << 24;
   if (const auto options = saved_options(metadata); options && options->contains("ranks")) {
     const std::string& text = options->find("ranks")->second;
@@ -60,7 +58,8 @@ int rank_files_of(const std::string& metadata, const std::string& where) {
     throw InputError(fmt::format("{}: its metadata is malformed: options.ranks is \"{}\", not a number of ranks",
                                  where, text));
   }
-  if (!j->has("ranks")) return 1;
+  const auto j = JsonMetadata::parse(metadata, where);  // files of older linear fits kept it at the top
+  if (!j || !j->has("ranks")) return 1;
   // A whole number from 1 up (1e30 was converted undefined: "an AdaGrad job of -2147483648 rank(s)").
   const double ranks = j->number("ranks");
   if (!(ranks >= 1 && ranks <= kMost) || ranks != std::floor(ranks)) j->refuse("ranks", "not a number of ranks");

@@ -393,6 +393,14 @@ std::uint64_t common_epoch(std::span<const std::uint64_t> pairs, const std::stri
   return shared;
 }
 
+// The file of rank `rank` of the `wrote` ranks whose files hold the sums is not there.
+[[noreturn]] void refuse_missing(const std::string& resume, const std::filesystem::path& path, int wrote, int rank,
+                                 const std::filesystem::path& file) {
+  throw InputError(fmt::format("{} {}: written by {} ranks, each with its own AdaGrad sums, and rank {}'s ({}) is "
+                               "missing",
+                               resume, path.string(), wrote, rank, file.string()));
+}
+
 // Files of one job carry its id, a digest of its settings and seed: a rank's file, or .prev, left at the path by a
 // job with other settings would otherwise be taken for this one's.
 void check_one_run(std::span<const std::uint64_t> ids, const std::string& resume, const std::filesystem::path& path) {
@@ -427,11 +435,7 @@ std::optional<MultiRank::Resumed> MultiRank::resume_checkpoint(const std::filesy
     if (wrote != size_) return recut_checkpoints(path, wrote);
   }
   const std::filesystem::path own = own_checkpoint(path, options);
-  if (own != path && !std::filesystem::exists(own)) {
-    throw InputError(fmt::format("TrainingRunOptions::resume: {} is missing (under mpirun an AdaGrad run checkpoints "
-                                 "each rank's sums, rank r's beside the file given)",
-                                 own.string()));
-  }
+  if (own != path && !std::filesystem::exists(own)) refuse_missing(options_.spelled("resume"), path, size_, rank_, own);
   return resume_own_checkpoint(path, options);
 }
 
@@ -455,11 +459,7 @@ MultiRank::Resumed MultiRank::recut_checkpoints(const std::filesystem::path& pat
   std::vector<std::uint64_t> pairs(2 * W);
   for (std::size_t w = 0; w < W; ++w) {
     const fs::path file = rank_file(path, w);
-    if (!fs::exists(file)) {
-      throw InputError(fmt::format("{} {}: written by {} ranks, each with its own AdaGrad sums, and rank {}'s ({}) is "
-                                   "missing",
-                                   resume, path.string(), W, w, file.string()));
-    }
+    if (!fs::exists(file)) refuse_missing(resume, path, wrote, static_cast<int>(w), file);
     const std::optional<CheckpointData> kept = read_previous(previous_checkpoint(file));
     pairs[2 * w] = read_checkpoint(file).state.epoch;
     pairs[2 * w + 1] = kept ? kept->state.epoch + 1 : 0;

@@ -318,7 +318,11 @@ void MultiRank::prepare(TrainerOptions& options) {
                     (options_.slow_rank == rank_ || (options_.slow_rank >= 0 && options_.slow_turn_steps > 0));
   if (every_epoch()) {
     options.checkpoint_path.clear();  // written after the average instead
-    if (slow) options.on_step = [this](std::uint64_t) { slow_down_step(); };
+    if (slow)
+      options.on_step = [this](std::uint64_t) {
+        slow_down_step();
+        start_step_clock();
+      };
   } else {
     options.checkpoint_path = checkpoint_;
     options.on_step = [this, slow](std::uint64_t examples) {
@@ -328,18 +332,29 @@ void MultiRank::prepare(TrainerOptions& options) {
       } else {
         averager_->step_done(examples);
       }
+      // After step_done: a wait there for a round (longest under BSP) is not the step's compute.
+      if (slow) start_step_clock();
     };
   }
   if (!root()) options.on_progress = nullptr;
 }
 
+namespace {
+using Clock = std::chrono::steady_clock;
+// When this worker's step began: after the previous step's sleep and round bookkeeping.
+Clock::time_point& step_clock() {
+  thread_local Clock::time_point start{};
+  return start;
+}
+}  // namespace
+
+void MultiRank::start_step_clock() { step_clock() = Clock::now(); }
+
 void MultiRank::slow_down_step() {
-  // The time since this worker's previous step ended is its step's compute: sleep (F - 1) times that. A gap of
-  // over half a second is not a step (an epoch's end, an evaluation) and is not stretched.
-  using Clock = std::chrono::steady_clock;
-  thread_local Clock::time_point last{};
-  const Clock::time_point now = Clock::now();
-  const auto elapsed = now - last;
+  // The time since start_step_clock is this step's compute: sleep (F - 1) times that. A gap of over half a
+  // second is not a step (an epoch's end, an evaluation) and is not stretched.
+  const Clock::time_point last = step_clock();
+  const auto elapsed = Clock::now() - last;
   bool my_turn = true;  // a rank slow all the time, or whose turn it is
   if (const std::uint64_t turn = options_.slow_turn_steps; turn > 0) {
     const std::uint64_t step = slow_steps_.fetch_add(1, std::memory_order_relaxed);
@@ -348,7 +363,6 @@ void MultiRank::slow_down_step() {
   }
   if (my_turn && last != Clock::time_point{} && elapsed < std::chrono::milliseconds(500))
     std::this_thread::sleep_for(std::chrono::duration_cast<Clock::duration>(elapsed * (options_.slow_factor - 1)));
-  last = Clock::now();
 }
 
 namespace {

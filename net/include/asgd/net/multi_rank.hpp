@@ -208,7 +208,10 @@ class MultiRank final : public RankGroup {
  private:
   void timed_sum(std::span<float> data);
   void stop_rounds();  // the communication thread's last round, or the parameter server's: finish's first part
-  void slow_down_step();  // every worker after each step, where MultiRankOptions::slow_rank is set
+  // Where MultiRankOptions::slow_rank is set, every worker after each step: slow_down_step sleeps for the
+  // step's compute since start_step_clock, which the worker calls once the step's round bookkeeping is done.
+  void slow_down_step();
+  static void start_step_clock();
   // Every rank's `values` (each below 2^40), rank by rank; over the native allreduce when `native`.
   std::vector<std::uint64_t> gather(std::span<const std::uint64_t> values, std::string_view what, bool native);
 

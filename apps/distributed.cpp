@@ -64,6 +64,9 @@ void add_distributed_flags(CLI::App& app, DistributedFlags& flags) {
   option("ps-warm-rounds", flags.warm_rounds,
          "With --distributed ps: the first N rounds bulk-synchronous whatever --ps-tau (DistBelief's warm "
          "start; rounds per epoch: N epochs)")->capture_default_str();
+  option("ps-overlap", flags.overlap,
+         "With --distributed ps: workers go on training while a round is in flight (on), or wait at each "
+         "round's start until it ends (off: with --ps-tau 0, sequential consistency)")->capture_default_str();
   option("ps-transport", flags.ps_transport,
          "With --distributed ps: messages (to a server thread on each rank), one-sided (MPI_Accumulate and "
          "MPI_Get on the shards' windows; the mean or sum rule, float pushes), or auto: one-sided where it "
@@ -112,6 +115,7 @@ net::MultiRankOptions to_multi_rank_options(const DistributedFlags& flags) {
   o.ps.error_feedback = flags.error_feedback;
   if (!flags.slow_rank.empty()) o.set_slow_rank(flags.slow_rank);
   o.ps.warm_rounds = flags.warm_rounds;
+  o.ps.overlap = flags.overlap;
   o.set_ps_transport(flags.ps_transport);
   o.ps.servers = flags.servers;
   o.ps.checkpoint = flags.ps_checkpoint;

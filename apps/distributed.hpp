@@ -32,6 +32,7 @@ struct DistributedFlags {
   bool error_feedback = true;         // ps: keep what a push leaves out for later
   std::string slow_rank;              // a bench's straggler, "R:F"; empty: none
   std::uint64_t warm_rounds = 0;      // ps: the first rounds bulk-synchronous
+  bool overlap = true;                // ps: rounds overlap a period of compute (off: workers wait for each)
   std::string ps_transport = "auto";  // ps: auto, messages or one-sided
   std::size_t servers = 0;            // ps: dedicated server ranks, the last ones; 0: a server thread per rank
   std::string ps_checkpoint;          // ps: the servers' checkpoint prefix; empty: none

@@ -174,6 +174,8 @@ constexpr W2vFlag kFlags[] = {
      [](W2vFlags& f, auto& n, auto& v) { f.dist.error_feedback = boolean(n, v); }},
     {"ps-warm-rounds", "N", "with -distributed ps: the first N rounds bulk-synchronous (0)",
      [](W2vFlags& f, auto& n, auto& v) { f.dist.warm_rounds = count<std::uint64_t>(n, v); }},
+    {"ps-overlap", "1", "with -distributed ps: train on while a round is in flight (1), or wait for each (0)",
+     [](W2vFlags& f, auto& n, auto& v) { f.dist.overlap = boolean(n, v); }},
     {"ps-transport", "T", "with -distributed ps: auto, messages or one-sided (MPI_Accumulate; mean or sum, floats) (auto)",
      [](W2vFlags& f, auto&, auto& v) { f.dist.ps_transport = v; }},
     {"servers", "S", "with -distributed ps: the last S ranks are dedicated servers that train nothing (0)",
@@ -226,7 +228,7 @@ W2vFlags parse_flags(const std::vector<std::string>& args) {
     f.given.insert(name);
   }
   for (const char* flag : {"allreduce", "average-every", "average-weighted", "combine", "distributed", "ps-tau",
-                           "server-rule", "server-lr", "ps-push", "ps-push-fraction", "ps-error-feedback", "slow-rank", "ps-warm-rounds", "ps-transport",
+                           "server-rule", "server-lr", "ps-push", "ps-push-fraction", "ps-error-feedback", "slow-rank", "ps-warm-rounds", "ps-overlap", "ps-transport",
                            "servers", "ps-checkpoint", "ps-checkpoint-seconds", "ps-resume"})
     if (f.given.count(flag)) f.dist.given.emplace_back(flag);
   if (f.options.corpus.empty() && f.options.resume.empty())

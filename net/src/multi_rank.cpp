@@ -35,6 +35,7 @@ std::string MultiRankOptions::spelled(std::string_view option) const {
       {"ps-push-fraction", "push_fraction"},
       {"ps-error-feedback", "error_feedback"},
       {"ps-warm-rounds", "warm_rounds"},
+      {"ps-overlap", "overlap"},
       {"ps-transport", "transport"},
       {"adagrad-eps", "adagrad_eps"},
       {"servers", "servers"},
@@ -210,6 +211,7 @@ void MultiRank::add_to_record(OptionsRecord& record) const {
     record["ps-error-feedback"] = options_.ps.error_feedback ? "on" : "off";
     record["ps-warm-rounds"] = std::to_string(options_.ps.warm_rounds);
     record["ps-transport"] = std::string(to_string(ps_transport()));
+    if (!options_.ps.overlap) record["ps-overlap"] = "off";  // only when off: older records lack it
     return;
   }
   record["combine"] = options_.combine == Combine::sum ? "sum" : "mean";
@@ -246,13 +248,14 @@ std::string MultiRank::describe() const {
     }
     const std::string servers =
         ps.servers > 0 ? fmt::format(" and {} server rank{}", ps.servers, ps.servers > 1 ? "s" : "") : "";
-    return fmt::format("{} ranks{}, parameter server ({}{}, tau {}{}{}{}), rounds every {}", size_, servers,
+    return fmt::format("{} ranks{}, parameter server ({}{}, tau {}{}{}{}), rounds every {}{}", size_, servers,
                        to_string(ps.rule),
                        ps.rule == ServerRule::adagrad ? fmt::format(" lr {}", ps.server_lr) : std::string(),
                        tau_to_string(ps.tau),
                        ps.warm_rounds > 0 ? fmt::format(" after {} synchronous rounds", ps.warm_rounds) : std::string(),
                        push, ", " + std::string(to_string(ps_transport())),
-                       every_epoch() ? std::string("epoch") : fmt::format("{} local steps", every_steps()));
+                       every_epoch() ? std::string("epoch") : fmt::format("{} local steps", every_steps()),
+                       ps.overlap ? "" : ", workers waiting for each round");
   }
   const bool sum = options_.combine == Combine::sum;
   return fmt::format("{} ranks, {} allreduce, {} every {}{}{}", size_, to_string(options_.allreduce),
@@ -668,7 +671,8 @@ void MultiRank::agree_on_options() {
                                 is_ps ? std::min<std::uint64_t>(ps.warm_rounds, kDigestMask) : 0,
                                 is_ps ? static_cast<std::uint64_t>(ps.transport) : 0,
                                 std::min<std::uint64_t>(options_.average_rank, kDigestMask),
-                                options_.average_flush ? 1u : 0u};
+                                options_.average_flush ? 1u : 0u,
+                                is_ps && !ps.overlap ? 1u : 0u};
   constexpr std::size_t V = std::size(mine);
   const auto all = gather(mine, "options", true);
   const auto text = [&](std::size_t rank, std::size_t j) -> std::string {
@@ -692,13 +696,15 @@ void MultiRank::agree_on_options() {
       case 11: return v ? "off" : "on";
       case 13: return std::string(to_string(static_cast<PsTransport>(v)));
       case 15: return v ? "on" : "off";
+      case 16: return v ? "off" : "on";
       default: return fmt::format("{}", v);
     }
   };
   static constexpr const char* kOptions[V] = {"allreduce", "combine",     "average-weighted", "average-every",
                                               "distributed", "tau",       "server-rule",      "server-lr",
                                               "key-floats", "ps-push",    "ps-push-fraction", "ps-error-feedback",
-                                              "ps-warm-rounds", "ps-transport", "average-rank", "average-flush"};
+                                              "ps-warm-rounds", "ps-transport", "average-rank", "average-flush",
+                                              "ps-overlap"};
   for (std::size_t j = 0; j < V; ++j) {
     std::string each;
     bool same = true;

@@ -328,7 +328,8 @@ void ParameterServer::round() {
 
 void ParameterServer::start(std::uint64_t every_steps) {
   rounds_thread_.start(
-      every_steps, [this](std::uint64_t, bool finished) { return exchange(finished); }, "ParameterServer::start");
+      every_steps, [this](std::uint64_t, bool finished) { return exchange(finished); }, "ParameterServer::start",
+      options_.overlap);
 }
 
 bool ParameterServer::exchange(bool finished, bool first) {

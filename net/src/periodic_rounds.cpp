@@ -27,7 +27,7 @@ void PeriodicRounds::end_thread() noexcept {
   thread_.join();
 }
 
-void PeriodicRounds::start(std::uint64_t every_steps, Round round, const char* who) {
+void PeriodicRounds::start(std::uint64_t every_steps, Round round, const char* who, bool overlap) {
   if (every_steps == 0 || every_steps > kMostEverySteps)
     throw InputError(fmt::format("{}: a round every {} steps, expected 1 to 2^40 - 1", who, every_steps));
   if (thread_.joinable()) throw InputError(fmt::format("{}: already started", who));
@@ -36,9 +36,11 @@ void PeriodicRounds::start(std::uint64_t every_steps, Round round, const char* w
   error_ = nullptr;
   examples_at_last_round_ = examples_.load();
   const std::uint64_t base = steps_.load();
+  // Steps a worker may take past a round's start before it waits for the round.
+  const std::uint64_t slack = overlap ? every_steps : 0;
   trigger_.store(base + every_steps);
-  limit_.store(base + 2 * every_steps);
-  thread_ = std::thread([this, base, every_steps] { loop(base, every_steps); });
+  limit_.store(base + every_steps + slack);
+  thread_ = std::thread([this, base, every_steps, slack] { loop(base, every_steps, slack); });
 }
 
 void PeriodicRounds::step_done(std::uint64_t examples) noexcept {
@@ -63,7 +65,7 @@ void PeriodicRounds::release_workers(std::uint64_t limit) {
   ahead_.notify_all();
 }
 
-void PeriodicRounds::loop(std::uint64_t base, std::uint64_t every_steps) {
+void PeriodicRounds::loop(std::uint64_t base, std::uint64_t every_steps, std::uint64_t slack) {
   try {
     // The same grid of step counts on every rank, so a slow rank is never skipped over.
     for (std::uint64_t k = 1;; ++k) {
@@ -79,7 +81,7 @@ void PeriodicRounds::loop(std::uint64_t base, std::uint64_t every_steps) {
       const std::uint64_t examples = examples_.load();
       const std::uint64_t since = examples - std::exchange(examples_at_last_round_, examples);
       const bool all_finished = round_(since, finished);
-      release_workers(all_finished ? kNever : next + 2 * every_steps);
+      release_workers(all_finished ? kNever : next + every_steps + slack);
       if (all_finished) return;
     }
   } catch (...) {

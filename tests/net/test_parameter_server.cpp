@@ -261,6 +261,41 @@ TEST(ParameterServer, RoundsWhileTrainingKeepEveryUpdateWithinTau) {
   }
 }
 
+// Rounds that do not overlap compute (PsOptions::overlap false) under BSP:
+// after the step that starts round k a worker waits for it, so its copy then
+// holds every rank's first k K steps, however slow rank 0 is. With overlap the
+// fast rank goes on before the slow rank's push and sees less.
+TEST(ParameterServer, RoundsWithoutOverlapAreSequentialUnderBsp) {
+  for (const PsTransport transport : kTransports) {
+  for (const bool overlap : {false, true}) {
+    const int P = 3, K = 2, steps = 30;
+    std::vector<int> behind(P, 0);  // round starts where a rank's copy lacked steps of another rank
+    expect_no_errors(on_ranks(P, [&](Transport& t, int r) {
+      std::vector<float> x(64, 0.0f);
+      ParameterServer ps(t, x, PsOptions{.tau = 0, .overlap = overlap, .rule = ServerRule::sum, .key_floats = 8,
+                                         .transport = transport});
+      ps.share(r == 0);
+      ps.start(K);
+      for (int s = 1; s <= steps; ++s) {
+        std::atomic_ref<float>(x[static_cast<std::size_t>(8 * r)]).fetch_add(1.0f, std::memory_order_relaxed);
+        if (r == 0) std::this_thread::sleep_for(std::chrono::microseconds(500));
+        ps.step_done(1);
+        if (s % K != 0) continue;
+        for (int q = 0; q < P; ++q)
+          if (std::atomic_ref<float>(x[static_cast<std::size_t>(8 * q)]).load() < static_cast<float>(s))
+            ++behind[static_cast<std::size_t>(r)];
+      }
+      ps.stop();
+    }));
+    if (!overlap) {
+      EXPECT_EQ(behind, std::vector<int>(P, 0)) << to_string(transport);
+    } else {
+      EXPECT_GT(behind[1] + behind[2], 0) << to_string(transport);
+    }
+  }
+  }
+}
+
 // A warm start (PsOptions::warm_rounds): under ASP the rounds it covers are
 // served as under BSP, so with every round covered no pull runs ahead of the
 // slowest rank even with a slow rank; without it ASP's do.

@@ -4,6 +4,8 @@
 // has finished); workers may run K steps past a round's start while it is in
 // flight and wait there for it to end, so the round overlaps one period of
 // compute and no rank gets more than about two periods ahead of its rounds.
+// Without overlap, workers wait at the round's start until it ends: every
+// step after round k starts from what round k brought.
 #pragma once
 
 #include <atomic>
@@ -30,7 +32,7 @@ class PeriodicRounds {
 
   // Starts the thread (InputError for 0 steps, more than kMostEverySteps or
   // a second start; `who` names the caller in the message).
-  void start(std::uint64_t every_steps, Round round, const char* who);
+  void start(std::uint64_t every_steps, Round round, const char* who, bool overlap = true);
   static constexpr std::uint64_t kMostEverySteps = (std::uint64_t{1} << 40) - 1;
   // A worker finished a step of `examples` examples. Cheap, any thread; it
   // blocks only when this rank is a period ahead of the round in flight.
@@ -41,7 +43,7 @@ class PeriodicRounds {
   bool running() const noexcept { return thread_.joinable(); }
 
  private:
-  void loop(std::uint64_t base, std::uint64_t every_steps);
+  void loop(std::uint64_t base, std::uint64_t every_steps, std::uint64_t slack);
   void release_workers(std::uint64_t limit);
   void end_thread() noexcept;
 

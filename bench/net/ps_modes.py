@@ -16,7 +16,8 @@ every mode), and writes OUT_PREFIX.csv (mode, slow, repeat, epoch, seconds,
 training_seconds, test_rmse), OUT_PREFIX.png (test RMSE against seconds,
 one panel without and one with the slow rank) and a table on stdout: per
 mode and repeat the seconds to reach the one-process RMSE + 0.005, from the
-start and from training's start, and per mode the medians over repeats.
+start and from training's start (also interpolated between the epochs
+around the crossing: see crossing), and per mode the medians over repeats.
 --only keeps the modes whose names contain one of the given parts;
 --slow-only skips the runs without a slow rank; --extra adds flags to every
 multi-rank run.
@@ -73,6 +74,28 @@ def run(cmd):
     return rows, time.monotonic() - start
 
 
+def slow_title(slow):
+    """--slow-rank's R:F or R:F:N in words."""
+    p = slow.split(":")
+    if len(p) == 3:
+        return f"ranks {p[1]}x slower in turn, {p[2]} steps each from rank {p[0]}"
+    return f"rank {p[0]} {p[1]}x slower"
+
+
+def crossing(rows, target):
+    """The first epoch at or under the target: (seconds, training seconds, training seconds interpolated), or
+    None. The interpolated figure puts the crossing on the straight line between that epoch and the one before
+    (from training's start at the first epoch): an epoch is a coarse grain when the target falls in the
+    first few, and a straight line over a convex curve crosses no sooner than the curve does."""
+    for i, (_, s, t, r) in enumerate(rows):
+        if r <= target:
+            if i == 0:
+                return s, t, t
+            t0, r0 = rows[i - 1][2], rows[i - 1][3]
+            return s, t, t0 + (t - t0) * (r0 - target) / (r0 - r)
+    return None
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("asgd")
@@ -108,19 +131,21 @@ def main():
         for name, slow, rep, rows, _ in results:
             for e, s, t, r in rows:
                 w.writerow([name, a.slow if slow else "", rep, e, f"{s:.3f}", f"{t:.3f}", f"{r:.4f}"])
-    print(f"{'mode':34} {'slow rank':>9} {'rep':>3} {'s to target':>11} {'training s':>10} {'final RMSE':>10} "
+    print(f"{'mode':34} {'slow rank':>9} {'rep':>3} {'s to target':>11} {'training s':>10} {'interpolated':>12} {'final RMSE':>10} "
           f"{'whole s':>8}")
     hits = {}
     for name, slow, rep, rows, total in results:
-        hit = next(((s, t) for _, s, t, r in rows if r <= target), None)
+        hit = crossing(rows, target)
         hits.setdefault((name, slow), []).append(hit)
         print(f"{name:34} {(a.slow if slow else '-'):>9} {rep:>3} {('%.1f' % hit[0]) if hit else 'never':>11} "
-              f"{('%.2f' % hit[1]) if hit else 'never':>10} {rows[-1][3]:>10.4f} {total:>8.1f}")
+              f"{('%.2f' % hit[1]) if hit else 'never':>10} {('%.2f' % hit[2]) if hit else 'never':>12} "
+              f"{rows[-1][3]:>10.4f} {total:>8.1f}")
     print("medians over repeats (runs that never reached the target count as never):")
     for (name, slow), hs in hits.items():
         if all(hs):
             print(f"{name:34} {(a.slow if slow else '-'):>9} to target {statistics.median(h[0] for h in hs):6.1f} s, "
-                  f"training {statistics.median(h[1] for h in hs):6.2f} s")
+                  f"training {statistics.median(h[1] for h in hs):6.2f} s, "
+                  f"interpolated {statistics.median(h[2] for h in hs):6.2f} s")
         else:
             print(f"{name:34} {(a.slow if slow else '-'):>9} {sum(not h for h in hs)} of {len(hs)} never")
     panels = (True,) if a.slow_only else (False, True)
@@ -131,7 +156,7 @@ def main():
             if s == slow and rep == 0:
                 ax.plot([x[1] for x in rows], [x[3] for x in rows], marker=".", label=name)
         ax.axhline(target, color="grey", linestyle=":", label=f"target {target:.4f}")
-        ax.set_title(f"{a.ranks} ranks" + (f", rank {a.slow.split(':')[0]} {a.slow.split(':')[1]}x slower" if slow else ""))
+        ax.set_title(f"{a.ranks} ranks" + (", " + slow_title(a.slow) if slow else ""))
         ax.set_xlabel("seconds since the command started")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("test RMSE (rank 0)")

@@ -85,7 +85,7 @@ def slow_title(slow):
 def crossing(rows, target):
     """The first epoch at or under the target: (seconds, training seconds, training seconds interpolated), or
     None. The interpolated figure puts the crossing on the straight line between that epoch and the one before
-    (from training's start at the first epoch): an epoch is a coarse grain when the target falls in the
+    (none before the first epoch: its own seconds): an epoch is a coarse grain when the target falls in the
     first few, and a straight line over a convex curve crosses no sooner than the curve does."""
     for i, (_, s, t, r) in enumerate(rows):
         if r <= target:

@@ -211,7 +211,7 @@ void MultiRank::add_to_record(OptionsRecord& record) const {
     record["ps-error-feedback"] = options_.ps.error_feedback ? "on" : "off";
     record["ps-warm-rounds"] = std::to_string(options_.ps.warm_rounds);
     record["ps-transport"] = std::string(to_string(ps_transport()));
-    if (!options_.ps.overlap) record["ps-overlap"] = "off";  // only when off: older records lack it
+    record["ps-overlap"] = options_.ps.overlap ? "on" : "off";
     return;
   }
   record["combine"] = options_.combine == Combine::sum ? "sum" : "mean";

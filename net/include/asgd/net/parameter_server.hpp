@@ -75,8 +75,8 @@ struct PsOptions {
   std::uint64_t warm_rounds = 0;  // rounds 1..warm_rounds bulk-synchronous whatever tau (DistBelief's warm start)
   // Rounds overlap a period of compute: a worker goes on past a round's start while its push and pull are in
   // flight, on a copy that lacks the other ranks' deltas of that round. false: the worker waits at the round's
-  // start until the round ends; with tau 0 every step then sees every rank's steps of the rounds before it
-  // (Li et al.'s sequential consistency), and tau adds its rounds to that.
+  // start until the round ends; with tau 0 and one worker a rank every step then sees every rank's steps of
+  // the rounds before it (Li et al.'s sequential consistency), and tau adds its rounds to that.
   bool overlap = true;
   ServerRule rule = ServerRule::mean;
   float server_lr = 0.1f;      // AdaGrad's step on the server: x += lr d / (sqrt(sum d^2) + eps)

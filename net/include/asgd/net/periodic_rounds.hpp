@@ -5,7 +5,8 @@
 // flight and wait there for it to end, so the round overlaps one period of
 // compute and no rank gets more than about two periods ahead of its rounds.
 // Without overlap, workers wait at the round's start until it ends: every
-// step after round k starts from what round k brought.
+// step after round k starts from what round k brought (with one worker;
+// other workers' steps in flight at the start were taken on the copy before).
 #pragma once
 
 #include <atomic>
@@ -35,7 +36,8 @@ class PeriodicRounds {
   void start(std::uint64_t every_steps, Round round, const char* who, bool overlap = true);
   static constexpr std::uint64_t kMostEverySteps = (std::uint64_t{1} << 40) - 1;
   // A worker finished a step of `examples` examples. Cheap, any thread; it
-  // blocks only when this rank is a period ahead of the round in flight.
+  // blocks only when this rank is a period ahead of the round in flight
+  // (without overlap: at the round's start, until it ends).
   void step_done(std::uint64_t examples) noexcept;
   // Asks for a last round with finished = true and waits for the thread;
   // rethrows an error of a round.

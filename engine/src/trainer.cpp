@@ -2,6 +2,7 @@
 
 #include "asgd/engine/atomic_file.hpp"
 #include "asgd/engine/denormals.hpp"
+#include "asgd/engine/options_record.hpp"
 #include "asgd/engine/random.hpp"
 
 #include <fmt/format.h>
@@ -323,17 +324,30 @@ TrainReport Trainer::finish(Run& run) {
 }
 
 void Trainer::save_checkpoint(const std::filesystem::path& path) const {
+  write_file(path, 1.0f, options_.checkpoint_metadata, true);
+}
+
+void Trainer::save_model(const std::filesystem::path& path) const {
+  const int ranks = rank_files_of(options_.checkpoint_metadata, path.string());
+  if (ranks <= 1) return write_file(path, 1.0f, options_.checkpoint_metadata, false);
+  write_file(path, static_cast<float>(ranks), with_rank_files(options_.checkpoint_metadata, 1), false);
+}
+
+void Trainer::write_file(const std::filesystem::path& path, float sums_scale, const std::string& metadata,
+                         bool generation) const {
   // Before the first run() the sums are all zero: written as such, so that an AdaGrad run can load the file.
-  std::vector<float> zeros;
+  std::vector<float> copy;
   std::span<const float> sums = adagrad_sums_;
-  if (options_.schedule.has_adagrad() && sums.size() != store_.size()) {
-    zeros.assign(store_.size(), 0.0f);
-    sums = zeros;
+  if (options_.schedule.has_adagrad() && (sums.size() != store_.size() || sums_scale != 1.0f)) {
+    copy.assign(store_.size(), 0.0f);
+    if (sums.size() == store_.size())
+      for (std::size_t i = 0; i < copy.size(); ++i) copy[i] = sums[i] * sums_scale;
+    sums = copy;
   }
-  keep_previous_of(path);
-  ::asgd::save_checkpoint(path, store_, state_, sums, options_.checkpoint_metadata, optimizer_kind(),
+  if (generation) keep_previous_of(path);
+  ::asgd::save_checkpoint(path, store_, state_, sums, metadata, optimizer_kind(),
                           static_cast<std::uint32_t>(options_.schedule.row_head));  // 0 without row AdaGrad
-  lineage_ = normalized(path);
+  if (generation) lineage_ = normalized(path);
 }
 
 OptimizerKind Trainer::optimizer_kind() const noexcept {

@@ -104,17 +104,7 @@ void finish(LinearFitReport& report, const LinearFitOptions& options, const Line
   if (test) report.test = score_linear(*test, {w.begin(), w.end()}, options.l2, options.loss);
   if (events.scored) events.scored(report);
   if (options.model.empty()) return;
-  // One file, the ranks not recorded, that any number of ranks resumes as one process's: under AdaGrad on W ranks,
-  // rank 0's sums (of its 1/W of the examples) times W stand for the job's.
-  OptionsRecord record = run.record();
-  const auto recorded = record.find("ranks");
-  const float ranks = recorded == record.end() ? 1.0f : std::stof(recorded->second);
-  record.erase("ranks");
-  std::vector<float> sums(trainer.adagrad_sums().begin(), trainer.adagrad_sums().end());
-  for (float& s : sums) s *= ranks;
-  save_checkpoint(options.model, store, trainer.state(), sums,
-                  linear_model_metadata(options.l2, d.problem().num_features(), options.loss, record),
-                  trainer.optimizer_kind());
+  trainer.save_model(options.model);  // one file that any number of ranks resumes
   report.model_written = true;
 }
 

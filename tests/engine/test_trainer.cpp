@@ -13,6 +13,7 @@
 
 #include "../common/message_of.hpp"
 #include "asgd/engine/denormals.hpp"
+#include "asgd/engine/options_record.hpp"
 #include "asgd/engine/trainer.hpp"
 #include "toy_problems.hpp"
 
@@ -609,6 +610,39 @@ TEST(Trainer, AResumeKeepsTheStepRule) {
     EXPECT_NO_THROW(again.load_checkpoint(ckpt));
   }
   fs::remove(ckpt);
+}
+
+// A model file written by one of several ranks' trainers (options.ranks in the metadata, as MultiRank records
+// it) stands for the job: its AdaGrad sums times the ranks, and no rank count, so that one process resumes it
+// (before: "written by 2 ranks ... rank 1's file is missing"). On one rank it is the checkpoint itself.
+TEST(Trainer, AModelFileOfOneOfSeveralRanksHoldsTheJobsSums) {
+  const std::string pid = std::to_string(::getpid());
+  const fs::path ckpt = fs::temp_directory_path() / ("asgd-ranks-ck-" + pid);
+  const fs::path model = fs::temp_directory_path() / ("asgd-ranks-model-" + pid);
+  SharedQuadratic p{300, 6};
+  auto o = decaying_over_six_epochs();
+  o.schedule.adagrad = true;
+  for (const int ranks : {3, 1}) {
+    o.checkpoint_metadata = ranks > 1 ? R"({"options":{"ranks":"3","seed":"1"}})" : R"({"options":{"seed":"1"}})";
+    auto store = ParamStore::on_heap(p.layout());
+    Trainer t(store, o);
+    t.run(p, 1);
+    t.save_checkpoint(ckpt);
+    t.save_model(model);
+    const auto c = asgd::read_checkpoint(ckpt), m = asgd::read_checkpoint(model);
+    EXPECT_EQ(asgd::rank_files_of(c.metadata, "checkpoint"), ranks);
+    EXPECT_EQ(asgd::rank_files_of(m.metadata, "model"), 1);
+    EXPECT_NE(m.metadata.find(R"("seed":"1")"), std::string::npos) << m.metadata;
+    EXPECT_EQ(m.params, c.params);
+    ASSERT_EQ(m.optimizer_state.size(), c.optimizer_state.size());
+    ASSERT_GT(c.optimizer_state.size(), 0u);
+    for (std::size_t i = 0; i < c.optimizer_state.size(); ++i)
+      ASSERT_EQ(m.optimizer_state[i], static_cast<float>(ranks) * c.optimizer_state[i]) << i;
+    Trainer resumed(store, o);
+    EXPECT_NO_THROW(resumed.load_checkpoint(model));
+  }
+  fs::remove(ckpt);
+  fs::remove(model);
 }
 
 // What the progress callback throws on the closing event is rethrown, as a throw on any other event is (before:

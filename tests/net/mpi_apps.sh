@@ -259,6 +259,15 @@ rmse=$(sed -n 's/^validation: .* RMSE \([0-9.]*\).*/\1/p' "$work/log")
 "$asgd" mf eval "$work/mf-val.txt" "$work/mf.model" > "$work/eval" 2>&1 || fail "mf eval"
 grep -q "RMSE $rmse" "$work/eval" || { cat "$work/eval"; fail "mf eval disagrees with rank 0's RMSE $rmse"; }
 echo "mf, 2 ranks: validation RMSE $rmse, read back by mf eval"
+# The model file of an AdaGrad job is the job's (rank 0's sums times the ranks, no rank files): one process and
+# 3 ranks resume it (before: refused, naming a missing .rank1).
+mpi 2 mf train "$work/mf-train.txt" "$work/mf-adagrad.model" -k 8 -t 2 -s 1 --adagrad > "$work/log" 2>&1 ||
+  fail "mf --adagrad under mpiexec"
+"$asgd" mf train "$work/mf-train.txt" "$work/mf-adagrad-1.model" -k 8 -t 3 -s 1 --adagrad \
+  --resume "$work/mf-adagrad.model" > "$work/log" 2>&1 || fail "mf --adagrad: the 2-rank model file resumed by one"
+mpi 3 mf train "$work/mf-train.txt" "$work/mf-adagrad-3.model" -k 8 -t 3 -s 1 --adagrad \
+  --resume "$work/mf-adagrad.model" > "$work/log" 2>&1 || fail "mf --adagrad: the 2-rank model file resumed by 3"
+echo "mf --adagrad: a 2-rank job's model file is resumed by one process and by 3 ranks"
 
 # mf --loss bpr: implicit feedback over 2 ranks, summing their updates (its
 # default under mpirun); the full-ranking NDCG@10 of rank 0's averaged model

@@ -240,7 +240,7 @@ void resume(TrainingRun& run, Trainer& trainer, FitSetup& setup) {
 void start_training(const FitOptions& o, Trainer& trainer, TrainingRun& run, RankGroup& group,
                     const FitEvents& events, FitSetup& setup) {
   resume(run, trainer, setup);
-  if (!o.shm.empty() && !o.model_file.empty()) trainer.save_checkpoint(o.model_file);
+  if (!o.shm.empty() && !o.model_file.empty()) trainer.save_model(o.model_file);
   setup.created = run.created();
   if (events.on_start) events.on_start(setup);
   group.start(trainer, run.store());
@@ -279,7 +279,7 @@ void keep_model(Trainer& trainer, TrainingRun& run, ModelInfo info, FitReport& r
 // The model file, if asked, then the model into the report.
 void write_model(const FitOptions& o, Trainer& trainer, TrainingRun& run, ModelInfo info, FitReport& report) {
   if (!o.model_file.empty()) {
-    trainer.save_checkpoint(o.model_file);
+    trainer.save_model(o.model_file);  // one file, whatever the ranks: any number of ranks resumes it
     report.model_written = true;
   }
   keep_model(trainer, run, std::move(info), report);

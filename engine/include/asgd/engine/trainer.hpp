@@ -221,6 +221,12 @@ class Trainer {
   // then the checkpoint's, whatever TrainerOptions::seed says (a resume that
   // should refuse another seed compares the two itself, as the CLI does).
   void save_checkpoint(const std::filesystem::path& path) const;
+  // The job's model as one file that one process or any number of ranks resumes: where this trainer's
+  // checkpoints are one of several ranks' files (options.ranks in checkpoint_metadata, as MultiRank records it),
+  // its AdaGrad sums times that count stand for the job's (each rank's are of its share of the examples), and
+  // the count is left out. Otherwise as save_checkpoint. Not a generation of the run's checkpoints: no .prev is
+  // kept or removed for it.
+  void save_model(const std::filesystem::path& path) const;
   void load_checkpoint(const std::filesystem::path& path);
   // The same from a checkpoint already read (read_checkpoint); `path` names it in errors.
   void load_checkpoint(CheckpointData data, const std::filesystem::path& path);
@@ -261,6 +267,10 @@ class Trainer {
   void check_adagrad_sums() const;
   // keep_previous_checkpoint(path) when checkpoint_keep_previous and `path` is this run's own file (lineage_).
   void keep_previous_of(const std::filesystem::path& path) const;
+  // save_checkpoint's and save_model's file: the AdaGrad sums times sums_scale, under `metadata`; a
+  // generation of this run's checkpoints (keep_previous_of, lineage_) or not (a model file).
+  void write_file(const std::filesystem::path& path, float sums_scale, const std::string& metadata,
+                  bool generation) const;
   template <Problem P, ConsistencyPolicy Policy>
   TrainReport run_with(P& problem, const Policy& policy, std::uint64_t until_epoch);
   static std::string fmt_until_epoch(std::uint64_t until, std::uint64_t epochs);

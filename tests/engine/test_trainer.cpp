@@ -641,7 +641,24 @@ TEST(Trainer, AModelFileOfOneOfSeveralRanksHoldsTheJobsSums) {
     Trainer resumed(store, o);
     EXPECT_NO_THROW(resumed.load_checkpoint(model));
   }
-  fs::remove(ckpt);
+  // Not a generation of the run's checkpoints: between two of them it leaves the previous one kept (before: the
+  // run's lineage became the model file, and the next checkpoint removed its .prev instead of keeping one).
+  o.checkpoint_keep_previous = true;
+  const fs::path previous = fs::path(ckpt.string() + ".prev");
+  for (const char* metadata : {R"({"options":{"ranks":"3"}})", R"({"options":{}})"}) {
+    o.checkpoint_metadata = metadata;
+    auto store = ParamStore::on_heap(p.layout());
+    Trainer t(store, o);
+    for (const std::uint64_t epoch : {1, 2, 3}) {
+      t.run(p, epoch);
+      if (epoch == 3) t.save_model(model);
+      t.save_checkpoint(ckpt);
+    }
+    ASSERT_TRUE(fs::exists(previous)) << metadata;
+    EXPECT_EQ(asgd::read_checkpoint(previous).state.epoch, 2u) << metadata;
+    fs::remove(previous);
+    fs::remove(ckpt);
+  }
   fs::remove(model);
 }
 

@@ -17,7 +17,7 @@ training_seconds, test_rmse), OUT_PREFIX.png (test RMSE against seconds,
 one panel without and one with the slow rank) and a table on stdout: per
 mode and repeat the seconds to reach the one-process RMSE + 0.005, from the
 start and from training's start (also interpolated between the epochs
-around the crossing: see crossing), and per mode the medians over repeats.
+around the crossing: time_to_target.py), and per mode the medians over repeats.
 --only keeps the modes whose names contain one of the given parts;
 --slow-only skips the runs without a slow rank; --extra adds flags to every
 multi-rank run.
@@ -35,6 +35,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+from time_to_target import crossing  # noqa: E402  (beside this script)
 
 EPOCH = re.compile(r"^epoch\s+(\d+): .*test RMSE ([0-9.]+)")
 TRAINING = re.compile(r"^(mpi: |mf: .* loaded in )")
@@ -82,18 +84,11 @@ def slow_title(slow):
     return f"rank {p[0]} {p[1]}x slower"
 
 
-def crossing(rows, target):
-    """The first epoch at or under the target: (seconds, training seconds, training seconds interpolated), or
-    None. The interpolated figure puts the crossing on the straight line between that epoch and the one before
-    (none before the first epoch: its own seconds): an epoch is a coarse grain when the target falls in the
-    first few, and a straight line over a convex curve crosses no sooner than the curve does."""
-    for i, (_, s, t, r) in enumerate(rows):
-        if r <= target:
-            if i == 0:
-                return s, t, t
-            t0, r0 = rows[i - 1][2], rows[i - 1][3]
-            return s, t, t0 + (t - t0) * (r0 - target) / (r0 - r)
-    return None
+def to_target(rows, target):
+    """The first epoch at or under the target: (seconds, training seconds, training seconds interpolated between
+    it and the epoch before: time_to_target.crossing), or None."""
+    hit = crossing([(t, r) for _, _, t, r in rows], target, lower_is_better=True)
+    return None if hit is None else (rows[hit[0]][1], rows[hit[0]][2], hit[1])
 
 
 def main():
@@ -135,7 +130,7 @@ def main():
           f"{'whole s':>8}")
     hits = {}
     for name, slow, rep, rows, total in results:
-        hit = crossing(rows, target)
+        hit = to_target(rows, target)
         hits.setdefault((name, slow), []).append(hit)
         print(f"{name:34} {(a.slow if slow else '-'):>9} {rep:>3} {('%.1f' % hit[0]) if hit else 'never':>11} "
               f"{('%.2f' % hit[1]) if hit else 'never':>10} {('%.2f' % hit[2]) if hit else 'never':>12} "

@@ -22,18 +22,20 @@ Usage: /usr/bin/python3 bench/net/ps_w2v_curve.py ASGD DATA_DIR OUT [--only A,B]
 """
 import argparse, csv, gzip, os, re, shutil, statistics, struct, subprocess, sys, tempfile, time
 
+from time_to_target import crossing  # beside this script
+
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
            OMPI_MCA_rmaps_base_oversubscribe="1")
-def modes(every):
-    """(name, ranks: 0 one process, 1 the --ranks given, flags)."""
+def modes(every, ranks):
+    """(name, ranks: 0 for one process, flags)."""
     k = ["-average-every", str(every)]
     return [
         ("one process", 0, []),
-        ("averaging (every epoch)", 1, []),
-        (f"averaging (every {every} steps)", 1, k),
-        ("ps BSP", 1, ["-distributed", "ps", "-ps-tau", "0"] + k),
-        ("ps SSP(4)", 1, ["-distributed", "ps", "-ps-tau", "4"] + k),
-        ("ps ASP", 1, ["-distributed", "ps", "-ps-tau", "inf"] + k),
+        ("averaging (every epoch)", ranks, []),
+        (f"averaging (every {every} steps)", ranks, k),
+        ("ps BSP", ranks, ["-distributed", "ps", "-ps-tau", "0"] + k),
+        ("ps SSP(4)", ranks, ["-distributed", "ps", "-ps-tau", "4"] + k),
+        ("ps ASP", ranks, ["-distributed", "ps", "-ps-tau", "inf"] + k),
     ]
 
 
@@ -97,19 +99,6 @@ def accuracy(a, work, copy, epoch):
     return float(m.group(1))
 
 
-def crossing(points, target):
-    """The seconds of the first epoch at or over the target, and the seconds interpolated on the straight line
-    from the epoch before (an epoch is a coarse grain; a straight line under a concave curve crosses no sooner
-    than the curve does); None if never."""
-    for i, (s, acc) in enumerate(points):
-        if acc >= target:
-            if i == 0:
-                return s, s
-            s0, a0 = points[i - 1]
-            return s, s0 + (s - s0) * (target - a0) / (acc - a0)
-    return None
-
-
 def summary(rows, slow_label):
     """Per mode, slow or not: each repeat's seconds to within 1 point of one process, and the medians."""
     alone = [r for r in rows if r[0] == "one process"]
@@ -122,7 +111,8 @@ def summary(rows, slow_label):
             hits = []
             for rep in sorted({r[2] for r in rows if r[0] == mode and r[1] == slow}):
                 pts = [(r[4], r[5]) for r in rows if r[0] == mode and r[1] == slow and r[2] == rep]
-                hits.append(crossing(pts, target))
+                hit = crossing(pts, target, lower_is_better=False)
+                hits.append(None if hit is None else (pts[hit[0]][0], hit[1]))
             if not hits:
                 continue
             shown = ", ".join("never" if h is None else f"{h[0]:.1f} ({h[1]:.1f})" for h in hits)
@@ -177,13 +167,13 @@ def main():
         corpus(a.data, os.path.join(work, "corpus.txt"))
         for slow in (False, True):
             for rep in range(a.repeats):  # a repeat runs every mode, so that repeats alternate
-                for name, n, flags in modes(a.every):
+                for name, n, flags in modes(a.every, a.ranks):
                     if (only and not any(p in name for p in only)) or (slow and n == 0):
                         continue
                     if (a.slow_only and not slow and n > 0) or (n == 0 and rep > 0):
                         continue
                     extra = ["-slow-rank", a.slow] if slow else []
-                    for epoch, seconds, copy in run(a, work, n and a.ranks, flags + extra):
+                    for epoch, seconds, copy in run(a, work, n, flags + extra):
                         acc = accuracy(a, work, copy, epoch)
                         rows.append((name, slow, rep, epoch, round(seconds, 2), acc))
                         print(f"{name:28} {a.slow if slow else '-':8} {rep} epoch {epoch}  {seconds:6.1f} s  "

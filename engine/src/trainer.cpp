@@ -327,10 +327,22 @@ void Trainer::save_checkpoint(const std::filesystem::path& path) const {
   write_file(path, 1.0f, options_.checkpoint_metadata, true);
 }
 
+namespace {
+// The ranks whose files a checkpoint's metadata says hold the sums, and the metadata without that count (the
+// same text where there is none). One parse: a model's metadata may hold its id maps.
+std::pair<int, std::string> job_metadata(const std::string& metadata, const std::string& where) {
+  const int ranks = rank_files_of(metadata, where);
+  return {ranks, ranks > 1 ? with_rank_files(metadata, 1) : metadata};
+}
+}  // namespace
+
 void Trainer::save_model(const std::filesystem::path& path) const {
-  const int ranks = rank_files_of(options_.checkpoint_metadata, path.string());
-  if (ranks <= 1) return write_file(path, 1.0f, options_.checkpoint_metadata, false);
-  write_file(path, static_cast<float>(ranks), with_rank_files(options_.checkpoint_metadata, 1), false);
+  const auto [ranks, metadata] = job_metadata(options_.checkpoint_metadata, path.string());
+  write_file(path, static_cast<float>(ranks), metadata, false);
+}
+
+std::string Trainer::model_metadata() const {
+  return job_metadata(options_.checkpoint_metadata, "TrainerOptions::checkpoint_metadata").second;
 }
 
 void Trainer::write_file(const std::filesystem::path& path, float sums_scale, const std::string& metadata,

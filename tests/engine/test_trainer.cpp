@@ -633,6 +633,10 @@ TEST(Trainer, AModelFileOfOneOfSeveralRanksHoldsTheJobsSums) {
     EXPECT_EQ(asgd::rank_files_of(c.metadata, "checkpoint"), ranks);
     EXPECT_EQ(asgd::rank_files_of(m.metadata, "model"), 1);
     EXPECT_NE(m.metadata.find(R"("seed":"1")"), std::string::npos) << m.metadata;
+    EXPECT_EQ(t.model_metadata(), m.metadata);
+    if (ranks == 1) {
+      EXPECT_EQ(m.metadata, o.checkpoint_metadata);
+    }
     EXPECT_EQ(m.params, c.params);
     ASSERT_EQ(m.optimizer_state.size(), c.optimizer_state.size());
     ASSERT_GT(c.optimizer_state.size(), 0u);

@@ -12,7 +12,6 @@
 #include "asgd/engine/bounded_delay.hpp"
 #include "asgd/engine/errors.hpp"
 #include "asgd/engine/file_checks.hpp"
-#include "asgd/engine/options_record.hpp"
 #include "asgd/engine/training_run.hpp"
 #include "asgd/sparse/mf/bpr.hpp"
 #include "asgd/sparse/mf/model_file.hpp"
@@ -274,7 +273,7 @@ void keep_model(Trainer& trainer, TrainingRun& run, ModelInfo info, FitReport& r
   static_cast<ModelInfo&>(model) = std::move(info);
   model.epochs = trainer.state().epoch;
   model.store.emplace(std::move(run.store()));
-  report.metadata = with_rank_files(trainer.options().checkpoint_metadata, 1);  // as save_model writes it
+  report.metadata = trainer.model_metadata();  // as the model file has it
 }
 
 // The model file, if asked, then the model into the report.

@@ -227,6 +227,8 @@ class Trainer {
   // the count is left out. Otherwise as save_checkpoint. Not a generation of the run's checkpoints: no .prev is
   // kept or removed for it.
   void save_model(const std::filesystem::path& path) const;
+  // The metadata save_model writes: checkpoint_metadata without a rank count (unchanged where it has none).
+  std::string model_metadata() const;
   void load_checkpoint(const std::filesystem::path& path);
   // The same from a checkpoint already read (read_checkpoint); `path` names it in errors.
   void load_checkpoint(CheckpointData data, const std::filesystem::path& path);
